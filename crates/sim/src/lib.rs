@@ -1,0 +1,30 @@
+//! Deterministic discrete-event network simulator for Sluice hosts.
+//!
+//! A [`Sim`] joins any number of [`Host`]s (typically TCP cores behind an
+//! adapter) and learning Ethernet switches with full-duplex links. Each link
+//! direction has its own FIFO egress queue, serialization delay, propagation
+//! delay, optional ECN marking and random impairments (loss, burst loss,
+//! reordering, duplication, corruption). Everything runs in virtual time and
+//! all randomness derives from one seed, so a run is exactly reproducible.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod apps;
+mod ecn;
+mod error;
+mod host;
+mod link;
+mod pcap;
+mod pool;
+mod sim;
+mod switch;
+mod tcp_host;
+mod trace;
+
+pub use error::SimError;
+pub use host::{Host, MAX_FRAME_LEN};
+pub use link::{Direction, GilbertElliott, Impairment, LinkConfig, LinkStats};
+pub use sim::{HostsView, LinkId, NodeId, Sim, SimStats};
+pub use sluice_tcp::Instant;
+pub use switch::SwitchStats;
+pub use trace::{TraceEvent, TraceKind};

@@ -1,0 +1,36 @@
+//! A free-list of frame buffers so steady-state forwarding does not allocate.
+
+/// Most buffers kept on the free-list; extras are released to the allocator.
+const MAX_POOLED: usize = 4096;
+/// Capacity of a freshly allocated buffer (a full-size Ethernet frame fits).
+const INITIAL_CAPACITY: usize = 2048;
+
+/// Recycles `Vec<u8>` frame buffers.
+#[derive(Debug, Default)]
+pub(crate) struct FramePool {
+    free: Vec<Vec<u8>>,
+}
+
+impl FramePool {
+    /// An empty buffer, recycled when possible.
+    pub(crate) fn get(&mut self) -> Vec<u8> {
+        self.free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(INITIAL_CAPACITY))
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub(crate) fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut v = self.get();
+        v.extend_from_slice(data);
+        v
+    }
+
+    /// Returns a buffer to the free-list.
+    pub(crate) fn put(&mut self, mut buf: Vec<u8>) {
+        if self.free.len() < MAX_POOLED {
+            buf.clear();
+            self.free.push(buf);
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Configuration of one TCP core. Every table and queue bound is set here.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use sluice_wire::EthernetAddress;
+
+/// When the receiver acknowledges data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckPolicy {
+    /// One ACK per data segment (the default, as in TAS and Laminar).
+    EverySegment,
+    /// Delayed ACKs (RFC 9293 3.8.6.3): after `segments` full segments or when `timeout` expires.
+    Delayed {
+        /// Acknowledge at least every this many segments (RFC 9293 SHLD-19: at most 2 for full segments).
+        segments: u8,
+        /// Longest an ACK may be held (RFC 9293 MUST-40: under 0.5 s).
+        timeout: Duration,
+    },
+}
+
+/// Configuration of a [`crate::Stack`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The interface's MAC address.
+    pub mac: EthernetAddress,
+    /// The address this core owns.
+    pub ip: Ipv4Addr,
+    /// Seed for all randomness (ISN key, cookie secret, timestamp offsets, ephemeral ports).
+    pub seed: u64,
+    /// Largest number of connections in any state (slots in the connection table).
+    pub max_connections: usize,
+    /// Largest number of listening ports.
+    pub max_listeners: usize,
+    /// Half-open connections per listener before SYN cookies are used.
+    pub syn_backlog: usize,
+    /// Upper bound on any listener's accept queue.
+    pub max_accept_queue: usize,
+    /// Receive buffer per connection in bytes (rounded up to a power of two).
+    pub rx_buffer: usize,
+    /// Send buffer per connection in bytes (rounded up to a power of two).
+    pub tx_buffer: usize,
+    /// Interface MTU (IPv4 packet size).
+    pub mtu: u16,
+    /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
+    pub ooo_intervals: usize,
+    /// Acknowledgment policy for received data.
+    pub ack_policy: AckPolicy,
+    /// Nagle's algorithm on new connections (RFC 9293 SHLD-7).
+    pub nagle: bool,
+    /// Initial retransmission timeout (RFC 6298 2.1).
+    pub rto_initial: Duration,
+    /// Lower bound on the retransmission timeout.
+    pub rto_min: Duration,
+    /// Upper bound on the retransmission timeout and on the persist interval.
+    pub rto_max: Duration,
+    /// Give up on a connection whose data has gone unacknowledged for this long (RFC 9293 3.8.3, R2).
+    pub user_timeout: Duration,
+    /// SYN (or SYN-ACK) transmissions before an open fails.
+    pub syn_retries: u8,
+    /// How long a connection stays in TIME-WAIT (2 MSL).
+    pub time_wait: Duration,
+    /// Challenge ACKs (RFC 5961) a connection may send per second.
+    pub challenge_ack_limit: u32,
+    /// Offer and accept window scaling (RFC 7323).
+    pub window_scaling: bool,
+    /// Offer and accept timestamps (RFC 7323).
+    pub timestamps: bool,
+    /// Offer and accept SACK-permitted (RFC 2018).
+    pub sack: bool,
+    /// Verify IPv4 and TCP checksums of received frames.
+    pub verify_checksums: bool,
+    /// Capacity of the queue of control frames (ACKs, RSTs, SYN-ACKs, ARP) awaiting transmission.
+    pub control_frame_queue: usize,
+    /// Entries in the ARP neighbor cache.
+    pub neighbor_cache: usize,
+    /// Lowest and highest ephemeral port for active opens.
+    pub ephemeral_ports: (u16, u16),
+}
+
+impl Config {
+    /// A configuration with defaults for the given addresses.
+    pub fn new(mac: EthernetAddress, ip: Ipv4Addr) -> Self {
+        Config {
+            mac,
+            ip,
+            seed: 0x5eed_5eed,
+            max_connections: 4096,
+            max_listeners: 64,
+            syn_backlog: 128,
+            max_accept_queue: 1024,
+            rx_buffer: 256 * 1024,
+            tx_buffer: 256 * 1024,
+            mtu: 1500,
+            ooo_intervals: 1,
+            ack_policy: AckPolicy::EverySegment,
+            nagle: true,
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(60),
+            user_timeout: Duration::from_secs(120),
+            syn_retries: 6,
+            time_wait: Duration::from_secs(60),
+            challenge_ack_limit: 10,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            verify_checksums: true,
+            control_frame_queue: 1024,
+            neighbor_cache: 256,
+            ephemeral_ports: (32768, 60999),
+        }
+    }
+
+    /// Checks the configuration, returning what is wrong with it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_connections == 0 || self.max_connections > (1 << 24) {
+            return Err(ConfigError::Range("max_connections", "1..=16777216"));
+        }
+        if self.max_listeners == 0 || self.max_listeners > 65536 {
+            return Err(ConfigError::Range("max_listeners", "1..=65536"));
+        }
+        if !(576..=9216).contains(&self.mtu) {
+            return Err(ConfigError::Range("mtu", "576..=9216"));
+        }
+        for (name, size) in [("rx_buffer", self.rx_buffer), ("tx_buffer", self.tx_buffer)] {
+            if !(4096..=(1 << 30)).contains(&size) {
+                return Err(ConfigError::Range(name, "4096..=1073741824"));
+            }
+        }
+        if self.ooo_intervals > 64 {
+            return Err(ConfigError::Range("ooo_intervals", "0..=64"));
+        }
+        if let AckPolicy::Delayed { segments, timeout } = self.ack_policy {
+            // RFC 9293 MUST-40: an ACK is not delayed by more than 0.5 s.
+            if segments == 0 || timeout >= Duration::from_millis(500) || timeout.is_zero() {
+                return Err(ConfigError::Range(
+                    "ack_policy",
+                    "segments >= 1, 0 < timeout < 500ms",
+                ));
+            }
+        }
+        if self.rto_min.is_zero() || self.rto_min > self.rto_max || self.rto_initial > self.rto_max
+        {
+            return Err(ConfigError::Range(
+                "rto_min/rto_initial/rto_max",
+                "0 < min <= initial <= max",
+            ));
+        }
+        if self.control_frame_queue == 0 || self.neighbor_cache == 0 {
+            return Err(ConfigError::Range(
+                "control_frame_queue/neighbor_cache",
+                ">= 1",
+            ));
+        }
+        if self.ephemeral_ports.0 == 0 || self.ephemeral_ports.0 > self.ephemeral_ports.1 {
+            return Err(ConfigError::Range("ephemeral_ports", "1 <= low <= high"));
+        }
+        if self.syn_backlog == 0 || self.max_accept_queue == 0 {
+            return Err(ConfigError::Range("syn_backlog/max_accept_queue", ">= 1"));
+        }
+        Ok(())
+    }
+
+    /// The MSS this host announces: MTU less IPv4 and TCP headers.
+    pub fn local_mss(&self) -> u16 {
+        self.mtu - 40
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The named field must lie within the given range.
+    Range(&'static str, &'static str),
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::Range(field, range) => write!(f, "config: {field} must be in {range}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,60 @@
+//! The ARP neighbor cache: bounded; learning never grows it past its capacity.
+
+use std::net::Ipv4Addr;
+
+use hashbrown::HashMap;
+use sluice_wire::EthernetAddress;
+
+use crate::time::Instant;
+
+/// IPv4 → MAC mappings learned from ARP and from peers that open connections to us.
+pub struct NeighborCache {
+    entries: HashMap<Ipv4Addr, (EthernetAddress, Instant), ahash::RandomState>,
+    capacity: usize,
+}
+
+impl NeighborCache {
+    /// Creates a cache holding up to `capacity` entries.
+    pub fn new(capacity: usize, seed: u64) -> Self {
+        NeighborCache {
+            entries: HashMap::with_capacity_and_hasher(
+                capacity,
+                ahash::RandomState::with_seeds(seed, 3, 5, 7),
+            ),
+            capacity,
+        }
+    }
+
+    /// Records `ip` at `mac`, evicting the least recently learned entry if full.
+    pub fn learn(&mut self, ip: Ipv4Addr, mac: EthernetAddress, now: Instant) {
+        if mac.is_multicast() || ip.is_broadcast() || ip.is_unspecified() {
+            return;
+        }
+        if !self.entries.contains_key(&ip) && self.entries.len() >= self.capacity {
+            if let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(ip, (_, t))| (*t, **ip))
+                .map(|(ip, _)| *ip)
+            {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(ip, (mac, now));
+    }
+
+    /// The MAC of `ip`, if known.
+    pub fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+        self.entries.get(&ip).map(|(mac, _)| *mac)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,177 @@
+//! RFC 9293 connection states and the control plane's per-connection record.
+
+use std::time::Duration;
+
+use sluice_wire::tcp::SeqNumber;
+
+use crate::table::FourTuple;
+use crate::time::Instant;
+
+/// RFC 9293 3.3.2 connection states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpState {
+    /// No connection.
+    Closed,
+    /// SYN sent, awaiting SYN-ACK.
+    SynSent,
+    /// SYN received and SYN-ACK sent, awaiting ACK.
+    SynReceived,
+    /// Open; data flows both ways.
+    Established,
+    /// We sent FIN; awaiting its ACK or the peer's FIN.
+    FinWait1,
+    /// Our FIN is acknowledged; awaiting the peer's FIN.
+    FinWait2,
+    /// The peer sent FIN; we may still send.
+    CloseWait,
+    /// Both sent FIN simultaneously; awaiting the ACK of ours.
+    Closing,
+    /// Peer closed first, then we sent FIN; awaiting its ACK.
+    LastAck,
+    /// Both FINs acknowledged; waiting out 2 MSL.
+    TimeWait,
+}
+
+impl TcpState {
+    /// Whether the connection is synchronized (RFC 9293: ESTABLISHED and later).
+    pub fn is_synchronized(self) -> bool {
+        !matches!(
+            self,
+            TcpState::Closed | TcpState::SynSent | TcpState::SynReceived
+        )
+    }
+}
+
+/// Why a connection ended abnormally, as reported to the application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnError {
+    /// The peer reset the connection.
+    Reset,
+    /// The peer refused the connection (RST in reply to our SYN).
+    Refused,
+    /// Retransmissions went unacknowledged past the user timeout (or SYN retries ran out).
+    TimedOut,
+    /// The application aborted the connection.
+    Aborted,
+}
+
+impl core::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConnError::Reset => "connection reset by peer",
+            ConnError::Refused => "connection refused",
+            ConnError::TimedOut => "connection timed out",
+            ConnError::Aborted => "connection aborted",
+        })
+    }
+}
+
+/// Options agreed in the handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Peer's MSS (RFC 9293 MUST-15: 536 when absent).
+    pub peer_mss: u16,
+    /// Shift for the peer's windows, if scaling was agreed.
+    pub snd_wscale: Option<u8>,
+    /// Shift for our windows, if scaling was agreed.
+    pub rcv_wscale: Option<u8>,
+    /// SACK agreed.
+    pub sack: bool,
+    /// Timestamps agreed; the peer's latest TSval.
+    pub ts_recent: Option<u32>,
+}
+
+/// The control plane's record of one connection.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnControl {
+    /// RFC 9293 state.
+    pub state: TcpState,
+    /// Identity.
+    pub tuple: FourTuple,
+    /// Listener this passive open belongs to, until accepted.
+    pub listener: Option<u16>,
+    /// Our initial sequence number.
+    pub iss: SeqNumber,
+    /// Peer's initial sequence number.
+    pub irs: SeqNumber,
+    /// Peer's window from the handshake.
+    pub peer_window: u16,
+    /// Agreed options.
+    pub negotiated: Negotiated,
+    /// Retransmission deadline (handshake, data, FIN), or MAX.
+    pub rto_deadline: Instant,
+    /// Current retransmission timeout (with backoff).
+    pub rto: Duration,
+    /// Consecutive retransmissions of the same data.
+    pub retries: u8,
+    /// When the oldest unacknowledged data was first retransmitted (user timeout clock).
+    pub stalled_since: Instant,
+    /// Delayed-ACK deadline, or MAX.
+    pub delack_deadline: Instant,
+    /// Zero-window probe deadline, or MAX.
+    pub persist_deadline: Instant,
+    /// Current probe interval.
+    pub persist_interval: Duration,
+    /// TIME-WAIT expiry, or MAX.
+    pub time_wait_deadline: Instant,
+    /// Start of the current one-second challenge-ACK window (RFC 5961 7).
+    pub challenge_window: Instant,
+    /// Challenge ACKs sent in the current window.
+    pub challenge_count: u32,
+    /// The application closed the connection (no handle refers to it any more).
+    pub app_closed: bool,
+    /// The application holds a handle (connected or accepted).
+    pub app_owned: bool,
+    /// The error to report, once the connection failed.
+    pub error: Option<ConnError>,
+}
+
+impl ConnControl {
+    /// A fresh record.
+    pub fn new(tuple: FourTuple, rto: Duration) -> Self {
+        ConnControl {
+            state: TcpState::Closed,
+            tuple,
+            listener: None,
+            iss: SeqNumber(0),
+            irs: SeqNumber(0),
+            peer_window: 0,
+            negotiated: Negotiated::default(),
+            rto_deadline: Instant::MAX,
+            rto,
+            retries: 0,
+            stalled_since: Instant::MAX,
+            delack_deadline: Instant::MAX,
+            persist_deadline: Instant::MAX,
+            persist_interval: rto,
+            time_wait_deadline: Instant::MAX,
+            challenge_window: Instant::ZERO,
+            challenge_count: 0,
+            app_closed: false,
+            app_owned: false,
+            error: None,
+        }
+    }
+
+    /// The earliest of this connection's deadlines.
+    pub fn next_deadline(&self) -> Instant {
+        self.rto_deadline
+            .min(self.delack_deadline)
+            .min(self.persist_deadline)
+            .min(self.time_wait_deadline)
+    }
+
+    /// RFC 5961 7: whether another challenge ACK fits this second's per-connection budget.
+    pub fn allow_challenge_ack(&mut self, now: Instant, limit: u32) -> bool {
+        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
+            self.challenge_window = now;
+            self.challenge_count = 0;
+        }
+        if self.challenge_count < limit {
+            self.challenge_count += 1;
+            true
+        } else {
+            false
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Timer expiry: retransmission (handshake and data, go-back-N, RFC 6298 backoff), user
+//! timeout, zero-window probes, delayed ACKs, TIME-WAIT and orphan expiry.
+
+use sluice_wire::tcp::{TcpFlags, TcpHeader};
+
+use super::state::{ConnError, TcpState};
+use crate::cc::CongestionControl;
+use crate::datapath::state::flags;
+use crate::frame::emit_segment;
+use crate::stack::Stack;
+use crate::time::Instant;
+
+impl Stack {
+    /// Runs every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        while let Some(slot) = self.timers.pop_expired(now) {
+            self.expire(slot);
+            let c = &self.conns[slot as usize];
+            if c.state != TcpState::Closed || c.app_owned {
+                let next = c.next_deadline();
+                if next != Instant::MAX {
+                    self.timers.arm(slot, next);
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, slot: u32) {
+        let s = slot as usize;
+        let now = self.now;
+        let c = self.conns[s];
+        if c.time_wait_deadline <= now {
+            self.conns[s].time_wait_deadline = Instant::MAX;
+            self.enter_closed(slot);
+            return;
+        }
+        if c.delack_deadline <= now {
+            self.conns[s].delack_deadline = Instant::MAX;
+            if self.dp.pre[s].active && self.dp.post[s].unacked_segments > 0 {
+                self.send_ack(slot);
+            }
+        }
+        if c.persist_deadline <= now {
+            self.persist(slot);
+        }
+        if c.rto_deadline <= now {
+            self.conns[s].rto_deadline = Instant::MAX;
+            match c.state {
+                TcpState::SynSent | TcpState::SynReceived => self.retransmit_syn(slot),
+                TcpState::Closed | TcpState::TimeWait => {}
+                _ => self.retransmit_data(slot),
+            }
+        }
+    }
+
+    fn backoff(&mut self, slot: u32) {
+        let c = &mut self.conns[slot as usize];
+        // RFC 6298 5.5: double the RTO (bounded by the maximum).
+        c.rto = (c.rto * 2).min(self.cfg.rto_max);
+        c.retries = c.retries.saturating_add(1);
+    }
+
+    fn retransmit_syn(&mut self, slot: u32) {
+        let s = slot as usize;
+        if self.conns[s].retries >= self.cfg.syn_retries {
+            self.counters.user_timeouts += 1;
+            if self.conns[s].listener.is_some() {
+                self.free_slot(slot); // half-open passive connection: forget it
+            } else {
+                self.conns[s].error = Some(ConnError::TimedOut);
+                self.events.raise(slot, crate::events::bits::ERROR);
+                self.enter_closed(slot);
+            }
+            return;
+        }
+        self.backoff(slot);
+        self.counters.timeouts += 1;
+        let state = self.conns[s].state;
+        if state == TcpState::SynSent
+            && self
+                .neighbors
+                .lookup(self.conns[s].tuple.remote_ip)
+                .is_none()
+        {
+            self.send_arp_request(self.conns[s].tuple.remote_ip);
+            let c = &mut self.conns[s];
+            c.rto_deadline = self.now + c.rto;
+            return;
+        }
+        self.send_syn(slot, state == TcpState::SynReceived);
+    }
+
+    /// RFC 6298 5.4-5.6 with go-back-N: resend from snd_una, back off, and give up after the
+    /// user timeout (RFC 9293 3.8.3 R2, MUST-20: report the failure to the application).
+    fn retransmit_data(&mut self, slot: u32) {
+        let s = slot as usize;
+        let ps = self.dp.proto[s];
+        if ps.snd_una == ps.snd_max {
+            return; // nothing outstanding: the timer was stale
+        }
+        let now = self.now;
+        let c = &mut self.conns[s];
+        if c.stalled_since == Instant::MAX {
+            c.stalled_since = now;
+        }
+        if now.saturating_since(c.stalled_since) >= self.cfg.user_timeout {
+            self.counters.user_timeouts += 1;
+            self.abort_slot(slot, ConnError::TimedOut);
+            return;
+        }
+        self.counters.timeouts += 1;
+        let flight = ps.snd_max.diff(ps.snd_una).max(0) as u32;
+        self.dp.cc[s].on_timeout(flight, ps.mss as u32);
+        let ps = &mut self.dp.proto[s];
+        ps.cwnd = self.dp.cc[s].window();
+        ps.snd_nxt = ps.snd_una;
+        ps.dupacks = 0;
+        ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
+        self.backoff(slot);
+        let c = &mut self.conns[s];
+        c.rto_deadline = now + c.rto;
+        self.dp.ready.push(slot);
+    }
+
+    /// Zero-window probe: a segment with an old sequence number that makes the peer
+    /// acknowledge with its current window (RFC 9293 3.8.6.1, MUST-35; RFC 1122 4.2.2.17:
+    /// the connection stays open as long as the peer answers).
+    fn persist(&mut self, slot: u32) {
+        let s = slot as usize;
+        let ps = self.dp.proto[s];
+        let c = &mut self.conns[s];
+        c.persist_deadline = Instant::MAX;
+        if !self.dp.pre[s].active
+            || ps.snd_wnd != 0
+            || !ps.tx_end.seq_gt(ps.snd_nxt)
+            || ps.in_flight() != 0
+        {
+            return;
+        }
+        c.persist_interval = (c.persist_interval * 2).min(self.cfg.rto_max);
+        c.persist_deadline = self.now + c.persist_interval;
+        let route = self.route_of(slot);
+        let now_ms = self.now.as_millis() as u32;
+        let ooo = &self.dp.ooo[s * self.dp.ooo_stride..(s + 1) * self.dp.ooo_stride];
+        let header: TcpHeader = crate::datapath::tx::header(
+            &self.dp.pre[s],
+            &ps,
+            ooo,
+            ps.snd_una - 1u32,
+            TcpFlags::ACK,
+            now_ms,
+        );
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ident = self.ip_ident;
+        if self
+            .out
+            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}))
+        {
+            self.counters.window_probes += 1;
+        } else {
+            self.counters.control_queue_full += 1;
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Counters: every dropped or refused input is counted here.
+
+/// Event and drop counters of one core.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frames handed to the core.
+    pub frames_rx: u64,
+    /// Frames the core emitted.
+    pub frames_tx: u64,
+    /// Frames that failed to parse (truncated or malformed headers).
+    pub malformed: u64,
+    /// Frames with a bad IPv4 or TCP checksum.
+    pub bad_checksum: u64,
+    /// Frames not addressed to this host, or of a protocol it does not speak.
+    pub not_for_us: u64,
+    /// IPv4 fragments (not reassembled; dropped by the control plane).
+    pub fragments: u64,
+    /// TCP segments handled on the data-path fast path.
+    pub fast_path: u64,
+    /// TCP segments handed to the control plane.
+    pub exceptions: u64,
+    /// RSTs sent for segments to closed ports or unknown connections.
+    pub rst_sent: u64,
+    /// Valid RSTs that aborted a connection.
+    pub rst_received: u64,
+    /// RFC 5961 challenge ACKs sent.
+    pub challenge_acks: u64,
+    /// Challenge ACKs suppressed by the per-connection rate limit.
+    pub challenge_acks_suppressed: u64,
+    /// Segments dropped by PAWS (RFC 7323 5).
+    pub paws_drops: u64,
+    /// Segments outside the receive window.
+    pub out_of_window: u64,
+    /// ACKs outside the RFC 5961 acceptable range, or of unsent data.
+    pub bad_acks: u64,
+    /// Out-of-order segments stored in an interval.
+    pub ooo_stored: u64,
+    /// Out-of-order segments dropped because every interval was in use.
+    pub ooo_dropped: u64,
+    /// Segments entirely duplicate of received data.
+    pub duplicate_segments: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Fast retransmits after three duplicate ACKs.
+    pub fast_retransmits: u64,
+    /// Bytes sent again (go-back-N) after a timeout or fast retransmit.
+    pub retransmitted_bytes: u64,
+    /// Zero-window probes sent.
+    pub window_probes: u64,
+    /// SYN cookies sent because the SYN backlog was full.
+    pub syn_cookies_sent: u64,
+    /// Connections completed from a valid SYN cookie.
+    pub syn_cookies_accepted: u64,
+    /// ACKs carrying an invalid or stale SYN cookie.
+    pub syn_cookies_rejected: u64,
+    /// SYNs dropped (no free slot, accept queue full, bad options).
+    pub syn_dropped: u64,
+    /// Connections dropped because the accept queue was full.
+    pub accept_queue_overflow: u64,
+    /// Connections aborted because the user timeout expired.
+    pub user_timeouts: u64,
+    /// Control frames dropped because their queue was full.
+    pub control_queue_full: u64,
+    /// ARP requests sent.
+    pub arp_requests: u64,
+    /// ARP replies sent.
+    pub arp_replies: u64,
+    /// Segments received with ECN CE marks.
+    pub ecn_ce: u64,
+}

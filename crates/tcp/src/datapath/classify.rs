@@ -1,0 +1,147 @@
+//! The pre-processor: parses a frame, identifies its connection and builds the header summary,
+//! or hands anything that is not an established connection's common case to the control plane.
+
+use std::net::Ipv4Addr;
+
+use sluice_wire::arp::ArpRepr;
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ecn, Ipv4Repr, PROTOCOL_TCP};
+use sluice_wire::tcp::{ChecksumCheck, TcpFlags, TcpHeader};
+use sluice_wire::{EthernetAddress, WireError};
+
+use super::state::PreState;
+use super::summary::HeaderSummary;
+use crate::table::{ConnTable, FourTuple};
+
+/// A TCP segment for the control plane, already parsed.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpInput<'a> {
+    /// Sender's MAC (the next hop back).
+    pub src_mac: EthernetAddress,
+    /// IPv4 header.
+    pub ip: Ipv4Repr,
+    /// TCP header.
+    pub tcp: TcpHeader,
+    /// Payload.
+    pub payload: &'a [u8],
+    /// The connection's slot, if the 4-tuple is known.
+    pub slot: Option<u32>,
+}
+
+/// Why the pre-processor dropped a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// A header failed to parse.
+    Malformed,
+    /// A checksum did not verify.
+    Checksum,
+    /// Not our address or not a protocol we handle.
+    NotForUs,
+    /// An IPv4 fragment.
+    Fragment,
+}
+
+/// Where a frame goes next.
+#[derive(Debug)]
+pub enum Classified<'a> {
+    /// The common case of an established connection: straight down the pipeline.
+    FastPath(HeaderSummary),
+    /// Any other TCP segment: the control plane.
+    Exception(TcpInput<'a>),
+    /// An ARP packet: the control plane's neighbor handling.
+    Arp(ArpRepr),
+    /// Dropped, with the counter to bump.
+    Drop(DropReason),
+}
+
+impl From<WireError> for DropReason {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Checksum => DropReason::Checksum,
+            _ => DropReason::Malformed,
+        }
+    }
+}
+
+/// Classifies one frame.
+#[inline]
+pub fn classify<'a>(
+    frame: &'a [u8],
+    frame_index: u16,
+    our_ip: Ipv4Addr,
+    verify_checksums: bool,
+    table: &ConnTable,
+    pre: &[PreState],
+) -> Classified<'a> {
+    let (eth, l3) = match EthernetRepr::parse(frame) {
+        Ok(x) => x,
+        Err(e) => return Classified::Drop(e.into()),
+    };
+    match eth.ethertype {
+        EtherType::Ipv4 => {}
+        EtherType::Arp => {
+            return match ArpRepr::parse(l3) {
+                Ok(arp) => Classified::Arp(arp),
+                Err(e) => Classified::Drop(e.into()),
+            }
+        }
+        _ => return Classified::Drop(DropReason::NotForUs),
+    }
+    let (ip, l4) = match Ipv4Repr::parse(l3, verify_checksums) {
+        Ok(x) => x,
+        Err(e) => return Classified::Drop(e.into()),
+    };
+    if ip.dst != our_ip || ip.protocol != PROTOCOL_TCP {
+        return Classified::Drop(DropReason::NotForUs);
+    }
+    if ip.is_fragment() {
+        return Classified::Drop(DropReason::Fragment);
+    }
+    let check = if verify_checksums {
+        ChecksumCheck::Verify
+    } else {
+        ChecksumCheck::Skip
+    };
+    let (tcp, payload) = match TcpHeader::parse(l4, ip.src, ip.dst, check) {
+        Ok(x) => x,
+        Err(e) => return Classified::Drop(e.into()),
+    };
+    let tuple = FourTuple {
+        remote_ip: ip.src,
+        remote_port: tcp.src_port,
+        local_port: tcp.dst_port,
+    };
+    let slot = table.lookup(&tuple);
+    let common_case = tcp.flags.contains(TcpFlags::ACK)
+        && (tcp.flags.0 & (TcpFlags::SYN.0 | TcpFlags::RST.0 | TcpFlags::URG.0)) == 0;
+    match slot {
+        Some(slot) if common_case && pre.get(slot as usize).is_some_and(|p| p.active) => {
+            let (has_timestamp, ts_val, ts_ecr) = match tcp.options.timestamp {
+                Some((v, e)) => (true, v, e),
+                None => (false, 0, 0),
+            };
+            Classified::FastPath(HeaderSummary {
+                slot,
+                frame: frame_index,
+                payload_offset: (payload.as_ptr() as usize - frame.as_ptr() as usize) as u16,
+                payload_len: payload.len() as u16,
+                flags: tcp.flags,
+                ecn_ce: ip.ecn == Ecn::Ce,
+                seq: tcp.seq,
+                ack: tcp.ack,
+                window: tcp.window,
+                has_timestamp,
+                ts_val,
+                ts_ecr,
+                ..HeaderSummary::default()
+            })
+        }
+        _ => Classified::Exception(TcpInput {
+            src_mac: eth.src,
+            ip,
+            tcp,
+            payload,
+            slot,
+        }),
+    }
+}

@@ -1,0 +1,129 @@
+//! The data-path pipeline for synchronized connections (Laminar 4, FlexTOE 3):
+//! pre-processor ([`classify`]) → [`protocol`] → [`post`]-processor, and the transmit
+//! stage ([`tx`]) driven by the scheduler's ready queue. Each stage owns a table of
+//! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
+//! Nothing here allocates after construction.
+
+pub mod classify;
+mod pipeline;
+pub mod post;
+pub mod protocol;
+pub mod state;
+pub mod summary;
+pub mod tx;
+
+use state::{Interval, PostState, PreState, ProtoState};
+use summary::HeaderSummary;
+
+use crate::cc::Policy;
+
+/// Segments processed together by each stage.
+pub const BATCH: usize = 32;
+
+/// The data-path's per-connection tables and scratch space.
+pub struct DataPath {
+    /// Pre-processor state.
+    pub pre: Box<[PreState]>,
+    /// Protocol-stage state.
+    pub proto: Box<[ProtoState]>,
+    /// Out-of-order intervals, `ooo_stride` per slot.
+    pub ooo: Box<[Interval]>,
+    /// Interval slots per connection.
+    pub ooo_stride: usize,
+    /// Post-processor state.
+    pub post: Box<[PostState]>,
+    /// Congestion-control state (post-processor).
+    pub cc: Box<[Policy]>,
+    /// Header summaries of the batch in flight.
+    pub batch: Box<[HeaderSummary; BATCH]>,
+    /// Scheduler: slots that may have something to send, each at most once.
+    pub ready: ReadyQueue,
+}
+
+impl DataPath {
+    /// Creates tables for `slots` connections with `ooo` interval slots each.
+    pub fn new(slots: usize, ooo: usize) -> Self {
+        DataPath {
+            pre: vec![PreState::default(); slots].into_boxed_slice(),
+            proto: vec![ProtoState::default(); slots].into_boxed_slice(),
+            ooo: vec![Interval::default(); slots * ooo].into_boxed_slice(),
+            ooo_stride: ooo,
+            post: vec![PostState::default(); slots].into_boxed_slice(),
+            cc: vec![Policy::new_default(1460); slots].into_boxed_slice(),
+            batch: Box::new([HeaderSummary::default(); BATCH]),
+            ready: ReadyQueue::new(slots),
+        }
+    }
+
+    /// The out-of-order interval slots of `slot`.
+    #[inline]
+    pub fn ooo_of(&mut self, slot: u32) -> &mut [Interval] {
+        let at = slot as usize * self.ooo_stride;
+        &mut self.ooo[at..at + self.ooo_stride]
+    }
+
+    /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. CC,
+    /// out-of-order intervals).
+    pub fn state_bytes(ooo: usize) -> (usize, usize, usize, usize) {
+        (
+            core::mem::size_of::<PreState>(),
+            core::mem::size_of::<ProtoState>(),
+            core::mem::size_of::<PostState>() + core::mem::size_of::<Policy>(),
+            ooo * core::mem::size_of::<Interval>(),
+        )
+    }
+}
+
+/// A FIFO of connection slots with at most one entry per slot: the scheduler's run queue.
+/// Bounded by the slot count, so it never grows.
+pub struct ReadyQueue {
+    ring: Box<[u32]>,
+    queued: Box<[bool]>,
+    head: usize,
+    len: usize,
+}
+
+impl ReadyQueue {
+    /// Creates a queue for `slots` slots.
+    pub fn new(slots: usize) -> Self {
+        ReadyQueue {
+            ring: vec![0; slots.max(1)].into_boxed_slice(),
+            queued: vec![false; slots].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// Queues `slot` unless it is already queued.
+    #[inline]
+    pub fn push(&mut self, slot: u32) {
+        let Some(q) = self.queued.get_mut(slot as usize) else {
+            return;
+        };
+        if *q {
+            return;
+        }
+        *q = true;
+        let at = (self.head + self.len) % self.ring.len();
+        self.ring[at] = slot;
+        self.len += 1;
+    }
+
+    /// Takes the slot at the head.
+    #[inline]
+    pub fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let slot = self.ring[self.head];
+        self.head = (self.head + 1) % self.ring.len();
+        self.len -= 1;
+        self.queued[slot as usize] = false;
+        Some(slot)
+    }
+
+    /// Whether no slot is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}

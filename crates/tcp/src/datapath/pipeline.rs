@@ -1,0 +1,348 @@
+//! Driving the pipeline: RX batches through pre → protocol → post, and the TX workflow
+//! (scheduler → segment generation) behind `poll_transmit`.
+
+use sluice_wire::tcp::TcpFlags;
+
+use super::classify::{classify, Classified, DropReason};
+use super::summary::{Actions, HeaderSummary};
+use super::{post, protocol, tx, BATCH};
+use crate::config::AckPolicy;
+use crate::events::bits;
+use crate::frame::{emit_segment, Route};
+use crate::stack::Stack;
+use crate::time::Instant;
+
+impl Stack {
+    /// Handles one received frame.
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        self.handle_frames(now, &[frame]);
+    }
+
+    /// Handles a batch of received frames. Established connections' common-case segments go
+    /// through the data-path stages a batch at a time; anything else goes to the control
+    /// plane in arrival order (the batch collected so far is finished first, so per-connection
+    /// order is kept).
+    pub fn handle_frames(&mut self, now: Instant, frames: &[&[u8]]) {
+        self.now = now;
+        for chunk in frames.chunks(BATCH) {
+            let mut n = 0;
+            for (i, frame) in chunk.iter().enumerate() {
+                self.counters.frames_rx += 1;
+                match classify(
+                    frame,
+                    i as u16,
+                    self.cfg.ip,
+                    self.cfg.verify_checksums,
+                    &self.table,
+                    &self.dp.pre,
+                ) {
+                    Classified::FastPath(summary) => {
+                        self.dp.batch[n] = summary;
+                        n += 1;
+                    }
+                    Classified::Exception(input) => {
+                        self.run_stages(n, chunk);
+                        n = 0;
+                        self.counters.exceptions += 1;
+                        self.handle_exception(input);
+                    }
+                    Classified::Arp(arp) => self.handle_arp(&arp),
+                    Classified::Drop(reason) => match reason {
+                        DropReason::Malformed => self.counters.malformed += 1,
+                        DropReason::Checksum => self.counters.bad_checksum += 1,
+                        DropReason::NotForUs => self.counters.not_for_us += 1,
+                        DropReason::Fragment => self.counters.fragments += 1,
+                    },
+                }
+            }
+            self.run_stages(n, chunk);
+        }
+    }
+
+    /// Runs the protocol and post stages over the first `n` summaries of the batch.
+    pub(crate) fn run_stages(&mut self, n: usize, frames: &[&[u8]]) {
+        if n == 0 {
+            return;
+        }
+        let now_us = self.now.as_micros() as u32;
+        // Protocol stage: one pass over the batch.
+        for i in 0..n {
+            let s = &mut self.dp.batch[i];
+            let slot = s.slot as usize;
+            let stride = self.dp.ooo_stride;
+            protocol::process(
+                &mut self.dp.proto[slot],
+                &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
+                s,
+                now_us,
+            );
+        }
+        // Post stage and its effects on buffers, timers and notifications.
+        let delack_segments = match self.cfg.ack_policy {
+            AckPolicy::EverySegment => 1,
+            AckPolicy::Delayed { segments, .. } => segments,
+        };
+        let rto_bounds = (
+            self.cfg.rto_min.as_micros() as u32,
+            self.cfg.rto_max.as_micros() as u32,
+        );
+        for i in 0..n {
+            let s = self.dp.batch[i];
+            self.counters.fast_path += 1;
+            if s.actions.contains(Actions::EXCEPTION) {
+                self.datapath_exception(&s);
+                continue;
+            }
+            self.post_segment(&s, frames, delack_segments, rto_bounds);
+        }
+    }
+
+    /// The post-processor for one segment, and carrying out its outcome.
+    #[inline]
+    fn post_segment(
+        &mut self,
+        s: &HeaderSummary,
+        frames: &[&[u8]],
+        delack_segments: u8,
+        rto_bounds: (u32, u32),
+    ) {
+        let slot = s.slot;
+        let i = slot as usize;
+        if s.ecn_ce {
+            self.counters.ecn_ce += 1;
+        }
+        if s.actions.contains(Actions::ACK_NOW) && s.place_len == 0 && s.payload_len > 0 {
+            self.counters.duplicate_segments += 1;
+        }
+        if let Some(b) = self.bufs[i].as_mut() {
+            if s.place_len > 0 {
+                let at = s.place_offset as usize;
+                if let Some(payload) = frames
+                    .get(s.frame as usize)
+                    .and_then(|f| f.get(at..at + s.place_len as usize))
+                {
+                    b.rx.write(s.place_seq, payload);
+                }
+                if s.place_seq != self.dp.proto[i].rcv_nxt - s.rx_advance {
+                    self.counters.ooo_stored += 1;
+                }
+            } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
+            {
+                // Out-of-order data that found no interval slot.
+                if s.seq.seq_gt(self.dp.proto[i].rcv_nxt) {
+                    self.counters.ooo_dropped += 1;
+                }
+            }
+            if s.rx_advance > 0 {
+                b.rx_tail += s.rx_advance;
+                self.events.raise(slot, bits::READABLE);
+            }
+            if s.tx_freed > 0 {
+                b.tx_head += s.tx_freed;
+                if b.want_writable {
+                    b.want_writable = false;
+                    self.events.raise(slot, bits::WRITABLE);
+                }
+            }
+        }
+        let out = post::process(
+            &mut self.dp.proto[i],
+            &mut self.dp.post[i],
+            &mut self.dp.cc[i],
+            s,
+            delack_segments,
+            rto_bounds,
+        );
+        if s.actions.contains(Actions::FAST_RETRANSMIT)
+            && self.dp.proto[i].snd_nxt == self.dp.proto[i].snd_una
+        {
+            self.counters.fast_retransmits += 1;
+        }
+        let conn = &mut self.conns[i];
+        if out.rto_stop {
+            conn.rto_deadline = Instant::MAX;
+            conn.retries = 0;
+            conn.stalled_since = Instant::MAX;
+            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
+        } else if out.rto_restart {
+            conn.retries = 0;
+            conn.stalled_since = Instant::MAX;
+            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
+            conn.rto_deadline = self.now + conn.rto;
+            self.timers.arm(slot, conn.rto_deadline);
+        }
+        if s.actions.contains(Actions::WAKE_TX) || s.actions.contains(Actions::FAST_RETRANSMIT) {
+            self.dp.ready.push(slot);
+        }
+        if s.actions.contains(Actions::FIN_ACKED) {
+            self.on_fin_acked(slot);
+        }
+        if s.actions.contains(Actions::FIN_RECEIVED) {
+            if let Some(b) = self.bufs[i].as_mut() {
+                b.eof = true;
+            }
+            self.events.raise(slot, bits::READABLE);
+            self.on_fin_received(slot);
+        }
+        if s.rx_advance > 0 && self.conns[i].app_closed {
+            // RFC 9293 3.10.7.4 (and RFC 2525 2.17): data for a connection the application
+            // has closed cannot be delivered; reset.
+            self.abort_slot(slot, crate::control::state::ConnError::Aborted);
+            return;
+        }
+        if out.ack_now {
+            self.send_ack(slot);
+        } else if out.arm_delack {
+            if let AckPolicy::Delayed { timeout, .. } = self.cfg.ack_policy {
+                let c = &mut self.conns[i];
+                if c.delack_deadline == Instant::MAX {
+                    c.delack_deadline = self.now + timeout;
+                    self.timers.arm(slot, c.delack_deadline);
+                }
+            }
+        }
+    }
+
+    /// Route of a connection's frames.
+    #[inline]
+    pub(crate) fn route_of(&self, slot: u32) -> Route {
+        let pre = &self.dp.pre[slot as usize];
+        Route {
+            src_mac: self.cfg.mac,
+            dst_mac: pre.peer_mac,
+            src_ip: self.cfg.ip,
+            dst_ip: pre.peer_ip,
+        }
+    }
+
+    /// Sends a pure ACK for a synchronized connection now (or as soon as the control queue
+    /// has room: the ACK is then owed and goes out from `poll_transmit`).
+    pub(crate) fn send_ack(&mut self, slot: u32) {
+        let i = slot as usize;
+        let route = self.route_of(slot);
+        let now_ms = self.now.as_millis() as u32;
+        let ps = &self.dp.proto[i];
+        let header = tx::header(
+            &self.dp.pre[i],
+            ps,
+            &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride],
+            ps.snd_nxt,
+            TcpFlags::ACK,
+            now_ms,
+        );
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ident = self.ip_ident;
+        if self
+            .out
+            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}))
+        {
+            self.dp.post[i].ack_pending = false;
+            self.dp.post[i].unacked_segments = 0;
+            self.conns[i].delack_deadline = Instant::MAX;
+        } else {
+            self.dp.post[i].ack_pending = true;
+            self.dp.ready.push(slot);
+        }
+    }
+
+    /// Writes the next frame to send into `buf` and returns its length. Control frames
+    /// (ACKs, RSTs, handshake, ARP) go first, then connections in round-robin order.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.now = now;
+        if let Some(n) = self.out.pop_into(buf) {
+            self.counters.frames_tx += 1;
+            return Some(n);
+        }
+        while let Some(slot) = self.dp.ready.pop() {
+            if !self.dp.pre[slot as usize].active {
+                continue;
+            }
+            if let Some(n) = self.transmit(slot, buf) {
+                self.counters.frames_tx += 1;
+                // More may follow; the next pop finds out. Round-robin keeps flows fair.
+                self.dp.ready.push(slot);
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// The TX workflow for one connection: a data or FIN segment if allowed, else an owed ACK.
+    fn transmit(&mut self, slot: u32, buf: &mut [u8]) -> Option<usize> {
+        let i = slot as usize;
+        let now_ms = self.now.as_millis() as u32;
+        let now_us = self.now.as_micros() as u32;
+        let route = self.route_of(slot);
+        let ps = &self.dp.proto[i];
+        if let Some(seg) = tx::next_segment(ps) {
+            let mut tcp_flags = TcpFlags::ACK;
+            if seg.push && seg.len > 0 {
+                tcp_flags |= TcpFlags::PSH;
+            }
+            if seg.fin {
+                tcp_flags |= TcpFlags::FIN;
+            }
+            let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
+            let header = tx::header(&self.dp.pre[i], ps, ooo, seg.seq, tcp_flags, now_ms);
+            let ring = &self.bufs[i].as_ref()?.tx;
+            self.ip_ident = self.ip_ident.wrapping_add(1);
+            let n = emit_segment(
+                buf,
+                &route,
+                self.ip_ident,
+                &header,
+                seg.len as usize,
+                |payload| ring.read(seg.seq, payload),
+            )?;
+            let retransmission = tx::commit(&mut self.dp.proto[i], &seg, now_us);
+            if retransmission {
+                self.counters.retransmitted_bytes += seg.len as u64;
+            }
+            let post = &mut self.dp.post[i];
+            post.ack_pending = false;
+            post.unacked_segments = 0;
+            let c = &mut self.conns[i];
+            c.delack_deadline = Instant::MAX;
+            if c.rto_deadline == Instant::MAX {
+                c.rto_deadline = self.now + c.rto;
+                self.timers.arm(slot, c.rto_deadline);
+            }
+            return Some(n);
+        }
+        // Nothing may be sent. A zero window with data waiting and nothing in flight needs
+        // the persist timer (RFC 9293 3.8.6.1, MUST-35).
+        let ps = &self.dp.proto[i];
+        if ps.snd_wnd == 0 && ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
+            let c = &mut self.conns[i];
+            if c.persist_deadline == Instant::MAX {
+                c.persist_deadline = self.now + c.rto;
+                c.persist_interval = c.rto;
+                self.timers.arm(slot, c.persist_deadline);
+            }
+        }
+        if self.dp.post[i].ack_pending {
+            let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
+            let header = tx::header(&self.dp.pre[i], ps, ooo, ps.snd_nxt, TcpFlags::ACK, now_ms);
+            self.ip_ident = self.ip_ident.wrapping_add(1);
+            let n = emit_segment(buf, &route, self.ip_ident, &header, 0, |_| {})?;
+            self.dp.post[i].ack_pending = false;
+            self.dp.post[i].unacked_segments = 0;
+            self.conns[i].delack_deadline = Instant::MAX;
+            return Some(n);
+        }
+        None
+    }
+}
+
+/// The RTO from the post-processor's estimate, or the initial RTO before any sample.
+#[inline]
+pub(crate) fn rto_of(
+    post: &super::state::PostState,
+    initial: std::time::Duration,
+) -> std::time::Duration {
+    if post.rto_us == 0 {
+        initial
+    } else {
+        std::time::Duration::from_micros(post.rto_us as u64)
+    }
+}

@@ -1,0 +1,253 @@
+//! The protocol stage: RFC 9293 segment processing for synchronized connections, in one pass.
+//!
+//! It owns the sequence space ([`ProtoState`]) and out-of-order intervals. It decides what of
+//! a segment is accepted and where its payload goes, processes the ACK field, and records in
+//! the header summary what the post-processor and the control plane must do. It never
+//! touches payload bytes, buffers or timers.
+
+use sluice_wire::tcp::{SeqNumber, TcpFlags};
+
+use super::state::{flags, Interval, ProtoState};
+use super::summary::{Actions, HeaderSummary};
+
+/// Processes one segment. `ooo` is this connection's slice of interval slots.
+#[inline]
+pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary, now_us: u32) {
+    // RFC 7323 5.3: PAWS. A segment whose TSval is older than TS.Recent is a replay from a
+    // previous incarnation of the sequence space: drop it and acknowledge (R1-R2).
+    if ps.has(flags::TIMESTAMPS)
+        && s.has_timestamp
+        && (s.ts_val.wrapping_sub(ps.ts_recent) as i32) < 0
+    {
+        s.actions.insert(Actions::EXCEPTION);
+        s.actions.insert(Actions::PAWS);
+        return;
+    }
+
+    let fin = s.flags.contains(TcpFlags::FIN);
+    let seg_len = s.payload_len as u32 + fin as u32;
+    let seg_end = s.seq + seg_len;
+    let right_edge = ps.rcv_nxt + ps.rx_avail;
+
+    // RFC 9293 3.10.7.4 first check, as Linux applies it: the segment must overlap
+    // [rcv_nxt, rcv_nxt + RCV.WND], a zero-length segment may sit at either edge.
+    // RFC 9293 MUST-? "special allowance" for zero windows: a segment at rcv_nxt is kept so
+    // its ACK and window are processed even when its data cannot be.
+    if seg_end.seq_lt(ps.rcv_nxt) || s.seq.seq_gt(right_edge) {
+        s.actions.insert(Actions::EXCEPTION);
+        return;
+    }
+
+    // RFC 7323 4.3: remember the TSval to echo when the segment covers rcv_nxt.
+    if s.has_timestamp && s.seq.seq_le(ps.rcv_nxt) {
+        ps.ts_recent = s.ts_val;
+    }
+
+    process_ack(ps, s, now_us);
+    if s.actions.contains(Actions::EXCEPTION) {
+        return;
+    }
+
+    // Trim to the window: drop what we already have at the front and what does not fit.
+    let mut seq = s.seq;
+    let mut offset = s.payload_offset as u32;
+    let mut len = s.payload_len as u32;
+    let mut fin = fin;
+    if seq.seq_lt(ps.rcv_nxt) {
+        let dup = (ps.rcv_nxt.diff(seq) as u32).min(len);
+        seq += dup;
+        offset += dup;
+        len -= dup;
+        if len == 0 && s.payload_len > 0 && !fin {
+            // Entirely duplicate data: the peer missed our ACK; tell it again.
+            s.actions.insert(Actions::ACK_NOW);
+        }
+    }
+    if (seq + len).seq_gt(right_edge) {
+        len = right_edge.diff(seq).max(0) as u32;
+        fin = false; // the FIN lies beyond the window and will be retransmitted
+        s.actions.insert(Actions::ACK_NOW);
+    }
+
+    if ps.has(flags::FIN_RECEIVED) {
+        // Nothing follows the peer's FIN; a retransmitted FIN or data is a duplicate.
+        if s.payload_len > 0 || fin {
+            s.actions.insert(Actions::ACK_NOW);
+        }
+        return;
+    }
+
+    if len > 0 {
+        if seq == ps.rcv_nxt {
+            s.place_seq = seq;
+            s.place_offset = offset as u16;
+            s.place_len = len as u16;
+            let before = ps.rcv_nxt;
+            ps.rcv_nxt += len;
+            merge_intervals(ps, ooo);
+            let advance = ps.rcv_nxt.diff(before) as u32;
+            ps.rx_avail -= advance.min(ps.rx_avail);
+            s.rx_advance = advance;
+            s.actions.insert(Actions::ACK_DATA);
+            if ps.ooo_count > 0 || advance > len {
+                // RFC 5681 4.2: ACK at once when a segment fills (part of) a gap.
+                s.actions.insert(Actions::ACK_NOW);
+            }
+        } else {
+            if insert_interval(ps, ooo, seq, seq + len) {
+                s.place_seq = seq;
+                s.place_offset = offset as u16;
+                s.place_len = len as u16;
+            }
+            if fin {
+                ps.rx_fin_seq = seq + len;
+                ps.set(flags::FIN_PENDING, true);
+            }
+            // RFC 5681 4.2: an out-of-order segment is acknowledged immediately (a dupack).
+            s.actions.insert(Actions::ACK_NOW);
+            return;
+        }
+    } else if fin && seq != ps.rcv_nxt {
+        ps.rx_fin_seq = seq;
+        ps.set(flags::FIN_PENDING, true);
+        s.actions.insert(Actions::ACK_NOW);
+        return;
+    }
+
+    if fin && seq + len == ps.rcv_nxt {
+        ps.set(flags::FIN_PENDING, true);
+        ps.rx_fin_seq = ps.rcv_nxt;
+    }
+    if ps.has(flags::FIN_PENDING) && ps.rx_fin_seq == ps.rcv_nxt {
+        // RFC 9293 3.10.7.4 eighth: the FIN advances rcv_nxt by one and is acknowledged.
+        ps.rcv_nxt += 1u32;
+        ps.set(flags::FIN_PENDING, false);
+        ps.set(flags::FIN_RECEIVED, true);
+        s.actions.insert(Actions::FIN_RECEIVED);
+        s.actions.insert(Actions::ACK_NOW);
+    }
+}
+
+/// The ACK field (RFC 9293 3.10.7.4 fifth check, RFC 5961 5.2, RFC 5681 duplicate ACKs).
+#[inline]
+fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
+    let ack = s.ack;
+    // RFC 5961 5.2 / RFC 9293 MUST-? : an ACK of data never sent is answered with an ACK
+    // and the segment dropped.
+    if ack.seq_gt(ps.snd_max) {
+        s.actions.insert(Actions::EXCEPTION);
+        s.actions.insert(Actions::ACK_UNSENT);
+        return;
+    }
+    // RFC 5961 5.2: an ACK older than snd_una - MAX.SND.WND is a blind injection attempt.
+    if ack.seq_lt(ps.snd_una - ps.max_snd_wnd) {
+        s.actions.insert(Actions::EXCEPTION);
+        s.actions.insert(Actions::ACK_TOO_OLD);
+        return;
+    }
+
+    let window = (s.window as u32) << ps.snd_wscale;
+    if ack.seq_gt(ps.snd_una) {
+        let mut acked = ack.diff(ps.snd_una) as u32;
+        if let Some(fin_seq) = ps.fin_seq() {
+            if ack.seq_gt(fin_seq) {
+                // Our FIN occupies one sequence number but no buffer byte.
+                acked -= 1;
+                s.actions.insert(Actions::FIN_ACKED);
+            }
+        }
+        s.tx_freed = acked;
+        ps.snd_una = ack;
+        if ps.snd_nxt.seq_lt(ack) {
+            // Go-back-N resent from an older point; the peer already had this.
+            ps.snd_nxt = ack;
+        }
+        ps.dupacks = 0;
+        if ps.has(flags::RTT_TIMING) && ack.seq_ge(ps.rtt_seq) {
+            // RFC 6298 3 (Karn): the timed segment was not retransmitted, or timing stopped.
+            s.rtt_sample_us = now_us.wrapping_sub(ps.rtt_sent_us).max(1);
+            ps.set(flags::RTT_TIMING, false);
+        }
+        s.actions.insert(Actions::WAKE_TX);
+    } else if ack == ps.snd_una
+        && s.payload_len == 0
+        && !s.flags.contains(TcpFlags::FIN)
+        && window == ps.snd_wnd
+        && ps.snd_max != ps.snd_una
+    {
+        // RFC 5681 2: a duplicate ACK.
+        ps.dupacks = ps.dupacks.saturating_add(1);
+        if ps.dupacks == 3 {
+            s.actions.insert(Actions::FAST_RETRANSMIT);
+        }
+    }
+
+    // RFC 9293 3.10.7.4: update the send window from the newest segment only.
+    if ps.snd_wl1.seq_lt(s.seq) || (ps.snd_wl1 == s.seq && ps.snd_wl2.seq_le(ack)) {
+        if window > ps.snd_wnd {
+            s.actions.insert(Actions::WAKE_TX);
+        }
+        ps.snd_wnd = window;
+        ps.max_snd_wnd = ps.max_snd_wnd.max(window);
+        ps.snd_wl1 = s.seq;
+        ps.snd_wl2 = ack;
+    }
+}
+
+/// Records [start, end) as received out of order. Returns false (drop the data) if it is
+/// disjoint from every interval and all interval slots are in use.
+fn insert_interval(
+    ps: &mut ProtoState,
+    ooo: &mut [Interval],
+    start: SeqNumber,
+    end: SeqNumber,
+) -> bool {
+    let count = ps.ooo_count as usize;
+    let used = &mut ooo[..count];
+    // Intervals are kept sorted and disjoint. Find the first that ends at or after `start`.
+    let mut i = 0;
+    while i < used.len() && used[i].end.seq_lt(start) {
+        i += 1;
+    }
+    if i < used.len() && used[i].start.seq_le(end) {
+        // Overlaps or touches interval i: widen it, then absorb any later ones it reaches.
+        used[i].start = used[i].start.min(start);
+        used[i].end = used[i].end.max(end);
+        let mut j = i + 1;
+        while j < used.len() && used[j].start.seq_le(used[i].end) {
+            used[i].end = used[i].end.max(used[j].end);
+            j += 1;
+        }
+        let absorbed = j - (i + 1);
+        if absorbed > 0 {
+            ooo.copy_within(j..count, i + 1);
+            ps.ooo_count -= absorbed as u8;
+        }
+        return true;
+    }
+    if count == ooo.len() {
+        return false;
+    }
+    ooo.copy_within(i..count, i + 1);
+    ooo[i] = Interval { start, end };
+    ps.ooo_count += 1;
+    true
+}
+
+/// Advances rcv_nxt over intervals the in-order data has reached.
+#[inline]
+fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) {
+    let count = ps.ooo_count as usize;
+    if count == 0 {
+        return;
+    }
+    let mut merged = 0;
+    while merged < count && ooo[merged].start.seq_le(ps.rcv_nxt) {
+        ps.rcv_nxt = ps.rcv_nxt.max(ooo[merged].end);
+        merged += 1;
+    }
+    if merged > 0 {
+        ooo.copy_within(merged..count, 0);
+        ps.ooo_count -= merged as u8;
+    }
+}

@@ -1,0 +1,167 @@
+//! Per-connection data-path state, partitioned by the stage that owns it (FlexTOE Table 5).
+//! Each stage keeps its slice in its own table indexed by connection slot.
+
+use std::net::Ipv4Addr;
+
+use sluice_wire::tcp::SeqNumber;
+use sluice_wire::EthernetAddress;
+
+/// Pre-processor state: connection identification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreState {
+    /// Next hop's MAC address.
+    pub peer_mac: EthernetAddress,
+    /// Peer's IP address.
+    pub peer_ip: Ipv4Addr,
+    /// Our port.
+    pub local_port: u16,
+    /// Peer's port.
+    pub remote_port: u16,
+    /// Whether the data-path owns this slot (the connection is synchronized).
+    pub active: bool,
+}
+
+impl Default for PreState {
+    fn default() -> Self {
+        PreState {
+            peer_mac: EthernetAddress::default(),
+            peer_ip: Ipv4Addr::UNSPECIFIED,
+            local_port: 0,
+            remote_port: 0,
+            active: false,
+        }
+    }
+}
+
+/// Flags of the protocol stage.
+pub mod flags {
+    /// Timestamps negotiated.
+    pub const TIMESTAMPS: u8 = 1 << 0;
+    /// SACK negotiated.
+    pub const SACK: u8 = 1 << 1;
+    /// The application closed its sending side: a FIN follows the data.
+    pub const FIN_QUEUED: u8 = 1 << 2;
+    /// The peer's FIN was consumed (rcv_nxt is past it).
+    pub const FIN_RECEIVED: u8 = 1 << 3;
+    /// The peer's FIN arrived out of order and waits at `rx_fin_seq`.
+    pub const FIN_PENDING: u8 = 1 << 4;
+    /// Nagle's algorithm is on.
+    pub const NAGLE: u8 = 1 << 5;
+    /// An RTT measurement is running (`rtt_seq`, `rtt_sent_us`).
+    pub const RTT_TIMING: u8 = 1 << 6;
+}
+
+/// Protocol-stage state: sequence space, windows, out-of-order bookkeeping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProtoState {
+    /// Next sequence number expected from the peer.
+    pub rcv_nxt: SeqNumber,
+    /// Receive-buffer bytes free beyond rcv_nxt (the window we accept).
+    pub rx_avail: u32,
+    /// Where the peer's out-of-order FIN sits (valid with FIN_PENDING).
+    pub rx_fin_seq: SeqNumber,
+    /// The peer's most recent TSval, echoed in our TSecr (RFC 7323 TS.Recent).
+    pub ts_recent: u32,
+    /// Oldest unacknowledged sequence number.
+    pub snd_una: SeqNumber,
+    /// Next sequence number to send (rewound to snd_una by go-back-N).
+    pub snd_nxt: SeqNumber,
+    /// Highest sequence number sent.
+    pub snd_max: SeqNumber,
+    /// End of the data the application has handed us (tx_avail = tx_end - snd_nxt).
+    pub tx_end: SeqNumber,
+    /// Peer's receive window in bytes (scaled).
+    pub snd_wnd: u32,
+    /// Largest window the peer has offered (RFC 5961 5.2 MAX.SND.WND).
+    pub max_snd_wnd: u32,
+    /// Segment sequence number of the last window update (RFC 9293 SND.WL1).
+    pub snd_wl1: SeqNumber,
+    /// Segment acknowledgment number of the last window update (RFC 9293 SND.WL2).
+    pub snd_wl2: SeqNumber,
+    /// Congestion window programmed by the congestion-control policy.
+    pub cwnd: u32,
+    /// Added to our millisecond clock to form TSval (RFC 7323 5.4, per connection).
+    pub ts_offset: u32,
+    /// Sequence number whose acknowledgment ends the running RTT measurement.
+    pub rtt_seq: SeqNumber,
+    /// When that sequence number was sent (microseconds, truncated).
+    pub rtt_sent_us: u32,
+    /// Effective send MSS.
+    pub mss: u16,
+    /// Shift applied to the peer's window field.
+    pub snd_wscale: u8,
+    /// Shift applied to our window field.
+    pub rcv_wscale: u8,
+    /// Duplicate ACKs in a row.
+    pub dupacks: u8,
+    /// Out-of-order intervals in use.
+    pub ooo_count: u8,
+    /// See [`flags`].
+    pub flags: u8,
+}
+
+impl ProtoState {
+    /// Whether `flag` is set.
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Sets or clears `flag`.
+    #[inline]
+    pub fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    /// Bytes sent and not yet acknowledged.
+    #[inline]
+    pub fn in_flight(&self) -> u32 {
+        self.snd_nxt.diff(self.snd_una).max(0) as u32
+    }
+
+    /// Sequence number of our FIN, if queued: it follows the last data byte.
+    #[inline]
+    pub fn fin_seq(&self) -> Option<SeqNumber> {
+        self.has(flags::FIN_QUEUED).then_some(self.tx_end)
+    }
+
+    /// The window to advertise, scaled down (RFC 7323 2.3).
+    #[inline]
+    pub fn advertised_window(&self) -> u16 {
+        (self.rx_avail >> self.rcv_wscale).min(u16::MAX as u32) as u16
+    }
+}
+
+/// An out-of-order interval [start, end) of received data beyond rcv_nxt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interval {
+    /// First sequence number.
+    pub start: SeqNumber,
+    /// One past the last.
+    pub end: SeqNumber,
+}
+
+/// Post-processor state: RTT estimate, counters for congestion control, ACK policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PostState {
+    /// Smoothed RTT in microseconds (0 before the first sample).
+    pub srtt_us: u32,
+    /// RTT variation in microseconds.
+    pub rttvar_us: u32,
+    /// Current retransmission timeout in microseconds (RFC 6298).
+    pub rto_us: u32,
+    /// Acknowledged bytes (counter for congestion control).
+    pub cnt_ackb: u32,
+    /// ECN-marked bytes received.
+    pub cnt_ecnb: u32,
+    /// Fast retransmits.
+    pub cnt_fretx: u16,
+    /// Data segments received since we last sent an ACK (delayed-ACK policy).
+    pub unacked_segments: u8,
+    /// An ACK is owed and will go out with the next segment or as a pure ACK.
+    pub ack_pending: bool,
+}

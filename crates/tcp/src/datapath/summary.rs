@@ -1,0 +1,88 @@
+//! The header summary: what one segment carries from stage to stage (Laminar 4, FlexTOE 3.1).
+//! Stages never share per-connection state; they hand each other this metadata instead.
+
+use sluice_wire::tcp::{SeqNumber, TcpFlags};
+
+/// Actions a stage asks later stages (or the control plane) to take for a segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Actions(pub u16);
+
+impl Actions {
+    /// Acknowledge immediately (out-of-order, duplicate, FIN, window update).
+    pub const ACK_NOW: Actions = Actions(1 << 0);
+    /// The segment carried new data: count it toward the ACK policy.
+    pub const ACK_DATA: Actions = Actions(1 << 1);
+    /// Three duplicate ACKs: start a fast retransmit.
+    pub const FAST_RETRANSMIT: Actions = Actions(1 << 2);
+    /// The peer's FIN was received in order (a state change for the control plane).
+    pub const FIN_RECEIVED: Actions = Actions(1 << 3);
+    /// Our FIN was acknowledged (a state change for the control plane).
+    pub const FIN_ACKED: Actions = Actions(1 << 4);
+    /// The send window opened or data was acknowledged: the scheduler may send more.
+    pub const WAKE_TX: Actions = Actions(1 << 5);
+    /// Drop the segment and let the control plane answer it (out-of-window, PAWS, bad ACK).
+    pub const EXCEPTION: Actions = Actions(1 << 6);
+    /// The ACK field was beyond anything sent (RFC 5961 5.2 / RFC 9293 "ACK of unsent data").
+    pub const ACK_UNSENT: Actions = Actions(1 << 7);
+    /// The ACK field was below snd_una - max window (RFC 5961 5.2).
+    pub const ACK_TOO_OLD: Actions = Actions(1 << 8);
+    /// The segment failed PAWS (RFC 7323 5.3).
+    pub const PAWS: Actions = Actions(1 << 9);
+
+    /// Whether every bit of `other` is set.
+    #[inline]
+    pub fn contains(self, other: Actions) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Sets the bits of `other`.
+    #[inline]
+    pub fn insert(&mut self, other: Actions) {
+        self.0 |= other.0;
+    }
+}
+
+/// One received segment on its way through the pipeline.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeaderSummary {
+    /// Connection slot (from the pre-processor's lookup).
+    pub slot: u32,
+    /// Index of the frame in the batch.
+    pub frame: u16,
+    /// Offset of the payload in the frame.
+    pub payload_offset: u16,
+    /// Payload length as received.
+    pub payload_len: u16,
+    /// TCP flags.
+    pub flags: TcpFlags,
+    /// Whether the IP header carried ECN CE.
+    pub ecn_ce: bool,
+    /// Sequence number.
+    pub seq: SeqNumber,
+    /// Acknowledgment number.
+    pub ack: SeqNumber,
+    /// Window field, unscaled.
+    pub window: u16,
+    /// Whether the segment had a timestamp option.
+    pub has_timestamp: bool,
+    /// TSval.
+    pub ts_val: u32,
+    /// TSecr.
+    pub ts_ecr: u32,
+
+    // Set by the protocol stage.
+    /// Where to write the accepted payload, and how much of it (after trimming).
+    pub place_seq: SeqNumber,
+    /// Offset of the accepted part in the frame.
+    pub place_offset: u16,
+    /// Length of the accepted part.
+    pub place_len: u16,
+    /// Bytes that became readable in order.
+    pub rx_advance: u32,
+    /// Data bytes newly acknowledged (SYN and FIN excluded).
+    pub tx_freed: u32,
+    /// An RTT sample in microseconds, or 0.
+    pub rtt_sample_us: u32,
+    /// What later stages must do.
+    pub actions: Actions,
+}

@@ -1,0 +1,175 @@
+//! The transmit stage: segmentation at the MSS from the send ring, flow and congestion
+//! control, Nagle and sender-side silly-window avoidance, FIN, and pure ACKs.
+
+use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions, MAX_SACK_BLOCKS};
+
+use super::state::{flags, Interval, PreState, ProtoState};
+
+/// What the next segment of a connection carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First sequence number.
+    pub seq: SeqNumber,
+    /// Payload bytes.
+    pub len: u32,
+    /// Whether the FIN follows the payload.
+    pub fin: bool,
+    /// Whether the payload is the last the application has queued (PSH).
+    pub push: bool,
+}
+
+/// Decides the next data (or FIN) segment the connection may send now, if any.
+#[inline]
+pub fn next_segment(ps: &ProtoState) -> Option<Segment> {
+    let mss = ps.mss as u32;
+    let in_flight = ps.in_flight();
+    let window = ps.snd_wnd.min(ps.cwnd);
+    let usable = window.saturating_sub(in_flight);
+    let unsent = ps.tx_end.diff(ps.snd_nxt).max(0) as u32;
+    let len = mss.min(usable).min(unsent);
+    let fin_due = ps.has(flags::FIN_QUEUED) && len == unsent && ps.snd_nxt.seq_le(ps.tx_end);
+    if len == 0 {
+        return fin_due.then_some(Segment {
+            seq: ps.snd_nxt,
+            len: 0,
+            fin: true,
+            push: true,
+        });
+    }
+    // RFC 9293 3.8.6.2.1 (MUST-38 sender SWS avoidance) and Nagle (RFC 9293 3.7.4, SHLD-7):
+    // send a full segment; or everything queued when nothing is in flight (or Nagle is off);
+    // or at least half the largest window the peer has offered.
+    let full = len == mss;
+    let all_queued = len == unsent && (in_flight == 0 || !ps.has(flags::NAGLE));
+    let half_window = len >= ps.max_snd_wnd / 2;
+    if full || all_queued || half_window || fin_due {
+        Some(Segment {
+            seq: ps.snd_nxt,
+            len,
+            fin: fin_due,
+            push: len == unsent,
+        })
+    } else {
+        None
+    }
+}
+
+/// Records that `seg` was sent at `now_us`.
+#[inline]
+pub fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
+    let end = seg.seq + seg.len + seg.fin as u32;
+    let retransmission = seg.seq.seq_lt(ps.snd_max);
+    ps.snd_nxt = end;
+    if end.seq_gt(ps.snd_max) {
+        ps.snd_max = end;
+        if !ps.has(flags::RTT_TIMING) && !retransmission {
+            ps.rtt_seq = end;
+            ps.rtt_sent_us = now_us;
+            ps.set(flags::RTT_TIMING, true);
+        }
+    }
+    retransmission
+}
+
+/// The header of a segment from this connection with the given flags at `seq`.
+#[inline]
+pub fn header(
+    pre: &PreState,
+    ps: &ProtoState,
+    ooo: &[Interval],
+    seq: SeqNumber,
+    tcp_flags: TcpFlags,
+    now_ms: u32,
+) -> TcpHeader {
+    let mut options = TcpOptions::default();
+    if ps.has(flags::TIMESTAMPS) {
+        options.timestamp = Some((now_ms.wrapping_add(ps.ts_offset), ps.ts_recent));
+    }
+    if ps.has(flags::SACK) && ps.ooo_count > 0 {
+        // RFC 2018 4: report received out-of-order blocks (at most 3 fit with timestamps).
+        let room = if options.timestamp.is_some() {
+            3
+        } else {
+            MAX_SACK_BLOCKS
+        };
+        let n = (ps.ooo_count as usize).min(room).min(ooo.len());
+        for (slot, iv) in options.sack_blocks.iter_mut().zip(&ooo[..n]) {
+            *slot = (iv.start, iv.end);
+        }
+        options.sack_count = n as u8;
+    }
+    TcpHeader {
+        src_port: pre.local_port,
+        dst_port: pre.remote_port,
+        seq,
+        ack: ps.rcv_nxt,
+        flags: tcp_flags,
+        window: ps.advertised_window(),
+        urgent: 0,
+        options,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> ProtoState {
+        ProtoState {
+            snd_una: SeqNumber(100),
+            snd_nxt: SeqNumber(100),
+            snd_max: SeqNumber(100),
+            tx_end: SeqNumber(100),
+            snd_wnd: 10_000,
+            max_snd_wnd: 10_000,
+            cwnd: 10_000,
+            mss: 1000,
+            flags: flags::NAGLE,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn segments_at_mss_within_window() {
+        let mut ps = conn();
+        ps.tx_end = SeqNumber(100 + 2500);
+        let seg = next_segment(&ps).unwrap();
+        assert_eq!((seg.seq, seg.len, seg.push), (SeqNumber(100), 1000, false));
+        commit(&mut ps, &seg, 0);
+        assert_eq!(next_segment(&ps).unwrap().len, 1000);
+        let seg = next_segment(&ps).unwrap();
+        commit(&mut ps, &seg, 0);
+        assert_eq!(
+            next_segment(&ps),
+            None,
+            "Nagle holds the 500-byte tail while data is in flight"
+        );
+        ps.set(flags::NAGLE, false);
+        let tail = next_segment(&ps).unwrap();
+        assert_eq!((tail.len, tail.push), (500, true));
+    }
+
+    #[test]
+    fn window_limits_and_fin_follows_data() {
+        let mut ps = conn();
+        ps.snd_wnd = 1500;
+        ps.tx_end = SeqNumber(100 + 3000);
+        let seg = next_segment(&ps).unwrap();
+        commit(&mut ps, &seg, 0);
+        assert_eq!(
+            next_segment(&ps),
+            None,
+            "500 usable bytes of 10000 max window: wait"
+        );
+        ps.snd_una = ps.snd_nxt;
+        ps.set(flags::FIN_QUEUED, true);
+        ps.snd_wnd = 10_000;
+        let a = next_segment(&ps).unwrap();
+        commit(&mut ps, &a, 0);
+        let b = next_segment(&ps).unwrap();
+        assert!(b.fin && b.len == 1000 && b.push);
+        commit(&mut ps, &b, 0);
+        assert_eq!(ps.snd_nxt, SeqNumber(100 + 3001));
+        assert_eq!(next_segment(&ps), None, "FIN sent once");
+    }
+}

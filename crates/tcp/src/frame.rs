@@ -1,0 +1,135 @@
+//! Frame emission: Ethernet + IPv4 + TCP headers around a payload, and the bounded queue of
+//! small control frames (ACKs, RSTs, SYN-ACKs, ARP) produced while handling input.
+
+use std::net::Ipv4Addr;
+
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ecn, Ipv4Repr, PROTOCOL_TCP};
+use sluice_wire::tcp::{self, TcpHeader};
+use sluice_wire::EthernetAddress;
+
+/// Largest control frame: Ethernet, IPv4 and a TCP header with 40 bytes of options.
+pub const CONTROL_FRAME_MAX: usize = 14 + 20 + 60;
+
+/// Addresses of one side of a connection, enough to emit its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// Our MAC.
+    pub src_mac: EthernetAddress,
+    /// The next hop's MAC.
+    pub dst_mac: EthernetAddress,
+    /// Our IP.
+    pub src_ip: Ipv4Addr,
+    /// The peer's IP.
+    pub dst_ip: Ipv4Addr,
+}
+
+/// Writes a complete frame for `header` with a payload of `payload_len` bytes, which `fill`
+/// writes into the slice it is given. Returns the frame length, or None if `buf` is too small.
+#[inline]
+pub fn emit_segment(
+    buf: &mut [u8],
+    route: &Route,
+    ident: u16,
+    header: &TcpHeader,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> Option<usize> {
+    let eth = EthernetRepr {
+        dst: route.dst_mac,
+        src: route.src_mac,
+        ethertype: EtherType::Ipv4,
+        vlan: None,
+    };
+    let tcp_len = header.header_len();
+    let segment_len = tcp_len + payload_len;
+    let ip = Ipv4Repr {
+        src: route.src_ip,
+        dst: route.dst_ip,
+        protocol: PROTOCOL_TCP,
+        payload_len: u16::try_from(segment_len).ok()?,
+        ttl: 64,
+        dscp: 0,
+        ecn: Ecn::NotEct,
+        ident,
+        dont_fragment: true,
+        more_fragments: false,
+        fragment_offset: 0,
+    };
+    let ip_at = eth.header_len();
+    let tcp_at = ip_at + sluice_wire::ipv4::HEADER_LEN;
+    let total = tcp_at + segment_len;
+    if buf.len() < total {
+        return None;
+    }
+    eth.emit(buf).ok()?;
+    ip.emit(&mut buf[ip_at..]).ok()?;
+    header.emit(&mut buf[tcp_at..]).ok()?;
+    fill(&mut buf[tcp_at + tcp_len..total]);
+    tcp::fill_checksum(&mut buf[tcp_at..total], route.src_ip, route.dst_ip);
+    Some(total)
+}
+
+/// A bounded FIFO of small frames in preallocated fixed-size slots.
+pub struct ControlQueue {
+    slots: Box<[[u8; CONTROL_FRAME_MAX]]>,
+    lens: Box<[u16]>,
+    head: usize,
+    len: usize,
+}
+
+impl ControlQueue {
+    /// Creates a queue holding up to `capacity` frames.
+    pub fn new(capacity: usize) -> Self {
+        ControlQueue {
+            slots: vec![[0; CONTROL_FRAME_MAX]; capacity].into_boxed_slice(),
+            lens: vec![0; capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// Frames waiting.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no frame waits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Builds a frame in the next free slot with `build`, which returns its length.
+    /// Returns false (nothing queued) if the queue is full or `build` declines.
+    #[inline]
+    pub fn push_with(&mut self, build: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
+        if self.len == self.slots.len() {
+            return false;
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        match build(&mut self.slots[at]) {
+            Some(n) if n <= CONTROL_FRAME_MAX => {
+                self.lens[at] = n as u16;
+                self.len += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves the oldest frame into `out`, returning its length.
+    #[inline]
+    pub fn pop_into(&mut self, out: &mut [u8]) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let n = self.lens[self.head] as usize;
+        if out.len() < n {
+            return None;
+        }
+        out[..n].copy_from_slice(&self.slots[self.head][..n]);
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(n)
+    }
+}

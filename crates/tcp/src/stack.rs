@@ -1,0 +1,778 @@
+//! [`Stack`]: one host's TCP core behind a sans-IO API. Hand it frames and the time; take
+//! frames to send and its next deadline; call it for listen, connect, accept, send, recv,
+//! shutdown and close. It reads no clock, starts no thread and makes no syscall.
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use hashbrown::HashMap;
+use sluice_wire::tcp::SeqNumber;
+
+use crate::buffer::PayloadRing;
+use crate::config::{Config, ConfigError};
+use crate::control::isn::Secret;
+use crate::control::neighbor::NeighborCache;
+use crate::control::state::{ConnControl, ConnError, TcpState};
+use crate::counters::Counters;
+use crate::datapath::state::flags;
+use crate::datapath::DataPath;
+use crate::events::{bits, EventQueue};
+use crate::frame::ControlQueue;
+use crate::table::{ConnTable, FourTuple};
+use crate::time::Instant;
+use crate::timer::TimerQueue;
+
+/// A connection handle. Stale handles (to a freed slot) are refused, never misdirected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+impl ConnId {
+    /// The connection's slot index (stable for its lifetime).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+/// A listener handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenerId {
+    pub(crate) index: u16,
+    pub(crate) port: u16,
+}
+
+impl ListenerId {
+    /// The listening port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// What became ready on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Readiness(pub(crate) u8);
+
+impl Readiness {
+    /// The active open completed.
+    pub fn connected(self) -> bool {
+        self.0 & bits::CONNECTED != 0
+    }
+    /// Data or end-of-stream can be read.
+    pub fn readable(self) -> bool {
+        self.0 & bits::READABLE != 0
+    }
+    /// Send-buffer space is available.
+    pub fn writable(self) -> bool {
+        self.0 & bits::WRITABLE != 0
+    }
+    /// The connection failed; `recv`/`send` return the error.
+    pub fn error(self) -> bool {
+        self.0 & bits::ERROR != 0
+    }
+    /// The connection is fully closed.
+    pub fn closed(self) -> bool {
+        self.0 & bits::CLOSED != 0
+    }
+}
+
+/// An event for the application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A listener has connections to accept.
+    Acceptable(ListenerId),
+    /// A connection's readiness changed.
+    Conn(ConnId, Readiness),
+}
+
+/// Errors of the application API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Nothing to do now; retry after an event.
+    WouldBlock,
+    /// The handle does not name a live connection or listener.
+    InvalidHandle,
+    /// The port is already in use.
+    AddrInUse,
+    /// The connection table, listener table or ephemeral ports are exhausted.
+    NoResources,
+    /// The connection is not open for this operation (e.g. send after shutdown).
+    NotConnected,
+    /// An argument was invalid (port 0, own address, broadcast).
+    InvalidArgument,
+    /// The connection failed.
+    Connection(ConnError),
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::WouldBlock => f.write_str("operation would block"),
+            Error::InvalidHandle => f.write_str("invalid or stale handle"),
+            Error::AddrInUse => f.write_str("address in use"),
+            Error::NoResources => f.write_str("no free connection slot, listener or port"),
+            Error::NotConnected => f.write_str("not connected for this operation"),
+            Error::InvalidArgument => f.write_str("invalid argument"),
+            Error::Connection(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A snapshot of one connection, for tests, tools and the demo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// RFC 9293 state.
+    pub state: TcpState,
+    /// Oldest unacknowledged sequence number.
+    pub snd_una: SeqNumber,
+    /// Next sequence number to send.
+    pub snd_nxt: SeqNumber,
+    /// Highest sequence number sent.
+    pub snd_max: SeqNumber,
+    /// Next sequence number expected.
+    pub rcv_nxt: SeqNumber,
+    /// Peer's window.
+    pub snd_wnd: u32,
+    /// Congestion window.
+    pub cwnd: u32,
+    /// Smoothed RTT.
+    pub srtt: Duration,
+    /// Current RTO.
+    pub rto: Duration,
+    /// Out-of-order intervals held.
+    pub ooo_intervals: u8,
+    /// Effective MSS.
+    pub mss: u16,
+    /// Bytes readable now.
+    pub readable: usize,
+    /// Bytes the send buffer can take now.
+    pub writable: usize,
+    /// Bytes queued and not yet acknowledged.
+    pub unacked: usize,
+    /// Fast retransmits on this connection.
+    pub fast_retransmits: u16,
+}
+
+/// The payload rings of a connection and the application's positions in them.
+pub(crate) struct ConnBuffers {
+    pub rx: PayloadRing,
+    pub tx: PayloadRing,
+    /// Next byte the application reads.
+    pub rx_head: SeqNumber,
+    /// End of in-order data delivered by the post-processor.
+    pub rx_tail: SeqNumber,
+    /// End of data acknowledged by the peer (notified by the post-processor).
+    pub tx_head: SeqNumber,
+    /// End of data the application has written.
+    pub tx_tail: SeqNumber,
+    /// The peer's FIN follows rx_tail.
+    pub eof: bool,
+    /// The application wants a WRITABLE event.
+    pub want_writable: bool,
+}
+
+/// A listening port.
+pub(crate) struct Listener {
+    pub port: u16,
+    pub backlog: usize,
+    pub accept: VecDeque<u32>,
+    pub syn_pending: usize,
+}
+
+/// One host's TCP core. See the module docs.
+pub struct Stack {
+    pub(crate) cfg: Config,
+    pub(crate) now: Instant,
+    pub(crate) dp: DataPath,
+    pub(crate) conns: Box<[ConnControl]>,
+    pub(crate) table: ConnTable,
+    pub(crate) bufs: Box<[Option<ConnBuffers>]>,
+    pub(crate) listeners: Box<[Option<Listener>]>,
+    pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
+    pub(crate) neighbors: NeighborCache,
+    pub(crate) isn_secret: Secret,
+    pub(crate) cookie_secret: Secret,
+    pub(crate) ts_secret: Secret,
+    pub(crate) timers: TimerQueue,
+    pub(crate) out: ControlQueue,
+    pub(crate) events: EventQueue,
+    pub(crate) counters: Counters,
+    pub(crate) ip_ident: u16,
+    pub(crate) next_port: u16,
+    pub(crate) awaiting_arp: Vec<u32>,
+}
+
+impl Stack {
+    /// Creates a core. Fails if the configuration is invalid.
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let slots = cfg.max_connections;
+        let (lo, hi) = cfg.ephemeral_ports;
+        let span = (hi - lo) as u64 + 1;
+        Ok(Stack {
+            now: Instant::ZERO,
+            dp: DataPath::new(slots, cfg.ooo_intervals),
+            conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
+                .into_boxed_slice(),
+            table: ConnTable::new(slots, cfg.seed),
+            bufs: (0..slots).map(|_| None).collect(),
+            listeners: (0..cfg.max_listeners).map(|_| None).collect(),
+            listener_by_port: HashMap::with_capacity_and_hasher(
+                cfg.max_listeners,
+                ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
+            ),
+            neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
+            isn_secret: Secret::derive(cfg.seed, 1),
+            cookie_secret: Secret::derive(cfg.seed, 2),
+            ts_secret: Secret::derive(cfg.seed, 3),
+            timers: TimerQueue::new(slots),
+            out: ControlQueue::new(cfg.control_frame_queue),
+            events: EventQueue::new(slots, cfg.max_listeners),
+            counters: Counters::default(),
+            ip_ident: (cfg.seed >> 16) as u16,
+            next_port: lo + (cfg.seed % span) as u16,
+            awaiting_arp: Vec::with_capacity(slots),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Event and drop counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The earliest time [`Stack::handle_timeout`] has work to do, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// Adds a static neighbor (no ARP needed to reach `ip`).
+    pub fn add_neighbor(&mut self, ip: Ipv4Addr, mac: sluice_wire::EthernetAddress) {
+        self.neighbors.learn(ip, mac, Instant::MAX);
+    }
+
+    /// Connections in the table (any state).
+    pub fn connection_count(&self) -> usize {
+        self.table.len()
+    }
+
+    // ---- application API -------------------------------------------------------------
+
+    /// Starts listening on `port` with an accept queue of `backlog` connections
+    /// (capped by the configuration).
+    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, Error> {
+        if port == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        if self.listener_by_port.contains_key(&port) {
+            return Err(Error::AddrInUse);
+        }
+        let index = self
+            .listeners
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::NoResources)?;
+        let backlog = backlog.clamp(1, self.cfg.max_accept_queue);
+        self.listeners[index] = Some(Listener {
+            port,
+            backlog,
+            accept: VecDeque::with_capacity(backlog),
+            syn_pending: 0,
+        });
+        self.listener_by_port.insert(port, index as u16);
+        Ok(ListenerId {
+            index: index as u16,
+            port,
+        })
+    }
+
+    /// Stops listening; connections not yet accepted are reset.
+    pub fn unlisten(&mut self, id: ListenerId) -> Result<(), Error> {
+        let listener = self.listener(id)?;
+        let pending: Vec<u32> = listener.accept.iter().copied().collect();
+        self.listeners[id.index as usize] = None;
+        self.listener_by_port.remove(&id.port);
+        for slot in pending {
+            self.abort_slot(slot, ConnError::Aborted);
+        }
+        Ok(())
+    }
+
+    fn listener(&self, id: ListenerId) -> Result<&Listener, Error> {
+        match self.listeners.get(id.index as usize) {
+            Some(Some(l)) if l.port == id.port => Ok(l),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    /// Takes an established connection from a listener's accept queue.
+    pub fn accept(&mut self, id: ListenerId) -> Result<ConnId, Error> {
+        self.listener(id)?;
+        loop {
+            let listener = self.listeners[id.index as usize]
+                .as_mut()
+                .ok_or(Error::InvalidHandle)?;
+            let slot = listener.accept.pop_front().ok_or(Error::WouldBlock)?;
+            let conn = &mut self.conns[slot as usize];
+            conn.listener = None;
+            if conn.error.is_some() || conn.state == TcpState::Closed {
+                // Reset while waiting to be accepted: nobody will ever see it.
+                self.free_slot(slot);
+                continue;
+            }
+            conn.app_owned = true;
+            return Ok(ConnId {
+                slot,
+                generation: self.table.generation(slot),
+            });
+        }
+    }
+
+    /// Opens a connection to `ip:port` from an ephemeral port (RFC 9293 3.10.1, active OPEN).
+    pub fn connect(&mut self, now: Instant, ip: Ipv4Addr, port: u16) -> Result<ConnId, Error> {
+        self.now = now;
+        if port == 0
+            || ip == self.cfg.ip
+            || ip.is_broadcast()
+            || ip.is_unspecified()
+            || ip.is_multicast()
+        {
+            return Err(Error::InvalidArgument);
+        }
+        let (lo, hi) = self.cfg.ephemeral_ports;
+        let span = (hi - lo) as u32 + 1;
+        let mut found = None;
+        for _ in 0..span {
+            let candidate = self.next_port;
+            self.next_port = if self.next_port >= hi {
+                lo
+            } else {
+                self.next_port + 1
+            };
+            let tuple = FourTuple {
+                remote_ip: ip,
+                remote_port: port,
+                local_port: candidate,
+            };
+            if self.listener_by_port.contains_key(&candidate) {
+                continue;
+            }
+            if let Some(slot) = self.table.insert(&tuple) {
+                found = Some((slot, tuple));
+                break;
+            }
+            if self.table.free_slots() == 0 {
+                break;
+            }
+        }
+        let (slot, tuple) = found.ok_or(Error::NoResources)?;
+        self.open_slot(slot, tuple);
+        self.conns[slot as usize].app_owned = true;
+        self.start_active_open(slot);
+        Ok(ConnId {
+            slot,
+            generation: self.table.generation(slot),
+        })
+    }
+
+    pub(crate) fn slot_of(&self, id: ConnId) -> Result<u32, Error> {
+        if self.table.generation(id.slot) == id.generation && self.conns[id.slot as usize].app_owned
+        {
+            Ok(id.slot)
+        } else {
+            Err(Error::InvalidHandle)
+        }
+    }
+
+    /// Copies up to `data.len()` bytes into the send buffer. Returns how many were taken.
+    pub fn send(&mut self, id: ConnId, data: &[u8]) -> Result<usize, Error> {
+        let slot = self.slot_of(id)?;
+        let conn = &self.conns[slot as usize];
+        if let Some(e) = conn.error {
+            return Err(Error::Connection(e));
+        }
+        if !matches!(conn.state, TcpState::Established | TcpState::CloseWait)
+            || self.dp.proto[slot as usize].has(flags::FIN_QUEUED)
+        {
+            return Err(
+                if conn.state == TcpState::SynSent || conn.state == TcpState::SynReceived {
+                    Error::WouldBlock
+                } else {
+                    Error::NotConnected
+                },
+            );
+        }
+        let b = self.bufs[slot as usize]
+            .as_mut()
+            .ok_or(Error::InvalidHandle)?;
+        let used = b.tx_tail.diff(b.tx_head) as u32;
+        let free = (b.tx.capacity() - used) as usize;
+        let n = free.min(data.len());
+        if n == 0 {
+            b.want_writable = true;
+            return Err(Error::WouldBlock);
+        }
+        if n < data.len() {
+            b.want_writable = true;
+        }
+        b.tx.write(b.tx_tail, &data[..n]);
+        b.tx_tail += n;
+        // Doorbell (FlexTOE HC workflow): the protocol stage learns of the new data.
+        self.dp.proto[slot as usize].tx_end = b.tx_tail;
+        self.dp.ready.push(slot);
+        Ok(n)
+    }
+
+    /// Copies received bytes into `buf`. Ok(0) means the peer closed (end of stream).
+    pub fn recv(&mut self, id: ConnId, buf: &mut [u8]) -> Result<usize, Error> {
+        let slot = self.slot_of(id)?;
+        let b = self.bufs[slot as usize]
+            .as_mut()
+            .ok_or(Error::InvalidHandle)?;
+        let ready = b.rx_tail.diff(b.rx_head) as u32 as usize;
+        if ready == 0 {
+            if let Some(e) = self.conns[slot as usize].error {
+                return Err(Error::Connection(e));
+            }
+            return if b.eof { Ok(0) } else { Err(Error::WouldBlock) };
+        }
+        let n = ready.min(buf.len());
+        b.rx.read(b.rx_head, &mut buf[..n]);
+        b.rx_head += n;
+        self.rx_consumed(slot, n as u32);
+        Ok(n)
+    }
+
+    /// The readable bytes in place (up to two slices), without copying; pair with [`Stack::consume`].
+    pub fn peek(&self, id: ConnId) -> Result<(&[u8], &[u8]), Error> {
+        let slot = self.slot_of(id)?;
+        let b = self.bufs[slot as usize]
+            .as_ref()
+            .ok_or(Error::InvalidHandle)?;
+        let ready = b.rx_tail.diff(b.rx_head) as u32 as usize;
+        Ok(b.rx.slices(b.rx_head, ready))
+    }
+
+    /// Releases `n` bytes returned by [`Stack::peek`].
+    pub fn consume(&mut self, id: ConnId, n: usize) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        let b = self.bufs[slot as usize]
+            .as_mut()
+            .ok_or(Error::InvalidHandle)?;
+        let ready = b.rx_tail.diff(b.rx_head) as u32 as usize;
+        let n = n.min(ready);
+        b.rx_head += n;
+        self.rx_consumed(slot, n as u32);
+        Ok(())
+    }
+
+    /// Closes the sending side: a FIN follows the queued data (RFC 9293 3.10.4 CLOSE, half-close).
+    pub fn shutdown(&mut self, id: ConnId) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        self.queue_fin(slot)
+    }
+
+    /// Closes the connection and releases the handle. Unread data makes it an abort
+    /// (RST, RFC 9293 3.10.4 and RFC 2525 2.17); otherwise a FIN follows the queued data and
+    /// the core finishes the teardown on its own.
+    pub fn close(&mut self, id: ConnId) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        let conn = &mut self.conns[slot as usize];
+        conn.app_closed = true;
+        conn.app_owned = false;
+        let unread = self.bufs[slot as usize]
+            .as_ref()
+            .is_some_and(|b| b.rx_tail != b.rx_head);
+        match conn.state {
+            TcpState::Closed | TcpState::SynSent => self.free_slot(slot),
+            _ if conn.error.is_some() => self.free_slot(slot),
+            TcpState::TimeWait | TcpState::LastAck | TcpState::Closing => {}
+            TcpState::FinWait1 | TcpState::FinWait2 if !unread => self.arm_orphan_timer(slot),
+            _ if unread => self.abort_slot(slot, ConnError::Aborted),
+            _ => {
+                let _ = self.queue_fin(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resets the connection (RST) and releases the handle.
+    pub fn abort(&mut self, id: ConnId) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        self.conns[slot as usize].app_owned = false;
+        self.conns[slot as usize].app_closed = true;
+        self.abort_slot(slot, ConnError::Aborted);
+        Ok(())
+    }
+
+    /// Turns Nagle's algorithm on or off for a connection (TCP_NODELAY is `false`).
+    pub fn set_nagle(&mut self, id: ConnId, on: bool) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        self.dp.proto[slot as usize].set(flags::NAGLE, on);
+        self.dp.ready.push(slot);
+        Ok(())
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(index) = self.events.pop_listener() {
+            if let Some(Some(l)) = self.listeners.get(index as usize) {
+                return Some(Event::Acceptable(ListenerId {
+                    index,
+                    port: l.port,
+                }));
+            }
+        }
+        let (slot, b) = self.events.pop_conn()?;
+        Some(Event::Conn(
+            ConnId {
+                slot,
+                generation: self.table.generation(slot),
+            },
+            Readiness(b),
+        ))
+    }
+
+    /// The connection's state.
+    pub fn state(&self, id: ConnId) -> Result<TcpState, Error> {
+        Ok(self.conns[self.slot_of(id)? as usize].state)
+    }
+
+    /// The connection's error, if it failed.
+    pub fn error(&self, id: ConnId) -> Result<Option<ConnError>, Error> {
+        Ok(self.conns[self.slot_of(id)? as usize].error)
+    }
+
+    /// A snapshot of the connection's variables.
+    pub fn info(&self, id: ConnId) -> Result<ConnInfo, Error> {
+        let slot = self.slot_of(id)? as usize;
+        let ps = &self.dp.proto[slot];
+        let post = &self.dp.post[slot];
+        let (readable, writable, unacked) = match &self.bufs[slot] {
+            Some(b) => {
+                let used = b.tx_tail.diff(b.tx_head) as u32;
+                (
+                    b.rx_tail.diff(b.rx_head) as u32 as usize,
+                    (b.tx.capacity() - used) as usize,
+                    used as usize,
+                )
+            }
+            None => (0, 0, 0),
+        };
+        Ok(ConnInfo {
+            state: self.conns[slot].state,
+            snd_una: ps.snd_una,
+            snd_nxt: ps.snd_nxt,
+            snd_max: ps.snd_max,
+            rcv_nxt: ps.rcv_nxt,
+            snd_wnd: ps.snd_wnd,
+            cwnd: ps.cwnd,
+            srtt: Duration::from_micros(post.srtt_us as u64),
+            rto: self.conns[slot].rto,
+            ooo_intervals: ps.ooo_count,
+            mss: ps.mss,
+            readable,
+            writable,
+            unacked,
+            fast_retransmits: post.cnt_fretx,
+        })
+    }
+
+    /// Per-connection data-path state in bytes: (pre-processor, protocol, post-processor,
+    /// out-of-order intervals) — compare FlexTOE's 108 B (Table 5).
+    pub fn datapath_state_bytes(&self) -> (usize, usize, usize, usize) {
+        DataPath::state_bytes(self.cfg.ooo_intervals)
+    }
+
+    /// Checks internal invariants; used by the fuzzer and tests. Returns a description of the
+    /// first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for slot in 0..self.conns.len() {
+            let pre = &self.dp.pre[slot];
+            if !pre.active {
+                continue;
+            }
+            let ps = &self.dp.proto[slot];
+            if ps.snd_una.seq_gt(ps.snd_nxt) {
+                return Err(format!(
+                    "slot {slot}: snd_una {} > snd_nxt {}",
+                    ps.snd_una, ps.snd_nxt
+                ));
+            }
+            if ps.snd_nxt.seq_gt(ps.snd_max) {
+                return Err(format!("slot {slot}: snd_nxt > snd_max"));
+            }
+            if ps.ooo_count as usize > self.cfg.ooo_intervals {
+                return Err(format!("slot {slot}: {} intervals > bound", ps.ooo_count));
+            }
+            if let Some(b) = &self.bufs[slot] {
+                let unread = b.rx_tail.diff(b.rx_head);
+                if unread < 0 || unread as u32 > b.rx.capacity() {
+                    return Err(format!("slot {slot}: rx ring holds {unread} bytes"));
+                }
+                if ps.rx_avail as i64 + unread as i64 > b.rx.capacity() as i64 {
+                    return Err(format!(
+                        "slot {slot}: window {} + unread {unread} > ring",
+                        ps.rx_avail
+                    ));
+                }
+                let unacked = b.tx_tail.diff(ps.snd_una.max(b.tx_head));
+                if unacked < 0 || unacked as u32 > b.tx.capacity() {
+                    return Err(format!("slot {slot}: tx ring holds {unacked} bytes"));
+                }
+            }
+            let ooo = &self.dp.ooo[slot * self.dp.ooo_stride..][..ps.ooo_count as usize];
+            let right = ps.rcv_nxt + ps.rx_avail;
+            for iv in ooo {
+                if !(iv.start.seq_gt(ps.rcv_nxt) && iv.end.seq_le(right) && iv.start.seq_lt(iv.end))
+                {
+                    return Err(format!(
+                        "slot {slot}: interval {iv:?} outside ({}, {right}]",
+                        ps.rcv_nxt
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- shared helpers ---------------------------------------------------------------
+
+    /// Takes a fresh slot into use for `tuple`: control record, buffers, cleared stage state.
+    pub(crate) fn open_slot(&mut self, slot: u32, tuple: FourTuple) {
+        let s = slot as usize;
+        self.conns[s] = ConnControl::new(tuple, self.cfg.rto_initial);
+        self.dp.pre[s] = Default::default();
+        self.dp.proto[s] = Default::default();
+        self.dp.post[s] = Default::default();
+        self.events.clear(slot);
+        if self.bufs[s].is_none() {
+            self.bufs[s] = Some(ConnBuffers {
+                rx: PayloadRing::new(self.cfg.rx_buffer),
+                tx: PayloadRing::new(self.cfg.tx_buffer),
+                rx_head: SeqNumber(0),
+                rx_tail: SeqNumber(0),
+                tx_head: SeqNumber(0),
+                tx_tail: SeqNumber(0),
+                eof: false,
+                want_writable: false,
+            });
+        }
+    }
+
+    /// Returns a slot to the free list (the connection is gone for everyone).
+    pub(crate) fn free_slot(&mut self, slot: u32) {
+        let s = slot as usize;
+        let tuple = self.conns[s].tuple;
+        if let Some(index) = self.conns[s].listener.take() {
+            if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
+                if self.conns[s].state == TcpState::SynReceived {
+                    l.syn_pending = l.syn_pending.saturating_sub(1);
+                }
+                l.accept.retain(|&x| x != slot);
+            }
+        }
+        self.dp.pre[s].active = false;
+        self.conns[s].state = TcpState::Closed;
+        self.conns[s].app_owned = false;
+        self.timers.disarm(slot);
+        self.events.clear(slot);
+        self.table.remove(&tuple);
+    }
+
+    /// Moves a connection to CLOSED: freed now if the application holds no handle, else
+    /// kept (state Closed) until it calls close.
+    pub(crate) fn enter_closed(&mut self, slot: u32) {
+        let c = &mut self.conns[slot as usize];
+        c.state = TcpState::Closed;
+        self.dp.pre[slot as usize].active = false;
+        c.rto_deadline = Instant::MAX;
+        c.persist_deadline = Instant::MAX;
+        c.delack_deadline = Instant::MAX;
+        c.time_wait_deadline = Instant::MAX;
+        if c.app_owned {
+            self.events.raise(slot, bits::CLOSED);
+        } else if c.listener.is_none() {
+            self.free_slot(slot);
+        }
+    }
+
+    /// Fails the connection with `error`, sending RST if it was synchronized.
+    pub(crate) fn abort_slot(&mut self, slot: u32, error: ConnError) {
+        let s = slot as usize;
+        if self.conns[s].state.is_synchronized() && self.conns[s].state != TcpState::TimeWait
+            || self.conns[s].state == TcpState::SynReceived
+        {
+            let ps = self.dp.proto[s];
+            let seq = if self.conns[s].state == TcpState::SynReceived {
+                self.conns[s].iss + 1u32
+            } else {
+                ps.snd_nxt
+            };
+            self.send_rst_for(slot, seq);
+        }
+        self.conns[s].error = Some(error);
+        self.events.raise(slot, bits::ERROR);
+        self.enter_closed(slot);
+    }
+
+    fn queue_fin(&mut self, slot: u32) -> Result<(), Error> {
+        let s = slot as usize;
+        let state = self.conns[s].state;
+        let next = match state {
+            TcpState::Established | TcpState::SynReceived => TcpState::FinWait1,
+            TcpState::CloseWait => TcpState::LastAck,
+            TcpState::FinWait1
+            | TcpState::FinWait2
+            | TcpState::Closing
+            | TcpState::LastAck
+            | TcpState::TimeWait => return Ok(()),
+            TcpState::SynSent | TcpState::Closed => return Err(Error::NotConnected),
+        };
+        self.conns[s].state = next;
+        self.dp.proto[s].set(flags::FIN_QUEUED, true);
+        self.dp.ready.push(slot);
+        Ok(())
+    }
+
+    /// An orphaned connection in FIN-WAIT gets a bounded lifetime, so a peer that never
+    /// sends its FIN cannot hold the slot forever.
+    pub(crate) fn arm_orphan_timer(&mut self, slot: u32) {
+        let deadline = self.now + self.cfg.time_wait.max(Duration::from_secs(1));
+        let c = &mut self.conns[slot as usize];
+        c.time_wait_deadline = c.time_wait_deadline.min(deadline);
+        self.timers.arm(slot, c.next_deadline());
+    }
+
+    /// HC workflow: the application consumed `n` bytes; the window grows. A window update is
+    /// sent when it opens by enough to matter (RFC 9293 3.8.6.2.2, MUST-39 receiver SWS).
+    pub(crate) fn rx_consumed(&mut self, slot: u32, n: u32) {
+        let s = slot as usize;
+        let ps = &mut self.dp.proto[s];
+        let before = ps.rx_avail;
+        ps.rx_avail = ps.rx_avail.saturating_add(n);
+        let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
+        let threshold = (cap / 2).min(ps.mss as u32);
+        if self.dp.pre[s].active && before < threshold.max(1) * 2 && ps.rx_avail >= threshold * 2 {
+            self.dp.post[s].ack_pending = true;
+            self.dp.ready.push(slot);
+        }
+    }
+}
+
+fn placeholder_tuple() -> FourTuple {
+    FourTuple {
+        remote_ip: Ipv4Addr::UNSPECIFIED,
+        remote_port: 0,
+        local_port: 0,
+    }
+}

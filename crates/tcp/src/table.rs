@@ -1,0 +1,95 @@
+//! The connection table: 4-tuple to slot lookup (the pre-processor's match) and slot allocation.
+//! The control plane inserts and removes entries; the data-path only looks up.
+
+use std::net::Ipv4Addr;
+
+use ahash::RandomState;
+use hashbrown::HashMap;
+
+/// A connection's identity as seen from this host (our IP is implicit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FourTuple {
+    /// Peer's IP.
+    pub remote_ip: Ipv4Addr,
+    /// Peer's port.
+    pub remote_port: u16,
+    /// Our port.
+    pub local_port: u16,
+}
+
+impl FourTuple {
+    #[inline]
+    fn key(&self) -> u64 {
+        (u32::from(self.remote_ip) as u64) << 32
+            | (self.remote_port as u64) << 16
+            | self.local_port as u64
+    }
+}
+
+/// Slots and the lookup map, both bounded by the configured connection count.
+pub struct ConnTable {
+    map: HashMap<u64, u32, RandomState>,
+    free: Vec<u32>,
+    generation: Box<[u32]>,
+}
+
+impl ConnTable {
+    /// Creates a table of `slots` slots; the hash is keyed from `seed` so that peers cannot
+    /// aim collisions at it.
+    pub fn new(slots: usize, seed: u64) -> Self {
+        let hasher = RandomState::with_seeds(seed, seed.rotate_left(17), !seed, seed ^ 0x9e37_79b9);
+        ConnTable {
+            map: HashMap::with_capacity_and_hasher(slots, hasher),
+            free: (0..slots as u32).rev().collect(),
+            generation: vec![0; slots].into_boxed_slice(),
+        }
+    }
+
+    /// The slot of a connection.
+    #[inline]
+    pub fn lookup(&self, tuple: &FourTuple) -> Option<u32> {
+        self.map.get(&tuple.key()).copied()
+    }
+
+    /// Allocates a slot for `tuple`. None if the tuple exists or no slot is free.
+    pub fn insert(&mut self, tuple: &FourTuple) -> Option<u32> {
+        if self.map.contains_key(&tuple.key()) {
+            return None;
+        }
+        let slot = self.free.pop()?;
+        self.map.insert(tuple.key(), slot);
+        Some(slot)
+    }
+
+    /// Frees `tuple`'s slot; handles to it become stale.
+    pub fn remove(&mut self, tuple: &FourTuple) -> Option<u32> {
+        let slot = self.map.remove(&tuple.key())?;
+        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+        self.free.push(slot);
+        Some(slot)
+    }
+
+    /// The current generation of `slot`, which tells a live handle from a stale one.
+    #[inline]
+    pub fn generation(&self, slot: u32) -> u32 {
+        self.generation
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(u32::MAX)
+    }
+
+    /// Connections in the table.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Free slots.
+    pub fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+}

@@ -1,0 +1,107 @@
+//! Connection timers: one lazily-updated deadline per connection slot in a bounded min-heap.
+//!
+//! Re-arming a timer later (the RTO restarting on every ACK) costs nothing: the earlier heap
+//! entry fires, the owner finds nothing due and arms again. Only an earlier deadline pushes.
+//! Stale entries are bounded by rebuilding the heap when it outgrows twice the slot count.
+
+use core::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::time::Instant;
+
+/// A min-heap of (deadline, slot) with at most one live entry per slot.
+pub struct TimerQueue {
+    heap: BinaryHeap<Reverse<(Instant, u32)>>,
+    armed: Box<[Instant]>,
+}
+
+impl TimerQueue {
+    /// Creates a queue for `slots` slots.
+    pub fn new(slots: usize) -> Self {
+        TimerQueue {
+            heap: BinaryHeap::with_capacity(2 * slots + 1),
+            armed: vec![Instant::MAX; slots].into_boxed_slice(),
+        }
+    }
+
+    /// Ensures `slot` is woken no later than `deadline`.
+    #[inline]
+    pub fn arm(&mut self, slot: u32, deadline: Instant) {
+        let Some(armed) = self.armed.get_mut(slot as usize) else {
+            return;
+        };
+        if deadline >= *armed {
+            return;
+        }
+        *armed = deadline;
+        if self.heap.len() >= 2 * self.armed.len() {
+            self.rebuild();
+        }
+        self.heap.push(Reverse((deadline, slot)));
+    }
+
+    /// Forgets `slot`'s deadline (its entry goes stale).
+    pub fn disarm(&mut self, slot: u32) {
+        if let Some(armed) = self.armed.get_mut(slot as usize) {
+            *armed = Instant::MAX;
+        }
+    }
+
+    /// The earliest deadline (possibly of a stale entry, which only causes an early wake-up).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Pops a slot whose deadline is at or before `now`.
+    pub fn pop_expired(&mut self, now: Instant) -> Option<u32> {
+        while let Some(&Reverse((deadline, slot))) = self.heap.peek() {
+            if deadline > now {
+                return None;
+            }
+            self.heap.pop();
+            if self.armed[slot as usize] == deadline {
+                self.armed[slot as usize] = Instant::MAX;
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    fn rebuild(&mut self) {
+        self.heap.clear();
+        for (slot, &deadline) in self.armed.iter().enumerate() {
+            if deadline != Instant::MAX {
+                self.heap.push(Reverse((deadline, slot as u32)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_fires_first_and_later_rearm_is_lazy() {
+        let mut q = TimerQueue::new(4);
+        q.arm(1, Instant::from_millis(10));
+        q.arm(2, Instant::from_millis(5));
+        q.arm(1, Instant::from_millis(20)); // later: no new entry
+        assert_eq!(q.next_deadline(), Some(Instant::from_millis(5)));
+        assert_eq!(q.pop_expired(Instant::from_millis(4)), None);
+        assert_eq!(q.pop_expired(Instant::from_millis(10)), Some(2));
+        assert_eq!(q.pop_expired(Instant::from_millis(10)), Some(1));
+        assert_eq!(q.pop_expired(Instant::from_millis(10)), None);
+    }
+
+    #[test]
+    fn heap_stays_bounded_under_many_earlier_rearms() {
+        let mut q = TimerQueue::new(2);
+        for i in (0..1000).rev() {
+            q.arm(0, Instant::from_millis(i));
+        }
+        assert!(q.heap.len() <= 5);
+        q.disarm(0);
+        assert_eq!(q.pop_expired(Instant::MAX), None);
+    }
+}

@@ -1,0 +1,21 @@
+//! Wire formats for Sluice: Ethernet II (with one optional 802.1Q tag), ARP
+//! (Ethernet/IPv4), IPv4, TCP and the Internet checksum.
+//!
+//! The design follows smoltcp's `wire` module in a compact form: each protocol
+//! has a plain-data *repr* with `parse`/`emit`, and (where useful) a checked
+//! zero-copy *view* over a byte buffer. Parsing never panics on any input and
+//! neither parsing nor emitting allocates.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod arp;
+pub mod checksum;
+mod error;
+pub mod ethernet;
+mod field;
+pub mod ipv4;
+pub mod tcp;
+
+pub use error::WireError;
+pub use ethernet::EthernetAddress;
+pub use std::net::Ipv4Addr;
