@@ -111,6 +111,11 @@ impl BulkTransfer {
         self.step_receiver(now, receiver);
     }
 
+    /// Advances only the sending application (the receiver is not reading).
+    pub fn step_sender_only(&mut self, sender: &mut Stack) {
+        self.step_sender(sender);
+    }
+
     fn step_sender(&mut self, sender: &mut Stack) {
         let Some(conn) = self.sender_conn else { return };
         while self.sent < self.total {

@@ -110,3 +110,33 @@ fn delayed_acks_halve_the_ack_count() {
         "every 2nd segment: {delayed} ACKs vs {every}"
     );
 }
+
+#[test]
+fn a_receiver_that_stops_reading_closes_the_window_and_the_transfer_resumes() {
+    // Receiver buffer 64 KB; it reads nothing for 200 ms, so the window closes and the sender
+    // probes the zero window until the reader resumes.
+    let mut cb = config(2);
+    cb.rx_buffer = 64 * 1024;
+    let (mut sim, a, b, _) = pair_with(9, Impairment::default(), config(1), cb);
+    let mut t = BulkTransfer::new(2 * MB, 3);
+    t.listen(sim.host_mut(b).unwrap(), 5001).unwrap();
+    let start = sim.now();
+    t.connect(start, sim.host_mut(a).unwrap(), B_IP, 5001)
+        .unwrap();
+    let r = sim.run_until(start + Duration::from_secs(30), |now, hosts| {
+        let (s, r) = hosts.get_pair_mut(a, b).unwrap();
+        if now < start + Duration::from_millis(200) {
+            // Only the sender runs: it fills the window and then must wait.
+            t.step_sender_only(s);
+        } else {
+            t.step(now, s, r);
+        }
+        t.done()
+    });
+    assert!(r.is_ok() && t.verified(), "{r:?} {:?}", t.error);
+    let c = sim.host(a).unwrap().counters();
+    assert!(
+        c.window_probes > 0,
+        "the sender probed the zero window: {c:?}"
+    );
+}

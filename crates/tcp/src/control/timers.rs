@@ -131,11 +131,13 @@ impl Stack {
         let ps = self.dp.proto[s];
         let c = &mut self.conns[s];
         c.persist_deadline = Instant::MAX;
-        if !self.dp.pre[s].active
-            || ps.snd_wnd != 0
-            || !ps.tx_end.seq_gt(ps.snd_nxt)
-            || ps.in_flight() != 0
-        {
+        if !self.dp.pre[s].active || !ps.tx_end.seq_gt(ps.snd_nxt) || ps.in_flight() != 0 {
+            return;
+        }
+        if ps.snd_wnd != 0 {
+            // Silly-window override: send what the small window allows.
+            self.dp.proto[s].set(flags::FORCE_SEND, true);
+            self.dp.ready.push(slot);
             return;
         }
         c.persist_interval = (c.persist_interval * 2).min(self.cfg.rto_max);

@@ -309,10 +309,12 @@ impl Stack {
             }
             return Some(n);
         }
-        // Nothing may be sent. A zero window with data waiting and nothing in flight needs
-        // the persist timer (RFC 9293 3.8.6.1, MUST-35).
+        // Nothing may be sent. With data waiting and nothing in flight, no ACK will wake us:
+        // the persist timer probes a zero window (RFC 9293 3.8.6.1, MUST-35) or, for a
+        // small window held back by silly-window avoidance, is the override timeout
+        // (RFC 9293 3.8.6.2.1, MUST-38).
         let ps = &self.dp.proto[i];
-        if ps.snd_wnd == 0 && ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
+        if ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
             let c = &mut self.conns[i];
             if c.persist_deadline == Instant::MAX {
                 c.persist_deadline = self.now + c.rto;

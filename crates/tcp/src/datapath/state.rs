@@ -49,6 +49,8 @@ pub mod flags {
     pub const NAGLE: u8 = 1 << 5;
     /// An RTT measurement is running (`rtt_seq`, `rtt_sent_us`).
     pub const RTT_TIMING: u8 = 1 << 6;
+    /// The sender's silly-window override timer fired: send what the window allows, once.
+    pub const FORCE_SEND: u8 = 1 << 7;
 }
 
 /// Protocol-stage state: sequence space, windows, out-of-order bookkeeping.

@@ -42,7 +42,8 @@ pub fn next_segment(ps: &ProtoState) -> Option<Segment> {
     let full = len == mss;
     let all_queued = len == unsent && (in_flight == 0 || !ps.has(flags::NAGLE));
     let half_window = len >= ps.max_snd_wnd / 2;
-    if full || all_queued || half_window || fin_due {
+    let forced = ps.has(flags::FORCE_SEND);
+    if full || all_queued || half_window || fin_due || forced {
         Some(Segment {
             seq: ps.snd_nxt,
             len,
@@ -59,6 +60,7 @@ pub fn next_segment(ps: &ProtoState) -> Option<Segment> {
 pub fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
     let end = seg.seq + seg.len + seg.fin as u32;
     let retransmission = seg.seq.seq_lt(ps.snd_max);
+    ps.set(flags::FORCE_SEND, false);
     ps.snd_nxt = end;
     if end.seq_gt(ps.snd_max) {
         ps.snd_max = end;
