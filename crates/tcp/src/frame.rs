@@ -65,8 +65,12 @@ pub fn emit_segment(
     eth.emit(buf).ok()?;
     ip.emit(&mut buf[ip_at..]).ok()?;
     header.emit(&mut buf[tcp_at..]).ok()?;
-    fill(&mut buf[tcp_at + tcp_len..total]);
-    tcp::fill_checksum(&mut buf[tcp_at..total], route.src_ip, route.dst_ip);
+    let payload = &mut buf[tcp_at + tcp_len..total];
+    fill(payload);
+    // The header's share of the checksum comes from its fields, not from re-reading the
+    // bytes just written; only the payload is summed from memory.
+    let c = tcp::segment_checksum(header.sum(), tcp_len, payload, route.src_ip, route.dst_ip);
+    buf[tcp_at + 16..tcp_at + 18].copy_from_slice(&c.to_be_bytes());
     Some(total)
 }
 
@@ -106,7 +110,7 @@ impl ControlQueue {
         if self.len == self.slots.len() {
             return false;
         }
-        let at = (self.head + self.len) % self.slots.len();
+        let at = crate::datapath::wrap(self.head + self.len, self.slots.len());
         match build(&mut self.slots[at]) {
             Some(n) if n <= CONTROL_FRAME_MAX => {
                 self.lens[at] = n as u16;
@@ -128,7 +132,7 @@ impl ControlQueue {
             return None;
         }
         out[..n].copy_from_slice(&self.slots[self.head][..n]);
-        self.head = (self.head + 1) % self.slots.len();
+        self.head = crate::datapath::wrap(self.head + 1, self.slots.len());
         self.len -= 1;
         Some(n)
     }

@@ -297,12 +297,18 @@ impl Stack {
 
     /// Stops listening; connections not yet accepted are reset.
     pub fn unlisten(&mut self, id: ListenerId) -> Result<(), Error> {
-        let listener = self.listener(id)?;
-        let pending: Vec<u32> = listener.accept.iter().copied().collect();
+        self.listener(id)?;
         self.listeners[id.index as usize] = None;
         self.listener_by_port.remove(&id.port);
-        for slot in pending {
-            self.abort_slot(slot, ConnError::Aborted);
+        // Every connection still tied to the listener, queued for accept or half-open, is
+        // reset and freed (RFC 9293 3.10.4: CLOSE in LISTEN deletes the TCB). None may keep
+        // the index: it would leak its slot, or land in the accept queue of the next
+        // listener to take the index.
+        for slot in 0..self.conns.len() as u32 {
+            if self.conns[slot as usize].listener == Some(id.index) {
+                self.conns[slot as usize].listener = None;
+                self.abort_slot(slot, ConnError::Aborted);
+            }
         }
         Ok(())
     }
@@ -514,7 +520,8 @@ impl Stack {
         Ok(())
     }
 
-    /// Turns Nagle's algorithm on or off for a connection (TCP_NODELAY is `false`).
+    /// Turns Nagle's algorithm on or off for a connection (TCP_NODELAY is `false`;
+    /// RFC 9293 MUST-17: the application can disable it).
     pub fn set_nagle(&mut self, id: ConnId, on: bool) -> Result<(), Error> {
         let slot = self.slot_of(id)?;
         self.dp.proto[slot as usize].set(flags::NAGLE, on);
@@ -626,7 +633,10 @@ impl Stack {
                     ));
                 }
                 let unacked = b.tx_tail.diff(ps.snd_una.max(b.tx_head));
-                if unacked < 0 || unacked as u32 > b.tx.capacity() {
+                // Our FIN takes the sequence number after the last data byte (RFC 9293 3.4),
+                // so once it is acknowledged snd_una is one past tx_tail.
+                let fin = ps.has(flags::FIN_QUEUED) as i32;
+                if unacked < -fin || unacked > 0 && unacked as u32 > b.tx.capacity() {
                     return Err(format!("slot {slot}: tx ring holds {unacked} bytes"));
                 }
             }
@@ -706,7 +716,8 @@ impl Stack {
         }
     }
 
-    /// Fails the connection with `error`, sending RST if it was synchronized.
+    /// Fails the connection with `error`, sending RST if it was synchronized; the
+    /// application is told (RFC 9293 MUST-12).
     pub(crate) fn abort_slot(&mut self, slot: u32, error: ConnError) {
         let s = slot as usize;
         if self.conns[s].state.is_synchronized() && self.conns[s].state != TcpState::TimeWait
@@ -725,11 +736,17 @@ impl Stack {
         self.enter_closed(slot);
     }
 
-    fn queue_fin(&mut self, slot: u32) -> Result<(), Error> {
+    pub(crate) fn queue_fin(&mut self, slot: u32) -> Result<(), Error> {
         let s = slot as usize;
         let state = self.conns[s].state;
         let next = match state {
-            TcpState::Established | TcpState::SynReceived => TcpState::FinWait1,
+            TcpState::Established => TcpState::FinWait1,
+            TcpState::SynReceived => {
+                // RFC 9293 3.10.4: CLOSE in SYN-RECEIVED queues the FIN until ESTABLISHED;
+                // the data-path that sends it does not own the connection yet.
+                self.conns[s].fin_deferred = true;
+                return Ok(());
+            }
             TcpState::CloseWait => TcpState::LastAck,
             TcpState::FinWait1
             | TcpState::FinWait2

@@ -15,51 +15,60 @@ const BLOCK: usize = 1 << 20;
 #[inline]
 pub fn sum(data: &[u8]) -> u32 {
     if data.len() <= BLOCK {
-        return reduce(sum_block(data));
+        return swap16(reduce(sum_block(data)));
     }
     let mut total: u64 = 0;
     for block in data.chunks(BLOCK) {
-        total += u64::from(reduce(sum_block(block)));
+        total += u64::from(swap16(reduce(sum_block(block))));
     }
     reduce(total)
 }
 
-/// Sums `data` (at most [`BLOCK`] bytes) as 32-bit big-endian words into a u64.
+/// Sums `data` (at most [`BLOCK`] bytes) as little-endian words into a u64 that
+/// [`reduce`] folds to the 16-bit sum.
 ///
-/// Summing 32-bit words is equivalent modulo 0xFFFF to summing 16-bit words,
-/// and the tail is handled so byte positions keep their word alignment. Two
-/// independent accumulators over 16-byte chunks keep the adders busy; with at
-/// most 2^16 chunks per block neither can overflow.
+/// The one's-complement sum is byte-order independent (RFC 1071 2.(B)): summing
+/// the words byte-swapped gives the byte-swapped sum, so the caller swaps the
+/// reduced result once ([`swap16`]) instead of swapping every word. The main loop
+/// adds 64-bit words with end-around carry (one's complement modulo 2^64 - 1,
+/// which 0xFFFF divides) into four independent accumulators, 32 bytes per round;
+/// the tail is summed as 32-, 16- and 8-bit pieces keeping each byte's position
+/// within its 16-bit word.
 #[inline]
 fn sum_block(data: &[u8]) -> u64 {
-    let (mut a, mut b): (u64, u64) = (0, 0);
-    let mut chunks = data.chunks_exact(16);
+    let mut acc = [0u64; 4];
+    let mut chunks = data.chunks_exact(32);
     for c in &mut chunks {
-        if let Some(w) = c.first_chunk::<16>() {
-            let v = u128::from_be_bytes(*w);
-            let (hi, lo) = ((v >> 64) as u64, v as u64);
-            a += (hi >> 32) + (hi & 0xFFFF_FFFF);
-            b += (lo >> 32) + (lo & 0xFFFF_FFFF);
+        for (a, w) in acc.iter_mut().zip(c.chunks_exact(8)) {
+            if let Some(w) = w.first_chunk::<8>() {
+                let (s, carry) = a.overflowing_add(u64::from_le_bytes(*w));
+                // No overflow here: after a carry, s <= 2^64 - 2.
+                *a = s + u64::from(carry);
+            }
         }
     }
     let mut rest = chunks.remainder();
-    if let Some((w, r)) = rest.split_first_chunk::<8>() {
-        let v = u64::from_be_bytes(*w);
-        a += (v >> 32) + (v & 0xFFFF_FFFF);
-        rest = r;
-    }
-    if let Some((w, r)) = rest.split_first_chunk::<4>() {
-        b += u64::from(u32::from_be_bytes(*w));
+    let mut tail: u64 = 0;
+    while let Some((w, r)) = rest.split_first_chunk::<4>() {
+        tail += u64::from(u32::from_le_bytes(*w));
         rest = r;
     }
     if let Some((w, r)) = rest.split_first_chunk::<2>() {
-        a += u64::from(u16::from_be_bytes(*w));
+        tail += u64::from(u16::from_le_bytes(*w));
         rest = r;
     }
     if let Some(&x) = rest.first() {
-        b += u64::from(x) << 8;
+        // The odd trailing byte is the high byte of a big-endian word, so the low
+        // byte of a little-endian one.
+        tail += u64::from(x);
     }
-    a + b
+    acc.iter().map(|&a| u64::from(reduce(a))).sum::<u64>() + tail
+}
+
+/// Swaps the bytes of a 16-bit one's-complement sum (held in a u32 below 2^16).
+#[inline(always)]
+fn swap16(x: u32) -> u32 {
+    u32::from((x as u16).swap_bytes())
 }
 
 /// Reduces a 64-bit accumulator to a 16-bit one's-complement sum (as u32).
@@ -179,6 +188,17 @@ mod tests {
         // the checksum field under CHECKSUM_PARTIAL offload.
         let lo = Ipv4Addr::new(127, 0, 0, 1);
         assert_eq!(fold(pseudo_header_v4(lo, lo, 6, 40)), 0xfe30);
+    }
+
+    #[test]
+    fn every_length_and_carry_matches_naive() {
+        // All-ones data makes every 64-bit addition carry; the lengths cover every tail.
+        for len in 0..=600 {
+            let ones = vec![0xFFu8; len];
+            assert_eq!(fold(sum(&ones)), naive(&ones), "ones, len {len}");
+            let mixed: Vec<u8> = (0..len).map(|i| (i * 197 + 89) as u8 | 0x80).collect();
+            assert_eq!(fold(sum(&mixed)), naive(&mixed), "mixed, len {len}");
+        }
     }
 
     #[test]

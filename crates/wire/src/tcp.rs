@@ -363,6 +363,39 @@ impl TcpOptions {
         at
     }
 
+    /// Unfolded one's-complement sum of the option area exactly as [`TcpOptions::emit`]
+    /// writes it, computed from the values (a mirror of `emit`'s layout).
+    #[inline]
+    fn sum(&self) -> u32 {
+        let word = |hi: u8, lo: u8| u32::from(u16::from_be_bytes([hi, lo]));
+        let split = |v: u32| (v >> 16) + (v & 0xFFFF);
+        let mut s = 0;
+        if let Some(mss) = self.mss {
+            s += word(OPT_MSS, 4) + u32::from(mss);
+        }
+        if let Some((tsval, tsecr)) = self.timestamp {
+            s += if self.sack_permitted {
+                word(OPT_SACK_PERM, 2)
+            } else {
+                word(OPT_NOP, OPT_NOP)
+            };
+            s += word(OPT_TS, 10) + split(tsval) + split(tsecr);
+        } else if self.sack_permitted {
+            s += word(OPT_NOP, OPT_NOP) + word(OPT_SACK_PERM, 2);
+        }
+        if let Some(ws) = self.window_scale {
+            s += word(OPT_NOP, OPT_WS) + word(3, ws);
+        }
+        let n = self.emitted_sack_count();
+        if n > 0 {
+            s += word(OPT_NOP, OPT_NOP) + word(OPT_SACK, 2 + 8 * n as u8);
+            for &(left, right) in self.sacks().iter().take(n) {
+                s += split(left.0) + split(right.0);
+            }
+        }
+        s
+    }
+
     /// Parses an option area (the bytes between the fixed header and the data offset).
     #[inline]
     pub fn parse(mut opts: &[u8]) -> Result<TcpOptions, WireError> {
@@ -535,6 +568,40 @@ impl TcpHeader {
         self.options.emit(opts);
         Ok(len)
     }
+
+    /// Unfolded one's-complement sum of the header exactly as [`TcpHeader::emit`] writes it
+    /// (checksum field zero), computed from the fields. Emitters add it to the pseudo
+    /// header and payload sums instead of summing the header bytes they just wrote, which
+    /// would read them back through a store-to-load forwarding stall. Below 2^21.
+    #[inline]
+    pub fn sum(&self) -> u32 {
+        let split = |v: u32| (v >> 16) + (v & 0xFFFF);
+        let offset_flags = ((self.header_len() as u32 / 4) << 12) | u32::from(self.flags.0);
+        u32::from(self.src_port)
+            + u32::from(self.dst_port)
+            + split(self.seq.0)
+            + split(self.ack.0)
+            + offset_flags
+            + u32::from(self.window)
+            + u32::from(self.urgent)
+            + self.options.sum()
+    }
+}
+
+/// The checksum of a segment whose header sums to `header_sum` ([`TcpHeader::sum`]) and
+/// whose payload of `payload.len()` bytes follows a header of `header_len` bytes.
+#[inline]
+pub fn segment_checksum(
+    header_sum: u32,
+    header_len: usize,
+    payload: &[u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+) -> u16 {
+    let len = u32::try_from(header_len + payload.len()).unwrap_or(u32::MAX);
+    let pseudo = checksum::pseudo_header_v4_u32(src, dst, PROTOCOL_TCP, len);
+    // Each term is below 2^21, so the u32 sum cannot overflow.
+    !checksum::fold(pseudo + header_sum + checksum::sum(payload))
 }
 
 /// Unfolded sum of the pseudo header plus the whole segment.
@@ -1155,6 +1222,20 @@ mod tests {
             prop_assert_eq!(parsed, expected);
             prop_assert_eq!(p, &payload[..]);
             prop_assert_eq!(parsed.header_len(), hl);
+        }
+
+        #[test]
+        fn header_sum_matches_emitted_bytes(h in arb_header(), payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let src = Ipv4Addr::new(192, 0, 2, 1);
+            let dst = Ipv4Addr::new(198, 51, 100, 7);
+            let hl = h.header_len();
+            let mut buf = vec![0xEEu8; hl + payload.len()];
+            h.emit(&mut buf).unwrap();
+            prop_assert_eq!(checksum::fold(h.sum()), checksum::fold(checksum::sum(&buf[..hl])));
+            buf[hl..].copy_from_slice(&payload);
+            fill_checksum(&mut buf, src, dst);
+            let c = segment_checksum(h.sum(), hl, &payload, src, dst);
+            prop_assert_eq!(c.to_be_bytes(), [buf[16], buf[17]]);
         }
 
         #[test]

@@ -50,9 +50,18 @@ pub fn encode_isn(
     SeqNumber(t << 27 | index << 24 | hash24(secret, ip, tuple, peer_isn, t))
 }
 
-/// The TSval of a cookie SYN-ACK: the clock with options in its low five bits.
+/// The TSval of a cookie SYN-ACK: the clock with options in its low five bits, never ahead
+/// of the clock. The peer keeps this TSval as TS.Recent; a TSval later than the clock would
+/// make our next segments look older and the peer's PAWS would drop them (RFC 7323 5.3),
+/// so when the option bits exceed the clock's, the previous 32-tick slot is used.
 pub fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool) -> u32 {
-    (ts_clock & !0x1f) | (sack as u32) << 4 | wscale.map_or(15, |w| w.min(14) as u32)
+    let bits = (sack as u32) << 4 | wscale.map_or(15, |w| w.min(14) as u32);
+    let tsval = (ts_clock & !0x1f) | bits;
+    if (tsval.wrapping_sub(ts_clock) as i32) > 0 {
+        tsval.wrapping_sub(0x20)
+    } else {
+        tsval
+    }
 }
 
 /// Validates the ACK of a cookie SYN-ACK: `cookie` is SEG.ACK - 1, `peer_isn` SEG.SEQ - 1,
@@ -104,6 +113,7 @@ mod tests {
         let peer = SeqNumber(12345);
         let isn = encode_isn(&s, ip, &tuple, peer, now, 1460);
         let ts = encode_tsval(987_654, Some(7), true);
+        assert!(ts <= 987_654, "never ahead of the clock");
         let opts = decode(&s, ip, &tuple, peer, isn, now, Some(ts)).unwrap();
         assert_eq!(
             opts,

@@ -107,7 +107,7 @@ impl Stack {
         ok
     }
 
-    /// RFC 9293 3.10.7.1: the RST for a segment that belongs to no connection (MUST-? reset
+    /// RFC 9293 3.10.7.1: the RST for a segment that belongs to no connection (reset
     /// generation): `<SEQ=SEG.ACK><CTL=RST>` if it had ACK, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
     fn reply_rst(&mut self, input: &TcpInput<'_>) {
         let t = &input.tcp;
@@ -336,7 +336,7 @@ impl Stack {
         let t = &input.tcp;
         let listener = self.listener_by_port.get(&t.dst_port).copied();
         let Some(index) = listener else {
-            // RFC 9293 3.10.7.1 (MUST-? CLOSED state): reset anything but a RST.
+            // RFC 9293 3.10.7.1 (CLOSED): reset anything but a RST.
             self.reply_rst(input);
             return;
         };
@@ -529,7 +529,7 @@ impl Stack {
         let iss = self.conns[s].iss;
         let has_ack = t.flags.contains(TcpFlags::ACK);
         if has_ack && (t.ack.seq_le(iss) || t.ack.seq_gt(iss + 1u32)) {
-            // RFC 9293 MUST-? : an unacceptable ACK in SYN-SENT gets a RST (unless it is one).
+            // RFC 9293 3.10.7.3: an unacceptable ACK in SYN-SENT gets a RST (unless it is one).
             self.reply_rst(input);
             return;
         }
@@ -562,7 +562,7 @@ impl Stack {
             self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
             self.send_ack(slot);
         } else {
-            // Simultaneous open (RFC 9293 3.5, figure 7).
+            // Simultaneous open (RFC 9293 3.5, figure 7; MUST-10).
             self.conns[s].state = TcpState::SynReceived;
             self.conns[s].rto_deadline = Instant::MAX;
             self.send_syn(slot, true);
@@ -595,6 +595,16 @@ impl Stack {
             return;
         }
         if t.flags.contains(TcpFlags::SYN) {
+            // RFC 9293 3.5 figure 7 (line 6): in a simultaneous open the peer's SYN-ACK,
+            // its SYN again now acknowledging ours, completes the handshake. Its window is
+            // a SYN's, never scaled (RFC 7323 2.2).
+            if c.listener.is_none()
+                && t.flags.contains(TcpFlags::ACK)
+                && t.seq == c.irs
+                && t.ack == c.iss + 1u32
+            {
+                self.establish_simultaneous(slot, t.ack, t.window, false);
+            }
             return; // RFC 5961 4: no challenge ACK before synchronization; just drop
         }
         if !t.flags.contains(TcpFlags::ACK) {
@@ -608,12 +618,29 @@ impl Stack {
         if c.listener.is_some() {
             self.establish_passive(slot, input);
         } else {
-            // Simultaneous open completes.
-            self.install(slot, t.ack, t.window, true);
-            self.conns[s].state = TcpState::Established;
-            self.conns[s].rto_deadline = Instant::MAX;
-            self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
+            self.establish_simultaneous(slot, t.ack, t.window, true);
             self.resume_segment(slot, input);
+        }
+    }
+
+    /// A simultaneous open completes (RFC 9293 3.5 figure 7): the data-path takes over, and
+    /// a FIN the application asked for in SYN-RECEIVED is queued now (RFC 9293 3.10.4).
+    fn establish_simultaneous(
+        &mut self,
+        slot: u32,
+        ack: SeqNumber,
+        window: u16,
+        window_scaled: bool,
+    ) {
+        let s = slot as usize;
+        self.install(slot, ack, window, window_scaled);
+        let c = &mut self.conns[s];
+        c.state = TcpState::Established;
+        c.rto_deadline = Instant::MAX;
+        self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
+        if std::mem::take(&mut self.conns[s].fin_deferred) {
+            // From ESTABLISHED this cannot fail.
+            let _ = self.queue_fin(slot);
         }
     }
 
@@ -740,7 +767,12 @@ impl Stack {
             return;
         }
         if t.flags.contains(TcpFlags::SYN) && !t.flags.contains(TcpFlags::ACK) {
-            if t.seq.seq_gt(rcv_nxt) && self.listener_by_port.contains_key(&t.dst_port) {
+            // Reopening frees the slot, so only when the application no longer holds a
+            // handle to it (the handle must stay valid until close; MAY-2 is optional).
+            if t.seq.seq_gt(rcv_nxt)
+                && !self.conns[s].app_owned
+                && self.listener_by_port.contains_key(&t.dst_port)
+            {
                 self.free_slot(slot);
                 let mut again = *input;
                 again.slot = None;
@@ -763,7 +795,7 @@ impl Stack {
         let s = slot as usize;
         let ps = self.dp.proto[s];
         if t.flags.contains(TcpFlags::RST) {
-            // RFC 5961 3.2 (RFC 9293 MUST-? via RFC 5961): reset only on an exact match of
+            // RFC 5961 3.2 (which RFC 9293 3.10.7.4 adopts): reset only on an exact match of
             // rcv_nxt; anywhere else in the window earns a challenge ACK.
             if t.seq == ps.rcv_nxt {
                 self.counters.rst_received += 1;
@@ -847,7 +879,8 @@ impl Stack {
             self.enter_closed(slot);
             return;
         }
-        // The data-path hands the connection back: TIME-WAIT is the control plane's.
+        // RFC 9293 MUST-13: TIME-WAIT lasts 2 MSL (configurable). The data-path hands the
+        // connection back: TIME-WAIT is the control plane's.
         self.dp.pre[s].active = false;
         let c = &mut self.conns[s];
         c.state = TcpState::TimeWait;

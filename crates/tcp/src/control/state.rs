@@ -122,6 +122,10 @@ pub struct ConnControl {
     pub app_closed: bool,
     /// The application holds a handle (connected or accepted).
     pub app_owned: bool,
+    /// The application closed its sending side before the handshake completed (a
+    /// simultaneous open in SYN-RECEIVED): the FIN is queued once ESTABLISHED
+    /// (RFC 9293 3.10.4, CLOSE in SYN-RECEIVED).
+    pub fin_deferred: bool,
     /// The error to report, once the connection failed.
     pub error: Option<ConnError>,
 }
@@ -149,6 +153,7 @@ impl ConnControl {
             challenge_count: 0,
             app_closed: false,
             app_owned: false,
+            fin_deferred: false,
             error: None,
         }
     }

@@ -101,7 +101,11 @@ impl Stack {
         }
         let now = self.now;
         let c = &mut self.conns[s];
-        if c.stalled_since == Instant::MAX {
+        if c.stalled_since == Instant::MAX || ps.snd_wnd == 0 {
+            // RFC 9293 3.8.6 MUST-35, SHLD-17 and 3.8.6.1 MUST-37: the peer's window shrank
+            // to zero with data outstanding, so nothing can be resent; the persist timer
+            // probes instead, and while the peer answers, the connection stays open: the
+            // user timeout does not run.
             c.stalled_since = now;
         }
         if now.saturating_since(c.stalled_since) >= self.cfg.user_timeout {

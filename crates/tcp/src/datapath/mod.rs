@@ -104,7 +104,7 @@ impl ReadyQueue {
             return;
         }
         *q = true;
-        let at = (self.head + self.len) % self.ring.len();
+        let at = wrap(self.head + self.len, self.ring.len());
         self.ring[at] = slot;
         self.len += 1;
     }
@@ -116,7 +116,7 @@ impl ReadyQueue {
             return None;
         }
         let slot = self.ring[self.head];
-        self.head = (self.head + 1) % self.ring.len();
+        self.head = wrap(self.head + 1, self.ring.len());
         self.len -= 1;
         self.queued[slot as usize] = false;
         Some(slot)
@@ -125,5 +125,16 @@ impl ReadyQueue {
     /// Whether no slot is queued.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// `i % len` for `i < 2 * len`, the only case ring indices meet: a compare instead of a
+/// division on every push and pop.
+#[inline(always)]
+pub(crate) fn wrap(i: usize, len: usize) -> usize {
+    if i >= len {
+        i - len
+    } else {
+        i
     }
 }

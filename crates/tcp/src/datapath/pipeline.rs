@@ -1,7 +1,7 @@
 //! Driving the pipeline: RX batches through pre → protocol → post, and the TX workflow
 //! (scheduler → segment generation) behind `poll_transmit`.
 
-use sluice_wire::tcp::TcpFlags;
+use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use super::classify::{classify, Classified, DropReason};
 use super::summary::{Actions, HeaderSummary};
@@ -111,7 +111,13 @@ impl Stack {
         if s.ecn_ce {
             self.counters.ecn_ce += 1;
         }
-        if s.actions.contains(Actions::ACK_NOW) && s.place_len == 0 && s.payload_len > 0 {
+        // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
+        // the connection's, which later segments of the batch may have moved on.
+        if s.actions.contains(Actions::ACK_NOW)
+            && s.place_len == 0
+            && s.payload_len > 0
+            && (s.seq + s.payload_len as u32).seq_le(s.ack_rcv_nxt)
+        {
             self.counters.duplicate_segments += 1;
         }
         if let Some(b) = self.bufs[i].as_mut() {
@@ -123,13 +129,13 @@ impl Stack {
                 {
                     b.rx.write(s.place_seq, payload);
                 }
-                if s.place_seq != self.dp.proto[i].rcv_nxt - s.rx_advance {
+                if s.rx_advance == 0 {
                     self.counters.ooo_stored += 1;
                 }
             } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
             {
                 // Out-of-order data that found no interval slot.
-                if s.seq.seq_gt(self.dp.proto[i].rcv_nxt) {
+                if s.seq.seq_gt(s.ack_rcv_nxt) {
                     self.counters.ooo_dropped += 1;
                 }
             }
@@ -191,7 +197,7 @@ impl Stack {
             return;
         }
         if out.ack_now {
-            self.send_ack(slot);
+            self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
         } else if out.arm_delack {
             if let AckPolicy::Delayed { timeout, .. } = self.cfg.ack_policy {
                 let c = &mut self.conns[i];
@@ -218,13 +224,22 @@ impl Stack {
     /// Sends a pure ACK for a synchronized connection now (or as soon as the control queue
     /// has room: the ACK is then owed and goes out from `poll_transmit`).
     pub(crate) fn send_ack(&mut self, slot: u32) {
+        let ps = &self.dp.proto[slot as usize];
+        self.send_ack_as_of(slot, ps.rcv_nxt, ps.rx_avail);
+    }
+
+    /// Sends a pure ACK acknowledging `rcv_nxt` with a window of `rx_avail` bytes: the
+    /// receive state one segment of a batch left (see [`HeaderSummary::ack_rcv_nxt`]).
+    fn send_ack_as_of(&mut self, slot: u32, rcv_nxt: SeqNumber, rx_avail: u32) {
         let i = slot as usize;
         let route = self.route_of(slot);
         let now_ms = self.now.as_millis() as u32;
-        let ps = &self.dp.proto[i];
+        let mut ps = self.dp.proto[i];
+        ps.rcv_nxt = rcv_nxt;
+        ps.rx_avail = rx_avail;
         let header = tx::header(
             &self.dp.pre[i],
-            ps,
+            &ps,
             &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride],
             ps.snd_nxt,
             TcpFlags::ACK,
@@ -247,8 +262,15 @@ impl Stack {
 
     /// Writes the next frame to send into `buf` and returns its length. Control frames
     /// (ACKs, RSTs, handshake, ARP) go first, then connections in round-robin order.
+    /// `buf` must hold a frame of the MTU plus the 14-byte Ethernet header; a smaller one is
+    /// refused (None) without taking anything from the queues.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.now = now;
+        if buf.len() < usize::from(self.cfg.mtu) + 14 {
+            // A connection popped from the ready queue and not sent would lose its turn
+            // for good: no timer re-queues a pending FIN or data with nothing in flight.
+            return None;
+        }
         if let Some(n) = self.out.pop_into(buf) {
             self.counters.frames_tx += 1;
             return Some(n);
@@ -274,16 +296,30 @@ impl Stack {
         let now_us = self.now.as_micros() as u32;
         let route = self.route_of(slot);
         let ps = &self.dp.proto[i];
-        if let Some(seg) = tx::next_segment(ps) {
-            let mut tcp_flags = TcpFlags::ACK;
+        if let Some(mut seg) = tx::next_segment(ps) {
+            let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
+            let mut header = tx::header(&self.dp.pre[i], ps, ooo, seg.seq, TcpFlags::ACK, now_ms);
+            // RFC 9293 3.7.1 (MUST-16) and RFC 6691: the effective send MSS is net of TCP
+            // options. ps.mss already excludes the timestamp option; SACK blocks come out of
+            // the payload, or the segment would exceed the MTU and the peer's MSS.
+            let ts_len = if header.options.timestamp.is_some() {
+                12
+            } else {
+                0
+            };
+            let sack_len = header.options.emitted_len().saturating_sub(ts_len) as u32;
+            let room = (ps.mss as u32).saturating_sub(sack_len).max(1);
+            if seg.len > room {
+                seg.len = room;
+                seg.fin = false;
+                seg.push = false;
+            }
             if seg.push && seg.len > 0 {
-                tcp_flags |= TcpFlags::PSH;
+                header.flags |= TcpFlags::PSH;
             }
             if seg.fin {
-                tcp_flags |= TcpFlags::FIN;
+                header.flags |= TcpFlags::FIN;
             }
-            let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
-            let header = tx::header(&self.dp.pre[i], ps, ooo, seg.seq, tcp_flags, now_ms);
             let ring = &self.bufs[i].as_ref()?.tx;
             self.ip_ident = self.ip_ident.wrapping_add(1);
             let n = emit_segment(

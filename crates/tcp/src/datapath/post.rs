@@ -20,7 +20,8 @@ pub struct PostOutcome {
     pub rto_stop: bool,
 }
 
-/// RFC 6298 2.2-2.3: folds an RTT sample into the estimate and recomputes the RTO.
+/// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
+/// recomputes the RTO.
 #[inline]
 pub fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max_us: u32) {
     if post.srtt_us == 0 {
@@ -33,7 +34,11 @@ pub fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max
         post.srtt_us = post.srtt_us - post.srtt_us / 8 + sample_us / 8;
     }
     // RTO = SRTT + max(G, 4 RTTVAR) with clock granularity G = 1 us; RFC 6298 2.4-2.5 bounds.
-    let rto = post.srtt_us.saturating_add((4 * post.rttvar_us).max(1));
+    // Saturating: a sample of over ~36 minutes (an ACK after a long outage) would overflow
+    // 4 * RTTVAR in 32 bits; the RFC 6298 2.5 maximum bounds the result anyway.
+    let rto = post
+        .srtt_us
+        .saturating_add(post.rttvar_us.saturating_mul(4).max(1));
     post.rto_us = rto.clamp(rto_min_us, rto_max_us);
 }
 

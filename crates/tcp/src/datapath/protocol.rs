@@ -13,6 +13,16 @@ use super::summary::{Actions, HeaderSummary};
 /// Processes one segment. `ooo` is this connection's slice of interval slots.
 #[inline]
 pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary, now_us: u32) {
+    process_segment(ps, ooo, s, now_us);
+    // The ACK for this segment reports the receive state this segment left, not the one the
+    // rest of its batch leaves: one ACK per segment, each acknowledging that segment
+    // (RFC 9293 3.10.7.4, RFC 5681 4.2); identical ACKs would be duplicate ACKs to the peer.
+    s.ack_rcv_nxt = ps.rcv_nxt;
+    s.ack_rx_avail = ps.rx_avail;
+}
+
+#[inline]
+fn process_segment(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary, now_us: u32) {
     // RFC 7323 5.3: PAWS. A segment whose TSval is older than TS.Recent is a replay from a
     // previous incarnation of the sequence space: drop it and acknowledge (R1-R2).
     if ps.has(flags::TIMESTAMPS)
@@ -31,7 +41,7 @@ pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary,
 
     // RFC 9293 3.10.7.4 first check, as Linux applies it: the segment must overlap
     // [rcv_nxt, rcv_nxt + RCV.WND], a zero-length segment may sit at either edge.
-    // RFC 9293 MUST-? "special allowance" for zero windows: a segment at rcv_nxt is kept so
+    // RFC 9293 3.10.7.4 "special allowance" for zero windows: a segment at rcv_nxt is kept so
     // its ACK and window are processed even when its data cannot be.
     if seg_end.seq_lt(ps.rcv_nxt) || s.seq.seq_gt(right_edge) {
         s.actions.insert(Actions::EXCEPTION);
@@ -121,6 +131,9 @@ pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary,
     if ps.has(flags::FIN_PENDING) && ps.rx_fin_seq == ps.rcv_nxt {
         // RFC 9293 3.10.7.4 eighth: the FIN advances rcv_nxt by one and is acknowledged.
         ps.rcv_nxt += 1u32;
+        // Nothing follows the FIN: out-of-order data stored beyond it (which only a
+        // misbehaving peer sends) is discarded rather than left in the interval list.
+        ps.ooo_count = 0;
         ps.set(flags::FIN_PENDING, false);
         ps.set(flags::FIN_RECEIVED, true);
         s.actions.insert(Actions::FIN_RECEIVED);
@@ -132,7 +145,7 @@ pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary,
 #[inline]
 fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
     let ack = s.ack;
-    // RFC 5961 5.2 / RFC 9293 MUST-? : an ACK of data never sent is answered with an ACK
+    // RFC 5961 5.2 / RFC 9293 3.10.7.4: an ACK of data never sent is answered with an ACK
     // and the segment dropped.
     if ack.seq_gt(ps.snd_max) {
         s.actions.insert(Actions::EXCEPTION);

@@ -83,6 +83,11 @@ pub struct HeaderSummary {
     pub tx_freed: u32,
     /// An RTT sample in microseconds, or 0.
     pub rtt_sample_us: u32,
+    /// rcv_nxt as this segment left it: what an ACK for this segment acknowledges. Later
+    /// segments of the same batch move the connection's rcv_nxt on before the ACK is built.
+    pub ack_rcv_nxt: SeqNumber,
+    /// The receive window (bytes, unscaled) as this segment left it, for the same ACK.
+    pub ack_rx_avail: u32,
     /// What later stages must do.
     pub actions: Actions,
 }

@@ -1,0 +1,516 @@
+//! ESTABLISHED: RFC 9293 3.10.7.4 segment processing (acceptability, trimming, ACK field,
+//! window updates), RFC 5681 duplicate ACKs and fast retransmit, RFC 6298 retransmission
+//! timer, RFC 9293 3.8.3 user timeout, RFC 7323 window scaling.
+
+mod harness;
+
+use harness::*;
+use sluice_tcp::{ConnError, Error, TcpState};
+use sluice_wire::tcp::{SeqNumber, TcpOptions};
+
+#[test]
+fn rfc9293_3_10_7_4_in_order_data_is_delivered_and_each_segment_acked() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(300, 7);
+    let segs: Vec<Seg> = (0..3)
+        .map(|i| {
+            c.ack_seg()
+                .seq(c.peer_nxt + (i * 100) as u32)
+                .data(&data[i * 100..(i + 1) * 100])
+        })
+        .collect();
+    c.peer.send_batch(&mut stack, ms(1), &segs);
+    let acks = c.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(
+        acks.len(),
+        3,
+        "one ACK per segment (AckPolicy::EverySegment)"
+    );
+    for (i, (h, p)) in acks.iter().enumerate() {
+        let n = 100 * (i as u32 + 1);
+        assert!(p.is_empty());
+        assert_eq!(h.flags, ACK);
+        assert_eq!(h.seq, c.our_nxt);
+        assert_eq!(h.ack, c.peer_nxt + n);
+        assert_eq!(h.window as u32, RX_BUFFER as u32 - n);
+    }
+    // Each ACK acknowledges its own segment, not the batch: identical ACKs would be
+    // duplicate ACKs to the sender.
+    let counters = stack.counters();
+    assert_eq!((counters.ooo_stored, counters.duplicate_segments), (0, 0));
+    assert!(readiness_of(&events(&mut stack), c.id).unwrap().readable());
+    assert_eq!(stack.info(c.id).unwrap().readable, 300);
+    assert_eq!(read_all(&mut stack, c.id), data);
+    assert_eq!(stack.info(c.id).unwrap().rcv_nxt, c.peer_nxt + 300u32);
+}
+
+#[test]
+fn rfc5681_4_2_out_of_order_segment_gets_duplicate_ack_and_is_merged_when_gap_closes() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(200, 3);
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.data_seg(&data[100..]).seq(c.peer_nxt + 100u32),
+    );
+    let (dup, _) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!((dup.flags, dup.seq, dup.ack), (ACK, c.our_nxt, c.peer_nxt));
+    assert_eq!(dup.window, RX_BUFFER as u16);
+    assert_eq!(dup.options.sack_count, 0, "SACK was not negotiated");
+    let info = stack.info(c.id).unwrap();
+    assert_eq!((info.ooo_intervals, info.readable), (1, 0));
+    assert_eq!(info.rcv_nxt, c.peer_nxt);
+    assert_eq!(stack.counters().ooo_stored, 1);
+    let mut buf = [0u8; 16];
+    assert_eq!(stack.recv(c.id, &mut buf), Err(Error::WouldBlock));
+    // The gap closes: both segments become readable and are acknowledged at once.
+    c.peer.send(&mut stack, ms(2), c.data_seg(&data[..100]));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.ack, c.peer_nxt + 200u32);
+    assert_eq!(ack.window as usize, RX_BUFFER - 200);
+    let info = stack.info(c.id).unwrap();
+    assert_eq!((info.ooo_intervals, info.readable), (0, 200));
+    assert_eq!(read_all(&mut stack, c.id), data);
+}
+
+#[test]
+fn rfc2018_out_of_order_segment_reported_in_sack_block() {
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    };
+    let c = passive_open(
+        &mut stack,
+        l,
+        Peer::new(40000, LISTEN_PORT),
+        ms(0),
+        1000,
+        opts,
+        65535,
+    );
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.data_seg(&[1; 100]).seq(c.peer_nxt + 300u32),
+    );
+    let (dup, _) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!(dup.ack, c.peer_nxt);
+    assert_eq!(
+        dup.options.sacks(),
+        &[(c.peer_nxt + 300u32, c.peer_nxt + 400u32)]
+    );
+    // A second block adjacent to the first widens it (one interval configured).
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&[1; 100]).seq(c.peer_nxt + 200u32),
+    );
+    let (dup, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(
+        dup.options.sacks(),
+        &[(c.peer_nxt + 200u32, c.peer_nxt + 400u32)]
+    );
+    // A disjoint one finds no free interval slot and is dropped (bounded state).
+    c.peer.send(
+        &mut stack,
+        ms(3),
+        c.data_seg(&[1; 50]).seq(c.peer_nxt + 500u32),
+    );
+    let (dup, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!(dup.ack, c.peer_nxt);
+    assert_eq!(dup.options.sack_count, 1);
+    assert_eq!(stack.counters().ooo_dropped, 1);
+    assert_eq!(stack.counters().duplicate_segments, 0, "not a duplicate");
+    c.peer.send(&mut stack, ms(4), c.data_seg(&[1; 200]));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(4));
+    assert_eq!(ack.ack, c.peer_nxt + 400u32);
+    assert_eq!(ack.options.sack_count, 0);
+}
+
+#[test]
+fn rfc9293_3_10_7_4_duplicate_segments_are_acked_and_not_delivered_twice() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(200, 9);
+    c.peer.send(&mut stack, ms(1), c.data_seg(&data[..100]));
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.data_seg(&data[100..]).seq(c.peer_nxt + 100u32),
+    );
+    assert_eq!(c.peer.recv_all(&mut stack, ms(1)).len(), 2);
+    // The latest segment again (the peer missed our ACK): ACK again.
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&data[100..]).seq(c.peer_nxt + 100u32),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(
+        (ack.flags, ack.seq, ack.ack),
+        (ACK, c.our_nxt, c.peer_nxt + 200u32)
+    );
+    assert_eq!(stack.counters().duplicate_segments, 1);
+    // An older segment, wholly below rcv_nxt: not acceptable, answered with an ACK.
+    c.peer.send(&mut stack, ms(3), c.data_seg(&data[..100]));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!((ack.flags, ack.ack), (ACK, c.peer_nxt + 200u32));
+    assert_eq!(stack.info(c.id).unwrap().readable, 200);
+    assert_eq!(read_all(&mut stack, c.id), data);
+}
+
+#[test]
+fn rfc9293_3_10_7_4_partially_duplicate_segment_delivers_only_the_new_part() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(300, 1);
+    c.peer.send(&mut stack, ms(1), c.data_seg(&data[..200]));
+    c.peer.recv_one(&mut stack, ms(1));
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&data[150..]).seq(c.peer_nxt + 150u32),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.ack, c.peer_nxt + 300u32);
+    assert_eq!(ack.window as usize, RX_BUFFER - 300);
+    assert_eq!(read_all(&mut stack, c.id), data);
+}
+
+#[test]
+fn rfc9293_3_10_7_4_data_beyond_the_window_is_trimmed() {
+    let mut cfg = config();
+    cfg.rx_buffer = 4096;
+    let mut stack = stack_with(cfg);
+    let c = established(&mut stack, ms(0));
+    let data = pattern(4200, 5);
+    let segs: Vec<Seg> = (0..3)
+        .map(|i| {
+            c.ack_seg()
+                .seq(c.peer_nxt + (i * 1400) as u32)
+                .data(&data[i * 1400..(i + 1) * 1400])
+        })
+        .collect();
+    c.peer.send_batch(&mut stack, ms(1), &segs);
+    let acks = c.peer.recv_all(&mut stack, ms(1));
+    let got: Vec<(SeqNumber, u16)> = acks.iter().map(|(h, _)| (h.ack, h.window)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (c.peer_nxt + 1400u32, 4096 - 1400),
+            (c.peer_nxt + 2800u32, 4096 - 2800),
+            (c.peer_nxt + 4096u32, 0),
+        ]
+    );
+    // The window is closed: more data at rcv_nxt is not accepted, but acknowledged.
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&data[4096..]).seq(c.peer_nxt + 4096u32),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!((ack.ack, ack.window), (c.peer_nxt + 4096u32, 0));
+    let counters = stack.counters();
+    assert_eq!((counters.duplicate_segments, counters.ooo_stored), (0, 0));
+    assert_eq!(stack.info(c.id).unwrap().readable, 4096);
+    assert_eq!(read_all(&mut stack, c.id), &data[..4096]);
+    // Reading opens the window; RFC 9293 MUST-39: the update is sent once it matters.
+    let (update, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!(
+        (update.flags, update.ack, update.window),
+        (ACK, c.peer_nxt + 4096u32, 4096)
+    );
+}
+
+#[test]
+fn rfc9293_3_10_7_4_zero_length_segment_outside_the_window_gets_an_ack() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let before = stack.info(c.id).unwrap();
+    for (i, seq) in [
+        c.peer_nxt + 20_000u32,
+        c.peer_nxt - 1u32,
+        c.peer_nxt - 100_000u32,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        c.peer.send(&mut stack, ms(1), c.ack_seg().seq(seq));
+        let (ack, _) = c.peer.recv_one(&mut stack, ms(1));
+        assert_eq!((ack.flags, ack.seq, ack.ack), (ACK, c.our_nxt, c.peer_nxt));
+        assert_eq!(stack.counters().out_of_window, i as u64 + 1);
+    }
+    // Data outside the window too.
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.data_seg(b"far").seq(c.peer_nxt + 30_000u32),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!(ack.ack, c.peer_nxt);
+    assert_eq!(stack.info(c.id).unwrap(), before);
+    assert_eq!(stack.state(c.id), Ok(TcpState::Established));
+}
+
+#[test]
+fn rfc9293_3_10_7_4_ack_advances_snd_una() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(3000, 2);
+    assert_eq!(stack.send(c.id, &data).unwrap(), 3000);
+    let segs = c.peer.recv_all(&mut stack, ms(0));
+    // Two full segments; Nagle (RFC 9293 SHLD-7) holds the 80-byte tail while they fly.
+    let got: Vec<(SeqNumber, usize)> = segs.iter().map(|(h, p)| (h.seq, p.len())).collect();
+    assert_eq!(got, vec![(c.our_nxt, 1460), (c.our_nxt + 1460u32, 1460)]);
+    assert_eq!(segs[0].1, &data[..1460]);
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(
+        (info.snd_una, info.snd_nxt),
+        (c.our_nxt, c.our_nxt + 2920u32)
+    );
+    assert_eq!(info.unacked, 3000);
+
+    c.peer
+        .send(&mut stack, ms(10), c.ack_seg().ack(c.our_nxt + 1460u32));
+    c.peer.recv_nothing(&mut stack, ms(10));
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.snd_una, c.our_nxt + 1460u32);
+    assert_eq!(info.unacked, 3000 - 1460);
+
+    c.peer
+        .send(&mut stack, ms(11), c.ack_seg().ack(c.our_nxt + 2920u32));
+    let (tail, p) = c.peer.recv_one(&mut stack, ms(11));
+    assert_eq!(
+        (tail.seq, tail.flags, p.len()),
+        (c.our_nxt + 2920u32, ACK | PSH, 80)
+    );
+    assert_eq!(stack.info(c.id).unwrap().snd_una, c.our_nxt + 2920u32);
+
+    c.peer
+        .send(&mut stack, ms(12), c.ack_seg().ack(c.our_nxt + 3000u32));
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.snd_una, c.our_nxt + 3000u32);
+    assert_eq!((info.snd_nxt, info.snd_max), (info.snd_una, info.snd_una));
+    assert_eq!((info.unacked, info.writable), (0, TX_BUFFER));
+    assert!(
+        info.srtt > std::time::Duration::ZERO,
+        "an RTT sample was taken"
+    );
+    // Nothing outstanding: no retransmission ever.
+    assert!(run_until(&mut stack, ms(60_000)).is_empty());
+}
+
+#[test]
+fn rfc5681_3_2_three_duplicate_acks_trigger_fast_retransmit_go_back_n() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(5 * 1460, 4);
+    stack.send(c.id, &data).unwrap();
+    let segs = c.peer.recv_all(&mut stack, ms(0));
+    assert_eq!(segs.len(), 5);
+    let una = c.our_nxt + 1460u32;
+    c.peer.send(&mut stack, ms(10), c.ack_seg().ack(una));
+    c.peer.recv_nothing(&mut stack, ms(10));
+    for n in 1..=2 {
+        c.peer.send(&mut stack, ms(10 + n), c.ack_seg().ack(una));
+        c.peer.recv_nothing(&mut stack, ms(10 + n));
+    }
+    assert_eq!(stack.counters().fast_retransmits, 0);
+    c.peer.send(&mut stack, ms(13), c.ack_seg().ack(una));
+    let resent = c.peer.recv_all(&mut stack, ms(13));
+    // ssthresh = cwnd = max(FlightSize / 2, 2 SMSS) = 2 segments, resent from snd_una.
+    let got: Vec<(SeqNumber, usize)> = resent.iter().map(|(h, p)| (h.seq, p.len())).collect();
+    assert_eq!(got, vec![(una, 1460), (una + 1460u32, 1460)]);
+    assert_eq!(resent[0].1, &data[1460..2920]);
+    let counters = stack.counters();
+    assert_eq!(counters.fast_retransmits, 1);
+    assert_eq!(counters.retransmitted_bytes, 2920);
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.fast_retransmits, 1);
+    assert_eq!(info.snd_una, una);
+    assert_eq!(info.snd_nxt, una + 2920u32);
+    assert_eq!(info.snd_max, c.our_nxt + 5u32 * 1460);
+    // A fourth duplicate ACK does not start another recovery.
+    c.peer.send(&mut stack, ms(14), c.ack_seg().ack(una));
+    c.peer.recv_nothing(&mut stack, ms(14));
+    assert_eq!(stack.counters().fast_retransmits, 1);
+    // The cumulative ACK of everything ends it.
+    c.peer
+        .send(&mut stack, ms(20), c.ack_seg().ack(c.our_nxt + 5u32 * 1460));
+    let info = stack.info(c.id).unwrap();
+    assert_eq!((info.snd_una, info.unacked), (c.our_nxt + 5u32 * 1460, 0));
+}
+
+#[test]
+fn rfc6298_5_rto_expiry_retransmits_from_snd_una_with_exponential_backoff() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    stack.send(c.id, &pattern(1000, 8)).unwrap();
+    let (first, p) = c.peer.recv_one(&mut stack, ms(0));
+    assert_eq!((first.seq, p.len()), (c.our_nxt, 1000));
+    let mut at = 0;
+    let mut rto = RTO_INITIAL.as_millis() as u64;
+    for n in 1..=5u64 {
+        assert!(run_until(&mut stack, ms(at + rto - 1)).is_empty());
+        at += rto;
+        stack.handle_timeout(ms(at));
+        let (again, p) = c.peer.recv_one(&mut stack, ms(at));
+        assert_eq!(
+            (again.seq, again.ack, p.len()),
+            (c.our_nxt, c.peer_nxt, 1000),
+            "#{n}"
+        );
+        assert_eq!(p, pattern(1000, 8));
+        // RFC 6298 5.5: back off, bounded by the maximum.
+        rto = (rto * 2).min(RTO_MAX.as_millis() as u64);
+        assert_eq!(
+            stack.info(c.id).unwrap().rto.as_millis() as u64,
+            rto,
+            "#{n}"
+        );
+        assert_eq!(stack.counters().timeouts, n);
+    }
+    assert_eq!(at, 100 + 200 + 400 + 800 + 1600);
+    assert_eq!(stack.counters().retransmitted_bytes, 5000);
+    // The ACK ends it: the timer stops.
+    c.peer
+        .send(&mut stack, ms(at + 5), c.ack_seg().ack(c.our_nxt + 1000u32));
+    assert!(run_until(&mut stack, ms(at + 100_000)).is_empty());
+    assert_eq!(stack.state(c.id), Ok(TcpState::Established));
+}
+
+#[test]
+fn rfc6298_5_4_rto_goes_back_to_snd_una_and_resends_what_followed() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    let data = pattern(3 * 1460, 6);
+    stack.send(c.id, &data).unwrap();
+    assert_eq!(c.peer.recv_all(&mut stack, ms(0)).len(), 3);
+    stack.handle_timeout(ms(100));
+    // After a timeout cwnd is one segment (RFC 5681 3.1): only the first is resent.
+    let (h, p) = c.peer.recv_one(&mut stack, ms(100));
+    assert_eq!((h.seq, p.len()), (c.our_nxt, 1460));
+    c.peer
+        .send(&mut stack, ms(110), c.ack_seg().ack(c.our_nxt + 1460u32));
+    let resent = c.peer.recv_all(&mut stack, ms(110));
+    let got: Vec<(SeqNumber, usize)> = resent.iter().map(|(h, p)| (h.seq, p.len())).collect();
+    assert_eq!(
+        got,
+        vec![(c.our_nxt + 1460u32, 1460), (c.our_nxt + 2920u32, 1460)]
+    );
+    assert_eq!(resent[1].1, &data[2920..]);
+    assert_eq!(stack.counters().retransmitted_bytes, 3 * 1460);
+}
+
+#[test]
+fn rfc9293_3_8_3_must_20_user_timeout_reports_timed_out() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    stack.send(c.id, &pattern(100, 1)).unwrap();
+    c.peer.recv_one(&mut stack, ms(0));
+    // Retransmissions at 100, 300, 700, 1500, 3100, 4700 ms (RTO capped at 1.6 s).
+    for at in [100, 300, 700, 1500, 3100, 4700] {
+        stack.handle_timeout(ms(at));
+        let (h, _) = c.peer.recv_one(&mut stack, ms(at));
+        assert_eq!(h.seq, c.our_nxt);
+        assert_eq!(stack.state(c.id), Ok(TcpState::Established), "at {at} ms");
+    }
+    // At 6300 ms the data has been unacknowledged for more than the 5 s user timeout.
+    stack.handle_timeout(ms(6300));
+    let (rst, _) = c.peer.recv_one(&mut stack, ms(6300));
+    assert_eq!(rst.flags, RST | ACK);
+    assert_eq!(rst.seq, c.our_nxt + 100u32);
+    assert_eq!(stack.state(c.id), Ok(TcpState::Closed));
+    assert_eq!(stack.error(c.id), Ok(Some(ConnError::TimedOut)));
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        stack.recv(c.id, &mut buf),
+        Err(Error::Connection(ConnError::TimedOut))
+    );
+    assert_eq!(
+        stack.send(c.id, b"more"),
+        Err(Error::Connection(ConnError::TimedOut))
+    );
+    assert!(readiness_of(&events(&mut stack), c.id).unwrap().error());
+    assert_eq!(stack.counters().user_timeouts, 1);
+    assert!(run_until(&mut stack, ms(100_000)).is_empty());
+}
+
+#[test]
+fn rfc7323_2_window_updates_are_scaled_both_ways() {
+    let mut cfg = config();
+    cfg.rx_buffer = 256 * 1024;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let peer = Peer::new(40000, LISTEN_PORT);
+    let opts = TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(3),
+        ..Default::default()
+    };
+    peer.send(
+        &mut stack,
+        ms(0),
+        peer.seg(SYN).seq(SeqNumber(1000)).opts(opts),
+    );
+    let (synack, _) = peer.recv_one(&mut stack, ms(0));
+    // Our shift: the smallest that lets 256 KiB be advertised.
+    assert_eq!(synack.options.window_scale, Some(3));
+    assert_eq!(synack.window, 65535, "a SYN's window is not scaled");
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(ACK)
+            .seq(SeqNumber(1001))
+            .ack(synack.seq + 1u32)
+            .win(100),
+    );
+    let id = stack.accept(l).unwrap();
+    assert_eq!(stack.info(id).unwrap().snd_wnd, 800);
+    let c = Conn {
+        id,
+        peer,
+        peer_isn: SeqNumber(1000),
+        our_isn: synack.seq,
+        peer_nxt: SeqNumber(1001),
+        our_nxt: synack.seq + 1u32,
+    };
+    // Our advertised windows are scaled down by our shift.
+    c.peer
+        .send(&mut stack, ms(2), c.data_seg(&[0; 1000]).win(100));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.window, ((256 * 1024 - 1000) >> 3) as u16);
+    let c = Conn {
+        peer_nxt: c.peer_nxt + 1000u32,
+        ..c
+    };
+    // The peer's 800-byte window limits what we send (half its largest window may go).
+    stack.send(id, &pattern(2000, 3)).unwrap();
+    let (h, p) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!((h.seq, p.len()), (c.our_nxt, 800));
+    // A window update: 2000 << 3 bytes.
+    c.peer.send(
+        &mut stack,
+        ms(4),
+        c.ack_seg().ack(c.our_nxt + 800u32).win(2000),
+    );
+    assert_eq!(stack.info(id).unwrap().snd_wnd, 16000);
+    let (h, p) = c.peer.recv_one(&mut stack, ms(4));
+    assert_eq!((h.seq, p.len()), (c.our_nxt + 800u32, 1200));
+    // An older segment (SND.WL1/WL2 check) does not shrink the window.
+    c.peer.send(
+        &mut stack,
+        ms(5),
+        c.ack_seg()
+            .seq(c.peer_nxt - 1000u32)
+            .ack(c.our_nxt + 800u32)
+            .win(1),
+    );
+    c.peer.recv_all(&mut stack, ms(5));
+    assert_eq!(stack.info(id).unwrap().snd_wnd, 16000);
+}
