@@ -172,7 +172,9 @@ impl Stack {
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
         } else if out.rto_restart {
             conn.retries = 0;
-            conn.stalled_since = Instant::MAX;
+            // The user timeout counts from the last forward progress (RFC 9293 3.8.3 R2,
+            // TCP_USER_TIMEOUT semantics: how long sent data may stay unacknowledged).
+            conn.stalled_since = self.now;
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
             conn.rto_deadline = self.now + conn.rto;
             self.timers.arm(slot, conn.rto_deadline);
@@ -342,6 +344,9 @@ impl Stack {
             if c.rto_deadline == Instant::MAX {
                 c.rto_deadline = self.now + c.rto;
                 self.timers.arm(slot, c.rto_deadline);
+            }
+            if c.stalled_since == Instant::MAX {
+                c.stalled_since = self.now;
             }
             return Some(n);
         }
