@@ -37,7 +37,11 @@ impl PayloadRing {
         let start = (seq.0 & self.mask) as usize;
         let first = data.len().min(self.bytes.len() - start);
         self.bytes[start..start + first].copy_from_slice(&data[..first]);
-        self.bytes[..data.len() - first].copy_from_slice(&data[first..]);
+        if first < data.len() {
+            // Only a write across the ring's end has a second part; skipping the empty
+            // copy saves a library call per segment.
+            self.bytes[..data.len() - first].copy_from_slice(&data[first..]);
+        }
     }
 
     /// Copies bytes starting at the byte for `seq` into `out` (at most the ring's capacity).
@@ -47,7 +51,9 @@ impl PayloadRing {
         let start = (seq.0 & self.mask) as usize;
         let first = len.min(self.bytes.len() - start);
         out[..first].copy_from_slice(&self.bytes[start..start + first]);
-        out[first..len].copy_from_slice(&self.bytes[..len - first]);
+        if first < len {
+            out[first..len].copy_from_slice(&self.bytes[..len - first]);
+        }
     }
 
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.

@@ -696,6 +696,9 @@ impl Stack {
         self.conns[s].app_owned = false;
         self.timers.disarm(slot);
         self.events.clear(slot);
+        // A connection closed while waiting for ARP must leave the wait list, or
+        // connect/close to an unanswered address grows it without bound.
+        self.awaiting_arp.retain(|&x| x != slot);
         self.table.remove(&tuple);
     }
 

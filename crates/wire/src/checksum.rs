@@ -30,26 +30,30 @@ pub fn sum(data: &[u8]) -> u32 {
 /// The one's-complement sum is byte-order independent (RFC 1071 2.(B)): summing
 /// the words byte-swapped gives the byte-swapped sum, so the caller swaps the
 /// reduced result once ([`swap16`]) instead of swapping every word. The main loop
-/// adds 64-bit words with end-around carry (one's complement modulo 2^64 - 1,
-/// which 0xFFFF divides) into four independent accumulators, 32 bytes per round;
-/// the tail is summed as 32-, 16- and 8-bit pieces keeping each byte's position
-/// within its 16-bit word.
+/// adds 64-bit words into two u128 accumulators (an add and an add-with-carry per
+/// word; at most 2^17 words per block, so neither can overflow); summing wider
+/// words is equivalent modulo 0xFFFF, which divides 2^64 - 1. The tail is summed
+/// as 32-, 16- and 8-bit pieces keeping each byte's position within its 16-bit word.
 #[inline]
 fn sum_block(data: &[u8]) -> u64 {
-    let mut acc = [0u64; 4];
-    let mut chunks = data.chunks_exact(32);
+    let (mut a, mut b) = (0u128, 0u128);
+    let mut chunks = data.chunks_exact(16);
     for c in &mut chunks {
-        for (a, w) in acc.iter_mut().zip(c.chunks_exact(8)) {
-            if let Some(w) = w.first_chunk::<8>() {
-                let (s, carry) = a.overflowing_add(u64::from_le_bytes(*w));
-                // No overflow here: after a carry, s <= 2^64 - 2.
-                *a = s + u64::from(carry);
+        if let Some((lo, hi)) = c.split_first_chunk::<8>() {
+            if let Some(hi) = hi.first_chunk::<8>() {
+                a += u128::from(u64::from_le_bytes(*lo));
+                b += u128::from(u64::from_le_bytes(*hi));
             }
         }
     }
     let mut rest = chunks.remainder();
     let mut tail: u64 = 0;
-    while let Some((w, r)) = rest.split_first_chunk::<4>() {
+    if let Some((w, r)) = rest.split_first_chunk::<8>() {
+        tail += u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        tail += u64::from(u32::from_le_bytes([w[4], w[5], w[6], w[7]]));
+        rest = r;
+    }
+    if let Some((w, r)) = rest.split_first_chunk::<4>() {
         tail += u64::from(u32::from_le_bytes(*w));
         rest = r;
     }
@@ -62,7 +66,11 @@ fn sum_block(data: &[u8]) -> u64 {
         // byte of a little-endian one.
         tail += u64::from(x);
     }
-    acc.iter().map(|&a| u64::from(reduce(a))).sum::<u64>() + tail
+    // a + b < 2^82: fold the high part in with end-around carry, then 64 -> 32 bits.
+    let t = a + b;
+    let (s, carry) = (t as u64).overflowing_add((t >> 64) as u64);
+    let s = s + u64::from(carry);
+    (s & 0xFFFF_FFFF) + (s >> 32) + tail
 }
 
 /// Swaps the bytes of a 16-bit one's-complement sum (held in a u32 below 2^16).

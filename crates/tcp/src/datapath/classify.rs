@@ -44,8 +44,9 @@ pub enum DropReason {
 /// Where a frame goes next.
 #[derive(Debug)]
 pub enum Classified<'a> {
-    /// The common case of an established connection: straight down the pipeline.
-    FastPath(HeaderSummary),
+    /// The common case of an established connection: straight down the pipeline. Its
+    /// header summary was written to the slot [`classify`] was given.
+    FastPath,
     /// Any other TCP segment: the control plane.
     Exception(TcpInput<'a>),
     /// An ARP packet: the control plane's neighbor handling.
@@ -63,7 +64,9 @@ impl From<WireError> for DropReason {
     }
 }
 
-/// Classifies one frame.
+/// Classifies one frame. A fast-path segment's header summary is written straight into
+/// `summary` (its place in the batch) rather than returned: moving the freshly built
+/// summary would read it back through a store-to-load forwarding stall.
 #[inline]
 pub fn classify<'a>(
     frame: &'a [u8],
@@ -72,6 +75,7 @@ pub fn classify<'a>(
     verify_checksums: bool,
     table: &ConnTable,
     pre: &[PreState],
+    summary: &mut HeaderSummary,
 ) -> Classified<'a> {
     let (eth, l3) = match EthernetRepr::parse(frame) {
         Ok(x) => x,
@@ -120,7 +124,7 @@ pub fn classify<'a>(
                 Some((v, e)) => (true, v, e),
                 None => (false, 0, 0),
             };
-            Classified::FastPath(HeaderSummary {
+            *summary = HeaderSummary {
                 slot,
                 frame: frame_index,
                 payload_offset: (payload.as_ptr() as usize - frame.as_ptr() as usize) as u16,
@@ -134,7 +138,8 @@ pub fn classify<'a>(
                 ts_val,
                 ts_ecr,
                 ..HeaderSummary::default()
-            })
+            };
+            Classified::FastPath
         }
         _ => Classified::Exception(TcpInput {
             src_mac: eth.src,

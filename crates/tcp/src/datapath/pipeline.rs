@@ -35,11 +35,9 @@ impl Stack {
                     self.cfg.verify_checksums,
                     &self.table,
                     &self.dp.pre,
+                    &mut self.dp.batch[n],
                 ) {
-                    Classified::FastPath(summary) => {
-                        self.dp.batch[n] = summary;
-                        n += 1;
-                    }
+                    Classified::FastPath => n += 1,
                     Classified::Exception(input) => {
                         self.run_stages(n, chunk);
                         n = 0;

@@ -83,23 +83,26 @@ pub fn header(
     tcp_flags: TcpFlags,
     now_ms: u32,
 ) -> TcpHeader {
-    let mut options = TcpOptions::default();
-    if ps.has(flags::TIMESTAMPS) {
-        options.timestamp = Some((now_ms.wrapping_add(ps.ts_offset), ps.ts_recent));
-    }
+    let timestamp = ps
+        .has(flags::TIMESTAMPS)
+        .then(|| (now_ms.wrapping_add(ps.ts_offset), ps.ts_recent));
+    let mut sack_blocks = [(SeqNumber(0), SeqNumber(0)); MAX_SACK_BLOCKS];
+    let mut sack_count = 0;
     if ps.has(flags::SACK) && ps.ooo_count > 0 {
         // RFC 2018 4: report received out-of-order blocks (at most 3 fit with timestamps).
-        let room = if options.timestamp.is_some() {
+        let room = if timestamp.is_some() {
             3
         } else {
             MAX_SACK_BLOCKS
         };
         let n = (ps.ooo_count as usize).min(room).min(ooo.len());
-        for (slot, iv) in options.sack_blocks.iter_mut().zip(&ooo[..n]) {
+        for (slot, iv) in sack_blocks.iter_mut().zip(&ooo[..n]) {
             *slot = (iv.start, iv.end);
         }
-        options.sack_count = n as u8;
+        sack_count = n as u8;
     }
+    // One struct expression in tail position, so the header is built where the caller
+    // wants it: a copy of a just-written header stalls on store-to-load forwarding.
     TcpHeader {
         src_port: pre.local_port,
         dst_port: pre.remote_port,
@@ -108,7 +111,12 @@ pub fn header(
         flags: tcp_flags,
         window: ps.advertised_window(),
         urgent: 0,
-        options,
+        options: TcpOptions {
+            timestamp,
+            sack_blocks,
+            sack_count,
+            ..TcpOptions::default()
+        },
     }
 }
 
