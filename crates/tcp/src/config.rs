@@ -147,6 +147,11 @@ impl Config {
                 "0 < min <= initial <= max",
             ));
         }
+        if self.challenge_ack_limit == 0 {
+            // Zero-window probes are answered through this limit; 0 would deadlock a sender
+            // whose window update was lost.
+            return Err(ConfigError::Range("challenge_ack_limit", ">= 1"));
+        }
         if self.control_frame_queue == 0 || self.neighbor_cache == 0 {
             return Err(ConfigError::Range(
                 "control_frame_queue/neighbor_cache",

@@ -754,6 +754,7 @@ impl Stack {
         let c = &mut self.conns[s];
         c.rto = self.cfg.rto_initial;
         c.retries = 0;
+        c.last_heard = self.now;
     }
 
     /// TIME-WAIT (RFC 9293 3.10.7.4): a retransmitted FIN is acknowledged and restarts the

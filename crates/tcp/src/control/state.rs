@@ -106,6 +106,8 @@ pub struct ConnControl {
     pub retries: u8,
     /// When the oldest unacknowledged data was first retransmitted (user timeout clock).
     pub stalled_since: Instant,
+    /// When the peer last sent an acceptable segment (liveness while its window is zero).
+    pub last_heard: Instant,
     /// Delayed-ACK deadline, or MAX.
     pub delack_deadline: Instant,
     /// Zero-window probe deadline, or MAX.
@@ -145,6 +147,7 @@ impl ConnControl {
             rto,
             retries: 0,
             stalled_since: Instant::MAX,
+            last_heard: Instant::ZERO,
             delack_deadline: Instant::MAX,
             persist_deadline: Instant::MAX,
             persist_interval: rto,

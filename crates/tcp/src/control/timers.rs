@@ -101,14 +101,18 @@ impl Stack {
         }
         let now = self.now;
         let c = &mut self.conns[s];
-        if c.stalled_since == Instant::MAX || ps.snd_wnd == 0 {
-            // RFC 9293 3.8.6 MUST-35, SHLD-17 and 3.8.6.1 MUST-37: the peer's window shrank
-            // to zero with data outstanding, so nothing can be resent; the persist timer
-            // probes instead, and while the peer answers, the connection stays open: the
-            // user timeout does not run.
+        if c.stalled_since == Instant::MAX {
             c.stalled_since = now;
         }
-        if now.saturating_since(c.stalled_since) >= self.cfg.user_timeout {
+        // RFC 9293 3.8.6.1 MUST-35/MUST-37: while the peer keeps a zero window and keeps
+        // answering, the connection stays open however long that lasts; only a peer that
+        // falls silent for the user timeout is given up on.
+        let since = if ps.snd_wnd == 0 {
+            c.stalled_since.max(c.last_heard)
+        } else {
+            c.stalled_since
+        };
+        if now.saturating_since(since) >= self.cfg.user_timeout {
             self.counters.user_timeouts += 1;
             self.abort_slot(slot, ConnError::TimedOut);
             return;
@@ -136,6 +140,12 @@ impl Stack {
         let c = &mut self.conns[s];
         c.persist_deadline = Instant::MAX;
         if !self.dp.pre[s].active || !ps.tx_end.seq_gt(ps.snd_nxt) || ps.in_flight() != 0 {
+            return;
+        }
+        if self.now.saturating_since(c.last_heard) >= self.cfg.user_timeout {
+            // The peer stopped answering our probes: it is gone (RFC 9293 3.8.3 R2).
+            self.counters.user_timeouts += 1;
+            self.abort_slot(slot, ConnError::TimedOut);
             return;
         }
         if ps.snd_wnd != 0 {

@@ -163,6 +163,7 @@ impl Stack {
             self.counters.fast_retransmits += 1;
         }
         let conn = &mut self.conns[i];
+        conn.last_heard = self.now;
         if out.rto_stop {
             conn.rto_deadline = Instant::MAX;
             conn.retries = 0;
@@ -170,9 +171,12 @@ impl Stack {
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
         } else if out.rto_restart {
             conn.retries = 0;
-            // The user timeout counts from the last forward progress (RFC 9293 3.8.3 R2,
-            // TCP_USER_TIMEOUT semantics: how long sent data may stay unacknowledged).
-            conn.stalled_since = self.now;
+            if s.tx_freed > 0 || s.actions.contains(Actions::FIN_ACKED) {
+                // The user timeout counts from the last forward progress (RFC 9293 3.8.3
+                // R2, TCP_USER_TIMEOUT semantics: how long sent data may stay
+                // unacknowledged); a fast retransmit restarts the timer, not this clock.
+                conn.stalled_since = self.now;
+            }
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
             conn.rto_deadline = self.now + conn.rto;
             self.timers.arm(slot, conn.rto_deadline);

@@ -48,14 +48,16 @@ fn process_segment(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSumm
         return;
     }
 
-    // RFC 7323 4.3: remember the TSval to echo when the segment covers rcv_nxt.
-    if s.has_timestamp && s.seq.seq_le(ps.rcv_nxt) {
-        ps.ts_recent = s.ts_val;
-    }
-
     process_ack(ps, s, now_us);
     if s.actions.contains(Actions::EXCEPTION) {
         return;
+    }
+
+    // RFC 7323 4.3 and 5.3 R3: remember the TSval to echo when the segment covers rcv_nxt,
+    // only once it has passed every check, so a segment we drop cannot move TS.Recent
+    // (and wedge the connection behind PAWS).
+    if s.has_timestamp && s.seq.seq_le(ps.rcv_nxt) {
+        ps.ts_recent = s.ts_val;
     }
 
     // Trim to the window: drop what we already have at the front and what does not fit.

@@ -1,0 +1,476 @@
+//! The applications on both stacks: they accept, stream their flow's known bytes, read and
+//! verify the peer's, and make random API calls with random arguments, including handles
+//! they already released (which the core must refuse, never misdirect).
+
+use std::net::Ipv4Addr;
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use sluice_tcp::{Error, TcpState};
+
+use crate::case::{trace, Case, Handle};
+use crate::config::SERVICE_PORTS;
+use crate::net::Side;
+
+/// What a call on a handle must return: released handles are refused; live ones are not.
+fn check_handle<T>(h: &Handle, what: &str, r: &Result<T, Error>) -> Result<(), String> {
+    match (h.released, r) {
+        (true, Err(Error::InvalidHandle)) | (false, Ok(_)) => Ok(()),
+        (true, _) => Err(format!(
+            "{:?}: {what} on a released handle (slot {}) was not refused",
+            h.side,
+            h.id.slot()
+        )),
+        (false, Err(Error::InvalidHandle)) => Err(format!(
+            "{:?}: {what} refused a live handle (slot {}) the application never released",
+            h.side,
+            h.id.slot()
+        )),
+        (false, Err(_)) => Ok(()),
+    }
+}
+
+impl Case {
+    pub(crate) fn listen(&mut self, side: Side, port: u16, backlog: usize) -> Result<(), String> {
+        let r = self.stack(side).listen(port, backlog);
+        trace!(self, "{side:?} listen({port}, {backlog}) = {r:?}");
+        match r {
+            Ok(id) => self.listeners.push((side, id)),
+            Err(Error::InvalidArgument) if port != 0 => {
+                return Err(format!("{side:?}: listen({port}) refused as invalid"))
+            }
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    pub(crate) fn connect(&mut self, side: Side, ip: Ipv4Addr, port: u16) -> Result<(), String> {
+        let now = self.now;
+        let r = self.stack(side).connect(now, ip, port);
+        trace!(self, "{side:?} connect({ip}:{port}) = {r:?}");
+        match r {
+            Ok(id) => {
+                if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
+                    return Err(format!("{side:?}: connect({ip}:{port}) was accepted"));
+                }
+                self.handles.push(Handle::new(side, id, true));
+            }
+            Err(Error::InvalidHandle) => {
+                return Err(format!("{side:?}: connect returned InvalidHandle"))
+            }
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Maps handles that became synchronized to their flows (see [`crate::flows`]).
+    pub(crate) fn map_handles(&mut self) {
+        for h in 0..self.handles.len() {
+            let hd = self.handles[h].clone();
+            if hd.released || hd.flow.is_some() || hd.untracked {
+                continue;
+            }
+            let stack = &self.stacks[hd.side.index()];
+            let (Ok(state), Ok(info)) = (stack.state(hd.id), stack.info(hd.id)) else {
+                continue;
+            };
+            if !state.is_synchronized() {
+                self.handles[h].untracked = state == TcpState::Closed;
+                continue;
+            }
+            let fin_in = crate::invariants::fin_received(state);
+            let iss = info.snd_una.0.wrapping_sub(1);
+            let irs = info
+                .rcv_nxt
+                .0
+                .wrapping_sub(info.readable as u32)
+                .wrapping_sub(fin_in as u32)
+                .wrapping_sub(1);
+            let mapped = if hd.active {
+                self.flows.map_client(hd.side, iss, h, irs)
+            } else {
+                self.flows.map_server(hd.side, iss, h, irs)
+            };
+            let Some(fi) = mapped else {
+                self.handles[h].untracked = true;
+                continue;
+            };
+            self.handles[h].flow = Some(fi);
+            let target = match self.rng.gen_range(0..10) {
+                0..=1 => 0,
+                2..=7 => self.rng.gen_range(1..16_384),
+                _ => self.rng.gen_range(16_384..131_072),
+            };
+            let f = &mut self.flows.list[fi];
+            let out = f.dir_into(hd.side.other());
+            let inn = f.dir_into(hd.side);
+            f.dirs[out].target = target;
+            f.dirs[out].shut |= hd.shut;
+            if hd.io_unmapped {
+                f.dirs[out].data_tainted = true;
+                f.dirs[inn].data_tainted = true;
+            }
+            trace!(self, "{:?} handle {h} mapped to flow {fi}", hd.side);
+        }
+    }
+
+    /// The data pump step: accept, stream, read, collect events.
+    pub(crate) fn pump(&mut self) -> Result<(), String> {
+        trace!(self, "pump");
+        self.pump_apps(false)
+    }
+
+    /// Accepts on every listener, then lets every live handle send and read; `clean` moves
+    /// more data per call.
+    pub(crate) fn pump_apps(&mut self, clean: bool) -> Result<(), String> {
+        for i in 0..self.listeners.len() {
+            let (side, id) = self.listeners[i];
+            for _ in 0..4 {
+                if !self.accept_on(side, id)? {
+                    break;
+                }
+            }
+        }
+        self.map_handles();
+        let max = if clean { 16_384 } else { 3000 };
+        for h in 0..self.handles.len() {
+            if self.handles[h].released {
+                continue;
+            }
+            if self.handles[h].flow.is_some() {
+                self.send_stream(h, max)?;
+            }
+            self.recv_stream(h, if clean { 64 } else { 4 })?;
+        }
+        for side in Side::BOTH {
+            crate::invariants::drain_events(&mut self.stacks[side.index()], side)?;
+        }
+        Ok(())
+    }
+
+    /// One accept; true if it returned a connection.
+    fn accept_on(&mut self, side: Side, id: sluice_tcp::ListenerId) -> Result<bool, String> {
+        match self.stack(side).accept(id) {
+            Ok(conn) => {
+                trace!(self, "{side:?} accepted slot {}", conn.slot());
+                if self
+                    .handles
+                    .iter()
+                    .any(|h| !h.released && h.side == side && h.id == conn)
+                {
+                    return Err(format!("{side:?}: accept returned a handle already held"));
+                }
+                self.handles.push(Handle::new(side, conn, false));
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Sends the next chunk of the handle's outgoing stream.
+    fn send_stream(&mut self, h: usize, max: usize) -> Result<(), String> {
+        let hd = self.handles[h].clone();
+        let Some(fi) = hd.flow else {
+            return Ok(());
+        };
+        let f = &self.flows.list[fi];
+        let d = f.dir_into(hd.side.other());
+        let dir = &f.dirs[d];
+        if dir.shut || dir.written >= dir.target {
+            return Ok(());
+        }
+        let len = (dir.target - dir.written).min(self.rng.gen_range(1..=max) as u64) as usize;
+        let mut data = vec![0u8; len];
+        sluice_sim::apps::pattern_fill(dir.seed, dir.written, &mut data);
+        let r = self.stack(hd.side).send(hd.id, &data);
+        check_handle(&hd, "send", &r)?;
+        if let Ok(n) = r {
+            if n > len {
+                return Err(format!("{:?}: send took {n} of {len} bytes", hd.side));
+            }
+            self.flows.list[fi].dirs[d].written += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads (and checks) what the handle can read, in up to `rounds` calls.
+    fn recv_stream(&mut self, h: usize, rounds: usize) -> Result<(), String> {
+        for _ in 0..rounds {
+            if !self.recv_once(h)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One `recv` (or `peek` + `consume`) on handle `h`; false when nothing more comes.
+    fn recv_once(&mut self, h: usize) -> Result<bool, String> {
+        let hd = self.handles[h].clone();
+        // Peek first sometimes; when it shows nothing, recv still runs, since only recv
+        // reports the end of stream.
+        if self.rng.gen_bool(0.15) && self.peek_consume(h)? {
+            return Ok(true);
+        }
+        let len = if self.rng.gen_bool(0.05) {
+            0
+        } else {
+            self.rng.gen_range(1..=4096)
+        };
+        let mut buf = vec![0u8; len];
+        let r = self.stack(hd.side).recv(hd.id, &mut buf);
+        trace!(self, "{:?} recv({len}) on handle {h} = {r:?}", hd.side);
+        check_handle(&hd, "recv", &r)?;
+        match r {
+            Ok(n) if n > len => Err(format!("{:?}: recv returned {n} > {len}", hd.side)),
+            Ok(0) if len > 0 => {
+                trace!(self, "{:?} handle {h}: end of stream", hd.side);
+                if let Some(fi) = hd.flow {
+                    self.flows.on_eof(fi, hd.side)?;
+                }
+                Ok(false)
+            }
+            Ok(n) => {
+                self.record_read(h, &buf[..n])?;
+                // A zero-length read says nothing; keep reading.
+                Ok(n > 0 || len == 0)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    fn peek_consume(&mut self, h: usize) -> Result<bool, String> {
+        let hd = self.handles[h].clone();
+        let stack = &self.stacks[hd.side.index()];
+        let r = stack.peek(hd.id);
+        check_handle(&hd, "peek", &r)?;
+        let Ok((a, b)) = r else {
+            return Ok(false);
+        };
+        let mut bytes = a.to_vec();
+        bytes.extend_from_slice(b);
+        if let Ok(info) = stack.info(hd.id) {
+            if info.readable != bytes.len() {
+                return Err(format!(
+                    "{:?}: peek shows {} bytes, info says {} readable",
+                    hd.side,
+                    bytes.len(),
+                    info.readable
+                ));
+            }
+        }
+        let k = self.rng.gen_range(0..=bytes.len());
+        let r = self.stack(hd.side).consume(hd.id, k);
+        check_handle(&hd, "consume", &r)?;
+        self.record_read(h, &bytes[..k])?;
+        Ok(k > 0)
+    }
+
+    fn record_read(&mut self, h: usize, bytes: &[u8]) -> Result<(), String> {
+        let hd = &self.handles[h];
+        match hd.flow {
+            Some(fi) => self.flows.on_read(fi, hd.side, bytes),
+            None => {
+                if !bytes.is_empty() {
+                    self.handles[h].io_unmapped = true;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Shuts down senders that wrote their whole stream (end of the healing phase).
+    pub(crate) fn shutdown_finished_senders(&mut self) -> Result<(), String> {
+        for h in 0..self.handles.len() {
+            let hd = self.handles[h].clone();
+            let Some(fi) = hd.flow else { continue };
+            if hd.released {
+                continue;
+            }
+            let f = &self.flows.list[fi];
+            let d = f.dir_into(hd.side.other());
+            if f.dirs[d].shut || f.dirs[d].written < f.dirs[d].target {
+                continue;
+            }
+            let r = self.stack(hd.side).shutdown(hd.id);
+            trace!(self, "{:?} shutdown finished handle {h} = {r:?}", hd.side);
+            check_handle(&hd, "shutdown", &r)?;
+            if r.is_ok() {
+                self.flows.list[fi].dirs[d].shut = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes (or aborts) every handle and stops every listener.
+    pub(crate) fn release_all(&mut self) -> Result<(), String> {
+        for h in 0..self.handles.len() {
+            if !self.handles[h].released {
+                let abort = self.rng.gen_bool(0.2);
+                self.release(h, abort)?;
+            }
+        }
+        for (side, id) in std::mem::take(&mut self.listeners) {
+            let r = self.stack(side).unlisten(id);
+            if r.is_err() {
+                return Err(format!("{side:?}: unlisten({}) failed: {r:?}", id.port()));
+            }
+            self.old_listeners.push((side, id));
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, h: usize, abort: bool) -> Result<(), String> {
+        let hd = self.handles[h].clone();
+        let s = self.stack(hd.side);
+        let before = s.info(hd.id);
+        let r = if abort {
+            s.abort(hd.id)
+        } else {
+            s.close(hd.id)
+        };
+        let what = if abort { "abort" } else { "close" };
+        trace!(
+            self,
+            "{:?} {what} handle {h} = {r:?} (was {before:?})",
+            hd.side
+        );
+        check_handle(&hd, if abort { "abort" } else { "close" }, &r)?;
+        self.handles[h].released = true;
+        self.handles[h].shut = true;
+        if let Some(fi) = hd.flow {
+            let f = &mut self.flows.list[fi];
+            let d = f.dir_into(hd.side.other());
+            f.dirs[d].shut = true;
+        }
+        Ok(())
+    }
+
+    fn random_ip(&mut self, side: Side) -> Ipv4Addr {
+        match self.rng.gen_range(0..8) {
+            0 => side.ip(),
+            1 => Ipv4Addr::BROADCAST,
+            2 => Ipv4Addr::UNSPECIFIED,
+            3 => Ipv4Addr::new(10, 0, 0, self.rng.gen_range(3..6)),
+            4 => Ipv4Addr::from(self.rng.gen::<u32>()),
+            _ => side.other().ip(),
+        }
+    }
+
+    fn random_port(&mut self) -> u16 {
+        match self.rng.gen_range(0..6) {
+            0 => 0,
+            1 => self.rng.gen(),
+            _ => *SERVICE_PORTS.choose(&mut self.rng).unwrap_or(&80),
+        }
+    }
+
+    /// One random application call with random arguments.
+    pub(crate) fn random_app_call(&mut self) -> Result<(), String> {
+        let op = self.rng.gen_range(0..14);
+        // Clean cases mostly spare their connections, so that many flows reach the
+        // liveness check at the end.
+        if !self.dirty && matches!(op, 3 | 4 | 5 | 8) && self.rng.gen_bool(0.8) {
+            return Ok(());
+        }
+        let side = if self.rng.gen() { Side::A } else { Side::B };
+        let h = (!self.handles.is_empty()).then(|| self.rng.gen_range(0..self.handles.len()));
+        match (op, h) {
+            (0, Some(h)) => {
+                let hd = self.handles[h].clone();
+                if hd.flow.is_some() && !hd.released {
+                    return self.send_stream(h, 8192);
+                }
+                let len = self.rng.gen_range(0..3000);
+                let data: Vec<u8> = (0..len).map(|_| self.rng.gen()).collect();
+                let r = self.stack(hd.side).send(hd.id, &data);
+                trace!(self, "{:?} send({len}) on handle {h} = {r:?}", hd.side);
+                check_handle(&hd, "send", &r)?;
+                if matches!(r, Ok(n) if n > 0) && !hd.untracked {
+                    self.handles[h].io_unmapped = true;
+                }
+            }
+            (1, Some(h)) => {
+                self.recv_once(h)?;
+            }
+            (2, Some(h)) => {
+                self.peek_consume(h)?;
+            }
+            (3, Some(h)) => {
+                let hd = self.handles[h].clone();
+                let r = self.stack(hd.side).shutdown(hd.id);
+                trace!(self, "{:?} shutdown handle {h} = {r:?}", hd.side);
+                check_handle(&hd, "shutdown", &r)?;
+                if r.is_ok() {
+                    self.handles[h].shut = true;
+                    if let Some(fi) = hd.flow {
+                        let f = &mut self.flows.list[fi];
+                        let d = f.dir_into(hd.side.other());
+                        f.dirs[d].shut = true;
+                    }
+                }
+            }
+            (4, Some(h)) => self.release(h, false)?,
+            (5, Some(h)) => self.release(h, true)?,
+            (6, _) => {
+                let ip = self.random_ip(side);
+                let port = self.random_port();
+                self.connect(side, ip, port)?;
+            }
+            (7, _) => {
+                let port = self.random_port();
+                let backlog = self.rng.gen_range(0..10);
+                self.listen(side, port, backlog)?;
+            }
+            (8, _) if !self.listeners.is_empty() => {
+                let i = self.rng.gen_range(0..self.listeners.len());
+                let (side, id) = self.listeners.swap_remove(i);
+                let r = self.stack(side).unlisten(id);
+                trace!(self, "{side:?} unlisten({}) = {r:?}", id.port());
+                if r.is_err() {
+                    return Err(format!("{side:?}: unlisten of a live listener failed"));
+                }
+                self.old_listeners.push((side, id));
+            }
+            (9, _) => {
+                let all: Vec<_> = self
+                    .listeners
+                    .iter()
+                    .chain(self.old_listeners.iter())
+                    .copied()
+                    .collect();
+                if let Some(&(side, id)) = all.choose(&mut self.rng) {
+                    self.accept_on(side, id)?;
+                    self.map_handles();
+                }
+            }
+            (10, Some(h)) => {
+                let hd = self.handles[h].clone();
+                let on = self.rng.gen();
+                let r = self.stack(hd.side).set_nagle(hd.id, on);
+                check_handle(&hd, "set_nagle", &r)?;
+            }
+            (11, Some(h)) => {
+                let hd = self.handles[h].clone();
+                let s = &self.stacks[hd.side.index()];
+                check_handle(&hd, "state", &s.state(hd.id))?;
+                check_handle(&hd, "error", &s.error(hd.id))?;
+                check_handle(&hd, "info", &s.info(hd.id))?;
+            }
+            (12, _) => {
+                // A transmit buffer too small for a frame is refused without taking anything
+                // from the queues (a connection that lost its turn would stall for good).
+                let len = self.rng.gen_range(0..64);
+                let now = self.now;
+                let mut small = vec![0u8; len];
+                let r = self.stack(side).poll_transmit(now, &mut small);
+                trace!(self, "{side:?} poll_transmit into {len} bytes = {r:?}");
+                if r.is_some() {
+                    return Err(format!("{side:?}: poll_transmit used a {len}-byte buffer"));
+                }
+            }
+            (13, _) => crate::invariants::drain_events(self.stack(side), side)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! Random but valid stack configurations with small bounds, so that tables, interval lists,
+//! queues and buffers fill up within a short case and their limits get exercised.
+
+use std::time::Duration;
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use sluice_tcp::{AckPolicy, Config};
+
+use crate::net::Side;
+
+/// Ephemeral ports of each side: disjoint from each other and from the listening ports the
+/// case uses, so the two stacks never open towards each other on the same tuple (a
+/// simultaneous open the flow bookkeeping does not model).
+pub fn ephemeral_ports(side: Side) -> (u16, u16) {
+    match side {
+        Side::A => (40000, 44999),
+        Side::B => (50000, 54999),
+    }
+}
+
+/// Ports the case listens on and connects to.
+pub const SERVICE_PORTS: [u16; 4] = [80, 443, 8080, 9000];
+
+/// A configuration for `side` drawn from `rng`.
+pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
+    let mut c = Config::new(side.mac(), side.ip());
+    c.seed = rng.gen();
+    c.max_connections = rng.gen_range(2..=16);
+    c.max_listeners = rng.gen_range(1..=4);
+    c.syn_backlog = rng.gen_range(1..=4);
+    c.max_accept_queue = rng.gen_range(1..=4);
+    // Mostly small; sometimes past 64 KiB, so that window scaling is in play.
+    c.rx_buffer = *[4096, 5000, 8192, 16384, 131_072]
+        .choose(rng)
+        .unwrap_or(&4096);
+    c.tx_buffer = *[4096, 8192, 12000, 16384].choose(rng).unwrap_or(&4096);
+    c.mtu = *[576, 600, 1000, 1500].choose(rng).unwrap_or(&1500);
+    c.ooo_intervals = rng.gen_range(0..=4);
+    c.ack_policy = if rng.gen() {
+        AckPolicy::EverySegment
+    } else {
+        AckPolicy::Delayed {
+            segments: rng.gen_range(1..=3),
+            timeout: Duration::from_millis(rng.gen_range(1..200)),
+        }
+    };
+    c.nagle = rng.gen();
+    c.rto_min = Duration::from_millis(rng.gen_range(1..300));
+    c.rto_max = c.rto_min + Duration::from_millis(rng.gen_range(0..60_000));
+    c.rto_initial = c.rto_min + (c.rto_max - c.rto_min) / rng.gen_range(1..8);
+    c.user_timeout = Duration::from_secs(rng.gen_range(1..300));
+    c.syn_retries = rng.gen_range(0..6);
+    c.time_wait = *[
+        Duration::ZERO,
+        Duration::from_millis(500),
+        Duration::from_secs(60),
+    ]
+    .choose(rng)
+    .unwrap_or(&Duration::ZERO);
+    c.challenge_ack_limit = rng.gen_range(1..20);
+    c.window_scaling = rng.gen_bool(0.7);
+    c.timestamps = rng.gen_bool(0.7);
+    c.sack = rng.gen_bool(0.7);
+    // Mostly verified, so forged frames must carry good checksums to get in; sometimes not,
+    // so that corrupted frames reach TCP processing as they would with checksum offload.
+    c.verify_checksums = rng.gen_bool(0.9);
+    c.control_frame_queue = rng.gen_range(1..=48);
+    c.neighbor_cache = rng.gen_range(1..=8);
+    c.ephemeral_ports = ephemeral_ports(side);
+    c
+}
+
+/// Bound on the frames one drain of `poll_transmit` may yield: every queued control frame,
+/// and per connection its whole send buffer in segments of the smallest MSS the core
+/// accepts (88 - 12 bytes of timestamp option), plus a FIN, an ACK and slack. Going past it
+/// means `poll_transmit` does not drain.
+pub fn drain_bound(c: &Config) -> usize {
+    let tx = c.tx_buffer.next_power_of_two();
+    c.control_frame_queue + c.max_connections * (tx / 64 + 4) + 8
+}
