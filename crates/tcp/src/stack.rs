@@ -539,7 +539,14 @@ impl Stack {
                 }));
             }
         }
-        let (slot, b) = self.events.pop_conn()?;
+        // Connections still in an accept queue have no handle yet; the application learns
+        // of them through Acceptable and reads whatever arrived after accepting.
+        let (slot, b) = loop {
+            let (slot, b) = self.events.pop_conn()?;
+            if self.conns[slot as usize].app_owned {
+                break (slot, b);
+            }
+        };
         Some(Event::Conn(
             ConnId {
                 slot,

@@ -260,6 +260,20 @@ impl Stack {
         }
     }
 
+    /// Fills the pre-processor's identification of a new connection and its timestamp
+    /// offset; the data-path does not own it until `install`.
+    fn identify(&mut self, slot: u32, tuple: &FourTuple, peer_mac: EthernetAddress) {
+        let s = slot as usize;
+        self.dp.pre[s] = PreState {
+            peer_mac,
+            peer_ip: tuple.remote_ip,
+            local_port: tuple.local_port,
+            remote_port: tuple.remote_port,
+            active: false,
+        };
+        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple);
+    }
+
     // ---- active open ---------------------------------------------------------------------
 
     pub(crate) fn start_active_open(&mut self, slot: u32) {
@@ -268,14 +282,7 @@ impl Stack {
         let c = &mut self.conns[s];
         c.state = TcpState::SynSent;
         c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
-        self.dp.pre[s] = PreState {
-            peer_mac: EthernetAddress::default(),
-            peer_ip: tuple.remote_ip,
-            local_port: tuple.local_port,
-            remote_port: tuple.remote_port,
-            active: false,
-        };
-        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, &tuple);
+        self.identify(slot, &tuple, EthernetAddress::default());
         match self.neighbors.lookup(tuple.remote_ip) {
             Some(mac) => {
                 self.dp.pre[s].peer_mac = mac;
@@ -393,14 +400,7 @@ impl Stack {
         c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
         c.peer_window = t.window;
         c.negotiated = negotiated;
-        self.dp.pre[s] = PreState {
-            peer_mac: input.src_mac,
-            peer_ip: tuple.remote_ip,
-            local_port: tuple.local_port,
-            remote_port: tuple.remote_port,
-            active: false,
-        };
-        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, &tuple);
+        self.identify(slot, &tuple, input.src_mac);
         self.neighbors
             .learn(tuple.remote_ip, input.src_mac, self.now);
         self.send_syn(slot, true);
@@ -509,14 +509,7 @@ impl Stack {
         if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
             l.syn_pending += 1;
         }
-        self.dp.pre[s] = PreState {
-            peer_mac: input.src_mac,
-            peer_ip: tuple.remote_ip,
-            local_port: tuple.local_port,
-            remote_port: tuple.remote_port,
-            active: false,
-        };
-        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, &tuple);
+        self.identify(slot, &tuple, input.src_mac);
         // The cookie ACK's own window is unscaled in the SYN sense; treat it as scaled.
         self.establish_passive(slot, input);
         true

@@ -162,7 +162,8 @@ fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
     }
 
     let window = (s.window as u32) << ps.snd_wscale;
-    if ack.seq_gt(ps.snd_una) {
+    let advanced = ack.seq_gt(ps.snd_una);
+    if advanced {
         let mut acked = ack.diff(ps.snd_una) as u32;
         if let Some(fin_seq) = ps.fin_seq() {
             if ack.seq_gt(fin_seq) {
@@ -197,8 +198,13 @@ fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
         }
     }
 
-    // RFC 9293 3.10.7.4: update the send window from the newest segment only.
-    if ps.snd_wl1.seq_lt(s.seq) || (ps.snd_wl1 == s.seq && ps.snd_wl2.seq_le(ack)) {
+    // RFC 9293 3.10.7.4: update the send window from the newest segment only. Only a
+    // segment that starts at or before rcv_nxt may move SND.WL1: an out-of-order (or
+    // forged in-window) segment far ahead would otherwise freeze the window until the peer
+    // sends that far. An ACK that advances snd_una always carries a current window (as in
+    // Linux's tcp_may_update_window).
+    let newer = ps.snd_wl1.seq_lt(s.seq) || (ps.snd_wl1 == s.seq && ps.snd_wl2.seq_le(ack));
+    if advanced || (newer && s.seq.seq_le(ps.rcv_nxt)) {
         if window > ps.snd_wnd {
             s.actions.insert(Actions::WAKE_TX);
         }
