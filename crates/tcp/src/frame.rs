@@ -69,6 +69,7 @@ pub fn emit_segment(
     fill(payload);
     // The header's share of the checksum comes from its fields, not from re-reading the
     // bytes just written; only the payload is summed from memory.
+    // RFC 9293 MUST-2: every segment we send carries its checksum.
     let c = tcp::segment_checksum(header.sum(), tcp_len, payload, route.src_ip, route.dst_ip);
     buf[tcp_at + 16..tcp_at + 18].copy_from_slice(&c.to_be_bytes());
     Some(total)

@@ -417,6 +417,8 @@ impl TcpOptions {
                 [_] => return Err(WireError::Malformed),
                 [kind, len, ref rest @ ..] => (kind, usize::from(len), rest),
             };
+            // RFC 9293 MUST-7: an illegal option length (0, 1, or past the header) is
+            // refused here; the core drops the segment and counts it.
             let data_len = len.checked_sub(2).ok_or(WireError::Malformed)?;
             let (data, rest) = rest
                 .split_at_checked(data_len)
@@ -455,7 +457,9 @@ impl TcpOptions {
                     }
                     o.sack_count = n as u8;
                 }
-                _ => {} // Unknown option with a valid length: skipped.
+                // RFC 9293 MUST-6: an option we do not implement, with a valid length, is
+                // skipped without error.
+                _ => {}
             }
         }
     }

@@ -91,6 +91,7 @@ pub fn classify<'a>(
         }
         _ => return Classified::Drop(DropReason::NotForUs),
     }
+    // RFC 9293 MUST-3: received checksums are verified (unless the device already did).
     let (ip, l4) = match Ipv4Repr::parse(l3, verify_checksums) {
         Ok(x) => x,
         Err(e) => return Classified::Drop(e.into()),
