@@ -181,7 +181,7 @@ impl Case {
         }
         let len = (dir.target - dir.written).min(self.rng.gen_range(1..=max) as u64) as usize;
         let mut data = vec![0u8; len];
-        sluice_sim::apps::pattern_fill(dir.seed, dir.written, &mut data);
+        sluice_apps::pattern_fill(dir.seed, dir.written, &mut data);
         let r = self.stack(hd.side).send(hd.id, &data);
         check_handle(&hd, "send", &r)?;
         if let Ok(n) = r {

@@ -28,7 +28,7 @@ use crate::net::Side;
 /// One direction of a flow: a byte stream written by one application, read by the other.
 #[derive(Clone, Debug, Default)]
 pub struct Direction {
-    /// Seed of the stream's pattern (`sluice_sim::apps::pattern_fill`).
+    /// Seed of the stream's pattern (`sluice_apps::pattern_fill`).
     pub seed: u64,
     /// Bytes the sending application handed to `send`.
     pub written: u64,
@@ -167,7 +167,7 @@ pub fn mix(mut z: u64) -> u64 {
 /// Whether `bytes` are the stream of `seed` from `offset` on.
 pub fn matches_stream(seed: u64, offset: u64, bytes: &[u8]) -> bool {
     let mut expect = vec![0u8; bytes.len()];
-    sluice_sim::apps::pattern_fill(seed, offset, &mut expect);
+    sluice_apps::pattern_fill(seed, offset, &mut expect);
     expect == bytes
 }
 
@@ -390,7 +390,7 @@ impl Flows {
             }
             if !matches_stream(dir.seed, dir.read, bytes) {
                 let mut expect = vec![0u8; bytes.len()];
-                sluice_sim::apps::pattern_fill(dir.seed, dir.read, &mut expect);
+                sluice_apps::pattern_fill(dir.seed, dir.read, &mut expect);
                 let at = expect
                     .iter()
                     .zip(bytes)

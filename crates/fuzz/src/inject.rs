@@ -211,7 +211,7 @@ impl Case {
                 let offset = self.rng.gen_range(0..dir.written);
                 let len = (dir.written - offset).min(self.rng.gen_range(1..1600)) as usize;
                 let mut bytes = vec![0u8; len];
-                sluice_sim::apps::pattern_fill(dir.seed, offset, &mut bytes);
+                sluice_apps::pattern_fill(dir.seed, offset, &mut bytes);
                 (iss.wrapping_add(1).wrapping_add(offset as u32), bytes)
             }
         }

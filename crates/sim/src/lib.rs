@@ -9,7 +9,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod apps;
 mod ecn;
 mod error;
 mod host;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use sluice_sim::apps::BulkTransfer;
+use sluice_apps::BulkTransfer;
 use sluice_sim::{Impairment, LinkConfig, Sim};
 use sluice_tcp::{AckPolicy, Stack};
 use support::*;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant as WallClock};
 
 use clap::Args;
 use hdrhistogram::Histogram;
-use sluice_sim::apps::{BulkTransfer, RpcEcho};
+use sluice_apps::{BulkTransfer, RpcEcho};
 use sluice_sim::{Impairment, LinkConfig, Sim};
 use sluice_tcp::{Config, Stack};
 use sluice_wire::EthernetAddress;

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_sim::apps::BulkTransfer;
+use sluice_apps::BulkTransfer;
 use sluice_sim::{Impairment, LinkConfig, LinkId, NodeId, Sim, SimError};
 use sluice_tcp::{Config, Instant, Stack};
 use sluice_wire::EthernetAddress;

@@ -1,5 +1,7 @@
-//! Applications for simulated TCP hosts: a verified bulk transfer and a closed-loop RPC,
-//! written against the core's sans-IO API. Tests, the demo and experiments share them.
+//! Applications written against the core's sans-IO API: a verified bulk transfer and a
+//! closed-loop RPC. Being sans-IO themselves, they run unchanged in the simulator, the demo,
+//! the fuzzer and the engine.
+#![forbid(unsafe_code)]
 
 use std::net::Ipv4Addr;
 
