@@ -1,0 +1,520 @@
+//! AF_PACKET: a raw packet socket bound to one interface, batched with recvmmsg/sendmmsg.
+//!
+//! Each burst is one syscall each way. PACKET_AUXDATA tells per frame whether the sender left
+//! the transport checksum to offload (TP_STATUS_CSUMNOTREADY, the normal case for a local
+//! Linux sender over veth) or the kernel already verified it (TP_STATUS_CSUM_VALID); partial
+//! checksums are completed in software before the frame is handed up. Our own transmissions
+//! are not looped back (PACKET_IGNORE_OUTGOING, with a PACKET_OUTGOING filter as backstop).
+//!
+//! Large frames: a local Linux TCP sender over veth hands up to 64 KB TSO/GSO frames to the
+//! peer unsegmented; a packet socket receives them whole. Frames longer than
+//! [`AfPacketConfig::rx_frame_size`] are dropped and counted in `rx_truncated`. Either size
+//! the receive buffers for them (65 536 + 14 bytes) or turn TSO/GSO off on the sending side.
+//! Receiving them as segments with their GSO metadata (PACKET_VNET_HDR) and TPACKET_V3 rings
+//! are later work.
+//!
+//! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
+//! untagged (the lab uses no VLANs).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr;
+use std::time::Duration;
+
+use sluice_wire::EthernetAddress;
+
+use crate::checksum::complete_partial_checksum;
+use crate::error::DeviceError;
+use crate::sys::{self, NEEDS_NET_RAW};
+use crate::{queued_len, Device, DeviceStats, RxChecksum, RxMeta};
+
+/// Length of an Ethernet header without a VLAN tag.
+const ETH_HLEN: usize = 14;
+/// Bytes reserved per frame for control messages (one `tpacket_auxdata`).
+const CMSG_BYTES: usize = 64;
+/// Largest batch accepted.
+const MAX_BATCH: usize = 1024;
+
+/// Configuration of an [`AfPacket`] device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Frames received or queued for transmission per burst (1 to 1024).
+    pub batch: usize,
+    /// Bytes per receive buffer; longer frames are dropped and counted in `rx_truncated`.
+    pub rx_frame_size: usize,
+    /// Transmit straight to the driver, skipping the qdisc (PACKET_QDISC_BYPASS).
+    pub qdisc_bypass: bool,
+    /// Socket receive and send buffer in bytes (SO_RCVBUFFORCE/SO_SNDBUFFORCE, falling back to the capped variants); None keeps the kernel default.
+    pub socket_buffer: Option<usize>,
+}
+
+impl Default for AfPacketConfig {
+    fn default() -> Self {
+        AfPacketConfig {
+            batch: 64,
+            rx_frame_size: 2048,
+            qdisc_bypass: false,
+            socket_buffer: Some(4 << 20),
+        }
+    }
+}
+
+impl AfPacketConfig {
+    /// The default configuration with receive buffers large enough for 64 KB GSO frames.
+    pub fn large_frames() -> Self {
+        AfPacketConfig {
+            rx_frame_size: 65_536 + ETH_HLEN + 4,
+            ..AfPacketConfig::default()
+        }
+    }
+}
+
+/// A control-message buffer aligned for `cmsghdr`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct CmsgBuf([u8; CMSG_BYTES]);
+
+/// A packet socket bound to one Ethernet interface, with preallocated burst buffers.
+pub struct AfPacket {
+    fd: OwnedFd,
+    name: String,
+    mac: EthernetAddress,
+    max_frame: usize,
+    batch: usize,
+    rx_frame_size: usize,
+    rx_buf: Box<[u8]>,
+    rx_names: Box<[libc::sockaddr_ll]>,
+    rx_cmsgs: Box<[CmsgBuf]>,
+    rx_iovs: Box<[libc::iovec]>,
+    rx_hdrs: Box<[libc::mmsghdr]>,
+    tx_buf: Box<[u8]>,
+    tx_iovs: Box<[libc::iovec]>,
+    tx_hdrs: Box<[libc::mmsghdr]>,
+    /// First queued frame not yet accepted by the kernel.
+    tx_head: usize,
+    /// Number of transmit slots in use (queued frames are `tx_head..tx_count`).
+    tx_count: usize,
+    stats: DeviceStats,
+}
+
+// SAFETY: the raw pointers inside the iovec/mmsghdr arrays point only into heap buffers owned
+// by this same value (they do not move when the value moves), and are used only through
+// `&mut self`; nothing is shared with another thread.
+unsafe impl Send for AfPacket {}
+
+impl std::fmt::Debug for AfPacket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfPacket")
+            .field("interface", &self.name)
+            .field("mac", &self.mac)
+            .field("max_frame", &self.max_frame)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An all-zero `mmsghdr`.
+fn zeroed_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is a C struct of integers and raw pointers; all-zero is a valid value
+    // (null pointers, zero lengths).
+    unsafe { std::mem::zeroed() }
+}
+
+/// An all-zero `sockaddr_ll`.
+fn zeroed_sockaddr_ll() -> libc::sockaddr_ll {
+    // SAFETY: sockaddr_ll is a C struct of integers and a byte array; all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+impl AfPacket {
+    /// Opens a packet socket on `interface` in the calling thread's network namespace.
+    ///
+    /// Fails with a typed error when the process lacks CAP_NET_RAW, the interface does not
+    /// exist, is not Ethernet or is down.
+    pub fn open(interface: &str, config: AfPacketConfig) -> Result<AfPacket, DeviceError> {
+        if config.batch == 0 || config.batch > MAX_BATCH {
+            return Err(DeviceError::InvalidConfig("batch must be 1 to 1024 frames"));
+        }
+        if config.rx_frame_size < 64 || config.rx_frame_size > (1 << 20) {
+            return Err(DeviceError::InvalidConfig(
+                "rx_frame_size must be 64 bytes to 1 MiB",
+            ));
+        }
+        sys::interface_name(interface)?;
+
+        // Protocol 0: the socket receives nothing until bind() names the protocol and
+        // interface, so no frame from another interface slips in between.
+        // SAFETY: socket(2) takes no pointers; the result is checked before use.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if raw < 0 {
+            return Err(DeviceError::last_os(
+                "open an AF_PACKET socket",
+                NEEDS_NET_RAW,
+                interface,
+            ));
+        }
+        // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let info = sys::interface_info(fd.as_raw_fd(), interface)?;
+        if !info.up {
+            return Err(DeviceError::InterfaceDown {
+                name: interface.to_owned(),
+            });
+        }
+
+        let raw = fd.as_raw_fd();
+        let opt_err = |op, e| DeviceError::from_io(op, NEEDS_NET_RAW, interface, e);
+        sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)
+            .map_err(|e| opt_err("enable PACKET_AUXDATA", e))?;
+        // Older kernels lack PACKET_IGNORE_OUTGOING; receive() filters PACKET_OUTGOING anyway.
+        let _ = sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1);
+        if config.qdisc_bypass {
+            sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)
+                .map_err(|e| opt_err("enable PACKET_QDISC_BYPASS", e))?;
+        }
+        if let Some(bytes) = config.socket_buffer {
+            let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+            for (forced, capped) in [
+                (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+                (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+            ] {
+                if sys::set_int_option(raw, libc::SOL_SOCKET, forced, bytes).is_err() {
+                    sys::set_int_option(raw, libc::SOL_SOCKET, capped, bytes)
+                        .map_err(|e| opt_err("size the socket buffers", e))?;
+                }
+            }
+        }
+
+        let mut addr = zeroed_sockaddr_ll();
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        addr.sll_ifindex = info.index;
+        // SAFETY: `addr` is a valid sockaddr_ll and the length passed is its size.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(DeviceError::last_os(
+                "bind the AF_PACKET socket to the interface",
+                NEEDS_NET_RAW,
+                interface,
+            ));
+        }
+
+        let max_frame = info.mtu + ETH_HLEN;
+        Ok(AfPacket::with_buffers(
+            fd,
+            interface.to_owned(),
+            info.mac,
+            max_frame,
+            config,
+        ))
+    }
+
+    /// Allocates the burst buffers and points the message headers into them, once.
+    fn with_buffers(
+        fd: OwnedFd,
+        name: String,
+        mac: EthernetAddress,
+        max_frame: usize,
+        config: AfPacketConfig,
+    ) -> AfPacket {
+        let batch = config.batch;
+        let rx_size = config.rx_frame_size;
+        let empty_iov = libc::iovec {
+            iov_base: ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut dev = AfPacket {
+            fd,
+            name,
+            mac,
+            max_frame,
+            batch,
+            rx_frame_size: rx_size,
+            rx_buf: vec![0u8; batch * rx_size].into_boxed_slice(),
+            rx_names: vec![zeroed_sockaddr_ll(); batch].into_boxed_slice(),
+            rx_cmsgs: vec![CmsgBuf([0; CMSG_BYTES]); batch].into_boxed_slice(),
+            rx_iovs: vec![empty_iov; batch].into_boxed_slice(),
+            rx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
+            tx_buf: vec![0u8; batch * max_frame].into_boxed_slice(),
+            tx_iovs: vec![empty_iov; batch].into_boxed_slice(),
+            tx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
+            tx_head: 0,
+            tx_count: 0,
+            stats: DeviceStats::default(),
+        };
+        for i in 0..batch {
+            dev.rx_iovs[i] = libc::iovec {
+                iov_base: dev.rx_buf[i * rx_size..].as_mut_ptr().cast(),
+                iov_len: rx_size,
+            };
+            let h = &mut dev.rx_hdrs[i].msg_hdr;
+            h.msg_iov = &mut dev.rx_iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_name = (&mut dev.rx_names[i] as *mut libc::sockaddr_ll).cast();
+            h.msg_control = (&mut dev.rx_cmsgs[i] as *mut CmsgBuf).cast();
+
+            dev.tx_iovs[i] = libc::iovec {
+                iov_base: dev.tx_buf[i * max_frame..].as_mut_ptr().cast(),
+                iov_len: 0,
+            };
+            let h = &mut dev.tx_hdrs[i].msg_hdr;
+            h.msg_iov = &mut dev.tx_iovs[i];
+            h.msg_iovlen = 1;
+        }
+        dev
+    }
+
+    /// The interface this socket is bound to.
+    pub fn interface(&self) -> &str {
+        &self.name
+    }
+
+    /// Frames queued for transmission and not yet accepted by the kernel.
+    pub fn pending(&self) -> usize {
+        self.tx_count - self.tx_head
+    }
+
+    /// The `tp_status` of frame `i`'s PACKET_AUXDATA control message, or 0 if it has none.
+    fn aux_status(&self, i: usize) -> u32 {
+        let hdr = &self.rx_hdrs[i].msg_hdr;
+        if (hdr.msg_flags & libc::MSG_CTRUNC) != 0 {
+            return 0;
+        }
+        // SAFETY: `hdr` describes a control buffer of `msg_controllen` bytes that the kernel
+        // filled in the last recvmmsg; CMSG_FIRSTHDR/CMSG_NXTHDR stay within it and return
+        // null at its end. The auxdata is read unaligned from within the same buffer after
+        // checking the message is long enough to hold it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(hdr);
+            while !c.is_null() {
+                let data_len = (*c).cmsg_len as usize;
+                if (*c).cmsg_level == libc::SOL_PACKET
+                    && (*c).cmsg_type == libc::PACKET_AUXDATA
+                    && data_len
+                        >= libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32)
+                            as usize
+                {
+                    let aux: libc::tpacket_auxdata = ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    return aux.tp_status;
+                }
+                c = libc::CMSG_NXTHDR(hdr, c);
+            }
+        }
+        0
+    }
+
+    /// Drops every queued frame, counting them, after a fatal transmit error.
+    fn drop_queue(&mut self) {
+        self.stats.tx_dropped += (self.tx_count - self.tx_head) as u64;
+        self.tx_head = 0;
+        self.tx_count = 0;
+    }
+}
+
+impl Device for AfPacket {
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
+        for i in 0..self.batch {
+            let m = &mut self.rx_hdrs[i];
+            m.msg_len = 0;
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            m.msg_hdr.msg_controllen = CMSG_BYTES as _;
+            m.msg_hdr.msg_flags = 0;
+        }
+        // SAFETY: `rx_hdrs` holds `batch` message headers whose name, iovec and control
+        // pointers point into this device's own buffers of the stated lengths, all alive
+        // and exclusively borrowed for the call; a null timeout is allowed.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                self.rx_hdrs.as_mut_ptr(),
+                self.batch as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return match sys::errno() {
+                libc::EAGAIN | libc::EINTR => Ok(0),
+                _ => Err(DeviceError::last_os(
+                    "receive frames",
+                    NEEDS_NET_RAW,
+                    &self.name,
+                )),
+            };
+        }
+        let mut delivered = 0;
+        for i in 0..n as usize {
+            let len = self.rx_hdrs[i].msg_len as usize;
+            let flags = self.rx_hdrs[i].msg_hdr.msg_flags;
+            if flags & libc::MSG_TRUNC != 0 || len > self.rx_frame_size {
+                self.stats.rx_truncated += 1;
+                continue;
+            }
+            if self.rx_names[i].sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            let status = self.aux_status(i);
+            let start = i * self.rx_frame_size;
+            let frame = &mut self.rx_buf[start..start + len];
+            let checksum = if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                if complete_partial_checksum(frame) {
+                    self.stats.rx_checksum_completed += 1;
+                } else {
+                    self.stats.rx_checksum_incomplete += 1;
+                }
+                RxChecksum::Partial
+            } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
+                RxChecksum::Verified
+            } else {
+                RxChecksum::Unverified
+            };
+            f(frame, RxMeta { checksum });
+            delivered += 1;
+        }
+        self.stats.rx_frames += delivered as u64;
+        Ok(delivered)
+    }
+
+    fn transmit_with(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, DeviceError> {
+        if self.tx_count == self.batch {
+            return Ok(false);
+        }
+        let start = self.tx_count * self.max_frame;
+        let slot = &mut self.tx_buf[start..start + self.max_frame];
+        if let Some(len) = queued_len(f(slot), self.max_frame)? {
+            self.tx_iovs[self.tx_count].iov_len = len;
+            self.tx_count += 1;
+        }
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        while self.tx_head < self.tx_count {
+            let n = self.tx_count - self.tx_head;
+            for m in &mut self.tx_hdrs[self.tx_head..self.tx_count] {
+                m.msg_len = 0;
+            }
+            // SAFETY: the `n` headers from `tx_head` point at iovecs into this device's own
+            // transmit buffer with lengths no larger than a slot; the socket is bound, so no
+            // address is needed; everything is alive and exclusively borrowed for the call.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    self.tx_hdrs[self.tx_head..].as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r >= 0 {
+                self.tx_head += r as usize;
+                self.stats.tx_frames += r as u64;
+                continue;
+            }
+            match sys::errno() {
+                libc::EINTR => continue,
+                // The send buffer is full: keep the rest queued for the next flush.
+                libc::EAGAIN => {
+                    self.stats.tx_blocked += 1;
+                    break;
+                }
+                // The kernel refused or dropped this one frame; go on with the others.
+                libc::EMSGSIZE | libc::EINVAL | libc::ENOBUFS => {
+                    self.tx_head += 1;
+                    self.stats.tx_dropped += 1;
+                }
+                _ => {
+                    let err = DeviceError::last_os("send frames", NEEDS_NET_RAW, &self.name);
+                    self.drop_queue();
+                    return Err(err);
+                }
+            }
+        }
+        if self.tx_head == self.tx_count {
+            self.tx_head = 0;
+            self.tx_count = 0;
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+        let mut events = libc::POLLIN;
+        if self.pending() > 0 {
+            events |= libc::POLLOUT;
+        }
+        sys::poll_fd(&self.fd, events, timeout)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    fn mac(&self) -> EthernetAddress {
+        self.mac
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configs_are_refused_before_any_syscall() {
+        let bad_batch = AfPacketConfig {
+            batch: 0,
+            ..AfPacketConfig::default()
+        };
+        assert!(matches!(
+            AfPacket::open("lo", bad_batch),
+            Err(DeviceError::InvalidConfig(_))
+        ));
+        let bad_size = AfPacketConfig {
+            rx_frame_size: 10,
+            ..AfPacketConfig::default()
+        };
+        assert!(matches!(
+            AfPacket::open("lo", bad_size),
+            Err(DeviceError::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            AfPacket::open("this-name-is-too-long", AfPacketConfig::default()),
+            Err(DeviceError::InvalidInterfaceName { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_interface_or_privilege_is_a_typed_error() {
+        match AfPacket::open("sl-nonexistent", AfPacketConfig::default()) {
+            Err(DeviceError::NoSuchInterface { name }) => assert_eq!(name, "sl-nonexistent"),
+            Err(DeviceError::PermissionDenied { .. }) => {}
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn loopback_is_not_ethernet() {
+        // lo has hardware type ARPHRD_LOOPBACK (772); needs CAP_NET_RAW to get that far.
+        match AfPacket::open("lo", AfPacketConfig::default()) {
+            Err(DeviceError::NotEthernet { hardware_type, .. }) => assert_eq!(hardware_type, 772),
+            Err(DeviceError::PermissionDenied { .. }) => {}
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+}

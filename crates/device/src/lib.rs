@@ -1,0 +1,139 @@
+//! Batch-oriented device backends for Sluice: the frames in and out of the engine.
+//!
+//! Every backend implements [`Device`]: receive a burst of frames without blocking, queue a
+//! burst into preallocated transmit slots, send the burst with one syscall (or as few as the
+//! kernel interface allows), and sleep in poll(2) when there is nothing to do. Buffers are
+//! allocated once when the device opens; nothing is allocated per packet.
+//!
+//! Backends:
+//! - [`AfPacket`]: a packet socket bound to one interface, batched with recvmmsg/sendmmsg;
+//!   learns per frame from PACKET_AUXDATA whether the sender left the checksum to offload.
+//! - [`Tap`]: a TAP device with IFF_VNET_HDR (virtio_net_hdr_v1), checksum offload negotiated.
+//! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
+//!
+//! AF_XDP (copy mode works on veth) and TPACKET_V3 rings come later, behind the same trait.
+//!
+//! Frames whose transport checksum the local sender left to offload (Linux over veth, bridges
+//! and TAP) are completed in software before they are handed up ([`checksum`]), so the core's
+//! checksum verification passes; [`RxMeta::checksum`] says what the kernel reported.
+//!
+//! [`netns::enter`] moves the calling thread into a named network namespace (the lab's
+//! `sluice-a`) before a backend is opened there.
+//!
+//! This crate touches the OS, so `unsafe` is allowed here, each block with a SAFETY comment.
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod af_packet;
+pub mod checksum;
+mod error;
+pub mod netns;
+mod pair;
+mod sys;
+mod tap;
+
+use std::time::Duration;
+
+pub use af_packet::{AfPacket, AfPacketConfig};
+pub use checksum::{complete_checksum_at, complete_partial_checksum};
+pub use error::DeviceError;
+pub use pair::{pair, PairConfig, PairEnd};
+pub use sluice_wire::EthernetAddress;
+pub use tap::{Tap, TapConfig, VIRTIO_NET_HDR_LEN};
+
+/// What the device knows about a received frame's transport checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxChecksum {
+    /// Nothing is known; the core must verify it.
+    Unverified,
+    /// The device or kernel verified the checksum (TP_STATUS_CSUM_VALID, VIRTIO_NET_HDR_F_DATA_VALID).
+    Verified,
+    /// A local sender left the checksum to offload; the device completed it in software.
+    Partial,
+}
+
+/// One received frame's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxMeta {
+    /// What is known about the frame's transport checksum.
+    pub checksum: RxChecksum,
+}
+
+/// Counters a device keeps; drops are counted here rather than reported as errors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Frames handed to the receive callback.
+    pub rx_frames: u64,
+    /// Frames dropped because they did not fit a receive buffer (e.g. 64 KB GSO frames).
+    pub rx_truncated: u64,
+    /// Frames whose partial checksum was completed in software.
+    pub rx_checksum_completed: u64,
+    /// Frames marked partial whose checksum could not be completed (not IPv4 TCP/UDP, malformed).
+    pub rx_checksum_incomplete: u64,
+    /// Frames dropped on receive for another reason (short virtio-net header, GSO not enabled).
+    pub rx_dropped: u64,
+    /// Frames the kernel accepted for transmission.
+    pub tx_frames: u64,
+    /// Frames dropped on transmit (refused by the kernel, queue full, no peer).
+    pub tx_dropped: u64,
+    /// Flushes that stopped early because the kernel's send buffer was full.
+    pub tx_blocked: u64,
+}
+
+/// A batch-oriented network device: bursts of Ethernet frames in and out.
+pub trait Device {
+    /// Receives a burst of frames (up to the device's batch size) without blocking; calls `f` once per frame with the frame bytes (slices into reused buffers, no allocation per packet).
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError>;
+    /// Lets `f` write one frame of at most `max_frame()` bytes into the next free transmit slot; `f` returns the length or None (nothing queued). Returns Ok(false) if no slot is free (call flush).
+    fn transmit_with(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, DeviceError>;
+    /// Sends every queued frame (one syscall per burst: sendmmsg, or ring kick).
+    fn flush(&mut self) -> Result<(), DeviceError>;
+    /// Blocks until a frame may be readable or `timeout` passes (poll(2) on the fd).
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError>;
+    /// The largest frame (Ethernet header included, FCS excluded) this device can send.
+    fn max_frame(&self) -> usize;
+    /// The MAC address the engine uses as its own on this device.
+    fn mac(&self) -> EthernetAddress;
+    /// The device's counters so far.
+    fn stats(&self) -> DeviceStats;
+}
+
+impl<D: Device + ?Sized> Device for Box<D> {
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
+        (**self).receive(f)
+    }
+    fn transmit_with(
+        &mut self,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, DeviceError> {
+        (**self).transmit_with(f)
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        (**self).flush()
+    }
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+        (**self).wait(timeout)
+    }
+    fn max_frame(&self) -> usize {
+        (**self).max_frame()
+    }
+    fn mac(&self) -> EthernetAddress {
+        (**self).mac()
+    }
+    fn stats(&self) -> DeviceStats {
+        (**self).stats()
+    }
+}
+
+/// Checks a transmit callback's answer against the slot it was given.
+fn queued_len(len: Option<usize>, slot: usize) -> Result<Option<usize>, DeviceError> {
+    match len {
+        None | Some(0) => Ok(None),
+        Some(n) if n <= slot => Ok(Some(n)),
+        Some(len) => Err(DeviceError::FrameTooLong { len, max: slot }),
+    }
+}

@@ -1,0 +1,270 @@
+//! Thin wrappers over the syscalls the backends share: interface ioctls and poll(2).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use sluice_wire::EthernetAddress;
+
+use crate::error::DeviceError;
+
+/// What opening a raw socket or touching interface flags needs.
+pub(crate) const NEEDS_NET_RAW: &str = "root or CAP_NET_RAW";
+/// What creating or configuring an interface needs.
+pub(crate) const NEEDS_NET_ADMIN: &str = "root or CAP_NET_ADMIN";
+
+/// ARPHRD_ETHER: the hardware type of Ethernet-like devices (veth, TAP, bridges, NICs).
+const ARPHRD_ETHER: u16 = 1;
+
+/// An interface name checked to fit `ifr_name`: 1 to 15 bytes, no '/', ':', whitespace or NUL.
+pub(crate) fn interface_name(name: &str) -> Result<[libc::c_char; libc::IFNAMSIZ], DeviceError> {
+    let bytes = name.as_bytes();
+    let valid = !bytes.is_empty()
+        && bytes.len() < libc::IFNAMSIZ
+        && bytes
+            .iter()
+            .all(|&b| b != 0 && b != b'/' && b != b':' && !b.is_ascii_whitespace());
+    if !valid || name == "." || name == ".." {
+        return Err(DeviceError::InvalidInterfaceName {
+            name: name.to_owned(),
+        });
+    }
+    let mut out = [0 as libc::c_char; libc::IFNAMSIZ];
+    for (o, &b) in out.iter_mut().zip(bytes) {
+        *o = b as libc::c_char;
+    }
+    Ok(out)
+}
+
+/// An `ifreq` naming the interface, with a zeroed union.
+pub(crate) fn ifreq(name: [libc::c_char; libc::IFNAMSIZ]) -> libc::ifreq {
+    // SAFETY: ifreq is a C struct of integers, arrays and a union of plain data and raw
+    // pointers; the all-zero bit pattern is a valid value of every field.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    req.ifr_name = name;
+    req
+}
+
+/// The interface name the kernel wrote back into `req` (TUNSETIFF may complete a pattern).
+pub(crate) fn ifreq_name(req: &libc::ifreq) -> String {
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Runs an `ifreq` ioctl on `fd`.
+pub(crate) fn ioctl_ifreq(
+    fd: RawFd,
+    request: libc::Ioctl,
+    req: &mut libc::ifreq,
+) -> io::Result<()> {
+    // SAFETY: every ifreq ioctl used here reads and writes at most one `ifreq`, and `req`
+    // points to a valid, exclusively borrowed `ifreq` for the duration of the call.
+    let r = unsafe { libc::ioctl(fd, request, req as *mut libc::ifreq) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Facts about an interface read through ioctls on a socket of its namespace.
+pub(crate) struct InterfaceInfo {
+    /// Interface index.
+    pub index: i32,
+    /// Hardware (MAC) address.
+    pub mac: EthernetAddress,
+    /// MTU in bytes (IP packet size, without the Ethernet header).
+    pub mtu: usize,
+    /// Whether the interface is administratively up.
+    pub up: bool,
+}
+
+/// Reads index, MAC, MTU and flags of `name` through `fd`, and checks it is Ethernet.
+pub(crate) fn interface_info(fd: RawFd, name: &str) -> Result<InterfaceInfo, DeviceError> {
+    let ifname = interface_name(name)?;
+    let fail = |op, e| DeviceError::from_io(op, NEEDS_NET_RAW, name, e);
+
+    let mut req = ifreq(ifname);
+    ioctl_ifreq(fd, libc::SIOCGIFINDEX, &mut req).map_err(|e| fail("look up the interface", e))?;
+    // SAFETY: SIOCGIFINDEX succeeded, so the kernel wrote the `ifru_ifindex` member.
+    let index = unsafe { req.ifr_ifru.ifru_ifindex };
+
+    let mut req = ifreq(ifname);
+    ioctl_ifreq(fd, libc::SIOCGIFHWADDR, &mut req)
+        .map_err(|e| fail("read the interface's MAC address", e))?;
+    // SAFETY: SIOCGIFHWADDR succeeded, so the kernel wrote the `ifru_hwaddr` member.
+    let hwaddr = unsafe { req.ifr_ifru.ifru_hwaddr };
+    if hwaddr.sa_family != ARPHRD_ETHER {
+        return Err(DeviceError::NotEthernet {
+            name: name.to_owned(),
+            hardware_type: hwaddr.sa_family,
+        });
+    }
+    let mut mac = [0u8; 6];
+    for (m, &c) in mac.iter_mut().zip(hwaddr.sa_data.iter()) {
+        *m = c as u8;
+    }
+
+    let mut req = ifreq(ifname);
+    ioctl_ifreq(fd, libc::SIOCGIFMTU, &mut req).map_err(|e| fail("read the interface's MTU", e))?;
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+
+    let flags = interface_flags(fd, name)?;
+    Ok(InterfaceInfo {
+        index,
+        mac: EthernetAddress(mac),
+        mtu: usize::try_from(mtu).unwrap_or(0),
+        up: flags & libc::IFF_UP as libc::c_short != 0,
+    })
+}
+
+/// Reads the interface flags (IFF_*) of `name`.
+pub(crate) fn interface_flags(fd: RawFd, name: &str) -> Result<libc::c_short, DeviceError> {
+    let mut req = ifreq(interface_name(name)?);
+    ioctl_ifreq(fd, libc::SIOCGIFFLAGS, &mut req)
+        .map_err(|e| DeviceError::from_io("read the interface flags", NEEDS_NET_RAW, name, e))?;
+    // SAFETY: SIOCGIFFLAGS succeeded, so the kernel wrote the `ifru_flags` member.
+    Ok(unsafe { req.ifr_ifru.ifru_flags })
+}
+
+/// Sets IFF_UP on `name` (needs CAP_NET_ADMIN); does nothing if it is already up.
+pub(crate) fn set_interface_up(fd: RawFd, name: &str) -> Result<(), DeviceError> {
+    let flags = interface_flags(fd, name)?;
+    let up = libc::IFF_UP as libc::c_short;
+    if flags & up != 0 {
+        return Ok(());
+    }
+    let mut req = ifreq(interface_name(name)?);
+    req.ifr_ifru.ifru_flags = flags | up;
+    ioctl_ifreq(fd, libc::SIOCSIFFLAGS, &mut req)
+        .map_err(|e| DeviceError::from_io("bring the interface up", NEEDS_NET_ADMIN, name, e))
+}
+
+/// A datagram socket in the current network namespace, for interface ioctls.
+pub(crate) fn control_socket() -> Result<OwnedFd, DeviceError> {
+    // SAFETY: socket(2) takes no pointers; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(DeviceError::last_os(
+            "open a control socket",
+            NEEDS_NET_ADMIN,
+            "",
+        ));
+    }
+    // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Converts a wait timeout to poll(2) milliseconds, rounding up so short waits still sleep.
+pub(crate) fn poll_millis(timeout: Option<Duration>) -> libc::c_int {
+    match timeout {
+        None => -1,
+        Some(t) => {
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+        }
+    }
+}
+
+/// Blocks in poll(2) until `fd` has one of `events` or `timeout` passes; EINTR returns early.
+pub(crate) fn poll_fd(
+    fd: &impl AsRawFd,
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> Result<(), DeviceError> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd and the count passed is 1.
+    let r = unsafe { libc::poll(&mut pfd, 1, poll_millis(timeout)) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(());
+        }
+        return Err(DeviceError::Os {
+            op: "wait for the device",
+            source: e,
+        });
+    }
+    Ok(())
+}
+
+/// Sets an integer socket option.
+pub(crate) fn set_int_option(
+    fd: RawFd,
+    level: libc::c_int,
+    option: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is one c_int that lives for the duration of the call, and
+    // the length passed is its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The errno of the last failed call.
+pub(crate) fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_are_checked() {
+        assert!(interface_name("sl-a").is_ok());
+        assert!(interface_name("123456789012345").is_ok());
+        for bad in [
+            "",
+            "1234567890123456",
+            "a/b",
+            "a b",
+            "a:b",
+            "a\0b",
+            ".",
+            "..",
+        ] {
+            assert!(
+                matches!(
+                    interface_name(bad),
+                    Err(DeviceError::InvalidInterfaceName { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn poll_timeouts_round_up() {
+        assert_eq!(poll_millis(None), -1);
+        assert_eq!(poll_millis(Some(Duration::ZERO)), 0);
+        assert_eq!(poll_millis(Some(Duration::from_micros(1))), 1);
+        assert_eq!(poll_millis(Some(Duration::from_millis(5))), 5);
+        assert_eq!(
+            poll_millis(Some(Duration::from_secs(u64::MAX))),
+            libc::c_int::MAX
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The Sluice namespace lab: where the engine meets Linux kernel TCP on a real (virtual) wire.
+//!
+//! [`Lab::up`] builds three network namespaces joined through one bridge (see [`netns`]):
+//! the engine in `sluice-a` on veth `sl-a` (10.77.0.1, no kernel address), Linux clients in
+//! `sluice-b` on bridge `br0` (10.77.0.2), and a Linux kernel server in `sluice-k` on `sl-k`
+//! (10.77.0.3). [`Lab::down`] deletes them. Both are idempotent and drive ip(8), sysctl(8)
+//! and ethtool(8) as child processes; nothing here is `unsafe`. The engine side enters
+//! `sluice-a` with `sluice_device::netns::enter` before opening its device.
+//!
+//! Tests hold a [`LabGuard`]: it takes the lab lock (one user at a time, across threads and
+//! processes), builds the lab, and tears it down when dropped, also when the test panics.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod command;
+mod error;
+mod lock;
+pub mod netns;
+
+pub use error::LabError;
+pub use lock::LabLock;
+pub use netns::*;
+
+/// Fails with [`LabError::NotRoot`] unless the effective user is root.
+pub fn check_root() -> Result<(), LabError> {
+    let euid = nix::unistd::geteuid();
+    if euid.is_root() {
+        Ok(())
+    } else {
+        Err(LabError::NotRoot {
+            euid: euid.as_raw(),
+        })
+    }
+}
+
+/// Why the lab cannot be used here (not root, `ip` missing), or None if it can.
+///
+/// Root-only tests call this first and return early, printing the reason.
+pub fn unavailable_reason() -> Option<String> {
+    if let Err(e) = check_root() {
+        return Some(e.to_string());
+    }
+    if let Err(e) = command::find(command::IP) {
+        return Some(e.to_string());
+    }
+    if !std::path::Path::new("/proc/self/ns/net").exists() {
+        return Some("the kernel has no network namespaces".into());
+    }
+    None
+}
+
+/// Exclusive use of a built lab: locks, builds, and tears the lab down when dropped.
+#[derive(Debug)]
+pub struct LabGuard {
+    lab: Lab,
+    torn_down: bool,
+    // Dropped after `Drop::drop` has torn the lab down, so the next user finds it clean.
+    _lock: LabLock,
+}
+
+impl LabGuard {
+    /// Takes the lab lock (waiting for other users) and builds the lab.
+    pub fn up() -> Result<LabGuard, LabError> {
+        check_root()?;
+        let lock = LabLock::acquire()?;
+        let lab = Lab::new();
+        if let Err(e) = lab.up() {
+            let _ = lab.down();
+            return Err(e);
+        }
+        Ok(LabGuard {
+            lab,
+            torn_down: false,
+            _lock: lock,
+        })
+    }
+
+    /// Tears the lab down while still holding the lock and checks no lab namespace is left.
+    pub fn teardown(mut self) -> Result<(), LabError> {
+        self.lab.down()?;
+        self.torn_down = true;
+        let left = self.lab.namespaces_present()?;
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(LabError::Command {
+                command: "ip netns list".into(),
+                code: Some(0),
+                stderr: format!("namespaces still present after down: {left:?}"),
+            })
+        }
+    }
+
+    /// The lab.
+    pub fn lab(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl std::ops::Deref for LabGuard {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        if let Err(e) = self.lab.down() {
+            eprintln!("sluice-lab: tearing the lab down failed: {e}");
+        }
+    }
+}
