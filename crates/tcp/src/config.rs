@@ -152,10 +152,14 @@ impl Config {
             // whose window update was lost.
             return Err(ConfigError::Range("challenge_ack_limit", ">= 1"));
         }
-        if self.control_frame_queue == 0 || self.neighbor_cache == 0 {
+        // Both are allocated up front (house rule 1: bounded, never a capacity overflow).
+        let queue_range = 1..=(1 << 20);
+        if !queue_range.contains(&self.control_frame_queue)
+            || !queue_range.contains(&self.neighbor_cache)
+        {
             return Err(ConfigError::Range(
                 "control_frame_queue/neighbor_cache",
-                ">= 1",
+                "1..=1048576",
             ));
         }
         if self.ephemeral_ports.0 == 0 || self.ephemeral_ports.0 > self.ephemeral_ports.1 {

@@ -175,6 +175,31 @@ pub(crate) struct ConnBuffers {
     pub want_writable: bool,
 }
 
+impl ConnBuffers {
+    fn new(rx: PayloadRing, tx: PayloadRing) -> Self {
+        ConnBuffers {
+            rx,
+            tx,
+            rx_head: SeqNumber(0),
+            rx_tail: SeqNumber(0),
+            tx_head: SeqNumber(0),
+            tx_tail: SeqNumber(0),
+            eof: false,
+            want_writable: false,
+        }
+    }
+
+    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
+    pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
+        self.rx_head = rcv;
+        self.rx_tail = rcv;
+        self.tx_head = snd;
+        self.tx_tail = snd;
+        self.eof = false;
+        self.want_writable = false;
+    }
+}
+
 /// A listening port.
 pub(crate) struct Listener {
     pub port: u16,
@@ -281,7 +306,8 @@ impl Stack {
             .iter()
             .position(Option::is_none)
             .ok_or(Error::NoResources)?;
-        let backlog = backlog.clamp(1, self.cfg.max_accept_queue);
+        // No more connections can wait to be accepted than the table holds.
+        let backlog = backlog.clamp(1, self.cfg.max_accept_queue.min(self.cfg.max_connections));
         self.listeners[index] = Some(Listener {
             port,
             backlog,
@@ -672,18 +698,13 @@ impl Stack {
         self.dp.proto[s] = Default::default();
         self.dp.post[s] = Default::default();
         self.events.clear(slot);
-        if self.bufs[s].is_none() {
-            self.bufs[s] = Some(ConnBuffers {
-                rx: PayloadRing::new(self.cfg.rx_buffer),
-                tx: PayloadRing::new(self.cfg.tx_buffer),
-                rx_head: SeqNumber(0),
-                rx_tail: SeqNumber(0),
-                tx_head: SeqNumber(0),
-                tx_tail: SeqNumber(0),
-                eof: false,
-                want_writable: false,
-            });
-        }
+        // The rings are kept for the next connection in the slot, but never its positions:
+        // until `install` sets them, the new connection has nothing to read and is not at
+        // end of stream (the previous one may have been freed with unread data).
+        let (rx, tx) = (self.cfg.rx_buffer, self.cfg.tx_buffer);
+        self.bufs[s]
+            .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)))
+            .reset_at(SeqNumber(0), SeqNumber(0));
     }
 
     /// Returns a slot to the free list (the connection is gone for everyone).

@@ -342,3 +342,58 @@ fn rfc9293_3_10_4_close_in_syn_received_that_never_completes_frees_the_slot() {
     run_until(&mut stack, ms(60_000));
     assert_eq!(stack.connection_count(), 0);
 }
+
+#[test]
+fn new_connection_in_a_reused_slot_sees_nothing_of_the_previous_connections_data() {
+    // A connection closed with unread data (an abort, RFC 9293 3.10.4) frees its slot; the
+    // next connect takes the same slot and its payload rings. Before the handshake
+    // completes, nothing the previous connection received may be readable, and no
+    // end-of-stream may be reported.
+    let mut stack = stack();
+    let old = established(&mut stack, ms(0));
+    old.peer.send(
+        &mut stack,
+        ms(1),
+        old.data_seg(b"secret of the old connection"),
+    );
+    old.peer.recv_all(&mut stack, ms(1));
+    stack.close(old.id).unwrap();
+    let (rst, _) = old.peer.recv_one(&mut stack, ms(1));
+    assert!(rst.flags.contains(RST));
+    assert_eq!(stack.connection_count(), 0);
+
+    let id = stack.connect(ms(2), PEER_IP, REMOTE_PORT).unwrap();
+    assert_eq!(id.slot(), old.id.slot(), "the test needs the slot reused");
+    let (syn, _) = Peer::new(REMOTE_PORT, 0).recv_one(&mut stack, ms(2));
+    let mut buf = [0u8; 64];
+    assert_eq!(stack.recv(id, &mut buf), Err(Error::WouldBlock));
+    assert_eq!(stack.peek(id), Ok((&[][..], &[][..])));
+    assert_eq!(stack.info(id).unwrap().readable, 0);
+
+    // Refused: the error is reported, not stale bytes.
+    let peer = Peer::new(REMOTE_PORT, syn.src_port);
+    peer.send(&mut stack, ms(3), peer.seg(RST | ACK).ack(syn.seq + 1u32));
+    assert_eq!(
+        stack.recv(id, &mut buf),
+        Err(Error::Connection(ConnError::Refused))
+    );
+}
+
+#[test]
+fn new_connection_in_a_reused_slot_is_not_at_end_of_stream() {
+    // The previous connection saw the peer's FIN (eof) and was closed after reading it all.
+    let mut stack = stack();
+    let old = established(&mut stack, ms(0));
+    old.peer
+        .send(&mut stack, ms(1), old.ack_seg().flags(ACK | FIN));
+    old.peer.recv_all(&mut stack, ms(1));
+    let mut buf = [0u8; 64];
+    assert_eq!(stack.recv(old.id, &mut buf), Ok(0));
+    stack.abort(old.id).unwrap();
+    old.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(stack.connection_count(), 0);
+
+    let id = stack.connect(ms(2), PEER_IP, REMOTE_PORT).unwrap();
+    assert_eq!(id.slot(), old.id.slot(), "the test needs the slot reused");
+    assert_eq!(stack.recv(id, &mut buf), Err(Error::WouldBlock));
+}

@@ -328,7 +328,6 @@ impl Stack {
             } else {
                 None
             },
-            rcv_wscale: None,
             sack: self.cfg.sack && o.sack_permitted,
             ts_recent: if self.cfg.timestamps {
                 o.timestamp.map(|(v, _)| v)
@@ -391,14 +390,12 @@ impl Stack {
         }
         self.open_slot(slot, tuple);
         let s = slot as usize;
-        let mut negotiated = self.peer_options(t);
-        negotiated.rcv_wscale = negotiated.snd_wscale.map(|_| self.our_wscale());
+        let negotiated = self.peer_options(t);
         let c = &mut self.conns[s];
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq;
         c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
-        c.peer_window = t.window;
         c.negotiated = negotiated;
         self.identify(slot, &tuple, input.src_mac);
         self.neighbors
@@ -495,7 +492,6 @@ impl Stack {
         let negotiated = Negotiated {
             peer_mss: opts.mss,
             snd_wscale: opts.wscale,
-            rcv_wscale: opts.wscale.map(|_| self.our_wscale()),
             sack: opts.sack,
             ts_recent: t.options.timestamp.map(|(v, _)| v),
         };
@@ -504,7 +500,6 @@ impl Stack {
         c.listener = Some(index);
         c.irs = t.seq - 1u32;
         c.iss = t.ack - 1u32;
-        c.peer_window = t.window;
         c.negotiated = negotiated;
         if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
             l.syn_pending += 1;
@@ -539,13 +534,11 @@ impl Stack {
         if !t.flags.contains(TcpFlags::SYN) {
             return;
         }
-        let mut negotiated = self.peer_options(t);
-        // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018).
-        negotiated.snd_wscale = negotiated.snd_wscale.filter(|_| self.cfg.window_scaling);
-        negotiated.rcv_wscale = negotiated.snd_wscale.map(|_| self.our_wscale());
+        // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018): our SYN
+        // offered exactly what the configuration enables, which peer_options checks.
+        let negotiated = self.peer_options(t);
         let c = &mut self.conns[s];
         c.irs = t.seq;
-        c.peer_window = t.window;
         c.negotiated = negotiated;
         self.dp.pre[s].peer_mac = input.src_mac;
         if has_ack {
@@ -682,9 +675,10 @@ impl Stack {
         let s = slot as usize;
         let c = self.conns[s];
         let n = c.negotiated;
-        let (snd_wscale, rcv_wscale) = match (n.snd_wscale, n.rcv_wscale) {
-            (Some(snd), Some(rcv)) => (snd, rcv),
-            _ => (0, 0),
+        // RFC 7323 2.2: scaling applies in both directions only when both SYNs offered it.
+        let (snd_wscale, rcv_wscale) = match n.snd_wscale {
+            Some(snd) => (snd, self.our_wscale()),
+            None => (0, 0),
         };
         let snd_wnd = if window_scaled {
             (window as u32) << snd_wscale
@@ -737,12 +731,7 @@ impl Stack {
         self.dp.post[s] = Default::default();
         self.dp.pre[s].active = true;
         if let Some(b) = self.bufs[s].as_mut() {
-            b.rx_head = rcv;
-            b.rx_tail = rcv;
-            b.tx_head = snd;
-            b.tx_tail = snd;
-            b.eof = false;
-            b.want_writable = false;
+            b.reset_at(rcv, snd);
         }
         let c = &mut self.conns[s];
         c.rto = self.cfg.rto_initial;

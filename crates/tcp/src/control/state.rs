@@ -71,10 +71,9 @@ impl core::fmt::Display for ConnError {
 pub struct Negotiated {
     /// Peer's MSS (RFC 9293 MUST-15: 536 when absent).
     pub peer_mss: u16,
-    /// Shift for the peer's windows, if scaling was agreed.
+    /// Shift for the peer's windows, if scaling was agreed (ours is then
+    /// `Stack::our_wscale`, derived from the configuration).
     pub snd_wscale: Option<u8>,
-    /// Shift for our windows, if scaling was agreed.
-    pub rcv_wscale: Option<u8>,
     /// SACK agreed.
     pub sack: bool,
     /// Timestamps agreed; the peer's latest TSval.
@@ -94,8 +93,6 @@ pub struct ConnControl {
     pub iss: SeqNumber,
     /// Peer's initial sequence number.
     pub irs: SeqNumber,
-    /// Peer's window from the handshake.
-    pub peer_window: u16,
     /// Agreed options.
     pub negotiated: Negotiated,
     /// Retransmission deadline (handshake, data, FIN), or MAX.
@@ -141,7 +138,6 @@ impl ConnControl {
             listener: None,
             iss: SeqNumber(0),
             irs: SeqNumber(0),
-            peer_window: 0,
             negotiated: Negotiated::default(),
             rto_deadline: Instant::MAX,
             rto,

@@ -80,10 +80,10 @@ impl Stack {
             AckPolicy::EverySegment => 1,
             AckPolicy::Delayed { segments, .. } => segments,
         };
-        let rto_bounds = (
-            self.cfg.rto_min.as_micros() as u32,
-            self.cfg.rto_max.as_micros() as u32,
-        );
+        // The estimator keeps microseconds in 32 bits (about 71 minutes); longer bounds
+        // saturate there rather than wrap (a wrapped rto_max below rto_min would panic).
+        let micros = |d: std::time::Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
+        let rto_bounds = (micros(self.cfg.rto_min), micros(self.cfg.rto_max));
         for i in 0..n {
             let s = self.dp.batch[i];
             self.counters.fast_path += 1;
