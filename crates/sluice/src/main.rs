@@ -1,6 +1,7 @@
 //! The `sluice` command.
 
 mod demo;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -16,12 +17,25 @@ struct Cli {
 enum Command {
     /// Two simulated hosts running the real core over an impaired link (no root needed).
     Demo(demo::DemoArgs),
+    /// Echo server on the engine.
+    Echo(run::EchoArgs),
+    /// Discarding server on the engine; prints bytes and SHA-256 per connection.
+    Sink(run::SinkArgs),
+    /// Sends a deterministic pseudo-random stream from the engine; prints its SHA-256.
+    Source(run::SourceArgs),
+    /// The namespace lab (needs root).
+    #[command(subcommand)]
+    Lab(run::LabCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
+        Command::Echo(args) => run::echo(&args),
+        Command::Sink(args) => run::sink(&args),
+        Command::Source(args) => run::source(&args),
+        Command::Lab(cmd) => run::lab(&cmd),
     };
     if let Err(e) = result {
         eprintln!("sluice: {e}");

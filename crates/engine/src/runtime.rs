@@ -1,0 +1,192 @@
+//! The polling loop: receive a burst, run due timers, let the application act, transmit a
+//! burst; sleep on the device only after an idle spell, so latency-critical traffic is
+//! served by polling and an idle engine costs no CPU.
+
+use std::time::Duration;
+
+use sluice_device::{Device, DeviceError};
+use sluice_tcp::{Instant, Stack};
+
+use crate::clock::Clock;
+
+/// What an application wants after a poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppStatus {
+    /// Keep running.
+    Running,
+    /// Finished successfully: the engine flushes what is queued and returns.
+    Done,
+}
+
+/// An application embedded in the engine, driven once per loop iteration.
+pub trait App {
+    /// Acts on the core (accept, recv, send, close) at time `now`.
+    fn poll(&mut self, stack: &mut Stack, now: Instant) -> Result<AppStatus, EngineError>;
+}
+
+/// Why the engine stopped with an error.
+#[derive(Debug)]
+pub enum EngineError {
+    /// The device failed.
+    Device(DeviceError),
+    /// A core API call failed.
+    Core(sluice_tcp::Error),
+    /// The application reported a failure.
+    App(String),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Device(e) => write!(f, "device: {e}"),
+            EngineError::Core(e) => write!(f, "{e}"),
+            EngineError::App(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<DeviceError> for EngineError {
+    fn from(e: DeviceError) -> Self {
+        EngineError::Device(e)
+    }
+}
+
+impl From<sluice_tcp::Error> for EngineError {
+    fn from(e: sluice_tcp::Error) -> Self {
+        EngineError::Core(e)
+    }
+}
+
+/// Loop counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunStats {
+    /// Loop iterations.
+    pub iterations: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames transmitted.
+    pub tx_frames: u64,
+    /// Times the loop slept on the device.
+    pub sleeps: u64,
+}
+
+/// The core and a device, driven by the real clock.
+pub struct Engine<D: Device> {
+    /// The TCP core.
+    pub stack: Stack,
+    /// The device backend.
+    pub device: D,
+    clock: Clock,
+    /// Poll this long with nothing to do before sleeping on the device.
+    pub idle_before_sleep: Duration,
+    stats: RunStats,
+}
+
+impl<D: Device> Engine<D> {
+    /// Joins a core and a device.
+    pub fn new(stack: Stack, device: D) -> Self {
+        Engine {
+            stack,
+            device,
+            clock: Clock::start(),
+            idle_before_sleep: Duration::from_millis(10),
+            stats: RunStats::default(),
+        }
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Loop counters so far.
+    pub fn stats(&self) -> RunStats {
+        self.stats
+    }
+
+    /// One loop iteration. Returns whether anything happened (frames in or out).
+    pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
+        self.stats.iterations += 1;
+        let now = self.clock.now();
+        let stack = &mut self.stack;
+        let received = self
+            .device
+            .receive(&mut |frame, _meta| stack.handle_frame(now, frame))?;
+        self.stats.rx_frames += received as u64;
+        if self.stack.poll_timeout().is_some_and(|t| t <= now) {
+            self.stack.handle_timeout(now);
+        }
+        let status = app.poll(&mut self.stack, now)?;
+        let sent = self.transmit(now)?;
+        Ok((received > 0 || sent > 0, status))
+    }
+
+    /// Moves every frame the core has ready onto the device, flushing full bursts.
+    fn transmit(&mut self, now: Instant) -> Result<usize, EngineError> {
+        let mut sent = 0;
+        loop {
+            let stack = &mut self.stack;
+            let mut produced = false;
+            let queued = self.device.transmit_with(&mut |buf| {
+                let n = stack.poll_transmit(now, buf);
+                produced = n.is_some();
+                n
+            })?;
+            if queued && produced {
+                sent += 1;
+                continue;
+            }
+            if !queued {
+                // Every slot is full: send the burst and go on.
+                self.device.flush()?;
+                continue;
+            }
+            break;
+        }
+        if sent > 0 {
+            self.device.flush()?;
+        }
+        self.stats.tx_frames += sent as u64;
+        Ok(sent)
+    }
+
+    /// Runs until the application is done or `deadline` (wall time from now) passes.
+    pub fn run(
+        &mut self,
+        app: &mut dyn App,
+        deadline: Option<Duration>,
+    ) -> Result<AppStatus, EngineError> {
+        let stop = deadline.map(|d| self.clock.now() + d);
+        let mut idle_since = self.clock.now();
+        loop {
+            let (busy, status) = self.poll_once(app)?;
+            if status == AppStatus::Done {
+                // Let the core send what the application's last calls queued.
+                self.transmit(self.clock.now())?;
+                return Ok(status);
+            }
+            let now = self.clock.now();
+            if stop.is_some_and(|s| now >= s) {
+                return Ok(AppStatus::Running);
+            }
+            if busy {
+                idle_since = now;
+                continue;
+            }
+            if now.saturating_since(idle_since) >= self.idle_before_sleep {
+                // Sleep until a frame arrives or the core's next deadline.
+                let mut wait = Duration::from_millis(100);
+                if let Some(t) = self.stack.poll_timeout() {
+                    wait = wait.min(self.clock.until(t));
+                }
+                if let Some(s) = stop {
+                    wait = wait.min(self.clock.until(s));
+                }
+                self.stats.sleeps += 1;
+                self.device.wait(Some(wait))?;
+            }
+        }
+    }
+}

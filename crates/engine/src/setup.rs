@@ -1,0 +1,116 @@
+//! Opening a device backend for the engine: by name, with a clear error when it cannot
+//! start, optionally inside the lab's engine namespace.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use sluice_device::{AfPacket, AfPacketConfig, Device, DeviceError, Tap, TapConfig};
+use sluice_tcp::{Config, Stack};
+use sluice_wire::EthernetAddress;
+
+use crate::runtime::{Engine, EngineError};
+
+/// Which device backend to run over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_PACKET socket bound to the interface (recvmmsg/sendmmsg batches).
+    AfPacket,
+    /// A TAP device with a virtio-net header (bridged to the interface in the lab).
+    Tap,
+    /// AF_XDP (not built yet).
+    AfXdp,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "af_packet" => Ok(Backend::AfPacket),
+            "tap" => Ok(Backend::Tap),
+            "af_xdp" => Ok(Backend::AfXdp),
+            other => Err(format!(
+                "unknown backend {other:?} (af_packet, tap, af_xdp)"
+            )),
+        }
+    }
+}
+
+/// Where and how the engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Interface to attach to.
+    pub iface: String,
+    /// The engine's address (the interface has no kernel address).
+    pub ip: Ipv4Addr,
+    /// Prefix length of the engine's subnet.
+    pub prefix: u8,
+    /// Device backend.
+    pub backend: Backend,
+    /// Enter this network namespace first (the lab's engine namespace).
+    pub netns: Option<String>,
+}
+
+impl EngineOptions {
+    /// The engine side of the lab: sl-a in sluice-a, 10.77.0.1/24.
+    pub fn lab(backend: Backend) -> Self {
+        EngineOptions {
+            iface: sluice_lab::ENGINE_IFACE.to_string(),
+            ip: sluice_lab::ENGINE_IP,
+            prefix: sluice_lab::PREFIX_LEN,
+            backend,
+            netns: Some(sluice_lab::NS_ENGINE.to_string()),
+        }
+    }
+}
+
+/// The core's configuration for a real network: data-center timers, roomy buffers, and
+/// checksums verified (devices complete partial ones first).
+pub fn core_config(mac: EthernetAddress, ip: Ipv4Addr, mtu: u16) -> Config {
+    let mut c = Config::new(mac, ip);
+    c.mtu = mtu;
+    c.seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x5eed, |d| d.as_nanos() as u64);
+    c.rto_min = Duration::from_millis(5);
+    c.rx_buffer = 4 << 20;
+    c.tx_buffer = 4 << 20;
+    c.time_wait = Duration::from_secs(5);
+    c
+}
+
+/// Opens the backend (entering the namespace on this thread first) and builds the engine.
+pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError> {
+    if let Some(ns) = &opts.netns {
+        sluice_device::netns::enter(ns)?;
+    }
+    let device: Box<dyn Device> = match opts.backend {
+        Backend::AfPacket => Box::new(AfPacket::open(&opts.iface, AfPacketConfig::large_frames())?),
+        Backend::Tap => {
+            let mac = EthernetAddress(sluice_lab::TAP_ENGINE_MAC);
+            let tap = Tap::open(
+                sluice_lab::TAP_IFACE,
+                TapConfig {
+                    mac,
+                    ..TapConfig::default()
+                },
+            )?;
+            if opts.netns.is_some() {
+                sluice_lab::Lab::new()
+                    .attach_tap(sluice_lab::TAP_IFACE)
+                    .map_err(|e| {
+                        EngineError::App(format!("cannot bridge the tap to {}: {e}", opts.iface))
+                    })?;
+            }
+            Box::new(tap)
+        }
+        Backend::AfXdp => {
+            return Err(EngineError::Device(DeviceError::InvalidConfig(
+                "the af_xdp backend is not built yet; use af_packet or tap",
+            )))
+        }
+    };
+    let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
+    let stack = Stack::new(core_config(device.mac(), opts.ip, mtu.min(1500)))
+        .map_err(|e| EngineError::App(e.to_string()))?;
+    Ok(Engine::new(stack, device))
+}

@@ -1,0 +1,148 @@
+//! The engine subcommands: `sluice echo`, `sluice sink`, `sluice source`, and `sluice lab`.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use clap::{Args, Subcommand};
+use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
+use sluice_engine::setup::{self, Backend, EngineOptions};
+use sluice_engine::{App, EngineError};
+
+/// Where the engine runs: an interface and address, or `--lab`.
+#[derive(Args, Debug, Clone)]
+pub struct Attach {
+    /// Interface the engine owns (it must have no kernel address).
+    #[arg(long, required_unless_present = "lab")]
+    iface: Option<String>,
+    /// The engine's address and prefix, e.g. 10.77.0.1/24.
+    #[arg(long, required_unless_present = "lab")]
+    ip: Option<String>,
+    /// Device backend: af_packet, tap or af_xdp.
+    #[arg(long, default_value = "af_packet")]
+    backend: Backend,
+    /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
+    #[arg(long)]
+    lab: bool,
+}
+
+impl Attach {
+    fn options(&self) -> Result<EngineOptions, String> {
+        if self.lab {
+            return Ok(EngineOptions::lab(self.backend));
+        }
+        let iface = self
+            .iface
+            .clone()
+            .ok_or("--iface is required without --lab")?;
+        let spec = self.ip.clone().ok_or("--ip is required without --lab")?;
+        let (addr, prefix) = spec.split_once('/').unwrap_or((spec.as_str(), "24"));
+        let ip: Ipv4Addr = addr
+            .parse()
+            .map_err(|_| format!("--ip: {addr:?} is not an IPv4 address"))?;
+        let prefix: u8 = prefix
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or("--ip: prefix must be 0..=32")?;
+        Ok(EngineOptions {
+            iface,
+            ip,
+            prefix,
+            backend: self.backend,
+            netns: None,
+        })
+    }
+}
+
+/// `sluice echo`.
+#[derive(Args, Debug)]
+pub struct EchoArgs {
+    /// Port to serve.
+    #[arg(long)]
+    port: u16,
+    #[command(flatten)]
+    attach: Attach,
+}
+
+/// `sluice sink`.
+#[derive(Args, Debug)]
+pub struct SinkArgs {
+    /// Port to serve.
+    #[arg(long)]
+    port: u16,
+    /// Exit after this many connections closed.
+    #[arg(long)]
+    count: Option<usize>,
+    #[command(flatten)]
+    attach: Attach,
+}
+
+/// `sluice source`.
+#[derive(Args, Debug)]
+pub struct SourceArgs {
+    /// Server to send to, IP:PORT.
+    #[arg(long)]
+    connect: SocketAddrV4,
+    /// Bytes to send.
+    #[arg(long)]
+    bytes: u64,
+    /// Seed of the pseudo-random stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    attach: Attach,
+}
+
+/// `sluice lab`.
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// Builds the namespaces sluice-a (engine), sluice-b (Linux clients), sluice-k (Linux server).
+    Up,
+    /// Removes them.
+    Down,
+}
+
+fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
+    let opts = attach.options()?;
+    let mut engine = setup::open(&opts).map_err(|e| e.to_string())?;
+    eprintln!(
+        "sluice: engine at {}/{} on {} ({:?} backend)",
+        opts.ip, opts.prefix, opts.iface, opts.backend
+    );
+    engine
+        .run(app, None)
+        .map_err(|e: EngineError| e.to_string())?;
+    Ok(())
+}
+
+/// Runs `sluice echo`.
+pub fn echo(args: &EchoArgs) -> Result<(), String> {
+    run_app(&args.attach, &mut EchoApp::new(args.port))
+}
+
+/// Runs `sluice sink`.
+pub fn sink(args: &SinkArgs) -> Result<(), String> {
+    let mut app = SinkApp::new(args.port);
+    app.stop_after = args.count;
+    run_app(&args.attach, &mut app)
+}
+
+/// Runs `sluice source`.
+pub fn source(args: &SourceArgs) -> Result<(), String> {
+    let mut app = SourceApp::new(
+        *args.connect.ip(),
+        args.connect.port(),
+        args.bytes,
+        args.seed,
+    );
+    run_app(&args.attach, &mut app)
+}
+
+/// Runs `sluice lab up|down`.
+pub fn lab(cmd: &LabCommand) -> Result<(), String> {
+    let lab = sluice_lab::Lab::new();
+    match cmd {
+        LabCommand::Up => lab.up().map_err(|e| e.to_string())?,
+        LabCommand::Down => lab.down().map_err(|e| e.to_string())?,
+    }
+    Ok(())
+}
