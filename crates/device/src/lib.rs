@@ -11,6 +11,9 @@
 //! - [`Tap`]: a TAP device with IFF_VNET_HDR (virtio_net_hdr_v1), checksum offload negotiated.
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
 //!
+//! [`Impaired`] wraps any of them with seeded loss and reordering (fault injection on the
+//! engine's side, since the kernel here has no netem).
+//!
 //! AF_XDP (copy mode works on veth) and TPACKET_V3 rings come later, behind the same trait.
 //!
 //! Frames whose transport checksum the local sender left to offload (Linux over veth, bridges
@@ -28,6 +31,7 @@
 mod af_packet;
 pub mod checksum;
 mod error;
+mod impair;
 pub mod netns;
 mod pair;
 mod sys;
@@ -38,6 +42,7 @@ use std::time::Duration;
 pub use af_packet::{AfPacket, AfPacketConfig};
 pub use checksum::{complete_checksum_at, complete_partial_checksum};
 pub use error::DeviceError;
+pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};
 pub use sluice_wire::EthernetAddress;
 pub use tap::{Tap, TapConfig, VIRTIO_NET_HDR_LEN};
@@ -79,6 +84,14 @@ pub struct DeviceStats {
     pub tx_dropped: u64,
     /// Flushes that stopped early because the kernel's send buffer was full.
     pub tx_blocked: u64,
+    /// Received frames dropped by fault injection ([`Impaired`]).
+    pub impaired_rx_dropped: u64,
+    /// Received frames delivered late by fault injection.
+    pub impaired_rx_reordered: u64,
+    /// Transmitted frames dropped by fault injection.
+    pub impaired_tx_dropped: u64,
+    /// Transmitted frames sent late by fault injection.
+    pub impaired_tx_reordered: u64,
 }
 
 /// A batch-oriented network device: bursts of Ethernet frames in and out.

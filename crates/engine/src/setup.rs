@@ -4,7 +4,9 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_device::{AfPacket, AfPacketConfig, Device, DeviceError, Tap, TapConfig};
+use sluice_device::{
+    AfPacket, AfPacketConfig, Device, DeviceError, ImpairConfig, Impaired, Tap, TapConfig,
+};
 use sluice_tcp::{Config, Stack};
 use sluice_wire::EthernetAddress;
 
@@ -48,6 +50,8 @@ pub struct EngineOptions {
     pub backend: Backend,
     /// Enter this network namespace first (the lab's engine namespace).
     pub netns: Option<String>,
+    /// Wrap the device in seeded fault injection (loss, reordering) on the engine's side.
+    pub impair: Option<ImpairConfig>,
 }
 
 impl EngineOptions {
@@ -59,7 +63,15 @@ impl EngineOptions {
             prefix: sluice_lab::PREFIX_LEN,
             backend,
             netns: Some(sluice_lab::NS_ENGINE.to_string()),
+            impair: None,
         }
+    }
+
+    /// The same options with engine-side fault injection: each direction drops with
+    /// probability `loss` and reorders with probability `reorder`, seeded.
+    pub fn impaired(mut self, seed: u64, loss: f64, reorder: f64) -> Self {
+        self.impair = Some(ImpairConfig::symmetric(seed, loss, reorder));
+        self
     }
 }
 
@@ -108,6 +120,12 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
                 "the af_xdp backend is not built yet; use af_packet or tap",
             )))
         }
+    };
+    let device: Box<dyn Device> = match opts.impair {
+        Some(config) if !(config.rx.is_none() && config.tx.is_none()) => {
+            Box::new(Impaired::new(device, config)?)
+        }
+        _ => device,
     };
     let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
     let stack = Stack::new(core_config(device.mac(), opts.ip, mtu.min(1500)))

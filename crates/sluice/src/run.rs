@@ -22,10 +22,32 @@ pub struct Attach {
     /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
     #[arg(long)]
     lab: bool,
+    /// Fault injection: drop each frame in and out with this probability (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Fault injection: deliver each frame in and out late with this probability (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Seed of the fault injection's random choices.
+    #[arg(long, default_value_t = 1)]
+    impair_seed: u64,
 }
 
 impl Attach {
     fn options(&self) -> Result<EngineOptions, String> {
+        let mut opts = self.attachment()?;
+        if self.loss != 0.0 || self.reorder != 0.0 {
+            for (flag, p) in [("--loss", self.loss), ("--reorder", self.reorder)] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!("{flag}: {p} is not a probability within 0..=1"));
+                }
+            }
+            opts = opts.impaired(self.impair_seed, self.loss, self.reorder);
+        }
+        Ok(opts)
+    }
+
+    fn attachment(&self) -> Result<EngineOptions, String> {
         if self.lab {
             return Ok(EngineOptions::lab(self.backend));
         }
@@ -49,6 +71,7 @@ impl Attach {
             prefix,
             backend: self.backend,
             netns: None,
+            impair: None,
         })
     }
 }
