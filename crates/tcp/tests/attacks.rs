@@ -313,6 +313,40 @@ fn rfc9293_must_7_malformed_options_in_syn_to_listener_are_dropped_without_state
 }
 
 #[test]
+fn rfc7323_5_3_a_reordered_pure_ack_failing_paws_is_dropped_without_an_answer() {
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let c = passive_open(
+        &mut stack,
+        l,
+        Peer::new(40001, LISTEN_PORT),
+        ms(0),
+        1000,
+        full_syn_options(1460, 0, 100),
+        65535,
+    );
+    c.peer.send(&mut stack, ms(1), c.ack_seg().ts(200, 0));
+    c.peer.recv_nothing(&mut stack, ms(1));
+    let before = stack.info(c.id).unwrap();
+    // The pure ACK sent just before, overtaken on the way: older TSval, nothing new.
+    c.peer.send(&mut stack, ms(2), c.ack_seg().ts(199, 0));
+    c.peer.recv_nothing(&mut stack, ms(2));
+    assert_eq!(stack.counters().paws_drops, 1);
+    assert_eq!(
+        stack.counters().challenge_acks,
+        0,
+        "no ACK answers a disordered ACK"
+    );
+    assert_eq!(stack.info(c.id).unwrap(), before);
+    // A replayed data segment failing PAWS is still answered (RFC 7323 5.3 R1).
+    c.peer
+        .send(&mut stack, ms(3), c.data_seg(b"old").ts(150, 0));
+    let (ack, p) = c.peer.recv_one(&mut stack, ms(3));
+    assert!(p.is_empty());
+    assert_eq!(ack.ack, c.peer_nxt);
+}
+
+#[test]
 fn rfc7323_2_3_window_scale_far_above_14_is_used_as_14() {
     let mut stack = stack();
     let l = stack.listen(LISTEN_PORT, 16).unwrap();

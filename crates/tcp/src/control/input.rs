@@ -813,6 +813,17 @@ impl Stack {
     pub(crate) fn datapath_exception(&mut self, s: &HeaderSummary) {
         if s.actions.contains(Actions::PAWS) {
             self.counters.paws_drops += 1;
+            let ps = &self.dp.proto[s.slot as usize];
+            if s.payload_len == 0
+                && !s.flags.contains(TcpFlags::FIN)
+                && s.ack.seq_le(ps.snd_una)
+                && s.seq.seq_le(ps.rcv_nxt)
+            {
+                // A pure ACK overtaken by a newer one (reordering): it carries nothing we
+                // lack, so it is dropped quietly rather than answered (Linux's "disordered
+                // ACK"); answering every one would double the ACK traffic under reordering.
+                return;
+            }
         } else if s.actions.contains(Actions::ACK_UNSENT)
             || s.actions.contains(Actions::ACK_TOO_OLD)
         {
