@@ -2,6 +2,10 @@
 
 use std::net::Ipv4Addr;
 
+pub mod bench;
+
+pub use bench::{BenchPorts, BenchServerApp};
+
 use sluice_apps::{hex, EchoServer, Sink, SinkReport, Source};
 use sluice_tcp::{Instant, Stack};
 

@@ -1,5 +1,6 @@
 //! The `sluice` command.
 
+mod bench;
 mod demo;
 mod run;
 
@@ -26,6 +27,14 @@ enum Command {
     /// The namespace lab (needs root).
     #[command(subcommand)]
     Lab(run::LabCommand),
+    /// Every workload against the engine and against Linux TCP in the lab (needs root).
+    Bench(bench::BenchArgs),
+    /// The bench's Linux client (run by `sluice bench` inside a lab namespace).
+    #[command(hide = true)]
+    Loadgen(bench::loadgen::LoadgenArgs),
+    /// The bench's Linux kernel server (run by `sluice bench` inside a lab namespace).
+    #[command(hide = true)]
+    Kserve(bench::kserve::KserveArgs),
 }
 
 fn main() {
@@ -36,6 +45,9 @@ fn main() {
         Command::Sink(args) => run::sink(&args),
         Command::Source(args) => run::source(&args),
         Command::Lab(cmd) => run::lab(&cmd),
+        Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
+        Command::Loadgen(args) => bench::loadgen::run(&args).map_err(|e| e.to_string()),
+        Command::Kserve(args) => bench::kserve::run(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("sluice: {e}");

@@ -1,0 +1,137 @@
+//! The engine's side of the bench, each on its own thread inside sluice-a: a long-running
+//! server (echo, sink, source) or a client for one workload. The loop busy-polls for the
+//! whole run (no sleeping on the device), as a latency-serving engine core would.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use sluice_device::Device;
+use sluice_engine::apps::BenchServerApp;
+use sluice_engine::setup::{self, Backend, EngineOptions};
+use sluice_engine::Engine;
+use sluice_tcp::Stack;
+
+use super::engine_client::EngineClient;
+use super::error::BenchError;
+use super::measure::{self, Measurement};
+use super::plan::{Kind, Timing, Workload, PORTS};
+
+/// An engine opened in sluice-a, tuned for `kind` (None: serving).
+fn open(backend: Backend, kind: Option<Kind>) -> Result<Engine<Box<dyn Device>>, String> {
+    let mut engine = setup::open(&EngineOptions::lab(backend)).map_err(|e| e.to_string())?;
+    // Never sleep on the device while the bench runs.
+    engine.idle_before_sleep = Duration::from_secs(3600);
+    if kind == Some(Kind::Connect) {
+        // An active closer keeps every connection in TIME-WAIT. Linux clients reuse such
+        // ports (tcp_tw_reuse, set by the bench); the engine gets a wide port range, room
+        // for the TIME-WAIT slots, a short TIME-WAIT and small buffers instead.
+        let mut cfg = setup::core_config(
+            engine.device.mac(),
+            sluice_lab::ENGINE_IP,
+            engine.stack.config().mtu,
+        );
+        cfg.max_connections = 32 * 1024;
+        cfg.ephemeral_ports = (10000, 65535);
+        cfg.time_wait = Duration::from_secs(1);
+        cfg.rx_buffer = 16 * 1024;
+        cfg.tx_buffer = 16 * 1024;
+        engine.stack = Stack::new(cfg).map_err(|e| e.to_string())?;
+    }
+    Ok(engine)
+}
+
+/// The engine serving echo, sink and source on [`PORTS`] until stopped.
+pub struct EngineServer {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<(), String>>>,
+    stat_path: String,
+}
+
+impl EngineServer {
+    /// Starts the engine thread and waits until it has opened its device.
+    pub fn start(backend: Backend) -> Result<EngineServer, BenchError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let flag = Arc::clone(&stop);
+        let handle = thread::Builder::new()
+            .name("engine-server".into())
+            .spawn(move || {
+                let mut engine = match open(backend, None) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.clone()));
+                        return Err(e);
+                    }
+                };
+                let _ = tx.send(Ok(measure::current_thread_stat()));
+                let mut app = BenchServerApp::new(PORTS, flag);
+                engine.run(&mut app, None).map_err(|e| e.to_string())?;
+                Ok(())
+            })
+            .map_err(|e| BenchError::io("spawn the engine thread", e))?;
+        let stat_path = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return Err(BenchError::Engine(e)),
+            Err(_) => return Err(BenchError::Engine("the engine did not start".into())),
+        };
+        Ok(EngineServer {
+            stop,
+            handle: Some(handle),
+            stat_path,
+        })
+    }
+
+    /// CPU seconds the engine thread has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        measure::cpu_seconds(&self.stat_path)
+    }
+
+    /// Stops the engine and reports how it ended.
+    pub fn stop(mut self) -> Result<(), BenchError> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r.map_err(BenchError::Engine),
+            Some(Err(_)) => Err(BenchError::Engine("the engine thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for EngineServer {
+    fn drop(&mut self) {
+        // A failed run must not leave a core busy-polling behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Runs `workload` with the engine as the client against `ip:port`.
+pub fn run_client(
+    backend: Backend,
+    workload: Workload,
+    ip: std::net::Ipv4Addr,
+    port: u16,
+    timing: Timing,
+) -> Result<Measurement, BenchError> {
+    let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 15.0);
+    let handle = thread::Builder::new()
+        .name("engine-client".into())
+        .spawn(move || -> Result<Measurement, String> {
+            let mut engine = open(backend, Some(workload.kind))?;
+            let mut app = EngineClient::new(workload, ip, port, timing);
+            engine
+                .run(&mut app, Some(limit))
+                .map_err(|e| e.to_string())?;
+            app.measurement
+                .ok_or_else(|| format!("{} did not finish in {limit:?}", workload.name()))
+        })
+        .map_err(|e| BenchError::io("spawn the engine thread", e))?;
+    match handle.join() {
+        Ok(r) => r.map_err(BenchError::Engine),
+        Err(_) => Err(BenchError::Engine("the engine thread panicked".into())),
+    }
+}

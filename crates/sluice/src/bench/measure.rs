@@ -1,0 +1,132 @@
+//! What one load generator run measured, and the helpers that measure it: latency
+//! histograms, and CPU time from /proc.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Round-trip latency percentiles, in microseconds.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+}
+
+/// One measured run of one workload from one client.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Measurement {
+    /// Length of the measured window (after warm-up).
+    pub seconds: f64,
+    /// Requests answered (rpc) or connections completed (connect).
+    pub ops: u64,
+    /// Payload bytes moved (stream).
+    pub bytes: u64,
+    /// Latency percentiles (rpc).
+    pub latency: Option<Latency>,
+    /// CPU time the client used during the window, in seconds (all its threads).
+    pub cpu_seconds: f64,
+}
+
+impl Measurement {
+    /// Operations per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Throughput in gigabits per second.
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.seconds.max(1e-9) / 1e9
+    }
+}
+
+/// A latency histogram in nanoseconds (1 ns to 10 s, three significant digits).
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// Records one round trip.
+pub fn record(h: &mut Histogram<u64>, rtt: Duration) {
+    let ns = (rtt.as_nanos() as u64).clamp(1, h.high());
+    h.saturating_record(ns);
+}
+
+/// The percentiles of `h`, or None if it is empty.
+pub fn latency(h: &Histogram<u64>) -> Option<Latency> {
+    if h.is_empty() {
+        return None;
+    }
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Some(Latency {
+        p50_us: us(0.50),
+        p99_us: us(0.99),
+        p999_us: us(0.999),
+    })
+}
+
+/// Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on every Linux ABI).
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds (user + system) from a /proc `stat` file, or 0 if it cannot be read.
+pub fn cpu_seconds(stat_path: &str) -> f64 {
+    let Ok(text) = std::fs::read_to_string(stat_path) else {
+        return 0.0;
+    };
+    // The command name may hold spaces; fields after it start at "state" (field 3).
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 overall, so 11 and 12 after the state's index 0.
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (tick(11) + tick(12)) as f64 / USER_HZ
+}
+
+/// The /proc stat path of the calling thread, readable from any thread of the process.
+pub fn current_thread_stat() -> String {
+    match std::fs::read_link("/proc/thread-self") {
+        // The link reads "<pid>/task/<tid>".
+        Ok(p) => format!("/proc/{}/stat", p.display()),
+        Err(_) => "/proc/self/stat".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_rates() {
+        let mut h = histogram();
+        for us in 1..=1000u64 {
+            record(&mut h, Duration::from_micros(us));
+        }
+        let l = latency(&h).unwrap();
+        assert!((l.p50_us - 500.0).abs() < 2.0, "{l:?}");
+        assert!((l.p99_us - 990.0).abs() < 2.0, "{l:?}");
+        let m = Measurement {
+            seconds: 2.0,
+            ops: 10,
+            bytes: 250_000_000,
+            ..Measurement::default()
+        };
+        assert_eq!(m.ops_per_sec(), 5.0);
+        assert_eq!(m.gbps(), 1.0);
+    }
+
+    #[test]
+    fn own_cpu_time_is_readable() {
+        assert!(cpu_seconds("/proc/self/stat") >= 0.0);
+        assert!(cpu_seconds(&current_thread_stat()) >= 0.0);
+        assert_eq!(cpu_seconds("/nonexistent"), 0.0);
+    }
+}

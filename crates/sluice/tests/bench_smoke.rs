@@ -1,0 +1,66 @@
+//! `sluice bench --quick --json` end to end in the lab (needs root; skipped otherwise):
+//! every workload is measured for both sides in both roles, with positive, finite numbers.
+//! No performance assertion: the numbers are reported, not tested (house rule 5).
+
+use std::process::Command;
+
+use serde_json::Value;
+use sluice_lab::LabGuard;
+
+const WORKLOADS: [&str; 5] = ["rpc-1", "rpc-16", "stream-up", "stream-down", "connect-4"];
+
+/// The metrics each workload must report.
+fn metrics_of(workload: &str) -> &'static [&'static str] {
+    match workload {
+        w if w.starts_with("rpc") => &["ops_per_sec", "p50_us", "p99_us", "p999_us"],
+        w if w.starts_with("stream") => &["gbps"],
+        _ => &["conns_per_sec"],
+    }
+}
+
+#[test]
+fn quick_bench_reports_every_workload_for_both_sides() {
+    if let Some(why) = sluice_lab::unavailable_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // Hold the lab for the whole run; the bench is told the lock is ours.
+    let lab = LabGuard::up().expect("lab up");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "--quick", "--json", "--no-lock"])
+        .output()
+        .expect("sluice bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sluice bench failed:\n{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stderr}"));
+
+    let rows = report["results"].as_array().expect("results");
+    for role in ["server", "client"] {
+        for side in ["engine", "linux"] {
+            for workload in WORKLOADS {
+                let row = rows
+                    .iter()
+                    .find(|r| r["role"] == role && r["side"] == side && r["workload"] == workload)
+                    .unwrap_or_else(|| panic!("no {role}/{side}/{workload} row:\n{stderr}"));
+                for metric in metrics_of(workload) {
+                    let v = row["metrics"][metric].as_f64().unwrap_or(f64::NAN);
+                    assert!(
+                        v.is_finite() && v > 0.0,
+                        "{role}/{side}/{workload} {metric} = {v}"
+                    );
+                }
+            }
+        }
+    }
+    let ratios = report["ratios"].as_array().expect("ratios");
+    assert_eq!(
+        ratios.len(),
+        2 * (4 + 4 + 1 + 1 + 1),
+        "one ratio per metric"
+    );
+    assert!(ratios.iter().all(|r| r["ratio"]
+        .as_f64()
+        .is_some_and(|x| x.is_finite() && x > 0.0)));
+    lab.teardown().expect("lab down and no namespace left");
+}
