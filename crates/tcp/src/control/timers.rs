@@ -1,12 +1,9 @@
 //! Timer expiry: retransmission (handshake and data, go-back-N, RFC 6298 backoff), user
 //! timeout, zero-window probes, delayed ACKs, TIME-WAIT and orphan expiry.
 
-use sluice_wire::tcp::{TcpFlags, TcpHeader};
-
 use super::state::{ConnError, TcpState};
 use crate::cc::CongestionControl;
 use crate::datapath::state::flags;
-use crate::frame::emit_segment;
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -156,26 +153,9 @@ impl Stack {
         }
         c.persist_interval = (c.persist_interval * 2).min(self.cfg.rto_max);
         c.persist_deadline = self.now + c.persist_interval;
-        let route = self.route_of(slot);
-        let now_ms = self.now.as_millis() as u32;
-        let ooo = &self.dp.ooo[s * self.dp.ooo_stride..(s + 1) * self.dp.ooo_stride];
-        let header: TcpHeader = crate::datapath::tx::header(
-            &self.dp.pre[s],
-            &ps,
-            ooo,
-            ps.snd_una - 1u32,
-            TcpFlags::ACK,
-            now_ms,
-        );
-        self.ip_ident = self.ip_ident.wrapping_add(1);
-        let ident = self.ip_ident;
-        if self
-            .out
-            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}))
-        {
+        let ack = crate::datapath::tx::AckFields::current(&ps);
+        if self.push_pure_ack(slot, ps.snd_una - 1u32, ack) {
             self.counters.window_probes += 1;
-        } else {
-            self.counters.control_queue_full += 1;
         }
     }
 }

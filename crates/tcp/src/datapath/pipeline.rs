@@ -235,33 +235,61 @@ impl Stack {
     /// Sends a pure ACK acknowledging `rcv_nxt` with a window of `rx_avail` bytes: the
     /// receive state one segment of a batch left (see [`HeaderSummary::ack_rcv_nxt`]).
     fn send_ack_as_of(&mut self, slot: u32, rcv_nxt: SeqNumber, rx_avail: u32) {
-        let i = slot as usize;
-        let route = self.route_of(slot);
-        let now_ms = self.now.as_millis() as u32;
-        let mut ps = self.dp.proto[i];
-        ps.rcv_nxt = rcv_nxt;
-        ps.rx_avail = rx_avail;
-        let header = tx::header(
-            &self.dp.pre[i],
-            &ps,
-            &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride],
-            ps.snd_nxt,
-            TcpFlags::ACK,
-            now_ms,
-        );
-        self.ip_ident = self.ip_ident.wrapping_add(1);
-        let ident = self.ip_ident;
-        if self
-            .out
-            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}))
-        {
-            self.dp.post[i].ack_pending = false;
-            self.dp.post[i].unacked_segments = 0;
-            self.conns[i].delack_deadline = Instant::MAX;
+        let ack = tx::AckFields { rcv_nxt, rx_avail };
+        let seq = self.dp.proto[slot as usize].snd_nxt;
+        if self.push_pure_ack(slot, seq, ack) {
+            self.ack_sent(slot);
         } else {
-            self.dp.post[i].ack_pending = true;
+            self.dp.post[slot as usize].ack_pending = true;
             self.dp.ready.push(slot);
         }
+    }
+
+    /// Queues a pure ACK (or, with an old `seq`, a zero-window probe) on the control queue.
+    /// Returns false, counting it, if the queue is full.
+    pub(crate) fn push_pure_ack(&mut self, slot: u32, seq: SeqNumber, ack: tx::AckFields) -> bool {
+        let route = self.route_of(slot);
+        let header = self.pure_ack_header(slot, seq, ack);
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ident = self.ip_ident;
+        let queued = self
+            .out
+            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}));
+        if !queued {
+            self.counters.control_queue_full += 1;
+        }
+        queued
+    }
+
+    /// The header of a pure ACK from `slot` at `seq`.
+    #[inline]
+    fn pure_ack_header(
+        &self,
+        slot: u32,
+        seq: SeqNumber,
+        ack: tx::AckFields,
+    ) -> sluice_wire::tcp::TcpHeader {
+        let i = slot as usize;
+        let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
+        let now_ms = self.now.as_millis() as u32;
+        tx::header(
+            &self.dp.pre[i],
+            &self.dp.proto[i],
+            ooo,
+            seq,
+            ack,
+            TcpFlags::ACK,
+            now_ms,
+        )
+    }
+
+    /// Bookkeeping once a segment carrying our latest ACK left: nothing is owed any more.
+    #[inline]
+    fn ack_sent(&mut self, slot: u32) {
+        let i = slot as usize;
+        self.dp.post[i].ack_pending = false;
+        self.dp.post[i].unacked_segments = 0;
+        self.conns[i].delack_deadline = Instant::MAX;
     }
 
     /// Writes the next frame to send into `buf` and returns its length. Control frames
@@ -302,7 +330,16 @@ impl Stack {
         let ps = &self.dp.proto[i];
         if let Some(mut seg) = tx::next_segment(ps) {
             let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
-            let mut header = tx::header(&self.dp.pre[i], ps, ooo, seg.seq, TcpFlags::ACK, now_ms);
+            let ack = tx::AckFields::current(ps);
+            let mut header = tx::header(
+                &self.dp.pre[i],
+                ps,
+                ooo,
+                seg.seq,
+                ack,
+                TcpFlags::ACK,
+                now_ms,
+            );
             // RFC 9293 3.7.1 (MUST-16) and RFC 6691: the effective send MSS is net of TCP
             // options. ps.mss already excludes the timestamp option; SACK blocks come out of
             // the payload, or the segment would exceed the MTU and the peer's MSS.
@@ -338,11 +375,8 @@ impl Stack {
             if retransmission {
                 self.counters.retransmitted_bytes += seg.len as u64;
             }
-            let post = &mut self.dp.post[i];
-            post.ack_pending = false;
-            post.unacked_segments = 0;
+            self.ack_sent(slot);
             let c = &mut self.conns[i];
-            c.delack_deadline = Instant::MAX;
             if c.rto_deadline == Instant::MAX {
                 c.rto_deadline = self.now + c.rto;
                 self.timers.arm(slot, c.rto_deadline);
@@ -366,13 +400,10 @@ impl Stack {
             }
         }
         if self.dp.post[i].ack_pending {
-            let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
-            let header = tx::header(&self.dp.pre[i], ps, ooo, ps.snd_nxt, TcpFlags::ACK, now_ms);
+            let header = self.pure_ack_header(slot, ps.snd_nxt, tx::AckFields::current(ps));
             self.ip_ident = self.ip_ident.wrapping_add(1);
             let n = emit_segment(buf, &route, self.ip_ident, &header, 0, |_| {})?;
-            self.dp.post[i].ack_pending = false;
-            self.dp.post[i].unacked_segments = 0;
-            self.conns[i].delack_deadline = Instant::MAX;
+            self.ack_sent(slot);
             return Some(n);
         }
         None

@@ -134,7 +134,13 @@ impl ProtoState {
     /// The window to advertise, scaled down (RFC 7323 2.3).
     #[inline]
     pub fn advertised_window(&self) -> u16 {
-        (self.rx_avail >> self.rcv_wscale).min(u16::MAX as u32) as u16
+        self.window_field(self.rx_avail)
+    }
+
+    /// The window field for `rx_avail` free bytes, scaled down (RFC 7323 2.3).
+    #[inline]
+    pub fn window_field(&self, rx_avail: u32) -> u16 {
+        (rx_avail >> self.rcv_wscale).min(u16::MAX as u32) as u16
     }
 }
 

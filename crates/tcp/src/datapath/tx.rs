@@ -73,13 +73,36 @@ pub fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
     retransmission
 }
 
-/// The header of a segment from this connection with the given flags at `seq`.
+/// The receive state a segment acknowledges: normally the connection's current one, or the
+/// state one segment of a batch left (see `HeaderSummary::ack_rcv_nxt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckFields {
+    /// The acknowledgment number.
+    pub rcv_nxt: SeqNumber,
+    /// Free receive-buffer bytes, advertised as the window.
+    pub rx_avail: u32,
+}
+
+impl AckFields {
+    /// The connection's current receive state.
+    #[inline]
+    pub fn current(ps: &ProtoState) -> Self {
+        AckFields {
+            rcv_nxt: ps.rcv_nxt,
+            rx_avail: ps.rx_avail,
+        }
+    }
+}
+
+/// The header of a segment from this connection with the given flags at `seq`,
+/// acknowledging `ack`.
 #[inline]
 pub fn header(
     pre: &PreState,
     ps: &ProtoState,
     ooo: &[Interval],
     seq: SeqNumber,
+    ack: AckFields,
     tcp_flags: TcpFlags,
     now_ms: u32,
 ) -> TcpHeader {
@@ -107,9 +130,9 @@ pub fn header(
         src_port: pre.local_port,
         dst_port: pre.remote_port,
         seq,
-        ack: ps.rcv_nxt,
+        ack: ack.rcv_nxt,
         flags: tcp_flags,
-        window: ps.advertised_window(),
+        window: ps.window_field(ack.rx_avail),
         urgent: 0,
         options: TcpOptions {
             timestamp,
