@@ -30,6 +30,12 @@ impl NeighborCache {
         if mac.is_multicast() || ip.is_broadcast() || ip.is_unspecified() {
             return;
         }
+        if let Some((_, learned)) = self.entries.get(&ip) {
+            if *learned == Instant::MAX && now != Instant::MAX {
+                // A static entry (Stack::add_neighbor) is not overwritten by what the wire says.
+                return;
+            }
+        }
         if !self.entries.contains_key(&ip) && self.entries.len() >= self.capacity {
             if let Some(oldest) = self
                 .entries
@@ -56,5 +62,29 @@ impl NeighborCache {
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_entries_survive_arp_and_eviction_takes_the_oldest() {
+        let mut cache = NeighborCache::new(2, 1);
+        let ip = |n| Ipv4Addr::new(10, 0, 0, n);
+        let mac = |n| EthernetAddress([2, 0, 0, 0, 0, n]);
+        cache.learn(ip(1), mac(1), Instant::MAX); // static
+        cache.learn(ip(1), mac(9), Instant::from_millis(5)); // spoofed ARP
+        assert_eq!(cache.lookup(ip(1)), Some(mac(1)));
+        cache.learn(ip(2), mac(2), Instant::from_millis(1));
+        cache.learn(ip(3), mac(3), Instant::from_millis(2));
+        assert_eq!(cache.len(), 2, "bounded");
+        assert_eq!(
+            cache.lookup(ip(2)),
+            None,
+            "the oldest learned entry was evicted"
+        );
+        assert_eq!(cache.lookup(ip(1)), Some(mac(1)));
     }
 }
