@@ -25,7 +25,7 @@ use sluice_wire::EthernetAddress;
 use crate::checksum::complete_partial_checksum;
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_RAW};
-use crate::{queued_len, Device, DeviceStats, RxChecksum, RxMeta};
+use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Length of an Ethernet header without a VLAN tag.
 const ETH_HLEN: usize = 14;
@@ -388,14 +388,14 @@ impl Device for AfPacket {
 
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
         if self.tx_count == self.batch {
             return Ok(false);
         }
         let start = self.tx_count * self.max_frame;
         let slot = &mut self.tx_buf[start..start + self.max_frame];
-        if let Some(len) = queued_len(f(slot), self.max_frame)? {
+        if let Some(len) = queued_plain(f(slot), slot, &mut self.stats)? {
             self.tx_iovs[self.tx_count].iov_len = len;
             self.tx_count += 1;
         }

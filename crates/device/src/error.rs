@@ -61,6 +61,11 @@ pub enum DeviceError {
         /// The slot size (`max_frame()`).
         max: usize,
     },
+    /// A frame asked for segmentation offload (a GSO size) from a device that has none.
+    NoSegmentationOffload {
+        /// The frame's length.
+        len: usize,
+    },
     /// The other end of an in-memory pair was dropped.
     Disconnected,
     /// Any other operating-system error, with the operation that failed.
@@ -151,6 +156,10 @@ impl fmt::Display for DeviceError {
             DeviceError::FrameTooLong { len, max } => write!(
                 f,
                 "transmit callback returned {len} bytes but the slot holds {max} (max_frame)"
+            ),
+            DeviceError::NoSegmentationOffload { len } => write!(
+                f,
+                "a {len}-byte frame asked for segmentation offload, which this device lacks"
             ),
             DeviceError::Disconnected => f.write_str("the other end of the device pair is gone"),
             DeviceError::Os { op, source } => write!(f, "cannot {op}: {source}"),

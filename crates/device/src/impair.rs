@@ -14,8 +14,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_wire::EthernetAddress;
 
+use crate::checksum::complete_partial_checksum;
 use crate::error::DeviceError;
-use crate::{Device, DeviceStats, RxMeta};
+use crate::{Device, DeviceStats, RxMeta, TxFrame};
 
 /// Loss and reordering probabilities for one direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -224,7 +225,7 @@ impl<D: Device> Impaired<D> {
                 let frame = hold.front();
                 buf[..frame.len()].copy_from_slice(frame);
                 queued = true;
-                Some(frame.len())
+                Some(TxFrame::plain(frame.len()))
             };
             if !self.inner.transmit_with(&mut put)? {
                 // Every slot is taken: send them and try once more.
@@ -296,7 +297,7 @@ impl<D: Device> Device for Impaired<D> {
 
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
         let Impaired {
             inner,
@@ -308,17 +309,22 @@ impl<D: Device> Device for Impaired<D> {
         } = self;
         let mut went_out = false;
         let free = inner.transmit_with(&mut |buf| {
-            let len = f(buf)?;
-            if len == 0 || len > buf.len() {
-                // Let the inner device judge it (nothing queued, or FrameTooLong).
-                return Some(len);
+            let frame = f(buf)?;
+            let len = frame.len;
+            if len == 0 || len > buf.len() || frame.gso_size != 0 {
+                // Let the inner device judge it (nothing queued, FrameTooLong, no offload:
+                // loss is injected per wire segment, so large segments are not taken here).
+                return Some(frame);
             }
             if draw(rng, config.tx.loss) {
                 stats.tx_dropped += 1;
                 return None;
             }
             if draw(rng, config.tx.reorder) {
-                if tx_hold.fits(len) {
+                // A held frame goes out later as a plain one: finish its checksum now.
+                if tx_hold.fits(len)
+                    && (!frame.csum_partial || complete_partial_checksum(&mut buf[..len]))
+                {
                     tx_hold.push(&buf[..len]);
                     stats.tx_reordered += 1;
                     return None;
@@ -326,7 +332,7 @@ impl<D: Device> Device for Impaired<D> {
                 stats.hold_full += 1;
             }
             went_out = true;
-            Some(len)
+            Some(frame)
         })?;
         if went_out {
             // Every frame held so far has now been passed by this one.
@@ -385,7 +391,7 @@ mod tests {
             while !dev
                 .transmit_with(&mut |buf| {
                     buf[..60].copy_from_slice(&frame(i));
-                    Some(60)
+                    Some(60.into())
                 })
                 .unwrap()
             {

@@ -42,6 +42,7 @@ use std::time::Duration;
 pub use af_packet::{AfPacket, AfPacketConfig};
 pub use checksum::{complete_checksum_at, complete_partial_checksum};
 pub use error::DeviceError;
+
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};
 pub use sluice_wire::EthernetAddress;
@@ -94,14 +95,44 @@ pub struct DeviceStats {
     pub impaired_tx_reordered: u64,
 }
 
+/// One frame a transmit callback wrote into its slot, with the offloads it asks of the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxFrame {
+    /// Frame length in bytes.
+    pub len: usize,
+    /// Split the TCP payload into segments of this many bytes (TSO/GSO); 0 sends the frame as
+    /// it is. Only devices whose [`Device::max_tso_frame`] exceeds `max_frame` accept it.
+    pub gso_size: u16,
+    /// The IPv4 frame's TCP checksum field holds only the pseudo-header sum (with the segment
+    /// length); the device, the kernel behind it, or the receiver's offload completes it.
+    pub csum_partial: bool,
+}
+
+impl TxFrame {
+    /// A plain frame of `len` bytes with complete checksums.
+    pub fn plain(len: usize) -> Self {
+        TxFrame {
+            len,
+            gso_size: 0,
+            csum_partial: false,
+        }
+    }
+}
+
+impl From<usize> for TxFrame {
+    fn from(len: usize) -> Self {
+        TxFrame::plain(len)
+    }
+}
+
 /// A batch-oriented network device: bursts of Ethernet frames in and out.
 pub trait Device {
     /// Receives a burst of frames (up to the device's batch size) without blocking; calls `f` once per frame with the frame bytes (slices into reused buffers, no allocation per packet).
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError>;
-    /// Lets `f` write one frame of at most `max_frame()` bytes into the next free transmit slot; `f` returns the length or None (nothing queued). Returns Ok(false) if no slot is free (call flush).
+    /// Lets `f` write one frame into the next free transmit slot (of `max_tso_frame()` bytes); `f` returns what it wrote or None (nothing queued). Returns Ok(false) if no slot is free (call flush).
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError>;
     /// Sends every queued frame (one syscall per burst: sendmmsg, or ring kick).
     fn flush(&mut self) -> Result<(), DeviceError>;
@@ -109,6 +140,11 @@ pub trait Device {
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError>;
     /// The largest frame (Ethernet header included, FCS excluded) this device can send.
     fn max_frame(&self) -> usize;
+    /// The largest frame the device accepts with a [`TxFrame::gso_size`] (segmentation
+    /// offload); equal to `max_frame()` when it has none.
+    fn max_tso_frame(&self) -> usize {
+        self.max_frame()
+    }
     /// The MAC address the engine uses as its own on this device.
     fn mac(&self) -> EthernetAddress;
     /// The device's counters so far.
@@ -121,7 +157,7 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
         (**self).transmit_with(f)
     }
@@ -134,6 +170,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn max_frame(&self) -> usize {
         (**self).max_frame()
     }
+    fn max_tso_frame(&self) -> usize {
+        (**self).max_tso_frame()
+    }
     fn mac(&self) -> EthernetAddress {
         (**self).mac()
     }
@@ -142,11 +181,30 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
 }
 
-/// Checks a transmit callback's answer against the slot it was given.
-fn queued_len(len: Option<usize>, slot: usize) -> Result<Option<usize>, DeviceError> {
-    match len {
-        None | Some(0) => Ok(None),
-        Some(n) if n <= slot => Ok(Some(n)),
-        Some(len) => Err(DeviceError::FrameTooLong { len, max: slot }),
+/// Checks a transmit callback's answer against the slot it was given, for a device without
+/// offloads: a partial checksum is completed in software here; a large segment is refused.
+fn queued_plain(
+    frame: Option<TxFrame>,
+    slot: &mut [u8],
+    stats: &mut DeviceStats,
+) -> Result<Option<usize>, DeviceError> {
+    match frame {
+        None | Some(TxFrame { len: 0, .. }) => Ok(None),
+        Some(TxFrame { len, gso_size, .. }) if gso_size != 0 => {
+            Err(DeviceError::NoSegmentationOffload { len })
+        }
+        Some(TxFrame {
+            len, csum_partial, ..
+        }) if len <= slot.len() => {
+            if csum_partial && !checksum::complete_partial_checksum(&mut slot[..len]) {
+                stats.tx_dropped += 1;
+                return Ok(None);
+            }
+            Ok(Some(len))
+        }
+        Some(TxFrame { len, .. }) => Err(DeviceError::FrameTooLong {
+            len,
+            max: slot.len(),
+        }),
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use sluice_wire::EthernetAddress;
 
 use crate::error::DeviceError;
-use crate::{queued_len, Device, DeviceStats, RxChecksum, RxMeta};
+use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Configuration of an in-memory device pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,14 +219,14 @@ impl Device for PairEnd {
 
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
         if self.tx_count == self.batch {
             return Ok(false);
         }
         let start = self.tx_count * self.max_frame;
         let slot = &mut self.tx_buf[start..start + self.max_frame];
-        if let Some(len) = queued_len(f(slot), self.max_frame)? {
+        if let Some(len) = queued_plain(f(slot), slot, &mut self.stats)? {
             self.tx_lens[self.tx_count] = len;
             self.tx_count += 1;
         }
@@ -292,7 +292,7 @@ mod tests {
     fn send(dev: &mut PairEnd, payload: &[u8]) -> bool {
         dev.transmit_with(&mut |buf| {
             buf[..payload.len()].copy_from_slice(payload);
-            Some(payload.len())
+            Some(payload.len().into())
         })
         .unwrap()
     }
@@ -362,7 +362,7 @@ mod tests {
         assert!(a.transmit_with(&mut |_| None).unwrap());
         let max = a.max_frame();
         assert!(matches!(
-            a.transmit_with(&mut |_| Some(max + 1)),
+            a.transmit_with(&mut |_| Some((max + 1).into())),
             Err(DeviceError::FrameTooLong { .. })
         ));
         a.flush().unwrap();

@@ -30,7 +30,7 @@ use sluice_wire::EthernetAddress;
 use crate::checksum::complete_checksum_at;
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_ADMIN};
-use crate::{queued_len, Device, DeviceStats, RxChecksum, RxMeta};
+use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Length of the `virtio_net_hdr_v1` that prefixes every frame (flags, gso_type, hdr_len, gso_size, csum_start, csum_offset, num_buffers).
 pub const VIRTIO_NET_HDR_LEN: usize = 12;
@@ -286,7 +286,7 @@ impl Device for Tap {
 
     fn transmit_with(
         &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
         if self.tx_count == self.batch {
             return Ok(false);
@@ -297,7 +297,7 @@ impl Device for Tap {
         // A zero header: no checksum to complete, no GSO.
         slot[..VIRTIO_NET_HDR_LEN].fill(0);
         let frame = &mut slot[VIRTIO_NET_HDR_LEN..];
-        if let Some(len) = queued_len(f(frame), self.max_frame)? {
+        if let Some(len) = queued_plain(f(frame), frame, &mut self.stats)? {
             self.tx_lens[self.tx_count] = len;
             self.tx_count += 1;
         }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError};
+use sluice_device::{Device, DeviceError, TxFrame};
 use sluice_tcp::{Instant, Stack};
 
 use crate::clock::Clock;
@@ -132,7 +132,7 @@ impl<D: Device> Engine<D> {
             let queued = self.device.transmit_with(&mut |buf| {
                 let n = stack.poll_transmit(now, buf);
                 produced = n.is_some();
-                n
+                n.map(TxFrame::plain)
             })?;
             if queued && produced {
                 sent += 1;

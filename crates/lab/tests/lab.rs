@@ -211,7 +211,7 @@ fn engine_side(dev: &mut dyn Device, limit: Duration) -> Result<Seen, String> {
                     };
                     let h = eth.emit(buf).ok()?;
                     let n = reply.emit(&mut buf[h..]).ok()?;
-                    Some(h + n)
+                    Some((h + n).into())
                 })
                 .map_err(|e| e.to_string())?;
             assert!(queued, "a fresh device has a free transmit slot");
