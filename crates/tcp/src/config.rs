@@ -76,7 +76,16 @@ pub struct Config {
     pub neighbor_cache: usize,
     /// Lowest and highest ephemeral port for active opens.
     pub ephemeral_ports: (u16, u16),
+    /// Largest TCP payload of one large segment handed to a device with segmentation offload
+    /// (TSO/GSO) by [`crate::Stack::poll_transmit_offload`]; 0 turns large segments off.
+    pub tso_max_payload: u32,
+    /// Leave the TCP checksum of segments from [`crate::Stack::poll_transmit_offload`] partial
+    /// (the pseudo-header sum only), for the device or the receiver's offload to complete.
+    pub tx_checksum_offload: bool,
 }
+
+/// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
+pub const TSO_MAX_PAYLOAD_LIMIT: u32 = 65_535 - 20 - 60;
 
 impl Config {
     /// A configuration with defaults for the given addresses.
@@ -109,6 +118,8 @@ impl Config {
             control_frame_queue: 1024,
             neighbor_cache: 256,
             ephemeral_ports: (32768, 60999),
+            tso_max_payload: 0,
+            tx_checksum_offload: false,
         }
     }
 
@@ -164,6 +175,15 @@ impl Config {
         }
         if self.ephemeral_ports.0 == 0 || self.ephemeral_ports.0 > self.ephemeral_ports.1 {
             return Err(ConfigError::Range("ephemeral_ports", "1 <= low <= high"));
+        }
+        if self.tso_max_payload != 0
+            && !(u32::from(self.local_mss())..=TSO_MAX_PAYLOAD_LIMIT)
+                .contains(&self.tso_max_payload)
+        {
+            return Err(ConfigError::Range(
+                "tso_max_payload",
+                "0 (off) or from the MSS to 65455",
+            ));
         }
         if self.syn_backlog == 0 || self.max_accept_queue == 0 {
             return Err(ConfigError::Range("syn_backlog/max_accept_queue", ">= 1"));

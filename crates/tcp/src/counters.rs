@@ -45,6 +45,8 @@ pub struct Counters {
     pub fast_retransmits: u64,
     /// Bytes sent again (go-back-N) after a timeout or fast retransmit.
     pub retransmitted_bytes: u64,
+    /// Large segments handed to a device's segmentation offload (TSO/GSO).
+    pub large_segments_tx: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
     /// SYN cookies sent because the SYN backlog was full.

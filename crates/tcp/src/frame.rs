@@ -24,6 +24,30 @@ pub struct Route {
     pub dst_ip: Ipv4Addr,
 }
 
+/// How the TCP checksum of an emitted segment is left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxChecksum {
+    /// Computed over the whole segment.
+    Full,
+    /// Only the pseudo-header sum is stored (Linux's CHECKSUM_PARTIAL): the device, or the
+    /// receiver's offload, completes it from the TCP header on.
+    Partial,
+}
+
+/// A frame written by [`crate::Stack::poll_transmit_offload`], with the offloads it asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Frame length in bytes.
+    pub len: usize,
+    /// Segment the TCP payload into this many bytes per segment (TSO/GSO); 0: a single segment.
+    pub gso_size: u16,
+    /// The TCP checksum is partial ([`TxChecksum::Partial`]).
+    pub csum_partial: bool,
+}
+
+/// Offset of the TCP header in every frame this core emits (Ethernet, IPv4 without options).
+pub const TCP_HEADER_OFFSET: usize = 14 + sluice_wire::ipv4::HEADER_LEN;
+
 /// Writes a complete frame for `header` with a payload of `payload_len` bytes, which `fill`
 /// writes into the slice it is given. Returns the frame length, or None if `buf` is too small.
 #[inline]
@@ -33,6 +57,7 @@ pub fn emit_segment(
     ident: u16,
     header: &TcpHeader,
     payload_len: usize,
+    csum: TxChecksum,
     fill: impl FnOnce(&mut [u8]),
 ) -> Option<usize> {
     let eth = EthernetRepr {
@@ -69,8 +94,16 @@ pub fn emit_segment(
     fill(payload);
     // The header's share of the checksum comes from its fields, not from re-reading the
     // bytes just written; only the payload is summed from memory.
-    // RFC 9293 MUST-2: every segment we send carries its checksum.
-    let c = tcp::segment_checksum(header.sum(), tcp_len, payload, route.src_ip, route.dst_ip);
+    // RFC 9293 MUST-2: every segment we send carries its checksum (a partial one is
+    // completed by the device's offload before it reaches the wire).
+    let c = match csum {
+        TxChecksum::Full => {
+            tcp::segment_checksum(header.sum(), tcp_len, payload, route.src_ip, route.dst_ip)
+        }
+        TxChecksum::Partial => {
+            tcp::pseudo_header_checksum(segment_len as u32, route.src_ip, route.dst_ip)
+        }
+    };
     buf[tcp_at + 16..tcp_at + 18].copy_from_slice(&c.to_be_bytes());
     Some(total)
 }

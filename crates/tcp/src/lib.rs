@@ -23,5 +23,6 @@ pub mod timer;
 pub use config::{AckPolicy, Config, ConfigError};
 pub use control::state::{ConnError, TcpState};
 pub use counters::Counters;
+pub use frame::{Transmit, TxChecksum};
 pub use stack::{ConnId, ConnInfo, Error, Event, ListenerId, Readiness, Stack};
 pub use time::Instant;

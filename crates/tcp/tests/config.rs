@@ -61,3 +61,32 @@ fn accept_queue_is_bounded_by_the_connection_table() {
         65535,
     );
 }
+
+#[test]
+fn tso_payload_must_be_off_or_between_the_mss_and_the_ipv4_limit() {
+    for (tso, ok) in [
+        (0, true),
+        (1000, false),
+        (1460, true),
+        (65_455, true),
+        (65_456, false),
+        (u32::MAX, false),
+    ] {
+        let mut cfg = config();
+        cfg.tso_max_payload = tso;
+        assert_eq!(Stack::new(cfg).is_ok(), ok, "tso_max_payload {tso}");
+    }
+}
+
+#[test]
+fn poll_transmit_offload_with_tso_off_sends_what_poll_transmit_would() {
+    let mut cfg = config();
+    cfg.tx_checksum_offload = false;
+    let mut stack = stack_with(cfg);
+    let c = established(&mut stack, ms(0));
+    stack.send(c.id, &pattern(5000, 3)).unwrap();
+    let mut buf = vec![0u8; 65_536];
+    let t = stack.poll_transmit_offload(ms(0), &mut buf).unwrap();
+    assert_eq!((t.gso_size, t.csum_partial), (0, false));
+    assert!(t.len <= 1514, "one MSS-sized frame, got {}", t.len);
+}

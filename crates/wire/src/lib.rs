@@ -13,6 +13,7 @@ pub mod checksum;
 mod error;
 pub mod ethernet;
 mod field;
+pub mod gso;
 pub mod ipv4;
 pub mod tcp;
 

@@ -608,6 +608,13 @@ pub fn segment_checksum(
     !checksum::fold(pseudo + header_sum + checksum::sum(payload))
 }
 
+/// The folded, uncomplemented pseudo-header sum for a segment of `len` bytes: what a sender
+/// stores in the checksum field when it leaves the rest to offload (CHECKSUM_PARTIAL).
+#[inline]
+pub fn pseudo_header_checksum(len: u32, src: Ipv4Addr, dst: Ipv4Addr) -> u16 {
+    checksum::fold(checksum::pseudo_header_v4_u32(src, dst, PROTOCOL_TCP, len))
+}
+
 /// Unfolded sum of the pseudo header plus the whole segment.
 #[inline(always)]
 fn segment_sum(segment: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> u32 {

@@ -14,7 +14,7 @@ use crate::datapath::classify::TcpInput;
 use crate::datapath::state::{flags, PreState, ProtoState};
 use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::events::bits;
-use crate::frame::{emit_segment, Route};
+use crate::frame::{emit_segment, Route, TxChecksum};
 use crate::stack::Stack;
 use crate::table::FourTuple;
 use crate::time::Instant;
@@ -100,7 +100,7 @@ impl Stack {
         let ident = self.ip_ident;
         let ok = self
             .out
-            .push_with(|buf| emit_segment(buf, route, ident, header, 0, |_| {}));
+            .push_with(|buf| emit_segment(buf, route, ident, header, 0, TxChecksum::Full, |_| {}));
         if !ok {
             self.counters.control_queue_full += 1;
         }

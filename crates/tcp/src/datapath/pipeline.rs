@@ -8,7 +8,7 @@ use super::summary::{Actions, HeaderSummary};
 use super::{post, protocol, tx, BATCH};
 use crate::config::AckPolicy;
 use crate::events::bits;
-use crate::frame::{emit_segment, Route};
+use crate::frame::{emit_segment, Route, Transmit, TxChecksum};
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -252,9 +252,9 @@ impl Stack {
         let header = self.pure_ack_header(slot, seq, ack);
         self.ip_ident = self.ip_ident.wrapping_add(1);
         let ident = self.ip_ident;
-        let queued = self
-            .out
-            .push_with(|buf| emit_segment(buf, &route, ident, &header, 0, |_| {}));
+        let queued = self.out.push_with(|buf| {
+            emit_segment(buf, &route, ident, &header, 0, TxChecksum::Full, |_| {})
+        });
         if !queued {
             self.counters.control_queue_full += 1;
         }
@@ -295,8 +295,34 @@ impl Stack {
     /// Writes the next frame to send into `buf` and returns its length. Control frames
     /// (ACKs, RSTs, handshake, ARP) go first, then connections in round-robin order.
     /// `buf` must hold a frame of the MTU plus the 14-byte Ethernet header; a smaller one is
-    /// refused (None) without taking anything from the queues.
+    /// refused (None) without taking anything from the queues. Every frame is one segment
+    /// of at most the MSS, with its checksum complete.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.poll_frame(now, buf, 0, TxChecksum::Full)
+            .map(|t| t.len)
+    }
+
+    /// Like [`Stack::poll_transmit`], for a device with segmentation and checksum offload:
+    /// a data segment may carry up to `Config::tso_max_payload` bytes (as much as `buf` holds),
+    /// to be cut into MSS-sized segments as [`Transmit::gso_size`] says, and its checksum is
+    /// left partial if `Config::tx_checksum_offload` is set.
+    pub fn poll_transmit_offload(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let csum = if self.cfg.tx_checksum_offload {
+            TxChecksum::Partial
+        } else {
+            TxChecksum::Full
+        };
+        self.poll_frame(now, buf, self.cfg.tso_max_payload, csum)
+    }
+
+    /// The next frame: a control frame, else the next ready connection's segment or ACK.
+    fn poll_frame(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        tso_max: u32,
+        csum: TxChecksum,
+    ) -> Option<Transmit> {
         self.now = now;
         if buf.len() < usize::from(self.cfg.mtu) + 14 {
             // A connection popped from the ready queue and not sent would lose its turn
@@ -305,30 +331,45 @@ impl Stack {
         }
         if let Some(n) = self.out.pop_into(buf) {
             self.counters.frames_tx += 1;
-            return Some(n);
+            return Some(Transmit {
+                len: n,
+                gso_size: 0,
+                csum_partial: false,
+            });
         }
+        // Room for the largest header (TCP options included) ahead of a large payload.
+        let max_payload =
+            tso_max.min(buf.len().saturating_sub(crate::frame::CONTROL_FRAME_MAX) as u32);
         while let Some(slot) = self.dp.ready.pop() {
             if !self.dp.pre[slot as usize].active {
                 continue;
             }
-            if let Some(n) = self.transmit(slot, buf) {
+            if let Some(t) = self.transmit(slot, buf, max_payload, csum) {
                 self.counters.frames_tx += 1;
                 // More may follow; the next pop finds out. Round-robin keeps flows fair.
                 self.dp.ready.push(slot);
-                return Some(n);
+                return Some(t);
             }
         }
         None
     }
 
     /// The TX workflow for one connection: a data or FIN segment if allowed, else an owed ACK.
-    fn transmit(&mut self, slot: u32, buf: &mut [u8]) -> Option<usize> {
+    /// A data segment carries up to `max_payload` bytes (at least the MSS) with a GSO size
+    /// when that is more than one segment.
+    fn transmit(
+        &mut self,
+        slot: u32,
+        buf: &mut [u8],
+        max_payload: u32,
+        csum: TxChecksum,
+    ) -> Option<Transmit> {
         let i = slot as usize;
         let now_ms = self.now.as_millis() as u32;
         let now_us = self.now.as_micros() as u32;
         let route = self.route_of(slot);
         let ps = &self.dp.proto[i];
-        if let Some(mut seg) = tx::next_segment(ps) {
+        if let Some(mut seg) = tx::next_segment(ps, max_payload) {
             let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
             let ack = tx::AckFields::current(ps);
             let mut header = tx::header(
@@ -350,10 +391,25 @@ impl Stack {
             };
             let sack_len = header.options.emitted_len().saturating_sub(ts_len) as u32;
             let room = (ps.mss as u32).saturating_sub(sack_len).max(1);
+            let mut gso_size = 0;
             if seg.len > room {
-                seg.len = room;
-                seg.fin = false;
-                seg.push = false;
+                if max_payload > room {
+                    // One large segment, cut by the device into segments of `room` bytes:
+                    // whole ones, unless this is the end of what is queued.
+                    gso_size = room as u16;
+                    let unsent = ps.tx_end.diff(seg.seq).max(0) as u32;
+                    if seg.len < unsent {
+                        seg.len -= seg.len % room;
+                    }
+                } else {
+                    seg.len = room;
+                }
+                if seg.len <= room {
+                    gso_size = 0;
+                }
+                let end_of_queue = seg.seq + seg.len == ps.tx_end;
+                seg.fin &= end_of_queue;
+                seg.push &= end_of_queue;
             }
             if seg.push && seg.len > 0 {
                 header.flags |= TcpFlags::PSH;
@@ -369,8 +425,15 @@ impl Stack {
                 self.ip_ident,
                 &header,
                 seg.len as usize,
+                csum,
                 |payload| ring.read(seg.seq, payload),
             )?;
+            if gso_size != 0 {
+                // The device sends one IPv4 ident per segment after this one.
+                let segments = seg.len.div_ceil(room);
+                self.ip_ident = self.ip_ident.wrapping_add(segments as u16 - 1);
+                self.counters.large_segments_tx += 1;
+            }
             let retransmission = tx::commit(&mut self.dp.proto[i], &seg, now_us);
             if retransmission {
                 self.counters.retransmitted_bytes += seg.len as u64;
@@ -384,7 +447,11 @@ impl Stack {
             if c.stalled_since == Instant::MAX {
                 c.stalled_since = self.now;
             }
-            return Some(n);
+            return Some(Transmit {
+                len: n,
+                gso_size,
+                csum_partial: csum == TxChecksum::Partial,
+            });
         }
         // Nothing may be sent. With data waiting and nothing in flight, no ACK will wake us:
         // the persist timer probes a zero window (RFC 9293 3.8.6.1, MUST-35) or, for a
@@ -402,9 +469,21 @@ impl Stack {
         if self.dp.post[i].ack_pending {
             let header = self.pure_ack_header(slot, ps.snd_nxt, tx::AckFields::current(ps));
             self.ip_ident = self.ip_ident.wrapping_add(1);
-            let n = emit_segment(buf, &route, self.ip_ident, &header, 0, |_| {})?;
+            let n = emit_segment(
+                buf,
+                &route,
+                self.ip_ident,
+                &header,
+                0,
+                TxChecksum::Full,
+                |_| {},
+            )?;
             self.ack_sent(slot);
-            return Some(n);
+            return Some(Transmit {
+                len: n,
+                gso_size: 0,
+                csum_partial: false,
+            });
         }
         None
     }

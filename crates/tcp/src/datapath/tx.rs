@@ -18,15 +18,16 @@ pub struct Segment {
     pub push: bool,
 }
 
-/// Decides the next data (or FIN) segment the connection may send now, if any.
+/// Decides the next data (or FIN) segment the connection may send now, if any, carrying at
+/// most `max_len` payload bytes: the MSS, or more for a device that segments large ones.
 #[inline]
-pub fn next_segment(ps: &ProtoState) -> Option<Segment> {
+pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
     let mss = ps.mss as u32;
     let in_flight = ps.in_flight();
     let window = ps.snd_wnd.min(ps.cwnd);
     let usable = window.saturating_sub(in_flight);
     let unsent = ps.tx_end.diff(ps.snd_nxt).max(0) as u32;
-    let len = mss.min(usable).min(unsent);
+    let len = max_len.max(mss).min(usable).min(unsent);
     let fin_due = ps.has(flags::FIN_QUEUED) && len == unsent && ps.snd_nxt.seq_le(ps.tx_end);
     if len == 0 {
         return fin_due.then_some(Segment {
@@ -39,15 +40,22 @@ pub fn next_segment(ps: &ProtoState) -> Option<Segment> {
     // RFC 9293 3.8.6.2.1 (MUST-38 sender SWS avoidance) and Nagle (RFC 9293 3.7.4, SHLD-7):
     // send a full segment; or everything queued when nothing is in flight (or Nagle is off);
     // or at least half the largest window the peer has offered.
-    let full = len == mss;
+    let full = len >= mss;
     let all_queued = len == unsent && (in_flight == 0 || !ps.has(flags::NAGLE));
     let half_window = len >= ps.max_snd_wnd / 2;
     let forced = ps.has(flags::FORCE_SEND);
     if full || all_queued || half_window || fin_due || forced {
+        // A large segment stops at a whole number of MSS-sized segments unless it carries
+        // everything queued: the device would otherwise cut a runt mid-stream.
+        let len = if len > mss && len < unsent {
+            len - len % mss
+        } else {
+            len
+        };
         Some(Segment {
             seq: ps.snd_nxt,
             len,
-            fin: fin_due,
+            fin: fin_due && len == unsent,
             push: len == unsent,
         })
     } else {
@@ -166,19 +174,19 @@ mod tests {
     fn segments_at_mss_within_window() {
         let mut ps = conn();
         ps.tx_end = SeqNumber(100 + 2500);
-        let seg = next_segment(&ps).unwrap();
+        let seg = next_segment(&ps, 1000).unwrap();
         assert_eq!((seg.seq, seg.len, seg.push), (SeqNumber(100), 1000, false));
         commit(&mut ps, &seg, 0);
-        assert_eq!(next_segment(&ps).unwrap().len, 1000);
-        let seg = next_segment(&ps).unwrap();
+        assert_eq!(next_segment(&ps, 1000).unwrap().len, 1000);
+        let seg = next_segment(&ps, 1000).unwrap();
         commit(&mut ps, &seg, 0);
         assert_eq!(
-            next_segment(&ps),
+            next_segment(&ps, 1000),
             None,
             "Nagle holds the 500-byte tail while data is in flight"
         );
         ps.set(flags::NAGLE, false);
-        let tail = next_segment(&ps).unwrap();
+        let tail = next_segment(&ps, 1000).unwrap();
         assert_eq!((tail.len, tail.push), (500, true));
     }
 
@@ -187,22 +195,22 @@ mod tests {
         let mut ps = conn();
         ps.snd_wnd = 1500;
         ps.tx_end = SeqNumber(100 + 3000);
-        let seg = next_segment(&ps).unwrap();
+        let seg = next_segment(&ps, 1000).unwrap();
         commit(&mut ps, &seg, 0);
         assert_eq!(
-            next_segment(&ps),
+            next_segment(&ps, 1000),
             None,
             "500 usable bytes of 10000 max window: wait"
         );
         ps.snd_una = ps.snd_nxt;
         ps.set(flags::FIN_QUEUED, true);
         ps.snd_wnd = 10_000;
-        let a = next_segment(&ps).unwrap();
+        let a = next_segment(&ps, 1000).unwrap();
         commit(&mut ps, &a, 0);
-        let b = next_segment(&ps).unwrap();
+        let b = next_segment(&ps, 1000).unwrap();
         assert!(b.fin && b.len == 1000 && b.push);
         commit(&mut ps, &b, 0);
         assert_eq!(ps.snd_nxt, SeqNumber(100 + 3001));
-        assert_eq!(next_segment(&ps), None, "FIN sent once");
+        assert_eq!(next_segment(&ps, 1000), None, "FIN sent once");
     }
 }
