@@ -10,8 +10,12 @@
 //! peer unsegmented; a packet socket receives them whole. Frames longer than
 //! [`AfPacketConfig::rx_frame_size`] are dropped and counted in `rx_truncated`. Either size
 //! the receive buffers for them (65 536 + 14 bytes) or turn TSO/GSO off on the sending side.
-//! Receiving them as segments with their GSO metadata (PACKET_VNET_HDR) and TPACKET_V3 rings
-//! are later work.
+//!
+//! Offloads ([`AfPacketConfig::vnet_hdr`], PACKET_VNET_HDR): every frame in and out carries a
+//! virtio-net header. On receive it says whether the checksum is partial and where it starts;
+//! on transmit it lets the engine hand the kernel 64 KB segments with a GSO size (TSO: the
+//! kernel, or the veth peer's receiver, segments them) and partial checksums.
+//! TPACKET_V3 rings are later work.
 //!
 //! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
 //! untagged (the lab uses no VLANs).
@@ -22,9 +26,10 @@ use std::time::Duration;
 
 use sluice_wire::EthernetAddress;
 
-use crate::checksum::complete_partial_checksum;
+use crate::checksum::{complete_checksum_at, complete_partial_checksum};
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_RAW};
+use crate::virtio::{self, VirtioNetHdr};
 use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Length of an Ethernet header without a VLAN tag.
@@ -45,6 +50,8 @@ pub struct AfPacketConfig {
     pub qdisc_bypass: bool,
     /// Socket receive and send buffer in bytes (SO_RCVBUFFORCE/SO_SNDBUFFORCE, falling back to the capped variants); None keeps the kernel default.
     pub socket_buffer: Option<usize>,
+    /// Exchange a virtio-net header with every frame (PACKET_VNET_HDR): send large segments (TSO) and partial checksums.
+    pub vnet_hdr: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -54,6 +61,7 @@ impl Default for AfPacketConfig {
             rx_frame_size: 2048,
             qdisc_bypass: false,
             socket_buffer: Some(4 << 20),
+            vnet_hdr: false,
         }
     }
 }
@@ -64,6 +72,14 @@ impl AfPacketConfig {
         AfPacketConfig {
             rx_frame_size: 65_536 + ETH_HLEN + 4,
             ..AfPacketConfig::default()
+        }
+    }
+
+    /// Large receive buffers plus offloads: large segments and partial checksums both ways.
+    pub fn offload() -> Self {
+        AfPacketConfig {
+            vnet_hdr: true,
+            ..AfPacketConfig::large_frames()
         }
     }
 }
@@ -79,6 +95,10 @@ pub struct AfPacket {
     name: String,
     mac: EthernetAddress,
     max_frame: usize,
+    /// Bytes per transmit slot: `max_frame`, or a 64 KB large segment with offloads.
+    tx_slot: usize,
+    /// Whether every frame carries a virtio-net header (PACKET_VNET_HDR).
+    vnet: bool,
     batch: usize,
     rx_frame_size: usize,
     rx_buf: Box<[u8]>,
@@ -86,6 +106,10 @@ pub struct AfPacket {
     rx_cmsgs: Box<[CmsgBuf]>,
     rx_iovs: Box<[libc::iovec]>,
     rx_hdrs: Box<[libc::mmsghdr]>,
+    /// One virtio-net header per receive slot (unused without `vnet`).
+    rx_vnet: Box<[[u8; virtio::HDR_LEN]]>,
+    /// One virtio-net header per transmit slot (unused without `vnet`).
+    tx_vnet: Box<[[u8; virtio::HDR_LEN]]>,
     tx_buf: Box<[u8]>,
     tx_iovs: Box<[libc::iovec]>,
     tx_hdrs: Box<[libc::mmsghdr]>,
@@ -171,6 +195,10 @@ impl AfPacket {
         let opt_err = |op, e| DeviceError::from_io(op, NEEDS_NET_RAW, interface, e);
         sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)
             .map_err(|e| opt_err("enable PACKET_AUXDATA", e))?;
+        if config.vnet_hdr {
+            sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
+                .map_err(|e| opt_err("enable PACKET_VNET_HDR", e))?;
+        }
         // Older kernels lack PACKET_IGNORE_OUTGOING; receive() filters PACKET_OUTGOING anyway.
         let _ = sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1);
         if config.qdisc_bypass {
@@ -230,6 +258,14 @@ impl AfPacket {
     ) -> AfPacket {
         let batch = config.batch;
         let rx_size = config.rx_frame_size;
+        let vnet = config.vnet_hdr;
+        // With offloads a slot holds the largest IPv4 packet behind its Ethernet header.
+        let tx_slot = if vnet {
+            max_frame.max(ETH_HLEN + 65_535)
+        } else {
+            max_frame
+        };
+        let iovs = if vnet { 2 } else { 1 };
         let empty_iov = libc::iovec {
             iov_base: ptr::null_mut(),
             iov_len: 0,
@@ -239,38 +275,55 @@ impl AfPacket {
             name,
             mac,
             max_frame,
+            tx_slot,
+            vnet,
             batch,
             rx_frame_size: rx_size,
             rx_buf: vec![0u8; batch * rx_size].into_boxed_slice(),
             rx_names: vec![zeroed_sockaddr_ll(); batch].into_boxed_slice(),
             rx_cmsgs: vec![CmsgBuf([0; CMSG_BYTES]); batch].into_boxed_slice(),
-            rx_iovs: vec![empty_iov; batch].into_boxed_slice(),
+            rx_iovs: vec![empty_iov; batch * iovs].into_boxed_slice(),
             rx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
-            tx_buf: vec![0u8; batch * max_frame].into_boxed_slice(),
-            tx_iovs: vec![empty_iov; batch].into_boxed_slice(),
+            rx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
+            tx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
+            tx_buf: vec![0u8; batch * tx_slot].into_boxed_slice(),
+            tx_iovs: vec![empty_iov; batch * iovs].into_boxed_slice(),
             tx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
             tx_head: 0,
             tx_count: 0,
             stats: DeviceStats::default(),
         };
         for i in 0..batch {
-            dev.rx_iovs[i] = libc::iovec {
+            // With offloads each message is [virtio-net header, frame]; the frame's iovec is
+            // always the last one.
+            let first = i * iovs;
+            if vnet {
+                dev.rx_iovs[first] = libc::iovec {
+                    iov_base: dev.rx_vnet[i].as_mut_ptr().cast(),
+                    iov_len: virtio::HDR_LEN,
+                };
+                dev.tx_iovs[first] = libc::iovec {
+                    iov_base: dev.tx_vnet[i].as_mut_ptr().cast(),
+                    iov_len: virtio::HDR_LEN,
+                };
+            }
+            dev.rx_iovs[first + iovs - 1] = libc::iovec {
                 iov_base: dev.rx_buf[i * rx_size..].as_mut_ptr().cast(),
                 iov_len: rx_size,
             };
             let h = &mut dev.rx_hdrs[i].msg_hdr;
-            h.msg_iov = &mut dev.rx_iovs[i];
-            h.msg_iovlen = 1;
+            h.msg_iov = &mut dev.rx_iovs[first];
+            h.msg_iovlen = iovs as _;
             h.msg_name = (&mut dev.rx_names[i] as *mut libc::sockaddr_ll).cast();
             h.msg_control = (&mut dev.rx_cmsgs[i] as *mut CmsgBuf).cast();
 
-            dev.tx_iovs[i] = libc::iovec {
-                iov_base: dev.tx_buf[i * max_frame..].as_mut_ptr().cast(),
+            dev.tx_iovs[first + iovs - 1] = libc::iovec {
+                iov_base: dev.tx_buf[i * tx_slot..].as_mut_ptr().cast(),
                 iov_len: 0,
             };
             let h = &mut dev.tx_hdrs[i].msg_hdr;
-            h.msg_iov = &mut dev.tx_iovs[i];
-            h.msg_iovlen = 1;
+            h.msg_iov = &mut dev.tx_iovs[first];
+            h.msg_iovlen = iovs as _;
         }
         dev
     }
@@ -346,6 +399,12 @@ impl Device for AfPacket {
         if n < 0 {
             return match sys::errno() {
                 libc::EAGAIN | libc::EINTR => Ok(0),
+                // The kernel could not describe a frame in a virtio-net header (a GSO type
+                // it has no header for) and dropped it.
+                libc::EINVAL if self.vnet => {
+                    self.stats.rx_dropped += 1;
+                    Ok(0)
+                }
                 _ => Err(DeviceError::last_os(
                     "receive frames",
                     NEEDS_NET_RAW,
@@ -354,8 +413,12 @@ impl Device for AfPacket {
             };
         }
         let mut delivered = 0;
+        let vnet_len = if self.vnet { virtio::HDR_LEN } else { 0 };
         for i in 0..n as usize {
-            let len = self.rx_hdrs[i].msg_len as usize;
+            let Some(len) = (self.rx_hdrs[i].msg_len as usize).checked_sub(vnet_len) else {
+                self.stats.rx_dropped += 1;
+                continue;
+            };
             let flags = self.rx_hdrs[i].msg_hdr.msg_flags;
             if flags & libc::MSG_TRUNC != 0 || len > self.rx_frame_size {
                 self.stats.rx_truncated += 1;
@@ -365,9 +428,27 @@ impl Device for AfPacket {
                 continue;
             }
             let status = self.aux_status(i);
+            let vnet = self
+                .vnet
+                .then(|| VirtioNetHdr::parse(&self.rx_vnet[i]))
+                .flatten();
             let start = i * self.rx_frame_size;
             let frame = &mut self.rx_buf[start..start + len];
-            let checksum = if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+            let checksum = if let Some(h) = vnet {
+                if h.flags & virtio::F_NEEDS_CSUM != 0 {
+                    let (start, offset) = (usize::from(h.csum_start), usize::from(h.csum_offset));
+                    if complete_checksum_at(frame, start, offset) {
+                        self.stats.rx_checksum_completed += 1;
+                    } else {
+                        self.stats.rx_checksum_incomplete += 1;
+                    }
+                    RxChecksum::Partial
+                } else if h.flags & virtio::F_DATA_VALID != 0 {
+                    RxChecksum::Verified
+                } else {
+                    RxChecksum::Unverified
+                }
+            } else if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
                 if complete_partial_checksum(frame) {
                     self.stats.rx_checksum_completed += 1;
                 } else {
@@ -393,12 +474,40 @@ impl Device for AfPacket {
         if self.tx_count == self.batch {
             return Ok(false);
         }
-        let start = self.tx_count * self.max_frame;
-        let slot = &mut self.tx_buf[start..start + self.max_frame];
-        if let Some(len) = queued_plain(f(slot), slot, &mut self.stats)? {
-            self.tx_iovs[self.tx_count].iov_len = len;
-            self.tx_count += 1;
-        }
+        let i = self.tx_count;
+        let start = i * self.tx_slot;
+        let slot = &mut self.tx_buf[start..start + self.tx_slot];
+        let len = if self.vnet {
+            // The kernel completes partial checksums and segments large frames.
+            let Some(tx) = f(slot).filter(|t| t.len > 0) else {
+                return Ok(true);
+            };
+            if tx.len > slot.len() || (tx.gso_size == 0 && tx.len > self.max_frame) {
+                return Err(DeviceError::FrameTooLong {
+                    len: tx.len,
+                    max: if tx.gso_size == 0 {
+                        self.max_frame
+                    } else {
+                        slot.len()
+                    },
+                });
+            }
+            let Some(h) = VirtioNetHdr::for_tx(&slot[..tx.len], &tx) else {
+                self.stats.tx_dropped += 1;
+                return Ok(true);
+            };
+            h.emit(&mut self.tx_vnet[i]);
+            tx.len
+        } else {
+            let slot = &mut slot[..self.max_frame];
+            match queued_plain(f(slot), slot, &mut self.stats)? {
+                Some(len) => len,
+                None => return Ok(true),
+            }
+        };
+        let iovs = if self.vnet { 2 } else { 1 };
+        self.tx_iovs[i * iovs + iovs - 1].iov_len = len;
+        self.tx_count += 1;
         Ok(true)
     }
 
@@ -460,6 +569,10 @@ impl Device for AfPacket {
 
     fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    fn max_tso_frame(&self) -> usize {
+        self.tx_slot
     }
 
     fn mac(&self) -> EthernetAddress {

@@ -36,6 +36,7 @@ pub mod netns;
 mod pair;
 mod sys;
 mod tap;
+mod virtio;
 
 use std::time::Duration;
 

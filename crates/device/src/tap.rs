@@ -5,13 +5,12 @@
 //! (TUNSETVNETHDRSZ 12, little-endian: TUNSETVNETLE). With [`TapConfig::checksum_offload`]
 //! the device advertises TUN_F_CSUM, so the kernel passes frames with partial checksums
 //! (VIRTIO_NET_HDR_F_NEEDS_CSUM) instead of completing them itself; this backend completes
-//! them from `csum_start`/`csum_offset` before handing them up. On transmit it writes a zero
-//! header: every frame the engine sends carries complete checksums and no GSO.
+//! them from `csum_start`/`csum_offset` before handing them up.
 //!
-//! TODO(large segments): advertise TUN_F_TSO4/TUN_F_TSO6 so the kernel hands over 64 KB GSO
-//! frames (gso_type, gso_size, hdr_len), and send large segments with a GSO header on
-//! transmit; until then the kernel segments before the TAP and the receive buffer is sized
-//! for 64 KB frames already.
+//! Large segments ([`TapConfig::tso`]): the device advertises TUN_F_TSO4, so the kernel hands
+//! over 64 KB TCP segments whole (the core accepts them), and the engine may write 64 KB
+//! segments with a GSO header (`TxFrame::gso_size`) and partial checksums, which the kernel
+//! segments or passes on as GSO packets.
 //!
 //! The tun file descriptor has no batched read or write, so a burst is one read(2) per frame
 //! and one write(2) per queued frame; io_uring or multi-queue TAP can batch it later.
@@ -30,16 +29,11 @@ use sluice_wire::EthernetAddress;
 use crate::checksum::complete_checksum_at;
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_ADMIN};
-use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
+use crate::virtio::{self, VirtioNetHdr};
+use crate::{Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Length of the `virtio_net_hdr_v1` that prefixes every frame (flags, gso_type, hdr_len, gso_size, csum_start, csum_offset, num_buffers).
 pub const VIRTIO_NET_HDR_LEN: usize = 12;
-/// virtio-net header flag: the checksum from `csum_start` must be completed.
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
-/// virtio-net header flag: the checksum was already verified.
-const VIRTIO_NET_HDR_F_DATA_VALID: u8 = 2;
-/// virtio-net GSO type: not a large segment.
-const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
 /// Length of an Ethernet header without a VLAN tag.
 const ETH_HLEN: usize = 14;
 /// Receive buffer: the header plus the largest frame the kernel can hand over.
@@ -58,6 +52,8 @@ pub struct TapConfig {
     pub checksum_offload: bool,
     /// Set the TAP interface up after creating or attaching it (needs CAP_NET_ADMIN).
     pub bring_up: bool,
+    /// Large segments both ways (TUN_F_TSO4; needs `checksum_offload`).
+    pub tso: bool,
 }
 
 impl Default for TapConfig {
@@ -67,6 +63,7 @@ impl Default for TapConfig {
             mac: EthernetAddress([0x02, 0x73, 0x6c, 0x00, 0x00, 0x01]),
             checksum_offload: true,
             bring_up: true,
+            tso: true,
         }
     }
 }
@@ -78,35 +75,16 @@ pub struct Tap {
     name: String,
     mac: EthernetAddress,
     max_frame: usize,
+    /// Largest frame a transmit slot holds: `max_frame`, or a 64 KB segment with TSO.
+    max_tx_frame: usize,
     batch: usize,
     rx_buf: Box<[u8]>,
-    /// `batch` slots of `VIRTIO_NET_HDR_LEN + max_frame` bytes; each starts with a zero header.
+    /// `batch` slots of `VIRTIO_NET_HDR_LEN + max_tx_frame` bytes, each led by its header.
     tx_buf: Box<[u8]>,
     tx_lens: Box<[usize]>,
     tx_head: usize,
     tx_count: usize,
     stats: DeviceStats,
-}
-
-/// The fields of a received virtio-net header that matter here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct VnetHeader {
-    flags: u8,
-    gso_type: u8,
-    csum_start: u16,
-    csum_offset: u16,
-}
-
-impl VnetHeader {
-    /// Parses the little-endian header (TUNSETVNETLE was requested).
-    fn parse(h: &[u8; VIRTIO_NET_HDR_LEN]) -> VnetHeader {
-        VnetHeader {
-            flags: h[0],
-            gso_type: h[1],
-            csum_start: u16::from_le_bytes([h[6], h[7]]),
-            csum_offset: u16::from_le_bytes([h[8], h[9]]),
-        }
-    }
 }
 
 /// Runs a tun ioctl whose argument is a pointer to one `c_int`.
@@ -131,6 +109,11 @@ impl Tap {
     pub fn open(name: &str, config: TapConfig) -> Result<Tap, DeviceError> {
         if config.batch == 0 || config.batch > MAX_BATCH {
             return Err(DeviceError::InvalidConfig("batch must be 1 to 1024 frames"));
+        }
+        if config.tso && !config.checksum_offload {
+            return Err(DeviceError::InvalidConfig(
+                "tso needs checksum_offload (TUN_F_TSO4 requires TUN_F_CSUM)",
+            ));
         }
         let ifname = sys::interface_name(name)?;
         let file = OpenOptions::new()
@@ -172,11 +155,13 @@ impl Tap {
         // Little-endian headers on every host; refused only by kernels without the flag,
         // where the legacy (native, little-endian on x86 and Arm) order applies.
         let _ = ioctl_int_ptr(&file, libc::TUNSETVNETLE, 1);
-        let offload: libc::c_uint = if config.checksum_offload {
-            libc::TUN_F_CSUM
-        } else {
-            0
-        };
+        let mut offload: libc::c_uint = 0;
+        if config.checksum_offload {
+            offload |= libc::TUN_F_CSUM;
+        }
+        if config.tso {
+            offload |= libc::TUN_F_TSO4;
+        }
         // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long of TUN_F_*
         // flags), not through a pointer.
         let r = unsafe {
@@ -200,13 +185,18 @@ impl Tap {
         // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
         let mtu = usize::try_from(unsafe { mtu_req.ifr_ifru.ifru_mtu }).unwrap_or(1500);
         let max_frame = mtu + ETH_HLEN;
-
-        let slot = VIRTIO_NET_HDR_LEN + max_frame;
+        let max_tx_frame = if config.tso {
+            max_frame.max(ETH_HLEN + 65_535)
+        } else {
+            max_frame
+        };
+        let slot = VIRTIO_NET_HDR_LEN + max_tx_frame;
         Ok(Tap {
             file,
             name,
             mac: config.mac,
             max_frame,
+            max_tx_frame,
             batch: config.batch,
             rx_buf: vec![0u8; RX_BUF_LEN].into_boxed_slice(),
             tx_buf: vec![0u8; config.batch * slot].into_boxed_slice(),
@@ -228,7 +218,7 @@ impl Tap {
     }
 
     fn slot_len(&self) -> usize {
-        VIRTIO_NET_HDR_LEN + self.max_frame
+        VIRTIO_NET_HDR_LEN + self.max_tx_frame
     }
 }
 
@@ -258,13 +248,17 @@ impl Device for Tap {
                 self.stats.rx_dropped += 1;
                 continue;
             };
-            let hdr = VnetHeader::parse(hdr);
-            if hdr.gso_type != VIRTIO_NET_HDR_GSO_NONE {
-                // GSO was not negotiated (no TUN_F_TSO*); never expected.
+            let Some(hdr) = VirtioNetHdr::parse(hdr) else {
+                self.stats.rx_dropped += 1;
+                continue;
+            };
+            // A large TCP segment (TUN_F_TSO4) is handed up whole: the core takes segments
+            // of any length. Other GSO types were not negotiated.
+            if hdr.gso_type != virtio::GSO_NONE && hdr.gso_type != virtio::GSO_TCPV4 {
                 self.stats.rx_dropped += 1;
                 continue;
             }
-            let checksum = if hdr.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+            let checksum = if hdr.flags & virtio::F_NEEDS_CSUM != 0 {
                 let (start, offset) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
                 if complete_checksum_at(frame, start, offset) {
                     self.stats.rx_checksum_completed += 1;
@@ -272,7 +266,7 @@ impl Device for Tap {
                     self.stats.rx_checksum_incomplete += 1;
                 }
                 RxChecksum::Partial
-            } else if hdr.flags & VIRTIO_NET_HDR_F_DATA_VALID != 0 {
+            } else if hdr.flags & virtio::F_DATA_VALID != 0 {
                 RxChecksum::Verified
             } else {
                 RxChecksum::Unverified
@@ -294,13 +288,29 @@ impl Device for Tap {
         let slot_len = self.slot_len();
         let start = self.tx_count * slot_len;
         let slot = &mut self.tx_buf[start..start + slot_len];
-        // A zero header: no checksum to complete, no GSO.
-        slot[..VIRTIO_NET_HDR_LEN].fill(0);
-        let frame = &mut slot[VIRTIO_NET_HDR_LEN..];
-        if let Some(len) = queued_plain(f(frame), frame, &mut self.stats)? {
-            self.tx_lens[self.tx_count] = len;
-            self.tx_count += 1;
+        let (hdr, frame) = slot.split_at_mut(VIRTIO_NET_HDR_LEN);
+        let Some(tx) = f(frame).filter(|t| t.len > 0) else {
+            return Ok(true);
+        };
+        if tx.len > frame.len() || (tx.gso_size == 0 && tx.len > self.max_frame) {
+            return Err(DeviceError::FrameTooLong {
+                len: tx.len,
+                max: if tx.gso_size == 0 {
+                    self.max_frame
+                } else {
+                    frame.len()
+                },
+            });
         }
+        // The kernel completes partial checksums (NEEDS_CSUM) and segments large frames.
+        let Some(h) = VirtioNetHdr::for_tx(&frame[..tx.len], &tx) else {
+            self.stats.tx_dropped += 1;
+            return Ok(true);
+        };
+        hdr.fill(0);
+        h.emit(hdr);
+        self.tx_lens[self.tx_count] = tx.len;
+        self.tx_count += 1;
         Ok(true)
     }
 
@@ -368,6 +378,10 @@ impl Device for Tap {
         self.max_frame
     }
 
+    fn max_tso_frame(&self) -> usize {
+        self.max_tx_frame
+    }
+
     fn mac(&self) -> EthernetAddress {
         self.mac
     }
@@ -384,15 +398,25 @@ mod tests {
     #[test]
     fn vnet_header_is_little_endian() {
         let h = [1u8, 0, 0x36, 0, 0, 0, 34, 0, 16, 0, 0, 0];
+        let parsed = VirtioNetHdr::parse(&h).unwrap();
         assert_eq!(
-            VnetHeader::parse(&h),
-            VnetHeader {
-                flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
-                gso_type: VIRTIO_NET_HDR_GSO_NONE,
-                csum_start: 34,
-                csum_offset: 16,
-            }
+            (parsed.flags, parsed.gso_type, parsed.hdr_len),
+            (virtio::F_NEEDS_CSUM, virtio::GSO_NONE, 0x36)
         );
+        assert_eq!((parsed.csum_start, parsed.csum_offset), (34, 16));
+    }
+
+    #[test]
+    fn tso_without_checksum_offload_is_refused() {
+        let bad = TapConfig {
+            tso: true,
+            checksum_offload: false,
+            ..TapConfig::default()
+        };
+        assert!(matches!(
+            Tap::open("sl-tap", bad),
+            Err(DeviceError::InvalidConfig(_))
+        ));
     }
 
     #[test]

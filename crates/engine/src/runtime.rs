@@ -130,9 +130,15 @@ impl<D: Device> Engine<D> {
             let stack = &mut self.stack;
             let mut produced = false;
             let queued = self.device.transmit_with(&mut |buf| {
-                let n = stack.poll_transmit(now, buf);
-                produced = n.is_some();
-                n.map(TxFrame::plain)
+                // Devices with segmentation offload get large segments (the core only makes
+                // them when configured to: Config::tso_max_payload).
+                let t = stack.poll_transmit_offload(now, buf);
+                produced = t.is_some();
+                t.map(|t| TxFrame {
+                    len: t.len,
+                    gso_size: t.gso_size,
+                    csum_partial: t.csum_partial,
+                })
             })?;
             if queued && produced {
                 sent += 1;

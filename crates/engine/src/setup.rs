@@ -90,13 +90,23 @@ pub fn core_config(mac: EthernetAddress, ip: Ipv4Addr, mtu: u16) -> Config {
     c
 }
 
+/// Turns on large segments and partial checksums in the core when the device offloads them.
+pub fn offload_config(config: &mut Config, device: &dyn Device) {
+    let headers = 14 + 20 + 60;
+    if device.max_tso_frame() > device.max_frame() {
+        let room = device.max_tso_frame().saturating_sub(headers) as u32;
+        config.tso_max_payload = room.min(sluice_tcp::config::TSO_MAX_PAYLOAD_LIMIT);
+        config.tx_checksum_offload = true;
+    }
+}
+
 /// Opens the backend (entering the namespace on this thread first) and builds the engine.
 pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError> {
     if let Some(ns) = &opts.netns {
         sluice_device::netns::enter(ns)?;
     }
     let device: Box<dyn Device> = match opts.backend {
-        Backend::AfPacket => Box::new(AfPacket::open(&opts.iface, AfPacketConfig::large_frames())?),
+        Backend::AfPacket => Box::new(AfPacket::open(&opts.iface, AfPacketConfig::offload())?),
         Backend::Tap => {
             let mac = EthernetAddress(sluice_lab::TAP_ENGINE_MAC);
             let tap = Tap::open(
@@ -128,7 +138,8 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
         _ => device,
     };
     let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
-    let stack = Stack::new(core_config(device.mac(), opts.ip, mtu.min(1500)))
-        .map_err(|e| EngineError::App(e.to_string()))?;
+    let mut config = core_config(device.mac(), opts.ip, mtu.min(1500));
+    offload_config(&mut config, device.as_ref());
+    let stack = Stack::new(config).map_err(|e| EngineError::App(e.to_string()))?;
     Ok(Engine::new(stack, device))
 }
