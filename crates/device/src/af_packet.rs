@@ -52,6 +52,9 @@ pub struct AfPacketConfig {
     pub socket_buffer: Option<usize>,
     /// Exchange a virtio-net header with every frame (PACKET_VNET_HDR): send large segments (TSO) and partial checksums.
     pub vnet_hdr: bool,
+    /// Complete partial checksums in software before handing frames up; off when the
+    /// consumer trusts [`RxChecksum::Partial`] frames as Linux does (they never crossed a wire).
+    pub complete_partial: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -62,6 +65,7 @@ impl Default for AfPacketConfig {
             qdisc_bypass: false,
             socket_buffer: Some(4 << 20),
             vnet_hdr: false,
+            complete_partial: true,
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct AfPacket {
     tx_slot: usize,
     /// Whether every frame carries a virtio-net header (PACKET_VNET_HDR).
     vnet: bool,
+    /// Whether partial checksums are completed before frames are handed up.
+    complete_partial: bool,
     batch: usize,
     rx_frame_size: usize,
     rx_buf: Box<[u8]>,
@@ -277,6 +283,7 @@ impl AfPacket {
             max_frame,
             tx_slot,
             vnet,
+            complete_partial: config.complete_partial,
             batch,
             rx_frame_size: rx_size,
             rx_buf: vec![0u8; batch * rx_size].into_boxed_slice(),
@@ -437,7 +444,9 @@ impl Device for AfPacket {
             let checksum = if let Some(h) = vnet {
                 if h.flags & virtio::F_NEEDS_CSUM != 0 {
                     let (start, offset) = (usize::from(h.csum_start), usize::from(h.csum_offset));
-                    if complete_checksum_at(frame, start, offset) {
+                    if !self.complete_partial {
+                        // Left for the core to trust: see RxChecksum::Partial.
+                    } else if complete_checksum_at(frame, start, offset) {
                         self.stats.rx_checksum_completed += 1;
                     } else {
                         self.stats.rx_checksum_incomplete += 1;
@@ -449,7 +458,9 @@ impl Device for AfPacket {
                     RxChecksum::Unverified
                 }
             } else if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                if complete_partial_checksum(frame) {
+                if !self.complete_partial {
+                    // Left for the core to trust: see RxChecksum::Partial.
+                } else if complete_partial_checksum(frame) {
                     self.stats.rx_checksum_completed += 1;
                 } else {
                     self.stats.rx_checksum_incomplete += 1;

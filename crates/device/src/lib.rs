@@ -56,7 +56,9 @@ pub enum RxChecksum {
     Unverified,
     /// The device or kernel verified the checksum (TP_STATUS_CSUM_VALID, VIRTIO_NET_HDR_F_DATA_VALID).
     Verified,
-    /// A local sender left the checksum to offload; the device completed it in software.
+    /// A local sender left the checksum to offload (the frame never crossed a wire, so,
+    /// like Linux, it needs no verification); the device completed it in software unless
+    /// configured not to (`complete_partial: false`), in which case the field is not valid.
     Partial,
 }
 

@@ -54,6 +54,9 @@ pub struct TapConfig {
     pub bring_up: bool,
     /// Large segments both ways (TUN_F_TSO4; needs `checksum_offload`).
     pub tso: bool,
+    /// Complete partial checksums in software before handing frames up; off when the
+    /// consumer trusts [`RxChecksum::Partial`] frames as Linux does (they never crossed a wire).
+    pub complete_partial: bool,
 }
 
 impl Default for TapConfig {
@@ -64,6 +67,7 @@ impl Default for TapConfig {
             checksum_offload: true,
             bring_up: true,
             tso: true,
+            complete_partial: true,
         }
     }
 }
@@ -77,6 +81,8 @@ pub struct Tap {
     max_frame: usize,
     /// Largest frame a transmit slot holds: `max_frame`, or a 64 KB segment with TSO.
     max_tx_frame: usize,
+    /// Whether partial checksums are completed before frames are handed up.
+    complete_partial: bool,
     batch: usize,
     rx_buf: Box<[u8]>,
     /// `batch` slots of `VIRTIO_NET_HDR_LEN + max_tx_frame` bytes, each led by its header.
@@ -197,6 +203,7 @@ impl Tap {
             mac: config.mac,
             max_frame,
             max_tx_frame,
+            complete_partial: config.complete_partial,
             batch: config.batch,
             rx_buf: vec![0u8; RX_BUF_LEN].into_boxed_slice(),
             tx_buf: vec![0u8; config.batch * slot].into_boxed_slice(),
@@ -260,7 +267,9 @@ impl Device for Tap {
             }
             let checksum = if hdr.flags & virtio::F_NEEDS_CSUM != 0 {
                 let (start, offset) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
-                if complete_checksum_at(frame, start, offset) {
+                if !self.complete_partial {
+                    // Left for the core to trust: see RxChecksum::Partial.
+                } else if complete_checksum_at(frame, start, offset) {
                     self.stats.rx_checksum_completed += 1;
                 } else {
                     self.stats.rx_checksum_incomplete += 1;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError, TxFrame};
+use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
 use sluice_tcp::{Instant, Stack};
 
 use crate::clock::Clock;
@@ -113,7 +113,13 @@ impl<D: Device> Engine<D> {
         let stack = &mut self.stack;
         let received = self
             .device
-            .receive(&mut |frame, _meta| stack.handle_frame(now, frame))?;
+            .receive(&mut |frame, meta| match meta.checksum {
+                RxChecksum::Unverified => stack.handle_frame(now, frame),
+                // Verified by the device, or never on a wire (a local sender's partial sum).
+                RxChecksum::Verified | RxChecksum::Partial => {
+                    stack.handle_frames_checksum_ok(now, &[frame])
+                }
+            })?;
         self.stats.rx_frames += received as u64;
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {
             self.stack.handle_timeout(now);

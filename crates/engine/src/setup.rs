@@ -106,13 +106,22 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
         sluice_device::netns::enter(ns)?;
     }
     let device: Box<dyn Device> = match opts.backend {
-        Backend::AfPacket => Box::new(AfPacket::open(&opts.iface, AfPacketConfig::offload())?),
+        Backend::AfPacket => {
+            let config = AfPacketConfig {
+                // The core trusts partial checksums (RxChecksum::Partial).
+                complete_partial: false,
+                ..AfPacketConfig::offload()
+            };
+            Box::new(AfPacket::open(&opts.iface, config)?)
+        }
         Backend::Tap => {
             let mac = EthernetAddress(sluice_lab::TAP_ENGINE_MAC);
             let tap = Tap::open(
                 sluice_lab::TAP_IFACE,
                 TapConfig {
                     mac,
+                    // The core trusts partial checksums (RxChecksum::Partial).
+                    complete_partial: false,
                     ..TapConfig::default()
                 },
             )?;

@@ -514,3 +514,19 @@ fn rfc7323_2_window_updates_are_scaled_both_ways() {
     c.peer.recv_all(&mut stack, ms(5));
     assert_eq!(stack.info(id).unwrap().snd_wnd, 16000);
 }
+
+#[test]
+fn frames_whose_checksum_the_device_vouches_for_are_not_verified_again() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    // A local Linux sender leaves only the pseudo-header sum in the field (CHECKSUM_PARTIAL).
+    let mut partial = c.peer.frame(&c.data_seg(b"local"));
+    partial[34 + 16..34 + 18].copy_from_slice(&[0x12, 0x34]);
+    stack.handle_frame(ms(1), &partial);
+    c.peer.recv_nothing(&mut stack, ms(1));
+    assert_eq!(stack.counters().bad_checksum, 1, "verified and refused");
+    stack.handle_frames_checksum_ok(ms(2), &[&partial]);
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.ack, c.peer_nxt + 5u32, "trusted and taken");
+    assert_eq!(stack.counters().bad_checksum, 1);
+}
