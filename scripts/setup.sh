@@ -11,6 +11,14 @@ command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || [ -x /sbin/eth
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 # Linux peers in the lab's interop tests are small Python socket programs.
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The AF_XDP backend (xsk-rs) builds libxdp and libbpf from source: clang compiles libxdp's
+# BPF programs and bindgen loads libclang, llc and m4 are libxdp's build tools; libbpf-dev
+# is what libxdp's configure finds (without it, it demands libpcap); libelf and zlib link in.
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v llc >/dev/null 2>&1 || need+=(llvm)
+command -v m4 >/dev/null 2>&1 || need+=(m4)
+pkg_ok() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in libbpf-dev libelf-dev zlib1g-dev; do pkg_ok "$p" || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update

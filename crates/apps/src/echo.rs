@@ -1,6 +1,7 @@
 //! An echo server: every connection gets back what it sends.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use sluice_tcp::{ConnId, Error, ListenerId, Stack};
 
@@ -13,7 +14,9 @@ struct EchoConn {
 /// Echoes every connection on one port.
 pub struct EchoServer {
     listener: ListenerId,
-    conns: HashMap<ConnId, EchoConn>,
+    /// A fixed hasher, so connections are served in the same order in every run (the
+    /// simulator's runs are exact).
+    conns: HashMap<ConnId, EchoConn, BuildHasherDefault<DefaultHasher>>,
     buf: Vec<u8>,
     /// Connections served to completion.
     pub completed: u64,
@@ -24,7 +27,7 @@ impl EchoServer {
     pub fn listen(stack: &mut Stack, port: u16, backlog: usize) -> Result<Self, Error> {
         Ok(EchoServer {
             listener: stack.listen(port, backlog)?,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             buf: vec![0; 64 * 1024],
             completed: 0,
         })

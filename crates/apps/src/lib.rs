@@ -1,13 +1,14 @@
 //! Applications written against the core's sans-IO API. Being sans-IO themselves, they run
 //! unchanged in the simulator, the demo, the fuzzer and the engine: a verified bulk transfer
-//! and a closed-loop RPC between two cores, and the single-host echo server, sink and source
-//! that the engine's subcommands run against Linux peers.
+//! and a closed-loop RPC between two cores, and the single-host echo server, sink, source and
+//! RPC client that the engine's subcommands run against Linux or simulated peers.
 #![forbid(unsafe_code)]
 
 mod bulk;
 mod echo;
 mod pattern;
 mod rpc;
+mod rpc_client;
 mod sink;
 mod source;
 
@@ -15,6 +16,7 @@ pub use bulk::{BulkTransfer, Side};
 pub use echo::EchoServer;
 pub use pattern::pattern_fill;
 pub use rpc::RpcEcho;
+pub use rpc_client::{RpcClient, RpcClientError};
 pub use sink::{Sink, SinkReport};
 pub use source::Source;
 

@@ -2,6 +2,7 @@
 //! count and SHA-256 when it closes.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use sha2::{Digest, Sha256};
 use sluice_tcp::{ConnId, Error, ListenerId, Stack};
@@ -20,7 +21,9 @@ pub struct SinkReport {
 /// Discards and hashes every connection on one port.
 pub struct Sink {
     listener: ListenerId,
-    conns: HashMap<ConnId, (u64, Sha256)>,
+    /// A fixed hasher, so connections are served in the same order in every run (the
+    /// simulator's runs are exact).
+    conns: HashMap<ConnId, (u64, Sha256), BuildHasherDefault<DefaultHasher>>,
     buf: Vec<u8>,
 }
 
@@ -29,7 +32,7 @@ impl Sink {
     pub fn listen(stack: &mut Stack, port: u16, backlog: usize) -> Result<Self, Error> {
         Ok(Sink {
             listener: stack.listen(port, backlog)?,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             buf: vec![0; 64 * 1024],
         })
     }

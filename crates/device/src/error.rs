@@ -68,6 +68,27 @@ pub enum DeviceError {
     },
     /// The other end of an in-memory pair was dropped.
     Disconnected,
+    /// The XDP program could not be attached, or the AF_XDP socket bound, on the interface.
+    XdpAttach {
+        /// The interface name.
+        name: String,
+        /// The attach mode asked for ("skb" or "drv").
+        mode: &'static str,
+        /// The error the kernel (through libxdp) returned.
+        source: io::Error,
+    },
+    /// Zero-copy AF_XDP was required but the interface's driver does not offer it.
+    ZeroCopyUnavailable {
+        /// The interface name.
+        name: String,
+    },
+    /// The AF_XDP UMEM could not be locked in memory (RLIMIT_MEMLOCK too low, no CAP_IPC_LOCK).
+    LockedMemory {
+        /// Bytes the UMEM needs locked.
+        bytes: u64,
+        /// The RLIMIT_MEMLOCK soft limit in bytes, None when unlimited.
+        limit: Option<u64>,
+    },
     /// Any other operating-system error, with the operation that failed.
     Os {
         /// What was being done.
@@ -162,6 +183,42 @@ impl fmt::Display for DeviceError {
                 "a {len}-byte frame asked for segmentation offload, which this device lacks"
             ),
             DeviceError::Disconnected => f.write_str("the other end of the device pair is gone"),
+            DeviceError::XdpAttach { name, mode, source } => {
+                write!(
+                    f,
+                    "cannot attach XDP in {mode} mode and bind an AF_XDP socket on {name:?}: \
+                     {source}"
+                )?;
+                let hint = match source.raw_os_error() {
+                    Some(libc::EEXIST) => {
+                        " (another XDP program is attached: remove it with `ip link set dev \
+                         IF xdp off`, or pick the mode it was attached in)"
+                    }
+                    Some(libc::EBUSY) => {
+                        " (another AF_XDP socket holds the queue, or an XDP program is attached \
+                         in the other mode)"
+                    }
+                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
+                        " (the driver may not support this XDP mode: try skb)"
+                    }
+                    Some(libc::ENOENT) => " (is the BPF filesystem mounted at /sys/fs/bpf?)",
+                    _ => "",
+                };
+                f.write_str(hint)
+            }
+            DeviceError::ZeroCopyUnavailable { name } => write!(
+                f,
+                "zero-copy AF_XDP is not available on {name:?} (the driver copies; allow copy \
+                 mode)"
+            ),
+            DeviceError::LockedMemory { bytes, limit } => {
+                write!(f, "cannot lock the {bytes}-byte AF_XDP UMEM in memory (")?;
+                match limit {
+                    Some(l) => write!(f, "RLIMIT_MEMLOCK is {l} bytes")?,
+                    None => f.write_str("RLIMIT_MEMLOCK is unlimited")?,
+                }
+                f.write_str("; run as root, grant CAP_IPC_LOCK, or raise it with ulimit -l)")
+            }
             DeviceError::Os { op, source } => write!(f, "cannot {op}: {source}"),
         }
     }
@@ -170,7 +227,7 @@ impl fmt::Display for DeviceError {
 impl std::error::Error for DeviceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DeviceError::Os { source, .. } => Some(source),
+            DeviceError::Os { source, .. } | DeviceError::XdpAttach { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -198,6 +255,21 @@ mod tests {
         ));
         assert!(matches!(e(libc::EBUSY), DeviceError::Busy { .. }));
         assert!(matches!(e(libc::EINVAL), DeviceError::Os { .. }));
+        let attach = DeviceError::XdpAttach {
+            name: "sl-a".into(),
+            mode: "drv",
+            source: io::Error::from_raw_os_error(libc::EEXIST),
+        };
+        let text = attach.to_string();
+        assert!(
+            text.contains("drv mode") && text.contains("another XDP program"),
+            "{text}"
+        );
+        let locked = DeviceError::LockedMemory {
+            bytes: 8 << 20,
+            limit: Some(65536),
+        };
+        assert!(locked.to_string().contains("RLIMIT_MEMLOCK is 65536"));
         let text = e(libc::EPERM).to_string();
         assert!(
             text.contains("permission denied") && text.contains("root"),

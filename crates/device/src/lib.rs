@@ -9,16 +9,23 @@
 //! - [`AfPacket`]: a packet socket bound to one interface, batched with recvmmsg/sendmmsg;
 //!   learns per frame from PACKET_AUXDATA whether the sender left the checksum to offload.
 //! - [`Tap`]: a TAP device with IFF_VNET_HDR (virtio_net_hdr_v1), checksum offload negotiated.
+//! - [`AfXdp`]: an AF_XDP socket on one interface queue (xsk-rs over libxdp, libxdp's default
+//!   XDP program), frames through the UMEM rings; DRV or SKB attach mode ([`XdpMode`]),
+//!   zero-copy where the driver offers it, copy mode otherwise (veth).
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
+//! - The simulator's wire (`sluice_engine::sim_wire`, `--backend sim`) implements the trait
+//!   too; it lives in the engine so this crate need not depend on the simulator.
 //!
 //! [`Impaired`] wraps any of them with seeded loss and reordering (fault injection on the
 //! engine's side, since the kernel here has no netem).
 //!
-//! AF_XDP (copy mode works on veth) and TPACKET_V3 rings come later, behind the same trait.
+//! TPACKET_V3 rings come later, behind the same trait.
 //!
 //! Frames whose transport checksum the local sender left to offload (Linux over veth, bridges
 //! and TAP) are completed in software before they are handed up ([`checksum`]), so the core's
-//! checksum verification passes; [`RxMeta::checksum`] says what the kernel reported.
+//! checksum verification passes; [`RxMeta::checksum`] says what the kernel reported. AF_XDP
+//! reports nothing, so it recognises such frames by their checksum field
+//! ([`complete_if_partial`]).
 //!
 //! [`netns::enter`] moves the calling thread into a named network namespace (the lab's
 //! `sluice-a`) before a backend is opened there.
@@ -29,6 +36,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod af_packet;
+mod af_xdp;
 pub mod checksum;
 mod error;
 mod impair;
@@ -41,6 +49,7 @@ mod virtio;
 use std::time::Duration;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
+pub use af_xdp::{complete_if_partial, AfXdp, AfXdpConfig, XdpMode, ZeroCopy};
 pub use checksum::{complete_checksum_at, complete_partial_checksum};
 pub use error::DeviceError;
 

@@ -1,6 +1,8 @@
 //! The polling loop: receive a burst, run due timers, let the application act, transmit a
 //! burst; sleep on the device only after an idle spell, so latency-critical traffic is
-//! served by polling and an idle engine costs no CPU.
+//! served by polling and an idle engine costs no CPU. With a virtual clock (the simulated
+//! wire) time stands still while the loop polls, so idle means sleep at once: the device's
+//! wait is what advances virtual time.
 
 use std::time::Duration;
 
@@ -72,7 +74,7 @@ pub struct RunStats {
     pub sleeps: u64,
 }
 
-/// The core and a device, driven by the real clock.
+/// The core and a device, driven by the real clock (or a virtual one, see [`Engine::with_clock`]).
 pub struct Engine<D: Device> {
     /// The TCP core.
     pub stack: Stack,
@@ -85,12 +87,18 @@ pub struct Engine<D: Device> {
 }
 
 impl<D: Device> Engine<D> {
-    /// Joins a core and a device.
+    /// Joins a core and a device, on the real clock.
     pub fn new(stack: Stack, device: D) -> Self {
+        Self::with_clock(stack, device, Clock::start())
+    }
+
+    /// Joins a core and a device on the given clock (a virtual one shared with a simulated
+    /// wire makes the run deterministic).
+    pub fn with_clock(stack: Stack, device: D, clock: Clock) -> Self {
         Engine {
             stack,
             device,
-            clock: Clock::start(),
+            clock,
             idle_before_sleep: Duration::from_millis(10),
             stats: RunStats::default(),
         }
@@ -98,7 +106,7 @@ impl<D: Device> Engine<D> {
 
     /// The engine's clock.
     pub fn clock(&self) -> Clock {
-        self.clock
+        self.clock.clone()
     }
 
     /// Loop counters so far.
@@ -187,7 +195,9 @@ impl<D: Device> Engine<D> {
                 idle_since = now;
                 continue;
             }
-            if now.saturating_since(idle_since) >= self.idle_before_sleep {
+            // Virtual time does not pass while polling: waiting on the device advances it.
+            if self.clock.is_virtual() || now.saturating_since(idle_since) >= self.idle_before_sleep
+            {
                 // Sleep until a frame arrives or the core's next deadline.
                 let mut wait = Duration::from_millis(100);
                 if let Some(t) = self.stack.poll_timeout() {

@@ -5,7 +5,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use sluice_device::{
-    AfPacket, AfPacketConfig, Device, DeviceError, ImpairConfig, Impaired, Tap, TapConfig,
+    AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, ImpairConfig, Impaired, Tap,
+    TapConfig, XdpMode,
 };
 use sluice_tcp::{Config, Stack};
 use sluice_wire::EthernetAddress;
@@ -19,8 +20,12 @@ pub enum Backend {
     AfPacket,
     /// A TAP device with a virtio-net header (bridged to the interface in the lab).
     Tap,
-    /// AF_XDP (not built yet).
+    /// AF_XDP socket on queue 0 of the interface, libxdp's default XDP program attached
+    /// (copy mode on veth; [`EngineOptions::xdp_mode`] picks DRV or SKB).
     AfXdp,
+    /// The simulator's wire: simulated peers in virtual time, no root needed; built by
+    /// [`crate::sim_wire::SimWire`] together with its peers rather than by [`open`].
+    Sim,
 }
 
 impl std::str::FromStr for Backend {
@@ -30,8 +35,9 @@ impl std::str::FromStr for Backend {
             "af_packet" => Ok(Backend::AfPacket),
             "tap" => Ok(Backend::Tap),
             "af_xdp" => Ok(Backend::AfXdp),
+            "sim" => Ok(Backend::Sim),
             other => Err(format!(
-                "unknown backend {other:?} (af_packet, tap, af_xdp)"
+                "unknown backend {other:?} (af_xdp, af_packet, tap, sim)"
             )),
         }
     }
@@ -52,6 +58,8 @@ pub struct EngineOptions {
     pub netns: Option<String>,
     /// Wrap the device in seeded fault injection (loss, reordering) on the engine's side.
     pub impair: Option<ImpairConfig>,
+    /// Where the AF_XDP backend's XDP program runs (DRV by default; ignored by others).
+    pub xdp_mode: XdpMode,
 }
 
 impl EngineOptions {
@@ -64,6 +72,7 @@ impl EngineOptions {
             backend,
             netns: Some(sluice_lab::NS_ENGINE.to_string()),
             impair: None,
+            xdp_mode: XdpMode::Drv,
         }
     }
 
@@ -113,7 +122,7 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
                 ..AfPacketConfig::offload()
             };
             Box::new(AfPacket::open(&opts.iface, config)?)
-        }
+        },
         Backend::Tap => {
             let mac = EthernetAddress(sluice_lab::TAP_ENGINE_MAC);
             let tap = Tap::open(
@@ -135,8 +144,29 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
             Box::new(tap)
         }
         Backend::AfXdp => {
+            if opts.netns.is_some() && opts.xdp_mode == XdpMode::Skb {
+                sluice_lab::Lab::new().prepare_generic_xdp().map_err(|e| {
+                    EngineError::App(format!("cannot prepare the lab for generic XDP: {e}"))
+                })?;
+            }
+            let config = AfXdpConfig {
+                mode: opts.xdp_mode,
+                ..AfXdpConfig::default()
+            };
+            let xdp = AfXdp::open(&opts.iface, config)?;
+            // Which of copy and zero-copy the bind got is only known now: say so once.
+            eprintln!(
+                "sluice: AF_XDP on {} queue {}, XDP in {} mode, {}",
+                opts.iface,
+                config.queue_id,
+                xdp.mode(),
+                if xdp.zero_copy() { "zero-copy" } else { "copy mode" }
+            );
+            Box::new(xdp)
+        }
+        Backend::Sim => {
             return Err(EngineError::Device(DeviceError::InvalidConfig(
-                "the af_xdp backend is not built yet; use af_packet or tap",
+                "the sim backend has no interface to open: build it with sim_wire::SimWire and its peers",
             )))
         }
     };

@@ -1,18 +1,20 @@
 //! The interoperability matrix against Linux kernel TCP (needs root; skipped otherwise).
 //!
 //! Every case moves 64 MiB each way — a Linux client into the engine's sink, and the
-//! engine's source into a Linux server — verified by SHA-256, over both the AF_PACKET and
-//! the TAP backend: plain; with engine-side fault injection (1 % loss, 1 % reordering, both
+//! engine's source into a Linux server — verified by SHA-256, over the AF_PACKET, TAP and
+//! AF_XDP (DRV mode) backends: plain; with engine-side fault injection (1 % loss, 1 % reordering, both
 //! directions of the engine's device); and with the Linux peer's options varied in sluice-b
 //! (timestamps, SACK or window scaling off, ECN on, MTU 1280, segmentation offloads on/off).
 //! Each case builds its own lab, so settings never leak from one case into the next.
+//! AF_XDP in generic (SKB) mode runs the cases where the peer's segmentation matters.
 
 mod lab_support;
 
-use lab_support::{run_case, Impair, Peer, NO_IMPAIR};
-use sluice_engine::setup::Backend;
+use lab_support::{run_case, run_case_with, Impair, Peer, NO_IMPAIR};
+use sluice_device::XdpMode;
+use sluice_engine::setup::{Backend, EngineOptions};
 
-/// One case over both backends: a module with an `af_packet` and a `tap` test.
+/// One case over every backend: a module with an `af_packet`, a `tap` and an `af_xdp` test.
 macro_rules! case {
     ($(#[$doc:meta])* $name:ident, $impair:expr, $peer:expr) => {
         $(#[$doc])*
@@ -27,6 +29,11 @@ macro_rules! case {
             #[test]
             fn tap() {
                 run_case(Backend::Tap, $impair, $peer);
+            }
+
+            #[test]
+            fn af_xdp() {
+                run_case(Backend::AfXdp, $impair, $peer);
             }
         }
     };
@@ -100,3 +107,33 @@ case!(
     NO_IMPAIR,
     &[Peer::Offloads(false)]
 );
+
+/// AF_XDP with the XDP program in generic (SKB) mode, where the peer's 64 KB GSO frames
+/// would not fit a UMEM frame: the engine's setup turns TSO/GSO off on sl-a-br for it, so
+/// the cases that vary the peer's segmentation must pass too.
+mod af_xdp_skb {
+    use super::*;
+
+    /// The lab engine over AF_XDP in SKB mode.
+    fn skb() -> EngineOptions {
+        EngineOptions {
+            xdp_mode: XdpMode::Skb,
+            ..EngineOptions::lab(Backend::AfXdp)
+        }
+    }
+
+    #[test]
+    fn plain() {
+        run_case_with(skb(), NO_IMPAIR, &[]);
+    }
+
+    #[test]
+    fn linux_offloads_on() {
+        run_case_with(skb(), NO_IMPAIR, &[Peer::Offloads(true)]);
+    }
+
+    #[test]
+    fn linux_offloads_off() {
+        run_case_with(skb(), NO_IMPAIR, &[Peer::Offloads(false)]);
+    }
+}

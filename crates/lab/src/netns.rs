@@ -343,6 +343,18 @@ impl Lab {
         Ok(())
     }
 
+    /// Prepares the wire for the engine's AF_XDP backend in generic (SKB) mode: TSO and GSO
+    /// off on sl-a-br, so every frame towards the engine is wire-sized.
+    ///
+    /// Generic XDP hands AF_XDP the whole skb, and a 64 KB GSO frame from a Linux peer does
+    /// not fit a UMEM frame, so the kernel would drop it. DRV mode needs nothing: while an
+    /// XDP program is attached to sl-a, veth itself turns segmentation offload off on its
+    /// peer. Neither mode needs bpffs: without it libxdp loads its program without the
+    /// dispatcher, which this kernel could not load anyway.
+    pub fn prepare_generic_xdp(&self) -> Result<(), LabError> {
+        self.ethtool_features(NS_CLIENT, ENGINE_PEER, &[("tso", false), ("gso", false)])
+    }
+
     /// Whether `iface` exists in `ns`.
     pub fn link_exists(&self, ns: &str, iface: &str) -> Result<bool, LabError> {
         check_namespace(ns)?;

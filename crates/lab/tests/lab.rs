@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sluice_device::{
-    netns, AfPacket, AfPacketConfig, Device, DeviceError, EthernetAddress, RxChecksum, Tap,
-    TapConfig,
+    netns, AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, EthernetAddress,
+    RxChecksum, Tap, TapConfig, XdpMode,
 };
 use sluice_lab::{
     mac_string, Lab, LabGuard, LabLock, BRIDGE, BRIDGE_MAC, CLIENT_IP, ENGINE_IFACE, ENGINE_IP,
@@ -340,6 +340,111 @@ fn engine_answers_arp_over_tap() {
     check_exchange(&lab, &seen, TAP_ENGINE_MAC);
     assert_eq!(seen.syn_checksum, RxChecksum::Partial, "{seen:?}");
     lab.detach_tap().unwrap();
+    lab.teardown().unwrap();
+}
+
+#[test]
+fn engine_answers_arp_over_af_xdp() {
+    if skip("engine_answers_arp_over_af_xdp") {
+        return;
+    }
+    let lab = LabGuard::up().unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let engine = thread::spawn(move || -> Result<Seen, String> {
+        netns::enter(NS_ENGINE).map_err(|e| e.to_string())?;
+        let mut dev =
+            AfXdp::open(ENGINE_IFACE, AfXdpConfig::default()).map_err(|e| e.to_string())?;
+        ready_tx
+            .send((dev.mac(), dev.max_frame(), dev.mode(), dev.zero_copy()))
+            .map_err(|e| e.to_string())?;
+        engine_side(&mut dev, Duration::from_secs(20))
+    });
+    let Ok((mac, max_frame, mode, zero_copy)) = ready_rx.recv_timeout(Duration::from_secs(10))
+    else {
+        panic!("engine thread failed: {:?}", engine_result(engine));
+    };
+    assert_eq!(mac, EthernetAddress(ENGINE_MAC));
+    assert_eq!(max_frame, 1514);
+    assert_eq!(mode, XdpMode::Drv);
+    assert!(
+        !zero_copy,
+        "veth has no zero-copy AF_XDP: the kernel must have copied"
+    );
+    // The default program sits in the driver while the socket is open.
+    let link = lab
+        .ip_in(NS_ENGINE, &["-d", "link", "show", "dev", ENGINE_IFACE])
+        .unwrap();
+    assert!(link.contains("prog/xdp"), "{link}");
+    client_side(&lab);
+    let seen = engine.join().unwrap().unwrap();
+    check_exchange(&lab, &seen, ENGINE_MAC);
+    // AF_XDP reports no checksum state: the SYN's partial checksum was recognised by its
+    // field and completed.
+    assert_eq!(seen.syn_checksum, RxChecksum::Partial, "{seen:?}");
+    assert!(seen.syn_verifies, "{seen:?}");
+    // Closing the last socket detaches the program.
+    let link = lab
+        .ip_in(NS_ENGINE, &["-d", "link", "show", "dev", ENGINE_IFACE])
+        .unwrap();
+    assert!(!link.contains("prog/xdp"), "{link}");
+    lab.teardown().unwrap();
+}
+
+#[test]
+fn af_xdp_refuses_clearly() {
+    if skip("af_xdp_refuses_clearly") {
+        return;
+    }
+    let lab = LabGuard::up().unwrap();
+    thread::spawn(|| {
+        // sl-a exists only inside sluice-a.
+        match AfXdp::open(ENGINE_IFACE, AfXdpConfig::default()) {
+            Err(DeviceError::NoSuchInterface { name }) => assert_eq!(name, ENGINE_IFACE),
+            other => panic!("unexpected: {other:?}"),
+        }
+        netns::enter(NS_ENGINE).unwrap();
+        let first = AfXdp::open(ENGINE_IFACE, AfXdpConfig::default()).unwrap();
+        // The queue is taken: a second socket retries for bind_timeout, then says so.
+        let quick = AfXdpConfig {
+            bind_timeout: Duration::from_millis(300),
+            ..AfXdpConfig::default()
+        };
+        let started = Instant::now();
+        match AfXdp::open(ENGINE_IFACE, quick) {
+            Err(e @ DeviceError::XdpAttach { .. }) => {
+                assert!(e.to_string().contains("holds the queue"), "{e}")
+            }
+            other => panic!("unexpected: {other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        // A generic-mode program cannot join the driver-mode one.
+        let skb = AfXdpConfig {
+            mode: XdpMode::Skb,
+            ..quick
+        };
+        match AfXdp::open(ENGINE_IFACE, skb) {
+            Err(e @ DeviceError::XdpAttach { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("skb mode") && text.contains("sl-a"), "{text}")
+            }
+            other => panic!("unexpected: {other:?}"),
+        }
+        // Zero-copy on veth is refused with its own error.
+        drop(first);
+        let zc = AfXdpConfig {
+            zero_copy: sluice_device::ZeroCopy::Required,
+            ..AfXdpConfig::default()
+        };
+        match AfXdp::open(ENGINE_IFACE, zc) {
+            Err(DeviceError::ZeroCopyUnavailable { name }) => assert_eq!(name, ENGINE_IFACE),
+            other => panic!("unexpected: {other:?}"),
+        }
+        // Rebinding right after a close may meet EBUSY for a while: the retry covers it.
+        let again = AfXdp::open(ENGINE_IFACE, AfXdpConfig::default()).unwrap();
+        assert_eq!(again.interface(), ENGINE_IFACE);
+    })
+    .join()
+    .unwrap();
     lab.teardown().unwrap();
 }
 

@@ -1,8 +1,13 @@
 //! The engine subcommands: `sluice echo`, `sluice sink`, `sluice source`, and `sluice lab`.
+//! With `--backend sim` the first three run over the simulator's wire with simulated peers
+//! ([`sim`]).
+
+mod sim;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use clap::{Args, Subcommand};
+use sluice_device::XdpMode;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::{App, EngineError};
@@ -11,17 +16,20 @@ use sluice_engine::{App, EngineError};
 #[derive(Args, Debug, Clone)]
 pub struct Attach {
     /// Interface the engine owns (it must have no kernel address).
-    #[arg(long, required_unless_present = "lab")]
+    #[arg(long)]
     iface: Option<String>,
-    /// The engine's address and prefix, e.g. 10.77.0.1/24.
-    #[arg(long, required_unless_present = "lab")]
+    /// The engine's address and prefix, e.g. 10.77.0.1/24 (with --backend sim: default 10.77.0.1/24).
+    #[arg(long)]
     ip: Option<String>,
-    /// Device backend: af_packet, tap or af_xdp.
+    /// Device backend: af_packet, tap, af_xdp, or sim (simulated peers, no root).
     #[arg(long, default_value = "af_packet")]
     backend: Backend,
     /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
     #[arg(long)]
     lab: bool,
+    /// With --backend af_xdp: run the XDP program in the driver (drv) or generic path (skb).
+    #[arg(long, default_value = "drv")]
+    xdp_mode: XdpMode,
     /// Fault injection: drop each frame in and out with this probability (0..=1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -31,11 +39,15 @@ pub struct Attach {
     /// Seed of the fault injection's random choices.
     #[arg(long, default_value_t = 1)]
     impair_seed: u64,
+    #[command(flatten)]
+    sim: sim::SimLinkArgs,
 }
 
 impl Attach {
     fn options(&self) -> Result<EngineOptions, String> {
+        sim::refuse_sim_flags(self.sim.given())?;
         let mut opts = self.attachment()?;
+        opts.xdp_mode = self.xdp_mode;
         if self.loss != 0.0 || self.reorder != 0.0 {
             for (flag, p) in [("--loss", self.loss), ("--reorder", self.reorder)] {
                 if !(0.0..=1.0).contains(&p) {
@@ -54,17 +66,9 @@ impl Attach {
         let iface = self
             .iface
             .clone()
-            .ok_or("--iface is required without --lab")?;
+            .ok_or("--iface is required without --lab (or use --backend sim)")?;
         let spec = self.ip.clone().ok_or("--ip is required without --lab")?;
-        let (addr, prefix) = spec.split_once('/').unwrap_or((spec.as_str(), "24"));
-        let ip: Ipv4Addr = addr
-            .parse()
-            .map_err(|_| format!("--ip: {addr:?} is not an IPv4 address"))?;
-        let prefix: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or("--ip: prefix must be 0..=32")?;
+        let (ip, prefix) = parse_ip(&spec)?;
         Ok(EngineOptions {
             iface,
             ip,
@@ -72,8 +76,23 @@ impl Attach {
             backend: self.backend,
             netns: None,
             impair: None,
+            xdp_mode: self.xdp_mode,
         })
     }
+}
+
+/// Parses `ADDR[/PREFIX]` (prefix 24 if absent).
+fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (addr, prefix) = spec.split_once('/').unwrap_or((spec, "24"));
+    let ip: Ipv4Addr = addr
+        .parse()
+        .map_err(|_| format!("--ip: {addr:?} is not an IPv4 address"))?;
+    let prefix: u8 = prefix
+        .parse()
+        .ok()
+        .filter(|p| *p <= 32)
+        .ok_or("--ip: prefix must be 0..=32")?;
+    Ok((ip, prefix))
 }
 
 /// `sluice echo`.
@@ -84,6 +103,8 @@ pub struct EchoArgs {
     port: u16,
     #[command(flatten)]
     attach: Attach,
+    #[command(flatten)]
+    sim: sim::SimEchoArgs,
 }
 
 /// `sluice sink`.
@@ -97,6 +118,8 @@ pub struct SinkArgs {
     count: Option<usize>,
     #[command(flatten)]
     attach: Attach,
+    #[command(flatten)]
+    sim: sim::SimSinkArgs,
 }
 
 /// `sluice source`.
@@ -139,11 +162,19 @@ fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
 
 /// Runs `sluice echo`.
 pub fn echo(args: &EchoArgs) -> Result<(), String> {
+    if args.attach.backend == Backend::Sim {
+        return sim::echo(&args.attach, args.port, &args.sim);
+    }
+    sim::refuse_sim_flags(args.sim.given())?;
     run_app(&args.attach, &mut EchoApp::new(args.port))
 }
 
 /// Runs `sluice sink`.
 pub fn sink(args: &SinkArgs) -> Result<(), String> {
+    if args.attach.backend == Backend::Sim {
+        return sim::sink(&args.attach, args.port, args.count, &args.sim);
+    }
+    sim::refuse_sim_flags(args.sim.given())?;
     let mut app = SinkApp::new(args.port);
     app.stop_after = args.count;
     run_app(&args.attach, &mut app)
@@ -151,6 +182,9 @@ pub fn sink(args: &SinkArgs) -> Result<(), String> {
 
 /// Runs `sluice source`.
 pub fn source(args: &SourceArgs) -> Result<(), String> {
+    if args.attach.backend == Backend::Sim {
+        return sim::source(&args.attach, args.connect, args.bytes, args.seed);
+    }
     let mut app = SourceApp::new(
         *args.connect.ip(),
         args.connect.port(),

@@ -135,9 +135,19 @@ pub fn start_engine<A: App + Send + 'static>(
     app: A,
     linger: bool,
 ) -> EngineRun<A> {
+    start_engine_with(EngineOptions::lab(backend), impair, app, linger)
+}
+
+/// [`start_engine`] with the engine's options given in full (e.g. an XDP mode).
+pub fn start_engine_with<A: App + Send + 'static>(
+    opts: EngineOptions,
+    impair: Option<Impair>,
+    app: A,
+    linger: bool,
+) -> EngineRun<A> {
     let (tx, rx) = mpsc::channel();
     let handle = thread::spawn(move || {
-        let mut opts = EngineOptions::lab(backend);
+        let mut opts = opts;
         if let Some(i) = impair {
             opts = opts.impaired(0x1a_b5eed, i.loss, i.reorder);
         }
@@ -287,12 +297,12 @@ fn check_impaired(impair: Option<Impair>, stats: &DeviceStats, what: &str) {
 }
 
 /// Linux client → engine sink: `bytes` of random data, digests compared.
-pub fn linux_to_engine(lab: &Lab, backend: Backend, impair: Option<Impair>, bytes: u64) {
+pub fn linux_to_engine(lab: &Lab, opts: &EngineOptions, impair: Option<Impair>, bytes: u64) {
     let port = 5001;
     let mut sink = SinkApp::new(port);
     sink.stop_after = Some(1);
     sink.print = false;
-    let engine = start_engine(backend, impair, sink, true);
+    let engine = start_engine_with(opts.clone(), impair, sink, true);
     let sent = linux(
         lab,
         &format!(
@@ -318,7 +328,7 @@ pub fn linux_to_engine(lab: &Lab, backend: Backend, impair: Option<Impair>, byte
 }
 
 /// Engine source → Linux server: `bytes` of the deterministic stream, digests compared.
-pub fn engine_to_linux(lab: &Lab, backend: Backend, impair: Option<Impair>, bytes: u64) {
+pub fn engine_to_linux(lab: &Lab, opts: &EngineOptions, impair: Option<Impair>, bytes: u64) {
     let _ = lab;
     let port = 6001;
     let server = LinuxServer::start(&format!(
@@ -337,7 +347,7 @@ pub fn engine_to_linux(lab: &Lab, backend: Backend, impair: Option<Impair>, byte
     let seed = 9;
     let mut source = SourceApp::new(CLIENT_IP, port, bytes, seed);
     source.print = false;
-    let (source, status, stats) = start_engine(backend, impair, source, false).join();
+    let (source, status, stats) = start_engine_with(opts.clone(), impair, source, false).join();
     check_impaired(impair, &stats, "engine → linux");
     assert_eq!(status, AppStatus::Done, "the source finished");
     let received = server.finish();
@@ -348,11 +358,16 @@ pub fn engine_to_linux(lab: &Lab, backend: Backend, impair: Option<Impair>, byte
 
 /// One matrix case: the peer settings, then 64 MiB each way, over `backend`.
 pub fn run_case(backend: Backend, impair: Option<Impair>, peer: &[Peer]) {
+    run_case_with(EngineOptions::lab(backend), impair, peer);
+}
+
+/// [`run_case`] with the engine's options given in full (e.g. an XDP mode).
+pub fn run_case_with(opts: EngineOptions, impair: Option<Impair>, peer: &[Peer]) {
     let Some(lab) = lab_or_skip() else { return };
     for p in peer {
         apply(&lab, *p);
     }
-    linux_to_engine(&lab, backend, impair, 64 * MIB);
-    engine_to_linux(&lab, backend, impair, 64 * MIB);
+    linux_to_engine(&lab, &opts, impair, 64 * MIB);
+    engine_to_linux(&lab, &opts, impair, 64 * MIB);
     lab.teardown().expect("lab down");
 }

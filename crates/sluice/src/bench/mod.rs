@@ -59,6 +59,14 @@ pub struct BenchArgs {
 
 /// Runs `sluice bench`.
 pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
+    if args.backend == Backend::Sim {
+        // The bench compares against Linux on the lab's wire; the simulator has no Linux.
+        return Err(BenchError::Engine(
+            "the bench runs on the lab's wire against Linux: --backend sim is not supported \
+             (use `sluice echo|sink|source --backend sim`)"
+                .into(),
+        ));
+    }
     sluice_lab::check_root()?;
     let _lock = if args.no_lock {
         None
@@ -113,6 +121,7 @@ fn backend_name(b: Backend) -> &'static str {
         Backend::AfPacket => "af_packet",
         Backend::Tap => "tap",
         Backend::AfXdp => "af_xdp",
+        Backend::Sim => "sim",
     }
 }
 
