@@ -38,7 +38,7 @@ fn a_thousand_sequential_short_connections_all_complete() {
             ip = sluice_lab::ENGINE_IP,
         ),
     );
-    let (_, status, _) = engine.join();
+    let (_, status, _, _) = engine.join();
     assert_eq!(out, "1000", "every connection got its 64 bytes back");
     assert_eq!(
         status,
@@ -85,7 +85,7 @@ fn two_hundred_concurrent_connections_each_echo_a_mebibyte() {
             ip = sluice_lab::ENGINE_IP,
         ),
     );
-    let (_, status, _) = engine.join();
+    let (_, status, _, _) = engine.join();
     assert_eq!(out, "200", "every connection's 1 MiB came back intact");
     assert_eq!(status, AppStatus::Done);
     lab.teardown().expect("lab down");

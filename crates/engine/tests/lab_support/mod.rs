@@ -17,7 +17,7 @@ use sluice_engine::{App, AppStatus, EngineError};
 use sluice_lab::{
     Lab, LabGuard, BRIDGE, CLIENT_IP, ENGINE_IP, ENGINE_PEER, KERNEL_PEER, NS_CLIENT,
 };
-use sluice_tcp::{Instant, Stack};
+use sluice_tcp::{Counters, Instant, Stack};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -124,7 +124,7 @@ impl<A: App> App for Ready<A> {
 
 /// The engine running an app on its own thread in sluice-a.
 pub struct EngineRun<A> {
-    handle: thread::JoinHandle<(A, AppStatus, DeviceStats)>,
+    handle: thread::JoinHandle<(A, AppStatus, DeviceStats, Counters)>,
 }
 
 /// Opens the engine in sluice-a (with fault injection if asked), runs `app` for at most
@@ -162,7 +162,8 @@ pub fn start_engine_with<A: App + Send + 'static>(
             .run(&mut app, Some(ENGINE_LIMIT))
             .expect("engine runs");
         eprintln!("engine counters: {:?}", engine.stack.counters());
-        (app.inner, status, engine.device.stats())
+        let counters = engine.stack.counters().clone();
+        (app.inner, status, engine.device.stats(), counters)
     });
     // An engine that fails to open drops the sender; the join below reports why.
     if rx.recv_timeout(Duration::from_secs(30)).is_err() {
@@ -176,7 +177,7 @@ pub fn start_engine_with<A: App + Send + 'static>(
 
 impl<A> EngineRun<A> {
     /// Waits for the engine to stop; fails the test if its thread panicked.
-    pub fn join(self) -> (A, AppStatus, DeviceStats) {
+    pub fn join(self) -> (A, AppStatus, DeviceStats, Counters) {
         match self.handle.join() {
             Ok(r) => r,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -317,7 +318,7 @@ pub fn linux_to_engine(lab: &Lab, opts: &EngineOptions, impair: Option<Impair>, 
             connect = py_connect(port),
         ),
     );
-    let (sink, status, stats) = engine.join();
+    let (sink, status, stats, _) = engine.join();
     check_impaired(impair, &stats, "linux → engine");
     assert_eq!(status, AppStatus::Done, "the sink saw its connection close");
     assert_eq!(sink.reports.len(), 1);
@@ -347,8 +348,18 @@ pub fn engine_to_linux(lab: &Lab, opts: &EngineOptions, impair: Option<Impair>, 
     let seed = 9;
     let mut source = SourceApp::new(CLIENT_IP, port, bytes, seed);
     source.print = false;
-    let (source, status, stats) = start_engine_with(opts.clone(), impair, source, false).join();
+    let (source, status, stats, counters) =
+        start_engine_with(opts.clone(), impair, source, false).join();
     check_impaired(impair, &stats, "engine → linux");
+    if impair.is_none() && matches!(opts.backend, Backend::AfPacket | Backend::Tap) {
+        // These backends offload segmentation: the engine sends 64 KB segments.
+        assert!(
+            counters.large_segments_tx > 100,
+            "engine → linux over {:?}: only {} large segments",
+            opts.backend,
+            counters.large_segments_tx
+        );
+    }
     assert_eq!(status, AppStatus::Done, "the source finished");
     let received = server.finish();
     let digest = expected_digest(bytes, seed);

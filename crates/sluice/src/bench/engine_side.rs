@@ -1,6 +1,8 @@
 //! The engine's side of the bench, each on its own thread inside sluice-a: a long-running
-//! server (echo, sink, source) or a client for one workload. The loop busy-polls for the
-//! whole run (no sleeping on the device), as a latency-serving engine core would.
+//! server (echo, sink, source) or a client for one workload. By default the loop busy-polls
+//! for the whole run (no sleeping on the device), as a latency-serving engine core would;
+//! [`EngineSpec::idle_before_sleep`] lets it sleep on the device after an idle spell instead
+//! (polling, then interrupts), leaving the core to the clients in between.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -18,11 +20,19 @@ use super::error::BenchError;
 use super::measure::{self, Measurement};
 use super::plan::{Kind, Timing, Workload, PORTS};
 
+/// How the bench runs the engine.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineSpec {
+    /// The device backend.
+    pub backend: Backend,
+    /// Poll this long with nothing to do before sleeping on the device; None: never sleep.
+    pub idle_before_sleep: Option<Duration>,
+}
+
 /// An engine opened in sluice-a, tuned for `kind` (None: serving).
-fn open(backend: Backend, kind: Option<Kind>) -> Result<Engine<Box<dyn Device>>, String> {
-    let mut engine = setup::open(&EngineOptions::lab(backend)).map_err(|e| e.to_string())?;
-    // Never sleep on the device while the bench runs.
-    engine.idle_before_sleep = Duration::from_secs(3600);
+fn open(spec: EngineSpec, kind: Option<Kind>) -> Result<Engine<Box<dyn Device>>, String> {
+    let mut engine = setup::open(&EngineOptions::lab(spec.backend)).map_err(|e| e.to_string())?;
+    engine.idle_before_sleep = spec.idle_before_sleep.unwrap_or(Duration::from_secs(3600));
     if kind == Some(Kind::Connect) {
         // An active closer keeps every connection in TIME-WAIT. Linux clients reuse such
         // ports (tcp_tw_reuse, set by the bench); the engine gets a wide port range, room
@@ -51,14 +61,14 @@ pub struct EngineServer {
 
 impl EngineServer {
     /// Starts the engine thread and waits until it has opened its device.
-    pub fn start(backend: Backend) -> Result<EngineServer, BenchError> {
+    pub fn start(spec: EngineSpec) -> Result<EngineServer, BenchError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let flag = Arc::clone(&stop);
         let handle = thread::Builder::new()
             .name("engine-server".into())
             .spawn(move || {
-                let mut engine = match open(backend, None) {
+                let mut engine = match open(spec, None) {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = tx.send(Err(e.clone()));
@@ -111,7 +121,7 @@ impl Drop for EngineServer {
 
 /// Runs `workload` with the engine as the client against `ip:port`.
 pub fn run_client(
-    backend: Backend,
+    spec: EngineSpec,
     workload: Workload,
     ip: std::net::Ipv4Addr,
     port: u16,
@@ -121,7 +131,7 @@ pub fn run_client(
     let handle = thread::Builder::new()
         .name("engine-client".into())
         .spawn(move || -> Result<Measurement, String> {
-            let mut engine = open(backend, Some(workload.kind))?;
+            let mut engine = open(spec, Some(workload.kind))?;
             let mut app = EngineClient::new(workload, ip, port, timing);
             engine
                 .run(&mut app, Some(limit))

@@ -46,9 +46,13 @@ pub struct BenchArgs {
     /// Measured seconds per run (default 5, or 0.4 with --quick).
     #[arg(long)]
     seconds: Option<f64>,
-    /// The engine's device backend: af_packet or tap.
+    /// The engine's device backend: af_xdp, af_packet or tap.
     #[arg(long, default_value = "af_packet")]
     backend: Backend,
+    /// Let the engine sleep on its device after this many microseconds with nothing to do
+    /// (polling, then interrupts); by default it busy-polls for the whole run.
+    #[arg(long)]
+    engine_idle_us: Option<u64>,
     /// Leave the lab up afterwards.
     #[arg(long)]
     keep_lab: bool,
@@ -183,7 +187,11 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     let mut rows = Vec::new();
 
     // Server role, engine side: Linux clients in sluice-b against the engine.
-    let server = engine_side::EngineServer::start(args.backend)?;
+    let spec = engine_side::EngineSpec {
+        backend: args.backend,
+        idle_before_sleep: args.engine_idle_us.map(std::time::Duration::from_micros),
+    };
+    let server = engine_side::EngineServer::start(spec)?;
     std::thread::sleep(std::time::Duration::from_millis(200));
     for w in WORKLOADS {
         let target = addr(ENGINE_IP, w);
@@ -217,9 +225,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
             p.start(Role::Client, side, w, target);
             let cpu0 = kernel.cpu_seconds();
             let m = match side {
-                Side::Engine => {
-                    engine_side::run_client(args.backend, w, CLIENT_IP, w.port(), timing)?
-                }
+                Side::Engine => engine_side::run_client(spec, w, CLIENT_IP, w.port(), timing)?,
                 Side::Linux => helpers::loadgen(NS_KERNEL, w, target, timing)?,
             };
             let mut row = Row::new(Role::Client, side, w, target.to_string(), &m);
@@ -233,9 +239,13 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     setup.insert(
         "engine",
         format!(
-            "sluice engine, {} backend, one thread busy-polling one core (embedded apps); \
+            "sluice engine, {} backend, one thread {} (embedded apps); \
              as a client in connect-N: TIME-WAIT 1 s, ports 10000-65535",
-            backend_name(args.backend)
+            backend_name(args.backend),
+            match args.engine_idle_us {
+                None => "busy-polling one core".to_string(),
+                Some(us) => format!("polling, sleeping on the device after {us} us idle"),
+            }
         ),
     );
     setup.insert(
