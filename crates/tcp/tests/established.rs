@@ -530,3 +530,60 @@ fn frames_whose_checksum_the_device_vouches_for_are_not_verified_again() {
     assert_eq!(ack.ack, c.peer_nxt + 5u32, "trusted and taken");
     assert_eq!(stack.counters().bad_checksum, 1);
 }
+
+fn delayed_ack_stack() -> sluice_tcp::Stack {
+    let mut cfg = config();
+    cfg.ack_policy = sluice_tcp::AckPolicy::Delayed {
+        segments: 2,
+        timeout: std::time::Duration::from_micros(100),
+    };
+    stack_with(cfg)
+}
+
+#[test]
+fn rfc9293_3_8_6_3_delayed_ack_rides_on_the_reply() {
+    let mut stack = delayed_ack_stack();
+    let c = established(&mut stack, ms(0));
+    c.peer.send(&mut stack, ms(1), c.data_seg(&[7; 64]));
+    // The application answers at once: one segment carries the reply and the ACK.
+    assert_eq!(read_all(&mut stack, c.id).len(), 64);
+    stack.send(c.id, &[8; 64]).unwrap();
+    let (seg, payload) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!((seg.ack, payload.len()), (c.peer_nxt + 64u32, 64));
+    // Nothing is owed any more: the timer sends no pure ACK later.
+    let later = run_until(&mut stack, ms(5));
+    assert!(later.is_empty(), "{later:?}");
+}
+
+#[test]
+fn rfc9293_must_40_a_delayed_ack_goes_out_by_its_timer_or_the_second_segment() {
+    let mut stack = delayed_ack_stack();
+    let c = established(&mut stack, ms(0));
+    c.peer.send(&mut stack, ms(1), c.data_seg(&[7; 100]));
+    c.peer.recv_nothing(&mut stack, ms(1));
+    let sent = run_until(&mut stack, ms(2));
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (at, (seg, _)) = &sent[0];
+    assert_eq!(*at, ms(1) + std::time::Duration::from_micros(100));
+    assert_eq!(seg.ack, c.peer_nxt + 100u32);
+    // Two segments: the second is acknowledged at once (SHLD-19).
+    let next = c.peer_nxt + 100u32;
+    c.peer
+        .send(&mut stack, ms(3), c.data_seg(&[1; 100]).seq(next));
+    c.peer.recv_nothing(&mut stack, ms(3));
+    c.peer
+        .send(&mut stack, ms(3), c.data_seg(&[2; 100]).seq(next + 100u32));
+    let (seg, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!(seg.ack, next + 200u32);
+}
+
+#[test]
+fn a_receive_offload_aggregate_of_several_segments_is_acknowledged_at_once() {
+    let mut stack = delayed_ack_stack();
+    let c = established(&mut stack, ms(0));
+    // A GRO frame: three segments' worth of payload in one frame.
+    c.peer
+        .send(&mut stack, ms(1), c.data_seg(&pattern(3 * 1460, 5)));
+    let (seg, _) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!(seg.ack, c.peer_nxt + 3 * 1460u32);
+}

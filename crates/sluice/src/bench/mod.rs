@@ -53,6 +53,10 @@ pub struct BenchArgs {
     /// (polling, then interrupts); by default it busy-polls for the whole run.
     #[arg(long)]
     engine_idle_us: Option<u64>,
+    /// Run only these workloads (comma-separated names: rpc-1, rpc-16, stream-up,
+    /// stream-down, connect-4); all by default.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Leave the lab up afterwards.
     #[arg(long)]
     keep_lab: bool,
@@ -179,9 +183,20 @@ fn finish(row: Row) -> Result<Row, BenchError> {
 /// Runs every workload in both roles on both sides.
 fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     let timing = Timing::new(args.quick, args.seconds);
+    let workloads: Vec<Workload> = WORKLOADS
+        .into_iter()
+        .filter(|w| args.only.is_empty() || args.only.contains(&w.name()))
+        .collect();
+    if workloads.is_empty() {
+        let names: Vec<String> = WORKLOADS.iter().map(|w| w.name()).collect();
+        return Err(BenchError::Engine(format!(
+            "--only names no workload; they are {}",
+            names.join(", ")
+        )));
+    }
     let mut p = Progress {
         done: 0,
-        total: WORKLOADS.len() * 4,
+        total: workloads.len() * 4,
         began: Instant::now(),
     };
     let mut rows = Vec::new();
@@ -193,7 +208,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     };
     let server = engine_side::EngineServer::start(spec)?;
     std::thread::sleep(std::time::Duration::from_millis(200));
-    for w in WORKLOADS {
+    for &w in &workloads {
         let target = addr(ENGINE_IP, w);
         p.start(Role::Server, Side::Engine, w, target);
         let cpu0 = server.cpu_seconds();
@@ -206,7 +221,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
 
     // Server role, Linux side: the same clients against kernel servers in sluice-k.
     let kernel = KernelServers::start(NS_KERNEL)?;
-    for w in WORKLOADS {
+    for &w in &workloads {
         let target = addr(KERNEL_IP, w);
         p.start(Role::Server, Side::Linux, w, target);
         let cpu0 = kernel.cpu_seconds();
@@ -219,7 +234,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
 
     // Client role: the engine, then Linux clients in sluice-k, against kernel servers in sluice-b.
     let kernel = KernelServers::start(NS_CLIENT)?;
-    for w in WORKLOADS {
+    for &w in &workloads {
         let target = addr(CLIENT_IP, w);
         for side in [Side::Engine, Side::Linux] {
             p.start(Role::Client, side, w, target);

@@ -86,7 +86,10 @@ pub fn process(
         out.ack_now = true;
     } else if s.actions.contains(Actions::ACK_DATA) {
         post.unacked_segments = post.unacked_segments.saturating_add(1);
-        if post.unacked_segments >= delack_segments {
+        // RFC 9293 3.8.6.3 (SHLD-19): an ACK for at least every second full-sized segment;
+        // a receive-offload aggregate (GRO/LRO) of more than one segment is acknowledged
+        // at once, as Linux does.
+        if post.unacked_segments >= delack_segments || u32::from(s.payload_len) > mss {
             out.ack_now = true;
         } else {
             out.arm_delack = true;
