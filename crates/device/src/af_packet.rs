@@ -80,9 +80,12 @@ impl AfPacketConfig {
     }
 
     /// Large receive buffers plus offloads: large segments and partial checksums both ways.
+    /// The socket buffer holds more than a TCP receive window of 64 KB frames (each costs
+    /// about twice its size in kernel memory), so a window's worth is never dropped here.
     pub fn offload() -> Self {
         AfPacketConfig {
             vnet_hdr: true,
+            socket_buffer: Some(32 << 20),
             ..AfPacketConfig::large_frames()
         }
     }

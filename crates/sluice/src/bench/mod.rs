@@ -49,10 +49,14 @@ pub struct BenchArgs {
     /// The engine's device backend: af_xdp, af_packet or tap.
     #[arg(long, default_value = "af_packet")]
     backend: Backend,
-    /// Let the engine sleep on its device after this many microseconds with nothing to do
-    /// (polling, then interrupts); by default it busy-polls for the whole run.
+    /// The engine sleeps on its device after this many microseconds with nothing to do
+    /// (polling, then interrupts: on two shared cores a busy-polling engine starves the
+    /// clients it serves); `--busy-poll` never sleeps.
+    #[arg(long, default_value_t = 100, conflicts_with = "busy_poll")]
+    engine_idle_us: u64,
+    /// Busy-poll one core for the whole run instead of sleeping when idle.
     #[arg(long)]
-    engine_idle_us: Option<u64>,
+    busy_poll: bool,
     /// Run only these workloads (comma-separated names: rpc-1, rpc-16, stream-up,
     /// stream-down, connect-4); all by default.
     #[arg(long, value_delimiter = ',')]
@@ -204,7 +208,8 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     // Server role, engine side: Linux clients in sluice-b against the engine.
     let spec = engine_side::EngineSpec {
         backend: args.backend,
-        idle_before_sleep: args.engine_idle_us.map(std::time::Duration::from_micros),
+        idle_before_sleep: (!args.busy_poll)
+            .then(|| std::time::Duration::from_micros(args.engine_idle_us)),
     };
     let server = engine_side::EngineServer::start(spec)?;
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -257,9 +262,13 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
             "sluice engine, {} backend, one thread {} (embedded apps); \
              as a client in connect-N: TIME-WAIT 1 s, ports 10000-65535",
             backend_name(args.backend),
-            match args.engine_idle_us {
-                None => "busy-polling one core".to_string(),
-                Some(us) => format!("polling, sleeping on the device after {us} us idle"),
+            if args.busy_poll {
+                "busy-polling one core".to_string()
+            } else {
+                format!(
+                    "polling, sleeping on the device after {} us idle",
+                    args.engine_idle_us
+                )
             }
         ),
     );
