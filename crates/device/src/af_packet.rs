@@ -15,7 +15,11 @@
 //! virtio-net header. On receive it says whether the checksum is partial and where it starts;
 //! on transmit it lets the engine hand the kernel 64 KB segments with a GSO size (TSO: the
 //! kernel, or the veth peer's receiver, segments them) and partial checksums.
-//! TPACKET_V3 rings are later work.
+//!
+//! Transmit ring ([`AfPacketConfig::tx_ring_frames`], PACKET_TX_RING): frames are written into
+//! memory mapped from the kernel, which sends the ring's pages without copying them
+//! ([`crate::tx_ring`]); without it, sendmmsg copies each frame. Receiving stays batched
+//! recvmmsg (a TPACKET_V3 receive ring would save the syscalls, not the copy).
 //!
 //! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
 //! untagged (the lab uses no VLANs).
@@ -29,6 +33,7 @@ use sluice_wire::EthernetAddress;
 use crate::checksum::{complete_checksum_at, complete_partial_checksum};
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_RAW};
+use crate::tx_ring::TxRing;
 use crate::virtio::{self, VirtioNetHdr};
 use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
@@ -55,6 +60,9 @@ pub struct AfPacketConfig {
     /// Complete partial checksums in software before handing frames up; off when the
     /// consumer trusts [`RxChecksum::Partial`] frames as Linux does (they never crossed a wire).
     pub complete_partial: bool,
+    /// Transmit through a mapped ring of this many 64 KB frames (PACKET_TX_RING: the kernel
+    /// sends the ring's pages without copying them); 0 sends with sendmmsg.
+    pub tx_ring_frames: usize,
 }
 
 impl Default for AfPacketConfig {
@@ -66,6 +74,7 @@ impl Default for AfPacketConfig {
             socket_buffer: Some(4 << 20),
             vnet_hdr: false,
             complete_partial: true,
+            tx_ring_frames: 0,
         }
     }
 }
@@ -86,6 +95,7 @@ impl AfPacketConfig {
         AfPacketConfig {
             vnet_hdr: true,
             socket_buffer: Some(32 << 20),
+            tx_ring_frames: 256,
             ..AfPacketConfig::large_frames()
         }
     }
@@ -126,6 +136,10 @@ pub struct AfPacket {
     tx_head: usize,
     /// Number of transmit slots in use (queued frames are `tx_head..tx_count`).
     tx_count: usize,
+    /// The mapped transmit ring, when frames go out through it instead of sendmmsg.
+    tx_ring: Option<TxRing>,
+    /// Frames handed to the ring since the last kick.
+    ring_unsent: usize,
     stats: DeviceStats,
 }
 
@@ -166,6 +180,11 @@ impl AfPacket {
     pub fn open(interface: &str, config: AfPacketConfig) -> Result<AfPacket, DeviceError> {
         if config.batch == 0 || config.batch > MAX_BATCH {
             return Err(DeviceError::InvalidConfig("batch must be 1 to 1024 frames"));
+        }
+        if config.tx_ring_frames > 4096 {
+            return Err(DeviceError::InvalidConfig(
+                "tx_ring_frames must be 0 (sendmmsg) to 4096",
+            ));
         }
         if config.rx_frame_size < 64 || config.rx_frame_size > (1 << 20) {
             return Err(DeviceError::InvalidConfig(
@@ -208,6 +227,11 @@ impl AfPacket {
             sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
                 .map_err(|e| opt_err("enable PACKET_VNET_HDR", e))?;
         }
+        // After PACKET_VNET_HDR, which the kernel refuses once a ring exists.
+        let tx_ring = match config.tx_ring_frames {
+            0 => None,
+            n => Some(TxRing::new(raw, n).map_err(|e| opt_err("map a PACKET_TX_RING", e))?),
+        };
         // Older kernels lack PACKET_IGNORE_OUTGOING; receive() filters PACKET_OUTGOING anyway.
         let _ = sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1);
         if config.qdisc_bypass {
@@ -254,6 +278,7 @@ impl AfPacket {
             info.mac,
             max_frame,
             config,
+            tx_ring,
         ))
     }
 
@@ -264,15 +289,25 @@ impl AfPacket {
         mac: EthernetAddress,
         max_frame: usize,
         config: AfPacketConfig,
+        tx_ring: Option<TxRing>,
     ) -> AfPacket {
         let batch = config.batch;
         let rx_size = config.rx_frame_size;
         let vnet = config.vnet_hdr;
-        // With offloads a slot holds the largest IPv4 packet behind its Ethernet header.
-        let tx_slot = if vnet {
-            max_frame.max(ETH_HLEN + 65_535)
+        let vnet_len = if vnet { virtio::HDR_LEN } else { 0 };
+        // With offloads a slot holds the largest IPv4 packet behind its Ethernet header (in
+        // a ring frame: what is left of 64 KB after the frame and virtio-net headers).
+        let tx_slot = match (&tx_ring, vnet) {
+            (Some(_), true) => max_frame.max(TxRing::MAX_DATA - vnet_len),
+            (Some(_), false) => max_frame.min(TxRing::MAX_DATA),
+            (None, true) => max_frame.max(ETH_HLEN + 65_535),
+            (None, false) => max_frame,
+        };
+        // The sendmmsg buffers are not needed with a ring.
+        let tx_buf_len = if tx_ring.is_some() {
+            0
         } else {
-            max_frame
+            batch * tx_slot
         };
         let iovs = if vnet { 2 } else { 1 };
         let empty_iov = libc::iovec {
@@ -296,11 +331,13 @@ impl AfPacket {
             rx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
             rx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
             tx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
-            tx_buf: vec![0u8; batch * tx_slot].into_boxed_slice(),
+            tx_buf: vec![0u8; tx_buf_len].into_boxed_slice(),
             tx_iovs: vec![empty_iov; batch * iovs].into_boxed_slice(),
             tx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
             tx_head: 0,
             tx_count: 0,
+            tx_ring,
+            ring_unsent: 0,
             stats: DeviceStats::default(),
         };
         for i in 0..batch {
@@ -328,7 +365,10 @@ impl AfPacket {
             h.msg_control = (&mut dev.rx_cmsgs[i] as *mut CmsgBuf).cast();
 
             dev.tx_iovs[first + iovs - 1] = libc::iovec {
-                iov_base: dev.tx_buf[i * tx_slot..].as_mut_ptr().cast(),
+                iov_base: dev
+                    .tx_buf
+                    .get_mut(i * tx_slot..)
+                    .map_or(ptr::null_mut(), |b| b.as_mut_ptr().cast()),
                 iov_len: 0,
             };
             let h = &mut dev.tx_hdrs[i].msg_hdr;
@@ -345,7 +385,7 @@ impl AfPacket {
 
     /// Frames queued for transmission and not yet accepted by the kernel.
     pub fn pending(&self) -> usize {
-        self.tx_count - self.tx_head
+        self.tx_count - self.tx_head + self.ring_unsent
     }
 
     /// The `tp_status` of frame `i`'s PACKET_AUXDATA control message, or 0 if it has none.
@@ -377,12 +417,70 @@ impl AfPacket {
         0
     }
 
+    /// Asks the kernel to send every frame handed to the ring (one empty send).
+    fn kick_ring(&mut self) -> Result<(), DeviceError> {
+        // SAFETY: send(2) with no buffer on this device's own socket: with a TX ring the
+        // kernel takes the frames from the ring, and no user memory is passed.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), ptr::null(), 0, libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            self.stats.tx_frames += self.ring_unsent as u64;
+            self.ring_unsent = 0;
+            return Ok(());
+        }
+        match sys::errno() {
+            // The frames stay requested; the next kick sends them.
+            libc::EAGAIN | libc::ENOBUFS | libc::EINTR => {
+                self.stats.tx_blocked += 1;
+                Ok(())
+            }
+            _ => Err(DeviceError::last_os(
+                "send frames",
+                NEEDS_NET_RAW,
+                &self.name,
+            )),
+        }
+    }
+
     /// Drops every queued frame, counting them, after a fatal transmit error.
     fn drop_queue(&mut self) {
         self.stats.tx_dropped += (self.tx_count - self.tx_head) as u64;
         self.tx_head = 0;
         self.tx_count = 0;
     }
+}
+
+/// Checks what a transmit callback wrote into `slot`. With offloads (`hdr` is the frame's
+/// virtio-net header) the kernel completes partial checksums and segments large frames;
+/// without, partial checksums are completed here and large frames refused. Returns the
+/// length to send, or None (nothing written, or dropped and counted).
+fn accept_tx(
+    tx: Option<TxFrame>,
+    slot: &mut [u8],
+    hdr: Option<&mut [u8]>,
+    max_frame: usize,
+    stats: &mut DeviceStats,
+) -> Result<Option<usize>, DeviceError> {
+    let Some(hdr) = hdr else {
+        let n = max_frame.min(slot.len());
+        return queued_plain(tx, &mut slot[..n], stats);
+    };
+    let Some(tx) = tx.filter(|t| t.len > 0) else {
+        return Ok(None);
+    };
+    if tx.len > slot.len() || (tx.gso_size == 0 && tx.len > max_frame) {
+        let max = if tx.gso_size == 0 {
+            max_frame
+        } else {
+            slot.len()
+        };
+        return Err(DeviceError::FrameTooLong { len: tx.len, max });
+    }
+    let Some(h) = VirtioNetHdr::for_tx(&slot[..tx.len], &tx) else {
+        stats.tx_dropped += 1;
+        return Ok(None);
+    };
+    h.emit(hdr);
+    Ok(Some(tx.len))
 }
 
 impl Device for AfPacket {
@@ -485,47 +583,43 @@ impl Device for AfPacket {
         &mut self,
         f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
+        let vnet_len = if self.vnet { virtio::HDR_LEN } else { 0 };
+        if let Some(ring) = self.tx_ring.as_mut() {
+            if self.ring_unsent == self.batch {
+                return Ok(false);
+            }
+            // A full ring is frames still held by skbs: the caller flushes and moves on.
+            let Some(data) = ring.next_free() else {
+                return Ok(false);
+            };
+            let (hdr, rest) = data.split_at_mut(vnet_len);
+            let slot = &mut rest[..self.tx_slot];
+            let hdr = self.vnet.then_some(hdr);
+            if let Some(len) = accept_tx(f(slot), slot, hdr, self.max_frame, &mut self.stats)? {
+                ring.commit(vnet_len + len);
+                self.ring_unsent += 1;
+            }
+            return Ok(true);
+        }
         if self.tx_count == self.batch {
             return Ok(false);
         }
         let i = self.tx_count;
         let start = i * self.tx_slot;
         let slot = &mut self.tx_buf[start..start + self.tx_slot];
-        let len = if self.vnet {
-            // The kernel completes partial checksums and segments large frames.
-            let Some(tx) = f(slot).filter(|t| t.len > 0) else {
-                return Ok(true);
-            };
-            if tx.len > slot.len() || (tx.gso_size == 0 && tx.len > self.max_frame) {
-                return Err(DeviceError::FrameTooLong {
-                    len: tx.len,
-                    max: if tx.gso_size == 0 {
-                        self.max_frame
-                    } else {
-                        slot.len()
-                    },
-                });
-            }
-            let Some(h) = VirtioNetHdr::for_tx(&slot[..tx.len], &tx) else {
-                self.stats.tx_dropped += 1;
-                return Ok(true);
-            };
-            h.emit(&mut self.tx_vnet[i]);
-            tx.len
-        } else {
-            let slot = &mut slot[..self.max_frame];
-            match queued_plain(f(slot), slot, &mut self.stats)? {
-                Some(len) => len,
-                None => return Ok(true),
-            }
-        };
-        let iovs = if self.vnet { 2 } else { 1 };
-        self.tx_iovs[i * iovs + iovs - 1].iov_len = len;
-        self.tx_count += 1;
+        let hdr = self.vnet.then_some(&mut self.tx_vnet[i][..]);
+        if let Some(len) = accept_tx(f(slot), slot, hdr, self.max_frame, &mut self.stats)? {
+            let iovs = if self.vnet { 2 } else { 1 };
+            self.tx_iovs[i * iovs + iovs - 1].iov_len = len;
+            self.tx_count += 1;
+        }
         Ok(true)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
+        if self.ring_unsent > 0 {
+            self.kick_ring()?;
+        }
         while self.tx_head < self.tx_count {
             let n = self.tx_count - self.tx_head;
             for m in &mut self.tx_hdrs[self.tx_head..self.tx_count] {
@@ -618,6 +712,14 @@ mod tests {
         };
         assert!(matches!(
             AfPacket::open("lo", bad_size),
+            Err(DeviceError::InvalidConfig(_))
+        ));
+        let huge_ring = AfPacketConfig {
+            tx_ring_frames: 1 << 20,
+            ..AfPacketConfig::offload()
+        };
+        assert!(matches!(
+            AfPacket::open("lo", huge_ring),
             Err(DeviceError::InvalidConfig(_))
         ));
         assert!(matches!(

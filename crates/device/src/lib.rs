@@ -44,6 +44,7 @@ pub mod netns;
 mod pair;
 mod sys;
 mod tap;
+mod tx_ring;
 mod virtio;
 
 use std::time::Duration;

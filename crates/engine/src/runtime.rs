@@ -140,6 +140,9 @@ impl<D: Device> Engine<D> {
     /// Moves every frame the core has ready onto the device, flushing full bursts.
     fn transmit(&mut self, now: Instant) -> Result<usize, EngineError> {
         let mut sent = 0;
+        // Whether the last flush left the device without a free slot (a transmit ring whose
+        // frames are all still held by the kernel): then wait for the next iteration.
+        let mut flushed_full = false;
         loop {
             let stack = &mut self.stack;
             let mut produced = false;
@@ -156,11 +159,13 @@ impl<D: Device> Engine<D> {
             })?;
             if queued && produced {
                 sent += 1;
+                flushed_full = false;
                 continue;
             }
-            if !queued {
+            if !queued && !flushed_full {
                 // Every slot is full: send the burst and go on.
                 self.device.flush()?;
+                flushed_full = true;
                 continue;
             }
             break;
