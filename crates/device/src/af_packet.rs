@@ -43,6 +43,9 @@ const ETH_HLEN: usize = 14;
 const CMSG_BYTES: usize = 64;
 /// Largest batch accepted.
 const MAX_BATCH: usize = 1024;
+/// EINVALs in a row from recvmmsg taken as dropped frames before it is reported as an error
+/// (a persistent one is not about a frame).
+const MAX_EINVAL_STREAK: u32 = 1024;
 
 /// Configuration of an [`AfPacket`] device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +143,8 @@ pub struct AfPacket {
     tx_ring: Option<TxRing>,
     /// Frames handed to the ring since the last kick.
     ring_unsent: usize,
+    /// Receives in a row that failed with EINVAL (frames the kernel could not describe).
+    rx_einval_streak: u32,
     stats: DeviceStats,
 }
 
@@ -338,6 +343,7 @@ impl AfPacket {
             tx_count: 0,
             tx_ring,
             ring_unsent: 0,
+            rx_einval_streak: 0,
             stats: DeviceStats::default(),
         };
         for i in 0..batch {
@@ -509,7 +515,8 @@ impl Device for AfPacket {
                 libc::EAGAIN | libc::EINTR => Ok(0),
                 // The kernel could not describe a frame in a virtio-net header (a GSO type
                 // it has no header for) and dropped it.
-                libc::EINVAL if self.vnet => {
+                libc::EINVAL if self.vnet && self.rx_einval_streak < MAX_EINVAL_STREAK => {
+                    self.rx_einval_streak += 1;
                     self.stats.rx_dropped += 1;
                     Ok(0)
                 }
@@ -520,6 +527,7 @@ impl Device for AfPacket {
                 )),
             };
         }
+        self.rx_einval_streak = 0;
         let mut delivered = 0;
         let vnet_len = if self.vnet { virtio::HDR_LEN } else { 0 };
         for i in 0..n as usize {

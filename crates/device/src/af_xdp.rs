@@ -482,14 +482,21 @@ impl Device for AfXdp {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        if self.tx.nb_free_exact() != self.config.tx_frames {
-            // Frames still on the TX ring: send them rather than sleep.
-            return self.flush();
+        let mut events = libc::POLLIN;
+        let free = self.tx.nb_free_exact();
+        if free != self.config.tx_frames {
+            // Frames still on the TX ring: send them rather than sleep, unless the kernel
+            // took none of them (then sleep until it can, instead of spinning).
+            self.flush()?;
+            if self.tx.nb_free_exact() != free {
+                return Ok(());
+            }
+            events |= libc::POLLOUT;
         }
         if self.rx.nb_avail(1) > 0 {
             return Ok(());
         }
-        sys::poll_fd(self.rx.fd(), libc::POLLIN, timeout)
+        sys::poll_fd(self.rx.fd(), events, timeout)
     }
 
     fn max_frame(&self) -> usize {

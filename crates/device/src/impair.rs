@@ -7,6 +7,9 @@
 //! is displaced by at least one frame and never stuck. When the hold buffer is full, or a
 //! frame is larger than a hold slot, the frame goes through unimpaired. Nothing is allocated
 //! per packet.
+//!
+//! Loss is injected per wire frame, so an impaired device offers no segmentation offload
+//! (its `max_tso_frame` is its `max_frame`): the engine sends MTU-sized frames through it.
 
 use std::time::Duration;
 

@@ -173,3 +173,40 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::segment_tcp4;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Plausible IPv4/TCP frames with arbitrary header lengths, total lengths, GSO sizes
+        /// and scratch sizes: an error or segments, never a panic.
+        #[test]
+        fn segment_tcp4_never_panics(
+            mut frame in proptest::collection::vec(any::<u8>(), 0..400),
+            gso in 0usize..600,
+            scratch_len in 0usize..700,
+            ihl in 5u8..16,
+            thl in 0u8..16,
+            total in 0u16..420,
+        ) {
+            if frame.len() >= 14 + 20 {
+                frame[12] = 0x08;
+                frame[13] = 0x00;
+                frame[14] = 0x40 | ihl;
+                frame[16..18].copy_from_slice(&total.to_be_bytes());
+                frame[20] = 0;
+                frame[21] = 0;
+                frame[23] = 6;
+                let tcp = 14 + usize::from(ihl) * 4;
+                if frame.len() > tcp + 12 {
+                    frame[tcp + 12] = thl << 4;
+                }
+            }
+            let mut scratch = vec![0u8; scratch_len];
+            let _ = segment_tcp4(&frame, gso, &mut scratch, |_| {});
+            let _ = segment_tcp4(&frame, usize::MAX, &mut scratch, |_| {});
+        }
+    }
+}

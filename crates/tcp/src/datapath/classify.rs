@@ -64,6 +64,16 @@ impl From<WireError> for DropReason {
     }
 }
 
+/// Which received checksums the pre-processor verifies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checks {
+    /// The IPv4 header checksum (RFC 1122 3.2.1.2: a device's "checksum valid" covers the
+    /// transport checksum only, so this is kept even for frames a device vouched for).
+    pub ip: bool,
+    /// The TCP checksum.
+    pub tcp: bool,
+}
+
 /// Classifies one frame. A fast-path segment's header summary is written straight into
 /// `summary` (its place in the batch) rather than returned: moving the freshly built
 /// summary would read it back through a store-to-load forwarding stall.
@@ -72,7 +82,7 @@ pub fn classify<'a>(
     frame: &'a [u8],
     frame_index: u16,
     our_ip: Ipv4Addr,
-    verify_checksums: bool,
+    checks: Checks,
     table: &ConnTable,
     pre: &[PreState],
     summary: &mut HeaderSummary,
@@ -92,7 +102,7 @@ pub fn classify<'a>(
         _ => return Classified::Drop(DropReason::NotForUs),
     }
     // RFC 9293 MUST-3: received checksums are verified (unless the device already did).
-    let (ip, l4) = match Ipv4Repr::parse(l3, verify_checksums) {
+    let (ip, l4) = match Ipv4Repr::parse(l3, checks.ip) {
         Ok(x) => x,
         Err(e) => return Classified::Drop(e.into()),
     };
@@ -102,7 +112,7 @@ pub fn classify<'a>(
     if ip.is_fragment() {
         return Classified::Drop(DropReason::Fragment);
     }
-    let check = if verify_checksums {
+    let check = if checks.tcp {
         ChecksumCheck::Verify
     } else {
         ChecksumCheck::Skip

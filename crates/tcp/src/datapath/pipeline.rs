@@ -3,7 +3,8 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::classify::{classify, Classified, DropReason};
+use super::classify::{classify, Checks, Classified, DropReason};
+use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
 use super::{post, protocol, tx, BATCH};
 use crate::config::AckPolicy;
@@ -26,15 +27,16 @@ impl Stack {
         self.receive(now, frames, self.cfg.verify_checksums);
     }
 
-    /// [`Stack::handle_frames`] for frames whose checksums need no verification: the device
-    /// verified them, or a sender on this host left them to offload (Linux's
-    /// CHECKSUM_UNNECESSARY and CHECKSUM_PARTIAL: the bytes never crossed a wire).
+    /// [`Stack::handle_frames`] for frames whose TCP checksum needs no verification: the
+    /// device verified it, or a sender on this host left it to offload (Linux's
+    /// CHECKSUM_UNNECESSARY and CHECKSUM_PARTIAL: the bytes never crossed a wire). The IPv4
+    /// header checksum is still verified (RFC 1122 3.2.1.2), as Linux does.
     pub fn handle_frames_checksum_ok(&mut self, now: Instant, frames: &[&[u8]]) {
         self.receive(now, frames, false);
     }
 
     /// The receive path: classify each frame, batch the fast path, hand the rest on.
-    fn receive(&mut self, now: Instant, frames: &[&[u8]], verify_checksums: bool) {
+    fn receive(&mut self, now: Instant, frames: &[&[u8]], verify_tcp_checksums: bool) {
         self.now = now;
         for chunk in frames.chunks(BATCH) {
             let mut n = 0;
@@ -44,7 +46,10 @@ impl Stack {
                     frame,
                     i as u16,
                     self.cfg.ip,
-                    verify_checksums,
+                    Checks {
+                        ip: self.cfg.verify_checksums,
+                        tcp: verify_tcp_checksums,
+                    },
                     &self.table,
                     &self.dp.pre,
                     &mut self.dp.batch[n],
@@ -88,9 +93,12 @@ impl Stack {
             );
         }
         // Post stage and its effects on buffers, timers and notifications.
-        let delack_segments = match self.cfg.ack_policy {
-            AckPolicy::EverySegment => 1,
-            AckPolicy::Delayed { segments, .. } => segments,
+        let ack_rule = post::AckRule {
+            segments: match self.cfg.ack_policy {
+                AckPolicy::EverySegment => 1,
+                AckPolicy::Delayed { segments, .. } => segments,
+            },
+            rcv_mss: u32::from(self.cfg.local_mss()),
         };
         // The estimator keeps microseconds in 32 bits (about 71 minutes); longer bounds
         // saturate there rather than wrap (a wrapped rto_max below rto_min would panic).
@@ -103,7 +111,7 @@ impl Stack {
                 self.datapath_exception(&s);
                 continue;
             }
-            self.post_segment(&s, frames, delack_segments, rto_bounds);
+            self.post_segment(&s, frames, ack_rule, rto_bounds);
         }
     }
 
@@ -113,7 +121,7 @@ impl Stack {
         &mut self,
         s: &HeaderSummary,
         frames: &[&[u8]],
-        delack_segments: u8,
+        ack_rule: post::AckRule,
         rto_bounds: (u32, u32),
     ) {
         let slot = s.slot;
@@ -166,7 +174,7 @@ impl Stack {
             &mut self.dp.post[i],
             &mut self.dp.cc[i],
             s,
-            delack_segments,
+            ack_rule,
             rto_bounds,
         );
         if s.actions.contains(Actions::FAST_RETRANSMIT)
@@ -405,19 +413,18 @@ impl Stack {
             let room = (ps.mss as u32).saturating_sub(sack_len).max(1);
             let mut gso_size = 0;
             if seg.len > room {
-                if max_payload > room {
+                // No more than `buf` holds behind the largest header, and one segment of
+                // `room` bytes without offload.
+                seg.len = seg.len.min(max_payload.max(room));
+                if seg.len > room {
                     // One large segment, cut by the device into segments of `room` bytes:
-                    // whole ones, unless this is the end of what is queued.
-                    gso_size = room as u16;
+                    // whole ones, as next_segment decided for the MSS.
                     let unsent = ps.tx_end.diff(seg.seq).max(0) as u32;
-                    if seg.len < unsent {
-                        seg.len -= seg.len % room;
-                    }
-                } else {
-                    seg.len = room;
+                    let exempt = seg.fin || ps.has(flags::FORCE_SEND);
+                    seg.len = tx::whole_segments(ps, seg.len, unsent, room, exempt);
                 }
-                if seg.len <= room {
-                    gso_size = 0;
+                if seg.len > room {
+                    gso_size = room as u16;
                 }
                 let end_of_queue = seg.seq + seg.len == ps.tx_end;
                 seg.fin &= end_of_queue;

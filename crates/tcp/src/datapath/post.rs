@@ -42,6 +42,15 @@ pub fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max
     post.rto_us = rto.clamp(rto_min_us, rto_max_us);
 }
 
+/// When received data is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRule {
+    /// ACK once this many segments are unacknowledged (1: every segment).
+    pub segments: u8,
+    /// The MSS we announced: a segment longer than this is a receive-offload aggregate.
+    pub rcv_mss: u32,
+}
+
 /// Processes one segment's summary after the protocol stage.
 #[inline]
 pub fn process(
@@ -49,7 +58,7 @@ pub fn process(
     post: &mut PostState,
     cc: &mut Policy,
     s: &HeaderSummary,
-    delack_segments: u8,
+    ack_rule: AckRule,
     rto_bounds_us: (u32, u32),
 ) -> PostOutcome {
     let mut out = PostOutcome::default();
@@ -89,7 +98,8 @@ pub fn process(
         // RFC 9293 3.8.6.3 (SHLD-19): an ACK for at least every second full-sized segment;
         // a receive-offload aggregate (GRO/LRO) of more than one segment is acknowledged
         // at once, as Linux does.
-        if post.unacked_segments >= delack_segments || u32::from(s.payload_len) > mss {
+        if post.unacked_segments >= ack_rule.segments || u32::from(s.payload_len) > ack_rule.rcv_mss
+        {
             out.ack_now = true;
         } else {
             out.arm_delack = true;

@@ -45,13 +45,7 @@ pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
     let half_window = len >= ps.max_snd_wnd / 2;
     let forced = ps.has(flags::FORCE_SEND);
     if full || all_queued || half_window || fin_due || forced {
-        // A large segment stops at a whole number of MSS-sized segments unless it carries
-        // everything queued: the device would otherwise cut a runt mid-stream.
-        let len = if len > mss && len < unsent {
-            len - len % mss
-        } else {
-            len
-        };
+        let len = whole_segments(ps, len, unsent, mss, fin_due || forced);
         Some(Segment {
             seq: ps.snd_nxt,
             len,
@@ -60,6 +54,20 @@ pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
         })
     } else {
         None
+    }
+}
+
+/// The length of a large segment of `len` bytes (of `unsent` queued) that a device will
+/// cut into `seg_size`-byte segments: its runt tail is held back, as `poll_transmit` would,
+/// when more data is queued behind it, or when Nagle holds a small segment while data is in
+/// flight (RFC 9293 3.7.4, SHLD-7; a FIN or a forced send goes with it anyway).
+#[inline]
+pub fn whole_segments(ps: &ProtoState, len: u32, unsent: u32, seg_size: u32, exempt: bool) -> u32 {
+    let nagle_holds = ps.has(flags::NAGLE) && ps.in_flight() > 0 && !exempt;
+    if len > seg_size && (len < unsent || nagle_holds) {
+        len - len % seg_size
+    } else {
+        len
     }
 }
 
