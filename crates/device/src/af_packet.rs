@@ -64,7 +64,9 @@ pub struct AfPacketConfig {
     /// consumer trusts [`RxChecksum::Partial`] frames as Linux does (they never crossed a wire).
     pub complete_partial: bool,
     /// Transmit through a mapped ring of this many 64 KB frames (PACKET_TX_RING: the kernel
-    /// sends the ring's pages without copying them); 0 sends with sendmmsg.
+    /// sends the ring's pages without copying them); 0 sends with sendmmsg. Over veth the
+    /// kernel copies such frames anyway when another namespace's socket receives them
+    /// (skb_copy_ubufs), so there sendmmsg is faster; the ring pays off on a physical NIC.
     pub tx_ring_frames: usize,
 }
 
@@ -98,7 +100,6 @@ impl AfPacketConfig {
         AfPacketConfig {
             vnet_hdr: true,
             socket_buffer: Some(32 << 20),
-            tx_ring_frames: 256,
             ..AfPacketConfig::large_frames()
         }
     }

@@ -274,12 +274,28 @@ fn engine_answers_arp_over_af_packet() {
     if skip("engine_answers_arp_over_af_packet") {
         return;
     }
+    arp_over_af_packet(AfPacketConfig::default());
+}
+
+/// The same exchange with virtio-net headers both ways and the reply sent through a
+/// mapped transmit ring (PACKET_TX_RING) instead of sendmmsg.
+#[test]
+fn engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring() {
+    if skip("engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring") {
+        return;
+    }
+    arp_over_af_packet(AfPacketConfig {
+        tx_ring_frames: 64,
+        ..AfPacketConfig::offload()
+    });
+}
+
+fn arp_over_af_packet(config: AfPacketConfig) {
     let lab = LabGuard::up().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
     let engine = thread::spawn(move || -> Result<Seen, String> {
         netns::enter(NS_ENGINE).map_err(|e| e.to_string())?;
-        let mut dev =
-            AfPacket::open(ENGINE_IFACE, AfPacketConfig::default()).map_err(|e| e.to_string())?;
+        let mut dev = AfPacket::open(ENGINE_IFACE, config).map_err(|e| e.to_string())?;
         ready_tx
             .send((dev.mac(), dev.max_frame()))
             .map_err(|e| e.to_string())?;
