@@ -290,6 +290,18 @@ fn engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring() {
     });
 }
 
+/// The same exchange received through a mapped receive ring (PACKET_RX_RING).
+#[test]
+fn engine_answers_arp_over_af_packet_with_an_rx_ring() {
+    if skip("engine_answers_arp_over_af_packet_with_an_rx_ring") {
+        return;
+    }
+    arp_over_af_packet(AfPacketConfig {
+        rx_ring_frames: 64,
+        ..AfPacketConfig::offload()
+    });
+}
+
 fn arp_over_af_packet(config: AfPacketConfig) {
     let lab = LabGuard::up().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
