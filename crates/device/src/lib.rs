@@ -42,6 +42,7 @@ mod error;
 mod impair;
 pub mod netns;
 mod pair;
+mod ring;
 mod rx_ring;
 mod sys;
 mod tap;

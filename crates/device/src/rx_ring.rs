@@ -12,14 +12,13 @@
 //! does not fit arrives truncated (`tp_snaplen < tp_len`) and is dropped.
 
 use std::os::fd::RawFd;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::ring::MappedRing;
 
 /// Bytes per ring frame and per block: room for the TPACKET_V2 header, the sockaddr_ll, a
 /// virtio-net header and a 64 KB frame (17 pages).
 pub(crate) const FRAME_SIZE: usize = 17 << 12;
-/// TPACKET_V2 in `enum tpacket_versions`.
-const TPACKET_V2: libc::c_int = 1;
 
 /// One received frame's place and metadata in the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,10 +35,9 @@ pub(crate) struct RxSlot {
     pub pkttype: u8,
 }
 
-/// A mapped receive ring of `frames` frames.
+/// A mapped receive ring.
 pub(crate) struct RxRing {
-    base: NonNull<u8>,
-    frames: usize,
+    ring: MappedRing,
     /// The next frame to read (ring order).
     next: usize,
 }
@@ -47,87 +45,30 @@ pub(crate) struct RxRing {
 impl std::fmt::Debug for RxRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RxRing")
-            .field("frames", &self.frames)
+            .field("frames", &self.ring.frames())
             .field("next", &self.next)
             .finish_non_exhaustive()
     }
 }
 
 impl RxRing {
-    /// Sets up a TPACKET_V2 receive ring of `frames` frames on the (not yet bound) packet
-    /// socket `fd` and maps it.
+    /// Sets up a TPACKET_V2 receive ring of `frames` frames on the packet socket `fd`.
     pub(crate) fn new(fd: RawFd, frames: usize) -> std::io::Result<RxRing> {
-        let frames_u32 =
-            u32::try_from(frames).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        crate::sys::set_int_option(fd, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2)?;
-        let req = libc::tpacket_req {
-            tp_block_size: FRAME_SIZE as u32,
-            tp_block_nr: frames_u32,
-            tp_frame_size: FRAME_SIZE as u32,
-            tp_frame_nr: frames_u32,
-        };
-        // SAFETY: the option value is one tpacket_req that lives for the call, and the
-        // length passed is its size.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_RX_RING,
-                (&req as *const libc::tpacket_req).cast(),
-                std::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let len = frames * FRAME_SIZE;
-        // SAFETY: maps the ring the kernel just allocated for this socket (its only ring,
-        // at offset 0), shared and read-write as packet(7) prescribes; checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
-        Ok(RxRing {
-            base,
-            frames,
-            next: 0,
-        })
-    }
-
-    /// The status word of frame `i`.
-    fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: frame `i < frames` lies inside the mapping, which lives as long as self;
-        // `tp_status` is a 4-byte-aligned u32 at the frame's page-aligned start that the
-        // kernel also accesses atomically.
-        unsafe { &*self.base.as_ptr().add(i * FRAME_SIZE).cast::<AtomicU32>() }
+        let ring = MappedRing::new(fd, libc::PACKET_RX_RING, frames, FRAME_SIZE)?;
+        Ok(RxRing { ring, next: 0 })
     }
 
     /// The next frame the kernel has filled, if any: its metadata and its whole ring frame
     /// (header included; the frame's bytes are at `mac..mac + snaplen`, bounds checked).
     pub(crate) fn next_filled(&mut self) -> Option<(RxSlot, &mut [u8])> {
-        let status = self.status(self.next).load(Ordering::Acquire);
+        let status = self.ring.status(self.next).load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
             return None;
         }
         // SAFETY: the frame is USER, so the kernel does not touch it until we set KERNEL;
         // the slice covers exactly this frame and is borrowed from `&mut self`.
-        let frame = unsafe {
-            std::slice::from_raw_parts_mut(
-                self.base.as_ptr().add(self.next * FRAME_SIZE),
-                FRAME_SIZE,
-            )
-        };
+        let frame =
+            unsafe { std::slice::from_raw_parts_mut(self.ring.frame_ptr(self.next), FRAME_SIZE) };
         let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let u16_at = |b: &[u8], i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
         // tpacket2_hdr: status, len, snaplen, mac (u16), net (u16), ...; the sockaddr_ll
@@ -147,15 +88,9 @@ impl RxRing {
     /// Gives the frame last returned by [`RxRing::next_filled`] back to the kernel.
     pub(crate) fn release(&mut self) {
         // Release: we are done reading before the kernel may write it again.
-        self.status(self.next)
+        self.ring
+            .status(self.next)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        self.next = (self.next + 1) % self.frames;
-    }
-}
-
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`; no slice into it outlives self.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.frames * FRAME_SIZE) };
+        self.next = (self.next + 1) % self.ring.frames();
     }
 }

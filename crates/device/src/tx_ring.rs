@@ -14,8 +14,9 @@
 //! instead of stopping the ring at it.
 
 use std::os::fd::RawFd;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::ring::MappedRing;
 
 /// Bytes per ring frame (and per block: one frame per block, 16 pages).
 pub(crate) const FRAME_SIZE: usize = 1 << 16;
@@ -24,16 +25,12 @@ pub(crate) const FRAME_SIZE: usize = 1 << 16;
 const DATA_OFFSET: usize = (std::mem::size_of::<libc::tpacket2_hdr>() + libc::TPACKET_ALIGNMENT
     - 1)
     & !(libc::TPACKET_ALIGNMENT - 1);
-/// Offset of `tp_status` (u32) and `tp_len` (u32) in a `tpacket2_hdr`.
-const STATUS_AT: usize = 0;
+/// Offset of `tp_len` (u32) in a `tpacket2_hdr`.
 const LEN_AT: usize = 4;
-/// TPACKET_V2 in `enum tpacket_versions`.
-const TPACKET_V2: libc::c_int = 1;
 
-/// A mapped transmit ring of `frames` frames.
+/// A mapped transmit ring.
 pub(crate) struct TxRing {
-    base: NonNull<u8>,
-    frames: usize,
+    ring: MappedRing,
     /// The next frame to write (ring order).
     next: usize,
 }
@@ -41,7 +38,7 @@ pub(crate) struct TxRing {
 impl std::fmt::Debug for TxRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TxRing")
-            .field("frames", &self.frames)
+            .field("frames", &self.ring.frames())
             .field("next", &self.next)
             .finish_non_exhaustive()
     }
@@ -51,77 +48,18 @@ impl TxRing {
     /// Largest data (virtio-net header plus frame) one ring frame holds.
     pub(crate) const MAX_DATA: usize = FRAME_SIZE - DATA_OFFSET;
 
-    /// Sets up a TPACKET_V2 transmit ring of `frames` frames on the (not yet bound) packet
-    /// socket `fd` and maps it.
+    /// Sets up a TPACKET_V2 transmit ring of `frames` frames on the packet socket `fd`.
     pub(crate) fn new(fd: RawFd, frames: usize) -> std::io::Result<TxRing> {
-        let frames_u32 =
-            u32::try_from(frames).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        crate::sys::set_int_option(fd, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2)?;
+        // A malformed frame is skipped rather than stopping the ring at it.
         crate::sys::set_int_option(fd, libc::SOL_PACKET, libc::PACKET_LOSS, 1)?;
-        let req = libc::tpacket_req {
-            tp_block_size: FRAME_SIZE as u32,
-            tp_block_nr: frames_u32,
-            tp_frame_size: FRAME_SIZE as u32,
-            tp_frame_nr: frames_u32,
-        };
-        // SAFETY: the option value is one tpacket_req that lives for the call, and the
-        // length passed is its size.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                libc::PACKET_TX_RING,
-                (&req as *const libc::tpacket_req).cast(),
-                std::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let len = frames * FRAME_SIZE;
-        // SAFETY: maps the ring the kernel just allocated for this socket (the only ring on
-        // it, at offset 0), shared and read-write as packet(7) prescribes; the result is
-        // checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
-        Ok(TxRing {
-            base,
-            frames,
-            next: 0,
-        })
-    }
-
-    /// The status word of frame `i`.
-    fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: frame `i < frames` lies inside the mapping, which lives as long as self;
-        // `tp_status` is a 4-byte-aligned u32 at the frame's start (frames are page
-        // aligned) that the kernel also accesses atomically.
-        unsafe {
-            &*self
-                .base
-                .as_ptr()
-                .add(i * FRAME_SIZE + STATUS_AT)
-                .cast::<AtomicU32>()
-        }
+        let ring = MappedRing::new(fd, libc::PACKET_TX_RING, frames, FRAME_SIZE)?;
+        Ok(TxRing { ring, next: 0 })
     }
 
     /// The data area of the next frame if the kernel has given it back, else None (the
     /// ring is full of frames in flight).
     pub(crate) fn next_free(&mut self) -> Option<&mut [u8]> {
-        let status = self.status(self.next).load(Ordering::Acquire);
+        let status = self.ring.status(self.next).load(Ordering::Acquire);
         if status != libc::TP_STATUS_AVAILABLE && status & libc::TP_STATUS_WRONG_FORMAT == 0 {
             return None;
         }
@@ -130,7 +68,7 @@ impl TxRing {
         // borrowed from `&mut self`, so no other slice into it exists.
         Some(unsafe {
             std::slice::from_raw_parts_mut(
-                self.base.as_ptr().add(self.next * FRAME_SIZE + DATA_OFFSET),
+                self.ring.frame_ptr(self.next).add(DATA_OFFSET),
                 Self::MAX_DATA,
             )
         })
@@ -138,26 +76,20 @@ impl TxRing {
 
     /// Hands the next frame, holding `len` bytes of data, to the kernel.
     pub(crate) fn commit(&mut self, len: usize) {
-        let at = self.next * FRAME_SIZE + LEN_AT;
-        // SAFETY: `tp_len` is a u32 inside frame `next`, which is still ours (AVAILABLE).
+        // SAFETY: `tp_len` is an aligned u32 inside frame `next`, which is still ours
+        // (AVAILABLE).
         unsafe {
-            self.base
-                .as_ptr()
-                .add(at)
+            self.ring
+                .frame_ptr(self.next)
+                .add(LEN_AT)
                 .cast::<u32>()
                 .write(len.min(Self::MAX_DATA) as u32)
         };
         // Release: the frame's bytes are visible before the kernel sees SEND_REQUEST.
-        self.status(self.next)
+        self.ring
+            .status(self.next)
             .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
-        self.next = (self.next + 1) % self.frames;
-    }
-}
-
-impl Drop for TxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`; no slice into it outlives self.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.frames * FRAME_SIZE) };
+        self.next = (self.next + 1) % self.ring.frames();
     }
 }
 
