@@ -36,16 +36,13 @@ use std::num::NonZeroU32;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use sluice_wire::checksum;
-use sluice_wire::ethernet::{EtherType, EthernetRepr};
-use sluice_wire::ipv4::{self, Ipv4Repr};
 use sluice_wire::EthernetAddress;
 use xsk_rs::config::{
     BindFlags, FrameSize, Interface, QueueSize, SocketConfig, UmemConfig, XdpFlags,
 };
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-use crate::checksum::complete_partial_checksum;
+use crate::checksum::complete_if_partial;
 use crate::error::DeviceError;
 use crate::sys;
 use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
@@ -58,8 +55,6 @@ const ETH_HLEN: usize = 14;
 const MAX_BATCH: usize = 1024;
 /// Most frames of either kind (RX or TX) in one UMEM.
 const MAX_FRAMES: u32 = 1 << 16;
-/// IP protocol number of UDP.
-const PROTOCOL_UDP: u8 = 17;
 /// How long to wait between attempts to bind a queue that is still busy.
 const BIND_RETRY_STEP: Duration = Duration::from_millis(100);
 
@@ -722,45 +717,11 @@ fn raise_memlock_limit(umem_bytes: u64) {
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
 
-/// Completes the TCP or UDP checksum of an Ethernet/IPv4 frame whose checksum field holds
-/// exactly the pseudo-header sum, as a local Linux sender leaves it for offload
-/// (CHECKSUM_PARTIAL). Returns whether it did.
-///
-/// AF_XDP passes no checksum metadata, so the field value is the only sign. A correct
-/// checksum equal to the pseudo-header sum is recomputed to the same value.
-pub fn complete_if_partial(frame: &mut [u8]) -> bool {
-    let Ok((eth, _)) = EthernetRepr::parse(frame) else {
-        return false;
-    };
-    if eth.ethertype != EtherType::Ipv4 {
-        return false;
-    }
-    let l3_start = eth.header_len();
-    let Some(packet) = frame.get(l3_start..) else {
-        return false;
-    };
-    let Ok((ip, l4)) = Ipv4Repr::parse(packet, false) else {
-        return false;
-    };
-    if ip.is_fragment() {
-        return false;
-    }
-    let field_at = match ip.protocol {
-        ipv4::PROTOCOL_TCP => 16,
-        PROTOCOL_UDP => 6,
-        _ => return false,
-    };
-    let (Some(field), Ok(len)) = (l4.get(field_at..field_at + 2), u16::try_from(l4.len())) else {
-        return false;
-    };
-    let field = u16::from_be_bytes([field[0], field[1]]);
-    let pseudo = checksum::fold(checksum::pseudo_header_v4(ip.src, ip.dst, ip.protocol, len));
-    field == pseudo && complete_partial_checksum(frame)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_wire::checksum;
+    use sluice_wire::ipv4::{self, Ipv4Repr};
 
     #[test]
     fn bad_configs_are_refused_before_any_syscall() {

@@ -3,8 +3,9 @@
 //! When Linux sends TCP or UDP over veth, a bridge or a TAP, it usually does not compute the
 //! transport checksum: the field holds only the pseudo-header sum and the "hardware" is
 //! expected to finish it. A packet socket sees such frames with `TP_STATUS_CSUMNOTREADY`, a
-//! TAP reader with `VIRTIO_NET_HDR_F_NEEDS_CSUM`. The core verifies checksums, so the device
-//! completes them in software before handing the frame up.
+//! TAP reader with `VIRTIO_NET_HDR_F_NEEDS_CSUM`; an AF_XDP reader gets no sign but the field
+//! itself ([`complete_if_partial`]). A device completes them in software when its consumer
+//! verifies checksums.
 
 use sluice_wire::checksum;
 use sluice_wire::ethernet::{EtherType, EthernetRepr};
@@ -14,6 +15,81 @@ use sluice_wire::tcp;
 /// IP protocol number of UDP.
 const PROTOCOL_UDP: u8 = 17;
 
+/// Where an Ethernet/IPv4 frame's TCP or UDP segment lies, and what its pseudo header holds.
+struct Transport {
+    protocol: u8,
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    /// The segment's range in the frame (bounded by the IPv4 total length, so Ethernet
+    /// padding is left out).
+    start: usize,
+    end: usize,
+}
+
+/// Parses Ethernet (one optional 802.1Q tag) and IPv4 down to an unfragmented TCP or UDP
+/// segment long enough to hold its checksum field; None for anything else.
+fn transport(frame: &[u8]) -> Option<Transport> {
+    let (eth, _) = EthernetRepr::parse(frame).ok()?;
+    if eth.ethertype != EtherType::Ipv4 {
+        return None;
+    }
+    let l3_start = eth.header_len();
+    let packet = frame.get(l3_start..)?;
+    let (ip, l4) = Ipv4Repr::parse(packet, false).ok()?;
+    if ip.is_fragment() {
+        return None;
+    }
+    let min_len = match ip.protocol {
+        ipv4::PROTOCOL_TCP => tcp::HEADER_LEN,
+        PROTOCOL_UDP => 8,
+        _ => return None,
+    };
+    if l4.len() < min_len {
+        return None;
+    }
+    let start = l3_start + usize::from(packet.first()? & 0x0F) * 4;
+    Some(Transport {
+        protocol: ip.protocol,
+        src: ip.src,
+        dst: ip.dst,
+        start,
+        end: start + l4.len(),
+    })
+}
+
+/// Offset of the checksum field in a TCP or UDP header.
+fn checksum_field(protocol: u8) -> usize {
+    if protocol == PROTOCOL_UDP {
+        6
+    } else {
+        16
+    }
+}
+
+/// Fills the checksum of the located segment.
+fn fill(frame: &mut [u8], t: &Transport) -> bool {
+    let Some(segment) = frame.get_mut(t.start..t.end) else {
+        return false;
+    };
+    if t.protocol == ipv4::PROTOCOL_TCP {
+        tcp::fill_checksum(segment, t.src, t.dst);
+        return true;
+    }
+    let Ok(len) = u16::try_from(segment.len()) else {
+        return false;
+    };
+    segment[6] = 0;
+    segment[7] = 0;
+    let pseudo = checksum::pseudo_header_v4(t.src, t.dst, PROTOCOL_UDP, len);
+    let mut c = !checksum::fold(pseudo + checksum::sum(segment));
+    if c == 0 {
+        // RFC 768: a computed zero is sent as all ones (zero means "no checksum").
+        c = 0xFFFF;
+    }
+    segment[6..8].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 /// Recomputes the TCP or UDP checksum of an Ethernet/IPv4 frame in place.
 ///
 /// Parses Ethernet (one optional 802.1Q tag) and IPv4, then fills the transport checksum over
@@ -21,52 +97,26 @@ const PROTOCOL_UDP: u8 = 17;
 /// is ignored). Returns `false`, leaving the frame untouched, when the frame is not an
 /// unfragmented IPv4 TCP or UDP packet or is truncated.
 pub fn complete_partial_checksum(frame: &mut [u8]) -> bool {
-    let Ok((eth, _)) = EthernetRepr::parse(frame) else {
+    transport(frame).is_some_and(|t| fill(frame, &t))
+}
+
+/// Completes the TCP or UDP checksum of an Ethernet/IPv4 frame whose checksum field holds
+/// exactly the pseudo-header sum, as a local Linux sender leaves it for offload
+/// (CHECKSUM_PARTIAL). Returns whether it did.
+///
+/// For devices that pass no checksum metadata (AF_XDP) the field value is the only sign. A
+/// correct checksum equal to the pseudo-header sum is recomputed to the same value.
+pub fn complete_if_partial(frame: &mut [u8]) -> bool {
+    let Some(t) = transport(frame) else {
         return false;
     };
-    if eth.ethertype != EtherType::Ipv4 {
-        return false;
-    }
-    let l3_start = eth.header_len();
-    let Some(packet) = frame.get(l3_start..) else {
+    let at = t.start + checksum_field(t.protocol);
+    let (Some(field), Ok(len)) = (frame.get(at..at + 2), u16::try_from(t.end - t.start)) else {
         return false;
     };
-    let Ok((ip, l4)) = Ipv4Repr::parse(packet, false) else {
-        return false;
-    };
-    if ip.is_fragment() {
-        return false;
-    }
-    let ihl = packet
-        .first()
-        .map_or(0, |vihl| usize::from(vihl & 0x0F) * 4);
-    let l4_start = l3_start + ihl;
-    let l4_end = l4_start + l4.len();
-    let Some(segment) = frame.get_mut(l4_start..l4_end) else {
-        return false;
-    };
-    match ip.protocol {
-        ipv4::PROTOCOL_TCP if segment.len() >= tcp::HEADER_LEN => {
-            tcp::fill_checksum(segment, ip.src, ip.dst);
-            true
-        }
-        PROTOCOL_UDP if segment.len() >= 8 => {
-            let Ok(len) = u16::try_from(segment.len()) else {
-                return false;
-            };
-            segment[6] = 0;
-            segment[7] = 0;
-            let pseudo = checksum::pseudo_header_v4(ip.src, ip.dst, PROTOCOL_UDP, len);
-            let mut c = !checksum::fold(pseudo + checksum::sum(segment));
-            if c == 0 {
-                // RFC 768: a computed zero is sent as all ones (zero means "no checksum").
-                c = 0xFFFF;
-            }
-            segment[6..8].copy_from_slice(&c.to_be_bytes());
-            true
-        }
-        _ => false,
-    }
+    let field = u16::from_be_bytes([field[0], field[1]]);
+    let pseudo = checksum::fold(checksum::pseudo_header_v4(t.src, t.dst, t.protocol, len));
+    field == pseudo && fill(frame, &t)
 }
 
 /// Completes a partial checksum the way the kernel does (`skb_checksum_help`).

@@ -52,8 +52,8 @@ mod virtio;
 use std::time::Duration;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
-pub use af_xdp::{complete_if_partial, AfXdp, AfXdpConfig, XdpMode, ZeroCopy};
-pub use checksum::{complete_checksum_at, complete_partial_checksum};
+pub use af_xdp::{AfXdp, AfXdpConfig, XdpMode, ZeroCopy};
+pub use checksum::{complete_checksum_at, complete_if_partial, complete_partial_checksum};
 pub use error::DeviceError;
 
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
