@@ -31,13 +31,13 @@ use std::time::Duration;
 
 use sluice_wire::EthernetAddress;
 
-use crate::checksum::{complete_checksum_at, complete_partial_checksum};
+use crate::checksum::{rx_checksum, RxEvidence};
 use crate::error::DeviceError;
 use crate::rx_ring::RxRing;
 use crate::sys::{self, NEEDS_NET_RAW};
 use crate::tx_ring::TxRing;
 use crate::virtio::{self, VirtioNetHdr};
-use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
+use crate::{queued_plain, Device, DeviceStats, RxMeta, TxFrame};
 
 /// Length of an Ethernet header without a VLAN tag.
 const ETH_HLEN: usize = 14;
@@ -243,8 +243,11 @@ impl AfPacket {
 
         let raw = fd.as_raw_fd();
         let opt_err = |op, e| DeviceError::from_io(op, NEEDS_NET_RAW, interface, e);
-        sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)
-            .map_err(|e| opt_err("enable PACKET_AUXDATA", e))?;
+        if !config.vnet_hdr {
+            // The checksum state per frame; with offloads the virtio-net header carries it.
+            sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)
+                .map_err(|e| opt_err("enable PACKET_AUXDATA", e))?;
+        }
         if config.vnet_hdr {
             sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
                 .map_err(|e| opt_err("enable PACKET_VNET_HDR", e))?;
@@ -496,18 +499,14 @@ impl AfPacket {
                 self.stats.rx_dropped += 1;
             } else if slot.pkttype != libc::PACKET_OUTGOING {
                 let (head, rest) = frame.split_at_mut(slot.mac);
-                let vnet = self
-                    .vnet
-                    .then(|| VirtioNetHdr::parse(&head[slot.mac - vnet_len..]))
-                    .flatten();
+                let evidence = if self.vnet {
+                    VirtioNetHdr::parse(&head[slot.mac - vnet_len..])
+                        .map_or(RxEvidence::None, |h| h.rx_evidence())
+                } else {
+                    status_evidence(slot.status)
+                };
                 let data = &mut rest[..slot.snaplen];
-                let checksum = rx_checksum(
-                    vnet,
-                    slot.status,
-                    data,
-                    self.complete_partial,
-                    &mut self.stats,
-                );
+                let checksum = rx_checksum(evidence, data, self.complete_partial, &mut self.stats);
                 f(data, RxMeta { checksum });
                 delivered += 1;
             }
@@ -525,47 +524,15 @@ impl AfPacket {
     }
 }
 
-/// What is known about a received frame's checksum, from its virtio-net header (with
-/// offloads) or its packet status; a partial one is completed here if `complete` is set.
-fn rx_checksum(
-    vnet: Option<VirtioNetHdr>,
-    status: u32,
-    frame: &mut [u8],
-    complete: bool,
-    stats: &mut DeviceStats,
-) -> RxChecksum {
-    let (partial, valid) = match vnet {
-        Some(h) => (
-            h.flags & virtio::F_NEEDS_CSUM != 0,
-            h.flags & virtio::F_DATA_VALID != 0,
-        ),
-        None => (
-            status & libc::TP_STATUS_CSUMNOTREADY != 0,
-            status & libc::TP_STATUS_CSUM_VALID != 0,
-        ),
-    };
-    if partial {
-        if complete {
-            let done = match vnet {
-                Some(h) => complete_checksum_at(
-                    frame,
-                    usize::from(h.csum_start),
-                    usize::from(h.csum_offset),
-                ),
-                None => complete_partial_checksum(frame),
-            };
-            if done {
-                stats.rx_checksum_completed += 1;
-            } else {
-                stats.rx_checksum_incomplete += 1;
-            }
-        }
-        // Otherwise left for the consumer to trust: see RxChecksum::Partial.
-        RxChecksum::Partial
-    } else if valid {
-        RxChecksum::Verified
+/// What a packet status (PACKET_AUXDATA or a ring frame's `tp_status`) says about the
+/// frame's transport checksum.
+fn status_evidence(status: u32) -> RxEvidence {
+    if status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+        RxEvidence::Partial
+    } else if status & libc::TP_STATUS_CSUM_VALID != 0 {
+        RxEvidence::Valid
     } else {
-        RxChecksum::Unverified
+        RxEvidence::None
     }
 }
 
@@ -660,14 +627,16 @@ impl Device for AfPacket {
             if self.rx_names[i].sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            let status = self.aux_status(i);
-            let vnet = self
-                .vnet
-                .then(|| VirtioNetHdr::parse(&self.rx_vnet[i]))
-                .flatten();
+            // With offloads the virtio-net header says it all; the auxdata is parsed only
+            // without one.
+            let evidence = if self.vnet {
+                VirtioNetHdr::parse(&self.rx_vnet[i]).map_or(RxEvidence::None, |h| h.rx_evidence())
+            } else {
+                status_evidence(self.aux_status(i))
+            };
             let start = i * self.rx_frame_size;
             let frame = &mut self.rx_buf[start..start + len];
-            let checksum = rx_checksum(vnet, status, frame, self.complete_partial, &mut self.stats);
+            let checksum = rx_checksum(evidence, frame, self.complete_partial, &mut self.stats);
             f(frame, RxMeta { checksum });
             delivered += 1;
         }

@@ -12,6 +12,8 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{self, Ipv4Repr};
 use sluice_wire::tcp;
 
+use crate::{DeviceStats, RxChecksum};
+
 /// IP protocol number of UDP.
 const PROTOCOL_UDP: u8 = 17;
 
@@ -117,6 +119,43 @@ pub fn complete_if_partial(frame: &mut [u8]) -> bool {
     let field = u16::from_be_bytes([field[0], field[1]]);
     let pseudo = checksum::fold(checksum::pseudo_header_v4(t.src, t.dst, t.protocol, len));
     field == pseudo && fill(frame, &t)
+}
+
+/// What a device learned about a received frame's transport checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RxEvidence {
+    /// Nothing: the consumer verifies.
+    None,
+    /// Verified by the kernel or hardware.
+    Valid,
+    /// Left partial by a local sender, with where the sum starts and is stored (virtio-net).
+    PartialAt { start: usize, offset: usize },
+    /// Left partial by a local sender, place unknown (packet status): found by parsing.
+    Partial,
+}
+
+/// The frame's [`RxChecksum`] from `evidence`; a partial checksum is completed in place when
+/// `complete` is set, and counted.
+pub(crate) fn rx_checksum(
+    evidence: RxEvidence,
+    frame: &mut [u8],
+    complete: bool,
+    stats: &mut DeviceStats,
+) -> RxChecksum {
+    let done = match evidence {
+        RxEvidence::None => return RxChecksum::Unverified,
+        RxEvidence::Valid => return RxChecksum::Verified,
+        // Left for the consumer to trust: see RxChecksum::Partial.
+        _ if !complete => return RxChecksum::Partial,
+        RxEvidence::PartialAt { start, offset } => complete_checksum_at(frame, start, offset),
+        RxEvidence::Partial => complete_partial_checksum(frame),
+    };
+    if done {
+        stats.rx_checksum_completed += 1;
+    } else {
+        stats.rx_checksum_incomplete += 1;
+    }
+    RxChecksum::Partial
 }
 
 /// Completes a partial checksum the way the kernel does (`skb_checksum_help`).

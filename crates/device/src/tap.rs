@@ -26,11 +26,11 @@ use std::time::Duration;
 
 use sluice_wire::EthernetAddress;
 
-use crate::checksum::complete_checksum_at;
+use crate::checksum::rx_checksum;
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_ADMIN};
 use crate::virtio::{self, VirtioNetHdr};
-use crate::{Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
+use crate::{Device, DeviceStats, RxMeta, TxFrame};
 
 /// Length of the `virtio_net_hdr_v1` that prefixes every frame (flags, gso_type, hdr_len, gso_size, csum_start, csum_offset, num_buffers).
 pub const VIRTIO_NET_HDR_LEN: usize = 12;
@@ -265,21 +265,12 @@ impl Device for Tap {
                 self.stats.rx_dropped += 1;
                 continue;
             }
-            let checksum = if hdr.flags & virtio::F_NEEDS_CSUM != 0 {
-                let (start, offset) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
-                if !self.complete_partial {
-                    // Left for the core to trust: see RxChecksum::Partial.
-                } else if complete_checksum_at(frame, start, offset) {
-                    self.stats.rx_checksum_completed += 1;
-                } else {
-                    self.stats.rx_checksum_incomplete += 1;
-                }
-                RxChecksum::Partial
-            } else if hdr.flags & virtio::F_DATA_VALID != 0 {
-                RxChecksum::Verified
-            } else {
-                RxChecksum::Unverified
-            };
+            let checksum = rx_checksum(
+                hdr.rx_evidence(),
+                frame,
+                self.complete_partial,
+                &mut self.stats,
+            );
             f(frame, RxMeta { checksum });
             delivered += 1;
         }

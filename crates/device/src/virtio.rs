@@ -4,6 +4,7 @@
 //! large segment. Little-endian (TUNSETVNETLE on TAP; native on the little-endian hosts we
 //! run on for packet sockets).
 
+use crate::checksum::RxEvidence;
 use crate::TxFrame;
 
 /// Length of `struct virtio_net_hdr` (packet sockets); TAP's v1 header adds `num_buffers`.
@@ -61,6 +62,20 @@ impl VirtioNetHdr {
         b[4..6].copy_from_slice(&self.gso_size.to_le_bytes());
         b[6..8].copy_from_slice(&self.csum_start.to_le_bytes());
         b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
+    }
+
+    /// What the header says about the frame's transport checksum.
+    pub fn rx_evidence(&self) -> RxEvidence {
+        if self.flags & F_NEEDS_CSUM != 0 {
+            RxEvidence::PartialAt {
+                start: usize::from(self.csum_start),
+                offset: usize::from(self.csum_offset),
+            }
+        } else if self.flags & F_DATA_VALID != 0 {
+            RxEvidence::Valid
+        } else {
+            RxEvidence::None
+        }
     }
 
     /// The header asking the kernel for what `tx` needs on the Ethernet/IPv4/TCP `frame`:
