@@ -1,0 +1,418 @@
+//! What context-queue entries say, and their byte layout (little-endian, fixed offsets).
+//!
+//! Commands go from an application thread to the engine; completions answer the commands
+//! that carry a request id. Decoding never panics: the engine decodes entries written by an
+//! application it does not trust, and an entry it cannot decode is an [`EntryError`].
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use crate::queue::PAYLOAD_BYTES;
+
+/// An entry's payload.
+pub type Payload = [u8; PAYLOAD_BYTES];
+
+/// How a socket is shut down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shut {
+    /// No more receiving.
+    Read,
+    /// No more sending (a FIN follows the queued data).
+    Write,
+    /// Both.
+    Both,
+}
+
+/// An application's request to the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Allocate a socket slot; completes with the slot.
+    Open {
+        /// Request id echoed in the completion.
+        req: u32,
+    },
+    /// Bind a slot to a local address (the engine's address or 0.0.0.0; port 0 picks one
+    /// at connect time); completes with the port.
+    Bind {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// Local address.
+        ip: Ipv4Addr,
+        /// Local port.
+        port: u16,
+    },
+    /// Listen on the slot's bound port.
+    Listen {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// Accept-queue length.
+        backlog: u32,
+    },
+    /// Start an active open; completes once the SYN is queued (the handshake's outcome shows
+    /// in the socket block), with the local port.
+    Connect {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// Peer address.
+        ip: Ipv4Addr,
+        /// Peer port.
+        port: u16,
+    },
+    /// Doorbell: the slot's TX tail moved.
+    Send {
+        /// Socket slot.
+        slot: u32,
+    },
+    /// Doorbell: the slot's RX head moved while the engine had more to deliver.
+    Consumed {
+        /// Socket slot.
+        slot: u32,
+    },
+    /// Shut a direction down.
+    Shutdown {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// Which direction.
+        how: Shut,
+    },
+    /// Release the slot: the engine sends what is queued, then closes (or resets at once
+    /// with `abort`, as SO_LINGER with a zero timeout asks). No completion.
+    Close {
+        /// Socket slot.
+        slot: u32,
+        /// Reset instead of a graceful close.
+        abort: bool,
+    },
+    /// Nagle's algorithm off (TCP_NODELAY) or on.
+    SetNoDelay {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// TCP_NODELAY's value.
+        nodelay: bool,
+    },
+}
+
+/// The engine's answer to a command with a request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// The command succeeded.
+    Done {
+        /// Request id.
+        req: u32,
+        /// The slot it concerned.
+        slot: u32,
+        /// A result: the slot for Open, the port for Bind and Connect, otherwise 0.
+        value: u32,
+    },
+    /// The command failed with a Linux errno.
+    Failed {
+        /// Request id.
+        req: u32,
+        /// Linux errno (EADDRINUSE, EINVAL, ...).
+        errno: i32,
+    },
+}
+
+/// Why an entry could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryError {
+    /// The opcode is not one this version knows.
+    UnknownOpcode(u8),
+    /// A field has a value outside its range.
+    BadField(&'static str),
+}
+
+impl fmt::Display for EntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EntryError::UnknownOpcode(op) => write!(f, "unknown opcode {op}"),
+            EntryError::BadField(name) => write!(f, "field {name} out of range"),
+        }
+    }
+}
+
+impl std::error::Error for EntryError {}
+
+mod op {
+    pub const OPEN: u8 = 1;
+    pub const BIND: u8 = 2;
+    pub const LISTEN: u8 = 3;
+    pub const CONNECT: u8 = 4;
+    pub const SEND: u8 = 5;
+    pub const CONSUMED: u8 = 6;
+    pub const SHUTDOWN: u8 = 7;
+    pub const CLOSE: u8 = 8;
+    pub const SET_NODELAY: u8 = 9;
+    pub const DONE: u8 = 1;
+    pub const FAILED: u8 = 2;
+}
+
+/// Field offsets shared by every entry.
+mod at {
+    pub const REQ: usize = 4;
+    pub const SLOT: usize = 8;
+    pub const ARG: usize = 12;
+    pub const PORT: usize = 16;
+}
+
+fn put_u32(e: &mut Payload, at: usize, v: u32) {
+    e[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_u32(e: &Payload, at: usize) -> u32 {
+    u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
+}
+
+fn get_u16(e: &Payload, at: usize) -> u16 {
+    u16::from_le_bytes([e[at], e[at + 1]])
+}
+
+fn get_bool(e: &Payload, at: usize) -> Result<bool, EntryError> {
+    match e[at] {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(EntryError::BadField("flag")),
+    }
+}
+
+impl Command {
+    /// The entry's bytes.
+    pub fn encode(&self) -> Payload {
+        let mut e = [0u8; PAYLOAD_BYTES];
+        let (code, req, slot) = match *self {
+            Command::Open { req } => (op::OPEN, req, 0),
+            Command::Bind {
+                req,
+                slot,
+                ip,
+                port,
+            }
+            | Command::Connect {
+                req,
+                slot,
+                ip,
+                port,
+            } => {
+                e[at::ARG..at::ARG + 4].copy_from_slice(&ip.octets());
+                e[at::PORT..at::PORT + 2].copy_from_slice(&port.to_le_bytes());
+                let code = if matches!(self, Command::Bind { .. }) {
+                    op::BIND
+                } else {
+                    op::CONNECT
+                };
+                (code, req, slot)
+            }
+            Command::Listen { req, slot, backlog } => {
+                put_u32(&mut e, at::ARG, backlog);
+                (op::LISTEN, req, slot)
+            }
+            Command::Send { slot } => (op::SEND, 0, slot),
+            Command::Consumed { slot } => (op::CONSUMED, 0, slot),
+            Command::Shutdown { req, slot, how } => {
+                e[at::ARG] = match how {
+                    Shut::Read => 0,
+                    Shut::Write => 1,
+                    Shut::Both => 2,
+                };
+                (op::SHUTDOWN, req, slot)
+            }
+            Command::Close { slot, abort } => {
+                e[at::ARG] = abort as u8;
+                (op::CLOSE, 0, slot)
+            }
+            Command::SetNoDelay { req, slot, nodelay } => {
+                e[at::ARG] = nodelay as u8;
+                (op::SET_NODELAY, req, slot)
+            }
+        };
+        e[0] = code;
+        put_u32(&mut e, at::REQ, req);
+        put_u32(&mut e, at::SLOT, slot);
+        e
+    }
+
+    /// Reads an entry; slot ranges are the engine's to check.
+    pub fn decode(e: &Payload) -> Result<Command, EntryError> {
+        let req = get_u32(e, at::REQ);
+        let slot = get_u32(e, at::SLOT);
+        let ip = || Ipv4Addr::new(e[at::ARG], e[at::ARG + 1], e[at::ARG + 2], e[at::ARG + 3]);
+        Ok(match e[0] {
+            op::OPEN => Command::Open { req },
+            op::BIND => Command::Bind {
+                req,
+                slot,
+                ip: ip(),
+                port: get_u16(e, at::PORT),
+            },
+            op::LISTEN => Command::Listen {
+                req,
+                slot,
+                backlog: get_u32(e, at::ARG),
+            },
+            op::CONNECT => Command::Connect {
+                req,
+                slot,
+                ip: ip(),
+                port: get_u16(e, at::PORT),
+            },
+            op::SEND => Command::Send { slot },
+            op::CONSUMED => Command::Consumed { slot },
+            op::SHUTDOWN => Command::Shutdown {
+                req,
+                slot,
+                how: match e[at::ARG] {
+                    0 => Shut::Read,
+                    1 => Shut::Write,
+                    2 => Shut::Both,
+                    _ => return Err(EntryError::BadField("how")),
+                },
+            },
+            op::CLOSE => Command::Close {
+                slot,
+                abort: get_bool(e, at::ARG)?,
+            },
+            op::SET_NODELAY => Command::SetNoDelay {
+                req,
+                slot,
+                nodelay: get_bool(e, at::ARG)?,
+            },
+            other => return Err(EntryError::UnknownOpcode(other)),
+        })
+    }
+}
+
+impl Completion {
+    /// The entry's bytes.
+    pub fn encode(&self) -> Payload {
+        let mut e = [0u8; PAYLOAD_BYTES];
+        match *self {
+            Completion::Done { req, slot, value } => {
+                e[0] = op::DONE;
+                put_u32(&mut e, at::REQ, req);
+                put_u32(&mut e, at::SLOT, slot);
+                put_u32(&mut e, at::ARG, value);
+            }
+            Completion::Failed { req, errno } => {
+                e[0] = op::FAILED;
+                put_u32(&mut e, at::REQ, req);
+                put_u32(&mut e, at::SLOT, errno as u32);
+            }
+        }
+        e
+    }
+
+    /// Reads an entry.
+    pub fn decode(e: &Payload) -> Result<Completion, EntryError> {
+        let req = get_u32(e, at::REQ);
+        Ok(match e[0] {
+            op::DONE => Completion::Done {
+                req,
+                slot: get_u32(e, at::SLOT),
+                value: get_u32(e, at::ARG),
+            },
+            op::FAILED => Completion::Failed {
+                req,
+                errno: get_u32(e, at::SLOT) as i32,
+            },
+            other => return Err(EntryError::UnknownOpcode(other)),
+        })
+    }
+
+    /// The request id this answers.
+    pub fn req(&self) -> u32 {
+        match *self {
+            Completion::Done { req, .. } | Completion::Failed { req, .. } => req,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn command() -> impl Strategy<Value = Command> {
+        let ip = any::<[u8; 4]>().prop_map(Ipv4Addr::from);
+        let how = prop_oneof![Just(Shut::Read), Just(Shut::Write), Just(Shut::Both)];
+        prop_oneof![
+            any::<u32>().prop_map(|req| Command::Open { req }),
+            (any::<u32>(), any::<u32>(), ip.clone(), any::<u16>()).prop_map(
+                |(req, slot, ip, port)| Command::Bind {
+                    req,
+                    slot,
+                    ip,
+                    port
+                }
+            ),
+            (any::<u32>(), any::<u32>(), any::<u32>())
+                .prop_map(|(req, slot, backlog)| Command::Listen { req, slot, backlog }),
+            (any::<u32>(), any::<u32>(), ip, any::<u16>()).prop_map(|(req, slot, ip, port)| {
+                Command::Connect {
+                    req,
+                    slot,
+                    ip,
+                    port,
+                }
+            }),
+            any::<u32>().prop_map(|slot| Command::Send { slot }),
+            any::<u32>().prop_map(|slot| Command::Consumed { slot }),
+            (any::<u32>(), any::<u32>(), how).prop_map(|(req, slot, how)| Command::Shutdown {
+                req,
+                slot,
+                how
+            }),
+            (any::<u32>(), any::<bool>()).prop_map(|(slot, abort)| Command::Close { slot, abort }),
+            (any::<u32>(), any::<u32>(), any::<bool>())
+                .prop_map(|(req, slot, nodelay)| { Command::SetNoDelay { req, slot, nodelay } }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn commands_round_trip(c in command()) {
+            prop_assert_eq!(Command::decode(&c.encode()), Ok(c));
+        }
+
+        #[test]
+        fn completions_round_trip(req: u32, slot: u32, value: u32, errno: i32, done: bool) {
+            let c = if done {
+                Completion::Done { req, slot, value }
+            } else {
+                Completion::Failed { req, errno }
+            };
+            prop_assert_eq!(Completion::decode(&c.encode()), Ok(c));
+        }
+
+        /// Any bytes decode to a command or an error, never a panic.
+        #[test]
+        fn arbitrary_entries_never_panic(bytes in proptest::collection::vec(any::<u8>(), PAYLOAD_BYTES)) {
+            let e: Payload = bytes.try_into().unwrap();
+            let _ = Command::decode(&e);
+            let _ = Completion::decode(&e);
+        }
+    }
+
+    #[test]
+    fn unknown_opcodes_and_bad_flags_are_errors() {
+        let mut e = [0u8; PAYLOAD_BYTES];
+        e[0] = 200;
+        assert_eq!(Command::decode(&e), Err(EntryError::UnknownOpcode(200)));
+        let mut close = Command::Close {
+            slot: 3,
+            abort: true,
+        }
+        .encode();
+        close[12] = 7;
+        assert_eq!(Command::decode(&close), Err(EntryError::BadField("flag")));
+    }
+}

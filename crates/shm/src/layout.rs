@@ -1,0 +1,253 @@
+//! Where everything lives in an application's shared region.
+//!
+//! One region (a sealed memfd) per application, so an application maps only its own
+//! buffers. In file order:
+//!
+//! ```text
+//! [header page][context 0]...[context C-1][socket block 0]...[socket block S-1][pad to page]
+//! [rx ring 0][tx ring 0][rx ring 1][tx ring 1]...            (each ring_size bytes)
+//! ```
+//!
+//! A context is an application thread's pair of queues (commands to the engine, completions
+//! back) plus a line the application writes. In the address space each ring is mapped twice
+//! back to back (Laminar 4.3), so a copy that wraps around the ring's end is one copy.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ShmError;
+
+/// Bytes in one context-queue entry: a cache line.
+pub const ENTRY_BYTES: usize = 64;
+/// Bytes in one socket block: a line the engine writes, a line the application writes.
+pub const SOCKET_BLOCK_BYTES: usize = 128;
+/// The page size the layout aligns to.
+pub const PAGE: usize = 4096;
+/// Bytes of the region header (one page).
+pub const HEADER_BYTES: usize = PAGE;
+/// A queue's header: the consumer's published head, alone on its line.
+pub const QUEUE_HEADER_BYTES: usize = 64;
+
+/// Largest ring a layout may ask for (64 MiB): ring positions stay far from u32 wrap.
+pub const MAX_RING_SIZE: u32 = 64 << 20;
+/// Most sockets one application may hold.
+pub const MAX_SOCKETS: u32 = 1 << 16;
+/// Most contexts (application threads) one application may hold.
+pub const MAX_CONTEXTS: u32 = 1024;
+/// Most entries in one context queue.
+pub const MAX_QUEUE_ENTRIES: u32 = 1 << 16;
+/// Largest region file (its rings are sparse: pages exist only once touched).
+pub const MAX_REGION_BYTES: u64 = 1 << 40;
+
+/// The sizes that fix an application region's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Socket slots (each with an RX and a TX payload ring).
+    pub max_sockets: u32,
+    /// Contexts: application threads that can talk to the engine at once.
+    pub max_contexts: u32,
+    /// Entries per context queue (a power of two).
+    pub queue_entries: u32,
+    /// Bytes per payload ring (a power of two, at least a page).
+    pub ring_size: u32,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            max_sockets: 1024,
+            max_contexts: 64,
+            queue_entries: 256,
+            ring_size: 256 << 10,
+        }
+    }
+}
+
+/// Direction of a payload ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// Engine writes received bytes, the application reads them.
+    Rx,
+    /// The application writes bytes to send, the engine reads them.
+    Tx,
+}
+
+fn align_up(v: usize, to: usize) -> usize {
+    v.div_ceil(to) * to
+}
+
+impl Layout {
+    /// Checks every size against its bounds.
+    pub fn validate(&self) -> Result<(), ShmError> {
+        let bad = |m: String| Err(ShmError::Layout(m));
+        if self.max_sockets == 0 || self.max_sockets > MAX_SOCKETS {
+            return bad(format!(
+                "max_sockets {} not in 1..={MAX_SOCKETS}",
+                self.max_sockets
+            ));
+        }
+        if self.max_contexts == 0 || self.max_contexts > MAX_CONTEXTS {
+            return bad(format!(
+                "max_contexts {} not in 1..={MAX_CONTEXTS}",
+                self.max_contexts
+            ));
+        }
+        if !self.queue_entries.is_power_of_two()
+            || self.queue_entries < 8
+            || self.queue_entries > MAX_QUEUE_ENTRIES
+        {
+            return bad(format!(
+                "queue_entries {} is not a power of two in 8..={MAX_QUEUE_ENTRIES}",
+                self.queue_entries
+            ));
+        }
+        if !self.ring_size.is_power_of_two()
+            || (self.ring_size as usize) < PAGE
+            || self.ring_size > MAX_RING_SIZE
+        {
+            return bad(format!(
+                "ring_size {} is not a power of two from {PAGE} to {MAX_RING_SIZE}",
+                self.ring_size
+            ));
+        }
+        if self.file_len() as u64 > MAX_REGION_BYTES {
+            return bad(format!(
+                "the region would be {} bytes (at most {MAX_REGION_BYTES})",
+                self.file_len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of one queue (header and entries).
+    pub fn queue_bytes(&self) -> usize {
+        QUEUE_HEADER_BYTES + self.queue_entries as usize * ENTRY_BYTES
+    }
+
+    /// Bytes of one context: the command queue, the completion queue, the application's line.
+    pub fn context_bytes(&self) -> usize {
+        2 * self.queue_bytes() + 64
+    }
+
+    /// Offset of context `i`'s command queue (application to engine).
+    pub fn command_queue_offset(&self, i: u32) -> usize {
+        HEADER_BYTES + i as usize * self.context_bytes()
+    }
+
+    /// Offset of context `i`'s completion queue (engine to application).
+    pub fn completion_queue_offset(&self, i: u32) -> usize {
+        self.command_queue_offset(i) + self.queue_bytes()
+    }
+
+    /// Offset of context `i`'s line written by the application (its sleeping flag).
+    pub fn context_line_offset(&self, i: u32) -> usize {
+        self.command_queue_offset(i) + 2 * self.queue_bytes()
+    }
+
+    /// Offset of the first socket block.
+    pub fn sockets_offset(&self) -> usize {
+        HEADER_BYTES + self.max_contexts as usize * self.context_bytes()
+    }
+
+    /// Offset of socket block `s`.
+    pub fn socket_offset(&self, s: u32) -> usize {
+        self.sockets_offset() + s as usize * SOCKET_BLOCK_BYTES
+    }
+
+    /// Bytes before the first ring (header, contexts, socket blocks), page aligned.
+    pub fn control_len(&self) -> usize {
+        align_up(
+            self.sockets_offset() + self.max_sockets as usize * SOCKET_BLOCK_BYTES,
+            PAGE,
+        )
+    }
+
+    /// Index of a ring among all rings.
+    fn ring_index(s: u32, dir: Dir) -> usize {
+        2 * s as usize + usize::from(dir == Dir::Tx)
+    }
+
+    /// Offset of a ring in the file.
+    pub fn ring_file_offset(&self, s: u32, dir: Dir) -> usize {
+        self.control_len() + Self::ring_index(s, dir) * self.ring_size as usize
+    }
+
+    /// Offset of a ring's first mapping in the address space (each ring takes twice its size).
+    pub fn ring_map_offset(&self, s: u32, dir: Dir) -> usize {
+        self.control_len() + Self::ring_index(s, dir) * 2 * self.ring_size as usize
+    }
+
+    /// Bytes of the region file.
+    pub fn file_len(&self) -> usize {
+        self.control_len() + 2 * self.max_sockets as usize * self.ring_size as usize
+    }
+
+    /// Bytes of address space a mapping of the region takes.
+    pub fn map_len(&self) -> usize {
+        self.control_len() + 4 * self.max_sockets as usize * self.ring_size as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_layout_is_valid_and_aligned() {
+        let l = Layout::default();
+        l.validate().unwrap();
+        assert_eq!(l.control_len() % PAGE, 0);
+        assert_eq!(l.socket_offset(1) - l.socket_offset(0), SOCKET_BLOCK_BYTES);
+        assert_eq!(l.sockets_offset() % 64, 0);
+        assert_eq!(
+            l.ring_file_offset(0, Dir::Tx),
+            l.control_len() + l.ring_size as usize
+        );
+        assert_eq!(
+            l.ring_map_offset(1, Dir::Rx) - l.ring_map_offset(0, Dir::Tx),
+            2 * l.ring_size as usize
+        );
+        assert!(l.context_line_offset(0) + 64 <= l.command_queue_offset(1));
+    }
+
+    #[test]
+    fn out_of_range_layouts_are_refused() {
+        let ok = Layout::default();
+        for bad in [
+            Layout {
+                max_sockets: 0,
+                ..ok
+            },
+            Layout {
+                max_contexts: 0,
+                ..ok
+            },
+            Layout {
+                queue_entries: 100,
+                ..ok
+            },
+            Layout {
+                queue_entries: 4,
+                ..ok
+            },
+            Layout {
+                ring_size: 1000,
+                ..ok
+            },
+            Layout {
+                ring_size: 2048,
+                ..ok
+            },
+            Layout {
+                ring_size: 128 << 20,
+                ..ok
+            },
+            Layout {
+                max_sockets: MAX_SOCKETS,
+                ring_size: MAX_RING_SIZE,
+                ..ok
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?} accepted");
+        }
+    }
+}

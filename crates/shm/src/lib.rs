@@ -1,0 +1,35 @@
+//! The shared-memory contract of Sluice's service mode (FlexTOE 3 libTOE and CTX-Qs,
+//! Laminar 4.3 and 5, FlexiNS 3.4): what the engine and an application share, and how.
+//!
+//! - [`Region`]: one sealed memfd per application holding its contexts, socket blocks and
+//!   payload rings; each ring mapped twice back to back ([`Ring`]).
+//! - [`Producer`]/[`Consumer`]: context queues of cache-line entries with a phase bit, one
+//!   pair per application thread; [`Command`] and [`Completion`] are what the entries say.
+//! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
+//! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
+//!
+//! Trust: the engine treats everything an application can write (queue entries, its line of
+//! each socket block, the published head of its completion queues, ring contents) as
+//! untrusted input; this crate gives it the means (checked decoding, bounded indices, a
+//! sealed file that cannot shrink under the engine) and the service checks every value it
+//! reads. The application trusts the engine.
+
+mod error;
+mod eventfd;
+mod layout;
+mod queue;
+mod region;
+mod ring;
+mod socket;
+
+pub mod control;
+pub mod entry;
+
+pub use entry::{Command, Completion, EntryError, Payload, Shut};
+pub use error::ShmError;
+pub use eventfd::EventFd;
+pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES};
+pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
+pub use region::Region;
+pub use ring::Ring;
+pub use socket::{flags, AcceptRecord, SocketBlock, ACCEPT_RECORD_BYTES};

@@ -1,0 +1,254 @@
+//! An application's shared region: a sealed memfd, mapped with every payload ring twice.
+//!
+//! The engine creates the region and passes its descriptor to the application, which maps
+//! it the same way. The file is sealed against shrinking and growing, so neither side can
+//! make the other's accesses fault; everything else in it is treated as untrusted by the
+//! engine (see the crate docs).
+
+use std::ffi::CString;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+use nix::sys::memfd::{memfd_create, MFdFlags};
+use nix::sys::mman::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
+use nix::sys::stat::fstat;
+use nix::unistd::ftruncate;
+
+use crate::error::sys;
+use crate::layout::{Dir, Layout};
+use crate::ring::Ring;
+use crate::ShmError;
+
+/// The region header's first eight bytes.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SLUICESH");
+/// Version of this layout and of the entries in it.
+pub const VERSION: u32 = 1;
+
+/// Offsets in the header page.
+mod header {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 8;
+    /// The engine's line: whether it is asleep (applications ring its doorbell then).
+    pub const ENGINE_SLEEPING: usize = 64;
+}
+
+/// A mapped application region.
+pub struct Region {
+    base: NonNull<u8>,
+    layout: Layout,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is shared memory reached only through atomics and raw copies into
+// and out of it; it stays mapped until drop, so the pointer may move between threads.
+unsafe impl Send for Region {}
+// SAFETY: as above; no method hands out a `&mut` to the mapping.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Creates a region (engine side): a sealed memfd of the layout's size, mapped.
+    pub fn create(name: &str, layout: Layout) -> Result<Region, ShmError> {
+        layout.validate()?;
+        let name = CString::new(name).map_err(|_| ShmError::Layout("name has a NUL".into()))?;
+        let fd = memfd_create(
+            name.as_c_str(),
+            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+        )
+        .map_err(sys("memfd_create"))?;
+        ftruncate(&fd, layout.file_len() as i64).map_err(sys("ftruncate"))?;
+        // The application must not shrink the file under the engine's mapping (SIGBUS).
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(sys("sealing the region"))?;
+        let region = Region::map(fd, layout)?;
+        region
+            .atomic_u64(header::MAGIC)
+            .store(MAGIC, std::sync::atomic::Ordering::Relaxed);
+        region
+            .atomic_u32(header::VERSION)
+            .store(VERSION, std::sync::atomic::Ordering::Release);
+        Ok(region)
+    }
+
+    /// Maps a region received from the engine (application side), checking its size and header.
+    pub fn open(fd: OwnedFd, layout: Layout) -> Result<Region, ShmError> {
+        layout.validate()?;
+        let st = fstat(&fd).map_err(sys("fstat on the region"))?;
+        let need = layout.file_len() as u64;
+        if (st.st_size as u64) < need {
+            return Err(ShmError::RegionTooSmall {
+                need,
+                have: st.st_size as u64,
+            });
+        }
+        let region = Region::map(fd, layout)?;
+        let ok = region
+            .atomic_u64(header::MAGIC)
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == MAGIC
+            && region
+                .atomic_u32(header::VERSION)
+                .load(std::sync::atomic::Ordering::Acquire)
+                == VERSION;
+        if !ok {
+            return Err(ShmError::BadHeader);
+        }
+        Ok(region)
+    }
+
+    fn map(fd: OwnedFd, layout: Layout) -> Result<Region, ShmError> {
+        let map_len = NonZeroUsize::new(layout.map_len()).expect("a valid layout is not empty");
+        // Reserve the whole address range first, then place the file's pieces in it.
+        // SAFETY: an anonymous PROT_NONE reservation touches no existing mapping.
+        let base = unsafe {
+            mmap_anonymous(
+                None,
+                map_len,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+            )
+        }
+        .map_err(sys("reserving address space for the region"))?
+        .cast::<u8>();
+        let region = Region { base, layout, fd };
+        let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+        let place = |map_off: usize, len: usize, file_off: usize| -> Result<(), ShmError> {
+            let len = NonZeroUsize::new(len).expect("pieces are not empty");
+            // SAFETY: the target range lies inside our own reservation (map_off + len <=
+            // map_len by the layout's arithmetic), so MAP_FIXED replaces only our pages.
+            unsafe {
+                mmap(
+                    NonZeroUsize::new(region.base.as_ptr() as usize + map_off),
+                    len,
+                    rw,
+                    MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
+                    &region.fd,
+                    file_off as i64,
+                )
+            }
+            .map(|_| ())
+            .map_err(sys("mapping the region"))
+        };
+        place(0, layout.control_len(), 0)?;
+        let ring = layout.ring_size as usize;
+        for s in 0..layout.max_sockets {
+            for dir in [Dir::Rx, Dir::Tx] {
+                let m = layout.ring_map_offset(s, dir);
+                let f = layout.ring_file_offset(s, dir);
+                place(m, ring, f)?;
+                place(m + ring, ring, f)?;
+            }
+        }
+        Ok(region)
+    }
+
+    /// The region's file, to pass to the application.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The region's layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The engine's sleeping flag (engine-written; applications read it to decide whether
+    /// to ring the doorbell).
+    pub fn engine_sleeping(&self) -> &AtomicU32 {
+        self.atomic_u32(header::ENGINE_SLEEPING)
+    }
+
+    /// Context `i`'s sleeping flag (application-written; the engine reads it to decide
+    /// whether to signal the context's eventfd).
+    pub fn context_sleeping(&self, i: u32) -> Option<&AtomicU32> {
+        (i < self.layout.max_contexts).then(|| self.atomic_u32(self.layout.context_line_offset(i)))
+    }
+
+    /// A ring of socket `s`, or None if `s` is out of range.
+    pub fn ring(&self, s: u32, dir: Dir) -> Option<Ring<'_>> {
+        if s >= self.layout.max_sockets {
+            return None;
+        }
+        let off = self.layout.ring_map_offset(s, dir);
+        // SAFETY: off is inside the mapping; the ring's 2 * ring_size bytes are mapped.
+        let ptr = unsafe { NonNull::new_unchecked(self.base.as_ptr().add(off)) };
+        Some(Ring::new(ptr, self.layout.ring_size))
+    }
+
+    /// Gives a socket's ring pages back to the system (engine side, when a slot is freed).
+    pub fn release_rings(&self, s: u32) {
+        if s >= self.layout.max_sockets {
+            return;
+        }
+        let off = self.layout.ring_file_offset(s, Dir::Rx) as i64;
+        let len = 2 * self.layout.ring_size as i64;
+        // Best effort: a kernel without hole punching on memfd keeps the pages.
+        let _ = nix::fcntl::fallocate(
+            &self.fd,
+            nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+                | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        );
+    }
+
+    /// The atomic u64 at byte offset `off` of the control area.
+    pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        assert!(off & 7 == 0 && off + 8 <= self.layout.control_len());
+        // SAFETY: aligned, inside the mapped control area, which lives as long as &self;
+        // the other process reaches it only atomically as well.
+        unsafe { &*(self.base.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// The atomic u32 at byte offset `off` of the control area.
+    pub(crate) fn atomic_u32(&self, off: usize) -> &AtomicU32 {
+        assert!(off & 3 == 0 && off + 4 <= self.layout.control_len());
+        // SAFETY: as for atomic_u64.
+        unsafe { &*(self.base.as_ptr().add(off) as *const AtomicU32) }
+    }
+
+    /// The atomic byte at offset `off` of the control area.
+    pub(crate) fn atomic_u8(&self, off: usize) -> &AtomicU8 {
+        assert!(off < self.layout.control_len());
+        // SAFETY: as for atomic_u64 (bytes need no alignment).
+        unsafe { &*(self.base.as_ptr().add(off) as *const AtomicU8) }
+    }
+
+    /// Copies `out.len()` bytes from control-area offset `off`.
+    pub(crate) fn read_bytes(&self, off: usize, out: &mut [u8]) {
+        assert!(off + out.len() <= self.layout.control_len());
+        // SAFETY: inside the mapped control area; the bytes may change under us (the other
+        // process writes them), which only makes the copy's contents stale, never unsound
+        // for plain bytes; callers validate what they decode.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(off), out.as_mut_ptr(), out.len())
+        }
+    }
+
+    /// Copies `data` to control-area offset `off`.
+    pub(crate) fn write_bytes(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.layout.control_len());
+        // SAFETY: inside the mapped control area; see read_bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.as_ptr().add(off), data.len())
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: base/map_len are exactly our reservation; no reference into it outlives
+        // &self (rings and queues borrow or hold an Arc of the region).
+        let _ = unsafe { munmap(self.base.cast(), self.layout.map_len()) };
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
