@@ -24,6 +24,51 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
 fi
+# Unmodified programs run over the engine and on Linux side by side (crates/sluice/src/apps,
+# `sluice bench apps`, crates/sluice/tests/apps.rs), with their benchmark clients.
+apps=()
+command -v redis-server >/dev/null 2>&1 || apps+=(redis-server)
+command -v redis-benchmark >/dev/null 2>&1 || apps+=(redis-tools)
+command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || apps+=(memcached)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apps+=(nginx-light)
+command -v wrk >/dev/null 2>&1 || apps+=(wrk)
+command -v iperf3 >/dev/null 2>&1 || apps+=(iperf3)
+command -v curl >/dev/null 2>&1 || apps+=(curl)
+if [ ${#apps[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  # Debian starts a package's service on install; the harness starts these programs itself,
+  # inside lab namespaces. A policy-rc.d that exits 101 forbids the start (invoke-rc.d and
+  # deb-systemd-invoke both honour it); one already present (containers ship one) is kept.
+  policy=/usr/sbin/policy-rc.d
+  ours=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/setup.sh: no service starts during this install\nexit 101\n' \
+      | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    ours=1
+    trap '$SUDO rm -f "$policy"' EXIT
+  fi
+  # iperf3 asks (debconf) whether to start a daemon: answer no.
+  echo 'iperf3 iperf3/start_daemon boolean false' | $SUDO debconf-set-selections 2>/dev/null || true
+  installed=0
+  $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y \
+    --no-install-recommends "${apps[@]}" && installed=1
+  [ "$ours" -eq 0 ] || { $SUDO rm -f "$policy"; trap - EXIT; }
+  [ "$installed" -eq 1 ] || { echo "setup.sh: installing ${apps[*]} failed" >&2; exit 1; }
+fi
+# Whatever the install (or an earlier one) started must not hold the ports the harness uses.
+if [ -d /run/systemd/system ]; then
+  for s in redis-server memcached nginx iperf3; do
+    ${SUDO:-} systemctl disable --now "$s" >/dev/null 2>&1 || true
+  done
+fi
+for d in redis-server memcached nginx iperf3; do
+  for pid in $(pgrep -x "$d" 2>/dev/null || true); do
+    # Only daemons in the root network namespace (the lab's own children live in sluice-*).
+    [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$(readlink /proc/1/ns/net)" ] || continue
+    [ "$(id -u)" -eq 0 ] && kill "$pid" 2>/dev/null || true
+  done
+done
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" || true
 done

@@ -4,7 +4,8 @@ mod bench;
 mod demo;
 mod run;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use sluice_cli::apps;
 
 /// Sluice: a software TCP engine for data-center hosts.
 #[derive(Parser)]
@@ -28,13 +29,33 @@ enum Command {
     #[command(subcommand)]
     Lab(run::LabCommand),
     /// Every workload against the engine and against Linux TCP in the lab (needs root).
-    Bench(bench::BenchArgs),
+    Bench(BenchCli),
     /// The bench's Linux client (run by `sluice bench` inside a lab namespace).
     #[command(hide = true)]
     Loadgen(bench::loadgen::LoadgenArgs),
     /// The bench's Linux kernel server (run by `sluice bench` inside a lab namespace).
     #[command(hide = true)]
     Kserve(bench::kserve::KserveArgs),
+    /// Verification clients for unmodified programs (run by the apps harness in sluice-b).
+    #[command(hide = true)]
+    Appcheck(apps::appcheck::AppcheckArgs),
+}
+
+/// `sluice bench [apps]`: the workloads, or unmodified programs with `apps`.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchCli {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    args: bench::BenchArgs,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// redis, nginx and iperf3 on the engine (through `sluice run`) and on Linux, same
+    /// clients, one table (needs root).
+    Apps(apps::bench::BenchAppsArgs),
 }
 
 fn main() {
@@ -45,9 +66,14 @@ fn main() {
         Command::Sink(args) => run::sink(&args),
         Command::Source(args) => run::source(&args),
         Command::Lab(cmd) => run::lab(&cmd),
-        Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCli {
+            command: Some(BenchCommand::Apps(args)),
+            ..
+        }) => apps::bench::run(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCli { args, .. }) => bench::run(&args).map_err(|e| e.to_string()),
         Command::Loadgen(args) => bench::loadgen::run(&args).map_err(|e| e.to_string()),
         Command::Kserve(args) => bench::kserve::run(&args).map_err(|e| e.to_string()),
+        Command::Appcheck(args) => apps::appcheck::run(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("sluice: {e}");

@@ -1,0 +1,90 @@
+//! iperf3 client in sluice-b (`-J`), in either direction: Gbit/s received.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::apps::error::AppsError;
+use crate::apps::harness::Harness;
+use crate::apps::process::{output_tail, run_captured};
+use crate::apps::program::IPERF3;
+
+/// Which way the bytes flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Client (sluice-b) to the server under test.
+    ToServer,
+    /// The server under test to the client (`-R`).
+    FromServer,
+}
+
+impl Direction {
+    /// Both directions.
+    pub const BOTH: [Direction; 2] = [Direction::ToServer, Direction::FromServer];
+
+    /// For tables: "client->server" or "server->client".
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::ToServer => "client->server",
+            Direction::FromServer => "server->client",
+        }
+    }
+}
+
+/// Runs `iperf3 -c IP -p PORT -4 -t SECONDS -J [-R]` in sluice-b; returns Gbit/s received.
+pub fn run(h: &Harness, addr: SocketAddr, dir: Direction, seconds: u32) -> Result<f64, AppsError> {
+    let what = format!("iperf3 {} against {addr}", dir.name());
+    let mut cmd = h.client(IPERF3)?;
+    cmd.args(["-c", &addr.ip().to_string(), "-p", &addr.port().to_string()])
+        .args(["-4", "-t", &seconds.max(1).to_string(), "-J"]);
+    if dir == Direction::FromServer {
+        cmd.arg("-R");
+    }
+    let limit = Duration::from_secs(u64::from(seconds) + 30);
+    // iperf3 -J reports its own errors as JSON on stdout, with a nonzero exit.
+    let out = run_captured(cmd, &what, limit)?;
+    let json = String::from_utf8_lossy(&out.stdout);
+    match parse(&json) {
+        Ok(gbps) if out.status.success() => Ok(gbps),
+        Ok(_) => Err(AppsError::client(
+            what,
+            format!("{}; output:\n{}", out.status, output_tail(&out)),
+        )),
+        Err(e) if json.trim().is_empty() => Err(AppsError::client(
+            what,
+            format!("{e}; {}; output:\n{}", out.status, output_tail(&out)),
+        )),
+        Err(e) => Err(AppsError::client(what, e)),
+    }
+}
+
+/// Gbit/s received (`end.sum_received.bits_per_second`) from iperf3's JSON.
+pub fn parse(json: &str) -> Result<f64, String> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("iperf3 printed no JSON ({e})"))?;
+    if let Some(err) = v.get("error").and_then(Value::as_str) {
+        return Err(format!("iperf3: {err}"));
+    }
+    v.pointer("/end/sum_received/bits_per_second")
+        .and_then(Value::as_f64)
+        .filter(|b| b.is_finite())
+        .map(|b| b / 1e9)
+        .ok_or_else(|| "no end.sum_received.bits_per_second in iperf3's JSON".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_received_rate_and_errors() {
+        let ok = r#"{"start":{},"end":{"sum_sent":{"bits_per_second":2e10},
+            "sum_received":{"bits_per_second":15963994048.2}}}"#;
+        assert!((parse(ok).unwrap() - 15.9639940482).abs() < 1e-9);
+        let err = r#"{"start":{},"error":"unable to connect to server: Connection refused"}"#;
+        assert!(parse(err).unwrap_err().contains("Connection refused"));
+        assert!(parse("not json").is_err());
+        assert!(parse("{}").is_err());
+    }
+}
