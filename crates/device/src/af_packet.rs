@@ -25,7 +25,7 @@
 //! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
 //! untagged (the lab uses no VLANs).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr;
 use std::time::Duration;
 
@@ -738,6 +738,24 @@ impl Device for AfPacket {
             events |= libc::POLLOUT;
         }
         sys::poll_fd(&self.fd, events, timeout)
+    }
+
+    fn wait_also(
+        &mut self,
+        extra: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        let mut events = libc::POLLIN;
+        if self.pending() > 0 {
+            events |= libc::POLLOUT;
+        }
+        sys::poll_fds(
+            self.fd.as_raw_fd(),
+            events,
+            Some(extra.as_raw_fd()),
+            timeout,
+        )
+        .map(|_| ())
     }
 
     fn max_frame(&self) -> usize {

@@ -33,7 +33,7 @@
 
 use std::io;
 use std::num::NonZeroU32;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use sluice_wire::EthernetAddress;
@@ -373,6 +373,29 @@ impl AfXdp {
             DeviceError::from_io("kick AF_XDP transmission", NEEDS_XDP, &self.name, source)
         })
     }
+
+    /// Sleeps until the socket may have work, `extra` (if any) is readable, or `timeout`.
+    fn wait_with(
+        &mut self,
+        extra: Option<RawFd>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        let mut events = libc::POLLIN;
+        let free = self.tx.nb_free_exact();
+        if free != self.config.tx_frames {
+            // Frames still on the TX ring: send them rather than sleep, unless the kernel
+            // took none of them (then sleep until it can, instead of spinning).
+            self.flush()?;
+            if self.tx.nb_free_exact() != free {
+                return Ok(());
+            }
+            events |= libc::POLLOUT;
+        }
+        if self.rx.nb_avail(1) > 0 {
+            return Ok(());
+        }
+        sys::poll_fds(self.rx.fd().as_raw_fd(), events, extra, timeout).map(|_| ())
+    }
 }
 
 impl Device for AfXdp {
@@ -477,21 +500,15 @@ impl Device for AfXdp {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        let mut events = libc::POLLIN;
-        let free = self.tx.nb_free_exact();
-        if free != self.config.tx_frames {
-            // Frames still on the TX ring: send them rather than sleep, unless the kernel
-            // took none of them (then sleep until it can, instead of spinning).
-            self.flush()?;
-            if self.tx.nb_free_exact() != free {
-                return Ok(());
-            }
-            events |= libc::POLLOUT;
-        }
-        if self.rx.nb_avail(1) > 0 {
-            return Ok(());
-        }
-        sys::poll_fd(self.rx.fd(), events, timeout)
+        self.wait_with(None, timeout)
+    }
+
+    fn wait_also(
+        &mut self,
+        extra: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        self.wait_with(Some(extra.as_raw_fd()), timeout)
     }
 
     fn max_frame(&self) -> usize {

@@ -359,6 +359,17 @@ impl<D: Device> Device for Impaired<D> {
         self.inner.wait(timeout)
     }
 
+    fn wait_also(
+        &mut self,
+        extra: std::os::fd::BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        if self.rx_hold.len > 0 || self.tx_hold.len > 0 {
+            return Ok(());
+        }
+        self.inner.wait_also(extra, timeout)
+    }
+
     fn max_frame(&self) -> usize {
         self.inner.max_frame()
     }

@@ -49,6 +49,7 @@ mod tap;
 mod tx_ring;
 mod virtio;
 
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
@@ -140,6 +141,10 @@ impl From<usize> for TxFrame {
     }
 }
 
+/// How long the default [`Device::wait_also`] sleeps on a device that cannot poll an extra
+/// descriptor together with its own (at most this late to notice the extra one).
+pub const EXTRA_POLL_INTERVAL: Duration = Duration::from_millis(1);
+
 /// A batch-oriented network device: bursts of Ethernet frames in and out.
 pub trait Device {
     /// Receives a burst of frames (up to the device's batch size) without blocking; calls `f` once per frame with the frame bytes (slices into reused buffers, no allocation per packet).
@@ -153,6 +158,23 @@ pub trait Device {
     fn flush(&mut self) -> Result<(), DeviceError>;
     /// Blocks until a frame may be readable or `timeout` passes (poll(2) on the fd).
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError>;
+    /// Like [`Device::wait`], but also returns when `extra` becomes readable (the engine's
+    /// service sleeps on its epoll descriptor this way). Spurious wake-ups are allowed.
+    ///
+    /// The default suits devices without a descriptor of their own: it returns at once if
+    /// `extra` is readable, else waits on the device for at most [`EXTRA_POLL_INTERVAL`],
+    /// so `extra` is looked at again within that interval.
+    fn wait_also(
+        &mut self,
+        extra: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        if sys::readable_now(extra.as_raw_fd())? {
+            return Ok(());
+        }
+        let bounded = timeout.map_or(EXTRA_POLL_INTERVAL, |t| t.min(EXTRA_POLL_INTERVAL));
+        self.wait(Some(bounded))
+    }
     /// The largest frame (Ethernet header included, FCS excluded) this device can send.
     fn max_frame(&self) -> usize;
     /// The largest frame the device accepts with a [`TxFrame::gso_size`] (segmentation
@@ -181,6 +203,13 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
         (**self).wait(timeout)
+    }
+    fn wait_also(
+        &mut self,
+        extra: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        (**self).wait_also(extra, timeout)
     }
     fn max_frame(&self) -> usize {
         (**self).max_frame()

@@ -423,4 +423,24 @@ mod tests {
             Err(DeviceError::InvalidConfig(_))
         ));
     }
+
+    #[test]
+    fn wait_also_returns_for_a_readable_extra_descriptor_and_rechecks_it_soon() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        use std::os::unix::net::UnixStream;
+        let (mut a, _b) = pair(PairConfig::default()).unwrap();
+        let (mut tx, rx) = UnixStream::pair().unwrap();
+        // Nothing readable: the default waits on the device at most EXTRA_POLL_INTERVAL,
+        // far less than the timeout, so the caller looks at the descriptor again soon.
+        let start = Instant::now();
+        a.wait_also(rx.as_fd(), Some(Duration::from_secs(10)))
+            .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        // Readable: returns at once.
+        tx.write_all(&[1]).unwrap();
+        let start = Instant::now();
+        a.wait_also(rx.as_fd(), None).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
 }

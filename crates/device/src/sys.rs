@@ -178,24 +178,50 @@ pub(crate) fn poll_fd(
     events: libc::c_short,
     timeout: Option<Duration>,
 ) -> Result<(), DeviceError> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd and the count passed is 1.
-    let r = unsafe { libc::poll(&mut pfd, 1, poll_millis(timeout)) };
+    poll_fds(fd.as_raw_fd(), events, None, timeout).map(|_| ())
+}
+
+/// Blocks in poll(2) until `fd` has one of `events`, `extra` (if any) is readable, or
+/// `timeout` passes; EINTR returns early. Returns whether `extra` is readable (or hung up).
+pub(crate) fn poll_fds(
+    fd: RawFd,
+    events: libc::c_short,
+    extra: Option<RawFd>,
+    timeout: Option<Duration>,
+) -> Result<bool, DeviceError> {
+    let mut pfds = [
+        libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            // A negative descriptor is ignored by poll(2).
+            fd: extra.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let count = if extra.is_some() { 2 } else { 1 };
+    // SAFETY: `pfds` holds two valid pollfds and the count passed is at most 2.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), count, poll_millis(timeout)) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(());
+            return Ok(false);
         }
         return Err(DeviceError::Os {
             op: "wait for the device",
             source: e,
         });
     }
-    Ok(())
+    Ok(extra.is_some() && pfds[1].revents != 0)
+}
+
+/// Whether `fd` is readable (or hung up) right now, without blocking.
+pub(crate) fn readable_now(fd: RawFd) -> Result<bool, DeviceError> {
+    // The first pollfd is ignored (negative descriptor); only `fd` is looked at.
+    poll_fds(-1, 0, Some(fd), Some(Duration::ZERO))
 }
 
 /// Sets an integer socket option.

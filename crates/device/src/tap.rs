@@ -20,7 +20,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
@@ -372,6 +372,24 @@ impl Device for Tap {
             events |= libc::POLLOUT;
         }
         sys::poll_fd(&self.file, events, timeout)
+    }
+
+    fn wait_also(
+        &mut self,
+        extra: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(), DeviceError> {
+        let mut events = libc::POLLIN;
+        if self.pending() > 0 {
+            events |= libc::POLLOUT;
+        }
+        sys::poll_fds(
+            self.file.as_raw_fd(),
+            events,
+            Some(extra.as_raw_fd()),
+            timeout,
+        )
+        .map(|_| ())
     }
 
     fn max_frame(&self) -> usize {

@@ -4,6 +4,7 @@
 //! wire) time stands still while the loop polls, so idle means sleep at once: the device's
 //! wait is what advances virtual time.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
@@ -16,6 +17,9 @@ use crate::clock::Clock;
 pub enum AppStatus {
     /// Keep running.
     Running,
+    /// Keep running; the application did work this iteration (moved bytes, answered
+    /// requests), so the engine keeps polling instead of counting toward its idle spell.
+    Busy,
     /// Finished successfully: the engine flushes what is queued and returns.
     Done,
 }
@@ -24,6 +28,18 @@ pub enum AppStatus {
 pub trait App {
     /// Acts on the core (accept, recv, send, close) at time `now`.
     fn poll(&mut self, stack: &mut Stack, now: Instant) -> Result<AppStatus, EngineError>;
+
+    /// A descriptor the engine also sleeps on (readable = the application has work), besides
+    /// the device's; None when frames and the core's timers are all that wake it.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Called just before the engine sleeps: the application arranges to be woken (through
+    /// [`App::wake_fd`]) and returns false if work arrived meanwhile, which cancels the sleep.
+    fn prepare_sleep(&mut self) -> bool {
+        true
+    }
 }
 
 /// Why the engine stopped with an error.
@@ -114,7 +130,8 @@ impl<D: Device> Engine<D> {
         self.stats
     }
 
-    /// One loop iteration. Returns whether anything happened (frames in or out).
+    /// One loop iteration. Returns whether anything happened (frames in or out, or the
+    /// application reported [`AppStatus::Busy`]).
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
@@ -134,7 +151,10 @@ impl<D: Device> Engine<D> {
         }
         let status = app.poll(&mut self.stack, now)?;
         let sent = self.transmit(now)?;
-        Ok((received > 0 || sent > 0, status))
+        Ok((
+            received > 0 || sent > 0 || status == AppStatus::Busy,
+            status,
+        ))
     }
 
     /// Moves every frame the core has ready onto the device, flushing full bursts.
@@ -203,6 +223,12 @@ impl<D: Device> Engine<D> {
             // Virtual time does not pass while polling: waiting on the device advances it.
             if self.clock.is_virtual() || now.saturating_since(idle_since) >= self.idle_before_sleep
             {
+                if !app.prepare_sleep() {
+                    // Work arrived while going to sleep (docs/service.md "Sleeping and
+                    // waking": re-check after announcing the sleep).
+                    idle_since = now;
+                    continue;
+                }
                 // Sleep until a frame arrives or the core's next deadline.
                 let mut wait = Duration::from_millis(100);
                 if let Some(t) = self.stack.poll_timeout() {
@@ -212,7 +238,10 @@ impl<D: Device> Engine<D> {
                     wait = wait.min(self.clock.until(s));
                 }
                 self.stats.sleeps += 1;
-                self.device.wait(Some(wait))?;
+                match app.wake_fd() {
+                    Some(fd) => self.device.wait_also(fd, Some(wait))?,
+                    None => self.device.wait(Some(wait))?,
+                }
             }
         }
     }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod engine_cmd;
 mod run;
 
 use clap::{Args, Parser, Subcommand};
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Two simulated hosts running the real core over an impaired link (no root needed).
     Demo(demo::DemoArgs),
+    /// The engine as a service: applications attach over a Unix socket (`sluice run`).
+    Engine(engine_cmd::EngineArgs),
     /// Echo server on the engine.
     Echo(run::EchoArgs),
     /// Discarding server on the engine; prints bytes and SHA-256 per connection.
@@ -62,6 +65,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
+        Command::Engine(args) => engine_cmd::run(&args),
         Command::Echo(args) => run::echo(&args),
         Command::Sink(args) => run::sink(&args),
         Command::Source(args) => run::source(&args),

@@ -23,7 +23,7 @@ pub struct Attach {
     ip: Option<String>,
     /// Device backend: af_packet, tap, af_xdp, or sim (simulated peers, no root).
     #[arg(long, default_value = "af_packet")]
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
     #[arg(long)]
     lab: bool,
@@ -44,7 +44,8 @@ pub struct Attach {
 }
 
 impl Attach {
-    fn options(&self) -> Result<EngineOptions, String> {
+    /// The engine's options from the flags (checked).
+    pub(crate) fn options(&self) -> Result<EngineOptions, String> {
         sim::refuse_sim_flags(self.sim.given())?;
         let mut opts = self.attachment()?;
         opts.xdp_mode = self.xdp_mode;

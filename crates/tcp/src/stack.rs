@@ -3,7 +3,7 @@
 //! shutdown and close. It reads no clock, starts no thread and makes no syscall.
 
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -590,6 +590,15 @@ impl Stack {
     /// The connection's error, if it failed.
     pub fn error(&self, id: ConnId) -> Result<Option<ConnError>, Error> {
         Ok(self.conns[self.slot_of(id)? as usize].error)
+    }
+
+    /// The connection's (local, remote) addresses, for getsockname/getpeername and accept.
+    pub fn endpoints(&self, id: ConnId) -> Result<(SocketAddrV4, SocketAddrV4), Error> {
+        let t = self.conns[self.slot_of(id)? as usize].tuple;
+        Ok((
+            SocketAddrV4::new(self.cfg.ip, t.local_port),
+            SocketAddrV4::new(t.remote_ip, t.remote_port),
+        ))
     }
 
     /// A snapshot of the connection's variables.

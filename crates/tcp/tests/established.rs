@@ -587,3 +587,26 @@ fn a_receive_offload_aggregate_of_several_segments_is_acknowledged_at_once() {
     let (seg, _) = c.peer.recv_one(&mut stack, ms(1));
     assert_eq!(seg.ack, c.peer_nxt + 3 * 1460u32);
 }
+
+#[test]
+fn endpoints_name_both_ends_of_passive_and_active_opens_and_refuse_stale_handles() {
+    use std::net::SocketAddrV4;
+    let mut stack = stack();
+    let passive = established(&mut stack, ms(0));
+    assert_eq!(
+        stack.endpoints(passive.id),
+        Ok((
+            SocketAddrV4::new(OUR_IP, LISTEN_PORT),
+            SocketAddrV4::new(PEER_IP, 40000)
+        ))
+    );
+    let active = active_open(&mut stack, ms(1), 8080, 5000, mss_only(1460), 65535);
+    let (local, remote) = stack.endpoints(active.id).unwrap();
+    assert_eq!(remote, SocketAddrV4::new(PEER_IP, 8080));
+    assert_eq!(
+        (*local.ip(), local.port()),
+        (OUR_IP, active.peer.stack_port)
+    );
+    stack.abort(active.id).unwrap();
+    assert_eq!(stack.endpoints(active.id), Err(Error::InvalidHandle));
+}

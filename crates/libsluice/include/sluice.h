@@ -1,0 +1,145 @@
+/*
+ * sluice.h: the C API of libsluice.so, Sluice's application library (C99).
+ *
+ * An application attaches to a running engine (`sluice engine`) over its Unix socket and
+ * gets a shared-memory region of its own; every engine socket is a pair of payload rings in
+ * it. Sending and receiving are one memcpy each and, while the engine polls, no system call.
+ * The zero-copy calls hand out the rings themselves: received bytes where the engine put
+ * them, and the free space where the engine will take bytes to send.
+ *
+ * Conventions (POSIX): calls return -1 (or NULL) and set errno on failure. Null pointers
+ * are EINVAL. After the engine dies, reads fail with ECONNRESET, writes with EPIPE and new
+ * sockets with ECONNREFUSED; nothing blocks forever. In a child process after fork() the
+ * parent's sockets fail with EBADF (see the Rust docs of sluice::after_fork_child).
+ *
+ * Threads: any thread may call any function; one socket may be used by several threads
+ * for send/recv/poll. The zero-copy calls on one socket must come from one thread at a time.
+ *
+ * Link with -lsluice (libsluice.so, built from crates/libsluice).
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <netinet/in.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An engine socket (opaque). */
+typedef struct sluice_socket sluice_socket;
+
+/* Readiness bits of sluice_poll: the values of poll(2)'s POLLIN, POLLOUT, ... */
+#define SLUICE_POLLIN    0x001  /* readable: bytes, end of stream, an error, a connection */
+#define SLUICE_POLLOUT   0x004  /* writable: room in the TX ring (or a connect finished) */
+#define SLUICE_POLLERR   0x008  /* an error is pending (read it with sluice_socket_error) */
+#define SLUICE_POLLHUP   0x010  /* hung up: closed, or both directions shut */
+#define SLUICE_POLLRDHUP 0x2000 /* the peer shut its sending side */
+
+/*
+ * Attaches the process to the engine listening at `path` (NULL: $SLUICE_SOCKET, or
+ * /run/sluice/engine.sock). Optional: the first sluice_socket_open attaches from the
+ * environment. Returns 0, or -1 with errno (ECONNREFUSED: no engine answered).
+ */
+int sluice_attach(const char *path);
+
+/* Opens an engine socket (IPv4 TCP). NULL with errno on failure (EMFILE: no free slot). */
+sluice_socket *sluice_socket_open(void);
+
+/* Binds to the engine's address or INADDR_ANY; port 0 lets the engine pick one.
+ * EADDRINUSE, EADDRNOTAVAIL (not the engine's address), EINVAL (already bound). */
+int sluice_bind(sluice_socket *s, const struct sockaddr_in *addr);
+
+/* Listens (an unbound socket gets INADDR_ANY and a port the engine picks). */
+int sluice_listen(sluice_socket *s, int backlog);
+
+/* Connects. A blocking socket waits for the handshake (ECONNREFUSED, ETIMEDOUT, ...);
+ * a non-blocking one returns -1 with EINPROGRESS: poll for SLUICE_POLLOUT, then read the
+ * outcome with sluice_socket_error. */
+int sluice_connect(sluice_socket *s, const struct sockaddr_in *addr);
+
+/* Accepts a connection (blocking unless non-blocking: then EAGAIN); fills *peer if not
+ * NULL. The new socket is blocking and inherits the listener's TCP_NODELAY. */
+sluice_socket *sluice_accept(sluice_socket *s, struct sockaddr_in *peer);
+
+/* Sends `len` bytes. Blocking: returns once all are queued. Non-blocking: what fits, or
+ * -1 with EAGAIN. EPIPE after shutdown; ECONNRESET once after a reset. */
+ssize_t sluice_send(sluice_socket *s, const void *buf, size_t len);
+
+/* Receives up to `len` bytes; 0 is the end of the stream. Non-blocking: -1 with EAGAIN
+ * when nothing is there. */
+ssize_t sluice_recv(sluice_socket *s, void *buf, size_t len);
+
+/* Shuts down a direction: SHUT_RD, SHUT_WR (a FIN after the queued bytes) or SHUT_RDWR.
+ * ENOTCONN if not connected. */
+int sluice_shutdown(sluice_socket *s, int how);
+
+/* Closes the socket and frees it. The engine sends what is queued, then closes (unread
+ * received bytes make it a reset, as RFC 2525 asks). */
+int sluice_close(sluice_socket *s);
+
+/* O_NONBLOCK on (on != 0) or off. */
+int sluice_set_nonblocking(sluice_socket *s, int on);
+
+/* TCP_NODELAY on (on != 0) or off. */
+int sluice_set_nodelay(sluice_socket *s, int on);
+
+/*
+ * Waits until the socket is ready for `events` (SLUICE_POLLIN and/or SLUICE_POLLOUT;
+ * SLUICE_POLLERR and SLUICE_POLLHUP are always reported) or `timeout_ms` passes
+ * (negative: forever; 0: just check). The thread polls for the engine's idle period, then
+ * sleeps. Returns the ready bits, 0 on timeout, or -1 with errno.
+ */
+int sluice_poll(sluice_socket *s, int events, int timeout_ms);
+
+/* One entry of sluice_poll_many: a socket, the events wanted, the events found. */
+struct sluice_pollfd {
+    sluice_socket *socket;
+    short events;
+    short revents;
+};
+
+/* sluice_poll over several sockets, like poll(2): fills each revents and returns how many
+ * entries have events, 0 on timeout, or -1 with errno. NULL sockets are skipped. */
+int sluice_poll_many(struct sluice_pollfd *fds, size_t n, int timeout_ms);
+
+/* Fills *addr with the local / the peer's address (getsockname / getpeername). */
+int sluice_getsockname(sluice_socket *s, struct sockaddr_in *addr);
+int sluice_getpeername(sluice_socket *s, struct sockaddr_in *addr);
+
+/* SO_ERROR: the pending error number (0: none), cleared by reading it. */
+int sluice_socket_error(sluice_socket *s);
+
+/* FIONREAD: how many bytes a receive would return now. */
+ssize_t sluice_available(sluice_socket *s);
+
+/*
+ * Zero copy.
+ *
+ * sluice_rx_peek points *data at the received bytes in the socket's RX ring and returns
+ * how many there are (one contiguous run: the ring is mapped twice back to back), 0 at the
+ * end of the stream, or -1 with EAGAIN when none are there yet (never blocks: use
+ * sluice_poll). The bytes stay valid and unchanged until sluice_rx_consume releases them.
+ *
+ * sluice_rx_consume releases the first `n` of them to the engine (clamped to what is
+ * readable), making room for more.
+ *
+ * sluice_tx_reserve points *buf at the free space of the socket's TX ring and returns its
+ * size, or -1 with EAGAIN when the ring is full (EPIPE after shutdown). Write the bytes to
+ * send there.
+ *
+ * sluice_tx_commit sends the first `n` bytes of the last reservation (clamped to its size;
+ * a send() in between cancels the reservation).
+ */
+ssize_t sluice_rx_peek(sluice_socket *s, const void **data);
+int sluice_rx_consume(sluice_socket *s, size_t n);
+ssize_t sluice_tx_reserve(sluice_socket *s, void **buf);
+int sluice_tx_commit(sluice_socket *s, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

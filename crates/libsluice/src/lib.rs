@@ -1,0 +1,31 @@
+//! libsluice: the application side of Sluice's service mode (docs/service.md), as a Rust API
+//! and as the C API of `libsluice.so` (`include/sluice.h`).
+//!
+//! An application attaches once ([`Sluice::attach`]), receives its own shared region, and
+//! talks to the engine through per-thread context queues; each [`Socket`] is a block in
+//! that region with an RX and a TX payload ring mapped twice back to back, so a send or a
+//! receive is one memcpy and, while the engine polls, no system call (FlexTOE 3 libTOE,
+//! Laminar 4.3 and 5). Waiting polls first, then sleeps on an eventfd ([`Sluice::wait`]).
+//! The zero-copy calls ([`Socket::rx_slice`], [`Socket::tx_slice`]) hand out the rings
+//! themselves.
+//!
+//! `unsafe` appears only where shared memory, the OS or the C ABI is touched.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod attach;
+mod capi;
+mod context;
+mod error;
+mod fork;
+mod socket;
+mod wait;
+mod zero_copy;
+
+pub use attach::{socket_path_from_env, Sluice};
+pub use error::{Error, Op};
+pub use fork::after_fork_child;
+pub use socket::{Readiness, Socket};
+pub use wait::Wait;
+pub use zero_copy::TxSlice;

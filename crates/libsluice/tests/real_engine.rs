@@ -1,0 +1,212 @@
+//! libsluice against the real engine (crates/service run by the engine runtime over the
+//! in-memory device pair, a plain TCP core as the peer host; tests/common/real_engine.rs):
+//! the Rust API as client and server over real TCP, zero copy, the C program, and the
+//! engine going away. No root needed.
+
+mod common;
+
+use std::net::{Shutdown, SocketAddrV4};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::pattern;
+use common::real_engine::{PeerClient, RealEngine, ECHO_PORT, ENGINE_IP, PEER_IP};
+use sluice::{Error, Sluice, Socket};
+use sluice_shm::Layout;
+
+/// Small rings so that transfers wrap and stall many times.
+fn layout() -> Layout {
+    Layout {
+        max_sockets: 32,
+        max_contexts: 8,
+        queue_entries: 64,
+        ring_size: 8192,
+    }
+}
+
+fn engine(name: &str) -> (RealEngine, Arc<Sluice>) {
+    let e = RealEngine::start(name, layout(), 100);
+    let app = Sluice::attach(&e.socket).expect("attach to the real engine");
+    (e, app)
+}
+
+/// Sends `data` and reads the echo back concurrently; returns what came back.
+fn echo_through(sock: Socket, data: Vec<u8>) -> Vec<u8> {
+    let sock = Arc::new(sock);
+    let writer = {
+        let sock = sock.clone();
+        std::thread::spawn(move || {
+            for chunk in data.chunks(5000) {
+                assert_eq!(sock.send(chunk).unwrap(), chunk.len());
+            }
+            sock.shutdown(Shutdown::Write).unwrap();
+        })
+    };
+    let mut back = Vec::new();
+    let mut buf = vec![0u8; 3000];
+    loop {
+        let n = sock.recv(&mut buf).expect("recv");
+        if n == 0 {
+            break;
+        }
+        back.extend_from_slice(&buf[..n]);
+    }
+    writer.join().unwrap();
+    back
+}
+
+#[test]
+fn a_client_echoes_a_megabyte_through_the_real_core() {
+    let (_e, app) = engine("client");
+    assert_eq!(app.engine().ip, ENGINE_IP);
+    assert!(app.routes(PEER_IP));
+    let s = Socket::open(&app).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.connect(SocketAddrV4::new(PEER_IP, ECHO_PORT)).unwrap();
+    assert_eq!(
+        s.peer_addr().unwrap(),
+        SocketAddrV4::new(PEER_IP, ECHO_PORT)
+    );
+    assert_eq!(*s.local_addr().unwrap().ip(), ENGINE_IP);
+    let data = pattern(1 << 20, 5);
+    let back = echo_through(s, data.clone());
+    assert_eq!(back.len(), data.len());
+    assert!(back == data, "the echo differs");
+}
+
+#[test]
+fn a_server_accepts_peer_clients_and_echoes_with_zero_copy() {
+    let (e, app) = engine("server");
+    let l = Socket::open(&app).unwrap();
+    l.bind(SocketAddrV4::new(ENGINE_IP, 5001)).unwrap();
+    l.listen(16).unwrap();
+    let outcomes: Vec<_> = (0..3)
+        .map(|i| {
+            e.peer_client(PeerClient {
+                port: 5001,
+                bytes: 300_000,
+                seed: 10 + i,
+            })
+        })
+        .collect();
+    let servers: Vec<_> = (0..3)
+        .map(|_| {
+            let (s, peer) = l.accept().unwrap();
+            assert_eq!(*peer.ip(), PEER_IP);
+            std::thread::spawn(move || {
+                let app = s.sluice().clone();
+                loop {
+                    let w = app
+                        .wait(Some(Duration::from_secs(20)), &mut [], &mut || {
+                            let r = s.readiness();
+                            r.readable || r.error
+                        })
+                        .unwrap();
+                    assert!(w.ready, "no data for 20 s");
+                    let data = s.rx_slice().unwrap();
+                    if data.is_empty() {
+                        break;
+                    }
+                    let mut room = match s.tx_slice() {
+                        Ok(r) => r,
+                        Err(Error::WouldBlock) => {
+                            let w = app
+                                .wait(Some(Duration::from_secs(20)), &mut [], &mut || {
+                                    s.readiness().writable
+                                })
+                                .unwrap();
+                            assert!(w.ready, "no room for 20 s");
+                            continue;
+                        }
+                        Err(e) => panic!("{e}"),
+                    };
+                    let n = room.len().min(data.len());
+                    room[..n].copy_from_slice(&data[..n]);
+                    drop(room);
+                    s.tx_commit(n).unwrap();
+                    s.rx_consume(n).unwrap();
+                }
+                s.shutdown(Shutdown::Write).unwrap();
+                s
+            })
+        })
+        .collect();
+    for o in outcomes {
+        o.recv_timeout(Duration::from_secs(60))
+            .expect("the peer client finished")
+            .expect("the echo matched");
+    }
+    for s in servers {
+        drop(s.join().unwrap());
+    }
+}
+
+#[test]
+fn refused_and_non_blocking_connects() {
+    let (_e, app) = engine("refused");
+    let s = Socket::open(&app).unwrap();
+    let r = s.connect(SocketAddrV4::new(PEER_IP, 9));
+    assert_eq!(r.unwrap_err().errno(), libc::ECONNREFUSED);
+    let s = Socket::open(&app).unwrap();
+    s.set_nonblocking(true);
+    assert!(matches!(
+        s.connect(SocketAddrV4::new(PEER_IP, ECHO_PORT)),
+        Err(Error::InProgress)
+    ));
+    let w = app
+        .wait(Some(Duration::from_secs(20)), &mut [], &mut || {
+            s.readiness().writable
+        })
+        .unwrap();
+    assert!(w.ready);
+    assert!(s.take_error().is_none());
+    assert!(s.is_connected());
+}
+
+#[test]
+fn the_engine_stopping_fails_calls_cleanly() {
+    let (mut e, app) = engine("stop");
+    let s = Socket::open(&app).unwrap();
+    s.connect(SocketAddrV4::new(PEER_IP, ECHO_PORT)).unwrap();
+    let s = Arc::new(s);
+    let blocked = {
+        let s = s.clone();
+        std::thread::spawn(move || s.recv(&mut [0u8; 16]))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    e.stop_engine();
+    let r = blocked.join().unwrap();
+    assert_eq!(r.unwrap_err().errno(), libc::ECONNRESET);
+    assert_eq!(s.send(b"x").unwrap_err().errno(), libc::EPIPE);
+    assert_eq!(Socket::open(&app).unwrap_err().errno(), libc::ECONNREFUSED);
+    assert!(!app.is_alive());
+}
+
+#[test]
+fn the_c_zero_copy_client_verifies_the_peers_echo() {
+    let (e, _app) = engine("c-client");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::temp_dir().join(format!("libsluice-real-c-{}", std::process::id()));
+    common::c::compile(&crate_dir.join("examples/c/zero_copy_echo.c"), &exe);
+    let out = common::c::command(&exe)
+        .args([
+            "client",
+            &PEER_IP.to_string(),
+            &ECHO_PORT.to_string(),
+            "4",
+            "200000",
+        ])
+        .env("SLUICE_SOCKET", &e.socket)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&exe);
+    assert!(
+        out.status.success(),
+        "{}{}\n{:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        *e.counters.lock().unwrap()
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok 4 connections"));
+}

@@ -1,0 +1,131 @@
+//! One attached application: its control socket, region, doorbell, contexts and slots.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sluice_shm::{Consumer, EventFd, Producer, QueueKind, Region, SocketBlock};
+
+use crate::slots::Slots;
+
+/// One application thread's context: its two queues and the eventfd the engine signals.
+pub(crate) struct Context {
+    /// The context's index in the region.
+    pub index: u32,
+    /// Commands from the application.
+    pub commands: Consumer,
+    /// Completions to the application.
+    pub completions: Producer,
+    /// Signalled when the thread sleeps and something changed for its application.
+    pub eventfd: EventFd,
+    /// The application corrupted the completion queue's head: the context is no longer
+    /// served (it harms only that application).
+    pub dead: bool,
+}
+
+/// An application attached to the engine.
+pub(crate) struct AttachedApp {
+    /// Its index in the service's table (what [`crate::owners::Owner::app`] holds).
+    pub index: u32,
+    /// The id given in Welcome (for logs; never reused).
+    pub id: u32,
+    /// Its name and pid from Hello (for logs).
+    pub name: String,
+    /// Its process id, as it said.
+    pub pid: u32,
+    /// The control socket: hang-up means the application is gone.
+    pub sock: OwnedFd,
+    /// Its shared region (only this application maps it).
+    pub region: Arc<Region>,
+    /// The engine's doorbell: the application signals it when the engine sleeps.
+    pub doorbell: EventFd,
+    /// Its contexts, index = context index.
+    pub contexts: Vec<Context>,
+    /// Its socket slots.
+    pub slots: Slots,
+    /// Bytes per payload ring.
+    pub ring_size: u64,
+    /// Something changed for it this iteration (sleeping contexts get signalled).
+    pub dirty: bool,
+}
+
+impl AttachedApp {
+    /// A freshly attached application with no contexts and every slot free.
+    pub fn new(
+        index: u32,
+        id: u32,
+        hello: (String, u32),
+        sock: OwnedFd,
+        region: Region,
+        doorbell: EventFd,
+    ) -> AttachedApp {
+        let layout = region.layout();
+        AttachedApp {
+            index,
+            id,
+            name: hello.0,
+            pid: hello.1,
+            sock,
+            region: Arc::new(region),
+            doorbell,
+            contexts: Vec::new(),
+            slots: Slots::new(layout.max_sockets),
+            ring_size: layout.ring_size as u64,
+            dirty: false,
+        }
+    }
+
+    /// Adds a context and returns its index; None when all are in use.
+    pub fn new_context(&mut self) -> Result<Option<u32>, sluice_shm::ShmError> {
+        let index = self.contexts.len() as u32;
+        let (Some(commands), Some(completions)) = (
+            Consumer::new(self.region.clone(), index, QueueKind::Command),
+            Producer::new(self.region.clone(), index, QueueKind::Completion),
+        ) else {
+            return Ok(None);
+        };
+        self.contexts.push(Context {
+            index,
+            commands,
+            completions,
+            eventfd: EventFd::new()?,
+            dead: false,
+        });
+        Ok(Some(index))
+    }
+
+    /// Slot `s`'s block (`s` must be in range: callers hold the slot).
+    pub fn block(region: &Region, s: u32) -> Option<SocketBlock<'_>> {
+        SocketBlock::new(region, s)
+    }
+
+    /// Announces (or withdraws) the engine's sleep to this application.
+    pub fn set_engine_sleeping(&self, sleeping: bool) {
+        self.region
+            .engine_sleeping()
+            .store(sleeping as u32, Ordering::SeqCst);
+    }
+
+    /// Whether any live context has a command waiting.
+    pub fn has_commands(&self) -> bool {
+        self.contexts
+            .iter()
+            .any(|c| !c.dead && c.commands.has_entry())
+    }
+
+    /// Signals every context that sleeps; returns how many were signalled.
+    pub fn wake_sleepers(&self) -> u64 {
+        let mut n = 0;
+        for c in &self.contexts {
+            let sleeping = self
+                .region
+                .context_sleeping(c.index)
+                .is_some_and(|f| f.load(Ordering::Acquire) != 0);
+            if sleeping {
+                c.eventfd.signal();
+                n += 1;
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,348 @@
+//! The control plane: the Unix listener, the attach handshake (Hello → Welcome with the
+//! region and doorbell), NewContext, and hang-up detection, all behind one epoll descriptor
+//! that the engine also sleeps on (with every application's doorbell).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use sluice_shm::control::{
+    accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, PROTOCOL_VERSION,
+};
+use sluice_shm::{EventFd, Region, ShmError};
+use sluice_tcp::Stack;
+
+use crate::app::AttachedApp;
+use crate::error::sys;
+use crate::teardown::{self, Release};
+use crate::{Service, ServiceError};
+
+/// Most connections that have not said Hello yet (the oldest is dropped past it).
+const MAX_PENDING: usize = 16;
+/// Most epoll events handled per look.
+const EVENTS: usize = 64;
+/// Most connections accepted per look (the rest wait in the listen backlog).
+const ACCEPTS_PER_LOOK: usize = 16;
+/// Most control messages read from one application per look.
+const MESSAGES_PER_LOOK: usize = 8;
+/// Longest application name kept for logs.
+const MAX_NAME: usize = 64;
+
+/// Epoll tokens: the kind in the high half, an index in the low half.
+mod token {
+    pub const LISTENER: u64 = 0;
+    pub const PENDING: u64 = 1 << 32;
+    pub const APP: u64 = 2 << 32;
+    pub const DOORBELL: u64 = 3 << 32;
+    pub const KIND: u64 = !0xffff_ffff;
+}
+
+/// The listener, the epoll set and the connections waiting to say Hello.
+pub(crate) struct Control {
+    path: PathBuf,
+    listener: Option<OwnedFd>,
+    /// Readable when the engine has control-plane work or a doorbell rang.
+    pub epoll: Epoll,
+    pending: Vec<Option<OwnedFd>>,
+    /// Which pending entry to drop next when all are taken.
+    evict: usize,
+    events: Vec<EpollEvent>,
+}
+
+impl Control {
+    /// Listens at `path` and sets up the epoll set. A socket file that still answers belongs
+    /// to a running engine and is left alone; a stale one is replaced.
+    pub fn new(path: &Path) -> Result<Control, ServiceError> {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            // Only a socket is ever replaced: a stray regular file there is a mistake.
+            if !meta.file_type().is_socket() {
+                return Err(ServiceError::Config(format!(
+                    "{} exists and is not a socket",
+                    path.display()
+                )));
+            }
+        }
+        if path.exists() && connect_to(path).is_ok() {
+            return Err(ServiceError::Config(format!(
+                "an engine already serves {}",
+                path.display()
+            )));
+        }
+        let listener = listen_at(path)?;
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(sys("epoll_create"))?;
+        epoll
+            .add(
+                listener.as_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, token::LISTENER),
+            )
+            .map_err(sys("epoll_ctl on the engine socket"))?;
+        Ok(Control {
+            path: path.to_owned(),
+            listener: Some(listener),
+            epoll,
+            pending: (0..MAX_PENDING).map(|_| None).collect(),
+            evict: 0,
+            events: vec![EpollEvent::empty(); EVENTS],
+        })
+    }
+
+    /// Stops listening and removes the socket file (once).
+    pub fn close(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        for p in self.pending.iter_mut() {
+            *p = None;
+        }
+    }
+
+    /// Watches `fd` for input under `token`.
+    fn watch(&self, fd: &impl AsFd, token: u64) -> bool {
+        self.epoll
+            .add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, token))
+            .is_ok()
+    }
+
+    /// Stops watching `fd`.
+    fn unwatch(&self, fd: &impl AsFd) {
+        let _ = self.epoll.delete(fd.as_fd());
+    }
+}
+
+/// A name fit for one log line.
+fn printable(name: &str) -> String {
+    name.chars()
+        .take(MAX_NAME)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// Answers `sock` with Refused (best effort: the socket is dropped after).
+fn refuse(sock: &OwnedFd, reason: &str) {
+    let _ = send_message(
+        sock.as_fd(),
+        &Reply::Refused {
+            reason: reason.into(),
+        },
+        &[],
+    );
+}
+
+impl Service {
+    /// Handles what the epoll set reports, without blocking.
+    pub(crate) fn poll_control(&mut self, stack: &mut Stack) {
+        let n = self
+            .control
+            .epoll
+            .wait(&mut self.control.events, EpollTimeout::ZERO)
+            .unwrap_or(0);
+        let mut tokens = [0u64; EVENTS];
+        for (t, e) in tokens.iter_mut().zip(&self.control.events[..n]) {
+            *t = e.data();
+        }
+        for &t in &tokens[..n] {
+            let index = (t & 0xffff_ffff) as usize;
+            match t & token::KIND {
+                token::LISTENER => self.accept_apps(),
+                token::PENDING => self.hello(index),
+                token::APP => self.app_messages(index, stack),
+                token::DOORBELL => {
+                    if let Some(Some(app)) = self.apps.get(index) {
+                        app.doorbell.drain();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Accepts new connections; each waits in `pending` for its Hello.
+    fn accept_apps(&mut self) {
+        let Some(listener) = self.control.listener.as_ref() else {
+            return;
+        };
+        for _ in 0..ACCEPTS_PER_LOOK {
+            let sock = match accept_app(listener.as_fd()) {
+                Ok(Some(sock)) => sock,
+                Ok(None) | Err(_) => return,
+            };
+            let i = match self.control.pending.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    // Full of connections that never said Hello: drop the one in turn.
+                    let i = self.control.evict;
+                    self.control.evict = (i + 1) % MAX_PENDING;
+                    if let Some(old) = self.control.pending[i].take() {
+                        self.control.unwatch(&old);
+                        self.sh.counters.apps_refused += 1;
+                    }
+                    i
+                }
+            };
+            if self.control.watch(&sock, token::PENDING | i as u64) {
+                self.control.pending[i] = Some(sock);
+            }
+        }
+    }
+
+    /// A pending connection spoke: Hello attaches it, anything else drops it.
+    fn hello(&mut self, i: usize) {
+        let Some(Some(sock)) = self.control.pending.get(i) else {
+            return;
+        };
+        let msg = recv_message::<Request>(sock.as_fd());
+        if matches!(msg, Ok(None)) {
+            return;
+        }
+        let sock = self.control.pending[i].take().expect("checked above");
+        self.control.unwatch(&sock);
+        match msg {
+            Ok(Some((Request::Hello { version, pid, name }, _))) => {
+                self.attach(sock, version, pid, printable(&name))
+            }
+            Ok(Some(_)) => {
+                self.sh.counters.bad_control += 1;
+                refuse(&sock, "say Hello first");
+            }
+            Ok(None) | Err(ShmError::Disconnected) => {}
+            Err(_) => self.sh.counters.bad_control += 1,
+        }
+    }
+
+    /// Creates the application's region and doorbell and welcomes it.
+    fn attach(&mut self, sock: OwnedFd, version: u32, pid: u32, name: String) {
+        if version != PROTOCOL_VERSION {
+            self.sh.counters.apps_refused += 1;
+            refuse(
+                &sock,
+                &format!("protocol version {version}, the engine speaks {PROTOCOL_VERSION}"),
+            );
+            return;
+        }
+        let index = match self.apps.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.apps.len() < self.config.max_apps => {
+                self.apps.push(None);
+                self.apps.len() - 1
+            }
+            None => {
+                self.sh.counters.apps_refused += 1;
+                refuse(&sock, "the engine serves its maximum of applications");
+                return;
+            }
+        };
+        let id = self.next_app_id;
+        let made = Region::create(&format!("sluice-app-{id}"), self.config.layout)
+            .and_then(|region| Ok((region, EventFd::new()?)));
+        let (region, doorbell) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                self.sh.counters.apps_refused += 1;
+                refuse(&sock, &format!("cannot create the shared region: {e}"));
+                return;
+            }
+        };
+        let welcome = Reply::Welcome {
+            app: id,
+            layout: self.config.layout,
+            engine: self.config.engine.clone(),
+        };
+        if send_message(sock.as_fd(), &welcome, &[region.fd(), doorbell.as_fd()]).is_err() {
+            self.sh.counters.apps_refused += 1;
+            return;
+        }
+        if !self.control.watch(&sock, token::APP | index as u64)
+            || !self
+                .control
+                .watch(&doorbell, token::DOORBELL | index as u64)
+        {
+            self.control.unwatch(&sock);
+            self.sh.counters.apps_refused += 1;
+            return;
+        }
+        self.next_app_id += 1;
+        self.sh.counters.apps_attached += 1;
+        if self.config.log {
+            eprintln!("sluice engine: app {id} ({name}, pid {pid}) attached");
+        }
+        self.apps[index] = Some(AttachedApp::new(
+            index as u32,
+            id,
+            (name, pid),
+            sock,
+            region,
+            doorbell,
+        ));
+    }
+
+    /// Reads an application's control messages; a hang-up releases it.
+    fn app_messages(&mut self, i: usize, stack: &mut Stack) {
+        for _ in 0..MESSAGES_PER_LOOK {
+            let Some(Some(app)) = self.apps.get_mut(i) else {
+                return;
+            };
+            let reply = match recv_message::<Request>(app.sock.as_fd()) {
+                Ok(None) => return,
+                Ok(Some((Request::NewContext, _))) => match app.new_context() {
+                    Ok(Some(index)) => {
+                        let sent = send_message(
+                            app.sock.as_fd(),
+                            &Reply::Context { index },
+                            &[app.contexts[index as usize].eventfd.as_fd()],
+                        );
+                        if sent.is_err() {
+                            self.detach(i, stack);
+                            return;
+                        }
+                        self.sh.counters.contexts_created += 1;
+                        continue;
+                    }
+                    Ok(None) => {
+                        self.sh.counters.contexts_refused += 1;
+                        "every context of this application is in use".to_string()
+                    }
+                    Err(e) => {
+                        self.sh.counters.contexts_refused += 1;
+                        format!("cannot create a context: {e}")
+                    }
+                },
+                Ok(Some((Request::Hello { .. }, _))) => {
+                    self.sh.counters.bad_control += 1;
+                    "already attached".to_string()
+                }
+                Err(ShmError::Protocol(m)) => {
+                    self.sh.counters.bad_control += 1;
+                    m
+                }
+                Err(_) => {
+                    self.detach(i, stack);
+                    return;
+                }
+            };
+            let refused = Reply::Refused { reason: reply };
+            if send_message(app.sock.as_fd(), &refused, &[]).is_err() {
+                self.detach(i, stack);
+                return;
+            }
+        }
+    }
+
+    /// The application went away: reset its connections, stop its listeners, free its
+    /// region (docs/service.md, Failure).
+    pub(crate) fn detach(&mut self, i: usize, stack: &mut Stack) {
+        let Some(mut app) = self.apps.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        self.control.unwatch(&app.sock);
+        self.control.unwatch(&app.doorbell);
+        teardown::release_app(&mut app, Release::Detach, stack, &mut self.sh);
+        self.sh.counters.apps_detached += 1;
+        if self.config.log {
+            eprintln!(
+                "sluice engine: app {} ({}, pid {}) detached",
+                app.id, app.name, app.pid
+            );
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The service's counters: what happened, and every piece of bad input it refused.
+
+use std::fmt;
+
+/// Counters of the engine side of service mode (monotonic since the service started).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Applications that completed the attach handshake.
+    pub apps_attached: u64,
+    /// Applications whose control socket hung up (or that were dropped for misbehaving).
+    pub apps_detached: u64,
+    /// Attach requests refused (bad version, too many applications, region creation failed).
+    pub apps_refused: u64,
+    /// Contexts handed out.
+    pub contexts_created: u64,
+    /// Context requests refused (the application's contexts are all in use).
+    pub contexts_refused: u64,
+    /// Commands executed (valid or not).
+    pub commands: u64,
+    /// Completions posted.
+    pub completions: u64,
+    /// Queue entries that did not decode (unknown opcode, field out of range).
+    pub bad_entries: u64,
+    /// Commands naming a slot out of range or not allocated (EBADF).
+    pub bad_slots: u64,
+    /// Commands in the wrong state for their slot (EINVAL, EISCONN, ENOTCONN, ...).
+    pub bad_state: u64,
+    /// Ring positions outside their bounds (each resets its connection with EFAULT).
+    pub bad_positions: u64,
+    /// Control messages that were malformed or unexpected.
+    pub bad_control: u64,
+    /// Context queues whose published head was out of bounds (the context is dropped).
+    pub corrupt_queues: u64,
+    /// Connections reset because the application wrote a bad position.
+    pub resets_bad_input: u64,
+    /// Connections reset because their application went away.
+    pub resets_on_detach: u64,
+    /// Connections reset on close (abort, or unread bytes in the RX ring: RFC 2525 2.17).
+    pub resets_on_close: u64,
+    /// Connections reset because the engine stopped.
+    pub resets_on_stop: u64,
+    /// Connections accepted into listeners' rings.
+    pub accepts: u64,
+    /// Times a listener could not take a waiting connection (ring full or no free slot).
+    pub accept_stalls: u64,
+    /// Times a connection's RX ring was full with more data waiting in the core.
+    pub rx_stalls: u64,
+    /// Bytes moved from TX rings into the core.
+    pub tx_bytes: u64,
+    /// Bytes moved from the core into RX rings.
+    pub rx_bytes: u64,
+    /// Context eventfds signalled.
+    pub wakeups: u64,
+    /// Times the engine announced it was going to sleep.
+    pub sleeps: u64,
+    /// Sleeps cancelled because a command arrived while announcing them.
+    pub sleeps_cancelled: u64,
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: [(&str, u64); 25] = [
+            ("apps_attached", self.apps_attached),
+            ("apps_detached", self.apps_detached),
+            ("apps_refused", self.apps_refused),
+            ("contexts_created", self.contexts_created),
+            ("contexts_refused", self.contexts_refused),
+            ("commands", self.commands),
+            ("completions", self.completions),
+            ("bad_entries", self.bad_entries),
+            ("bad_slots", self.bad_slots),
+            ("bad_state", self.bad_state),
+            ("bad_positions", self.bad_positions),
+            ("bad_control", self.bad_control),
+            ("corrupt_queues", self.corrupt_queues),
+            ("resets_bad_input", self.resets_bad_input),
+            ("resets_on_detach", self.resets_on_detach),
+            ("resets_on_close", self.resets_on_close),
+            ("resets_on_stop", self.resets_on_stop),
+            ("accepts", self.accepts),
+            ("accept_stalls", self.accept_stalls),
+            ("rx_stalls", self.rx_stalls),
+            ("tx_bytes", self.tx_bytes),
+            ("rx_bytes", self.rx_bytes),
+            ("wakeups", self.wakeups),
+            ("sleeps", self.sleeps),
+            ("sleeps_cancelled", self.sleeps_cancelled),
+        ];
+        for (i, (name, value)) in rows.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{name:<18} {value}")?;
+        }
+        Ok(())
+    }
+}

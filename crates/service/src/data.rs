@@ -1,0 +1,320 @@
+//! Moving bytes between the rings and the core: TX ring → core `send`, core `peek`/`consume`
+//! → RX ring, and accepted connections into a listener's ring as accept records. Every
+//! position the application wrote is checked first (docs/service.md, Send and Consumed).
+
+use std::sync::atomic::{fence, Ordering};
+
+use sluice_shm::flags::{ALLOCATED, CONNECTED, RX_FIN, RX_STALLED};
+use sluice_shm::{AcceptRecord, Dir, SocketBlock, ACCEPT_RECORD_BYTES};
+use sluice_tcp::{Error, Stack};
+
+use crate::app::AttachedApp;
+use crate::owners::Owner;
+use crate::service::Shared;
+use crate::slots::{Slot, SlotState, Unclaimed};
+use crate::teardown;
+
+/// The application's tx_tail if it lies in `tx_head ..= tx_head + ring_size`.
+pub(crate) fn read_tx_tail(slot: &Slot, block: &SocketBlock<'_>, ring_size: u64) -> Option<u64> {
+    let tail = block.tx_tail().load(Ordering::Acquire);
+    (tail >= slot.tx_head && tail - slot.tx_head <= ring_size).then_some(tail)
+}
+
+/// The application's rx_head if it lies in `last validated ..= rx_tail` (it never moves
+/// backwards, and never past what the engine placed).
+pub(crate) fn read_rx_head(slot: &Slot, block: &SocketBlock<'_>) -> Option<u64> {
+    let head = block.rx_head().load(Ordering::Acquire);
+    (head >= slot.rx_head_seen && head <= slot.rx_tail).then_some(head)
+}
+
+/// Moves what the application queued in `s`'s TX ring into the core; sends the FIN or
+/// finishes a close once the ring is drained.
+pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    let owner = Owner {
+        app: app.index,
+        slot: s,
+    };
+    let ring_size = app.ring_size;
+    let AttachedApp {
+        region,
+        slots,
+        dirty,
+        ..
+    } = app;
+    let Some(slot) = slots.get_mut(s) else {
+        return;
+    };
+    let (id, closing) = match slot.state {
+        SlotState::Conn { id } => (id, false),
+        SlotState::Closing { id } => (id, true),
+        _ => return,
+    };
+    let Some(block) = AttachedApp::block(region, s) else {
+        return;
+    };
+    let end = match slot.tx_end {
+        Some(end) => end,
+        None => match read_tx_tail(slot, &block, ring_size) {
+            Some(tail) => tail,
+            None => {
+                teardown::bad_position(app, s, stack, sh);
+                return;
+            }
+        },
+    };
+    let mut failed = false;
+    if end > slot.tx_head {
+        let ring = region
+            .ring(s, Dir::Tx)
+            .expect("an allocated slot has rings");
+        let avail = (end - slot.tx_head) as usize;
+        match ring.with_slice(slot.tx_head, avail, |bytes| stack.send(id, bytes)) {
+            Ok(n) if n > 0 => {
+                slot.publish_tx_head(&block, slot.tx_head + n as u64);
+                sh.counters.tx_bytes += n as u64;
+                sh.busy = true;
+                *dirty = true;
+            }
+            Ok(_) | Err(Error::WouldBlock) => {}
+            // Not open for sending (reset, or FIN already sent): the bytes can never go;
+            // the block shows the error when the core reports it.
+            Err(_) => failed = true,
+        }
+        if slot.tx_head < end && !failed && !slot.tx_listed {
+            slot.tx_listed = true;
+            sh.tx_pending.push(owner);
+        }
+    }
+    if slot.tx_head < end && !failed {
+        return;
+    }
+    if closing {
+        teardown::finish_close(app, s, stack, sh);
+    } else if slot.tx_end.is_some() && !slot.fin_sent {
+        // RFC 9293 3.10.4: the FIN follows every byte queued before the shutdown.
+        match stack.shutdown(id) {
+            Err(Error::NotConnected) if slot.flags & sluice_shm::flags::CONNECTING != 0 => {}
+            _ => slot.fin_sent = true,
+        }
+    }
+}
+
+/// Moves received bytes from the core into `s`'s RX ring as far as it has room; flags
+/// RX_STALLED when more waits, RX_FIN once the peer's FIN is next.
+pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    let owner = Owner {
+        app: app.index,
+        slot: s,
+    };
+    let ring_size = app.ring_size;
+    let AttachedApp {
+        region,
+        slots,
+        dirty,
+        ..
+    } = app;
+    let Some(slot) = slots.get_mut(s) else {
+        return;
+    };
+    let SlotState::Conn { id } = slot.state else {
+        return;
+    };
+    let Some(block) = AttachedApp::block(region, s) else {
+        return;
+    };
+    let Some(mut rx_head) = read_rx_head(slot, &block) else {
+        teardown::bad_position(app, s, stack, sh);
+        return;
+    };
+    slot.rx_head_seen = rx_head;
+    let ring = region
+        .ring(s, Dir::Rx)
+        .expect("an allocated slot has rings");
+    loop {
+        let room = (ring_size - (slot.rx_tail - rx_head)) as usize;
+        let (placed, more) = {
+            let Ok((a, b)) = stack.peek(id) else {
+                return;
+            };
+            let avail = a.len() + b.len();
+            let n = avail.min(room);
+            let k = n.min(a.len());
+            // The ring is mapped twice, so a run that wraps is still one copy each.
+            ring.write(slot.rx_tail, &a[..k]);
+            ring.write(slot.rx_tail + k as u64, &b[..n - k]);
+            (n, avail > n)
+        };
+        if placed > 0 {
+            let _ = stack.consume(id, placed);
+            slot.publish_rx_tail(&block, slot.rx_tail + placed as u64);
+            sh.counters.rx_bytes += placed as u64;
+            sh.busy = true;
+            *dirty = true;
+        }
+        if !more {
+            break;
+        }
+        // The ring is full and the core holds more (docs/service.md RX_STALLED): the
+        // application sends Consumed after reading; the pending list retries meanwhile.
+        if slot.flags & RX_STALLED == 0 {
+            slot.set_flags(&block, RX_STALLED, 0);
+            sh.counters.rx_stalls += 1;
+            *dirty = true;
+        }
+        if !slot.rx_listed {
+            slot.rx_listed = true;
+            sh.rx_pending.push(owner);
+        }
+        // The application may have read and checked the flag just before it was set:
+        // look at its head again after a full fence (it fences between the two as well).
+        fence(Ordering::SeqCst);
+        match read_rx_head(slot, &block) {
+            Some(h) if h == rx_head => return,
+            Some(h) => {
+                rx_head = h;
+                slot.rx_head_seen = h;
+            }
+            None => {
+                teardown::bad_position(app, s, stack, sh);
+                return;
+            }
+        }
+    }
+    if slot.flags & RX_STALLED != 0 {
+        slot.set_flags(&block, 0, RX_STALLED);
+        *dirty = true;
+    }
+    // Everything the core had is in the ring: end of stream shows now, after the bytes.
+    if slot.flags & RX_FIN == 0 && stack.recv(id, &mut []) == Ok(0) {
+        slot.set_flags(&block, RX_FIN, 0);
+        *dirty = true;
+    }
+}
+
+/// Accepts waiting connections of listener `s` into slots of the same application and
+/// announces each with an accept record in the listener's ring, while the ring has room
+/// and the application a free slot (otherwise RX_STALLED; the rest wait in the core).
+pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    let owner = Owner {
+        app: app.index,
+        slot: s,
+    };
+    let ring_size = app.ring_size;
+    let record_bytes = ACCEPT_RECORD_BYTES as u64;
+    let (listener, nodelay, mut rx_head) = {
+        let Some(slot) = app.slots.get_mut(s) else {
+            return;
+        };
+        let SlotState::Listening { listener } = slot.state else {
+            return;
+        };
+        let Some(block) = AttachedApp::block(&app.region, s) else {
+            return;
+        };
+        // A listener's reader moves in whole records.
+        let head = read_rx_head(slot, &block).filter(|h| h % record_bytes == 0);
+        let Some(head) = head else {
+            teardown::bad_position(app, s, stack, sh);
+            return;
+        };
+        slot.rx_head_seen = head;
+        // Records before the head are the application's now.
+        while slot.unclaimed.front().is_some_and(|u| u.pos < head) {
+            slot.unclaimed.pop_front();
+        }
+        (listener, slot.nodelay, head)
+    };
+    loop {
+        let free_slots = app.slots.free_count();
+        let AttachedApp {
+            region,
+            slots,
+            dirty,
+            ..
+        } = &mut *app;
+        let block = AttachedApp::block(region, s).expect("checked above");
+        let slot = slots.get_mut(s).expect("checked above");
+        if !slot.accept_ready {
+            if slot.flags & RX_STALLED != 0 {
+                slot.set_flags(&block, 0, RX_STALLED);
+                *dirty = true;
+            }
+            return;
+        }
+        let room = ring_size - (slot.rx_tail - rx_head);
+        if room < record_bytes || free_slots == 0 {
+            if slot.flags & RX_STALLED == 0 {
+                slot.set_flags(&block, RX_STALLED, 0);
+                sh.counters.accept_stalls += 1;
+                *dirty = true;
+            }
+            if !slot.rx_listed {
+                slot.rx_listed = true;
+                sh.rx_pending.push(owner);
+            }
+            if free_slots == 0 {
+                return;
+            }
+            fence(Ordering::SeqCst);
+            match read_rx_head(slot, &block).filter(|h| h % record_bytes == 0) {
+                Some(h) if h == rx_head => return,
+                Some(h) => {
+                    rx_head = h;
+                    slot.rx_head_seen = h;
+                    continue;
+                }
+                None => {
+                    teardown::bad_position(app, s, stack, sh);
+                    return;
+                }
+            }
+        }
+        let id = match stack.accept(listener) {
+            Ok(id) => id,
+            Err(_) => {
+                slot.accept_ready = false;
+                continue;
+            }
+        };
+        let pos = slot.rx_tail;
+        let c = slots
+            .alloc(SlotState::Conn { id }, ALLOCATED | CONNECTED)
+            .expect("a free slot was counted");
+        let cblock = AttachedApp::block(region, c).expect("allocated slots are in range");
+        cblock.reset(ALLOCATED | CONNECTED);
+        let (local, peer) = stack.endpoints(id).unwrap_or((
+            std::net::SocketAddrV4::new(sh.ip, listener.port()),
+            std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+        ));
+        cblock.set_addresses(local, peer);
+        if nodelay {
+            // Accepted connections inherit the listener's TCP_NODELAY.
+            let _ = stack.set_nagle(id, false);
+            slots.get_mut(c).expect("just allocated").nodelay = true;
+        }
+        sh.conns.insert(
+            id,
+            Owner {
+                app: owner.app,
+                slot: c,
+            },
+        );
+        let record = AcceptRecord {
+            slot: c,
+            peer,
+            local_port: local.port(),
+        };
+        let ring = region
+            .ring(s, Dir::Rx)
+            .expect("an allocated slot has rings");
+        ring.write(pos, &record.encode());
+        let slot = slots.get_mut(s).expect("checked above");
+        slot.unclaimed.push_back(Unclaimed { pos, slot: c, id });
+        slot.publish_rx_tail(&block, pos + record_bytes);
+        sh.counters.accepts += 1;
+        sh.busy = true;
+        *dirty = true;
+        // Bytes (or a FIN) that arrived before the accept raised no event for us.
+        rx_move(app, c, stack, sh);
+    }
+}

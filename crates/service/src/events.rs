@@ -1,0 +1,117 @@
+//! Core events into socket blocks: connections accepted into listeners' rings, connected,
+//! readable, writable, end of stream, errors as Linux errnos, closed.
+
+use nix::errno::Errno;
+use sluice_shm::flags::{CLOSED, CONNECTED, CONNECTING};
+use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
+
+use crate::app::AttachedApp;
+use crate::data;
+use crate::service::Shared;
+use crate::slots::SlotState;
+use crate::teardown;
+
+/// The Linux errno an application sees for a failed connection (SO_ERROR, read, write).
+pub(crate) fn errno_of(e: Option<ConnError>) -> i32 {
+    (match e {
+        Some(ConnError::Reset) => Errno::ECONNRESET,
+        Some(ConnError::Refused) => Errno::ECONNREFUSED,
+        Some(ConnError::TimedOut) => Errno::ETIMEDOUT,
+        Some(ConnError::Aborted) | None => Errno::ECONNABORTED,
+    }) as i32
+}
+
+/// Applies one core event to the socket it belongs to (O(1): ports and connections map
+/// straight to their application and slot).
+pub(crate) fn dispatch(
+    apps: &mut [Option<AttachedApp>],
+    event: Event,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) {
+    match event {
+        Event::Acceptable(listener) => {
+            let Some(owner) = sh.ports.owner(listener.port()) else {
+                return;
+            };
+            let Some(Some(app)) = apps.get_mut(owner.app as usize) else {
+                return;
+            };
+            let Some(slot) = app.slots.get_mut(owner.slot) else {
+                return;
+            };
+            if slot.state == (SlotState::Listening { listener }) {
+                slot.accept_ready = true;
+                data::accept_into(app, owner.slot, stack, sh);
+            }
+        }
+        Event::Conn(id, readiness) => {
+            let Some(owner) = sh.conns.get(id) else {
+                return;
+            };
+            if let Some(Some(app)) = apps.get_mut(owner.app as usize) {
+                connection(app, owner.slot, id, readiness, stack, sh);
+            }
+        }
+    }
+}
+
+/// A connection's readiness changed.
+fn connection(
+    app: &mut AttachedApp,
+    s: u32,
+    id: ConnId,
+    r: Readiness,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) {
+    let Some(state) = app.slots.get(s).map(|slot| slot.state) else {
+        return;
+    };
+    match state {
+        SlotState::Conn { id: known } if known == id => {
+            if r.connected() {
+                let block = AttachedApp::block(&app.region, s).expect("allocated");
+                if let Ok((local, peer)) = stack.endpoints(id) {
+                    block.set_addresses(local, peer);
+                }
+                let slot = app.slots.get_mut(s).expect("allocated");
+                slot.set_flags(&block, CONNECTED, CONNECTING);
+                app.dirty = true;
+                sh.busy = true;
+            }
+            if r.readable() || r.error() || r.closed() || r.connected() {
+                data::rx_move(app, s, stack, sh);
+            }
+            if r.writable() || r.connected() {
+                data::tx_move(app, s, stack, sh);
+            }
+            if r.error() || r.closed() {
+                let error = stack.error(id).ok().flatten();
+                let Some(slot) = app.slots.get_mut(s) else {
+                    return;
+                };
+                if slot.state != (SlotState::Conn { id }) {
+                    return;
+                }
+                let block = AttachedApp::block(&app.region, s).expect("allocated");
+                if r.error() || error.is_some() {
+                    slot.fail(&block, errno_of(error));
+                }
+                if r.closed() {
+                    slot.set_flags(&block, CLOSED, CONNECTING);
+                }
+                app.dirty = true;
+                sh.busy = true;
+            }
+        }
+        SlotState::Closing { id: known } if known == id => {
+            if r.error() || r.closed() {
+                teardown::finish_close(app, s, stack, sh);
+            } else if r.writable() || r.connected() {
+                data::tx_move(app, s, stack, sh);
+            }
+        }
+        _ => {}
+    }
+}

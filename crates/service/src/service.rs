@@ -1,0 +1,311 @@
+//! The service as an engine [`App`]: each loop iteration it looks at the control plane (now
+//! and then), runs a batch of commands per context, applies the core's events to socket
+//! blocks, retries what was pending, and wakes sleeping application threads.
+
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_engine::{App, AppStatus, EngineError};
+use sluice_shm::control::EngineInfo;
+use sluice_shm::Layout;
+use sluice_tcp::{Instant, Stack};
+
+use crate::app::AttachedApp;
+use crate::control::Control;
+use crate::counters::Counters;
+use crate::owners::{ConnMap, Owner, Ports};
+use crate::slots::SlotState;
+use crate::teardown::{self, Release};
+use crate::{commands, data, events, wake, ServiceError};
+
+/// How the service runs.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// The control socket's path.
+    pub socket: PathBuf,
+    /// Every application's region layout.
+    pub layout: Layout,
+    /// What applications are told about the engine (its address is taken from the core).
+    pub engine: EngineInfo,
+    /// Most applications attached at once.
+    pub max_apps: usize,
+    /// Most commands taken from one context per loop iteration.
+    pub command_batch: u32,
+    /// How often a busy engine looks at the control plane (attaches, contexts, hang-ups).
+    pub control_interval: Duration,
+    /// Log attaches and detaches to stderr.
+    pub log: bool,
+}
+
+impl ServiceConfig {
+    /// Defaults for a socket at `socket` and an engine at `ip/prefix_len`.
+    pub fn new(socket: impl Into<PathBuf>, ip: Ipv4Addr, prefix_len: u8) -> ServiceConfig {
+        ServiceConfig {
+            socket: socket.into(),
+            layout: Layout::default(),
+            engine: EngineInfo {
+                ip,
+                prefix_len,
+                gateway: None,
+                app_idle_us: 10_000,
+            },
+            max_apps: 64,
+            command_batch: 64,
+            control_interval: Duration::from_millis(1),
+            log: false,
+        }
+    }
+
+    /// Checks every value against its bounds.
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        self.layout
+            .validate()
+            .map_err(|e| ServiceError::Config(e.to_string()))?;
+        if self.max_apps == 0 || self.max_apps > 4096 {
+            return Err(ServiceError::Config(format!(
+                "max_apps {} not in 1..=4096",
+                self.max_apps
+            )));
+        }
+        if self.command_batch == 0 {
+            return Err(ServiceError::Config(
+                "command_batch must be at least 1".into(),
+            ));
+        }
+        if self.engine.prefix_len > 32 {
+            return Err(ServiceError::Config(format!(
+                "prefix length {} is over 32",
+                self.engine.prefix_len
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// State every part of the service reaches: who owns which port and connection, the
+/// counters, the pending lists.
+pub(crate) struct Shared {
+    /// Core connections to (application, slot).
+    pub conns: ConnMap,
+    /// Bound ports across applications.
+    pub ports: Ports,
+    /// Counters.
+    pub counters: Counters,
+    /// Slots whose RX ring could not take everything (data or connections) the core holds.
+    pub rx_pending: Vec<Owner>,
+    /// Slots whose TX ring holds bytes the core could not take yet.
+    pub tx_pending: Vec<Owner>,
+    /// The engine's address.
+    pub ip: Ipv4Addr,
+    /// The current iteration's time.
+    pub now: Instant,
+    /// Whether this iteration did anything for an application.
+    pub busy: bool,
+}
+
+/// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
+pub struct Service {
+    pub(crate) config: ServiceConfig,
+    pub(crate) control: Control,
+    pub(crate) apps: Vec<Option<AttachedApp>>,
+    pub(crate) next_app_id: u32,
+    pub(crate) sh: Shared,
+    /// The pending list being retried (swapped with the live one: no allocation).
+    retry: Vec<Owner>,
+    stop: Arc<AtomicBool>,
+    published: Arc<Mutex<Counters>>,
+    started: bool,
+    asleep: bool,
+    stopped: bool,
+    next_control: Instant,
+}
+
+impl Service {
+    /// Listens on the configured socket (replacing a stale socket file).
+    pub fn new(config: ServiceConfig) -> Result<Service, ServiceError> {
+        config.validate()?;
+        let control = Control::new(&config.socket)?;
+        Ok(Service {
+            control,
+            apps: Vec::new(),
+            next_app_id: 1,
+            sh: Shared {
+                conns: ConnMap::new(0),
+                ports: Ports::new((49152, 65535)),
+                counters: Counters::default(),
+                rx_pending: Vec::new(),
+                tx_pending: Vec::new(),
+                ip: config.engine.ip,
+                now: Instant::ZERO,
+                busy: false,
+            },
+            retry: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            published: Arc::new(Mutex::new(Counters::default())),
+            started: false,
+            asleep: false,
+            stopped: false,
+            next_control: Instant::ZERO,
+            config,
+        })
+    }
+
+    /// Set it to stop: the service resets what remains, removes its socket and reports
+    /// [`AppStatus::Done`] (register it for SIGTERM/SIGINT).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> Counters {
+        self.sh.counters
+    }
+
+    /// A copy of the counters another thread can read, refreshed about every
+    /// `control_interval` while the engine runs and when it stops.
+    pub fn published_counters(&self) -> Arc<Mutex<Counters>> {
+        self.published.clone()
+    }
+
+    /// Applications attached now.
+    pub fn apps_attached(&self) -> usize {
+        self.apps.iter().flatten().count()
+    }
+
+    /// The control socket's path.
+    pub fn socket_path(&self) -> &Path {
+        &self.config.socket
+    }
+
+    /// Stops: resets every remaining connection (RST), stops every listener, releases every
+    /// application (each sees its control socket hang up) and removes the socket file.
+    pub fn shutdown(&mut self, stack: &mut Stack) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        for slot in self.apps.iter_mut() {
+            if let Some(mut app) = slot.take() {
+                teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
+                self.sh.counters.apps_detached += 1;
+            }
+        }
+        self.control.close();
+        self.publish_counters();
+    }
+
+    fn publish_counters(&self) {
+        if let Ok(mut c) = self.published.lock() {
+            *c = self.sh.counters;
+        }
+    }
+
+    /// Learns what it needs from the core the first time it runs.
+    fn start(&mut self, stack: &Stack, now: Instant) {
+        self.started = true;
+        self.sh.ip = stack.config().ip;
+        self.config.engine.ip = self.sh.ip;
+        self.sh.conns = ConnMap::new(stack.config().max_connections);
+        self.sh.ports.set_range(stack.config().ephemeral_ports);
+        self.next_control = now;
+    }
+
+    /// Retries the pending lists: RX rings that were full, listeners that stalled, TX
+    /// bytes the core could not take.
+    fn retry_pending(&mut self, stack: &mut Stack) {
+        std::mem::swap(&mut self.retry, &mut self.sh.rx_pending);
+        for i in 0..self.retry.len() {
+            let owner = self.retry[i];
+            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+                continue;
+            };
+            let Some(slot) = app.slots.get_mut(owner.slot) else {
+                continue;
+            };
+            slot.rx_listed = false;
+            match slot.state {
+                SlotState::Conn { .. } => data::rx_move(app, owner.slot, stack, &mut self.sh),
+                SlotState::Listening { .. } => {
+                    data::accept_into(app, owner.slot, stack, &mut self.sh)
+                }
+                _ => {}
+            }
+        }
+        self.retry.clear();
+        std::mem::swap(&mut self.retry, &mut self.sh.tx_pending);
+        for i in 0..self.retry.len() {
+            let owner = self.retry[i];
+            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+                continue;
+            };
+            let Some(slot) = app.slots.get_mut(owner.slot) else {
+                continue;
+            };
+            slot.tx_listed = false;
+            data::tx_move(app, owner.slot, stack, &mut self.sh);
+        }
+        self.retry.clear();
+    }
+}
+
+impl App for Service {
+    fn poll(&mut self, stack: &mut Stack, now: Instant) -> Result<AppStatus, EngineError> {
+        if !self.started {
+            self.start(stack, now);
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            self.shutdown(stack);
+            return Ok(AppStatus::Done);
+        }
+        self.sh.now = now;
+        self.sh.busy = false;
+        if self.asleep {
+            // Awake again: applications stop ringing, and whatever woke us is looked at.
+            self.asleep = false;
+            wake::announce_awake(&self.apps);
+            self.next_control = now;
+        }
+        if now >= self.next_control {
+            self.next_control = now + self.config.control_interval;
+            self.poll_control(stack);
+            self.publish_counters();
+        }
+        let batch = self.config.command_batch as u64;
+        for app in self.apps.iter_mut().flatten() {
+            commands::run_contexts(app, batch, stack, &mut self.sh);
+        }
+        // Bounded: the core keeps one pending entry per connection and listener.
+        while let Some(event) = stack.poll_event() {
+            events::dispatch(&mut self.apps, event, stack, &mut self.sh);
+        }
+        self.retry_pending(stack);
+        wake::wake_dirty(&mut self.apps, &mut self.sh.counters);
+        Ok(if self.sh.busy {
+            AppStatus::Busy
+        } else {
+            AppStatus::Running
+        })
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.control.epoll.0.as_fd())
+    }
+
+    fn prepare_sleep(&mut self) -> bool {
+        if !wake::announce_sleep(&self.apps, &mut self.sh.counters) {
+            return false;
+        }
+        self.asleep = true;
+        true
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.control.close();
+    }
+}

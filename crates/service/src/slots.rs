@@ -1,0 +1,236 @@
+//! Socket slots of one application, from the engine's side: each slot's state, the ConnId or
+//! ListenerId it maps to, and the engine's private copies of what it publishes in the block.
+//!
+//! The engine never reads its own line of a socket block back (the application can write
+//! there too); it keeps the truth here and only stores into the block.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use sluice_shm::SocketBlock;
+use sluice_tcp::{ConnId, ListenerId};
+
+/// Where a slot is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Not allocated.
+    Free,
+    /// Allocated by Open, nothing else yet.
+    Opened,
+    /// Bound to a local port (0: pick one at Listen).
+    Bound {
+        /// The port, or 0.
+        port: u16,
+    },
+    /// Listening; its RX ring carries accept records.
+    Listening {
+        /// The core's listener.
+        listener: ListenerId,
+    },
+    /// A connection, connecting or connected (the flags say which), possibly failed.
+    Conn {
+        /// The core's connection.
+        id: ConnId,
+    },
+    /// The application closed the slot; the engine moves the rest of its TX ring into the
+    /// core and then closes the connection gracefully (docs/service.md, Close).
+    Closing {
+        /// The core's connection.
+        id: ConnId,
+    },
+    /// The core connection is gone (reset for bad input); the slot waits for Close.
+    Dead,
+}
+
+/// An accept record placed in a listener's ring that the application has not read yet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unclaimed {
+    /// The record's position in the listener's RX ring.
+    pub pos: u64,
+    /// The connection's slot.
+    pub slot: u32,
+    /// The connection.
+    pub id: ConnId,
+}
+
+/// One slot's engine-side state.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// Where it is in its life.
+    pub state: SlotState,
+    /// End of what the engine placed in the RX ring (published as rx_tail).
+    pub rx_tail: u64,
+    /// End of what the engine took from the TX ring (published as tx_head).
+    pub tx_head: u64,
+    /// The flags published.
+    pub flags: u32,
+    /// The application's rx_head as last validated: it may only move forward.
+    pub rx_head_seen: u64,
+    /// Where the TX stream ends (the application's tx_tail at Shutdown(Write) or Close).
+    pub tx_end: Option<u64>,
+    /// The FIN has been handed to the core.
+    pub fin_sent: bool,
+    /// TCP_NODELAY (accepted connections inherit their listener's).
+    pub nodelay: bool,
+    /// On the service's RX pending list (data or connections the ring could not take).
+    pub rx_listed: bool,
+    /// On the service's TX pending list (bytes the core could not take yet).
+    pub tx_listed: bool,
+    /// Listener: the core has connections waiting to be accepted.
+    pub accept_ready: bool,
+    /// Listener: records in its ring not yet read by the application (bounded by the ring).
+    pub unclaimed: VecDeque<Unclaimed>,
+}
+
+impl Slot {
+    fn free() -> Slot {
+        Slot {
+            state: SlotState::Free,
+            rx_tail: 0,
+            tx_head: 0,
+            flags: 0,
+            rx_head_seen: 0,
+            tx_end: None,
+            fin_sent: false,
+            nodelay: false,
+            rx_listed: false,
+            tx_listed: false,
+            accept_ready: false,
+            unclaimed: VecDeque::new(),
+        }
+    }
+
+    /// Resets the slot for a new life (keeps the unclaimed queue's allocation).
+    fn reopen(&mut self, state: SlotState, flags: u32) {
+        self.state = state;
+        self.rx_tail = 0;
+        self.tx_head = 0;
+        self.flags = flags;
+        self.rx_head_seen = 0;
+        self.tx_end = None;
+        self.fin_sent = false;
+        self.nodelay = false;
+        self.rx_listed = false;
+        self.tx_listed = false;
+        self.accept_ready = false;
+        self.unclaimed.clear();
+    }
+
+    /// Sets and clears flags and publishes them (bumping event_seq).
+    pub fn set_flags(&mut self, block: &SocketBlock<'_>, set: u32, clear: u32) {
+        let flags = (self.flags | set) & !clear;
+        if flags != self.flags {
+            self.flags = flags;
+            block.flags().store(flags, Ordering::Release);
+            block.event_seq().fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Publishes a failure: ERROR with a Linux errno, no longer connecting.
+    pub fn fail(&mut self, block: &SocketBlock<'_>, errno: i32) {
+        block.error().store(errno as u32, Ordering::Relaxed);
+        // The flag store releases the error with it.
+        self.set_flags(
+            block,
+            sluice_shm::flags::ERROR,
+            sluice_shm::flags::CONNECTING,
+        );
+    }
+
+    /// Publishes a new RX tail (after the bytes are in the ring).
+    pub fn publish_rx_tail(&mut self, block: &SocketBlock<'_>, rx_tail: u64) {
+        self.rx_tail = rx_tail;
+        block.rx_tail().store(rx_tail, Ordering::Release);
+        block.event_seq().fetch_add(1, Ordering::Release);
+    }
+
+    /// Publishes a new TX head (the bytes before it are in the core).
+    pub fn publish_tx_head(&mut self, block: &SocketBlock<'_>, tx_head: u64) {
+        self.tx_head = tx_head;
+        block.tx_head().store(tx_head, Ordering::Release);
+        block.event_seq().fetch_add(1, Ordering::Release);
+    }
+}
+
+/// All slots of one application and the free list.
+pub(crate) struct Slots {
+    slots: Vec<Slot>,
+    /// Free slot indices; popped from the end, so the lowest index goes first.
+    free: Vec<u32>,
+}
+
+impl Slots {
+    /// `n` free slots.
+    pub fn new(n: u32) -> Slots {
+        Slots {
+            slots: (0..n).map(|_| Slot::free()).collect(),
+            free: (0..n).rev().collect(),
+        }
+    }
+
+    /// How many slots are free.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes a free slot into use in `state` with `flags`; None when all are in use.
+    pub fn alloc(&mut self, state: SlotState, flags: u32) -> Option<u32> {
+        let s = self.free.pop()?;
+        self.slots[s as usize].reopen(state, flags);
+        Some(s)
+    }
+
+    /// Returns a slot to the free list (a slot already free is left alone).
+    pub fn release(&mut self, s: u32) {
+        if let Some(slot) = self.slots.get_mut(s as usize) {
+            if slot.state != SlotState::Free {
+                slot.reopen(SlotState::Free, 0);
+                self.free.push(s);
+            }
+        }
+    }
+
+    /// The slot `s` if it is in range and allocated.
+    pub fn get_mut(&mut self, s: u32) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(s as usize)
+            .filter(|slot| slot.state != SlotState::Free)
+    }
+
+    /// The slot `s` if it is in range and allocated.
+    pub fn get(&self, s: u32) -> Option<&Slot> {
+        self.slots
+            .get(s as usize)
+            .filter(|slot| slot.state != SlotState::Free)
+    }
+
+    /// Every allocated slot's index and state (for teardown only: scans all slots).
+    pub fn allocated(&self) -> impl Iterator<Item = (u32, SlotState)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state != SlotState::Free)
+            .map(|(i, s)| (i as u32, s.state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_handed_out_lowest_first_and_reused_after_release() {
+        let mut slots = Slots::new(3);
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(0));
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(1));
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(2));
+        assert_eq!(slots.alloc(SlotState::Opened, 1), None);
+        slots.release(1);
+        slots.release(1);
+        assert_eq!(slots.free_count(), 1);
+        assert!(slots.get(1).is_none());
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(1));
+        assert!(slots.get(7).is_none());
+        assert_eq!(slots.allocated().count(), 3);
+    }
+}

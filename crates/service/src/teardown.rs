@@ -1,0 +1,146 @@
+//! Ending things: a slot freed, a connection closed or reset, a listener stopped, and a
+//! whole application released when it goes away or the engine stops.
+
+use nix::errno::Errno;
+use sluice_tcp::Stack;
+
+use crate::app::AttachedApp;
+use crate::owners::Owner;
+use crate::service::Shared;
+use crate::slots::SlotState;
+
+/// Why an application's connections are being reset wholesale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// Its control socket hung up.
+    Detach,
+    /// The engine is stopping.
+    Stop,
+}
+
+/// Returns slot `s` to the application's free list: its block reads "not allocated" and its
+/// ring pages go back to the system.
+pub(crate) fn free_slot(app: &mut AttachedApp, s: u32) {
+    if let Some(block) = AttachedApp::block(&app.region, s) {
+        block.reset(0);
+    }
+    app.region.release_rings(s);
+    app.slots.release(s);
+    app.dirty = true;
+}
+
+/// The application wrote a ring position outside its bounds: that socket is reset with
+/// EFAULT and nothing else of the application is touched (docs/service.md, Commands).
+pub(crate) fn bad_position(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    sh.counters.bad_positions += 1;
+    let Some(state) = app.slots.get(s).map(|slot| slot.state) else {
+        return;
+    };
+    match state {
+        SlotState::Conn { id } | SlotState::Closing { id } => {
+            let _ = stack.abort(id);
+            sh.conns.remove(id);
+            sh.counters.resets_bad_input += 1;
+            if matches!(state, SlotState::Closing { .. }) {
+                free_slot(app, s);
+                return;
+            }
+        }
+        SlotState::Listening { listener } => {
+            stop_listening(app, s, listener, stack, sh);
+        }
+        _ => return,
+    }
+    let block = AttachedApp::block(&app.region, s).expect("allocated slots are in range");
+    let slot = app.slots.get_mut(s).expect("allocated above");
+    slot.state = SlotState::Dead;
+    slot.fail(&block, Errno::EFAULT as i32);
+    app.dirty = true;
+}
+
+/// The application is done with connection `s` and its TX ring is drained (or can never
+/// drain): hand the connection to the core's close and free the slot.
+pub(crate) fn finish_close(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    if let Some(SlotState::Closing { id }) = app.slots.get(s).map(|slot| slot.state) {
+        // The core sends a FIN after what it holds, or resets if it holds unread data
+        // (RFC 2525 2.17), and finishes the teardown on its own.
+        let _ = stack.close(id);
+        sh.conns.remove(id);
+        free_slot(app, s);
+    }
+}
+
+/// Stops listener `s`: the core resets connections not yet accepted, and the engine resets
+/// those accepted into the ring that the application has not read (docs/service.md, Close).
+pub(crate) fn stop_listening(
+    app: &mut AttachedApp,
+    s: u32,
+    listener: sluice_tcp::ListenerId,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) {
+    let _ = stack.unlisten(listener);
+    sh.ports.release(
+        listener.port(),
+        Owner {
+            app: app.index,
+            slot: s,
+        },
+    );
+    let Some(slot) = app.slots.get_mut(s) else {
+        return;
+    };
+    let taken = slot.rx_head_seen;
+    let unclaimed = std::mem::take(&mut slot.unclaimed);
+    for u in unclaimed.iter().filter(|u| u.pos >= taken) {
+        // Only if the record's slot still holds that connection (the application may have
+        // closed it already, and the slot may have been reused).
+        let still = app
+            .slots
+            .get(u.slot)
+            .is_some_and(|c| c.state == SlotState::Conn { id: u.id });
+        if still {
+            let _ = stack.abort(u.id);
+            sh.conns.remove(u.id);
+            sh.counters.resets_on_close += 1;
+            free_slot(app, u.slot);
+        }
+    }
+    if let Some(slot) = app.slots.get_mut(s) {
+        // Give the allocation back for the next listener in this slot.
+        slot.unclaimed = unclaimed;
+        slot.unclaimed.clear();
+    }
+}
+
+/// Resets every connection of the application (RST), stops its listeners and releases its
+/// ports; its region goes when the application is dropped.
+pub(crate) fn release_app(app: &mut AttachedApp, why: Release, stack: &mut Stack, sh: &mut Shared) {
+    let owner = |slot| Owner {
+        app: app.index,
+        slot,
+    };
+    let all: Vec<(u32, SlotState)> = app.slots.allocated().collect();
+    for (s, state) in all {
+        match state {
+            SlotState::Conn { id } | SlotState::Closing { id } => {
+                let _ = stack.abort(id);
+                sh.conns.remove(id);
+                match why {
+                    Release::Detach => sh.counters.resets_on_detach += 1,
+                    Release::Stop => sh.counters.resets_on_stop += 1,
+                }
+            }
+            SlotState::Listening { listener } => {
+                let _ = stack.unlisten(listener);
+                sh.ports.release(listener.port(), owner(s));
+            }
+            SlotState::Bound { port } if port != 0 => sh.ports.release(port, owner(s)),
+            _ => {}
+        }
+        app.slots.release(s);
+    }
+    let index = app.index;
+    sh.rx_pending.retain(|o| o.app != index);
+    sh.tx_pending.retain(|o| o.app != index);
+}

@@ -1,0 +1,272 @@
+//! An engine running the service over the in-memory device pair, in its own thread, and a
+//! plain core on the other end of the pair driven by the test's thread. No root needed.
+#![allow(dead_code)]
+
+pub mod client;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use sluice_device::{pair, Device, PairConfig, PairEnd, TxFrame};
+use sluice_engine::Engine;
+use sluice_service::{Counters, Service, ServiceConfig};
+use sluice_shm::Layout;
+use sluice_tcp::{Config, ConnId, Error, Instant, Stack};
+
+pub use client::{Client, WAIT};
+
+/// The engine's address.
+pub const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+/// The peer's address.
+pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
+/// Payload ring size in the tests: small, so transfers wrap many times.
+pub const RING: u32 = 8192;
+
+/// A core configuration for either end.
+fn core(mac: sluice_wire::EthernetAddress, ip: Ipv4Addr, seed: u64) -> Config {
+    let mut c = Config::new(mac, ip);
+    c.seed = seed;
+    c.max_connections = 256;
+    c.rx_buffer = 64 << 10;
+    c.tx_buffer = 64 << 10;
+    c.rto_min = Duration::from_millis(5);
+    c.rto_initial = Duration::from_millis(50);
+    c.time_wait = Duration::from_millis(100);
+    c
+}
+
+/// The test's layout: few sockets, small rings.
+pub fn layout() -> Layout {
+    Layout {
+        max_sockets: 16,
+        max_contexts: 2,
+        queue_entries: 64,
+        ring_size: RING,
+    }
+}
+
+/// A directory of its own for a test's socket.
+fn socket_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-service-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The engine thread, the peer core, and the socket's path.
+pub struct Net {
+    pub socket: PathBuf,
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    engine: Option<JoinHandle<Counters>>,
+    pub counters: Arc<Mutex<Counters>>,
+    pub peer: Peer,
+}
+
+/// The plain core at the other end of the pair.
+pub struct Peer {
+    pub stack: Stack,
+    dev: PairEnd,
+    start: std::time::Instant,
+}
+
+impl Peer {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    /// One round: frames in, timers, frames out; then a short wait for more frames.
+    pub fn pump(&mut self) {
+        let now = self.now();
+        let stack = &mut self.stack;
+        while self
+            .dev
+            .receive(&mut |f, _| stack.handle_frame(now, f))
+            .unwrap_or(0)
+            > 0
+        {}
+        if stack.poll_timeout().is_some_and(|t| t <= now) {
+            stack.handle_timeout(now);
+        }
+        loop {
+            let mut produced = false;
+            let queued = self
+                .dev
+                .transmit_with(&mut |buf| {
+                    let n = stack.poll_transmit(now, buf);
+                    produced = n.is_some();
+                    n.map(TxFrame::plain)
+                })
+                .unwrap_or(false);
+            if !queued {
+                let _ = self.dev.flush();
+                if produced {
+                    continue;
+                }
+            }
+            if !produced {
+                break;
+            }
+        }
+        let _ = self.dev.flush();
+        let _ = self.dev.wait(Some(Duration::from_micros(200)));
+    }
+
+    /// Starts an active open to the engine.
+    pub fn connect(&mut self, ip: Ipv4Addr, port: u16) -> ConnId {
+        let now = self.now();
+        self.stack.connect(now, ip, port).expect("peer connect")
+    }
+
+    /// Pumps until `f` gives a value, failing the test after [`WAIT`].
+    pub fn until<T>(&mut self, what: &str, mut f: impl FnMut(&mut Stack) -> Option<T>) -> T {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(v) = f(&mut self.stack) {
+                return v;
+            }
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            self.pump();
+        }
+    }
+
+    /// Reads everything until end of stream or an error.
+    pub fn read_to_end(&mut self, c: ConnId) -> (Vec<u8>, Option<Error>) {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 16 << 10];
+        let end = self.until("peer reads to the end", |s| loop {
+            match s.recv(c, &mut buf) {
+                Ok(0) => return Some(None),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(Error::WouldBlock) => return None,
+                Err(e) => return Some(Some(e)),
+            }
+        });
+        (out, end)
+    }
+
+    /// Sends all of `data`, pumping as the send buffer drains.
+    pub fn send_all(&mut self, c: ConnId, data: &[u8]) {
+        let mut sent = 0;
+        self.until("peer sends everything", |s| {
+            while sent < data.len() {
+                match s.send(c, &data[sent..]) {
+                    Ok(n) => sent += n,
+                    Err(Error::WouldBlock) => return None,
+                    Err(e) => panic!("peer send: {e}"),
+                }
+            }
+            Some(())
+        });
+    }
+}
+
+impl Net {
+    /// Starts an engine with the service on a socket of its own, and the peer.
+    pub fn start(name: &str) -> Net {
+        Self::start_with(name, |_| {})
+    }
+
+    /// As [`Net::start`], adjusting the service's configuration first.
+    pub fn start_with(name: &str, adjust: impl FnOnce(&mut ServiceConfig)) -> Net {
+        let dir = socket_dir(name);
+        let socket = dir.join("engine.sock");
+        let cfg = PairConfig::default();
+        let (a, b) = pair(cfg).expect("device pair");
+        let mut sc = ServiceConfig::new(&socket, ENGINE_IP, 24);
+        sc.layout = layout();
+        sc.engine.app_idle_us = 100;
+        adjust(&mut sc);
+        let mut service = Service::new(sc).expect("service starts");
+        let stop = service.stop_flag();
+        let counters = service.published_counters();
+        let macs = cfg.macs;
+        let engine = std::thread::spawn(move || {
+            let mut stack = Stack::new(core(macs[0], ENGINE_IP, 0xe41)).expect("engine core");
+            stack.add_neighbor(PEER_IP, macs[1]);
+            let mut engine = Engine::new(stack, a);
+            // Sleep soon when idle, so the tests exercise the doorbell and wake-ups.
+            engine.idle_before_sleep = Duration::from_millis(1);
+            engine.run(&mut service, None).expect("engine runs");
+            service.counters()
+        });
+        let mut stack = Stack::new(core(macs[1], PEER_IP, 0x9ee7)).expect("peer core");
+        stack.add_neighbor(ENGINE_IP, macs[0]);
+        Net {
+            socket,
+            dir,
+            stop,
+            engine: Some(engine),
+            counters,
+            peer: Peer {
+                stack,
+                dev: b,
+                start: std::time::Instant::now(),
+            },
+        }
+    }
+
+    /// Attaches a client.
+    pub fn attach(&self, name: &str) -> Client {
+        Client::attach(&self.socket, name)
+    }
+
+    /// The counters the engine published last.
+    pub fn counters(&self) -> Counters {
+        *self.counters.lock().unwrap()
+    }
+
+    /// Pumps until the published counters satisfy `f`.
+    pub fn until_counters(&mut self, what: &str, f: impl Fn(&Counters) -> bool) -> Counters {
+        let counters = self.counters.clone();
+        self.peer.until(what, |_| {
+            let c = *counters.lock().unwrap();
+            f(&c).then_some(c)
+        })
+    }
+
+    /// Stops the engine (it resets what remains) and returns its final counters.
+    pub fn stop(&mut self) -> Counters {
+        self.stop.store(true, Ordering::Relaxed);
+        let engine = self.engine.take().expect("running");
+        // Keep the peer answering while the engine winds down.
+        while !engine.is_finished() {
+            self.peer.pump();
+        }
+        engine.join().expect("engine thread")
+    }
+
+    /// The socket's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if self.engine.is_some() {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(e) = self.engine.take() {
+                let _ = e.join();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A deterministic byte stream.
+pub fn pattern(n: usize, salt: u32) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(salt) >> 13) as u8)
+        .collect()
+}
+
+/// SHA-256 of `data`.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
