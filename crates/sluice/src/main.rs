@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod engine_cmd;
 mod run;
+mod run_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use sluice_cli::apps;
@@ -22,6 +23,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The engine as a service: applications attach over a Unix socket (`sluice run`).
     Engine(engine_cmd::EngineArgs),
+    /// Runs an unmodified program over the engine (LD_PRELOAD of libsluice_preload.so).
+    Run(run_cmd::RunArgs),
     /// Echo server on the engine.
     Echo(run::EchoArgs),
     /// Discarding server on the engine; prints bytes and SHA-256 per connection.
@@ -66,6 +69,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Engine(args) => engine_cmd::run(&args),
+        Command::Run(args) => run_cmd::run(&args).map_err(|e| e.to_string()),
         Command::Echo(args) => run::echo(&args),
         Command::Sink(args) => run::sink(&args),
         Command::Source(args) => run::source(&args),

@@ -1,0 +1,247 @@
+//! `sluice run [--socket PATH] [--lab] [--preload PATH] -- PROGRAM ARGS...`: runs an
+//! unmodified program over the engine.
+//!
+//! It finds `libsluice_preload.so` (next to the `sluice` executable unless told otherwise),
+//! puts it first in `LD_PRELOAD`, points `SLUICE_SOCKET` at the engine, optionally enters
+//! the lab's engine namespace, and then execs the program: the process becomes the
+//! program, so its signals, exit status and parent are exactly the program's own.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+/// The preload library's file name.
+pub const PRELOAD_NAME: &str = "libsluice_preload.so";
+/// Environment variable that overrides where the preload library is.
+pub const PRELOAD_ENV: &str = "SLUICE_PRELOAD";
+/// The engine's control socket for applications (read by libsluice).
+const SOCKET_ENV: &str = sluice_shm::control::SOCKET_ENV;
+
+/// Arguments of `sluice run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The engine's control socket (default: $SLUICE_SOCKET, else /run/sluice/engine.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Run inside the lab's engine namespace (sluice-a), where `sluice engine --lab` runs.
+    #[arg(long)]
+    lab: bool,
+    /// The preload library (default: $SLUICE_PRELOAD, else libsluice_preload.so next to
+    /// the sluice executable).
+    #[arg(long)]
+    preload: Option<PathBuf>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    command: Vec<OsString>,
+}
+
+/// Why `sluice run` could not start the program.
+#[derive(Debug)]
+pub enum RunError {
+    /// The preload library is not where it was looked for.
+    PreloadMissing {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// Which rule chose that place.
+        how: &'static str,
+    },
+    /// The current directory or executable could not be determined.
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Entering the lab's engine namespace failed.
+    Netns(sluice_device::DeviceError),
+    /// exec failed (the program does not exist, is not executable, ...).
+    Exec {
+        /// The program.
+        program: OsString,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::PreloadMissing { path, how } => write!(
+                f,
+                "the preload library {} ({how}) does not exist; build it with \
+                 `cargo build --release -p sluice-preload` (it lands next to the sluice \
+                 executable), or give its path with --preload or ${PRELOAD_ENV}",
+                path.display()
+            ),
+            RunError::Io { what, source } => write!(f, "{what}: {source}"),
+            RunError::Netns(e) => write!(
+                f,
+                "entering the lab's engine namespace: {e} (is the lab up? `sluice lab up`)"
+            ),
+            RunError::Exec { program, source } => {
+                write!(f, "cannot run {}: {source}", Path::new(program).display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Io { source, .. } | RunError::Exec { source, .. } => Some(source),
+            RunError::Netns(e) => Some(e),
+            RunError::PreloadMissing { .. } => None,
+        }
+    }
+}
+
+/// Where the preload library is: `--preload`, else `$SLUICE_PRELOAD`, else next to `exe`.
+///
+/// Next to `exe` means the file beside it or, in a cargo target directory, the one in
+/// `deps/` beside it (`cargo test` builds the library there without copying it up), the
+/// newer of the two if both exist.
+pub fn preload_path(
+    flag: Option<&Path>,
+    env: Option<&OsStr>,
+    exe: &Path,
+) -> (PathBuf, &'static str) {
+    if let Some(p) = flag {
+        return (p.to_path_buf(), "--preload");
+    }
+    if let Some(p) = env.filter(|p| !p.is_empty()) {
+        return (PathBuf::from(p), "$SLUICE_PRELOAD");
+    }
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let beside = dir.join(PRELOAD_NAME);
+    let in_deps = dir.join("deps").join(PRELOAD_NAME);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let chosen = match (modified(&beside), modified(&in_deps)) {
+        (Some(a), Some(b)) if b > a => in_deps,
+        (None, Some(_)) => in_deps,
+        _ => beside,
+    };
+    (chosen, "next to the sluice executable")
+}
+
+/// `LD_PRELOAD` with `lib` first and whatever was there after it.
+pub fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> OsString {
+    let mut v = OsString::from(lib.as_os_str());
+    if let Some(e) = existing.filter(|e| !e.is_empty()) {
+        // ld.so separates entries with spaces or colons.
+        v.push(":");
+        v.push(e);
+    }
+    v
+}
+
+/// Runs the program; returns only if it could not be started.
+pub fn run(args: &RunArgs) -> Result<(), RunError> {
+    let exe = std::env::current_exe().map_err(|source| RunError::Io {
+        what: "finding the sluice executable",
+        source,
+    })?;
+    let env_preload = std::env::var_os(PRELOAD_ENV);
+    let (path, how) = preload_path(args.preload.as_deref(), env_preload.as_deref(), &exe);
+    if !path.is_file() {
+        return Err(RunError::PreloadMissing { path, how });
+    }
+    // Absolute paths: the program may change directory before it opens a socket.
+    let lib = std::path::absolute(&path).map_err(|source| RunError::Io {
+        what: "resolving the preload library's path",
+        source,
+    })?;
+    let socket = args
+        .socket
+        .clone()
+        .or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(sluice_shm::control::DEFAULT_SOCKET));
+    let socket = std::path::absolute(&socket).map_err(|source| RunError::Io {
+        what: "resolving the engine socket's path",
+        source,
+    })?;
+    if args.lab {
+        sluice_device::netns::enter(sluice_lab::NS_ENGINE).map_err(RunError::Netns)?;
+    }
+    let (program, rest) = args
+        .command
+        .split_first()
+        .expect("clap requires the program");
+    let preload = ld_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());
+    // SLUICE_SOCKET is always set: a program run with `sluice run` asked for the engine, so
+    // an unreachable engine is an error (ECONNREFUSED), never a silent fallback to Linux.
+    let err = std::process::Command::new(program)
+        .args(rest)
+        .env("LD_PRELOAD", preload)
+        .env(SOCKET_ENV, &socket)
+        .exec();
+    Err(RunError::Exec {
+        program: program.clone(),
+        source: err,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_beats_the_environment_which_beats_the_executables_directory() {
+        let exe = Path::new("/opt/sluice/bin/sluice");
+        let (p, how) = preload_path(
+            Some(Path::new("/x/lib.so")),
+            Some(OsStr::new("/y/lib.so")),
+            exe,
+        );
+        assert_eq!((p.as_path(), how), (Path::new("/x/lib.so"), "--preload"));
+        let (p, _) = preload_path(None, Some(OsStr::new("/y/lib.so")), exe);
+        assert_eq!(p, Path::new("/y/lib.so"));
+        let (p, _) = preload_path(None, Some(OsStr::new("")), exe);
+        assert_eq!(p, Path::new("/opt/sluice/bin/libsluice_preload.so"));
+    }
+
+    #[test]
+    fn cargo_test_builds_are_found_in_deps() {
+        let dir = std::env::temp_dir().join(format!("sluice-run-cmd-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("deps")).unwrap();
+        let exe = dir.join("sluice");
+        std::fs::write(dir.join("deps").join(PRELOAD_NAME), b"").unwrap();
+        let (p, _) = preload_path(None, None, &exe);
+        assert_eq!(
+            p,
+            dir.join("deps").join(PRELOAD_NAME),
+            "only the deps/ copy exists"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(dir.join(PRELOAD_NAME), b"").unwrap();
+        let (p, _) = preload_path(None, None, &exe);
+        assert_eq!(p, dir.join(PRELOAD_NAME), "the newer copy wins");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_library_goes_first_in_ld_preload() {
+        let lib = Path::new("/l/libsluice_preload.so");
+        assert_eq!(
+            ld_preload(lib, None),
+            OsString::from("/l/libsluice_preload.so")
+        );
+        assert_eq!(
+            ld_preload(lib, Some(OsStr::new("/other.so"))),
+            OsString::from("/l/libsluice_preload.so:/other.so")
+        );
+    }
+
+    #[test]
+    fn a_missing_library_says_how_to_build_it() {
+        let e = RunError::PreloadMissing {
+            path: PathBuf::from("/nowhere/libsluice_preload.so"),
+            how: "next to the sluice executable",
+        };
+        let s = e.to_string();
+        assert!(s.contains("cargo build --release -p sluice-preload"), "{s}");
+        assert!(s.contains("--preload"), "{s}");
+    }
+}
