@@ -9,8 +9,8 @@ use sluice_lab::LabGuard;
 
 /// The sides every check runs on.
 fn sides() -> Vec<Side> {
-    // TODO(issue 4): add Side::Engine when the daemon lands (`sluice engine`, `sluice run`).
-    vec![Side::Linux]
+    // Linux first: it checks the harness and the clients, so an engine failure is the engine's.
+    vec![Side::Linux, Side::Engine]
 }
 
 /// The engine backend for Side::Engine.

@@ -178,9 +178,10 @@ fn write_nginx_conf(
          events {{\n    worker_connections 1024;\n}}\n\
          http {{\n\
          \x20   access_log off;\n\
-         \x20   # sendfile(2) would move file pages to the socket inside the kernel, a call the\n\
-         \x20   # preload library does not interpose yet (issue 4): off until it does.\n\
-         \x20   sendfile off;\n\
+         \x20   # Over the engine the preload library serves sendfile(2) from the file into the\n\
+         \x20   # socket's TX ring.\n\
+         \x20   sendfile on;\n\
+         \x20   tcp_nopush on;\n\
          \x20   default_type application/octet-stream;\n\
          \x20   types {{\n        text/html html;\n    }}\n\
          \x20   client_body_temp_path {dir}/client_body;\n\
