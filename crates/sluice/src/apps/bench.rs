@@ -29,6 +29,10 @@ pub struct BenchAppsArgs {
     /// The engine's device backend.
     #[arg(long, default_value = "af_packet", value_parser = ["af_packet", "tap", "af_xdp"])]
     backend: String,
+    /// Extra arguments for `sluice engine` (repeat it: `--engine-arg=--app-idle-us
+    /// --engine-arg=0`).
+    #[arg(long = "engine-arg", allow_hyphen_values = true)]
+    engine_args: Vec<String>,
     /// Run only these programs (comma-separated: redis, nginx, iperf3); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -104,7 +108,7 @@ fn progress(msg: &str) {
 fn measure_all(args: &BenchAppsArgs, apps: &[App]) -> Result<Table, AppsError> {
     let exe =
         std::env::current_exe().map_err(|e| AppsError::io("find the sluice executable", e))?;
-    let h = Harness::new(exe, &args.backend)?;
+    let h = Harness::new(exe, &args.backend)?.with_engine_args(&args.engine_args);
     let mut table = Table::default();
     table.setup = vec![
         format!(
@@ -115,8 +119,11 @@ fn measure_all(args: &BenchAppsArgs, apps: &[App]) -> Result<Table, AppsError> {
         "  linux:  each program in sluice-k (10.77.0.3) on Linux kernel TCP".into(),
         format!(
             "  engine: each program in sluice-a (10.77.0.1) through `sluice run`, on \
-             `sluice engine --lab --backend {}`",
-            args.backend
+             `sluice engine --lab --backend {}{}`",
+            args.backend,
+            args.engine_args
+                .iter()
+                .fold(String::new(), |s, a| s + " " + a)
         ),
         format!(
             "  clients: redis-benchmark -c {} -t get,set ({} requests per test), \

@@ -24,17 +24,19 @@ pub struct EngineProcess {
 }
 
 impl EngineProcess {
-    /// Starts `sluice engine --lab --backend <backend> --socket <socket>` and waits until
+    /// Starts `sluice engine --lab --backend <backend> --socket <socket> <extra>` and waits until
     /// it prints a line containing `ready` (its output goes to `<log_stem>.out/.err`).
     pub fn start(
         sluice: &Path,
         backend: &str,
+        extra: &[String],
         socket: &Path,
         log_stem: &Path,
     ) -> Result<EngineProcess, AppsError> {
         let mut cmd = Command::new(sluice);
         cmd.args(["engine", "--lab", "--backend", backend, "--socket"])
-            .arg(socket);
+            .arg(socket)
+            .args(extra);
         let mut proc = Supervised::spawn(cmd, "sluice engine", log_stem, true)?;
         let out_path = log_stem.with_extension("out");
         let mut log = File::create(&out_path)

@@ -25,6 +25,7 @@ use super::workdir::{Content, WorkDir};
 pub struct Harness {
     sluice: PathBuf,
     backend: String,
+    engine_args: Vec<String>,
     dir: WorkDir,
     content: Content,
     runs: Cell<u32>,
@@ -91,10 +92,17 @@ impl Harness {
         Ok(Harness {
             sluice: sluice.into(),
             backend: backend.to_string(),
+            engine_args: Vec::new(),
             dir,
             content,
             runs: Cell::new(0),
         })
+    }
+
+    /// Extra arguments for `sluice engine` (e.g. `--app-idle-us 0`).
+    pub fn with_engine_args(mut self, args: &[String]) -> Harness {
+        self.engine_args = args.to_vec();
+        self
     }
 
     /// The files the web servers serve.
@@ -125,6 +133,7 @@ impl Harness {
                 let engine = EngineProcess::start(
                     &self.sluice,
                     &self.backend,
+                    &self.engine_args,
                     &socket,
                     &run_dir.join("engine"),
                 )?;
