@@ -25,7 +25,7 @@ use sluice::{Sluice, Socket};
 
 pub use crate::epoll_set::{bits, EpollSet, Ready, ReadySource};
 use crate::file::{lookup, FdObject, PendingEpoll, Route, TABLE};
-use crate::real;
+use crate::{real, signals};
 
 /// The event sequence of an engine socket as [`socket_ready`] reports it.
 fn socket_seq(s: &Socket) -> u32 {
@@ -326,9 +326,9 @@ pub unsafe fn timeout_of_timespec(ts: *const timespec) -> Result<Option<Duration
 
 /// Runs `f` with the thread's signal mask set to `mask` (when given), then restores it.
 ///
-/// The real ppoll/pselect/epoll_pwait swap the mask atomically with the sleep; here a
-/// signal that arrives between the swap and the sleep is handled but does not cut the
-/// sleep short (the sleep still ends at its timeout or readiness).
+/// The real ppoll/pselect/epoll_pwait swap the mask atomically with the sleep; here the
+/// waits take their [`signals::mark`] before the swap, so a signal the new mask lets in
+/// (at once, if it was pending) ends the wait with EINTR all the same.
 ///
 /// # Safety
 /// `mask` must be null or point to a sigset_t.
@@ -382,6 +382,9 @@ pub unsafe fn wait(
     // SAFETY: the caller guarantees events is valid for max entries.
     let out = unsafe { std::slice::from_raw_parts_mut(events, max as usize) };
     let deadline = timeout.map(|t| Instant::now() + t);
+    // epoll_wait is never restarted: any handler that runs on this thread from now on
+    // ends the call with EINTR (unless events are ready first).
+    let mark = signals::mark();
     // Set when the sleep saw the real instance readable: ask it even if no kernel
     // registration is counted.
     let mut kernel_signalled = false;
@@ -399,6 +402,9 @@ pub unsafe fn wait(
         }
         if n > 0 {
             return Ok(n as c_int);
+        }
+        if mark.interrupts(false) {
+            return Err(libc::EINTR);
         }
         let remaining = match deadline {
             Some(d) => match d.checked_duration_since(Instant::now()) {
@@ -419,7 +425,8 @@ pub unsafe fn wait(
             events: libc::POLLIN,
             revents: 0,
         }];
-        match sluice.wait(remaining, &mut pfd, &mut || ep.lock().any_ready()) {
+        let mut ready = || ep.lock().any_ready() || mark.interrupts(false);
+        match sluice.wait(remaining, &mut pfd, &mut ready) {
             Ok(_) => kernel_signalled = pfd[0].revents != 0,
             Err(e) if interrupted(&e) => return Err(libc::EINTR),
             // The engine died: its sockets now report errors, which the next scan returns.

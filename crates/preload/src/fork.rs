@@ -8,9 +8,9 @@
 //!
 //! This is done with a generation number bumped in a `pthread_atfork` child handler
 //! (registered from the library's constructor): objects remember the generation they were
-//! made in, and an old one is stale. The handler also resets the library's own locks (a
-//! thread that held one at fork time does not exist in the child) and calls
-//! `sluice::after_fork_child()`, which does the same for libsluice.
+//! made in, and an old one is stale. The handler also resets the library's own locks (the
+//! fd table's, the signal table's: a thread that held one at fork time does not exist in
+//! the child) and calls `sluice::after_fork_child()`, which does the same for libsluice.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -26,6 +26,7 @@ extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
     crate::file::TABLE.after_fork_child();
     crate::decide::after_fork_child();
+    crate::signals::after_fork_child();
     // Called from C: a panic must not unwind out of the handler.
     crate::guard("fork child handler", (), sluice::after_fork_child);
 }
@@ -51,4 +52,5 @@ static INIT: extern "C" fn() = init;
 #[cfg(not(test))]
 extern "C" fn init() {
     install();
+    crate::signals::init();
 }

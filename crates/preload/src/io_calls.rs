@@ -8,7 +8,6 @@
 #![allow(clippy::missing_safety_doc)] // C ABI entry points: libc's contracts apply.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::time::Instant;
 
 use libc::{
     c_int, c_uint, c_void, iovec, mmsghdr, msghdr, off64_t, off_t, size_t, sockaddr, socklen_t,
@@ -16,7 +15,8 @@ use libc::{
 };
 use sluice::{Error, Op, Socket};
 
-use crate::file::{lookup, Route, SockFile};
+use crate::blocking::{nonblocking, Blocker, Side};
+use crate::file::{lookup, Route};
 use crate::{guard, real, ret_size};
 
 /// Receive flags an engine socket honours.
@@ -142,21 +142,31 @@ fn engine_recv(s: &Socket, buf: &mut [u8], flags: c_int) -> Result<usize, c_int>
         );
         return Err(libc::EOPNOTSUPP);
     }
-    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    // A non-blocking socket's calls never wait either.
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || s.is_nonblocking();
+    let readable = || s.readiness().readable;
     if flags & libc::MSG_PEEK != 0 {
         let r = if dontwait {
             s.peek_nonblocking(buf)
         } else {
-            s.peek(buf)
+            Blocker::new(s, Side::Read).run(|| nonblocking(s.peek_nonblocking(buf)), readable)
         };
         return r.map_err(|e| read_errno(&e));
     }
-    if flags & libc::MSG_WAITALL != 0 && !dontwait && !s.is_nonblocking() {
+    if flags & libc::MSG_WAITALL != 0 && !dontwait {
+        // One call, one timeout and one mark: a signal or the timeout after some bytes
+        // returns those bytes, as Linux does.
+        let mut b = Blocker::new(s, Side::Read);
         let mut got = 0;
         while got < buf.len() {
-            match s.recv(&mut buf[got..]) {
+            match s.recv_nonblocking(&mut buf[got..]) {
                 Ok(0) => break,
                 Ok(n) => got += n,
+                Err(Error::WouldBlock) => match b.wait(&mut || readable()) {
+                    Ok(()) => {}
+                    Err(_) if got > 0 => break,
+                    Err(e) => return Err(read_errno(&e)),
+                },
                 Err(_) if got > 0 => break,
                 Err(e) => return Err(read_errno(&e)),
             }
@@ -166,7 +176,7 @@ fn engine_recv(s: &Socket, buf: &mut [u8], flags: c_int) -> Result<usize, c_int>
     let r = if dontwait {
         s.recv_nonblocking(buf)
     } else {
-        s.recv(buf)
+        Blocker::new(s, Side::Read).run(|| nonblocking(s.recv_nonblocking(buf)), readable)
     };
     r.map_err(|e| read_errno(&e))
 }
@@ -186,12 +196,61 @@ fn engine_send(s: &Socket, data: &[u8], flags: c_int) -> Result<usize, c_int> {
         );
         return Err(libc::EOPNOTSUPP);
     }
-    let r = if flags & libc::MSG_DONTWAIT != 0 {
+    let r = if flags & libc::MSG_DONTWAIT != 0 || s.is_nonblocking() {
         s.send_nonblocking(data)
     } else {
-        s.send(data)
+        send_blocking(s, &[IoSlice::new(data)])
     };
     r.map_err(|e| write_errno(&e, flags))
+}
+
+/// Sends what fits now of `bufs` after the first `skip` bytes, slice by slice, never
+/// blocking: the bytes sent (Err(WouldBlock) if none fit; an error after some bytes is left
+/// for the next call, as Linux does).
+fn send_some(s: &Socket, bufs: &[IoSlice<'_>], mut skip: usize) -> Result<usize, Error> {
+    let mut total = 0;
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let part = &b[skip..];
+        skip = 0;
+        match s.send_nonblocking(part) {
+            Ok(n) => {
+                total += n;
+                if n < part.len() {
+                    break;
+                }
+            }
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// A blocking send of every byte of `bufs`: returns once all are in the TX ring, or with
+/// the count so far when a signal, the timeout or an error stops it after some bytes.
+fn send_blocking(s: &Socket, bufs: &[IoSlice<'_>]) -> Result<usize, Error> {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut sent = 0;
+    let r = Blocker::new(s, Side::Write).run(
+        || match send_some(s, bufs, sent) {
+            Ok(n) => {
+                sent += n;
+                Ok((sent >= total).then_some(sent))
+            }
+            Err(Error::WouldBlock) => Ok(None),
+            Err(_) if sent > 0 => Ok(Some(sent)),
+            Err(e) => Err(e),
+        },
+        || s.readiness().writable,
+    );
+    match r {
+        Err(_) if sent > 0 => Ok(sent),
+        r => r,
+    }
 }
 
 fn engine_recv_vectored(
@@ -212,31 +271,38 @@ fn engine_recv_vectored(
     if flags & libc::MSG_DONTWAIT != 0 && !s.is_nonblocking() && !s.readiness().readable {
         return Err(libc::EAGAIN);
     }
-    s.recv_vectored(bufs).map_err(|e| read_errno(&e))
+    if s.is_nonblocking() || flags & libc::MSG_DONTWAIT != 0 {
+        return s.recv_vectored(bufs).map_err(|e| read_errno(&e));
+    }
+    // Blocking: wait here until readable, then read (at once, unless another thread took
+    // the bytes meanwhile: then libsluice's own wait, which a signal ends only in its sleep).
+    let readable = || s.readiness().readable;
+    Blocker::new(s, Side::Read)
+        .run(
+            || {
+                if readable() {
+                    s.recv_vectored(bufs).map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+            readable,
+        )
+        .map_err(|e| read_errno(&e))
 }
 
 fn engine_send_vectored(s: &Socket, bufs: &[IoSlice<'_>], flags: c_int) -> Result<usize, c_int> {
-    if flags & libc::MSG_DONTWAIT != 0 && !s.is_nonblocking() {
-        // Never block: send what fits, slice by slice.
-        let mut total = 0;
-        for b in bufs.iter().filter(|b| !b.is_empty()) {
-            match engine_send(s, b, flags) {
-                Ok(n) => {
-                    total += n;
-                    if n < b.len() {
-                        break;
-                    }
-                }
-                Err(_) if total > 0 => break,
-                Err(e) => return Err(e),
-            }
-        }
-        return Ok(total);
-    }
     if flags & !SEND_FLAGS != 0 || flags & libc::MSG_OOB != 0 {
         return engine_send(s, &[], flags);
     }
-    s.send_vectored(bufs).map_err(|e| write_errno(&e, flags))
+    if flags & libc::MSG_DONTWAIT != 0 && !s.is_nonblocking() {
+        // Never block: send what fits, slice by slice.
+        return send_some(s, bufs, 0).map_err(|e| write_errno(&e, flags));
+    }
+    if s.is_nonblocking() {
+        return s.send_vectored(bufs).map_err(|e| write_errno(&e, flags));
+    }
+    send_blocking(s, bufs).map_err(|e| write_errno(&e, flags))
 }
 
 // ---- read / write ----
@@ -626,7 +692,6 @@ pub unsafe extern "C" fn recvmmsg(
 /// our side: one copy from the page cache into the ring, as the kernel's own sendfile
 /// makes one into its socket buffer).
 fn engine_sendfile(
-    sf: &SockFile,
     s: &Socket,
     in_fd: c_int,
     off: Option<&mut i64>,
@@ -634,8 +699,8 @@ fn engine_sendfile(
 ) -> Result<usize, c_int> {
     let mut pos = off.as_ref().map(|o| **o);
     let mut total = 0usize;
-    let timeout = sf.options().sndtimeo;
-    let deadline = timeout.map(|t| Instant::now() + t);
+    // SO_SNDTIMEO bounds the wait for room.
+    let mut blocker = Blocker::new(s, Side::Write);
     while total < count {
         match s.tx_slice() {
             Ok(ring) => {
@@ -672,22 +737,14 @@ fn engine_sendfile(
                 if s.is_nonblocking() {
                     return Err(libc::EAGAIN);
                 }
-                let remaining = match deadline {
-                    Some(d) => match d.checked_duration_since(Instant::now()) {
-                        Some(r) if !r.is_zero() => Some(r),
-                        _ => return Err(libc::EAGAIN),
-                    },
-                    None => None,
-                };
                 let writable = || {
                     let r = s.readiness();
                     r.writable || r.error || r.hup
                 };
-                match s.sluice().wait(remaining, &mut [], &mut || writable()) {
-                    Ok(_) => {}
-                    Err(e) if crate::epoll::interrupted(&e) => return Err(libc::EINTR),
-                    Err(e) => return Err(write_errno(&e, 0)),
-                }
+                // EINTR, EAGAIN once the timeout passed, EPIPE if the engine is gone.
+                blocker
+                    .wait(&mut || writable())
+                    .map_err(|e| write_errno(&e, 0))?;
             }
             Err(e) => {
                 return if total > 0 {
@@ -733,13 +790,13 @@ unsafe fn sendfile_any(
         match o.route() {
             Route::Kernel => real_call(),
             Route::Stale => ret_size(Err(libc::EBADF)),
-            Route::Engine(sf, s) => {
+            Route::Engine(_, s) => {
                 // SAFETY: a non-null offset is the caller's.
                 let off = unsafe { off.as_mut() };
                 if off.as_ref().is_some_and(|o| **o < 0) {
                     return ret_size(Err(libc::EINVAL));
                 }
-                ret_size(engine_sendfile(sf, s, in_fd, off, count))
+                ret_size(engine_sendfile(s, in_fd, off, count))
             }
         }
     })

@@ -4,8 +4,9 @@
 //! calls of the C library. IPv4 TCP sockets bound or connected through the engine's address
 //! become libsluice sockets ([`decide`]); every other descriptor goes to the kernel through
 //! a lock-free fast path ([`fdtable`]). Readiness calls (poll, select, epoll) mix engine
-//! sockets and kernel descriptors ([`poll`], [`epoll`]). See the README's "Running programs
-//! over Sluice" for what is supported.
+//! sockets and kernel descriptors ([`poll`], [`epoll`]). Program signal handlers run through
+//! a trampoline so that a signal interrupts the waits emulated here ([`signals`]). See the
+//! README's "Running programs over Sluice" for what is supported.
 //!
 //! Every entry point is `extern "C"` and never unwinds: a panic becomes EIO and a log line.
 //! The entry points are only exported from the cdylib (`cfg(not(test))`), so that unit-test
@@ -13,6 +14,7 @@
 #![cfg_attr(test, allow(dead_code))]
 #![warn(missing_docs)]
 
+mod blocking;
 pub mod decide;
 pub mod epoll;
 pub mod epoll_set;
@@ -23,6 +25,7 @@ mod io_calls;
 pub mod log;
 pub mod poll;
 pub mod real;
+pub mod signals;
 mod socket_calls;
 pub mod sockopt;
 

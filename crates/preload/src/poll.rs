@@ -2,7 +2,8 @@
 //!
 //! A set without engine sockets is the real call, untouched. With some, the loop is: the
 //! engine sockets' readiness from their blocks, `poll(kernel fds, 0)`, and if nothing is
-//! ready, one `Sluice::wait` that sleeps on the engine's wake-up and the kernel fds at once.
+//! ready, one `Sluice::wait` that sleeps on the engine's wake-up and the kernel fds at once,
+//! and that a signal handler running on the thread ends (EINTR, as Linux's poll and select).
 //! select and pselect are converted to a pollfd list and back.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use libc::{c_int, fd_set, pollfd, sigset_t};
 use crate::epoll::{bits, interrupted, sluice_of, socket_ready, with_sigmask};
 use crate::file::{lookup, FdObject, Route};
 use crate::real;
+use crate::signals;
 
 /// poll(2) bits of an engine socket's readiness.
 pub fn poll_bits(epoll_bits: u32) -> i16 {
@@ -75,6 +77,9 @@ pub unsafe fn poll_mixed(
     let mut kernel: Vec<pollfd> = kernel_idx.iter().map(|&i| fds[i]).collect();
     let sluice = objs.iter().flatten().find_map(|o| sluice_of(o));
     let deadline = timeout.map(|t| Instant::now() + t);
+    // poll and select are never restarted: any handler that runs on this thread from now
+    // on ends the call with EINTR (unless descriptors are ready first).
+    let mark = signals::mark();
     let body = || loop {
         let mut count = 0;
         for (p, o) in fds.iter_mut().zip(&objs) {
@@ -104,6 +109,9 @@ pub unsafe fn poll_mixed(
         if count > 0 {
             return Ok(count);
         }
+        if mark.interrupts(false) {
+            return Err(libc::EINTR);
+        }
         let remaining = match deadline {
             Some(d) => match d.checked_duration_since(Instant::now()) {
                 Some(r) if !r.is_zero() => Some(r),
@@ -120,10 +128,11 @@ pub unsafe fn poll_mixed(
             return if r < 0 { Err(real::errno()) } else { Ok(r) };
         };
         let mut ready = || {
-            fds.iter().zip(&objs).any(|(p, o)| {
-                o.as_ref()
-                    .is_some_and(|o| p.fd >= 0 && engine_revents(o, p.events) != 0)
-            })
+            mark.interrupts(false)
+                || fds.iter().zip(&objs).any(|(p, o)| {
+                    o.as_ref()
+                        .is_some_and(|o| p.fd >= 0 && engine_revents(o, p.events) != 0)
+                })
         };
         match sluice.wait(remaining, &mut kernel, &mut ready) {
             Ok(_) => {}

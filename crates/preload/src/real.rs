@@ -186,6 +186,8 @@ real_fns! {
     /// _FORTIFY_SOURCE's checked ppoll.
     fn __ppoll_chk(fds: *mut pollfd, n: nfds_t, timeout: *const timespec,
                    mask: *const sigset_t, fdslen: size_t) -> c_int;
+    /// sigaction(2).
+    fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
 }
 
 /// The C-variadic fcntl (called with its one optional argument as a machine word).

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use libc::{c_int, c_uint, c_ulong, sockaddr, socklen_t};
 use sluice::{Error, Op, Sluice, Socket};
 
+use crate::blocking::{Blocker, Side};
 use crate::decide::{self, Decision, Engine};
 use crate::file::{lookup, FdObject, Route, SockFile, Undecided, TABLE};
 use crate::{epoll, guard, real, ret_int, sockaddr_in_of, write_sockaddr_in};
@@ -250,8 +251,11 @@ unsafe fn connect_managed(
 ) -> Result<c_int, c_int> {
     // SAFETY: forwarded.
     let real_connect = || pass(unsafe { real::connect(fd, addr, len) });
-    let engine_connect =
-        |s: &Socket, a: SocketAddrV4| s.connect(a).map(|()| 0).map_err(|e| errno_of(&e, Op::Open));
+    let engine_connect = |s: &Socket, a: SocketAddrV4| {
+        connect_engine(s, a)
+            .map(|()| 0)
+            .map_err(|e| errno_of(&e, Op::Open))
+    };
     match obj.route() {
         Route::Stale => Err(libc::EBADF),
         Route::Engine(_, s) => {
@@ -296,6 +300,45 @@ unsafe fn connect_managed(
             }
         }
     }
+}
+
+/// connect on an engine socket. A blocking one starts the handshake without blocking,
+/// then waits here, where a signal ends the wait ([`Blocker`]): EINTR (the handshake goes
+/// on; a later connect waits for it again), EINPROGRESS when SO_SNDTIMEO passes.
+fn connect_engine(s: &Socket, a: SocketAddrV4) -> Result<(), Error> {
+    if s.is_nonblocking() {
+        return s.connect(a);
+    }
+    s.set_nonblocking(true);
+    let started = s.connect(a);
+    s.set_nonblocking(false);
+    match started {
+        // Started now, or by an earlier connect that a signal interrupted.
+        Err(Error::InProgress) | Err(Error::Os(libc::EALREADY)) => {}
+        r => return r,
+    }
+    let settled = || {
+        let r = s.readiness();
+        r.writable || r.error || r.hup || s.is_connected()
+    };
+    Blocker::new(s, Side::Write)
+        .run(
+            || {
+                if !settled() {
+                    return Ok(None);
+                }
+                // The outcome: connected (EISCONN from the second call) or the error.
+                match s.connect(a) {
+                    Ok(()) | Err(Error::Os(libc::EISCONN)) => Ok(Some(())),
+                    Err(e) => Err(e),
+                }
+            },
+            settled,
+        )
+        .map_err(|e| match e {
+            Error::WouldBlock => Error::InProgress,
+            e => e,
+        })
 }
 
 // ---- accept ----
@@ -359,7 +402,24 @@ unsafe fn accept_managed(
     if !s.is_listener() {
         return Err(libc::EINVAL);
     }
-    let (conn, peer) = s.accept().map_err(|e| errno_of(&e, Op::Read))?;
+    let (conn, peer) = if s.is_nonblocking() {
+        s.accept()
+    } else {
+        // Wait here, where a signal ends the wait; then the record is there (unless another
+        // thread took it meanwhile: then libsluice's own wait).
+        let readable = || s.readiness().readable;
+        Blocker::new(s, Side::Read).run(
+            || {
+                if readable() {
+                    s.accept().map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+            readable,
+        )
+    }
+    .map_err(|e| errno_of(&e, Op::Read))?;
     // The placeholder: a real, never-used TCP socket, so the fd number is reserved and
     // fstat/S_ISSOCK/F_GETFD look right; it carries the close-on-exec flag asked for.
     let placeholder = real::new_socket(
