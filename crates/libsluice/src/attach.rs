@@ -99,6 +99,7 @@ impl Sluice {
         let doorbell = EventFd::from_owned(fds.pop().expect("two descriptors"));
         let region = Arc::new(Region::open(fds.pop().expect("two descriptors"), layout)?);
         let generation = fork::generation();
+        fork::track_control(control.as_raw_fd());
         Ok(Arc::new(Sluice {
             id: NEXT_ATTACHMENT.fetch_add(1, Ordering::Relaxed),
             generation,
@@ -322,6 +323,13 @@ impl Sluice {
                 fds.len()
             )))),
         }
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        // Before the descriptor closes (its number may then be reused).
+        fork::untrack_control(self.control.as_raw_fd());
     }
 }
 

@@ -443,6 +443,11 @@ impl Socket {
         let block = self.block();
         let size = self.ring_size();
         let mut line = self.lock_line();
+        if self.tx_lent.load(Ordering::Acquire) {
+            // A live TxSlice lends the free space as `&mut [u8]`: writing there now would
+            // alias it (checked under the line lock, which tx_slice also takes).
+            return Err(Error::Os(libc::EBUSY));
+        }
         let head = block.tx_head().load(Ordering::Acquire);
         let free = size - line.tx_tail.saturating_sub(head).min(size);
         if free == 0 {
@@ -542,6 +547,11 @@ impl Socket {
     /// an error, or Ok(None) when it must wait.
     pub(crate) fn rx_empty_outcome(&self, f: u32) -> Result<Option<usize>, Error> {
         if f & flags::ERROR != 0 {
+            if f & flags::RX_STALLED != 0 && self.sluice.is_alive() {
+                // The engine still holds bytes that arrived before the error (the ring was
+                // full): they are read first, as on Linux; it places them on `Consumed`.
+                return Ok(None);
+            }
             // Reported once (ECONNRESET, ...), then the stream reads as ended.
             return match self.take_error() {
                 Some(e) => Err(e),
@@ -918,8 +928,10 @@ pub(crate) fn readiness_of(i: ReadinessInput) -> Readiness {
         };
     }
     let queued = i.tx_tail.saturating_sub(i.tx_head);
+    // An error with bytes still held by the engine (RX_STALLED) is read after them.
+    let error_readable = error && !has(flags::RX_STALLED);
     Readiness {
-        readable: unread > 0 || has(flags::RX_FIN) || error || i.shut_read,
+        readable: unread > 0 || has(flags::RX_FIN) || error_readable || i.shut_read,
         writable: (has(flags::CONNECTED) && !has(flags::TX_SHUT) && queued < i.ring_size) || error,
         rdhup: has(flags::RX_FIN),
         // CLOSED alone is not a hang-up yet: the engine may still hold received bytes it
@@ -986,6 +998,11 @@ mod tests {
         assert!(taken.readable && !taken.error);
         assert!(readiness_of(input(flags::ALLOCATED | flags::CLOSED | flags::RX_FIN)).hup);
         assert!(readiness_of(input(flags::ALLOCATED | flags::CLOSED | flags::ERROR)).hup);
+        let held = readiness_of(input(flags::ALLOCATED | flags::ERROR | flags::RX_STALLED));
+        assert!(
+            !held.readable && held.writable && held.error,
+            "an error with bytes still to come is not readable yet"
+        );
         let early = readiness_of(input(flags::ALLOCATED | flags::CONNECTED | flags::CLOSED));
         assert!(
             !early.hup && !early.readable,

@@ -41,7 +41,8 @@ impl Socket {
 
     /// The free space of the TX ring in place (a guard that derefs to `&mut [u8]`);
     /// `Err(WouldBlock)` if full (never blocks); `Err(Os(EBUSY))` while another `TxSlice`
-    /// of this socket is alive.
+    /// of this socket is alive. While the guard lives, `send` on this socket fails with
+    /// `Err(Os(EBUSY))` as well (it would write the bytes the guard lends).
     pub fn tx_slice(&self) -> Result<TxSlice<'_>, Error> {
         if self.tx_lent.swap(true, Ordering::Acquire) {
             return Err(Error::Os(libc::EBUSY));

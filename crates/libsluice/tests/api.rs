@@ -412,6 +412,29 @@ fn zero_copy_echo() {
     assert_eq!(errno(s.tx_slice()), libc::EPIPE);
 }
 
+/// A TxSlice lends the TX ring's free space as `&mut [u8]`: a send on the same socket
+/// meanwhile would write those very bytes under it, so it is EBUSY until the guard drops.
+#[test]
+fn a_send_while_a_tx_slice_is_lent_is_ebusy() {
+    let (_engine, app) = engine_and_app();
+    let (c, s) = pair(&app);
+    let mut room = c.tx_slice().unwrap();
+    room[..3].copy_from_slice(b"abc");
+    assert_eq!(errno(c.send(b"xyz")), libc::EBUSY);
+    assert_eq!(&room[..3], b"abc", "the lent bytes are the guard's alone");
+    c.tx_commit(3).unwrap();
+    assert_eq!(errno(c.send_nonblocking(b"xyz")), libc::EBUSY);
+    drop(room);
+    assert_eq!(c.send(b"def").unwrap(), 3);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16];
+    while got.len() < 6 {
+        let n = s.recv(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"abcdef");
+}
+
 #[test]
 fn a_listener_accepts_many_and_rejects_data_calls() {
     let (_engine, app) = engine_and_app();
@@ -663,6 +686,56 @@ fn a_forked_child_gets_ebadf_and_leaves_the_parents_sockets_alone() {
     // The parent's connection still works.
     c.send(b"parent").unwrap();
     assert_eq!(s.recv(&mut [0; 8]).unwrap(), 6);
+}
+
+/// A forked child (a worker, a daemon) does not keep its parent's attachment alive: when
+/// the parent detaches or dies, the engine sees the control socket hang up and cleans up,
+/// even though the child still runs.
+#[test]
+fn a_forked_child_does_not_keep_the_parents_attachment_alive() {
+    let engine = FakeEngine::start(Options::default());
+    let app = Sluice::attach(&engine.path).unwrap();
+    let (_c, _s) = pair(&app);
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe has room for the two descriptors pipe() writes.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: the child only calls after_fork_child (async-signal-safe), read, close and
+    // _exit; it takes no lock another thread could hold.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        sluice::after_fork_child();
+        let mut b = [0u8; 1];
+        // SAFETY: our own pipe descriptors and a live one-byte buffer; lives until the
+        // parent closes its end.
+        unsafe {
+            libc::close(pipe[1]);
+            libc::read(pipe[0], b.as_mut_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing the parent's copy of the read end.
+    unsafe { libc::close(pipe[0]) };
+    drop((_c, _s, app));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut gone = false;
+    while std::time::Instant::now() < deadline {
+        if engine.stats.apps_gone.load(Ordering::Relaxed) > 0 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: closing our write end lets the child exit; then we reap it.
+    let mut status = 0;
+    unsafe {
+        libc::close(pipe[1]);
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+    }
+    assert!(
+        gone,
+        "the engine did not see the parent detach while its forked child lived"
+    );
 }
 
 /// Both sides sleep when idle: the engine is woken by the doorbell after commands (never by

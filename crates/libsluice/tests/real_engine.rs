@@ -87,6 +87,7 @@ fn a_server_accepts_peer_clients_and_echoes_with_zero_copy() {
                 port: 5001,
                 bytes: 300_000,
                 seed: 10 + i,
+                reset: false,
             })
         })
         .collect();
@@ -140,6 +141,53 @@ fn a_server_accepts_peer_clients_and_echoes_with_zero_copy() {
     for s in servers {
         drop(s.join().unwrap());
     }
+}
+
+/// A peer that sends more than the RX ring holds and then resets: the application reads
+/// every byte that arrived before the reset, then the error (ECONNRESET), then end of
+/// stream, as on Linux. The engine reports ERROR at once while it still holds bytes the
+/// full ring could not take (RX_STALLED); they come first.
+#[test]
+fn bytes_received_before_a_reset_are_all_read_before_the_error() {
+    let (e, app) = engine("reset-after-data");
+    let l = Socket::open(&app).unwrap();
+    l.bind(SocketAddrV4::new(ENGINE_IP, 5002)).unwrap();
+    l.listen(4).unwrap();
+    let bytes = 3 * layout().ring_size as usize + 777;
+    let outcome = e.peer_client(PeerClient {
+        port: 5002,
+        bytes,
+        seed: 21,
+        reset: true,
+    });
+    let (s, _) = l.accept().unwrap();
+    outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the peer client finished")
+        .expect("the peer sent and reset");
+    let w = app
+        .wait(Some(Duration::from_secs(20)), &mut [], &mut || {
+            s.readiness().error
+        })
+        .unwrap();
+    assert!(w.ready, "the engine never reported the reset");
+    // Let the engine fall asleep: its answer to each Consumed then takes a wake-up, so a
+    // read that finds the ring empty right after emptying it is the common case.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut got = Vec::new();
+    // Larger than the ring: each read empties it, before the engine can refill it.
+    let mut buf = vec![0u8; 8 * layout().ring_size as usize];
+    let err = loop {
+        match s.recv(&mut buf) {
+            Ok(0) => panic!("end of stream before the error, after {} bytes", got.len()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got.len(), bytes, "bytes lost to the reset");
+    assert!(got == pattern(bytes, 21), "the bytes differ");
+    assert_eq!(err.errno(), libc::ECONNRESET);
+    assert_eq!(s.recv(&mut buf).unwrap(), 0, "then end of stream");
 }
 
 #[test]

@@ -47,6 +47,9 @@ pub(crate) struct AttachedApp {
     pub ring_size: u64,
     /// Something changed for it this iteration (sleeping contexts get signalled).
     pub dirty: bool,
+    /// When its control socket hung up, if it did: it is gone, and only the connections it
+    /// had closed (gracefully) before are still being drained from its region.
+    pub departed: Option<sluice_tcp::Instant>,
 }
 
 impl AttachedApp {
@@ -72,6 +75,7 @@ impl AttachedApp {
             slots: Slots::new(layout.max_sockets),
             ring_size: layout.ring_size as u64,
             dirty: false,
+            departed: None,
         }
     }
 
@@ -106,11 +110,13 @@ impl AttachedApp {
             .store(sleeping as u32, Ordering::SeqCst);
     }
 
-    /// Whether any live context has a command waiting.
+    /// Whether any live context has a command waiting that the engine can run now: one
+    /// whose completion queue is full (the application does not take its completions) waits
+    /// for the application, and must not keep the engine from sleeping.
     pub fn has_commands(&self) -> bool {
-        self.contexts
-            .iter()
-            .any(|c| !c.dead && c.commands.has_entry())
+        self.contexts.iter().any(|c| {
+            !c.dead && c.commands.has_entry() && c.completions.free().is_ok_and(|room| room > 0)
+        })
     }
 
     /// Signals every context that sleeps; returns how many were signalled.

@@ -329,20 +329,40 @@ impl Service {
     }
 
     /// The application went away: reset its connections, stop its listeners, free its
-    /// region (docs/service.md, Failure).
+    /// region (docs/service.md, Failure). Connections it had closed gracefully are still
+    /// drained from its region (a client that writes, closes and exits loses nothing); the
+    /// region goes when they are done, or after the orphan linger ([`Service::reap_orphans`]).
     pub(crate) fn detach(&mut self, i: usize, stack: &mut Stack) {
-        let Some(mut app) = self.apps.get_mut(i).and_then(Option::take) else {
+        let Some(app) = self.apps.get_mut(i).and_then(Option::as_mut) else {
             return;
         };
+        if app.departed.is_some() {
+            return;
+        }
         self.control.unwatch(&app.sock);
         self.control.unwatch(&app.doorbell);
-        teardown::release_app(&mut app, Release::Detach, stack, &mut self.sh);
+        let kept = teardown::release_app(app, Release::Detach, stack, &mut self.sh);
+        // Its threads are gone: nothing more to run or to wake.
+        app.contexts.clear();
         self.sh.counters.apps_detached += 1;
         if self.config.log {
             eprintln!(
-                "sluice engine: app {} ({}, pid {}) detached",
-                app.id, app.name, app.pid
+                "sluice engine: app {} ({}, pid {}) detached{}",
+                app.id,
+                app.name,
+                app.pid,
+                if kept {
+                    ", finishing the connections it closed"
+                } else {
+                    ""
+                }
             );
+        }
+        if kept {
+            app.departed = Some(self.sh.now);
+            self.orphans += 1;
+        } else {
+            self.apps[i] = None;
         }
     }
 }

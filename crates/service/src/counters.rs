@@ -33,8 +33,12 @@ pub struct Counters {
     pub corrupt_queues: u64,
     /// Connections reset because the application wrote a bad position.
     pub resets_bad_input: u64,
-    /// Connections reset because their application went away.
+    /// Connections reset because their application went away (or, closed by it before it
+    /// went, still had not drained after the orphan linger).
     pub resets_on_detach: u64,
+    /// Departed applications freed after their closed connections finished (or lingered
+    /// too long).
+    pub orphans_freed: u64,
     /// Connections reset on close (abort, or unread bytes in the RX ring: RFC 2525 2.17).
     pub resets_on_close: u64,
     /// Connections reset because the engine stopped.
@@ -59,7 +63,7 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 25] = [
+        let rows: [(&str, u64); 26] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -75,6 +79,7 @@ impl fmt::Display for Counters {
             ("corrupt_queues", self.corrupt_queues),
             ("resets_bad_input", self.resets_bad_input),
             ("resets_on_detach", self.resets_on_detach),
+            ("orphans_freed", self.orphans_freed),
             ("resets_on_close", self.resets_on_close),
             ("resets_on_stop", self.resets_on_stop),
             ("accepts", self.accepts),

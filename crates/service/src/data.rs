@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use sluice_shm::flags::{ALLOCATED, CONNECTED, RX_FIN, RX_STALLED};
+use sluice_shm::flags::{ALLOCATED, CLOSED, CONNECTED, CONNECTING, RX_FIN, RX_STALLED};
 use sluice_shm::{AcceptRecord, Dir, SocketBlock, ACCEPT_RECORD_BYTES};
 use sluice_tcp::{Error, Stack};
 
@@ -93,7 +93,7 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
     } else if slot.tx_end.is_some() && !slot.fin_sent {
         // RFC 9293 3.10.4: the FIN follows every byte queued before the shutdown.
         match stack.shutdown(id) {
-            Err(Error::NotConnected) if slot.flags & sluice_shm::flags::CONNECTING != 0 => {}
+            Err(Error::NotConnected) if slot.flags & CONNECTING != 0 => {}
             _ => slot.fin_sent = true,
         }
     }
@@ -189,6 +189,31 @@ pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
         slot.set_flags(&block, RX_FIN, 0);
         *dirty = true;
     }
+    if publish_closed(slot, &block, id, stack) {
+        *dirty = true;
+    }
+}
+
+/// Publishes CLOSED once the core closed the connection and every byte it received is in
+/// the RX ring (never while it still holds bytes the ring had no room for: an application
+/// must be able to take CLOSED as "nothing more will come"). Returns whether it did.
+pub(crate) fn publish_closed(
+    slot: &mut Slot,
+    block: &SocketBlock<'_>,
+    id: sluice_tcp::ConnId,
+    stack: &Stack,
+) -> bool {
+    if !slot.core_closed || slot.flags & CLOSED != 0 {
+        return false;
+    }
+    let held = stack
+        .peek(id)
+        .is_ok_and(|(a, b)| !a.is_empty() || !b.is_empty());
+    if held {
+        return false;
+    }
+    slot.set_flags(block, CLOSED, CONNECTING | RX_STALLED);
+    true
 }
 
 /// Accepts waiting connections of listener `s` into slots of the same application and

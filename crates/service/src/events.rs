@@ -2,7 +2,7 @@
 //! readable, writable, end of stream, errors as Linux errnos, closed.
 
 use nix::errno::Errno;
-use sluice_shm::flags::{CLOSED, CONNECTED, CONNECTING};
+use sluice_shm::flags::{CONNECTED, CONNECTING};
 use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
 
 use crate::app::AttachedApp;
@@ -96,10 +96,13 @@ fn connection(
                 }
                 let block = AttachedApp::block(&app.region, s).expect("allocated");
                 if r.error() || error.is_some() {
-                    slot.fail(&block, errno_of(error));
+                    slot.fail(&block, errno_of(error), 0);
                 }
                 if r.closed() {
-                    slot.set_flags(&block, CLOSED, CONNECTING);
+                    // After the error and after the bytes: if the RX ring could not take
+                    // everything yet, rx_move publishes CLOSED once it has.
+                    slot.core_closed = true;
+                    data::publish_closed(slot, &block, id, stack);
                 }
                 app.dirty = true;
                 sh.busy = true;

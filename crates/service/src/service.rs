@@ -39,6 +39,9 @@ pub struct ServiceConfig {
     pub control_interval: Duration,
     /// Log attaches and detaches to stderr.
     pub log: bool,
+    /// How long the connections an application closed before it went away may take to
+    /// drain (their peers reading the rest); what remains after that is reset.
+    pub orphan_linger: Duration,
 }
 
 impl ServiceConfig {
@@ -57,6 +60,7 @@ impl ServiceConfig {
             command_batch: 64,
             control_interval: Duration::from_millis(1),
             log: false,
+            orphan_linger: Duration::from_secs(60),
         }
     }
 
@@ -122,6 +126,8 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
+    /// Departed applications whose closed connections are still draining.
+    pub(crate) orphans: usize,
 }
 
 impl Service {
@@ -150,6 +156,7 @@ impl Service {
             asleep: false,
             stopped: false,
             next_control: Instant::ZERO,
+            orphans: 0,
             config,
         })
     }
@@ -171,9 +178,14 @@ impl Service {
         self.published.clone()
     }
 
-    /// Applications attached now.
+    /// Applications attached now (not counting departed ones whose closed connections
+    /// are still draining).
     pub fn apps_attached(&self) -> usize {
-        self.apps.iter().flatten().count()
+        self.apps
+            .iter()
+            .flatten()
+            .filter(|a| a.departed.is_none())
+            .count()
     }
 
     /// The control socket's path.
@@ -191,9 +203,12 @@ impl Service {
         for slot in self.apps.iter_mut() {
             if let Some(mut app) = slot.take() {
                 teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
-                self.sh.counters.apps_detached += 1;
+                if app.departed.is_none() {
+                    self.sh.counters.apps_detached += 1;
+                }
             }
         }
+        self.orphans = 0;
         self.control.close();
         self.publish_counters();
     }
@@ -214,6 +229,29 @@ impl Service {
         self.next_control = now;
     }
 
+    /// Frees departed applications once the connections they closed are done, or resets
+    /// what is left of them after the orphan linger.
+    fn reap_orphans(&mut self, stack: &mut Stack) {
+        for entry in self.apps.iter_mut() {
+            let Some(app) = entry.as_mut() else {
+                continue;
+            };
+            let Some(since) = app.departed else {
+                continue;
+            };
+            let expired = self.sh.now >= since + self.config.orphan_linger;
+            if !expired && !app.slots.all_free() {
+                continue;
+            }
+            if expired {
+                teardown::release_app(app, Release::Orphan, stack, &mut self.sh);
+            }
+            *entry = None;
+            self.orphans -= 1;
+            self.sh.counters.orphans_freed += 1;
+        }
+    }
+
     /// Retries the pending lists: RX rings that were full, listeners that stalled, TX
     /// bytes the core could not take.
     fn retry_pending(&mut self, stack: &mut Stack) {
@@ -223,11 +261,13 @@ impl Service {
             let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
                 continue;
             };
-            let Some(slot) = app.slots.get_mut(owner.slot) else {
+            if !app.slots.unlist_rx(owner.slot) {
+                continue;
+            }
+            let Some(state) = app.slots.get(owner.slot).map(|slot| slot.state) else {
                 continue;
             };
-            slot.rx_listed = false;
-            match slot.state {
+            match state {
                 SlotState::Conn { .. } => data::rx_move(app, owner.slot, stack, &mut self.sh),
                 SlotState::Listening { .. } => {
                     data::accept_into(app, owner.slot, stack, &mut self.sh)
@@ -242,11 +282,9 @@ impl Service {
             let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
                 continue;
             };
-            let Some(slot) = app.slots.get_mut(owner.slot) else {
-                continue;
-            };
-            slot.tx_listed = false;
-            data::tx_move(app, owner.slot, stack, &mut self.sh);
+            if app.slots.unlist_tx(owner.slot) && app.slots.get(owner.slot).is_some() {
+                data::tx_move(app, owner.slot, stack, &mut self.sh);
+            }
         }
         self.retry.clear();
     }
@@ -283,6 +321,9 @@ impl App for Service {
             events::dispatch(&mut self.apps, event, stack, &mut self.sh);
         }
         self.retry_pending(stack);
+        if self.orphans > 0 {
+            self.reap_orphans(stack);
+        }
         wake::wake_dirty(&mut self.apps, &mut self.sh.counters);
         Ok(if self.sh.busy {
             AppStatus::Busy

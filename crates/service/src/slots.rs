@@ -70,6 +70,9 @@ pub(crate) struct Slot {
     pub tx_end: Option<u64>,
     /// The FIN has been handed to the core.
     pub fin_sent: bool,
+    /// The core reported the connection closed; CLOSED is published only once every byte
+    /// it received is in the RX ring (docs/service.md: CLOSED never precedes the data).
+    pub core_closed: bool,
     /// TCP_NODELAY (accepted connections inherit their listener's).
     pub nodelay: bool,
     /// On the service's RX pending list (data or connections the ring could not take).
@@ -92,6 +95,7 @@ impl Slot {
             rx_head_seen: 0,
             tx_end: None,
             fin_sent: false,
+            core_closed: false,
             nodelay: false,
             rx_listed: false,
             tx_listed: false,
@@ -101,6 +105,11 @@ impl Slot {
     }
 
     /// Resets the slot for a new life (keeps the unclaimed queue's allocation).
+    ///
+    /// `rx_listed`/`tx_listed` are kept: they say whether the service's pending lists hold an
+    /// entry for this slot index, which outlives the slot's life. Clearing them here would
+    /// let a reused slot be listed a second time, and such duplicates accumulate with every
+    /// reuse while the slot stalls.
     fn reopen(&mut self, state: SlotState, flags: u32) {
         self.state = state;
         self.rx_tail = 0;
@@ -109,9 +118,8 @@ impl Slot {
         self.rx_head_seen = 0;
         self.tx_end = None;
         self.fin_sent = false;
+        self.core_closed = false;
         self.nodelay = false;
-        self.rx_listed = false;
-        self.tx_listed = false;
         self.accept_ready = false;
         self.unclaimed.clear();
     }
@@ -126,14 +134,15 @@ impl Slot {
         }
     }
 
-    /// Publishes a failure: ERROR with a Linux errno, no longer connecting.
-    pub fn fail(&mut self, block: &SocketBlock<'_>, errno: i32) {
+    /// Publishes a failure: ERROR with a Linux errno, no longer connecting, and `clear`
+    /// cleared in the same store.
+    pub fn fail(&mut self, block: &SocketBlock<'_>, errno: i32, clear: u32) {
         block.error().store(errno as u32, Ordering::Relaxed);
         // The flag store releases the error with it.
         self.set_flags(
             block,
             sluice_shm::flags::ERROR,
-            sluice_shm::flags::CONNECTING,
+            sluice_shm::flags::CONNECTING | clear,
         );
     }
 
@@ -173,6 +182,11 @@ impl Slots {
         self.free.len()
     }
 
+    /// Whether every slot is free.
+    pub fn all_free(&self) -> bool {
+        self.free.len() == self.slots.len()
+    }
+
     /// Takes a free slot into use in `state` with `flags`; None when all are in use.
     pub fn alloc(&mut self, state: SlotState, flags: u32) -> Option<u32> {
         let s = self.free.pop()?;
@@ -188,6 +202,21 @@ impl Slots {
                 self.free.push(s);
             }
         }
+    }
+
+    /// Takes slot `s`'s entry off the RX pending list's books, whatever the slot's state;
+    /// false if it had none (the entry is stale).
+    pub fn unlist_rx(&mut self, s: u32) -> bool {
+        self.slots
+            .get_mut(s as usize)
+            .is_some_and(|slot| std::mem::take(&mut slot.rx_listed))
+    }
+
+    /// As [`Slots::unlist_rx`] for the TX pending list.
+    pub fn unlist_tx(&mut self, s: u32) -> bool {
+        self.slots
+            .get_mut(s as usize)
+            .is_some_and(|slot| std::mem::take(&mut slot.tx_listed))
     }
 
     /// The slot `s` if it is in range and allocated.
@@ -232,5 +261,28 @@ mod tests {
         assert_eq!(slots.alloc(SlotState::Opened, 1), Some(1));
         assert!(slots.get(7).is_none());
         assert_eq!(slots.allocated().count(), 3);
+    }
+
+    #[test]
+    fn pending_list_membership_outlives_a_slot_freed_and_reused() {
+        let mut slots = Slots::new(2);
+        let s = slots.alloc(SlotState::Opened, 1).unwrap();
+        // The service listed it (its RX ring stalled), then the application closed it.
+        slots.get_mut(s).unwrap().rx_listed = true;
+        slots.get_mut(s).unwrap().tx_listed = true;
+        slots.release(s);
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(s));
+        let reused = slots.get(s).unwrap();
+        assert!(
+            reused.rx_listed && reused.tx_listed,
+            "the old entries are still on the lists: the new life must not add more"
+        );
+        assert!(slots.unlist_rx(s) && slots.unlist_tx(s));
+        assert!(!slots.unlist_rx(s) && !slots.unlist_tx(s));
+        // An entry for a slot that is free when retried is dropped, and so is its mark.
+        slots.get_mut(s).unwrap().rx_listed = true;
+        slots.release(s);
+        assert!(slots.unlist_rx(s));
+        assert!(!slots.unlist_rx(9));
     }
 }

@@ -12,8 +12,11 @@ use crate::slots::SlotState;
 /// Why an application's connections are being reset wholesale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Release {
-    /// Its control socket hung up.
+    /// Its control socket hung up: what it still holds is reset; connections it closed
+    /// gracefully before are kept and drained (Close is graceful, docs/service.md).
     Detach,
+    /// It departed and the orphan linger ran out: everything left is reset.
+    Orphan,
     /// The engine is stopping.
     Stop,
 }
@@ -54,7 +57,8 @@ pub(crate) fn bad_position(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh:
     let block = AttachedApp::block(&app.region, s).expect("allocated slots are in range");
     let slot = app.slots.get_mut(s).expect("allocated above");
     slot.state = SlotState::Dead;
-    slot.fail(&block, Errno::EFAULT as i32);
+    // Nothing more will be placed in its ring: an application must not wait for it.
+    slot.fail(&block, Errno::EFAULT as i32, sluice_shm::flags::RX_STALLED);
     app.dirty = true;
 }
 
@@ -114,20 +118,31 @@ pub(crate) fn stop_listening(
 }
 
 /// Resets every connection of the application (RST), stops its listeners and releases its
-/// ports; its region goes when the application is dropped.
-pub(crate) fn release_app(app: &mut AttachedApp, why: Release, stack: &mut Stack, sh: &mut Shared) {
+/// ports; its region goes when the application is dropped. On [`Release::Detach`] the
+/// connections it already closed are kept draining; returns whether any were.
+pub(crate) fn release_app(
+    app: &mut AttachedApp,
+    why: Release,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) -> bool {
     let owner = |slot| Owner {
         app: app.index,
         slot,
     };
+    let mut kept = false;
     let all: Vec<(u32, SlotState)> = app.slots.allocated().collect();
     for (s, state) in all {
         match state {
+            SlotState::Closing { .. } if why == Release::Detach => {
+                kept = true;
+                continue;
+            }
             SlotState::Conn { id } | SlotState::Closing { id } => {
                 let _ = stack.abort(id);
                 sh.conns.remove(id);
                 match why {
-                    Release::Detach => sh.counters.resets_on_detach += 1,
+                    Release::Detach | Release::Orphan => sh.counters.resets_on_detach += 1,
                     Release::Stop => sh.counters.resets_on_stop += 1,
                 }
             }
@@ -140,7 +155,12 @@ pub(crate) fn release_app(app: &mut AttachedApp, why: Release, stack: &mut Stack
         }
         app.slots.release(s);
     }
-    let index = app.index;
-    sh.rx_pending.retain(|o| o.app != index);
-    sh.tx_pending.retain(|o| o.app != index);
+    if !kept {
+        // The application is dropped: its entries would only be skipped (its index may be
+        // reused meanwhile, where they would be harmless as well).
+        let index = app.index;
+        sh.rx_pending.retain(|o| o.app != index);
+        sh.tx_pending.retain(|o| o.app != index);
+    }
+    kept
 }

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{
-    ALLOCATED, CLOSED, CONNECTED, CONNECTING, ERROR, LISTENING, RX_FIN, TX_SHUT,
+    ALLOCATED, CLOSED, CONNECTED, CONNECTING, ERROR, LISTENING, RX_FIN, RX_STALLED, TX_SHUT,
 };
 use sluice_shm::{Command, Completion, Shut, PAYLOAD_BYTES};
-use sluice_tcp::{ConnError, ConnId, Error};
+use sluice_tcp::{ConnError, ConnId, Error, TcpState};
 use support::*;
 
 /// Moves `data` from the peer's connection into the application's slot; returns what the
@@ -657,4 +657,302 @@ fn a_listener_without_free_slots_stalls_and_closing_it_resets_unread_connections
     assert_eq!(counters.accepts, 2, "{counters}");
     assert_eq!(counters.resets_on_close, 2, "{counters}");
     assert_eq!(counters.resets_on_stop, 0, "{counters}");
+}
+
+/// docs/service.md: CLOSED says the connection is over and nothing more will come, so it is
+/// published only once every byte received before the FIN is in the RX ring. Here the ring
+/// is full and the core holds the rest when the connection closes (the peer's FIN, our
+/// FIN, its ACK): CLOSED must wait for the application to read and the engine to place it.
+#[test]
+fn closed_is_published_only_after_every_received_byte_is_in_the_ring() {
+    let mut net = Net::start("closed-after-data");
+    let mut app = net.attach("closed-after-data");
+    let ctx = app.context();
+    let (_l, s, c) = accepted(&mut net, &mut app, ctx, 7500);
+    // Three rings' worth: one in the ring, the rest held by the engine's core.
+    let data = pattern(3 * RING as usize + 321, 12);
+    net.peer.send_all(c, &data);
+    net.peer.stack.shutdown(c).unwrap();
+    let b = app.block(s);
+    net.peer.until("the ring fills", |_| {
+        (b.rx_tail().load(Ordering::Acquire) == RING as u64).then_some(())
+    });
+    app.wait_flags(s, RX_STALLED, &mut net_pump(&mut net));
+    // Our FIN: the peer's ACK of it closes the connection in the engine's core.
+    let req = app.req();
+    app.ok(
+        ctx,
+        Command::Shutdown {
+            req,
+            slot: s,
+            how: Shut::Write,
+        },
+        &mut net_pump(&mut net),
+    );
+    net.peer.until("the peer acknowledges our FIN", |st| {
+        (st.state(c) == Ok(TcpState::TimeWait)).then_some(())
+    });
+    // Give the engine several iterations to take the ACK and report the close.
+    let check = |app: &Client| {
+        let f = app.flags(s);
+        if f & CLOSED != 0 {
+            assert_eq!(f & RX_STALLED, 0, "CLOSED while the engine holds bytes");
+            assert_eq!(
+                app.block(s).rx_tail().load(Ordering::Acquire),
+                data.len() as u64,
+                "CLOSED before every byte is in the ring"
+            );
+        }
+    };
+    for _ in 0..5 {
+        app.sync(ctx, &mut net_pump(&mut net));
+        check(&app);
+    }
+    assert_eq!(
+        app.flags(s) & (RX_FIN | CLOSED),
+        0,
+        "the ring is still full"
+    );
+    let got = app.read_to_fin(ctx, s, &mut net_pump(&mut net));
+    assert_eq!(sha256(&got), sha256(&data));
+    app.wait_flags(s, CLOSED, &mut net_pump(&mut net));
+    check(&app);
+    assert_eq!(app.flags(s) & RX_FIN, RX_FIN);
+}
+
+/// An application that never takes its completions stalls only its own context: the engine
+/// still goes to sleep (it does not spin on a command it cannot answer), and once the
+/// application takes its completions and posts again, the waiting command runs.
+#[test]
+fn a_context_that_never_takes_its_completions_does_not_keep_the_engine_awake() {
+    let mut net = Net::start("full-completions");
+    let mut app = net.attach("full-completions");
+    let ctx = app.context();
+    let entries = layout().queue_entries;
+    let bad = |req| Command::SetNoDelay {
+        req,
+        slot: 999,
+        nodelay: true,
+    };
+    // Fill the completion queue, then one more command that has no room to be answered.
+    for req in 1..=entries {
+        app.post(ctx, bad(req));
+    }
+    net.until_counters("the completion queue fills", |k| {
+        k.completions == entries as u64
+    });
+    app.post(ctx, bad(entries + 1));
+    let stuck = net.counters();
+    net.until_counters("the engine sleeps with the command waiting", |k| {
+        k.sleeps >= stuck.sleeps + 3
+    });
+    assert_eq!(net.counters().completions, entries as u64);
+    // The application catches up; its next command wakes the engine, which runs both.
+    for req in 1..=entries {
+        let c = app.completion(ctx, &mut net_pump(&mut net));
+        assert_eq!(c.req(), req);
+    }
+    app.post(ctx, bad(entries + 2));
+    for req in [entries + 1, entries + 2] {
+        let c = app.completion(ctx, &mut net_pump(&mut net));
+        assert_eq!(
+            c,
+            Completion::Failed {
+                req,
+                errno: Errno::EBADF as i32
+            }
+        );
+    }
+    let counters = net.stop();
+    assert_eq!(counters.corrupt_queues, 0, "{counters}");
+}
+
+/// A connection reset for a bad position is dead: the engine places nothing more in its
+/// ring, so it must not leave RX_STALLED set (an application reading the error after the
+/// bytes the engine still holds would wait for them forever).
+#[test]
+fn a_connection_reset_for_bad_input_does_not_stay_stalled() {
+    let mut net = Net::start("dead-not-stalled");
+    let mut app = net.attach("dead-not-stalled");
+    let ctx = app.context();
+    let (_l, s, c) = accepted(&mut net, &mut app, ctx, 7600);
+    net.peer.send_all(c, &pattern(2 * RING as usize, 13));
+    app.wait_flags(s, RX_STALLED, &mut net_pump(&mut net));
+    // rx_head past rx_tail: reset with EFAULT.
+    app.block(s)
+        .rx_head()
+        .store(RING as u64 + 1, Ordering::Release);
+    app.post(ctx, Command::Consumed { slot: s });
+    let f = app.wait_flags(s, ERROR, &mut net_pump(&mut net));
+    assert_eq!(
+        app.block(s).error().load(Ordering::Acquire),
+        Errno::EFAULT as u32
+    );
+    assert_eq!(f & RX_STALLED, 0, "flags {f:#x}");
+    assert_eq!(peer_error(&mut net, c), Error::Connection(ConnError::Reset));
+}
+
+/// The control socket takes whatever an application sends without blocking the engine or
+/// keeping anything: a connection that never says Hello, an oversized message, bad JSON,
+/// descriptors passed along (closed at once), requests beyond the context limit.
+#[test]
+fn control_messages_that_are_bad_cost_the_sender_only() {
+    use nix::sys::socket::{send, MsgFlags};
+    use sluice_shm::control::{connect_to, recv_message, send_message, Reply, Request};
+    use std::os::fd::AsFd;
+    let mut net = Net::start("bad-control");
+    // Silent connections: the engine never waits for them.
+    let silent: Vec<_> = (0..4).map(|_| connect_to(&net.socket).unwrap()).collect();
+    // A Hello carrying a descriptor: the engine closes its copy (the pipe sees EOF).
+    let (pipe_r, pipe_w) = nix::unistd::pipe().unwrap();
+    let sock = connect_to(&net.socket).unwrap();
+    let hello = Request::Hello {
+        version: sluice_shm::control::PROTOCOL_VERSION,
+        pid: 1,
+        name: "x".repeat(3000),
+    };
+    send_message(sock.as_fd(), &hello, &[pipe_w.as_fd()]).unwrap();
+    drop(pipe_w);
+    let mut pfd = [nix::poll::PollFd::new(
+        pipe_r.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let n = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::try_from(WAIT).unwrap()).unwrap();
+    assert_eq!(n, 1, "the engine kept the descriptor passed with Hello");
+    // A first message that is too long, and one that is not JSON: dropped.
+    for body in [vec![b'{'; 10_000], b"not json".to_vec()] {
+        let s = connect_to(&net.socket).unwrap();
+        send(
+            std::os::fd::AsRawFd::as_raw_fd(&s),
+            &body,
+            MsgFlags::empty(),
+        )
+        .unwrap();
+    }
+    // An attached application: bad messages are refused, it stays attached.
+    let mut app = net.attach("noisy");
+    for body in [vec![b'['; 10_000], b"{}".to_vec()] {
+        send(
+            std::os::fd::AsRawFd::as_raw_fd(&app.sock),
+            &body,
+            MsgFlags::empty(),
+        )
+        .unwrap();
+        let mut pfd = [nix::poll::PollFd::new(
+            app.sock.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        nix::poll::poll(&mut pfd, nix::poll::PollTimeout::try_from(WAIT).unwrap()).unwrap();
+        let (reply, fds) = recv_message::<Reply>(app.sock.as_fd()).unwrap().unwrap();
+        assert!(matches!(reply, Reply::Refused { .. }), "{reply:?}");
+        assert!(fds.is_empty());
+    }
+    assert_eq!(app.context(), 0);
+    assert_eq!(app.context(), 1);
+    for _ in 0..3 {
+        assert!(app.try_context().is_err());
+    }
+    // Everything still works for it and for the others.
+    let ctx = 0;
+    let (_, s, c) = accepted(&mut net, &mut app, ctx, 7700);
+    let data = pattern(2 * RING as usize, 14);
+    assert_eq!(peer_to_app(&mut net, &mut app, ctx, s, c, &data), data);
+    drop(silent);
+    let counters = net.stop();
+    assert_eq!(counters.apps_attached, 2, "{counters}");
+    assert!(counters.bad_control >= 4, "{counters}");
+    assert_eq!(counters.contexts_refused, 3, "{counters}");
+}
+
+/// Fills slot `s`'s TX ring while the peer reads nothing, until the engine can move no
+/// more (the peer's window and the core's send buffer are full); returns the bytes written.
+fn fill_until_stuck(net: &mut Net, app: &mut Client, ctx: u32, s: u32, data: &[u8]) -> usize {
+    let (mut sent, mut idle) = (0, 0);
+    while idle < 50 {
+        let n = app.write_some(ctx, s, &data[sent..]);
+        sent += n;
+        idle = if n == 0 { idle + 1 } else { 0 };
+        net.peer.pump();
+    }
+    assert!(sent < data.len(), "the peer took everything");
+    let b = app.block(s);
+    assert!(
+        b.tx_tail().load(Ordering::Acquire) > b.tx_head().load(Ordering::Acquire),
+        "bytes are left in the TX ring"
+    );
+    sent
+}
+
+/// Close is graceful (docs/service.md): the engine sends the rest of the TX ring, then a
+/// FIN. An application that closes and then exits at once (a client that writes and quits)
+/// does not hold that connection any more, so its going away must not reset it: the peer
+/// reads every byte, then end of stream.
+#[test]
+fn a_connection_closed_before_its_application_exits_still_delivers_everything() {
+    let mut net = Net::start("close-then-exit");
+    let mut app = net.attach("close-then-exit");
+    let ctx = app.context();
+    let (_l, s, c) = accepted(&mut net, &mut app, ctx, 7800);
+    let data = pattern(1 << 20, 15);
+    let sent = fill_until_stuck(&mut net, &mut app, ctx, s, &data);
+    app.post(
+        ctx,
+        Command::Close {
+            slot: s,
+            abort: false,
+        },
+    );
+    app.sync(ctx, &mut net_pump(&mut net));
+    drop(app);
+    net.until_counters("the engine saw the hang-up", |k| k.apps_detached == 1);
+    let (got, err) = net.peer.read_to_end(c);
+    assert_eq!(err, None, "reset after {} of {sent} bytes", got.len());
+    assert_eq!(got.len(), sent);
+    assert!(got == data[..sent], "the bytes differ");
+    // The departed application's region goes once its last connection is done.
+    let counters = net.until_counters("the departed application is freed", |k| {
+        k.orphans_freed == 1
+    });
+    assert_eq!(counters.resets_on_detach, 0, "{counters}");
+    // Its index is free again for the next application.
+    let mut next = net.attach("next");
+    let ctx = next.context();
+    let (_, s, c) = accepted(&mut net, &mut next, ctx, 7801);
+    let data = pattern(2 * RING as usize, 16);
+    assert_eq!(peer_to_app(&mut net, &mut next, ctx, s, c, &data), data);
+}
+
+/// A departed application's closing connections are not kept forever: after the service's
+/// orphan linger, whatever still has not drained (a peer that never reads) is reset and the
+/// region freed.
+#[test]
+fn a_departed_applications_undrainable_connections_are_reset_after_the_linger() {
+    let mut net = Net::start_with("orphan-linger", |c| {
+        c.orphan_linger = Duration::from_millis(200);
+    });
+    let mut app = net.attach("orphan-linger");
+    let ctx = app.context();
+    let (_l, s, c) = accepted(&mut net, &mut app, ctx, 7900);
+    fill_until_stuck(&mut net, &mut app, ctx, s, &pattern(1 << 20, 17));
+    app.post(
+        ctx,
+        Command::Close {
+            slot: s,
+            abort: false,
+        },
+    );
+    app.sync(ctx, &mut net_pump(&mut net));
+    drop(app);
+    // The peer reads nothing: the connection can never drain.
+    let counters = net.until_counters("the orphan is reset and freed", |k| k.orphans_freed == 1);
+    assert_eq!(counters.resets_on_detach, 1, "{counters}");
+    let mut buf = vec![0u8; 1 << 16];
+    let err = net.peer.until("the peer sees the reset", |st| loop {
+        match st.recv(c, &mut buf) {
+            Ok(n) if n > 0 => continue,
+            Ok(_) | Err(Error::WouldBlock) => return None,
+            Err(e) => return Some(e),
+        }
+    });
+    assert_eq!(err, Error::Connection(ConnError::Reset));
 }

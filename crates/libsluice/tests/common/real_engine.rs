@@ -40,12 +40,14 @@ fn core(mac: sluice_wire::EthernetAddress, ip: Ipv4Addr, seed: u64) -> Config {
 
 /// A client the peer runs against the engine: connect, send `bytes` of the pattern
 /// (seeded by `seed`), shut down, read the echo to the end; the result says whether the
-/// echo matched.
+/// echo matched. With `reset`, it resets the connection instead once the engine has
+/// acknowledged every byte (the result is Ok then).
 #[derive(Clone, Copy, Debug)]
 pub struct PeerClient {
     pub port: u16,
     pub bytes: usize,
     pub seed: u32,
+    pub reset: bool,
 }
 
 /// The real engine and its peer.
@@ -153,6 +155,7 @@ enum Conn {
         sent: usize,
         got: Vec<u8>,
         shut: bool,
+        reset: bool,
         done: mpsc::Sender<Result<(), String>>,
     },
 }
@@ -202,6 +205,7 @@ impl Peer {
                                 sent: 0,
                                 got: Vec::new(),
                                 shut: false,
+                                reset: c.reset,
                                 done,
                             },
                         );
@@ -272,6 +276,7 @@ impl Peer {
                     sent,
                     got,
                     shut,
+                    reset,
                     done,
                 } => {
                     while *sent < data.len() {
@@ -279,6 +284,15 @@ impl Peer {
                             Ok(n) => *sent += n,
                             Err(_) => break,
                         }
+                    }
+                    if *reset {
+                        // Every byte acknowledged: it is in the engine's hands; then RST.
+                        if *sent == data.len() && s.info(id).is_ok_and(|i| i.unacked == 0) {
+                            let _ = s.abort(id);
+                            let _ = done.send(Ok(()));
+                            finished.push(id);
+                        }
+                        continue;
                     }
                     if *sent == data.len() && !*shut && s.shutdown(id).is_ok() {
                         *shut = true;
