@@ -79,6 +79,24 @@ pub(crate) fn run_contexts(app: &mut AttachedApp, batch: u64, stack: &mut Stack,
     }
 }
 
+/// Runs what a departed application posted before it went (its last `Send`s and `Close`s:
+/// a program that writes, closes and exits must lose nothing, as on Linux). Bounded by the
+/// queues' sizes; completions are dropped, nobody is left to read them.
+pub(crate) fn run_final_commands(app: &mut AttachedApp, stack: &mut Stack, sh: &mut Shared) {
+    let entries = app.region.layout().queue_entries;
+    for ci in 0..app.contexts.len() {
+        if app.contexts[ci].dead {
+            continue;
+        }
+        for _ in 0..entries {
+            let Some(entry) = app.contexts[ci].commands.pop() else {
+                break;
+            };
+            let _ = execute_entry(app, &entry, stack, sh);
+        }
+    }
+}
+
 /// Decodes and executes one entry.
 fn execute_entry(
     app: &mut AttachedApp,

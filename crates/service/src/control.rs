@@ -13,6 +13,7 @@ use sluice_shm::{EventFd, Region, ShmError};
 use sluice_tcp::Stack;
 
 use crate::app::AttachedApp;
+use crate::commands;
 use crate::error::sys;
 use crate::teardown::{self, Release};
 use crate::{Service, ServiceError};
@@ -341,6 +342,8 @@ impl Service {
         }
         self.control.unwatch(&app.sock);
         self.control.unwatch(&app.doorbell);
+        // The hang-up can be seen before the commands the application posted last.
+        commands::run_final_commands(app, stack, &mut self.sh);
         let kept = teardown::release_app(app, Release::Detach, stack, &mut self.sh);
         // Its threads are gone: nothing more to run or to wake.
         app.contexts.clear();

@@ -1,8 +1,9 @@
 //! Unmodified programs from Debian's packages served in the namespace lab and checked by
 //! clients in sluice-b (issue 4): redis-server, memcached, nginx, iperf3, python3's
-//! http.server and a python echo server. Each test runs its check on every side in
-//! [`sides`]. Needs root (skipped otherwise) and the programs (scripts/setup.sh installs
-//! them). No timing assertion: benchmarks here only have to complete (house rule 5).
+//! http.server and a python echo server; and iperf3 as a client on a side against a server
+//! in sluice-b. Each test runs its check on every side in [`sides`]. Needs root (skipped
+//! otherwise) and the programs (scripts/setup.sh installs them). No timing assertion:
+//! benchmarks here only have to complete (house rule 5).
 
 use sluice_cli::apps::{checks, AppsError, Harness, Side};
 use sluice_lab::LabGuard;
@@ -55,6 +56,11 @@ fn nginx_serves_10mb_file_and_wrk_runs() {
 #[test]
 fn iperf3_both_directions() {
     on_every_side("iperf3", checks::iperf3);
+}
+
+#[test]
+fn iperf3_client_on_the_engine_both_directions() {
+    on_every_side("iperf3 client", checks::iperf3_client);
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use sluice_lab::NS_CLIENT;
+
 use super::error::AppsError;
 use super::harness::{Harness, Running};
 use super::servers::App;
@@ -19,6 +21,8 @@ const APPCHECK_LIMIT: Duration = Duration::from_secs(120);
 const REDIS_BENCH_REQUESTS: u64 = 20_000;
 /// Seconds of wrk and of each iperf3 direction in the checks.
 const CHECK_SECONDS: u32 = 1;
+/// Seconds of each direction of iperf3 as a client (`-t 2`, as issue 4's check runs it).
+const CLIENT_SECONDS: u32 = 2;
 
 /// Runs `body` against `app` started on `side`, then stops it (failing if it died).
 fn with_server(
@@ -120,6 +124,32 @@ pub fn iperf3(h: &Harness, side: Side) -> Result<String, AppsError> {
         }
         Ok(format!("iperf3: {}", parts.join(", ")))
     })
+}
+
+/// iperf3 as a client on `side` (over the engine on Side::Engine, from sluice-k on
+/// Side::Linux) against an `iperf3 -s -4` server in sluice-b (10.77.0.2): a run in each
+/// direction (the side sending, then receiving with -R), each with a nonzero rate and no
+/// error in iperf3's JSON.
+pub fn iperf3_client(h: &Harness, side: Side) -> Result<String, AppsError> {
+    let mut peer = h.start_peer(App::Iperf3)?;
+    let mut host = h.client_host(side)?;
+    let mut parts = Vec::new();
+    for dir in Direction::BOTH {
+        let gbps = iperf3::run_on(&mut host, peer.addr(), dir, CLIENT_SECONDS)
+            .and_then(|gbps| {
+                nonzero(&format!("iperf3 -c {} {}", peer.addr(), dir.name()), gbps)?;
+                Ok(gbps)
+            })
+            .map_err(|e| peer.with_server_log(e))?;
+        parts.push(format!("{} {gbps:.2} Gbit/s", dir.name()));
+    }
+    peer.check_alive()?;
+    host.stop()?;
+    peer.stop()?;
+    Ok(format!(
+        "iperf3 client on {side} against the server in {NS_CLIENT}: {}",
+        parts.join(", ")
+    ))
 }
 
 /// python3 -m http.server: curl downloads the 10 MB file with the right SHA-256.

@@ -5,8 +5,6 @@ use std::io;
 
 use sluice_lab::LabError;
 
-use super::side::Side;
-
 /// Why an application harness step failed.
 #[derive(Debug)]
 pub enum AppsError {
@@ -39,8 +37,8 @@ pub enum AppsError {
     ServerStart {
         /// The program.
         program: String,
-        /// The side it ran on.
-        side: Side,
+        /// Where it ran: a side ("engine", "linux"), or the peer in sluice-b.
+        place: String,
         /// What happened.
         detail: String,
         /// The end of its output.
@@ -110,11 +108,11 @@ impl fmt::Display for AppsError {
             }
             AppsError::ServerStart {
                 program,
-                side,
+                place,
                 detail,
                 log_tail,
             } => {
-                write!(f, "{program} on {side}: {detail}")?;
+                write!(f, "{program} on {place}: {detail}")?;
                 write_tail(f, log_tail)
             }
             AppsError::Client { what, detail } => write!(f, "{what}: {detail}"),

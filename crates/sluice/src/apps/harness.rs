@@ -1,18 +1,19 @@
-//! The harness: starts a program on a side (with the engine under it for Side::Engine) and
-//! runs clients in sluice-b.
+//! The harness: starts a server program on a side (with the engine under it for
+//! Side::Engine) and runs clients in sluice-b; or, the other way round, starts a server in
+//! sluice-b (the peer) and runs client programs on a side ([`ClientHost`]).
 
 use std::cell::Cell;
 use std::ffi::OsStr;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use sluice_lab::{command, NS_CLIENT};
+use sluice_lab::{command, CLIENT_IP, NS_CLIENT};
 
 use super::engine::EngineProcess;
 use super::error::AppsError;
-use super::process::run_bounded;
+use super::process::{run_bounded, run_captured};
 use super::program::Program;
 use super::server::ServerProcess;
 use super::servers::App;
@@ -40,7 +41,7 @@ pub struct Running {
 }
 
 impl Running {
-    /// Where clients in sluice-b reach the program.
+    /// Where clients reach the program (in sluice-b; for a peer, on a side).
     pub fn addr(&self) -> SocketAddr {
         self.server.addr()
     }
@@ -83,6 +84,82 @@ impl Running {
     }
 }
 
+/// A side running client programs (against a peer in sluice-b): `sluice run --lab` over
+/// its own engine on Side::Engine, `ip netns exec sluice-k` on Side::Linux. Dropping it
+/// stops the engine.
+#[derive(Debug)]
+pub struct ClientHost<'h> {
+    harness: &'h Harness,
+    side: Side,
+    run_dir: PathBuf,
+    engine: Option<EngineProcess>,
+}
+
+impl ClientHost<'_> {
+    /// The side the clients run on.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// Runs `program ARGS` on the side to completion, killing it after `limit`, and
+    /// returns its output whatever its exit status (the caller judges it); fails if it
+    /// could not start, overran `limit`, or the engine died under it.
+    pub fn run<S: AsRef<OsStr>>(
+        &mut self,
+        program: Program,
+        args: &[S],
+        limit: Duration,
+    ) -> Result<Output, AppsError> {
+        let mut cmd = match &self.engine {
+            Some(engine) => self.harness.run_on_engine(engine),
+            None => netns_exec(self.side.namespace())?,
+        };
+        cmd.arg(program.find()?)
+            .args(args)
+            .current_dir(&self.run_dir);
+        let what = format!(
+            "{} on {}",
+            std::iter::once(program.name.to_string())
+                .chain(
+                    args.iter()
+                        .map(|a| a.as_ref().to_string_lossy().into_owned())
+                )
+                .collect::<Vec<_>>()
+                .join(" "),
+            self.side
+        );
+        let out = run_captured(cmd, &what, limit).map_err(|e| self.with_engine_log(e))?;
+        self.check_alive()?;
+        Ok(out)
+    }
+
+    /// Fails (with its log) if the engine has exited.
+    pub fn check_alive(&mut self) -> Result<(), AppsError> {
+        match &mut self.engine {
+            Some(engine) => engine.check_alive(),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds the engine's log to a client's failure.
+    pub fn with_engine_log(&self, e: AppsError) -> AppsError {
+        match (&self.engine, e) {
+            (Some(engine), AppsError::Client { what, detail }) => AppsError::client(
+                what,
+                format!("{detail}\n  engine log:\n{}", indent(&engine.log_tail())),
+            ),
+            (_, e) => e,
+        }
+    }
+
+    /// Stops the engine; fails if it had died.
+    pub fn stop(mut self) -> Result<(), AppsError> {
+        self.check_alive()?;
+        drop(self.engine.take());
+        Ok(())
+    }
+}
+
 impl Harness {
     /// A harness using the `sluice` binary at `sluice` (for `appcheck`, `engine` and `run`)
     /// and engine backend `backend` (af_packet, tap or af_xdp).
@@ -117,65 +194,110 @@ impl Harness {
 
     /// Starts `app` on `side` and waits until it accepts connections from sluice-b.
     pub fn start(&self, app: App, side: Side) -> Result<Running, AppsError> {
-        let n = self.runs.get() + 1;
-        self.runs.set(n);
-        let run_dir = self.dir.subdir(&format!("{n:02}-{}-{side}", app.name()))?;
+        let run_dir = self.run_dir(&format!("{}-{side}", app.name()))?;
         let program = app.program().find()?;
-        let args = app.args(side, &run_dir, &self.content)?;
-        let (engine, mut cmd) = match side {
-            Side::Linux => {
-                let mut cmd = Command::new(command::find(command::IP)?);
-                cmd.args(["netns", "exec", side.namespace()]);
-                (None, cmd)
-            }
-            Side::Engine => {
-                let socket = run_dir.join("engine.sock");
-                let engine = EngineProcess::start(
-                    &self.sluice,
-                    &self.backend,
-                    &self.engine_args,
-                    &socket,
-                    &run_dir.join("engine"),
-                )?;
-                let mut cmd = Command::new(&self.sluice);
-                cmd.args(["run", "--socket"])
-                    .arg(engine.socket())
-                    .args(["--lab", "--"]);
-                (Some(engine), cmd)
-            }
-        };
+        let args = app.args(side.server_ip(), &run_dir, &self.content)?;
+        let (engine, mut cmd) = self.launcher(side, &run_dir)?;
         cmd.arg(&program).args(&args).current_dir(&run_dir);
         let server = ServerProcess::start(
             cmd,
             app.program().name,
-            side,
+            side.name(),
             side.server_addr(app.port()),
             &run_dir.join(app.name()),
         );
-        match (server, &engine) {
-            (Ok(server), _) => Ok(Running { server, engine }),
-            (
-                Err(AppsError::ServerStart {
-                    program,
-                    side,
-                    detail,
-                    log_tail,
-                }),
-                Some(engine),
-            ) => Err(AppsError::ServerStart {
-                program,
-                side,
-                detail,
-                log_tail: format!("{log_tail}\n(engine log)\n{}", engine.log_tail()),
-            }),
-            (Err(e), _) => Err(e),
+        match server {
+            Ok(server) => Ok(Running { server, engine }),
+            Err(e) => Err(with_engine_log(e, engine.as_ref())),
         }
+    }
+
+    /// Starts `app` on Linux in sluice-b (10.77.0.2, where the clients run): the peer of a
+    /// client program running on a side ([`Harness::client_host`]). Waits until it accepts.
+    pub fn start_peer(&self, app: App) -> Result<Running, AppsError> {
+        let run_dir = self.run_dir(&format!("{}-peer", app.name()))?;
+        let program = app.program().find()?;
+        let args = app.args(CLIENT_IP, &run_dir, &self.content)?;
+        let mut cmd = netns_exec(NS_CLIENT)?;
+        cmd.arg(&program).args(&args).current_dir(&run_dir);
+        let server = ServerProcess::start(
+            cmd,
+            app.program().name,
+            &format!("the peer in {NS_CLIENT}"),
+            SocketAddr::V4(SocketAddrV4::new(CLIENT_IP, app.port())),
+            &run_dir.join(app.name()),
+        )?;
+        Ok(Running {
+            server,
+            engine: None,
+        })
+    }
+
+    /// `side`, ready to run client programs (against a peer from [`Harness::start_peer`]):
+    /// on Side::Engine this starts an engine, kept for every run until the host is dropped.
+    pub fn client_host(&self, side: Side) -> Result<ClientHost<'_>, AppsError> {
+        let run_dir = self.run_dir(&format!("clients-{side}"))?;
+        let engine = match side {
+            Side::Linux => None,
+            Side::Engine => Some(self.start_engine(&run_dir)?),
+        };
+        Ok(ClientHost {
+            harness: self,
+            side,
+            run_dir,
+            engine,
+        })
+    }
+
+    /// A fresh numbered directory for one run's logs and files.
+    fn run_dir(&self, what: &str) -> Result<PathBuf, AppsError> {
+        let n = self.runs.get() + 1;
+        self.runs.set(n);
+        self.dir.subdir(&format!("{n:02}-{what}"))
+    }
+
+    /// `sluice engine --lab` with its socket and logs in `run_dir`.
+    fn start_engine(&self, run_dir: &Path) -> Result<EngineProcess, AppsError> {
+        EngineProcess::start(
+            &self.sluice,
+            &self.backend,
+            &self.engine_args,
+            &run_dir.join("engine.sock"),
+            &run_dir.join("engine"),
+        )
+    }
+
+    /// The engine a program on `side` needs (Side::Engine), and the launcher command that
+    /// runs it there, ready for the program and its arguments: `ip netns exec sluice-k` on
+    /// Linux, `sluice run --socket S --lab --` on the engine.
+    fn launcher(
+        &self,
+        side: Side,
+        run_dir: &Path,
+    ) -> Result<(Option<EngineProcess>, Command), AppsError> {
+        match side {
+            Side::Linux => Ok((None, netns_exec(side.namespace())?)),
+            Side::Engine => {
+                let engine = self.start_engine(run_dir)?;
+                let cmd = self.run_on_engine(&engine);
+                Ok((Some(engine), cmd))
+            }
+        }
+    }
+
+    /// `sluice run --socket S --lab --`: a program attached to `engine`, in sluice-a.
+    fn run_on_engine(&self, engine: &EngineProcess) -> Command {
+        let mut cmd = Command::new(&self.sluice);
+        cmd.args(["run", "--socket"])
+            .arg(engine.socket())
+            .args(["--lab", "--"]);
+        cmd
     }
 
     /// `ip netns exec sluice-b PROGRAM`, ready for arguments.
     pub fn client(&self, program: Program) -> Result<Command, AppsError> {
-        let mut cmd = Command::new(command::find(command::IP)?);
-        cmd.args(["netns", "exec", NS_CLIENT]).arg(program.find()?);
+        let mut cmd = netns_exec(NS_CLIENT)?;
+        cmd.arg(program.find()?);
         Ok(cmd)
     }
 
@@ -185,11 +307,8 @@ impl Harness {
         args: &[S],
         limit: Duration,
     ) -> Result<String, AppsError> {
-        let mut cmd = Command::new(command::find(command::IP)?);
-        cmd.args(["netns", "exec", NS_CLIENT])
-            .arg(&self.sluice)
-            .arg("appcheck")
-            .args(args);
+        let mut cmd = netns_exec(NS_CLIENT)?;
+        cmd.arg(&self.sluice).arg("appcheck").args(args);
         let what = format!(
             "sluice appcheck {}",
             args.iter()
@@ -199,6 +318,34 @@ impl Harness {
         );
         let out = run_bounded(cmd, &what, limit)?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+/// `ip netns exec NS`, ready for the program and its arguments.
+fn netns_exec(ns: &str) -> Result<Command, AppsError> {
+    let mut cmd = Command::new(command::find(command::IP)?);
+    cmd.args(["netns", "exec", ns]);
+    Ok(cmd)
+}
+
+/// A server's start failure with the engine's log added (the cause is often there).
+fn with_engine_log(e: AppsError, engine: Option<&EngineProcess>) -> AppsError {
+    match (e, engine) {
+        (
+            AppsError::ServerStart {
+                program,
+                place,
+                detail,
+                log_tail,
+            },
+            Some(engine),
+        ) => AppsError::ServerStart {
+            program,
+            place,
+            detail,
+            log_tail: format!("{log_tail}\n(engine log)\n{}", engine.log_tail()),
+        },
+        (e, _) => e,
     }
 }
 

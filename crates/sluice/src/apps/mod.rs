@@ -6,7 +6,9 @@
 //!   and `sluice run --socket S --lab -- PROGRAM` in sluice-a, at 10.77.0.1. Linux:
 //!   `ip netns exec sluice-k PROGRAM`, at 10.77.0.3.
 //! - [`servers`]: each program's exact command line; [`harness`] starts one on a side and
-//!   waits until sluice-b can connect ([`server`]); [`process`] owns every child.
+//!   waits until sluice-b can connect ([`server`]); [`process`] owns every child. Client
+//!   programs run on a side too ([`ClientHost`]: iperf3 -c over the engine), against a
+//!   server started in sluice-b (10.77.0.2, the peer).
 //! - [`appcheck`]: the verification clients (`sluice appcheck`, hidden); [`tools`]: the
 //!   benchmark and download clients with their output parsers; [`checks`]: one check per
 //!   program (what the tests call); [`bench`]: `sluice bench apps` and its [`table`].
@@ -27,6 +29,6 @@ pub mod tools;
 pub mod workdir;
 
 pub use error::AppsError;
-pub use harness::{Harness, Running};
+pub use harness::{ClientHost, Harness, Running};
 pub use servers::App;
 pub use side::Side;

@@ -12,29 +12,30 @@ use sluice_lab::NS_CLIENT;
 
 use super::error::AppsError;
 use super::process::{Supervised, STOP_GRACE};
-use super::side::Side;
 
 /// How long a server gets to accept its first connection.
 pub const START_LIMIT: Duration = Duration::from_secs(20);
 /// How long a server must stay up after the port first accepted.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// A server program on one side, stopped (SIGTERM, then SIGKILL) when dropped.
+/// A server program on one side (or in sluice-b, as the peer of a client program),
+/// stopped (SIGTERM, then SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct ServerProcess {
     proc: Supervised,
     name: String,
-    side: Side,
+    place: String,
     addr: SocketAddr,
 }
 
 impl ServerProcess {
-    /// Starts `cmd` (already wrapped for its side) with its output in `<log_stem>.out/.err`,
-    /// and waits until `addr` accepts connections from sluice-b.
+    /// Starts `cmd` (already wrapped for where it runs, which `place` names in errors) with
+    /// its output in `<log_stem>.out/.err`, and waits until `addr` accepts connections from
+    /// sluice-b.
     pub fn start(
         cmd: Command,
         name: &str,
-        side: Side,
+        place: &str,
         addr: SocketAddr,
         log_stem: &Path,
     ) -> Result<ServerProcess, AppsError> {
@@ -42,7 +43,7 @@ impl ServerProcess {
         let mut server = ServerProcess {
             proc,
             name: name.to_string(),
-            side,
+            place: place.to_string(),
             addr,
         };
         server.wait_accepting(START_LIMIT)?;
@@ -82,7 +83,7 @@ impl ServerProcess {
     fn start_error(&self, detail: String) -> AppsError {
         AppsError::ServerStart {
             program: self.name.clone(),
-            side: self.side,
+            place: self.place.clone(),
             detail,
             log_tail: self.proc.log_tail(),
         }

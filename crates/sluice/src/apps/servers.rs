@@ -3,11 +3,11 @@
 //! would pass through the preload library to the kernel and never reach the engine.
 
 use std::ffi::OsString;
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 use super::error::AppsError;
 use super::program::{self, Program};
-use super::side::Side;
 use super::workdir::Content;
 
 /// The python echo server's source, written into the run directory.
@@ -76,11 +76,12 @@ impl App {
         }
     }
 
-    /// The arguments after the program, for a run on `side` whose files go in `run_dir`
-    /// (nginx.conf, the echo server's script, redis's working directory).
+    /// The arguments after the program, for a run listening on `ip` (the address of the
+    /// namespace it runs in) whose files go in `run_dir` (nginx.conf, the echo server's
+    /// script, redis's working directory).
     pub fn args(
         self,
-        side: Side,
+        ip: Ipv4Addr,
         run_dir: &Path,
         content: &Content,
     ) -> Result<Vec<OsString>, AppsError> {
@@ -110,7 +111,7 @@ impl App {
             }
             App::Memcached => {
                 // -U 0: no UDP; -u root: memcached refuses to run as root without it.
-                let ip = side.server_ip().to_string();
+                let ip = ip.to_string();
                 for a in ["-l", &ip, "-p", &port, "-U", "0", "-u", "root"] {
                     push(&a);
                 }

@@ -1,21 +1,23 @@
-//! iperf3 client in sluice-b (`-J`), in either direction: Gbit/s received.
+//! iperf3 client (`-J`), in either direction: Gbit/s received. In sluice-b against a server
+//! on a side, or on a side (over the engine) against a server in sluice-b.
 
 use std::net::SocketAddr;
+use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::apps::error::AppsError;
-use crate::apps::harness::Harness;
+use crate::apps::harness::{ClientHost, Harness};
 use crate::apps::process::{output_tail, run_captured};
 use crate::apps::program::IPERF3;
 
 /// Which way the bytes flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
-    /// Client (sluice-b) to the server under test.
+    /// The iperf3 client to its server.
     ToServer,
-    /// The server under test to the client (`-R`).
+    /// The server to the client (`-R`).
     FromServer,
 }
 
@@ -36,24 +38,62 @@ impl Direction {
 pub fn run(h: &Harness, addr: SocketAddr, dir: Direction, seconds: u32) -> Result<f64, AppsError> {
     let what = format!("iperf3 {} against {addr}", dir.name());
     let mut cmd = h.client(IPERF3)?;
-    cmd.args(["-c", &addr.ip().to_string(), "-p", &addr.port().to_string()])
-        .args(["-4", "-t", &seconds.max(1).to_string(), "-J"]);
+    cmd.args(client_args(addr, dir, seconds));
+    let out = run_captured(cmd, &what, limit(seconds))?;
+    judge(what, &out)
+}
+
+/// Runs the same iperf3 client on `host`'s side (over the engine on Side::Engine) against
+/// a server at `addr` (the peer in sluice-b); returns Gbit/s received. With
+/// [`Direction::ToServer`] the side sends, with [`Direction::FromServer`] (`-R`) it receives.
+pub fn run_on(
+    host: &mut ClientHost<'_>,
+    addr: SocketAddr,
+    dir: Direction,
+    seconds: u32,
+) -> Result<f64, AppsError> {
+    let what = format!("iperf3 -c {addr} {} on {}", dir.name(), host.side());
+    let out = host.run(IPERF3, &client_args(addr, dir, seconds), limit(seconds))?;
+    judge(what, &out).map_err(|e| host.with_engine_log(e))
+}
+
+/// `-c IP -p PORT -4 -t SECONDS -J [-R]`.
+fn client_args(addr: SocketAddr, dir: Direction, seconds: u32) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-c".into(),
+        addr.ip().to_string(),
+        "-p".into(),
+        addr.port().to_string(),
+        "-4".into(),
+        "-t".into(),
+        seconds.max(1).to_string(),
+        "-J".into(),
+    ]
+    .into();
     if dir == Direction::FromServer {
-        cmd.arg("-R");
+        args.push("-R".into());
     }
-    let limit = Duration::from_secs(u64::from(seconds) + 30);
-    // iperf3 -J reports its own errors as JSON on stdout, with a nonzero exit.
-    let out = run_captured(cmd, &what, limit)?;
+    args
+}
+
+/// How long a client run of `seconds` may take.
+fn limit(seconds: u32) -> Duration {
+    Duration::from_secs(u64::from(seconds) + 30)
+}
+
+/// The rate from a client run's JSON, or why it failed: iperf3 -J reports its own errors as
+/// JSON on stdout, with a nonzero exit.
+fn judge(what: String, out: &Output) -> Result<f64, AppsError> {
     let json = String::from_utf8_lossy(&out.stdout);
     match parse(&json) {
         Ok(gbps) if out.status.success() => Ok(gbps),
         Ok(_) => Err(AppsError::client(
             what,
-            format!("{}; output:\n{}", out.status, output_tail(&out)),
+            format!("{}; output:\n{}", out.status, output_tail(out)),
         )),
         Err(e) if json.trim().is_empty() => Err(AppsError::client(
             what,
-            format!("{e}; {}; output:\n{}", out.status, output_tail(&out)),
+            format!("{e}; {}; output:\n{}", out.status, output_tail(out)),
         )),
         Err(e) => Err(AppsError::client(what, e)),
     }
