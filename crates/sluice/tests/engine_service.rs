@@ -32,16 +32,19 @@ fn hex(d: &[u8]) -> String {
 const PY_CLIENT: &str = r#"
 import hashlib, socket, sys
 ip, port, n, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-s = socket.create_connection((ip, port), timeout=30)
 if mode == "hold":
-    # The reset may come before the send (the application can go as soon as it accepted).
+    # The reset may come before the send, or even before connect returns (Linux reports a
+    # reset that lands before the connecting process runs again as connect's error): the
+    # application can go as soon as it accepted.
     try:
+        s = socket.create_connection((ip, port), timeout=30)
         s.sendall(b"hello")
         b = s.recv(100)
         print("eof" if not b else "data")
     except (ConnectionResetError, BrokenPipeError):
         print("reset")
     sys.exit(0)
+s = socket.create_connection((ip, port), timeout=30)
 s.sendall(bytes((i * 7 + 3) & 0xff for i in range(n)))
 s.shutdown(socket.SHUT_WR)
 h, total = hashlib.sha256(), 0
