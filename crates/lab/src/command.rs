@@ -36,18 +36,38 @@ const FALLBACK_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 
 /// The absolute path of `tool`, searching $PATH and then the sbin/bin directories.
 pub fn find(tool: Tool) -> Result<PathBuf, LabError> {
+    search(tool, false)
+}
+
+/// Like [`find`], but the system directories come before $PATH, so that the distribution's
+/// packaged program runs rather than, say, a python3 shim earlier on PATH (the apps harness
+/// runs unmodified packaged programs).
+pub fn find_packaged(tool: Tool) -> Result<PathBuf, LabError> {
+    search(tool, true)
+}
+
+fn search(tool: Tool, system_first: bool) -> Result<PathBuf, LabError> {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
-    let from_path = std::env::split_paths(&path_var).collect::<Vec<_>>();
-    from_path
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(FALLBACK_DIRS.iter().map(Path::new))
+    let from_path = std::env::split_paths(&path_var);
+    let system = FALLBACK_DIRS.iter().map(PathBuf::from);
+    let dirs: Vec<PathBuf> = if system_first {
+        system.chain(from_path).collect()
+    } else {
+        from_path.chain(system).collect()
+    };
+    dirs.into_iter()
         .map(|dir| dir.join(tool.name))
-        .find(|p| p.is_file())
+        .find(|p| is_executable(p))
         .ok_or(LabError::MissingTool {
             tool: tool.name,
             package: tool.package,
         })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The command line as text, for error messages.

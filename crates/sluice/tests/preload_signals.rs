@@ -12,7 +12,7 @@
 //! test --workspace` and `cargo build` of the workspace build it next to `sluice`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -22,20 +22,14 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sluice_lab::LabGuard;
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
-const ENGINE_IP: &str = "10.77.0.1";
+mod common;
+
+use common::{have, preload, ENGINE_IP, SLUICE};
+
 /// Longer than any test: every wait of the program stays in its spin.
 const SPIN_FOREVER_US: &str = "60000000";
 /// How soon a signalled server must be gone.
 const EXIT_WITHIN: Duration = Duration::from_secs(1);
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// Why a test cannot run here, if it cannot.
 fn skip_reason(programs: &[&str]) -> Option<String> {
@@ -55,25 +49,6 @@ macro_rules! skip_unless {
             return;
         }
     };
-}
-
-/// libsluice_preload.so: next to the sluice binary or in deps/, the newer one.
-fn preload() -> PathBuf {
-    let dir = Path::new(SLUICE).parent().expect("the binary's directory");
-    [
-        dir.join("libsluice_preload.so"),
-        dir.join("deps/libsluice_preload.so"),
-    ]
-    .into_iter()
-    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-    .max()
-    .map(|(_, p)| p)
-    .unwrap_or_else(|| {
-        panic!(
-            "libsluice_preload.so is not next to {SLUICE}: build it with `cargo build -p \
-             sluice-preload` (with the same profile), or run the whole workspace's tests"
-        )
-    })
 }
 
 /// A child process whose output lines are collected; killed when dropped.

@@ -19,13 +19,6 @@ pub enum AppsError {
         /// The OS error.
         source: io::Error,
     },
-    /// A program the harness runs is not installed.
-    MissingProgram {
-        /// The program name.
-        program: &'static str,
-        /// The Debian package that provides it.
-        package: &'static str,
-    },
     /// `sluice engine` did not start or did not become ready.
     Engine {
         /// What happened.
@@ -98,10 +91,6 @@ impl fmt::Display for AppsError {
             ),
             AppsError::Lab(e) => write!(f, "lab: {e}"),
             AppsError::Io { what, source } => write!(f, "{what}: {source}"),
-            AppsError::MissingProgram { program, package } => write!(
-                f,
-                "`{program}` is not installed (apt-get install {package}, or run scripts/setup.sh)"
-            ),
             AppsError::Engine { detail, log_tail } => {
                 write!(f, "sluice engine: {detail}")?;
                 write_tail(f, log_tail)

@@ -114,7 +114,7 @@ impl ClientHost<'_> {
             Some(engine) => self.harness.run_on_engine(engine),
             None => netns_exec(self.side.namespace())?,
         };
-        cmd.arg(program.find()?)
+        cmd.arg(super::program::find(program)?)
             .args(args)
             .current_dir(&self.run_dir);
         let what = format!(
@@ -195,7 +195,7 @@ impl Harness {
     /// Starts `app` on `side` and waits until it accepts connections from sluice-b.
     pub fn start(&self, app: App, side: Side) -> Result<Running, AppsError> {
         let run_dir = self.run_dir(&format!("{}-{side}", app.name()))?;
-        let program = app.program().find()?;
+        let program = super::program::find(app.program())?;
         let args = app.args(side.server_ip(), &run_dir, &self.content)?;
         let (engine, mut cmd) = self.launcher(side, &run_dir)?;
         cmd.arg(&program).args(&args).current_dir(&run_dir);
@@ -216,7 +216,7 @@ impl Harness {
     /// client program running on a side ([`Harness::client_host`]). Waits until it accepts.
     pub fn start_peer(&self, app: App) -> Result<Running, AppsError> {
         let run_dir = self.run_dir(&format!("{}-peer", app.name()))?;
-        let program = app.program().find()?;
+        let program = super::program::find(app.program())?;
         let args = app.args(CLIENT_IP, &run_dir, &self.content)?;
         let mut cmd = netns_exec(NS_CLIENT)?;
         cmd.arg(&program).args(&args).current_dir(&run_dir);
@@ -297,7 +297,7 @@ impl Harness {
     /// `ip netns exec sluice-b PROGRAM`, ready for arguments.
     pub fn client(&self, program: Program) -> Result<Command, AppsError> {
         let mut cmd = netns_exec(NS_CLIENT)?;
-        cmd.arg(program.find()?);
+        cmd.arg(super::program::find(program)?);
         Ok(cmd)
     }
 

@@ -140,7 +140,7 @@ impl Drop for Supervised {
 /// when kill(1) is missing.
 fn signal_group(child: &mut Child, sig: &str) {
     let group = format!("-{}", child.id());
-    let sent = KILL.find().ok().is_some_and(|kill| {
+    let sent = super::program::find(KILL).ok().is_some_and(|kill| {
         Command::new(kill)
             .args(["-s", sig, "--", &group])
             .stdout(Stdio::null())

@@ -1,17 +1,10 @@
 //! Finding the installed programs the harness runs (Debian's packages, see scripts/setup.sh).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+pub use sluice_lab::command::Tool as Program;
 
 use super::error::AppsError;
-
-/// A program and the Debian package that installs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Program {
-    /// The executable's name.
-    pub name: &'static str,
-    /// Its Debian package.
-    pub package: &'static str,
-}
 
 /// redis-server.
 pub const REDIS_SERVER: Program = Program {
@@ -54,33 +47,8 @@ pub const PYTHON3: Program = Program {
     package: "python3",
 };
 
-/// Debian's own directories come first, so that the distribution's programs run (not, say, a
-/// python3 shim earlier on PATH): the point is unmodified, packaged programs.
-const SYSTEM_DIRS: [&str; 4] = ["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
-
-impl Program {
-    /// The program's full path, or [`AppsError::MissingProgram`].
-    pub fn find(self) -> Result<PathBuf, AppsError> {
-        let path_var = std::env::var_os("PATH").unwrap_or_default();
-        let dirs = SYSTEM_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .chain(std::env::split_paths(&path_var));
-        for dir in dirs {
-            let candidate = dir.join(self.name);
-            if is_executable(&candidate) {
-                return Ok(candidate);
-            }
-        }
-        Err(AppsError::MissingProgram {
-            program: self.name,
-            package: self.package,
-        })
-    }
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// The program's full path (Debian's own directories before $PATH), or the lab's
+/// missing-tool error naming the package to install.
+pub fn find(program: Program) -> Result<PathBuf, AppsError> {
+    Ok(sluice_lab::command::find_packaged(program)?)
 }

@@ -2,7 +2,7 @@
 //! service_apps.rs): the lab and an engine in it ([`Setup`]), programs attached to it with
 //! `sluice run --lab` or `$SLUICE_SOCKET`, Linux programs in the lab's namespaces, and
 //! their output ([`Proc`]). Each test binary uses a part of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
