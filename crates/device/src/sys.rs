@@ -1,7 +1,7 @@
 //! Thin wrappers over the syscalls the backends share: interface ioctls and poll(2).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use sluice_wire::EthernetAddress;
@@ -170,15 +170,6 @@ pub(crate) fn poll_millis(timeout: Option<Duration>) -> libc::c_int {
             libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
         }
     }
-}
-
-/// Blocks in poll(2) until `fd` has one of `events` or `timeout` passes; EINTR returns early.
-pub(crate) fn poll_fd(
-    fd: &impl AsRawFd,
-    events: libc::c_short,
-    timeout: Option<Duration>,
-) -> Result<(), DeviceError> {
-    poll_fds(fd.as_raw_fd(), events, None, timeout).map(|_| ())
 }
 
 /// Blocks in poll(2) until `fd` has one of `events`, `extra` (if any) is readable, or
