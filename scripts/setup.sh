@@ -19,6 +19,9 @@ command -v llc >/dev/null 2>&1 || need+=(llvm)
 command -v m4 >/dev/null 2>&1 || need+=(m4)
 pkg_ok() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in libbpf-dev libelf-dev zlib1g-dev; do pkg_ok "$p" || need+=("$p"); done
+# `sluice experiment` draws its PNG plots with plotters, whose text goes through fontconfig
+# and FreeType and needs a font at run time.
+for p in libfontconfig1-dev libfreetype-dev fonts-dejavu-core; do pkg_ok "$p" || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update

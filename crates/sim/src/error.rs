@@ -15,6 +15,10 @@ pub enum SimError {
     HostAlreadyConnected(NodeId),
     /// A link must join two different nodes.
     SelfLoop(NodeId),
+    /// The node is not a static switch (or a route named no link).
+    NotAStaticSwitch(NodeId),
+    /// The link does not join this switch.
+    NotAttached(LinkId, NodeId),
     /// The run reached its deadline before the application was done.
     Deadline {
         /// Virtual time when the run stopped (the deadline).
@@ -36,6 +40,14 @@ impl fmt::Display for SimError {
                 write!(f, "host {} already has a connected port", n.0)
             }
             SimError::SelfLoop(n) => write!(f, "cannot connect node {} to itself", n.0),
+            SimError::NotAStaticSwitch(n) => {
+                write!(
+                    f,
+                    "node {} is not a static switch, or the route is empty",
+                    n.0
+                )
+            }
+            SimError::NotAttached(l, n) => write!(f, "link {} does not join switch {}", l.0, n.0),
             SimError::Deadline { now } => write!(f, "deadline reached at {now}"),
             SimError::Idle { now } => write!(f, "simulation idle; advanced to deadline {now}"),
         }

@@ -436,6 +436,46 @@ impl<H: Host> Sim<H> {
         id
     }
 
+    /// Adds a static switch: it forwards only to MACs given routes with [`Sim::add_route`],
+    /// never learns and never floods (so fabrics with several paths cannot loop); hosts
+    /// behind it need static neighbors. Each route may be an ECMP group, spread by flow.
+    pub fn add_static_switch(&mut self) -> NodeId {
+        let id = NodeId(self.net.nodes.len());
+        let hash_seed = self.net.seed ^ (id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.net
+            .nodes
+            .push(NodeKind::Switch(self.net.switches.len()));
+        self.net.switches.push(Switch::new_static(hash_seed));
+        id
+    }
+
+    /// Routes frames for `mac` at static switch `switch` out of one of `links` (an ECMP
+    /// group when there are several; each link must already join the switch).
+    pub fn add_route(
+        &mut self,
+        switch: NodeId,
+        mac: [u8; 6],
+        links: &[LinkId],
+    ) -> Result<(), SimError> {
+        let Some(NodeKind::Switch(s)) = self.net.nodes.get(switch.0).copied() else {
+            return Err(SimError::NotAStaticSwitch(switch));
+        };
+        let sw = &mut self.net.switches[s];
+        let ports = links
+            .iter()
+            .map(|l| {
+                sw.ports
+                    .iter()
+                    .position(|&(link, _)| link == l.0)
+                    .ok_or(SimError::NotAttached(*l, switch))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ports.is_empty() || !sw.add_route(mac, ports) {
+            return Err(SimError::NotAStaticSwitch(switch));
+        }
+        Ok(())
+    }
+
     /// Connects two nodes with a full-duplex link, both directions configured alike.
     pub fn connect(
         &mut self,

@@ -7,7 +7,7 @@ mod run;
 mod run_cmd;
 
 use clap::{Args, Parser, Subcommand};
-use sluice_cli::apps;
+use sluice_cli::{apps, experiment};
 
 /// Sluice: a software TCP engine for data-center hosts.
 #[derive(Parser)]
@@ -34,6 +34,9 @@ enum Command {
     /// The namespace lab (needs root).
     #[command(subcommand)]
     Lab(run::LabCommand),
+    /// The papers' experiments: a table, a CSV and a PNG plot each.
+    #[command(subcommand)]
+    Experiment(experiment::ExperimentCommand),
     /// Every workload against the engine and against Linux TCP in the lab (needs root).
     Bench(BenchCli),
     /// The bench's Linux client (run by `sluice bench` inside a lab namespace).
@@ -81,6 +84,7 @@ fn main() {
         Command::Bench(BenchCli { args, .. }) => bench::run(&args).map_err(|e| e.to_string()),
         Command::Loadgen(args) => bench::loadgen::run(&args).map_err(|e| e.to_string()),
         Command::Kserve(args) => bench::kserve::run(&args).map_err(|e| e.to_string()),
+        Command::Experiment(cmd) => experiment::run(&cmd).map_err(|e| e.to_string()),
         Command::Appcheck(args) => apps::appcheck::run(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {

@@ -1,0 +1,61 @@
+//! `sluice experiment`: the papers' experiments, each printing a table, writing a CSV and a
+//! PNG plot, and comparing its variants side by side in one run.
+
+pub mod error;
+pub mod fabric;
+pub mod flows;
+pub mod ooo;
+pub mod plot;
+pub mod report;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use sluice_tcp::Config;
+
+use error::ExperimentError;
+
+/// Options every experiment takes.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// A small size that finishes in seconds (what CI runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for the CSV and PNG.
+    #[arg(long, default_value = "experiments")]
+    pub out: PathBuf,
+    /// Seed for the workload and the simulator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// The experiments.
+#[derive(Subcommand, Debug)]
+pub enum ExperimentCommand {
+    /// Out-of-order fidelity in a simulated leaf-spine fabric (Laminar Table 2).
+    Ooo(ooo::OooArgs),
+}
+
+/// Runs an experiment: prints its table and writes its files.
+pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
+    let (report, common) = match cmd {
+        ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
+    };
+    print!("{}", report.render());
+    let written = report.write(&common.out)?;
+    println!("csv: {}", written.csv.display());
+    match written.png {
+        Ok(p) => println!("png: {}", p.display()),
+        Err(e) => eprintln!("sluice experiment: no plot: {e}"),
+    }
+    Ok(())
+}
+
+/// Sets a congestion-control policy in a core's configuration.
+pub type ConfigureCc = fn(&mut Config);
+
+/// The congestion-control policies the experiments compare, by name, with how each is
+/// configured.
+pub fn policies() -> Vec<(&'static str, ConfigureCc)> {
+    vec![("newreno", |_c: &mut Config| {})]
+}
