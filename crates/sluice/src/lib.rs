@@ -3,4 +3,5 @@
 #![warn(missing_docs)]
 
 pub mod apps;
+pub mod bench;
 pub mod experiment;

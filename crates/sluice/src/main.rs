@@ -1,13 +1,12 @@
 //! The `sluice` command.
 
-mod bench;
 mod demo;
 mod engine_cmd;
 mod run;
 mod run_cmd;
 
 use clap::{Args, Parser, Subcommand};
-use sluice_cli::{apps, experiment};
+use sluice_cli::{apps, bench, experiment};
 
 /// Sluice: a software TCP engine for data-center hosts.
 #[derive(Parser)]

@@ -49,3 +49,60 @@ fn ooo_quick_writes_a_table_csv_and_plot_and_go_back_n_retransmits_more() {
     assert_eq!(&png[..4], b"\x89PNG");
     std::fs::remove_dir_all(out).unwrap();
 }
+
+#[test]
+fn fairness_quick_serves_every_connection_on_the_engine_and_measures_linux_beside_it() {
+    if let Some(why) = sluice_lab::unavailable_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let lab = sluice_lab::LabGuard::up().expect("lab up");
+    let out = std::env::temp_dir().join(format!("sluice-exp-fair-{}", std::process::id()));
+    let run = sluice()
+        .args([
+            "experiment",
+            "fairness",
+            "--quick",
+            "--no-lock",
+            "--conns",
+            "1,8",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows = csv_rows(&out.join("fairness.csv"));
+    let sides: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str()))
+        .collect();
+    assert_eq!(
+        sides,
+        [
+            ("1", "engine"),
+            ("1", "linux"),
+            ("8", "engine"),
+            ("8", "linux")
+        ]
+    );
+    for r in &rows {
+        let total: f64 = r[2].parse().unwrap();
+        assert!(total > 0.0, "{r:?}");
+    }
+    // The engine's scheduler serves every connection: none is starved.
+    let engine8 = &rows[2];
+    let p1: f64 = engine8[4].parse().unwrap();
+    assert!(
+        p1 > 0.0,
+        "a connection got nothing on the engine: {engine8:?}"
+    );
+    assert!(out.join("fairness.png").exists());
+    std::fs::remove_dir_all(out).unwrap();
+    drop(lab);
+}

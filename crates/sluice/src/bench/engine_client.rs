@@ -194,6 +194,7 @@ impl EngineClient {
             bytes: self.bytes,
             latency: measure::latency(&self.hist),
             cpu_seconds: cpu.max(0.0),
+            per_conn_bytes: Vec::new(),
         });
         for slot in &mut self.slots {
             if let Some(c) = slot.conn.take() {

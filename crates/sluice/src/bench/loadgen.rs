@@ -88,11 +88,13 @@ pub fn measure_load(args: &LoadgenArgs) -> Result<Measurement, BenchError> {
         hist: measure::histogram(),
     };
     let mut first_error = None;
+    let mut per_conn_bytes = Vec::with_capacity(conns);
     for h in handles {
         match h.join() {
             Ok(Ok(t)) => {
                 total.ops += t.ops;
                 total.bytes += t.bytes;
+                per_conn_bytes.push(t.bytes);
                 let _ = total.hist.add(&t.hist);
             }
             Ok(Err(e)) => first_error = first_error.or(Some(e)),
@@ -114,6 +116,10 @@ pub fn measure_load(args: &LoadgenArgs) -> Result<Measurement, BenchError> {
         bytes: total.bytes,
         latency: measure::latency(&total.hist),
         cpu_seconds: cpu,
+        per_conn_bytes: match args.kind {
+            Kind::StreamUp | Kind::StreamDown => per_conn_bytes,
+            Kind::Rpc | Kind::Connect => Vec::new(),
+        },
     })
 }
 

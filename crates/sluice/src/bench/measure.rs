@@ -30,6 +30,9 @@ pub struct Measurement {
     pub latency: Option<Latency>,
     /// CPU time the client used during the window, in seconds (all its threads).
     pub cpu_seconds: f64,
+    /// Payload bytes each connection moved, in connection order (stream workloads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_conn_bytes: Vec<u64>,
 }
 
 impl Measurement {

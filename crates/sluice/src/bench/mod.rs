@@ -8,13 +8,13 @@
 //!   bridge away from their peer.
 
 mod engine_client;
-mod engine_side;
-mod error;
-mod helpers;
+pub(crate) mod engine_side;
+pub(crate) mod error;
+pub(crate) mod helpers;
 pub mod kserve;
 pub mod loadgen;
-mod measure;
-mod plan;
+pub(crate) mod measure;
+pub(crate) mod plan;
 mod report;
 
 use std::collections::BTreeMap;
@@ -119,7 +119,7 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
 /// Linux clients make a connection per request in the connect workload and close first:
 /// let them reuse their TIME-WAIT ports (with timestamps, RFC 7323) and use more ports, all
 /// above the bench's server ports (a client's TIME-WAIT there would block a server's bind).
-fn prepare(lab: &Lab) -> Result<(), BenchError> {
+pub(crate) fn prepare(lab: &Lab) -> Result<(), BenchError> {
     for ns in [NS_CLIENT, NS_KERNEL] {
         lab.sysctl(ns, "net.ipv4.tcp_tw_reuse", "1")?;
         lab.sysctl(ns, "net.ipv4.ip_local_port_range", "10000 65535")?;

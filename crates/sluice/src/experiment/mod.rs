@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod fabric;
+pub mod fairness;
 pub mod flows;
 pub mod ooo;
 pub mod plot;
@@ -34,12 +35,16 @@ pub struct Common {
 pub enum ExperimentCommand {
     /// Out-of-order fidelity in a simulated leaf-spine fabric (Laminar Table 2).
     Ooo(ooo::OooArgs),
+    /// 1 to 1024 bulk connections on the engine and on Linux: per-connection shares and
+    /// Jain's index (needs root: the lab).
+    Fairness(fairness::FairnessArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
 pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
     let (report, common) = match cmd {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
+        ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;
