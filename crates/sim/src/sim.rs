@@ -7,10 +7,10 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::link::{Channel, Offer};
+use sluice_fabric::{Channel, Forward, FramePool, Offer};
+
 use crate::pcap::PcapWriter;
-use crate::pool::FramePool;
-use crate::switch::{Forward, Switch};
+use crate::switch::Switch;
 use crate::{
     Direction, Host, Impairment, Instant, LinkConfig, LinkStats, SimError, SwitchStats, TraceEvent,
     TraceKind, MAX_FRAME_LEN,
@@ -248,7 +248,7 @@ impl Net {
             self.pool.put(frame);
             return;
         };
-        match s.route(in_port, &frame) {
+        match s.bridge.route(in_port, &frame) {
             Forward::Drop => self.pool.put(frame),
             Forward::Port(p) => match s.ports.get(p).copied() {
                 Some((link, side)) => self.send(link, side, frame),
@@ -533,7 +533,7 @@ impl<H: Host> Sim<H> {
     /// Counters of a switch, if `id` is a switch.
     pub fn switch_stats(&self, id: NodeId) -> Option<SwitchStats> {
         match self.net.nodes.get(id.0) {
-            Some(NodeKind::Switch(s)) => self.net.switches.get(*s).map(|s| s.stats.clone()),
+            Some(NodeKind::Switch(s)) => self.net.switches.get(*s).map(|s| s.bridge.stats.clone()),
             _ => None,
         }
     }
