@@ -1,4 +1,5 @@
-//! Ports and their egress parameters, parsed from the command line's words.
+//! Ports and their egress parameters (the shared model's [`LinkConfig`]), parsed from the
+//! command line's words.
 //!
 //! A port is `[NETNS:]IFACE[,KEY=VALUE...]`; the keys (`rate`, `queue-bytes`,
 //! `queue-packets`, `ecn-k`, `loss`, `burst-loss`, `reorder`, `reorder-delay`, `duplicate`,
@@ -39,104 +40,47 @@ fn bad(what: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// The egress parameters of a port.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EgressParams {
-    /// Line rate in bits per second; 0 is unlimited.
-    pub rate_bps: u64,
-    /// Queue capacity in bytes (tail drop beyond).
-    pub queue_bytes: usize,
-    /// Queue capacity in frames, besides bytes.
-    pub queue_packets: Option<usize>,
-    /// ECN marking threshold K in bytes of queue at enqueue.
-    pub ecn_k: Option<usize>,
-    /// Independent random loss probability.
-    pub loss: f64,
-    /// Gilbert–Elliott burst loss.
-    pub burst_loss: Option<GilbertElliott>,
-    /// Probability a frame is held back by `reorder_delay`.
-    pub reorder: f64,
-    /// Hold-back of a reordered frame.
-    pub reorder_delay: Duration,
-    /// Probability a frame is sent twice.
-    pub duplicate: f64,
-    /// Probability one bit of a frame is flipped.
-    pub corrupt: f64,
-    /// Fixed delay added to every frame.
-    pub delay: Duration,
+/// The switch's default egress: unlimited rate, no delay, a 1 MiB queue, no ECN, no
+/// impairment, and a 500 µs hold-back for frames chosen for reordering.
+pub fn default_egress() -> LinkConfig {
+    LinkConfig::new(0, Duration::ZERO)
+        .with_impairment(Impairment::default().with_reorder(0.0, Duration::from_micros(500)))
 }
 
-impl Default for EgressParams {
-    fn default() -> Self {
-        EgressParams {
-            rate_bps: 0,
-            queue_bytes: 1 << 20,
-            queue_packets: None,
-            ecn_k: None,
-            loss: 0.0,
-            burst_loss: None,
-            reorder: 0.0,
-            reorder_delay: Duration::from_micros(500),
-            duplicate: 0.0,
-            corrupt: 0.0,
-            delay: Duration::ZERO,
-        }
+/// Sets one egress parameter from its key and value (the port-spec and flag spelling).
+pub fn set_param(c: &mut LinkConfig, key: &str, value: &str) -> Result<(), ConfigError> {
+    let imp = &mut c.impairment;
+    match key {
+        "rate" => c.bandwidth_bps = parse_rate(key, value)?,
+        "queue-bytes" => c.queue_capacity_bytes = parse_size(key, value)?,
+        "queue-packets" => c.queue_capacity_packets = Some(parse_size(key, value)?),
+        "ecn-k" => c.ecn_threshold_bytes = Some(parse_size(key, value)?),
+        "loss" => imp.loss = parse_probability(key, value)?,
+        "burst-loss" => imp.burst_loss = Some(parse_burst(key, value)?),
+        "reorder" => imp.reorder = parse_probability(key, value)?,
+        "reorder-delay" => imp.reorder_delay = parse_duration(key, value)?,
+        "duplicate" => imp.duplicate = parse_probability(key, value)?,
+        "corrupt" => imp.corrupt = parse_probability(key, value)?,
+        "delay" => c.delay = parse_duration(key, value)?,
+        _ => return Err(bad(key, "unknown egress parameter")),
     }
-}
-
-impl EgressParams {
-    /// The shared model's configuration.
-    pub fn link_config(&self) -> LinkConfig {
-        let mut imp = Impairment::default()
-            .with_loss(self.loss)
-            .with_reorder(self.reorder, self.reorder_delay)
-            .with_duplicate(self.duplicate)
-            .with_corrupt(self.corrupt);
-        if let Some(ge) = self.burst_loss {
-            imp = imp.with_burst_loss(ge);
-        }
-        let mut c = LinkConfig::new(self.rate_bps, self.delay)
-            .with_queue(self.queue_bytes)
-            .with_impairment(imp);
-        c.queue_capacity_packets = self.queue_packets;
-        c.ecn_threshold_bytes = self.ecn_k;
-        c
-    }
-
-    /// Sets one parameter from its key and value (the port-spec and flag spelling).
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        match key {
-            "rate" => self.rate_bps = parse_rate(key, value)?,
-            "queue-bytes" => self.queue_bytes = parse_size(key, value)?,
-            "queue-packets" => self.queue_packets = Some(parse_size(key, value)?),
-            "ecn-k" => self.ecn_k = Some(parse_size(key, value)?),
-            "loss" => self.loss = parse_probability(key, value)?,
-            "burst-loss" => self.burst_loss = Some(parse_burst(key, value)?),
-            "reorder" => self.reorder = parse_probability(key, value)?,
-            "reorder-delay" => self.reorder_delay = parse_duration(key, value)?,
-            "duplicate" => self.duplicate = parse_probability(key, value)?,
-            "corrupt" => self.corrupt = parse_probability(key, value)?,
-            "delay" => self.delay = parse_duration(key, value)?,
-            _ => return Err(bad(key, "unknown egress parameter")),
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// One switch port: an interface, the namespace it lives in, and its egress.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct PortSpec {
     /// Network namespace (a name under /var/run/netns); None: the switch's own.
     pub netns: Option<String>,
     /// Interface name.
     pub iface: String,
-    /// Egress parameters.
-    pub egress: EgressParams,
+    /// Egress parameters (the shared model's).
+    pub egress: LinkConfig,
 }
 
 impl PortSpec {
     /// Parses `[NETNS:]IFACE[,KEY=VALUE...]` with `defaults` for keys not given.
-    pub fn parse(spec: &str, defaults: &EgressParams) -> Result<PortSpec, ConfigError> {
+    pub fn parse(spec: &str, defaults: &LinkConfig) -> Result<PortSpec, ConfigError> {
         let mut parts = spec.split(',');
         let name = parts.next().unwrap_or_default();
         let (netns, iface) = match name.split_once(':') {
@@ -156,7 +100,7 @@ impl PortSpec {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| bad(spec, format!("{kv:?} is not KEY=VALUE")))?;
-            egress.set(k, v)?;
+            set_param(&mut egress, k, v)?;
         }
         Ok(PortSpec {
             netns: netns.map(str::to_owned),
@@ -194,7 +138,7 @@ fn number_with_suffix(
         .map(|(_, f)| *f)
         .ok_or_else(|| bad(what, format!("{value:?}: unknown unit {suffix:?}")))?;
     let out = n * factor;
-    if !out.is_finite() || out < 0.0 || out > 1e19 {
+    if !(0.0..=1e19).contains(&out) {
         return Err(bad(what, format!("{value:?} is out of range")));
     }
     Ok(out)
@@ -310,19 +254,22 @@ mod tests {
 
     #[test]
     fn port_specs() {
-        let defaults = EgressParams {
-            rate_bps: 1_000_000_000,
-            ..EgressParams::default()
-        };
+        let mut defaults = default_egress();
+        defaults.bandwidth_bps = 1_000_000_000;
         let p = PortSpec::parse("sluice-s:sw-up,rate=100m,ecn-k=30k,loss=0.01", &defaults).unwrap();
         assert_eq!(p.netns.as_deref(), Some("sluice-s"));
         assert_eq!(p.iface, "sw-up");
-        assert_eq!(p.egress.rate_bps, 100_000_000);
-        assert_eq!(p.egress.ecn_k, Some(30 * 1024));
-        assert_eq!(p.egress.loss, 0.01);
+        assert_eq!(p.egress.bandwidth_bps, 100_000_000);
+        assert_eq!(p.egress.ecn_threshold_bytes, Some(30 * 1024));
+        assert_eq!(p.egress.impairment.loss, 0.01);
+        assert_eq!(
+            p.egress.impairment.reorder_delay,
+            Duration::from_micros(500)
+        );
         assert_eq!(p.name(), "sluice-s:sw-up");
         let q = PortSpec::parse("veth0", &defaults).unwrap();
-        assert_eq!((q.netns, q.egress), (None, defaults.clone()));
+        assert_eq!(q.netns, None);
+        assert_eq!(q.egress.bandwidth_bps, defaults.bandwidth_bps);
         for bad in [
             "",
             ":x",
@@ -339,7 +286,7 @@ mod tests {
     proptest! {
         #[test]
         fn parsing_never_panics(s in ".{0,40}") {
-            let _ = PortSpec::parse(&s, &EgressParams::default());
+            let _ = PortSpec::parse(&s, &default_egress());
             let _ = parse_rate("r", &s);
             let _ = parse_duration("d", &s);
             let _ = parse_burst("b", &s);

@@ -9,10 +9,9 @@
 use std::time::Duration;
 
 use rand::SeedableRng;
-use sluice_fabric::{Bridge, ChaCha8Rng, Forward, FramePool, SwitchStats};
+use sluice_fabric::{Bridge, ChaCha8Rng, Forward, FramePool, LinkConfig, SwitchStats};
 
 use crate::egress::{Egress, EgressStats};
-use crate::EgressParams;
 
 /// Frames a port's delay line holds at most (beyond, they are dropped and counted).
 pub const MAX_DELAYED: usize = 65_536;
@@ -61,7 +60,7 @@ pub struct SwitchCore {
 impl SwitchCore {
     /// A switch with one port per entry of `egress`, frames up to `max_frame` bytes, and
     /// every port's randomness derived from `seed` (port i uses stream i + 1).
-    pub fn new(egress: &[EgressParams], max_frame: usize, seed: u64) -> Self {
+    pub fn new(egress: &[LinkConfig], max_frame: usize, seed: u64) -> Self {
         let ports = egress
             .iter()
             .enumerate()
@@ -69,7 +68,7 @@ impl SwitchCore {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 rng.set_stream(i as u64 + 1);
                 Port {
-                    egress: Egress::new(p.link_config(), rng, MAX_DELAYED),
+                    egress: Egress::new(p.clone(), rng, MAX_DELAYED),
                     stats: PortStats::default(),
                 }
             })
@@ -201,6 +200,7 @@ fn tcp_headers_len(frame: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::default_egress;
     use proptest::prelude::*;
 
     const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn learns_floods_then_forwards() {
-        let mut sw = SwitchCore::new(&vec![EgressParams::default(); 3], 1514, 1);
+        let mut sw = SwitchCore::new(&vec![default_egress(); 3], 1514, 1);
         let now = Duration::ZERO;
         sw.receive(now, 0, &frame(B, A, 100));
         let out = drain(&mut sw, now);
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_refused_frame_is_kept_for_later() {
-        let mut sw = SwitchCore::new(&vec![EgressParams::default(); 2], 1514, 1);
+        let mut sw = SwitchCore::new(&vec![default_egress(); 2], 1514, 1);
         sw.receive(Duration::ZERO, 0, &frame(B, A, 100));
         assert_eq!(sw.transmit(Duration::ZERO, 1, &mut |_| false), 0);
         assert_eq!(sw.next_deadline(), Some(Duration::ZERO));
@@ -266,11 +266,8 @@ mod tests {
 
     #[test]
     fn shaped_port_paces_frames() {
-        let shaped = EgressParams {
-            rate_bps: 8_000_000,
-            ..EgressParams::default()
-        };
-        let mut sw = SwitchCore::new(&[EgressParams::default(), shaped], 1514, 1);
+        let shaped = LinkConfig::new(8_000_000, Duration::ZERO);
+        let mut sw = SwitchCore::new(&[default_egress(), shaped], 1514, 1);
         sw.receive(Duration::ZERO, 1, &frame(A, B, 60));
         for _ in 0..10 {
             sw.receive(Duration::ZERO, 0, &frame(B, A, 1000));
@@ -287,7 +284,7 @@ mod tests {
 
     #[test]
     fn large_tcp_segments_are_cut_to_the_wire_size() {
-        let mut sw = SwitchCore::new(&vec![EgressParams::default(); 2], 1514, 1);
+        let mut sw = SwitchCore::new(&vec![default_egress(); 2], 1514, 1);
         sw.receive(Duration::ZERO, 1, &frame(A, B, 60));
         // Ethernet + IPv4 (20) + TCP (32) + 10 000 payload bytes.
         let payload = 10_000;
@@ -317,7 +314,7 @@ mod tests {
         #[test]
         fn never_panics(frames in proptest::collection::vec(
             (0usize..4, proptest::collection::vec(any::<u8>(), 0..2000)), 0..30)) {
-            let mut sw = SwitchCore::new(&vec![EgressParams::default(); 3], 1514, 1);
+            let mut sw = SwitchCore::new(&vec![default_egress(); 3], 1514, 1);
             for (i, (port, f)) in frames.iter().enumerate() {
                 let now = Duration::from_micros(i as u64);
                 sw.receive(now, *port, f);

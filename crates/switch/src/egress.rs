@@ -6,40 +6,11 @@
 //! ends are chained from the previous end, not from when the caller looks, so a late poll
 //! never lowers the line rate.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use sluice_fabric::{ChaCha8Rng, Channel, FramePool, LinkConfig, LinkStats, Offer};
-
-/// A frame waiting in the delay line, ordered by (due time, arrival order).
-#[derive(Debug)]
-struct Delayed {
-    due: Duration,
-    seq: u64,
-    frame: Vec<u8>,
-}
-
-impl PartialEq for Delayed {
-    fn eq(&self, other: &Self) -> bool {
-        (self.due, self.seq) == (other.due, other.seq)
-    }
-}
-
-impl Eq for Delayed {}
-
-impl PartialOrd for Delayed {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Delayed {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // BinaryHeap is a max-heap: the earliest (due, seq) must compare greatest.
-        (other.due, other.seq).cmp(&(self.due, self.seq))
-    }
-}
 
 /// Counters of one egress beyond the channel's own.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,7 +27,9 @@ pub struct Egress {
     channel: Channel,
     /// When the frame on the line finishes serializing.
     tx_done_at: Option<Duration>,
-    delay_line: BinaryHeap<Delayed>,
+    /// Frames by (due time, arrival order), earliest first; the order is unique, so frames
+    /// themselves are never compared.
+    delay_line: BinaryHeap<Reverse<(Duration, u64, Vec<u8>)>>,
     max_delayed: usize,
     seq: u64,
     delay_line_drops: u64,
@@ -114,10 +87,10 @@ impl Egress {
         if let Some(f) = self.held.take() {
             return Some(f);
         }
-        if self.delay_line.peek()?.due > now {
+        if self.delay_line.peek()?.0 .0 > now {
             return None;
         }
-        self.delay_line.pop().map(|d| d.frame)
+        self.delay_line.pop().map(|Reverse((_, _, frame))| frame)
     }
 
     /// Puts back a frame from [`Egress::pop_ready`] that the device could not take; it is
@@ -127,11 +100,8 @@ impl Egress {
             None => self.held = Some(frame),
             Some(first) => {
                 self.held = Some(first);
-                self.delay_line.push(Delayed {
-                    due: Duration::ZERO,
-                    seq: self.seq,
-                    frame,
-                });
+                self.delay_line
+                    .push(Reverse((Duration::ZERO, self.seq, frame)));
                 self.seq += 1;
             }
         }
@@ -143,7 +113,7 @@ impl Egress {
         if self.held.is_some() {
             return Some(Duration::ZERO);
         }
-        let due = self.delay_line.peek().map(|d| d.due);
+        let due = self.delay_line.peek().map(|d| d.0 .0);
         match (self.tx_done_at, due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -177,11 +147,7 @@ impl Egress {
                 pool.put(frame);
                 continue;
             }
-            self.delay_line.push(Delayed {
-                due,
-                seq: self.seq,
-                frame,
-            });
+            self.delay_line.push(Reverse((due, self.seq, frame)));
             self.seq += 1;
         }
     }

@@ -8,7 +8,7 @@
 //!   burst loss, reordering, duplication, corruption; plus a fixed delay.
 //! - [`Runner`]: the core between AF_PACKET sockets (`sluice-device`) in any namespaces, in
 //!   real time.
-//! - [`PortSpec`], [`EgressParams`]: ports and parameters as the command line spells them.
+//! - [`PortSpec`], [`set_param`]: ports and egress parameters as the command line spells them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,10 +19,11 @@ mod error;
 mod runner;
 
 pub use config::{
-    parse_burst, parse_duration, parse_probability, parse_rate, parse_size, ConfigError,
-    EgressParams, PortSpec, MAX_IFACE_LEN,
+    default_egress, parse_burst, parse_duration, parse_probability, parse_rate, parse_size,
+    set_param, ConfigError, PortSpec, MAX_IFACE_LEN,
 };
 pub use core::{PortStats, SwitchCore, MAX_DELAYED};
 pub use egress::{Egress, EgressStats};
 pub use error::SwitchError;
 pub use runner::{PortReport, Runner, MAX_PORTS};
+pub use sluice_fabric::{GilbertElliott, Impairment, LinkConfig};
