@@ -570,6 +570,14 @@ fn accept_tx(
     Ok(Some(tx.len))
 }
 
+/// The socket, so a caller serving several devices can poll(2) them together (the
+/// software switch); reading or writing it directly would bypass the device's buffers.
+impl std::os::fd::AsFd for AfPacket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl AfPacket {
     /// Sleeps until the device is readable, writable while frames wait to go, or `extra`
     /// is readable.

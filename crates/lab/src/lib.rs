@@ -7,6 +7,9 @@
 //! and ethtool(8) as child processes; nothing here is `unsafe`. The engine side enters
 //! `sluice-a` with `sluice_device::netns::enter` before opening its device.
 //!
+//! With [`Lab::up_switched`] the lab also gets `sluice switch`'s namespace and N Linux
+//! client namespaces behind it, for incast ([`switched`]).
+//!
 //! Tests hold a [`LabGuard`]: it takes the lab lock (one user at a time, across threads and
 //! processes), builds the lab, and tears it down when dropped, also when the test panics.
 #![forbid(unsafe_code)]
@@ -16,10 +19,14 @@ pub mod command;
 mod error;
 mod lock;
 pub mod netns;
+pub mod switched;
 
 pub use error::LabError;
 pub use lock::LabLock;
 pub use netns::*;
+pub use switched::{
+    client_iface, client_ip, client_ns, NS_SWITCH, SWITCH_UPLINK, SWITCH_UPLINK_PEER,
+};
 
 /// Fails with [`LabError::NotRoot`] unless the effective user is root.
 pub fn check_root() -> Result<(), LabError> {
@@ -61,10 +68,21 @@ pub struct LabGuard {
 impl LabGuard {
     /// Takes the lab lock (waiting for other users) and builds the lab.
     pub fn up() -> Result<LabGuard, LabError> {
+        LabGuard::build(Lab::up)
+    }
+
+    /// Takes the lab lock and builds the switched lab with `clients` client namespaces
+    /// ([`switched`]); the switch itself is the caller's to run.
+    pub fn up_switched(clients: u8) -> Result<LabGuard, LabError> {
+        LabGuard::build(|lab| lab.up_switched(clients))
+    }
+
+    /// Takes the lock and builds with `up`, tearing down whatever it left if it fails.
+    fn build(up: impl FnOnce(&Lab) -> Result<(), LabError>) -> Result<LabGuard, LabError> {
         check_root()?;
         let lock = LabLock::acquire()?;
         let lab = Lab::new();
-        if let Err(e) = lab.up() {
+        if let Err(e) = up(&lab) {
             let _ = lab.down();
             return Err(e);
         }

@@ -19,6 +19,7 @@ use std::process::Output;
 
 use crate::command::{self, ETHTOOL, IP, SYSCTL};
 use crate::error::LabError;
+use crate::switched::is_switched_namespace;
 
 /// The namespace that holds the engine.
 pub const NS_ENGINE: &str = "sluice-a";
@@ -155,10 +156,16 @@ impl Lab {
         Ok(())
     }
 
-    /// Deletes the three namespaces (and with them every link in them); absent ones are skipped.
+    /// Deletes the three namespaces (and with them every link in them), and the switched
+    /// lab's if present ([`crate::switched`]); absent ones are skipped.
     pub fn down(&self) -> Result<(), LabError> {
         crate::check_root()?;
         let existing = self.namespaces_present()?;
+        for ns in &existing {
+            if is_switched_namespace(ns) {
+                self.delete_namespace(ns)?;
+            }
+        }
         for ns in NAMESPACES {
             if existing.iter().any(|e| e == ns) {
                 self.ip(&["netns", "del", ns])?;
@@ -167,14 +174,14 @@ impl Lab {
         Ok(())
     }
 
-    /// The lab namespaces that exist now.
+    /// The lab namespaces that exist now (the switched lab's included).
     pub fn namespaces_present(&self) -> Result<Vec<String>, LabError> {
         let out = self.ip(&["netns", "list"])?;
         // Lines look like "sluice-a (id: 0)" or just "sluice-a".
         Ok(out
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| NAMESPACES.contains(name))
+            .filter(|name| NAMESPACES.contains(name) || is_switched_namespace(name))
             .map(str::to_owned)
             .collect())
     }
@@ -367,23 +374,34 @@ impl Lab {
     }
 
     /// Runs `ip ARGS...`; returns stdout.
-    fn ip(&self, args: &[&str]) -> Result<String, LabError> {
+    pub(crate) fn ip(&self, args: &[&str]) -> Result<String, LabError> {
         command::run(&command::find(IP)?, args)
     }
 
     /// Makes veth `iface` in `ns` whose peer `peer` lives in sluice-b, unless it exists.
     fn veth_to_bridge(&self, ns: &str, iface: &str, peer: &str) -> Result<(), LabError> {
+        self.veth(ns, iface, NS_CLIENT, peer)
+    }
+
+    /// Makes veth `iface` in `ns` with peer `peer` in `peer_ns`, unless it exists.
+    pub(crate) fn veth(
+        &self,
+        ns: &str,
+        iface: &str,
+        peer_ns: &str,
+        peer: &str,
+    ) -> Result<(), LabError> {
         if self.link_exists(ns, iface)? {
             return Ok(());
         }
         // A peer left over from a half-built lab would block the name.
-        if self.link_exists(NS_CLIENT, peer)? {
-            self.ip_in(NS_CLIENT, &["link", "del", peer])?;
+        if self.link_exists(peer_ns, peer)? {
+            self.ip_in(peer_ns, &["link", "del", peer])?;
         }
         self.ip_in(
             ns,
             &[
-                "link", "add", iface, "type", "veth", "peer", "name", peer, "netns", NS_CLIENT,
+                "link", "add", iface, "type", "veth", "peer", "name", peer, "netns", peer_ns,
             ],
         )?;
         Ok(())
@@ -402,7 +420,7 @@ impl Lab {
 
 /// Checks `ns` is one of the lab's namespaces.
 fn check_namespace(ns: &str) -> Result<(), LabError> {
-    if NAMESPACES.contains(&ns) {
+    if NAMESPACES.contains(&ns) || is_switched_namespace(ns) {
         Ok(())
     } else {
         Err(LabError::UnknownNamespace(ns.to_owned()))

@@ -4,18 +4,17 @@
 //! adapter) and learning Ethernet switches with full-duplex links. Each link
 //! direction has its own FIFO egress queue, serialization delay, propagation
 //! delay, optional ECN marking and random impairments (loss, burst loss,
-//! reordering, duplication, corruption). Everything runs in virtual time and
+//! reordering, duplication, corruption): the model of [`sluice_fabric`], which the
+//! software switch (`sluice-switch`) runs too. Everything runs in virtual time and
 //! all randomness derives from one seed, so a run is exactly reproducible.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod ecn;
 mod error;
 mod host;
 mod link;
 mod nic;
 mod pcap;
-mod pool;
 mod sim;
 mod switch;
 mod tcp_host;
@@ -23,9 +22,9 @@ mod trace;
 
 pub use error::SimError;
 pub use host::{Host, MAX_FRAME_LEN};
-pub use link::{Direction, GilbertElliott, Impairment, LinkConfig, LinkStats};
+pub use link::Direction;
 pub use nic::OffloadNic;
 pub use sim::{HostsView, LinkId, NodeId, Sim, SimStats};
+pub use sluice_fabric::{GilbertElliott, Impairment, LinkConfig, LinkStats, SwitchStats};
 pub use sluice_tcp::Instant;
-pub use switch::SwitchStats;
 pub use trace::{TraceEvent, TraceKind};

@@ -7,10 +7,10 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::link::{Channel, Offer};
+use sluice_fabric::{Channel, Forward, FramePool, Offer};
+
 use crate::pcap::PcapWriter;
-use crate::pool::FramePool;
-use crate::switch::{Forward, Switch};
+use crate::switch::Switch;
 use crate::{
     Direction, Host, Impairment, Instant, LinkConfig, LinkStats, SimError, SwitchStats, TraceEvent,
     TraceKind, MAX_FRAME_LEN,
@@ -18,6 +18,8 @@ use crate::{
 
 /// Same-instant timer firings per host after which the next firing is pushed 1 ns later.
 const SAME_INSTANT_TIMER_CAP: u32 = 1000;
+/// Most MACs one static switch routes (house rule 1: every table has a bound).
+const MAX_ROUTES: usize = 65_536;
 /// Frames taken from one host in one poll before yielding to other events.
 const POLL_BURST_CAP: usize = 10_000;
 
@@ -248,7 +250,7 @@ impl Net {
             self.pool.put(frame);
             return;
         };
-        match s.route(in_port, &frame) {
+        match s.bridge.route(in_port, &frame) {
             Forward::Drop => self.pool.put(frame),
             Forward::Port(p) => match s.ports.get(p).copied() {
                 Some((link, side)) => self.send(link, side, frame),
@@ -445,7 +447,10 @@ impl<H: Host> Sim<H> {
         self.net
             .nodes
             .push(NodeKind::Switch(self.net.switches.len()));
-        self.net.switches.push(Switch::new_static(hash_seed));
+        self.net.switches.push(Switch {
+            ports: Vec::new(),
+            bridge: sluice_fabric::Bridge::new_static(hash_seed),
+        });
         id
     }
 
@@ -470,7 +475,7 @@ impl<H: Host> Sim<H> {
                     .ok_or(SimError::NotAttached(*l, switch))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if ports.is_empty() || !sw.add_route(mac, ports) {
+        if !sw.bridge.add_route(mac, ports, MAX_ROUTES) {
             return Err(SimError::NotAStaticSwitch(switch));
         }
         Ok(())
@@ -573,7 +578,7 @@ impl<H: Host> Sim<H> {
     /// Counters of a switch, if `id` is a switch.
     pub fn switch_stats(&self, id: NodeId) -> Option<SwitchStats> {
         match self.net.nodes.get(id.0) {
-            Some(NodeKind::Switch(s)) => self.net.switches.get(*s).map(|s| s.stats.clone()),
+            Some(NodeKind::Switch(s)) => self.net.switches.get(*s).map(|s| s.bridge.stats.clone()),
             _ => None,
         }
     }

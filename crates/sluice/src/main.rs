@@ -4,6 +4,7 @@ mod demo;
 mod engine_cmd;
 mod run;
 mod run_cmd;
+mod switch_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use sluice_cli::{apps, bench, experiment};
@@ -30,6 +31,9 @@ enum Command {
     Sink(run::SinkArgs),
     /// Sends a deterministic pseudo-random stream from the engine; prints its SHA-256.
     Source(run::SourceArgs),
+    /// A userspace software switch between interfaces (in any namespaces) with shaped,
+    /// ECN-marking, impaired egress queues; SIGTERM prints its counters (needs root).
+    Switch(switch_cmd::SwitchArgs),
     /// The namespace lab (needs root).
     #[command(subcommand)]
     Lab(run::LabCommand),
@@ -75,6 +79,7 @@ fn main() {
         Command::Echo(args) => run::echo(&args),
         Command::Sink(args) => run::sink(&args),
         Command::Source(args) => run::source(&args),
+        Command::Switch(args) => switch_cmd::run(&args),
         Command::Lab(cmd) => run::lab(&cmd),
         Command::Bench(BenchCli {
             command: Some(BenchCommand::Apps(args)),

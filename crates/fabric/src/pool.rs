@@ -7,27 +7,27 @@ const INITIAL_CAPACITY: usize = 2048;
 
 /// Recycles `Vec<u8>` frame buffers.
 #[derive(Debug, Default)]
-pub(crate) struct FramePool {
+pub struct FramePool {
     free: Vec<Vec<u8>>,
 }
 
 impl FramePool {
     /// An empty buffer, recycled when possible.
-    pub(crate) fn get(&mut self) -> Vec<u8> {
+    pub fn get(&mut self) -> Vec<u8> {
         self.free
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(INITIAL_CAPACITY))
     }
 
     /// A buffer holding a copy of `data`.
-    pub(crate) fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
+    pub fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
         let mut v = self.get();
         v.extend_from_slice(data);
         v
     }
 
     /// Returns a buffer to the free-list.
-    pub(crate) fn put(&mut self, mut buf: Vec<u8>) {
+    pub fn put(&mut self, mut buf: Vec<u8>) {
         if self.free.len() < MAX_POOLED {
             buf.clear();
             self.free.push(buf);

@@ -1,7 +1,7 @@
 //! ECN congestion-experienced marking of IPv4-in-Ethernet frames.
 //!
-//! Implemented locally (rather than via `sluice-wire`) so the simulator only
-//! needs the few header fields it touches. Never panics on any input.
+//! Implemented here (rather than via `sluice-wire`) so the model needs only the few header
+//! fields it touches. Never panics on any input.
 
 /// Ethertype of IPv4.
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -14,7 +14,7 @@ const ECN_CE: u8 = 0b11;
 
 /// What [`mark_ce`] did to a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EcnOutcome {
+pub enum EcnOutcome {
     /// Not an Ethernet frame carrying a plausible IPv4 header; untouched.
     NotIpv4,
     /// IPv4 but Not-ECT; untouched.
@@ -40,7 +40,7 @@ fn ones_add(a: u16, b: u16) -> u16 {
 /// Sets CE on an ECT IPv4 packet inside an Ethernet frame (one optional
 /// 802.1Q tag allowed) and fixes the header checksum incrementally (RFC 1624,
 /// eqn. 3: `HC' = ~(~HC + ~m + m')`).
-pub(crate) fn mark_ce(frame: &mut [u8]) -> EcnOutcome {
+pub fn mark_ce(frame: &mut [u8]) -> EcnOutcome {
     let Some(mut ethertype) = be16(frame, 12) else {
         return EcnOutcome::NotIpv4;
     };

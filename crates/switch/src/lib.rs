@@ -1,0 +1,29 @@
+//! `sluice switch`: a userspace software switch for the namespace lab (the kernel here has
+//! no netem, so shaping, ECN marking and impairment between lab hosts happen here).
+//!
+//! - [`SwitchCore`]: the forwarding core, sans-IO and deterministic (time passed in, seeded
+//!   randomness): a learning bridge and per-port [`Egress`] queues. The queue model is
+//!   [`sluice_fabric::Channel`], the same code the simulator runs: line rate, byte and
+//!   frame capacity with tail drop, ECN CE marking above K, random and Gilbert–Elliott
+//!   burst loss, reordering, duplication, corruption; plus a fixed delay.
+//! - [`Runner`]: the core between AF_PACKET sockets (`sluice-device`) in any namespaces, in
+//!   real time.
+//! - [`PortSpec`], [`set_param`]: ports and egress parameters as the command line spells them.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod core;
+mod egress;
+mod error;
+mod runner;
+
+pub use config::{
+    default_egress, parse_burst, parse_duration, parse_probability, parse_rate, parse_size,
+    set_param, ConfigError, PortSpec, MAX_IFACE_LEN,
+};
+pub use core::{PortStats, SwitchCore, MAX_DELAYED};
+pub use egress::{Egress, EgressStats};
+pub use error::SwitchError;
+pub use runner::{PortReport, Runner, MAX_PORTS};
+pub use sluice_fabric::{GilbertElliott, Impairment, LinkConfig};
