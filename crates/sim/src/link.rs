@@ -165,6 +165,22 @@ pub struct LinkStats {
     pub ecn_marked: u64,
     /// Largest queue occupancy seen, in bytes.
     pub max_queue_bytes: usize,
+    /// Frames offered to the queue, each sampling the occupancy it found.
+    pub queue_samples: u64,
+    /// Sum of those samples in bytes: the mean occupancy seen by arrivals is
+    /// [`LinkStats::mean_queue_bytes`].
+    pub queue_bytes_sum: u64,
+}
+
+impl LinkStats {
+    /// The mean queue occupancy in bytes as seen by arriving frames (0 if none arrived).
+    pub fn mean_queue_bytes(&self) -> f64 {
+        if self.queue_samples == 0 {
+            0.0
+        } else {
+            self.queue_bytes_sum as f64 / self.queue_samples as f64
+        }
+    }
 }
 
 /// Draws a Bernoulli trial without consuming randomness for p ≤ 0 or p ≥ 1.
@@ -252,6 +268,11 @@ impl Channel {
     pub(crate) fn offer(&mut self, mut frame: Vec<u8>) -> (Offer, bool) {
         let len = frame.len();
         let busy = self.in_flight.is_some();
+        self.stats.queue_samples += 1;
+        self.stats.queue_bytes_sum = self
+            .stats
+            .queue_bytes_sum
+            .saturating_add(self.queue_bytes as u64);
         if busy && self.queue_bytes.saturating_add(len) > self.config.queue_capacity_bytes {
             self.stats.queue_drops += 1;
             return (Offer::Dropped(frame), false);
