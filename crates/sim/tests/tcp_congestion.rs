@@ -98,7 +98,7 @@ fn run(
     whole.queue_drops += early.queue_drops;
     whole.ecn_marked += early.ecn_marked;
     whole.max_queue_bytes = whole.max_queue_bytes.max(early.max_queue_bytes);
-    drop(step);
+
     assert!(r.is_ok(), "transfers unfinished after {limit:?}: {r:?}");
     let done = transfers.into_iter().map(|(t, _, _)| t).collect();
     (done, whole, steady, end)
@@ -228,7 +228,7 @@ fn fairness(algorithm: Algorithm, seed: u64, from: Duration, to: Duration) -> (f
         false
     };
     let _ = inc.sim.run_until(start + from, &mut step);
-    drop(step);
+
     let before: Vec<u64> = transfers.iter().map(|t| t.receiver.bytes).collect();
     let mut step = |now: Instant, hosts: &mut sluice_sim::HostsView<'_, Stack>| {
         for (i, t) in transfers.iter_mut().enumerate() {
@@ -238,7 +238,7 @@ fn fairness(algorithm: Algorithm, seed: u64, from: Duration, to: Duration) -> (f
         false
     };
     let _ = inc.sim.run_until(start + to, &mut step);
-    drop(step);
+
     let secs = (to - from).as_secs_f64();
     let mbps: Vec<f64> = transfers
         .iter()

@@ -16,8 +16,10 @@
 //! timeout runs one from the timer that detected it. TAS reacts in its next control
 //! iteration; in a sans-IO core "next" is immediately, at no extra cost.
 //!
-//! A connection with nothing outstanding and nothing acknowledged stops its iterations
-//! (Laminar pauses SYNC for idle flows); the next acknowledgment of data re-arms them.
+//! A connection whose interval acknowledged nothing stops its iterations (Laminar pauses
+//! SYNC for idle flows; a stalled flow is the retransmission timer's, which runs an
+//! iteration itself); the next acknowledgment of data re-arms them. So an idle or stalled
+//! connection costs no timer events.
 
 use std::time::Duration;
 
@@ -118,12 +120,13 @@ impl Stack {
             // CWR on the next new data segment.
             ps.ecn |= ecn::bits::CWR_PENDING;
         }
-        let outstanding = ps.snd_max != ps.snd_una;
         self.counters.cc_iterations += 1;
         if cwnd > before {
             self.dp.ready.push(slot);
         }
-        if outstanding || counters.acked_bytes > 0 {
+        // Another iteration one interval on if data flowed, or after a loss reaction (whose
+        // retransmission the next ACKs answer: the first of them, overdue, runs it at once).
+        if counters.acked_bytes > 0 || timeouts > 0 || counters.fast_retransmits > 0 {
             let deadline = self.now + self.cc_interval(slot);
             self.conns[s].cc_deadline = deadline;
             self.timers.arm(slot, deadline);
