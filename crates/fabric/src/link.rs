@@ -166,6 +166,22 @@ pub struct LinkStats {
     pub max_queue_bytes: usize,
     /// Largest queue occupancy seen, in frames.
     pub max_queue_packets: usize,
+    /// Frames offered to the queue, each sampling the occupancy it found.
+    pub queue_samples: u64,
+    /// Sum of those samples in bytes: the mean occupancy seen by arrivals is
+    /// [`LinkStats::mean_queue_bytes`].
+    pub queue_bytes_sum: u64,
+}
+
+impl LinkStats {
+    /// The mean queue occupancy in bytes as seen by arriving frames (0 if none arrived).
+    pub fn mean_queue_bytes(&self) -> f64 {
+        if self.queue_samples == 0 {
+            0.0
+        } else {
+            self.queue_bytes_sum as f64 / self.queue_samples as f64
+        }
+    }
 }
 
 /// Draws a Bernoulli trial without consuming randomness for p ≤ 0 or p ≥ 1.
@@ -255,6 +271,11 @@ impl Channel {
     pub fn offer(&mut self, mut frame: Vec<u8>) -> (Offer, bool) {
         let len = frame.len();
         let busy = self.in_flight.is_some();
+        self.stats.queue_samples += 1;
+        self.stats.queue_bytes_sum = self
+            .stats
+            .queue_bytes_sum
+            .saturating_add(self.queue_bytes as u64);
         let packets_full = self
             .config
             .queue_capacity_packets

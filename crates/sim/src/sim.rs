@@ -575,6 +575,18 @@ impl<H: Host> Sim<H> {
         }
     }
 
+    /// Counters of both directions of a link, reset to zero (for measuring an interval,
+    /// such as the steady state after a warm-up); defaults for an unknown link.
+    pub fn take_link_stats(&mut self, link: LinkId) -> (LinkStats, LinkStats) {
+        match self.net.links.get_mut(link.0) {
+            Some(l) => (
+                std::mem::take(&mut l.chans[0].stats),
+                std::mem::take(&mut l.chans[1].stats),
+            ),
+            None => (LinkStats::default(), LinkStats::default()),
+        }
+    }
+
     /// Counters of a switch, if `id` is a switch.
     pub fn switch_stats(&self, id: NodeId) -> Option<SwitchStats> {
         match self.net.nodes.get(id.0) {

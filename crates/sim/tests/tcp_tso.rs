@@ -97,7 +97,10 @@ fn large_segments_carry_a_clean_transfer_within_the_mtu() {
         64_000,
         Duration::from_millis(200),
     );
-    assert!(o.large_frames > 100, "only {} large frames", o.large_frames);
+    // The window grows once per RTT (the control plane's congestion control), so between
+    // iterations ACKs clock out single segments and large frames come from window growth
+    // and application writes.
+    assert!(o.large_frames > 20, "only {} large frames", o.large_frames);
     assert_eq!(o.large_frames, o.large_segments_tx);
     assert!(
         o.largest_rx <= 1514,

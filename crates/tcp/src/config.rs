@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use sluice_wire::EthernetAddress;
 
+use crate::cc::Algorithm;
+
 /// When the receiver acknowledges data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckPolicy {
@@ -82,6 +84,14 @@ pub struct Config {
     /// Leave the TCP checksum of segments from [`crate::Stack::poll_transmit_offload`] partial
     /// (the pseudo-header sum only), for the device or the receiver's offload to complete.
     pub tx_checksum_offload: bool,
+    /// Congestion-control algorithm of new connections (per connection:
+    /// [`crate::Stack::set_congestion_control`]).
+    pub congestion_control: Algorithm,
+    /// Negotiate ECN (RFC 3168) when the connection's algorithm wants it (DCTCP).
+    pub ecn: bool,
+    /// Shortest interval between two congestion-control iterations of a connection (the
+    /// interval is otherwise one smoothed RTT).
+    pub cc_interval_min: Duration,
 }
 
 /// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
@@ -120,6 +130,9 @@ impl Config {
             ephemeral_ports: (32768, 60999),
             tso_max_payload: 0,
             tx_checksum_offload: false,
+            congestion_control: Algorithm::Dctcp,
+            ecn: true,
+            cc_interval_min: Duration::from_micros(10),
         }
     }
 
@@ -157,6 +170,10 @@ impl Config {
                 "rto_min/rto_initial/rto_max",
                 "0 < min <= initial <= max",
             ));
+        }
+        if self.cc_interval_min.is_zero() || self.cc_interval_min > Duration::from_secs(1) {
+            // Zero would let an iteration re-arm itself at the same instant forever.
+            return Err(ConfigError::Range("cc_interval_min", "0 < interval <= 1s"));
         }
         if self.challenge_ack_limit == 0 {
             // Zero-window probes are answered through this limit; 0 would deadlock a sender

@@ -69,4 +69,10 @@ pub struct Counters {
     pub arp_replies: u64,
     /// Segments received with ECN CE marks.
     pub ecn_ce: u64,
+    /// Connections established with ECN negotiated (RFC 3168 6.1.1).
+    pub ecn_connections: u64,
+    /// Segments sent with CWR after an ECN reaction (RFC 3168 6.1.2).
+    pub ecn_cwr_sent: u64,
+    /// Congestion-control iterations run by the control plane.
+    pub cc_iterations: u64,
 }

@@ -50,6 +50,8 @@ pub const TCP_HEADER_OFFSET: usize = 14 + sluice_wire::ipv4::HEADER_LEN;
 
 /// Writes a complete frame for `header` with a payload of `payload_len` bytes, which `fill`
 /// writes into the slice it is given. Returns the frame length, or None if `buf` is too small.
+/// The packet is Not-ECT: control segments, pure ACKs and retransmissions never are ECT
+/// (RFC 3168 6.1.1, 6.1.4, 6.1.5).
 #[inline]
 pub fn emit_segment(
     buf: &mut [u8],
@@ -58,6 +60,32 @@ pub fn emit_segment(
     header: &TcpHeader,
     payload_len: usize,
     csum: TxChecksum,
+    fill: impl FnOnce(&mut [u8]),
+) -> Option<usize> {
+    emit_segment_ecn(
+        buf,
+        route,
+        ident,
+        header,
+        payload_len,
+        csum,
+        Ecn::NotEct,
+        fill,
+    )
+}
+
+/// [`emit_segment`] with the IP ECN codepoint `ecn` (ECT(0) on new data of an ECN
+/// connection, RFC 3168 6.1.2).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn emit_segment_ecn(
+    buf: &mut [u8],
+    route: &Route,
+    ident: u16,
+    header: &TcpHeader,
+    payload_len: usize,
+    csum: TxChecksum,
+    ecn: Ecn,
     fill: impl FnOnce(&mut [u8]),
 ) -> Option<usize> {
     let eth = EthernetRepr {
@@ -75,7 +103,7 @@ pub fn emit_segment(
         payload_len: u16::try_from(segment_len).ok()?,
         ttl: 64,
         dscp: 0,
-        ecn: Ecn::NotEct,
+        ecn,
         ident,
         dont_fragment: true,
         more_fragments: false,

@@ -20,6 +20,7 @@ pub mod table;
 pub mod time;
 pub mod timer;
 
+pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError};
 pub use control::state::{ConnError, TcpState};
 pub use counters::Counters;

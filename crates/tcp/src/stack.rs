@@ -10,6 +10,7 @@ use hashbrown::HashMap;
 use sluice_wire::tcp::SeqNumber;
 
 use crate::buffer::PayloadRing;
+use crate::cc::{Algorithm, CongestionControl, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
 use crate::control::neighbor::NeighborCache;
@@ -155,6 +156,14 @@ pub struct ConnInfo {
     pub unacked: usize,
     /// Fast retransmits on this connection.
     pub fast_retransmits: u16,
+    /// The congestion-control algorithm.
+    pub congestion_control: Algorithm,
+    /// Slow-start threshold (u32::MAX: none yet).
+    pub ssthresh: u32,
+    /// The rate a rate-based policy programmed, bits per second (0: none).
+    pub rate_bps: u64,
+    /// ECN was negotiated (RFC 3168).
+    pub ecn: bool,
 }
 
 /// The payload rings of a connection and the application's positions in them.
@@ -214,6 +223,8 @@ pub struct Stack {
     pub(crate) now: Instant,
     pub(crate) dp: DataPath,
     pub(crate) conns: Box<[ConnControl]>,
+    /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
+    pub(crate) cc: Box<[Policy]>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Box<[Option<ConnBuffers>]>,
     pub(crate) listeners: Box<[Option<Listener>]>,
@@ -243,6 +254,7 @@ impl Stack {
             dp: DataPath::new(slots, cfg.ooo_intervals),
             conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
                 .into_boxed_slice(),
+            cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
             table: ConnTable::new(slots, cfg.seed),
             bufs: (0..slots).map(|_| None).collect(),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
@@ -632,7 +644,11 @@ impl Stack {
             readable,
             writable,
             unacked,
-            fast_retransmits: post.cnt_fretx,
+            fast_retransmits: post.total_fretx,
+            congestion_control: self.conns[slot].cc_algorithm,
+            ssthresh: self.cc[slot].ssthresh(),
+            rate_bps: self.cc[slot].rate_bps(),
+            ecn: ps.ecn & crate::datapath::ecn::bits::ON != 0,
         })
     }
 
@@ -703,6 +719,7 @@ impl Stack {
     pub(crate) fn open_slot(&mut self, slot: u32, tuple: FourTuple) {
         let s = slot as usize;
         self.conns[s] = ConnControl::new(tuple, self.cfg.rto_initial);
+        self.conns[s].cc_algorithm = self.cfg.congestion_control;
         self.dp.pre[s] = Default::default();
         self.dp.proto[s] = Default::default();
         self.dp.post[s] = Default::default();
@@ -749,6 +766,7 @@ impl Stack {
         c.persist_deadline = Instant::MAX;
         c.delack_deadline = Instant::MAX;
         c.time_wait_deadline = Instant::MAX;
+        c.cc_deadline = Instant::MAX;
         if c.app_owned {
             self.events.raise(slot, bits::CLOSED);
         } else if c.listener.is_none() {

@@ -20,7 +20,8 @@ fn open(stack: &mut sluice_tcp::Stack) -> (sluice_tcp::ConnId, Peer, sluice_wire
 fn rfc9293_3_10_7_3_connect_sends_syn_with_our_options() {
     let mut stack = stack();
     let (id, _, syn) = open(&mut stack);
-    assert_eq!(syn.flags, SYN);
+    // RFC 3168 6.1.1: DCTCP, the default, asks for ECN with an ECN-setup SYN.
+    assert_eq!(syn.flags, SYN | ECE | CWR);
     assert_eq!(syn.dst_port, REMOTE_PORT);
     assert_eq!(syn.ack, SeqNumber(0));
     assert_eq!(syn.window, RX_BUFFER as u16);
@@ -254,7 +255,7 @@ fn rfc6298_syn_retransmitted_with_backoff_then_timed_out_after_syn_retries() {
         at += interval;
         stack.handle_timeout(ms(at));
         let (again, _) = peer.recv_one(&mut stack, ms(at));
-        assert_eq!(again.flags, SYN, "retransmission {n}");
+        assert_eq!(again.flags, syn.flags, "retransmission {n}");
         assert_eq!(again.seq, syn.seq, "retransmission {n} reuses the ISN");
         assert_eq!(again.options.mss, syn.options.mss);
         assert_eq!(stack.state(id), Ok(TcpState::SynSent));

@@ -12,7 +12,7 @@ pub mod report;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use sluice_tcp::Config;
+use sluice_tcp::{Algorithm, Config};
 
 use error::ExperimentError;
 
@@ -62,5 +62,12 @@ pub type ConfigureCc = fn(&mut Config);
 /// The congestion-control policies the experiments compare, by name, with how each is
 /// configured.
 pub fn policies() -> Vec<(&'static str, ConfigureCc)> {
-    vec![("newreno", |_c: &mut Config| {})]
+    vec![
+        ("newreno", |c: &mut Config| {
+            c.congestion_control = Algorithm::NewReno
+        }),
+        ("dctcp", |c: &mut Config| {
+            c.congestion_control = Algorithm::Dctcp
+        }),
+    ]
 }

@@ -3,8 +3,9 @@
 //! SACK-permitted, so the final ACK alone rebuilds the connection and no state is kept.
 //!
 //! ISN layout: `t:5 | mss_index:3 | hash:24`, t counting 64-second periods; a cookie is
-//! valid for the period it was made in and the next. TSval layout: `clock:27 | sack:1 | wscale:4`
-//! (wscale 15 = none). A peer that does not send timestamps gets no scaling and no SACK.
+//! valid for the period it was made in and the next. TSval layout:
+//! `clock:26 | ecn:1 | sack:1 | wscale:4` (wscale 15 = none). A peer that does not send
+//! timestamps gets no scaling, no SACK and no ECN (RFC 3168), as with Linux's cookies.
 
 use std::net::Ipv4Addr;
 
@@ -26,6 +27,8 @@ pub struct CookieOptions {
     pub wscale: Option<u8>,
     /// Peer offered SACK.
     pub sack: bool,
+    /// ECN was agreed in the cookie SYN-ACK (RFC 3168 6.1.1).
+    pub ecn: bool,
 }
 
 fn period(now: Instant) -> u32 {
@@ -50,15 +53,18 @@ pub fn encode_isn(
     SeqNumber(t << 27 | index << 24 | hash24(secret, ip, tuple, peer_isn, t))
 }
 
-/// The TSval of a cookie SYN-ACK: the clock with options in its low five bits, never ahead
+/// Low TSval bits that carry options.
+const OPTION_BITS: u32 = 0x3f;
+
+/// The TSval of a cookie SYN-ACK: the clock with options in its low six bits, never ahead
 /// of the clock. The peer keeps this TSval as TS.Recent; a TSval later than the clock would
 /// make our next segments look older and the peer's PAWS would drop them (RFC 7323 5.3),
-/// so when the option bits exceed the clock's, the previous 32-tick slot is used.
-pub fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool) -> u32 {
-    let bits = (sack as u32) << 4 | wscale.map_or(15, |w| w.min(14) as u32);
-    let tsval = (ts_clock & !0x1f) | bits;
+/// so when the option bits exceed the clock's, the previous 64-tick slot is used.
+pub fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool, ecn: bool) -> u32 {
+    let bits = (ecn as u32) << 5 | (sack as u32) << 4 | wscale.map_or(15, |w| w.min(14) as u32);
+    let tsval = (ts_clock & !OPTION_BITS) | bits;
     if (tsval.wrapping_sub(ts_clock) as i32) > 0 {
-        tsval.wrapping_sub(0x20)
+        tsval.wrapping_sub(OPTION_BITS + 1)
     } else {
         tsval
     }
@@ -83,14 +89,19 @@ pub fn decode(
         return None;
     }
     let mss = MSS_TABLE[((cookie.0 >> 24) & 7) as usize];
-    let (wscale, sack) = match ts_ecr {
+    let (wscale, sack, ecn) = match ts_ecr {
         Some(ecr) => {
             let w = (ecr & 0xf) as u8;
-            ((w <= 14).then_some(w), ecr & 0x10 != 0)
+            ((w <= 14).then_some(w), ecr & 0x10 != 0, ecr & 0x20 != 0)
         }
-        None => (None, false),
+        None => (None, false, false),
     };
-    Some(CookieOptions { mss, wscale, sack })
+    Some(CookieOptions {
+        mss,
+        wscale,
+        sack,
+        ecn,
+    })
 }
 
 #[cfg(test)]
@@ -112,7 +123,7 @@ mod tests {
         let now = Instant::from_millis(1_000_000);
         let peer = SeqNumber(12345);
         let isn = encode_isn(&s, ip, &tuple, peer, now, 1460);
-        let ts = encode_tsval(987_654, Some(7), true);
+        let ts = encode_tsval(987_654, Some(7), true, true);
         assert!(ts <= 987_654, "never ahead of the clock");
         let opts = decode(&s, ip, &tuple, peer, isn, now, Some(ts)).unwrap();
         assert_eq!(
@@ -120,9 +131,13 @@ mod tests {
             CookieOptions {
                 mss: 1460,
                 wscale: Some(7),
-                sack: true
+                sack: true,
+                ecn: true,
             }
         );
+        let ts = encode_tsval(987_654, None, false, false);
+        let opts = decode(&s, ip, &tuple, peer, isn, now, Some(ts)).unwrap();
+        assert_eq!((opts.wscale, opts.sack, opts.ecn), (None, false, false));
         // Still valid in the next 64 s period, not two periods later.
         assert!(decode(
             &s,
@@ -165,7 +180,8 @@ mod tests {
             CookieOptions {
                 mss: 1400,
                 wscale: None,
-                sack: false
+                sack: false,
+                ecn: false,
             }
         );
     }

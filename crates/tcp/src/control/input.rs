@@ -218,6 +218,13 @@ impl Stack {
         let mut tcp_flags = TcpFlags::SYN;
         if with_ack {
             tcp_flags |= TcpFlags::ACK;
+            if c.negotiated.ecn {
+                // RFC 3168 6.1.1: an ECN-setup SYN-ACK has ECE set and CWR clear.
+                tcp_flags |= TcpFlags::ECE;
+            }
+        } else if self.ecn_wanted(slot) {
+            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set.
+            tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
         }
         let header = TcpHeader {
             src_port: c.tuple.local_port,
@@ -334,6 +341,8 @@ impl Stack {
             } else {
                 None
             },
+            // Decided by the caller: it depends on which SYN this is (RFC 3168 6.1.1).
+            ecn: false,
         }
     }
 
@@ -390,7 +399,10 @@ impl Stack {
         }
         self.open_slot(slot, tuple);
         let s = slot as usize;
-        let negotiated = self.peer_options(t);
+        let negotiated = Negotiated {
+            ecn: self.ecn_accepted(t),
+            ..self.peer_options(t)
+        };
         let c = &mut self.conns[s];
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
@@ -407,6 +419,9 @@ impl Stack {
     fn send_cookie_syn_ack(&mut self, input: &TcpInput<'_>, tuple: &FourTuple) {
         let t = &input.tcp;
         let peer = self.peer_options(t);
+        // ECN rides in the TSval with the other options; without timestamps it is not kept
+        // and the cookie connection runs without ECN (as Linux does).
+        let ecn = self.ecn_accepted(t) && peer.ts_recent.is_some();
         let isn = cookie::encode_isn(
             &self.cookie_secret,
             self.cfg.ip,
@@ -426,6 +441,7 @@ impl Stack {
                 self.ts_clock().wrapping_add(offset),
                 peer.snd_wscale,
                 peer.sack,
+                ecn,
             );
             options.timestamp = Some((tsval, ts_val));
             options.sack_permitted = peer.sack;
@@ -433,12 +449,17 @@ impl Stack {
                 options.window_scale = Some(self.our_wscale());
             }
         }
+        let mut flags = TcpFlags::SYN | TcpFlags::ACK;
+        if ecn {
+            // RFC 3168 6.1.1: the ECN-setup SYN-ACK.
+            flags |= TcpFlags::ECE;
+        }
         let header = TcpHeader {
             src_port: t.dst_port,
             dst_port: t.src_port,
             seq: isn,
             ack: t.seq + 1u32,
-            flags: TcpFlags::SYN | TcpFlags::ACK,
+            flags,
             window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
             urgent: 0,
             options,
@@ -494,6 +515,7 @@ impl Stack {
             snd_wscale: opts.wscale,
             sack: opts.sack,
             ts_recent: t.options.timestamp.map(|(v, _)| v),
+            ecn: opts.ecn,
         };
         let c = &mut self.conns[s];
         c.state = TcpState::SynReceived;
@@ -536,7 +558,15 @@ impl Stack {
         }
         // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018): our SYN
         // offered exactly what the configuration enables, which peer_options checks.
-        let negotiated = self.peer_options(t);
+        // RFC 3168 6.1.1: ECN is on if we asked for it and the SYN-ACK is ECN-setup (ECE
+        // without CWR); a simultaneous open (a SYN without ACK) runs without ECN.
+        let negotiated = Negotiated {
+            ecn: has_ack
+                && self.ecn_wanted(slot)
+                && t.flags.contains(TcpFlags::ECE)
+                && !t.flags.contains(TcpFlags::CWR),
+            ..self.peer_options(t)
+        };
         let c = &mut self.conns[s];
         c.irs = t.seq;
         c.negotiated = negotiated;
@@ -725,10 +755,15 @@ impl Stack {
             dupacks: 0,
             ooo_count: 0,
             flags: fl,
+            ecn: if n.ecn {
+                crate::datapath::ecn::bits::ON
+            } else {
+                0
+            },
         };
-        self.dp.cc[s] = crate::cc::Policy::new_default(mss as u32);
-        self.dp.proto[s].cwnd = crate::cc::CongestionControl::window(&self.dp.cc[s]);
+        self.counters.ecn_connections += u64::from(n.ecn);
         self.dp.post[s] = Default::default();
+        self.cc_start(slot);
         self.dp.pre[s].active = true;
         if let Some(b) = self.bufs[s].as_mut() {
             b.reset_at(rcv, snd);
@@ -881,6 +916,7 @@ impl Stack {
         c.rto_deadline = Instant::MAX;
         c.persist_deadline = Instant::MAX;
         c.delack_deadline = Instant::MAX;
+        c.cc_deadline = Instant::MAX;
         c.time_wait_deadline = self.now + self.cfg.time_wait;
         self.timers.arm(slot, c.time_wait_deadline);
         if c.app_owned {

@@ -1,8 +1,10 @@
 //! The control plane: connection lifecycle (RFC 9293), handshakes with SYN cookies, RFC 5961
-//! defences, teardown and TIME-WAIT, retransmission and persist timers, ARP. It runs off the
+//! defences, teardown and TIME-WAIT, retransmission and persist timers, ARP, and the
+//! congestion-control loop that runs each connection's policy about once per RTT. It runs off the
 //! fast path: the data-path hands it exceptions and state-change events, and it installs
 //! synchronized connections into the data-path's stage tables.
 
+mod congestion;
 pub mod cookie;
 mod input;
 pub mod isn;

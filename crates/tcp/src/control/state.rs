@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use sluice_wire::tcp::SeqNumber;
 
+use crate::cc::Algorithm;
 use crate::table::FourTuple;
 use crate::time::Instant;
 
@@ -78,6 +79,8 @@ pub struct Negotiated {
     pub sack: bool,
     /// Timestamps agreed; the peer's latest TSval.
     pub ts_recent: Option<u32>,
+    /// ECN agreed (RFC 3168 6.1.1).
+    pub ecn: bool,
 }
 
 /// The control plane's record of one connection.
@@ -127,6 +130,10 @@ pub struct ConnControl {
     pub fin_deferred: bool,
     /// The error to report, once the connection failed.
     pub error: Option<ConnError>,
+    /// Next congestion-control iteration (control/congestion.rs), or MAX while idle.
+    pub cc_deadline: Instant,
+    /// The congestion-control algorithm chosen for the connection.
+    pub cc_algorithm: Algorithm,
 }
 
 impl ConnControl {
@@ -154,6 +161,8 @@ impl ConnControl {
             app_owned: false,
             fin_deferred: false,
             error: None,
+            cc_deadline: Instant::MAX,
+            cc_algorithm: Algorithm::default(),
         }
     }
 
@@ -163,6 +172,7 @@ impl ConnControl {
             .min(self.delack_deadline)
             .min(self.persist_deadline)
             .min(self.time_wait_deadline)
+            .min(self.cc_deadline)
     }
 
     /// RFC 5961 7: whether another challenge ACK fits this second's per-connection budget.

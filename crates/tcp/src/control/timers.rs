@@ -2,7 +2,6 @@
 //! timeout, zero-window probes, delayed ACKs, TIME-WAIT and orphan expiry.
 
 use super::state::{ConnError, TcpState};
-use crate::cc::CongestionControl;
 use crate::datapath::state::flags;
 use crate::stack::Stack;
 use crate::time::Instant;
@@ -40,6 +39,9 @@ impl Stack {
         }
         if c.persist_deadline <= now {
             self.persist(slot);
+        }
+        if c.cc_deadline <= now {
+            self.cc_expire(slot);
         }
         if c.rto_deadline <= now {
             self.conns[s].rto_deadline = Instant::MAX;
@@ -115,10 +117,11 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
-        let flight = ps.snd_max.diff(ps.snd_una).max(0) as u32;
-        self.dp.cc[s].on_timeout(flight, ps.mss as u32);
+        // The policy answers the timeout at once (RFC 5681 3.1: one segment) and programs
+        // the window; the recovery a fast retransmit began is over.
+        self.cc_on_timeout(slot);
+        self.dp.post[s].in_recovery = false;
         let ps = &mut self.dp.proto[s];
-        ps.cwnd = self.dp.cc[s].window();
         ps.snd_nxt = ps.snd_una;
         ps.dupacks = 0;
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data

@@ -5,6 +5,7 @@
 //! Nothing here allocates after construction.
 
 pub mod classify;
+pub mod ecn;
 mod pipeline;
 pub mod post;
 pub mod protocol;
@@ -12,10 +13,8 @@ pub mod state;
 pub mod summary;
 pub mod tx;
 
-use state::{Interval, PostState, PreState, ProtoState};
+use state::{Interval, PostState, PreState, ProtoState, SchedState};
 use summary::HeaderSummary;
-
-use crate::cc::Policy;
 
 /// Segments processed together by each stage.
 pub const BATCH: usize = 32;
@@ -32,8 +31,8 @@ pub struct DataPath {
     pub ooo_stride: usize,
     /// Post-processor state.
     pub post: Box<[PostState]>,
-    /// Congestion-control state (post-processor).
-    pub cc: Box<[Policy]>,
+    /// Flow-scheduler state: rates programmed by the control plane.
+    pub sched: Box<[SchedState]>,
     /// Header summaries of the batch in flight.
     pub batch: Box<[HeaderSummary; BATCH]>,
     /// Scheduler: slots that may have something to send, each at most once.
@@ -49,7 +48,7 @@ impl DataPath {
             ooo: vec![Interval::default(); slots * ooo].into_boxed_slice(),
             ooo_stride: ooo,
             post: vec![PostState::default(); slots].into_boxed_slice(),
-            cc: vec![Policy::new_default(1460); slots].into_boxed_slice(),
+            sched: vec![SchedState::default(); slots].into_boxed_slice(),
             batch: Box::new([HeaderSummary::default(); BATCH]),
             ready: ReadyQueue::new(slots),
         }
@@ -62,13 +61,14 @@ impl DataPath {
         &mut self.ooo[at..at + self.ooo_stride]
     }
 
-    /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. CC,
-    /// out-of-order intervals).
+    /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. the
+    /// congestion-control counters and the scheduler's rate, out-of-order intervals). The
+    /// congestion-control policy itself is the control plane's.
     pub fn state_bytes(ooo: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
-            core::mem::size_of::<PostState>() + core::mem::size_of::<Policy>(),
+            core::mem::size_of::<PostState>() + core::mem::size_of::<SchedState>(),
             ooo * core::mem::size_of::<Interval>(),
         )
     }

@@ -6,10 +6,10 @@ use sluice_wire::tcp::{SeqNumber, TcpFlags};
 use super::classify::{classify, Checks, Classified, DropReason};
 use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
-use super::{post, protocol, tx, BATCH};
+use super::{ecn, post, protocol, tx, BATCH};
 use crate::config::AckPolicy;
 use crate::events::bits;
-use crate::frame::{emit_segment, Route, Transmit, TxChecksum};
+use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -172,7 +172,6 @@ impl Stack {
         let out = post::process(
             &mut self.dp.proto[i],
             &mut self.dp.post[i],
-            &mut self.dp.cc[i],
             s,
             ack_rule,
             rto_bounds,
@@ -181,6 +180,13 @@ impl Stack {
             && self.dp.proto[i].snd_nxt == self.dp.proto[i].snd_una
         {
             self.counters.fast_retransmits += 1;
+        }
+        // Congestion control: the control plane runs its policy once per RTT over the
+        // counters post::process kept; a loss makes it run now (control/congestion.rs).
+        if out.loss {
+            self.cc_on_loss(slot);
+        } else if s.tx_freed > 0 {
+            self.cc_arm(slot);
         }
         let conn = &mut self.conns[i];
         conn.last_heard = self.now;
@@ -436,15 +442,23 @@ impl Stack {
             if seg.fin {
                 header.flags |= TcpFlags::FIN;
             }
+            // RFC 3168 6.1.2 and 6.1.5: new data is ECT(0) and carries a pending CWR;
+            // retransmissions are neither.
+            let resend = seg.seq.seq_lt(ps.snd_max);
+            let codepoint = ecn::data_codepoint(ps, resend || seg.len == 0);
+            if seg.len > 0 {
+                header.flags |= ecn::cwr_flag(ps, resend);
+            }
             let ring = &self.bufs[i].as_ref()?.tx;
             self.ip_ident = self.ip_ident.wrapping_add(1);
-            let n = emit_segment(
+            let n = emit_segment_ecn(
                 buf,
                 &route,
                 self.ip_ident,
                 &header,
                 seg.len as usize,
                 csum,
+                codepoint,
                 |payload| ring.read(seg.seq, payload),
             )?;
             if gso_size != 0 {
@@ -454,6 +468,10 @@ impl Stack {
                 self.counters.large_segments_tx += 1;
             }
             let retransmission = tx::commit(&mut self.dp.proto[i], &seg, now_us);
+            if header.flags.contains(TcpFlags::CWR) {
+                ecn::cwr_sent(&mut self.dp.proto[i]);
+                self.counters.ecn_cwr_sent += 1;
+            }
             if retransmission {
                 self.counters.retransmitted_bytes += seg.len as u64;
             }

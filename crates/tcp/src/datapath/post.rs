@@ -1,8 +1,14 @@
 //! The post-processor: payload placement, acknowledged-data accounting, RTT estimation,
-//! congestion-control input, notifications and ACK generation.
+//! congestion-control counters, ECN echo, notifications and ACK generation.
+//!
+//! Congestion control only counts here; the control plane runs the policy over the counters
+//! about once per RTT and programs the window back (see `crate::control::congestion`).
 
-use crate::cc::{CongestionControl, Policy};
+use sluice_wire::tcp::SeqNumber;
 
+use crate::cc::CcCounters;
+
+use super::ecn;
 use super::state::{PostState, ProtoState};
 use super::summary::{Actions, HeaderSummary};
 
@@ -18,6 +24,39 @@ pub struct PostOutcome {
     pub rto_restart: bool,
     /// Stop the retransmission timer: everything sent is acknowledged.
     pub rto_stop: bool,
+    /// A fast retransmit started: the control plane reacts now rather than at the end of
+    /// the interval.
+    pub loss: bool,
+}
+
+/// The congestion-control counters since the last call, which resets them: the message
+/// from the post-processor, which owns them, to the control plane's policy.
+#[inline]
+pub fn take_cc_counters(post: &mut PostState) -> CcCounters {
+    let c = CcCounters {
+        acked_bytes: post.cnt_ackb,
+        ecn_bytes: post.cnt_ecnb,
+        dupacks: post.cnt_dupack.into(),
+        fast_retransmits: post.cnt_fretx.into(),
+        rtt_samples: post.cnt_rtt.into(),
+        rtt_last_us: post.rtt_last_us,
+        rtt_min_us: post.rtt_min_us,
+    };
+    post.cnt_ackb = 0;
+    post.cnt_ecnb = 0;
+    post.cnt_dupack = 0;
+    post.cnt_fretx = 0;
+    post.cnt_rtt = 0;
+    post.rtt_last_us = 0;
+    post.rtt_min_us = 0;
+    c
+}
+
+/// RFC 6582 3.2 step 1: no new fast retransmit while the previous recovery's data is
+/// unacknowledged.
+#[inline]
+fn may_fast_retransmit(post: &PostState, snd_una: SeqNumber) -> bool {
+    !post.in_recovery || snd_una.seq_ge(post.recover)
 }
 
 /// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
@@ -56,25 +95,33 @@ pub struct AckRule {
 pub fn process(
     ps: &mut ProtoState,
     post: &mut PostState,
-    cc: &mut Policy,
     s: &HeaderSummary,
     ack_rule: AckRule,
     rto_bounds_us: (u32, u32),
 ) -> PostOutcome {
     let mut out = PostOutcome::default();
-    let mss = ps.mss as u32;
-    if s.ecn_ce {
-        post.cnt_ecnb = post.cnt_ecnb.wrapping_add(s.payload_len as u32);
-    }
+    let ecn_ack_now = ecn::on_receive(ps, s);
     if s.rtt_sample_us != 0 {
         rtt_update(post, s.rtt_sample_us, rto_bounds_us.0, rto_bounds_us.1);
+        post.rtt_last_us = s.rtt_sample_us;
+        post.rtt_min_us = match post.rtt_min_us {
+            0 => s.rtt_sample_us,
+            m => m.min(s.rtt_sample_us),
+        };
+        post.cnt_rtt = post.cnt_rtt.saturating_add(1);
+    }
+    if s.actions.contains(Actions::DUPACK) {
+        post.cnt_dupack = post.cnt_dupack.saturating_add(1);
     }
     if s.actions.contains(Actions::WAKE_TX) && s.tx_freed > 0
         || s.actions.contains(Actions::FIN_ACKED)
     {
-        post.cnt_ackb = post.cnt_ackb.wrapping_add(s.tx_freed);
-        cc.on_ack(s.ack, s.tx_freed, mss);
-        ps.cwnd = cc.window();
+        post.cnt_ackb = post.cnt_ackb.saturating_add(s.tx_freed);
+        post.cnt_ecnb = post.cnt_ecnb.saturating_add(ecn::marked_bytes(ps, s));
+        if post.in_recovery && ps.snd_una.seq_ge(post.recover) {
+            // RFC 6582 3.2 step 3: a full acknowledgment ends the recovery.
+            post.in_recovery = false;
+        }
         // RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else restart it.
         if ps.snd_una == ps.snd_max {
             out.rto_stop = true;
@@ -82,16 +129,18 @@ pub fn process(
             out.rto_restart = true;
         }
     }
-    if s.actions.contains(Actions::FAST_RETRANSMIT) && cc.may_fast_retransmit(ps.snd_una) {
-        post.cnt_fretx = post.cnt_fretx.wrapping_add(1);
-        cc.on_fast_retransmit(ps.snd_max.diff(ps.snd_una).max(0) as u32, mss, ps.snd_max);
-        ps.cwnd = cc.window();
+    if s.actions.contains(Actions::FAST_RETRANSMIT) && may_fast_retransmit(post, ps.snd_una) {
+        post.cnt_fretx = post.cnt_fretx.saturating_add(1);
+        post.total_fretx = post.total_fretx.wrapping_add(1);
+        post.in_recovery = true;
+        post.recover = ps.snd_max;
+        out.loss = true;
         // Go-back-N from snd_una, as TAS and Laminar do; stop timing (Karn).
         ps.snd_nxt = ps.snd_una;
         ps.set(super::state::flags::RTT_TIMING, false);
         out.rto_restart = true;
     }
-    if s.actions.contains(Actions::ACK_NOW) {
+    if s.actions.contains(Actions::ACK_NOW) || ecn_ack_now {
         out.ack_now = true;
     } else if s.actions.contains(Actions::ACK_DATA) {
         post.unacked_segments = post.unacked_segments.saturating_add(1);

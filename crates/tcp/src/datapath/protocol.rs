@@ -193,6 +193,7 @@ fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
     {
         // RFC 5681 2: a duplicate ACK.
         ps.dupacks = ps.dupacks.saturating_add(1);
+        s.actions.insert(Actions::DUPACK);
         if ps.dupacks == 3 {
             s.actions.insert(Actions::FAST_RETRANSMIT);
         }

@@ -21,6 +21,15 @@ pub struct PreState {
     pub active: bool,
 }
 
+/// Flow-scheduler state: what the control plane programmed for the scheduler to enforce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedState {
+    /// The rate a rate-based policy (TIMELY) computed, bits per second; 0: no rate, the
+    /// window alone limits the flow. The Carousel scheduler (FlexTOE 3.4) will pace to it;
+    /// until then the policy also programs the equivalent window.
+    pub rate_bps: u64,
+}
+
 impl Default for PreState {
     fn default() -> Self {
         PreState {
@@ -100,6 +109,8 @@ pub struct ProtoState {
     pub ooo_count: u8,
     /// See [`flags`].
     pub flags: u8,
+    /// ECN state (RFC 3168): see [`super::ecn::bits`].
+    pub ecn: u8,
 }
 
 impl ProtoState {
@@ -154,6 +165,9 @@ pub struct Interval {
 }
 
 /// Post-processor state: RTT estimate, counters for congestion control, ACK policy.
+///
+/// The `cnt_*` and `rtt_*` counters are the congestion-control input: the control plane
+/// takes and resets them once per iteration ([`super::post::take_cc_counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PostState {
     /// Smoothed RTT in microseconds (0 before the first sample).
@@ -162,12 +176,26 @@ pub struct PostState {
     pub rttvar_us: u32,
     /// Current retransmission timeout in microseconds (RFC 6298).
     pub rto_us: u32,
-    /// Acknowledged bytes (counter for congestion control).
+    /// Acknowledged bytes since the last control iteration.
     pub cnt_ackb: u32,
-    /// ECN-marked bytes received.
+    /// Of those, bytes acknowledged by ACKs carrying ECE (the sender's ECN signal).
     pub cnt_ecnb: u32,
-    /// Fast retransmits.
+    /// The latest RTT sample since the last iteration (0: none).
+    pub rtt_last_us: u32,
+    /// The smallest RTT sample since the last iteration (0: none).
+    pub rtt_min_us: u32,
+    /// RTT samples since the last iteration.
+    pub cnt_rtt: u16,
+    /// Duplicate ACKs since the last iteration.
+    pub cnt_dupack: u16,
+    /// Fast retransmits since the last iteration.
     pub cnt_fretx: u16,
+    /// Fast retransmits over the connection's life (for `ConnInfo`).
+    pub total_fretx: u16,
+    /// A fast-retransmit recovery is under way until `recover` is acknowledged (RFC 6582).
+    pub in_recovery: bool,
+    /// snd_max when the recovery began (RFC 6582 `recover`).
+    pub recover: SeqNumber,
     /// Data segments received since we last sent an ACK (delayed-ACK policy).
     pub unacked_segments: u8,
     /// An ACK is owed and will go out with the next segment or as a pure ACK.

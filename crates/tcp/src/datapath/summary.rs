@@ -28,6 +28,8 @@ impl Actions {
     pub const ACK_TOO_OLD: Actions = Actions(1 << 8);
     /// The segment failed PAWS (RFC 7323 5.3).
     pub const PAWS: Actions = Actions(1 << 9);
+    /// A duplicate ACK (RFC 5681 2), counted for congestion control.
+    pub const DUPACK: Actions = Actions(1 << 10);
 
     /// Whether every bit of `other` is set.
     #[inline]

@@ -147,7 +147,7 @@ pub fn header(
         dst_port: pre.remote_port,
         seq,
         ack: ack.rcv_nxt,
-        flags: tcp_flags,
+        flags: tcp_flags | super::ecn::ack_flags(ps),
         window: ps.window_field(ack.rx_avail),
         urgent: 0,
         options: TcpOptions {

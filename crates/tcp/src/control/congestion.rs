@@ -1,0 +1,180 @@
+//! The control plane's congestion-control loop (TAS, FlexTOE appendix D, Laminar 4.2.1).
+//!
+//! Each connection has a control-plane deadline, `ConnControl::cc_deadline`, on the same
+//! timer heap as its other timers, so an iteration costs O(log n) and never scans the
+//! connection table. An iteration runs about once per smoothed RTT:
+//!
+//! 1. it takes the post-processor's counters, which resets them (`post::take_cc_counters`:
+//!    the one message from the stage that owns them);
+//! 2. it runs the connection's [`Policy`], which the control plane owns;
+//! 3. it programs the result into the data-path: the congestion window for the transmit
+//!    stage, a rate for the flow scheduler, and CWR after an ECN reaction.
+//!
+//! Loss is answered at once rather than at the end of the interval: a fast retransmit runs
+//! an iteration for that connection before the batch that detected it returns (so the
+//! go-back-N resend already goes out under the reduced window), and a retransmission
+//! timeout runs one from the timer that detected it. TAS reacts in its next control
+//! iteration; in a sans-IO core "next" is immediately, at no extra cost.
+//!
+//! A connection whose interval acknowledged nothing stops its iterations (Laminar pauses
+//! SYNC for idle flows; a stalled flow is the retransmission timer's, which runs an
+//! iteration itself); the next acknowledgment of data re-arms them. So an idle or stalled
+//! connection costs no timer events.
+
+use std::time::Duration;
+
+use crate::cc::{Algorithm, CcInput, CongestionControl, Policy};
+use crate::datapath::ecn;
+use crate::datapath::post;
+use crate::datapath::state::SchedState;
+use crate::stack::{ConnId, Error, Stack};
+use crate::time::Instant;
+
+impl Stack {
+    /// The control interval: one smoothed RTT, at least `Config::cc_interval_min`.
+    fn cc_interval(&self, slot: u32) -> Duration {
+        let srtt = self.dp.post[slot as usize].srtt_us;
+        Duration::from_micros(srtt.into()).max(self.cfg.cc_interval_min)
+    }
+
+    /// Starts the connection's policy as the data-path takes it over: the initial window,
+    /// no rate, and the receiver's ECN echo mode (RFC 8257 3.2 for DCTCP).
+    pub(crate) fn cc_start(&mut self, slot: u32) {
+        let s = slot as usize;
+        let algorithm = self.conns[s].cc_algorithm;
+        let mss = u32::from(self.dp.proto[s].mss);
+        self.cc[s] = Policy::new(algorithm, mss);
+        self.dp.proto[s].cwnd = self.cc[s].window();
+        self.dp.sched[s] = SchedState::default();
+        self.set_echo_mode(slot, algorithm);
+        self.conns[s].cc_deadline = Instant::MAX;
+    }
+
+    fn set_echo_mode(&mut self, slot: u32, algorithm: Algorithm) {
+        let ps = &mut self.dp.proto[slot as usize];
+        if algorithm == Algorithm::Dctcp {
+            ps.ecn |= ecn::bits::DCTCP_ECHO;
+        } else {
+            ps.ecn &= !ecn::bits::DCTCP_ECHO;
+        }
+    }
+
+    /// Data was acknowledged: an iteration is due within one interval, if none is; one that
+    /// is overdue (the host has not called `handle_timeout` yet) runs now, so the window
+    /// follows the ACK clock however late the timer is served.
+    #[inline]
+    pub(crate) fn cc_arm(&mut self, slot: u32) {
+        let deadline = self.conns[slot as usize].cc_deadline;
+        if deadline == Instant::MAX {
+            let deadline = self.now + self.cc_interval(slot);
+            self.conns[slot as usize].cc_deadline = deadline;
+            self.timers.arm(slot, deadline);
+        } else if deadline <= self.now {
+            self.cc_expire(slot);
+        }
+    }
+
+    /// A fast retransmit started: react now.
+    pub(crate) fn cc_on_loss(&mut self, slot: u32) {
+        self.cc_iteration(slot, 0);
+    }
+
+    /// The retransmission timer expired: react now.
+    pub(crate) fn cc_on_timeout(&mut self, slot: u32) {
+        self.cc_iteration(slot, 1);
+    }
+
+    /// The connection's control deadline passed.
+    pub(crate) fn cc_expire(&mut self, slot: u32) {
+        self.conns[slot as usize].cc_deadline = Instant::MAX;
+        self.cc_iteration(slot, 0);
+    }
+
+    /// One control iteration for one connection.
+    fn cc_iteration(&mut self, slot: u32, timeouts: u32) {
+        let s = slot as usize;
+        if !self.dp.pre[s].active {
+            self.conns[s].cc_deadline = Instant::MAX;
+            return;
+        }
+        let counters = post::take_cc_counters(&mut self.dp.post[s]);
+        let ps = &self.dp.proto[s];
+        let input = CcInput {
+            counters,
+            timeouts,
+            srtt_us: self.dp.post[s].srtt_us,
+            flight: ps.snd_max.diff(ps.snd_una).max(0) as u32,
+            mss: u32::from(ps.mss),
+            in_recovery: self.dp.post[s].in_recovery,
+            now_us: self.now.as_micros(),
+        };
+        let before = ps.cwnd;
+        let policy = &mut self.cc[s];
+        policy.update(&input);
+        let cwnd = policy.window().max(input.mss);
+        self.dp.sched[s].rate_bps = policy.rate_bps();
+        let ps = &mut self.dp.proto[s];
+        ps.cwnd = cwnd;
+        if counters.ecn_bytes > 0 && ps.ecn & ecn::bits::ON != 0 {
+            // RFC 3168 6.1.2: the window was answered for the echo; tell the receiver with
+            // CWR on the next new data segment.
+            ps.ecn |= ecn::bits::CWR_PENDING;
+        }
+        self.counters.cc_iterations += 1;
+        if cwnd > before {
+            self.dp.ready.push(slot);
+        }
+        // Another iteration one interval on if data flowed, or after a loss reaction (whose
+        // retransmission the next ACKs answer: the first of them, overdue, runs it at once).
+        if counters.acked_bytes > 0 || timeouts > 0 || counters.fast_retransmits > 0 {
+            let deadline = self.now + self.cc_interval(slot);
+            self.conns[s].cc_deadline = deadline;
+            self.timers.arm(slot, deadline);
+        } else {
+            self.conns[s].cc_deadline = Instant::MAX;
+        }
+    }
+
+    /// Chooses the connection's congestion-control algorithm (Linux's TCP_CONGESTION).
+    /// Before the handshake completes it takes effect at establishment (and an active open
+    /// not yet answered asks for ECN in a retransmitted SYN only if the new algorithm does);
+    /// afterwards the new policy takes over at the connection's current window. ECN, once
+    /// negotiated, stays on: every policy answers echoes (RFC 3168 6.1.2).
+    pub fn set_congestion_control(
+        &mut self,
+        id: ConnId,
+        algorithm: Algorithm,
+    ) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        let s = slot as usize;
+        self.conns[s].cc_algorithm = algorithm;
+        if self.dp.pre[s].active && self.cc[s].algorithm() != algorithm {
+            let ps = &self.dp.proto[s];
+            let ssthresh = self.cc[s].ssthresh();
+            self.cc[s] = Policy::with_window(algorithm, u32::from(ps.mss), ps.cwnd, ssthresh);
+            self.dp.sched[s].rate_bps = self.cc[s].rate_bps();
+            self.set_echo_mode(slot, algorithm);
+        }
+        Ok(())
+    }
+
+    /// The connection's congestion-control algorithm.
+    pub fn congestion_control(&self, id: ConnId) -> Result<Algorithm, Error> {
+        Ok(self.conns[self.slot_of(id)? as usize].cc_algorithm)
+    }
+
+    /// Whether ECN would be asked for in the SYN of this connection (RFC 3168 6.1.1): the
+    /// configuration allows it and the algorithm wants it.
+    pub(crate) fn ecn_wanted(&self, slot: u32) -> bool {
+        self.cfg.ecn && self.conns[slot as usize].cc_algorithm.ecn_capable()
+    }
+
+    /// Whether a passive open accepts the ECN a SYN asks for: an ECN-setup SYN has both ECE
+    /// and CWR (RFC 3168 6.1.1), and new connections get the configured algorithm.
+    pub(crate) fn ecn_accepted(&self, syn: &sluice_wire::tcp::TcpHeader) -> bool {
+        use sluice_wire::tcp::TcpFlags;
+        self.cfg.ecn
+            && self.cfg.congestion_control.ecn_capable()
+            && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
+    }
+}

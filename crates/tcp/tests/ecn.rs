@@ -1,0 +1,273 @@
+//! ECN (RFC 3168) and its use by DCTCP (RFC 8257): negotiation on both sides, refusal,
+//! the SYN-cookie path, the codepoints of what we send, ECE echo and CWR.
+
+mod harness;
+
+use harness::*;
+use sluice_tcp::{Algorithm, Stack};
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::tcp::{ChecksumCheck, SeqNumber, TcpFlags, TcpHeader};
+
+/// What the stack sends at `now`: TCP headers, payload lengths and IP ECN codepoints.
+fn sent(stack: &mut Stack, now: sluice_tcp::Instant) -> Vec<(TcpHeader, usize, Ecn)> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    while let Some(n) = stack.poll_transmit(now, &mut buf) {
+        let (eth, l3) = EthernetRepr::parse(&buf[..n]).unwrap();
+        if eth.ethertype != EtherType::Ipv4 {
+            continue;
+        }
+        let (ip, l4) = Ipv4Repr::parse(l3, true).unwrap();
+        let (tcp, payload) = TcpHeader::parse(l4, ip.src, ip.dst, ChecksumCheck::Verify).unwrap();
+        out.push((tcp, payload.len(), ip.ecn));
+    }
+    out
+}
+
+/// `seg` from `peer` with the IP codepoint `ecn` (the harness sends Not-ECT).
+fn send_ecn(stack: &mut Stack, peer: &Peer, now: sluice_tcp::Instant, seg: Seg, ecn: Ecn) {
+    let mut frame = peer.frame(&seg);
+    let (mut ip, _) = Ipv4Repr::parse(&frame[14..], true).unwrap();
+    ip.ecn = ecn;
+    ip.emit(&mut frame[14..]).unwrap();
+    stack.handle_frame(now, &frame);
+}
+
+/// A passive open where the peer's SYN is ECN-setup (ECE and CWR) with `syn_opts`;
+/// returns the connection and the SYN-ACK's flags.
+fn ecn_passive_open(stack: &mut Stack, syn_opts: sluice_wire::tcp::TcpOptions) -> (Conn, TcpFlags) {
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let peer = Peer::new(40000, LISTEN_PORT);
+    let isn = SeqNumber(1000);
+    peer.send(
+        stack,
+        ms(0),
+        peer.seg(SYN | ECE | CWR).seq(isn).opts(syn_opts),
+    );
+    let (synack, _) = peer.recv_one(stack, ms(0));
+    let mut ack = peer.seg(ACK).seq(isn + 1u32).ack(synack.seq + 1u32);
+    if let (Some((tsval, _)), Some((theirs, _))) = (syn_opts.timestamp, synack.options.timestamp) {
+        ack = ack.ts(tsval, theirs);
+    }
+    peer.send(stack, ms(0), ack);
+    peer.recv_nothing(stack, ms(0));
+    let id = stack.accept(l).unwrap();
+    let conn = Conn {
+        id,
+        peer,
+        peer_isn: isn,
+        our_isn: synack.seq,
+        peer_nxt: isn + 1u32,
+        our_nxt: synack.seq + 1u32,
+    };
+    (conn, synack.flags)
+}
+
+#[test]
+fn rfc3168_6_1_1_passive_open_answers_an_ecn_setup_syn_with_ece_only() {
+    let mut stack = stack();
+    let (c, flags) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(
+        flags,
+        SYN | ACK | ECE,
+        "ECN-setup SYN-ACK: ECE set, CWR clear"
+    );
+    let info = stack.info(c.id).unwrap();
+    assert!(info.ecn);
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+    assert_eq!(stack.counters().ecn_connections, 1);
+    // RFC 3168 6.1.2: new data is ECT(0); 6.1.4: a pure ACK is not.
+    stack.send(c.id, &pattern(100, 1)).unwrap();
+    let out = sent(&mut stack, ms(1));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].2, Ecn::Ect0);
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&[1; 10]).ack(c.our_nxt + 100u32),
+    );
+    let out = sent(&mut stack, ms(2));
+    assert_eq!(
+        (out[0].1, out[0].2),
+        (0, Ecn::NotEct),
+        "pure ACK is Not-ECT"
+    );
+}
+
+#[test]
+fn rfc3168_6_1_1_active_open_negotiates_only_with_an_ecn_setup_syn_ack() {
+    for (answer, expect) in [
+        (SYN | ACK | ECE, true),
+        // RFC 3168 6.1.1: a SYN-ACK with both ECE and CWR is not ECN-setup.
+        (SYN | ACK | ECE | CWR, false),
+        (SYN | ACK, false),
+    ] {
+        let mut stack = stack();
+        let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+        let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+        assert_eq!(syn.flags, SYN | ECE | CWR, "RFC 3168 6.1.1 ECN-setup SYN");
+        let peer = Peer::new(9000, syn.src_port);
+        peer.send(
+            &mut stack,
+            ms(1),
+            peer.seg(answer)
+                .seq(SeqNumber(500))
+                .ack(syn.seq + 1u32)
+                .opts(mss_only(1460)),
+        );
+        let (ack, _) = peer.recv_one(&mut stack, ms(1));
+        assert_eq!(
+            ack.flags, ACK,
+            "{answer:?}: the handshake's ACK carries no ECN flags"
+        );
+        assert_eq!(stack.info(id).unwrap().ecn, expect, "{answer:?}");
+        stack.send(id, &[7; 50]).unwrap();
+        let out = sent(&mut stack, ms(2));
+        let want = if expect { Ecn::Ect0 } else { Ecn::NotEct };
+        assert_eq!(out[0].2, want, "{answer:?}");
+    }
+}
+
+#[test]
+fn a_side_that_refuses_ecn_keeps_it_off() {
+    // Configuration off: an ECN-setup SYN gets a plain SYN-ACK.
+    let mut cfg = config();
+    cfg.ecn = false;
+    let mut stack = stack_with(cfg);
+    let (c, flags) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(flags, SYN | ACK);
+    assert!(!stack.info(c.id).unwrap().ecn);
+    stack.send(c.id, &[1; 100]).unwrap();
+    assert_eq!(sent(&mut stack, ms(1))[0].2, Ecn::NotEct);
+    // A policy that does not want ECN (NewReno) neither asks nor accepts.
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::NewReno;
+    let mut stack = stack_with(cfg);
+    stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN);
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::Cubic;
+    let mut stack = stack_with(cfg);
+    let (c, flags) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(flags, SYN | ACK);
+    assert_eq!(
+        stack.info(c.id).unwrap().congestion_control,
+        Algorithm::Cubic
+    );
+}
+
+#[test]
+fn syn_cookies_keep_ecn_in_the_timestamp_and_drop_it_without() {
+    for with_ts in [true, false] {
+        let mut cfg = config();
+        cfg.syn_backlog = 1;
+        let mut stack = stack_with(cfg);
+        let l = stack.listen(LISTEN_PORT, 16).unwrap();
+        // Fill the backlog with one half-open connection: the next SYN gets a cookie.
+        let other = Peer::new(50000, LISTEN_PORT);
+        other.send(&mut stack, ms(0), other.seg(SYN).seq(SeqNumber(1)));
+        other.recv_one(&mut stack, ms(0));
+        let peer = Peer::new(40000, LISTEN_PORT);
+        let opts = if with_ts {
+            full_syn_options(1460, 7, 4242)
+        } else {
+            mss_only(1460)
+        };
+        peer.send(
+            &mut stack,
+            ms(1),
+            peer.seg(SYN | ECE | CWR).seq(SeqNumber(1000)).opts(opts),
+        );
+        let (synack, _) = peer.recv_one(&mut stack, ms(1));
+        assert_eq!(stack.counters().syn_cookies_sent, 1);
+        // With timestamps the agreement rides in the TSval (as Linux's cookies do);
+        // without, the cookie cannot keep it, so ECN is not offered.
+        let want = if with_ts { SYN | ACK | ECE } else { SYN | ACK };
+        assert_eq!(synack.flags, want, "timestamps {with_ts}");
+        let mut ack = peer.seg(ACK).seq(SeqNumber(1001)).ack(synack.seq + 1u32);
+        if let Some((theirs, _)) = synack.options.timestamp {
+            ack = ack.ts(4243, theirs);
+        }
+        peer.send(&mut stack, ms(2), ack);
+        assert_eq!(stack.counters().syn_cookies_accepted, 1);
+        let id = stack.accept(l).unwrap();
+        assert_eq!(stack.info(id).unwrap().ecn, with_ts);
+    }
+}
+
+#[test]
+fn rfc8257_3_2_receiver_echoes_ce_per_segment_and_rfc3168_receiver_latches_until_cwr() {
+    let mut stack = stack();
+    let (mut c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    let data = |stack: &mut Stack, c: &mut Conn, ce: bool, extra: TcpFlags| {
+        let seg = c.data_seg(&[5; 100]).flags(ACK | extra);
+        let ecn = if ce { Ecn::Ce } else { Ecn::Ect0 };
+        send_ecn(stack, &c.peer, ms(1), seg, ecn);
+        c.peer_nxt += 100u32;
+        let out = sent(stack, ms(1));
+        assert_eq!(out.len(), 1);
+        out[0].0.flags
+    };
+    // DCTCP (the default): ECE reflects each segment's CE.
+    assert_eq!(data(&mut stack, &mut c, true, TcpFlags(0)), ACK | ECE);
+    assert_eq!(data(&mut stack, &mut c, false, TcpFlags(0)), ACK);
+    assert_eq!(stack.counters().ecn_ce, 1);
+    // RFC 3168: ECE on every ACK from a CE until the peer's CWR.
+    stack
+        .set_congestion_control(c.id, Algorithm::NewReno)
+        .unwrap();
+    assert_eq!(data(&mut stack, &mut c, true, TcpFlags(0)), ACK | ECE);
+    assert_eq!(data(&mut stack, &mut c, false, TcpFlags(0)), ACK | ECE);
+    assert_eq!(data(&mut stack, &mut c, false, CWR), ACK);
+}
+
+#[test]
+fn rfc3168_6_1_2_echo_reduces_the_window_once_and_the_next_new_data_carries_cwr() {
+    let mut stack = stack();
+    let (c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(stack.send(c.id, &pattern(10 * 1460, 3)), Ok(10 * 1460));
+    let first = sent(&mut stack, ms(0));
+    assert_eq!(first.len(), 10, "initial window: 10 segments (RFC 6928)");
+    assert!(first
+        .iter()
+        .all(|s| s.2 == Ecn::Ect0 && !s.0.flags.contains(CWR)));
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 10 * 1460);
+    // The peer echoes congestion on the ACK of the whole window, 1 ms later.
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.ack_seg().ack(c.our_nxt + 10 * 1460u32).flags(ACK | ECE),
+    );
+    assert_eq!(stack.send(c.id, &pattern(10 * 1460, 4)), Ok(10 * 1460));
+    // The data-path only counts; the control plane runs the policy one RTT later: DCTCP
+    // with alpha = 1 (RFC 8257 3.3) and every byte marked halves the window.
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 10 * 1460);
+    let out = run_until(&mut stack, ms(3));
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.cwnd, 5 * 1460);
+    assert_eq!(info.ssthresh, 5 * 1460);
+    assert!(stack.counters().cc_iterations >= 1);
+    // The segments sent after the reduction: the first new one has CWR, only it.
+    let data: Vec<_> = out.iter().filter(|(_, s)| !s.1.is_empty()).collect();
+    assert_eq!(data.len(), 5, "{out:?}");
+    assert!(data[0].1 .0.flags.contains(CWR));
+    assert!(data[1..].iter().all(|(_, s)| !s.0.flags.contains(CWR)));
+    assert_eq!(stack.counters().ecn_cwr_sent, 1);
+}
+
+#[test]
+fn congestion_control_is_chosen_per_connection_and_by_name() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    assert_eq!(stack.congestion_control(c.id), Ok(Algorithm::Dctcp));
+    for name in ["cubic", "timely", "reno", "newreno", "dctcp"] {
+        let a: Algorithm = name.parse().unwrap();
+        stack.set_congestion_control(c.id, a).unwrap();
+        assert_eq!(stack.congestion_control(c.id), Ok(a));
+        assert_eq!(stack.info(c.id).unwrap().congestion_control, a);
+        // The window the connection had is kept.
+        assert_eq!(stack.info(c.id).unwrap().cwnd, 10 * 1460);
+    }
+}
