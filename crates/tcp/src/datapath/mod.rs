@@ -8,11 +8,12 @@ pub mod classify;
 mod pipeline;
 pub mod post;
 pub mod protocol;
+pub mod scoreboard;
 pub mod state;
 pub mod summary;
 pub mod tx;
 
-use state::{Interval, PostState, PreState, ProtoState};
+use state::{Interval, PostState, PreState, ProtoState, SackedRange};
 use summary::HeaderSummary;
 
 use crate::cc::Policy;
@@ -30,6 +31,10 @@ pub struct DataPath {
     pub ooo: Box<[Interval]>,
     /// Interval slots per connection.
     pub ooo_stride: usize,
+    /// The sender's SACK scoreboards (protocol stage), `sacked_stride` ranges per slot.
+    pub sacked: Box<[SackedRange]>,
+    /// Scoreboard ranges per connection.
+    pub sacked_stride: usize,
     /// Post-processor state.
     pub post: Box<[PostState]>,
     /// Congestion-control state (post-processor).
@@ -41,13 +46,16 @@ pub struct DataPath {
 }
 
 impl DataPath {
-    /// Creates tables for `slots` connections with `ooo` interval slots each.
-    pub fn new(slots: usize, ooo: usize) -> Self {
+    /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
+    /// scoreboard ranges each.
+    pub fn new(slots: usize, ooo: usize, sacked: usize) -> Self {
         DataPath {
             pre: vec![PreState::default(); slots].into_boxed_slice(),
             proto: vec![ProtoState::default(); slots].into_boxed_slice(),
             ooo: vec![Interval::default(); slots * ooo].into_boxed_slice(),
             ooo_stride: ooo,
+            sacked: vec![SackedRange::default(); slots * sacked].into_boxed_slice(),
+            sacked_stride: sacked,
             post: vec![PostState::default(); slots].into_boxed_slice(),
             cc: vec![Policy::new_default(1460); slots].into_boxed_slice(),
             batch: Box::new([HeaderSummary::default(); BATCH]),
@@ -62,14 +70,21 @@ impl DataPath {
         &mut self.ooo[at..at + self.ooo_stride]
     }
 
+    /// The SACK scoreboard of `slot`.
+    #[inline]
+    pub fn sacked_of(&self, slot: u32) -> &[SackedRange] {
+        let at = slot as usize * self.sacked_stride;
+        &self.sacked[at..at + self.sacked_stride]
+    }
+
     /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. CC,
-    /// out-of-order intervals).
-    pub fn state_bytes(ooo: usize) -> (usize, usize, usize, usize) {
+    /// interval tables: out-of-order intervals and the SACK scoreboard).
+    pub fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
             core::mem::size_of::<PostState>() + core::mem::size_of::<Policy>(),
-            ooo * core::mem::size_of::<Interval>(),
+            ooo * core::mem::size_of::<Interval>() + sacked * core::mem::size_of::<SackedRange>(),
         )
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::cc::{CongestionControl, Policy};
 
+use super::scoreboard;
 use super::state::{PostState, ProtoState};
 use super::summary::{Actions, HeaderSummary};
 
@@ -18,6 +19,8 @@ pub struct PostOutcome {
     pub rto_restart: bool,
     /// Stop the retransmission timer: everything sent is acknowledged.
     pub rto_stop: bool,
+    /// A fast retransmit began loss recovery (go-back-N or SACK).
+    pub fast_retransmit: bool,
 }
 
 /// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
@@ -82,14 +85,21 @@ pub fn process(
             out.rto_restart = true;
         }
     }
-    if s.actions.contains(Actions::FAST_RETRANSMIT) && cc.may_fast_retransmit(ps.snd_una) {
+    if s.actions.contains(Actions::FAST_RETRANSMIT)
+        && !scoreboard::in_recovery(ps)
+        && cc.may_fast_retransmit(ps.snd_una)
+    {
         post.cnt_fretx = post.cnt_fretx.wrapping_add(1);
         cc.on_fast_retransmit(ps.snd_max.diff(ps.snd_una).max(0) as u32, mss, ps.snd_max);
         ps.cwnd = cc.window();
-        // Go-back-N from snd_una, as TAS and Laminar do; stop timing (Karn).
-        ps.snd_nxt = ps.snd_una;
+        // RFC 6675 5 step 4 with SACK; else go-back-N from snd_una, as TAS and Laminar do.
+        if !scoreboard::enter_recovery(ps) {
+            ps.snd_nxt = ps.snd_una;
+        }
+        // Stop timing (Karn).
         ps.set(super::state::flags::RTT_TIMING, false);
         out.rto_restart = true;
+        out.fast_retransmit = true;
     }
     if s.actions.contains(Actions::ACK_NOW) {
         out.ack_now = true;
