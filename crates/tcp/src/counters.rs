@@ -57,6 +57,9 @@ pub struct Counters {
     pub sack_recoveries: u64,
     /// Segments retransmitted by NextSeg() during SACK recovery (RFC 6675).
     pub sack_retransmits: u64,
+    /// Times SACK blocks for data sent after a retransmission showed it lost again, so the
+    /// holes went once more without waiting for the timer.
+    pub sack_lost_retransmissions: u64,
     /// Large segments handed to a device's segmentation offload (TSO/GSO).
     pub large_segments_tx: u64,
     /// Zero-window probes sent.

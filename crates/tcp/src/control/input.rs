@@ -737,6 +737,7 @@ impl Stack {
                 recovery_point: snd,
                 high_rxt: snd,
                 lost_below: snd,
+                rxt_snd_max: snd,
                 count: 0,
             },
         };

@@ -137,6 +137,7 @@ impl Stack {
             c.sack_blocks_invalid += u64::from(s.sack.invalid);
             c.sack_blocks_old += u64::from(s.sack.old);
             c.sack_scoreboard_full += u64::from(s.sack.overflow);
+            c.sack_lost_retransmissions += u64::from(s.sack.rxt_lost);
         }
         // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
         // the connection's, which later segments of the batch may have moved on.

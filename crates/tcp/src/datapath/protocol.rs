@@ -214,7 +214,10 @@ fn process_ack(
     // RFC 6675 Update(): record what the SACK blocks newly report.
     let newly_sacked = if sack && s.sack_count > 0 {
         let n = usize::from(s.sack_count).min(s.sack_blocks.len());
-        let (newly, report) = scoreboard::update(ps, sacked, &s.sack_blocks[..n]);
+        let (newly, mut report) = scoreboard::update(ps, sacked, &s.sack_blocks[..n]);
+        if newly > 0 {
+            report.rxt_lost = scoreboard::detect_lost_retransmissions(ps, sacked);
+        }
         s.sack = report;
         newly
     } else {
@@ -228,6 +231,8 @@ fn process_ack(
         if rfc5681 || newly_sacked > 0 {
             ps.dupacks = ps.dupacks.saturating_add(1);
             if sack {
+                // Limited Transmit may send on this one (RFC 6675 5 step 3).
+                s.actions.insert(Actions::WAKE_TX);
                 // RFC 6675 5 steps 2.a-2.b: DupThresh duplicates, or IsLost(HighACK + 1).
                 if scoreboard::may_enter_recovery(ps)
                     && (u32::from(ps.dupacks) >= scoreboard::DUP_THRESH

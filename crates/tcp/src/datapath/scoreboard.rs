@@ -174,6 +174,49 @@ fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
     ps.snd_una
 }
 
+/// Lost retransmissions, which RFC 6675 leaves to the timer: when DupThresh worth of data
+/// sent after the latest retransmission is SACKed (IsLost() of the sequence number that was
+/// next to send then), every retransmission before it had time to arrive, so the holes
+/// still unSACKed below HighRxt lost theirs. HighRxt goes back to snd_una and NextSeg()
+/// retransmits them again (as Linux does with its per-segment retransmission marks).
+/// Returns whether that happened.
+pub fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+    let sb = &ps.sack;
+    if !sb.has(sack_flags::IN_RECOVERY)
+        || sb.has(sack_flags::RXT_FIRST)
+        || !sb.high_rxt.seq_gt(ps.snd_una)
+        || !sb.rxt_snd_max.seq_gt(sb.high_rxt)
+    {
+        return false;
+    }
+    if !sacked_beyond(ps, board, sb.rxt_snd_max) {
+        return false;
+    }
+    // snd_una itself is below HighRxt and never SACKed: NextSeg() retransmitted every hole
+    // below HighRxt, and at least that one is still missing.
+    ps.sack.high_rxt = ps.snd_una;
+    ps.sack.rxt_snd_max = ps.snd_una;
+    true
+}
+
+/// Whether DupThresh discontiguous ranges, or more than (DupThresh - 1) * SMSS bytes,
+/// are SACKed at or beyond `seq` (IsLost() of the sequence number just below it).
+fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
+    let used = &board[..usize::from(ps.sack.count).min(board.len())];
+    let threshold = (DUP_THRESH - 1) * u32::from(ps.mss);
+    let mut bytes = 0u32;
+    for (n, r) in used.iter().rev().enumerate() {
+        if r.end.seq_le(seq) {
+            break;
+        }
+        bytes = bytes.saturating_add(r.end.diff(r.start.max(seq)) as u32);
+        if n as u32 + 1 >= DUP_THRESH || bytes > threshold {
+            return true;
+        }
+    }
+    false
+}
+
 /// The boundary during recovery: IsLost() and what [`SackSender::lost_below`] marks.
 #[inline]
 fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
@@ -288,7 +331,20 @@ pub fn next_segment(ps: &mut ProtoState, board: &[SackedRange], max_len: u32) ->
     if ps.sack.has(sack_flags::IN_RECOVERY) {
         return next_seg(ps, board, max_len);
     }
-    if ps.sack.count == 0 || !ps.snd_nxt.seq_lt(ps.snd_max) {
+    if !ps.snd_nxt.seq_lt(ps.snd_max) {
+        if ps.sack.has(sack_flags::ENABLED) && (1..DUP_THRESH).contains(&u32::from(ps.dupacks)) {
+            // RFC 6675 5 step 3, RFC 3042 (RFC 5681 3.2 step 1) Limited Transmit: on the
+            // first two duplicate ACKs a new segment may go if the flight stays within
+            // cwnd + 2 SMSS. Its ACK is the duplicate that a small window would otherwise
+            // lack, leaving loss to the retransmission timer.
+            let extra = u32::from(ps.dupacks) * u32::from(ps.mss);
+            let window = ps.snd_wnd.min(ps.cwnd.saturating_add(extra));
+            let usable = window.saturating_sub(ps.in_flight());
+            return tx::segment_within(ps, max_len.min(u32::from(ps.mss)), usable).map(Next::Send);
+        }
+        return tx::next_segment(ps, max_len).map(Next::Send);
+    }
+    if ps.sack.count == 0 {
         return tx::next_segment(ps, max_len).map(Next::Send);
     }
     // Go-back-N after a timeout: what the receiver SACKed since need not go again
@@ -394,6 +450,7 @@ pub fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
     if end.seq_gt(sb.high_rxt) {
         sb.high_rxt = end;
     }
+    sb.rxt_snd_max = ps.snd_max;
     sb.set(sack_flags::RXT_FIRST, false);
     ps.set(flags::FORCE_SEND, false);
 }
@@ -563,6 +620,31 @@ mod tests {
             rxt.push(s.seq.0 / MSS);
         }
         assert_eq!(rxt, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_lost_retransmission_goes_again_once_later_data_is_sacked() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(1), seg(5))]);
+        ps.cwnd = 10 * MSS;
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        assert_eq!(ps.sack.rxt_snd_max, seg(20));
+        // Data sent before the retransmission is SACKed: nothing to conclude.
+        update(&mut ps, &mut b, &[(seg(5), seg(20))]);
+        assert!(!detect_lost_retransmissions(&mut ps, &b));
+        // Three segments sent after it are SACKed, snd_una has not moved: it was lost.
+        ps.snd_max = seg(23);
+        ps.snd_nxt = seg(23);
+        update(&mut ps, &mut b, &[(seg(20), seg(23))]);
+        assert!(detect_lost_retransmissions(&mut ps, &b));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("the hole again")
+        };
+        assert_eq!((s.seq, s.len), (seg(0), MSS));
     }
 
     #[test]

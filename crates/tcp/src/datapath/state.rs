@@ -201,6 +201,9 @@ pub struct SackSender {
     /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
     /// rule in SACK terms, and the idea of RFC 8985).
     pub lost_below: SeqNumber,
+    /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
+    /// unSACKed hole below HighRxt means a retransmission was lost too.
+    pub rxt_snd_max: SeqNumber,
     /// SACKed ranges in use in this connection's slice of `DataPath::sacked`.
     pub count: u8,
     /// See [`sack_flags`].

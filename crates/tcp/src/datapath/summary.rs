@@ -109,4 +109,6 @@ pub struct SackReport {
     pub old: u8,
     /// Ranges dropped because the scoreboard was full.
     pub overflow: u8,
+    /// The blocks showed that retransmissions were lost again.
+    pub rxt_lost: bool,
 }
