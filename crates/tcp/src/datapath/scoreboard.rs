@@ -126,17 +126,16 @@ fn overlap(r: SackedRange, start: SeqNumber, end: SeqNumber) -> u32 {
 pub fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) {
     let una = ps.snd_una;
     let count = usize::from(ps.sack.count).min(board.len());
+    // Ranges the ACK covered go. So does one it reached into, which only a receiver that
+    // reneged (RFC 2018 8) or a broken one sends: SACK information is advisory, and what
+    // is forgotten is at worst sent again.
     let mut gone = 0;
-    while gone < count && board[gone].end.seq_le(una) {
+    while gone < count && board[gone].start.seq_le(una) {
         gone += 1;
     }
     if gone > 0 {
         board.copy_within(gone..count, 0);
         ps.sack.count -= gone as u8;
-    }
-    if ps.sack.count > 0 && board[0].start.seq_lt(una) {
-        // Only a receiver that reneged (RFC 2018 8) acknowledges into a SACKed range.
-        board[0].start = una;
     }
     let sb = &mut ps.sack;
     if sb.has(sack_flags::IN_RECOVERY) {
