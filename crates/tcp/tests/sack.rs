@@ -319,6 +319,26 @@ fn go_back_n_stays_selectable_and_ignores_sack_blocks() {
 }
 
 #[test]
+fn rfc6675_recovery_is_not_left_running_when_the_same_batch_acknowledges_everything() {
+    // The protocol stage sees a whole batch before the post stage starts a recovery for
+    // its third duplicate: a later ACK of everything in that batch must not leave a
+    // recovery behind that no ACK can end (found by the fuzzer: a FIN never went).
+    let (mut stack, c, _) = sender(config(), 8);
+    let batch = [
+        c.ack_seg().ack(seg(&c, 1)),
+        sack_ack(&c, 1, &[(2, 3)]),
+        sack_ack(&c, 1, &[(2, 4)]),
+        sack_ack(&c, 1, &[(2, 5)]),
+        c.ack_seg().ack(seg(&c, 8)),
+    ];
+    c.peer.send_batch(&mut stack, ms(2), &batch);
+    c.peer.recv_all(&mut stack, ms(2));
+    stack.shutdown(c.id).unwrap();
+    let (h, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert!(h.flags.contains(FIN) && h.seq == seg(&c, 8), "{h:?}");
+}
+
+#[test]
 fn config_rejects_an_empty_scoreboard_with_sack_recovery() {
     let mut cfg = config();
     cfg.sack_scoreboard = 0;

@@ -281,7 +281,9 @@ pub fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
 /// Starts SACK-based loss recovery (RFC 6675 5 step 4) if this connection uses it: the
 /// caller has told congestion control (step 4.2). Returns false for go-back-N.
 pub fn enter_recovery(ps: &mut ProtoState) -> bool {
-    if !may_enter_recovery(ps) {
+    // Nothing outstanding: a later ACK of the same batch (the protocol stage runs over the
+    // whole batch before this stage) acknowledged everything; no recovery could end.
+    if !may_enter_recovery(ps) || !ps.snd_una.seq_lt(ps.snd_max) {
         return false;
     }
     let sb = &mut ps.sack;
@@ -328,7 +330,13 @@ pub enum Next {
 #[inline]
 pub fn next_segment(ps: &mut ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next> {
     if ps.sack.has(sack_flags::IN_RECOVERY) {
-        return next_seg(ps, board, max_len);
+        if ps.snd_una.seq_lt(ps.sack.recovery_point) {
+            return next_seg(ps, board, max_len);
+        }
+        // Recovery must not outlive its RecoveryPoint (RFC 6675 5 (A)), whatever order
+        // the stages saw a batch's ACKs in.
+        ps.sack
+            .set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
     }
     if !ps.snd_nxt.seq_lt(ps.snd_max) {
         if ps.sack.has(sack_flags::ENABLED) && (1..DUP_THRESH).contains(&u32::from(ps.dupacks)) {
