@@ -391,7 +391,7 @@ fn goodput_table_under_random_loss() {
             }
             let mean = gbps.iter().sum::<f64>() / gbps.len() as f64;
             println!(
-                "| {:.1} % | {name} | {mean:.3} | {:.1} % | {} |",
+                "| {:.1} % | {name} | {mean:.3} | {:.1} % | {:.1} |",
                 loss * 100.0,
                 rexmit as f64 / (3 * bytes) as f64 * 100.0,
                 timeouts as f64 / 3.0
