@@ -21,6 +21,17 @@ pub enum AckPolicy {
     },
 }
 
+/// How the sender recovers lost segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// SACK-based loss recovery (RFC 6675) with a bounded scoreboard, on connections whose
+    /// peer agreed to SACK (RFC 2018); the others fall back to go-back-N.
+    Sack,
+    /// Go-back-N from snd_una after three duplicate ACKs or a timeout, as TAS, FlexTOE and
+    /// Laminar do: the papers' baseline.
+    GoBackN,
+}
+
 /// Configuration of a [`crate::Stack`].
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -46,6 +57,11 @@ pub struct Config {
     pub mtu: u16,
     /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
     pub ooo_intervals: usize,
+    /// SACKed ranges the sender's scoreboard tracks per connection (RFC 6675); a SACK block
+    /// that finds no room is dropped (or evicts the highest range) and counted.
+    pub sack_scoreboard: usize,
+    /// Loss recovery of the sender.
+    pub recovery: Recovery,
     /// Acknowledgment policy for received data.
     pub ack_policy: AckPolicy,
     /// Nagle's algorithm on new connections (RFC 9293 SHLD-7).
@@ -112,6 +128,8 @@ impl Config {
             tx_buffer: 256 * 1024,
             mtu: 1500,
             ooo_intervals: 1,
+            sack_scoreboard: 8,
+            recovery: Recovery::Sack,
             ack_policy: AckPolicy::EverySegment,
             nagle: true,
             rto_initial: Duration::from_secs(1),
@@ -154,6 +172,14 @@ impl Config {
         }
         if self.ooo_intervals > 64 {
             return Err(ConfigError::Range("ooo_intervals", "0..=64"));
+        }
+        if self.sack_scoreboard > 64
+            || (self.recovery == Recovery::Sack && self.sack_scoreboard == 0)
+        {
+            return Err(ConfigError::Range(
+                "sack_scoreboard",
+                "1..=64 (0 only with Recovery::GoBackN)",
+            ));
         }
         if let AckPolicy::Delayed { segments, timeout } = self.ack_policy {
             // RFC 9293 MUST-40: an ACK is not delayed by more than 0.5 s.
@@ -206,6 +232,14 @@ impl Config {
             return Err(ConfigError::Range("syn_backlog/max_accept_queue", ">= 1"));
         }
         Ok(())
+    }
+
+    /// Scoreboard ranges allocated per connection: none for go-back-N.
+    pub fn scoreboard_ranges(&self) -> usize {
+        match self.recovery {
+            Recovery::Sack => self.sack_scoreboard,
+            Recovery::GoBackN => 0,
+        }
     }
 
     /// The MSS this host announces: MTU less IPv4 and TCP headers.

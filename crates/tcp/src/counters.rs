@@ -43,8 +43,23 @@ pub struct Counters {
     pub timeouts: u64,
     /// Fast retransmits after three duplicate ACKs.
     pub fast_retransmits: u64,
-    /// Bytes sent again (go-back-N) after a timeout or fast retransmit.
+    /// Bytes sent again (go-back-N or SACK recovery) after a timeout or fast retransmit.
     pub retransmitted_bytes: u64,
+    /// SACK blocks received on connections that use SACK recovery (RFC 2018).
+    pub sack_blocks_rx: u64,
+    /// SACK blocks ignored as invalid: empty, reversed, or outside (snd_una, snd_max].
+    pub sack_blocks_invalid: u64,
+    /// SACK blocks at or below snd_una (D-SACK, RFC 2883, or an old ACK), ignored.
+    pub sack_blocks_old: u64,
+    /// SACKed ranges dropped because the scoreboard was full (`Config::sack_scoreboard`).
+    pub sack_scoreboard_full: u64,
+    /// SACK-based loss recoveries begun (RFC 6675 5); also counted in `fast_retransmits`.
+    pub sack_recoveries: u64,
+    /// Segments retransmitted by NextSeg() during SACK recovery (RFC 6675).
+    pub sack_retransmits: u64,
+    /// Times SACK blocks for data sent after a retransmission showed it lost again, so the
+    /// holes went once more without waiting for the timer.
+    pub sack_lost_retransmissions: u64,
     /// Large segments handed to a device's segmentation offload (TSO/GSO).
     pub large_segments_tx: u64,
     /// Zero-window probes sent.

@@ -21,7 +21,7 @@ pub mod time;
 pub mod timer;
 
 pub use cc::Algorithm;
-pub use config::{AckPolicy, Config, ConfigError};
+pub use config::{AckPolicy, Config, ConfigError, Recovery};
 pub use control::state::{ConnError, TcpState};
 pub use counters::Counters;
 pub use frame::{Transmit, TxChecksum};

@@ -251,7 +251,7 @@ impl Stack {
         let span = (hi - lo) as u64 + 1;
         Ok(Stack {
             now: Instant::ZERO,
-            dp: DataPath::new(slots, cfg.ooo_intervals),
+            dp: DataPath::new(slots, cfg.ooo_intervals, cfg.scoreboard_ranges()),
             conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
                 .into_boxed_slice(),
             cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
@@ -653,9 +653,9 @@ impl Stack {
     }
 
     /// Per-connection data-path state in bytes: (pre-processor, protocol, post-processor,
-    /// out-of-order intervals) — compare FlexTOE's 108 B (Table 5).
+    /// out-of-order intervals and SACK scoreboard) — compare FlexTOE's 108 B (Table 5).
     pub fn datapath_state_bytes(&self) -> (usize, usize, usize, usize) {
-        DataPath::state_bytes(self.cfg.ooo_intervals)
+        DataPath::state_bytes(self.cfg.ooo_intervals, self.cfg.scoreboard_ranges())
     }
 
     /// Checks internal invariants; used by the fuzzer and tests. Returns a description of the
@@ -697,6 +697,21 @@ impl Stack {
                 if unacked < -fin || unacked > 0 && unacked as u32 > b.tx.capacity() {
                     return Err(format!("slot {slot}: tx ring holds {unacked} bytes"));
                 }
+            }
+            let board = self.dp.sacked_of(slot as u32);
+            let used = board
+                .get(..usize::from(ps.sack.count))
+                .ok_or_else(|| format!("slot {slot}: {} SACKed ranges > bound", ps.sack.count))?;
+            let mut prev = ps.snd_una;
+            for r in used {
+                // Sorted, disjoint, within (snd_una, snd_max] (RFC 6675 Update()).
+                if !(r.start.seq_gt(prev) && r.start.seq_lt(r.end) && r.end.seq_le(ps.snd_max)) {
+                    return Err(format!(
+                        "slot {slot}: SACKed range {r:?} not sorted within ({}, {}]",
+                        ps.snd_una, ps.snd_max
+                    ));
+                }
+                prev = r.end;
             }
             let ooo = &self.dp.ooo[slot * self.dp.ooo_stride..][..ps.ooo_count as usize];
             let right = ps.rcv_nxt + ps.rx_avail;

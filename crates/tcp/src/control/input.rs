@@ -11,7 +11,7 @@ use super::cookie;
 use super::isn;
 use super::state::{ConnError, Negotiated, TcpState};
 use crate::datapath::classify::TcpInput;
-use crate::datapath::state::{flags, PreState, ProtoState};
+use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::events::bits;
 use crate::frame::{emit_segment, Route, TxChecksum};
@@ -759,6 +759,21 @@ impl Stack {
                 crate::datapath::ecn::bits::ON
             } else {
                 0
+            },
+            ooo_seen: 0,
+            sack: SackSender {
+                // RFC 6675 needs the peer's SACK blocks: without SACK-permitted (RFC 2018 2)
+                // the connection recovers by go-back-N.
+                flags: if n.sack && self.dp.sacked_stride > 0 {
+                    sack_flags::ENABLED
+                } else {
+                    0
+                },
+                recovery_point: snd,
+                high_rxt: snd,
+                lost_below: snd,
+                rxt_snd_max: snd,
+                count: 0,
             },
         };
         self.counters.ecn_connections += u64::from(n.ecn);

@@ -1,5 +1,6 @@
-//! Timer expiry: retransmission (handshake and data, go-back-N, RFC 6298 backoff), user
-//! timeout, zero-window probes, delayed ACKs, TIME-WAIT and orphan expiry.
+//! Timer expiry: retransmission (handshake and data, go-back-N, RFC 6298 backoff, RFC 6675
+//! 5.1 scoreboard reset), user timeout, zero-window probes, delayed ACKs, TIME-WAIT and
+//! orphan expiry.
 
 use super::state::{ConnError, TcpState};
 use crate::datapath::state::flags;
@@ -124,6 +125,7 @@ impl Stack {
         let ps = &mut self.dp.proto[s];
         ps.snd_nxt = ps.snd_una;
         ps.dupacks = 0;
+        crate::datapath::scoreboard::on_timeout(ps);
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
         self.backoff(slot);
         let c = &mut self.conns[s];

@@ -148,6 +148,8 @@ pub fn classify<'a>(
                 has_timestamp,
                 ts_val,
                 ts_ecr,
+                sack_blocks: tcp.options.sack_blocks,
+                sack_count: tcp.options.sacks().len() as u8,
                 ..HeaderSummary::default()
             };
             Classified::FastPath

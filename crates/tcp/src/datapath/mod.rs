@@ -9,11 +9,12 @@ pub mod ecn;
 mod pipeline;
 pub mod post;
 pub mod protocol;
+pub mod scoreboard;
 pub mod state;
 pub mod summary;
 pub mod tx;
 
-use state::{Interval, PostState, PreState, ProtoState, SchedState};
+use state::{Interval, PostState, PreState, ProtoState, SackedRange, SchedState};
 use summary::HeaderSummary;
 
 /// Segments processed together by each stage.
@@ -29,6 +30,10 @@ pub struct DataPath {
     pub ooo: Box<[Interval]>,
     /// Interval slots per connection.
     pub ooo_stride: usize,
+    /// The sender's SACK scoreboards (protocol stage), `sacked_stride` ranges per slot.
+    pub sacked: Box<[SackedRange]>,
+    /// Scoreboard ranges per connection.
+    pub sacked_stride: usize,
     /// Post-processor state.
     pub post: Box<[PostState]>,
     /// Flow-scheduler state: rates programmed by the control plane.
@@ -40,13 +45,16 @@ pub struct DataPath {
 }
 
 impl DataPath {
-    /// Creates tables for `slots` connections with `ooo` interval slots each.
-    pub fn new(slots: usize, ooo: usize) -> Self {
+    /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
+    /// scoreboard ranges each.
+    pub fn new(slots: usize, ooo: usize, sacked: usize) -> Self {
         DataPath {
             pre: vec![PreState::default(); slots].into_boxed_slice(),
             proto: vec![ProtoState::default(); slots].into_boxed_slice(),
             ooo: vec![Interval::default(); slots * ooo].into_boxed_slice(),
             ooo_stride: ooo,
+            sacked: vec![SackedRange::default(); slots * sacked].into_boxed_slice(),
+            sacked_stride: sacked,
             post: vec![PostState::default(); slots].into_boxed_slice(),
             sched: vec![SchedState::default(); slots].into_boxed_slice(),
             batch: Box::new([HeaderSummary::default(); BATCH]),
@@ -61,15 +69,23 @@ impl DataPath {
         &mut self.ooo[at..at + self.ooo_stride]
     }
 
+    /// The SACK scoreboard of `slot`.
+    #[inline]
+    pub fn sacked_of(&self, slot: u32) -> &[SackedRange] {
+        let at = slot as usize * self.sacked_stride;
+        &self.sacked[at..at + self.sacked_stride]
+    }
+
     /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. the
-    /// congestion-control counters and the scheduler's rate, out-of-order intervals). The
-    /// congestion-control policy itself is the control plane's.
-    pub fn state_bytes(ooo: usize) -> (usize, usize, usize, usize) {
+    /// congestion-control counters and the scheduler's rate, interval tables: out-of-order
+    /// intervals and the SACK scoreboard). The congestion-control policy itself is the
+    /// control plane's.
+    pub fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
             core::mem::size_of::<PostState>() + core::mem::size_of::<SchedState>(),
-            ooo * core::mem::size_of::<Interval>(),
+            ooo * core::mem::size_of::<Interval>() + sacked * core::mem::size_of::<SackedRange>(),
         )
     }
 }

@@ -6,7 +6,7 @@ use sluice_wire::tcp::{SeqNumber, TcpFlags};
 use super::classify::{classify, Checks, Classified, DropReason};
 use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, tx, BATCH};
+use super::{ecn, post, protocol, scoreboard, tx, BATCH};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
@@ -85,9 +85,11 @@ impl Stack {
             let s = &mut self.dp.batch[i];
             let slot = s.slot as usize;
             let stride = self.dp.ooo_stride;
+            let sacked = self.dp.sacked_stride;
             protocol::process(
                 &mut self.dp.proto[slot],
                 &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
+                &mut self.dp.sacked[slot * sacked..(slot + 1) * sacked],
                 s,
                 now_us,
             );
@@ -128,6 +130,14 @@ impl Stack {
         let i = slot as usize;
         if s.ecn_ce {
             self.counters.ecn_ce += 1;
+        }
+        if s.sack.received > 0 {
+            let c = &mut self.counters;
+            c.sack_blocks_rx += u64::from(s.sack.received);
+            c.sack_blocks_invalid += u64::from(s.sack.invalid);
+            c.sack_blocks_old += u64::from(s.sack.old);
+            c.sack_scoreboard_full += u64::from(s.sack.overflow);
+            c.sack_lost_retransmissions += u64::from(s.sack.rxt_lost);
         }
         // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
         // the connection's, which later segments of the batch may have moved on.
@@ -176,14 +186,15 @@ impl Stack {
             ack_rule,
             rto_bounds,
         );
-        if s.actions.contains(Actions::FAST_RETRANSMIT)
-            && self.dp.proto[i].snd_nxt == self.dp.proto[i].snd_una
-        {
+        if out.fast_retransmit {
             self.counters.fast_retransmits += 1;
+            if scoreboard::in_recovery(&self.dp.proto[i]) {
+                self.counters.sack_recoveries += 1;
+            }
         }
         // Congestion control: the control plane runs its policy once per RTT over the
         // counters post::process kept; a loss makes it run now (control/congestion.rs).
-        if out.loss {
+        if out.fast_retransmit {
             self.cc_on_loss(slot);
         } else if s.tx_freed > 0 {
             self.cc_arm(slot);
@@ -394,8 +405,15 @@ impl Stack {
         let now_ms = self.now.as_millis() as u32;
         let now_us = self.now.as_micros() as u32;
         let route = self.route_of(slot);
+        let board = &self.dp.sacked[i * self.dp.sacked_stride..(i + 1) * self.dp.sacked_stride];
+        // What to send: NextSeg() in SACK recovery (RFC 6675), else from snd_nxt.
+        let next = scoreboard::next_segment(&mut self.dp.proto[i], board, max_payload);
         let ps = &self.dp.proto[i];
-        if let Some(mut seg) = tx::next_segment(ps, max_payload) {
+        if let Some(next) = next {
+            let (mut seg, sack_rxt) = match next {
+                scoreboard::Next::Send(seg) => (seg, false),
+                scoreboard::Next::Retransmit(seg) => (seg, true),
+            };
             let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
             let ack = tx::AckFields::current(ps);
             let mut header = tx::header(
@@ -467,7 +485,18 @@ impl Stack {
                 self.ip_ident = self.ip_ident.wrapping_add(segments as u16 - 1);
                 self.counters.large_segments_tx += 1;
             }
-            let retransmission = tx::commit(&mut self.dp.proto[i], &seg, now_us);
+            let retransmission = if sack_rxt {
+                scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
+                let segments = if gso_size != 0 {
+                    seg.len.div_ceil(room)
+                } else {
+                    1
+                };
+                self.counters.sack_retransmits += u64::from(segments);
+                true
+            } else {
+                tx::commit(&mut self.dp.proto[i], &seg, now_us)
+            };
             if header.flags.contains(TcpFlags::CWR) {
                 ecn::cwr_sent(&mut self.dp.proto[i]);
                 self.counters.ecn_cwr_sent += 1;

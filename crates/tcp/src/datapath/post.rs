@@ -9,6 +9,7 @@ use sluice_wire::tcp::SeqNumber;
 use crate::cc::CcCounters;
 
 use super::ecn;
+use super::scoreboard;
 use super::state::{PostState, ProtoState};
 use super::summary::{Actions, HeaderSummary};
 
@@ -24,9 +25,9 @@ pub struct PostOutcome {
     pub rto_restart: bool,
     /// Stop the retransmission timer: everything sent is acknowledged.
     pub rto_stop: bool,
-    /// A fast retransmit started: the control plane reacts now rather than at the end of
-    /// the interval.
-    pub loss: bool,
+    /// A fast retransmit began loss recovery (go-back-N or SACK): the control plane reacts
+    /// now rather than at the end of the interval.
+    pub fast_retransmit: bool,
 }
 
 /// The congestion-control counters since the last call, which resets them: the message
@@ -129,16 +130,22 @@ pub fn process(
             out.rto_restart = true;
         }
     }
-    if s.actions.contains(Actions::FAST_RETRANSMIT) && may_fast_retransmit(post, ps.snd_una) {
+    if s.actions.contains(Actions::FAST_RETRANSMIT)
+        && !scoreboard::in_recovery(ps)
+        && may_fast_retransmit(post, ps.snd_una)
+    {
         post.cnt_fretx = post.cnt_fretx.saturating_add(1);
         post.total_fretx = post.total_fretx.wrapping_add(1);
         post.in_recovery = true;
         post.recover = ps.snd_max;
-        out.loss = true;
-        // Go-back-N from snd_una, as TAS and Laminar do; stop timing (Karn).
-        ps.snd_nxt = ps.snd_una;
+        // RFC 6675 5 step 4 with SACK; else go-back-N from snd_una, as TAS and Laminar do.
+        if !scoreboard::enter_recovery(ps) {
+            ps.snd_nxt = ps.snd_una;
+        }
+        // Stop timing (Karn).
         ps.set(super::state::flags::RTT_TIMING, false);
         out.rto_restart = true;
+        out.fast_retransmit = true;
     }
     if s.actions.contains(Actions::ACK_NOW) || ecn_ack_now {
         out.ack_now = true;

@@ -7,13 +7,21 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::state::{flags, Interval, ProtoState};
+use super::scoreboard;
+use super::state::{flags, sack_flags, Interval, ProtoState, SackedRange};
 use super::summary::{Actions, HeaderSummary};
 
-/// Processes one segment. `ooo` is this connection's slice of interval slots.
+/// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
+/// slice of the sender's SACK scoreboard.
 #[inline]
-pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary, now_us: u32) {
-    process_segment(ps, ooo, s, now_us);
+pub fn process(
+    ps: &mut ProtoState,
+    ooo: &mut [Interval],
+    sacked: &mut [SackedRange],
+    s: &mut HeaderSummary,
+    now_us: u32,
+) {
+    process_segment(ps, ooo, sacked, s, now_us);
     // The ACK for this segment reports the receive state this segment left, not the one the
     // rest of its batch leaves: one ACK per segment, each acknowledging that segment
     // (RFC 9293 3.10.7.4, RFC 5681 4.2); identical ACKs would be duplicate ACKs to the peer.
@@ -22,7 +30,13 @@ pub fn process(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary,
 }
 
 #[inline]
-fn process_segment(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSummary, now_us: u32) {
+fn process_segment(
+    ps: &mut ProtoState,
+    ooo: &mut [Interval],
+    sacked: &mut [SackedRange],
+    s: &mut HeaderSummary,
+    now_us: u32,
+) {
     // RFC 7323 5.3: PAWS. A segment whose TSval is older than TS.Recent is a replay from a
     // previous incarnation of the sequence space: drop it and acknowledge (R1-R2).
     if ps.has(flags::TIMESTAMPS)
@@ -48,7 +62,7 @@ fn process_segment(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSumm
         return;
     }
 
-    process_ack(ps, s, now_us);
+    process_ack(ps, sacked, s, now_us);
     if s.actions.contains(Actions::EXCEPTION) {
         return;
     }
@@ -143,9 +157,15 @@ fn process_segment(ps: &mut ProtoState, ooo: &mut [Interval], s: &mut HeaderSumm
     }
 }
 
-/// The ACK field (RFC 9293 3.10.7.4 fifth check, RFC 5961 5.2, RFC 5681 duplicate ACKs).
+/// The ACK field (RFC 9293 3.10.7.4 fifth check, RFC 5961 5.2, RFC 5681 duplicate ACKs) and
+/// SACK option (RFC 2018, RFC 6675).
 #[inline]
-fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
+fn process_ack(
+    ps: &mut ProtoState,
+    sacked: &mut [SackedRange],
+    s: &mut HeaderSummary,
+    now_us: u32,
+) {
     let ack = s.ack;
     // RFC 5961 5.2 / RFC 9293 3.10.7.4: an ACK of data never sent is answered with an ACK
     // and the segment dropped.
@@ -185,18 +205,50 @@ fn process_ack(ps: &mut ProtoState, s: &mut HeaderSummary, now_us: u32) {
             ps.set(flags::RTT_TIMING, false);
         }
         s.actions.insert(Actions::WAKE_TX);
-    } else if ack == ps.snd_una
-        && s.payload_len == 0
-        && !s.flags.contains(TcpFlags::FIN)
-        && window == ps.snd_wnd
-        && ps.snd_max != ps.snd_una
-    {
-        // RFC 5681 2: a duplicate ACK.
-        ps.dupacks = ps.dupacks.saturating_add(1);
-        s.actions.insert(Actions::DUPACK);
-        if ps.dupacks == 3 {
-            s.actions.insert(Actions::FAST_RETRANSMIT);
+    }
+    let sack = ps.sack.has(sack_flags::ENABLED);
+    if sack && advanced {
+        // RFC 6675 5 (A): the cumulative ACK may end recovery, or be a partial ACK.
+        scoreboard::on_cumulative_ack(ps, sacked);
+    }
+    // RFC 6675 Update(): record what the SACK blocks newly report.
+    let newly_sacked = if sack && s.sack_count > 0 {
+        let n = usize::from(s.sack_count).min(s.sack_blocks.len());
+        let (newly, mut report) = scoreboard::update(ps, sacked, &s.sack_blocks[..n]);
+        if newly > 0 {
+            report.rxt_lost = scoreboard::detect_lost_retransmissions(ps, sacked);
         }
+        s.sack = report;
+        newly
+    } else {
+        0
+    };
+    if !advanced && ack == ps.snd_una && ps.snd_max != ps.snd_una {
+        // RFC 5681 2: a duplicate ACK. RFC 6675 2 also counts an ACK whose SACK blocks
+        // report new data, whatever else it carries.
+        let rfc5681 =
+            s.payload_len == 0 && !s.flags.contains(TcpFlags::FIN) && window == ps.snd_wnd;
+        if rfc5681 || newly_sacked > 0 {
+            ps.dupacks = ps.dupacks.saturating_add(1);
+            s.actions.insert(Actions::DUPACK);
+            if sack {
+                // Limited Transmit may send on this one (RFC 6675 5 step 3).
+                s.actions.insert(Actions::WAKE_TX);
+                // RFC 6675 5 steps 2.a-2.b: DupThresh duplicates, or IsLost(HighACK + 1).
+                if scoreboard::may_enter_recovery(ps)
+                    && (u32::from(ps.dupacks) >= scoreboard::DUP_THRESH
+                        || scoreboard::is_lost(ps, sacked, ps.snd_una))
+                {
+                    s.actions.insert(Actions::FAST_RETRANSMIT);
+                }
+            } else if ps.dupacks == 3 {
+                s.actions.insert(Actions::FAST_RETRANSMIT);
+            }
+        }
+    }
+    if newly_sacked > 0 && ps.sack.has(sack_flags::IN_RECOVERY) {
+        // RFC 6675 5 (B)-(C): less is in the network; the sender may have room again.
+        s.actions.insert(Actions::WAKE_TX);
     }
 
     // RFC 9293 3.10.7.4: update the send window from the newest segment only. Only a
@@ -225,6 +277,8 @@ fn insert_interval(
     end: SeqNumber,
 ) -> bool {
     let count = ps.ooo_count as usize;
+    ps.ooo_seen = ps.ooo_seen.wrapping_add(1);
+    let seen = ps.ooo_seen;
     let used = &mut ooo[..count];
     // Intervals are kept sorted and disjoint. Find the first that ends at or after `start`.
     let mut i = 0;
@@ -235,6 +289,7 @@ fn insert_interval(
         // Overlaps or touches interval i: widen it, then absorb any later ones it reaches.
         used[i].start = used[i].start.min(start);
         used[i].end = used[i].end.max(end);
+        used[i].seen = seen;
         let mut j = i + 1;
         while j < used.len() && used[j].start.seq_le(used[i].end) {
             used[i].end = used[i].end.max(used[j].end);
@@ -251,7 +306,7 @@ fn insert_interval(
         return false;
     }
     ooo.copy_within(i..count, i + 1);
-    ooo[i] = Interval { start, end };
+    ooo[i] = Interval { start, end, seen };
     ps.ooo_count += 1;
     true
 }

@@ -111,6 +111,12 @@ pub struct ProtoState {
     pub flags: u8,
     /// ECN state (RFC 3168): see [`super::ecn::bits`].
     pub ecn: u8,
+    /// Counts receptions of out-of-order data; stamps the interval each one touched, so SACK
+    /// blocks go out most recent first (RFC 2018 4).
+    pub ooo_seen: u32,
+    /// The sender's SACK-based loss recovery (RFC 6675); its SACKed ranges live in
+    /// `DataPath::sacked`.
+    pub sack: SackSender,
 }
 
 impl ProtoState {
@@ -162,6 +168,75 @@ pub struct Interval {
     pub start: SeqNumber,
     /// One past the last.
     pub end: SeqNumber,
+    /// `ProtoState::ooo_seen` when data last landed in it (orders SACK blocks, RFC 2018 4).
+    pub seen: u32,
+}
+
+/// A range [start, end) of sent data the peer has selectively acknowledged (RFC 2018), an
+/// entry of the sender's scoreboard (RFC 6675). Ranges are sorted, disjoint, and lie within
+/// (snd_una, snd_max].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SackedRange {
+    /// First SACKed sequence number.
+    pub start: SeqNumber,
+    /// One past the last.
+    pub end: SeqNumber,
+}
+
+/// Flags of [`SackSender`].
+pub mod sack_flags {
+    /// SACK was negotiated and `Recovery::Sack` configured: the scoreboard is kept and loss
+    /// recovery follows RFC 6675; otherwise go-back-N.
+    pub const ENABLED: u8 = 1 << 0;
+    /// In loss recovery (RFC 6675 5) until snd_una reaches the RecoveryPoint.
+    pub const IN_RECOVERY: u8 = 1 << 1;
+    /// The first segment of this recovery is yet to be retransmitted (RFC 6675 5 step 4.3:
+    /// it goes regardless of pipe).
+    pub const RXT_FIRST: u8 = 1 << 2;
+    /// A retransmission timeout happened: no new recovery until snd_una reaches the
+    /// RecoveryPoint (RFC 6675 5.1).
+    pub const AFTER_RTO: u8 = 1 << 3;
+}
+
+/// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
+/// space (the TX workflow reads it to choose what to send, as it reads snd_nxt).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SackSender {
+    /// RFC 6675 RecoveryPoint: snd_max when recovery (or the last timeout) began.
+    pub recovery_point: SeqNumber,
+    /// RFC 6675 HighRxt, held as one past the highest sequence number retransmitted.
+    pub high_rxt: SeqNumber,
+    /// Every unSACKed sequence number below this is taken as lost, besides what IsLost()
+    /// says: the first segment at recovery entry, and, once every retransmission so far is
+    /// cumulatively acknowledged, all that was outstanding at entry (it was sent before
+    /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
+    /// rule in SACK terms, and the idea of RFC 8985).
+    pub lost_below: SeqNumber,
+    /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
+    /// unSACKed hole below HighRxt means a retransmission was lost too.
+    pub rxt_snd_max: SeqNumber,
+    /// SACKed ranges in use in this connection's slice of `DataPath::sacked`.
+    pub count: u8,
+    /// See [`sack_flags`].
+    pub flags: u8,
+}
+
+impl SackSender {
+    /// Whether `flag` is set.
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Sets or clears `flag`.
+    #[inline]
+    pub fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
 }
 
 /// Post-processor state: RTT estimate, counters for congestion control, ACK policy.

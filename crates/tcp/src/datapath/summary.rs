@@ -1,7 +1,7 @@
 //! The header summary: what one segment carries from stage to stage (Laminar 4, FlexTOE 3.1).
 //! Stages never share per-connection state; they hand each other this metadata instead.
 
-use sluice_wire::tcp::{SeqNumber, TcpFlags};
+use sluice_wire::tcp::{SeqNumber, TcpFlags, MAX_SACK_BLOCKS};
 
 /// Actions a stage asks later stages (or the control plane) to take for a segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,6 +71,10 @@ pub struct HeaderSummary {
     pub ts_val: u32,
     /// TSecr.
     pub ts_ecr: u32,
+    /// SACK blocks (left, right) of the segment's SACK option; the first `sack_count`.
+    pub sack_blocks: [(SeqNumber, SeqNumber); MAX_SACK_BLOCKS],
+    /// Number of SACK blocks.
+    pub sack_count: u8,
 
     // Set by the protocol stage.
     /// Where to write the accepted payload, and how much of it (after trimming).
@@ -90,6 +94,23 @@ pub struct HeaderSummary {
     pub ack_rcv_nxt: SeqNumber,
     /// The receive window (bytes, unscaled) as this segment left it, for the same ACK.
     pub ack_rx_avail: u32,
+    /// What the protocol stage made of the SACK blocks, for the counters.
+    pub sack: SackReport,
     /// What later stages must do.
     pub actions: Actions,
+}
+
+/// The protocol stage's verdict on one ACK's SACK blocks (RFC 2018, RFC 6675 Update()).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SackReport {
+    /// Blocks looked at.
+    pub received: u8,
+    /// Blocks refused: empty, reversed, or outside (snd_una, snd_max].
+    pub invalid: u8,
+    /// Blocks at or below snd_una (a D-SACK, RFC 2883, or an old ACK), ignored.
+    pub old: u8,
+    /// Ranges dropped because the scoreboard was full.
+    pub overflow: u8,
+    /// The blocks showed that retransmissions were lost again.
+    pub rxt_lost: bool,
 }

@@ -22,10 +22,18 @@ pub struct Segment {
 /// most `max_len` payload bytes: the MSS, or more for a device that segments large ones.
 #[inline]
 pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
+    let window = ps.snd_wnd.min(ps.cwnd);
+    let usable = window.saturating_sub(ps.in_flight());
+    segment_within(ps, max_len, usable)
+}
+
+/// The next data (or FIN) segment from snd_nxt that fits in `usable` bytes of window: the
+/// flow and congestion windows less what is in flight, or, in SACK recovery, cwnd less the
+/// RFC 6675 pipe (NextSeg() rule 2).
+#[inline]
+pub fn segment_within(ps: &ProtoState, max_len: u32, usable: u32) -> Option<Segment> {
     let mss = ps.mss as u32;
     let in_flight = ps.in_flight();
-    let window = ps.snd_wnd.min(ps.cwnd);
-    let usable = window.saturating_sub(in_flight);
     let unsent = ps.tx_end.diff(ps.snd_nxt).max(0) as u32;
     let len = max_len.max(mss).min(usable).min(unsent);
     let fin_due = ps.has(flags::FIN_QUEUED) && len == unsent && ps.snd_nxt.seq_le(ps.tx_end);
@@ -134,11 +142,8 @@ pub fn header(
         } else {
             MAX_SACK_BLOCKS
         };
-        let n = (ps.ooo_count as usize).min(room).min(ooo.len());
-        for (slot, iv) in sack_blocks.iter_mut().zip(&ooo[..n]) {
-            *slot = (iv.start, iv.end);
-        }
-        sack_count = n as u8;
+        let used = &ooo[..(ps.ooo_count as usize).min(ooo.len())];
+        sack_count = most_recent_first(ps.ooo_seen, used, &mut sack_blocks[..room]) as u8;
     }
     // One struct expression in tail position, so the header is built where the caller
     // wants it: a copy of a just-written header stalls on store-to-load forwarding.
@@ -157,6 +162,31 @@ pub fn header(
             ..TcpOptions::default()
         },
     }
+}
+
+/// Fills `blocks` with the intervals most recently added to, most recent first, and returns
+/// how many. RFC 2018 4: the first SACK block MUST contain the most recently received
+/// segment; the others SHOULD repeat the most recently reported blocks, so that a block
+/// survives the loss of a few ACKs. Every ACK reports the interval just touched first, so
+/// the order of last touch is the order of last first report. Stamps are unique and compared
+/// by age from `seen`, so wrap-around does not matter.
+#[inline]
+fn most_recent_first(seen: u32, used: &[Interval], blocks: &mut [(SeqNumber, SeqNumber)]) -> usize {
+    let mut n = 0;
+    let mut last_age = None;
+    for block in blocks.iter_mut() {
+        // The youngest interval older than the one picked last: no allocation, no sort;
+        // ooo_intervals (at most 64) times the 3 or 4 blocks an option holds.
+        let pick = used
+            .iter()
+            .filter(|iv| last_age.is_none_or(|a| seen.wrapping_sub(iv.seen) > a))
+            .min_by_key(|iv| seen.wrapping_sub(iv.seen));
+        let Some(iv) = pick else { break };
+        *block = (iv.start, iv.end);
+        last_age = Some(seen.wrapping_sub(iv.seen));
+        n += 1;
+    }
+    n
 }
 
 #[cfg(test)]

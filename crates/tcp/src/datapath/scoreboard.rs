@@ -1,0 +1,686 @@
+//! The sender's SACK scoreboard and loss recovery (RFC 6675, on RFC 2018 SACK blocks).
+//!
+//! Per connection: a bounded, sorted list of SACKed ranges (a slice of `DataPath::sacked`,
+//! allocated up front) and [`SackSender`] in the protocol stage's state. The protocol stage
+//! validates and records SACK blocks (Update()) and decides when recovery starts and ends;
+//! the TX workflow asks [`next_segment`] what to send (NextSeg() under the pipe limit).
+//! Everything here is bounded by the scoreboard size and allocates nothing; any SACK block a
+//! peer sends, however hostile, is either recorded within (snd_una, snd_max] or counted and
+//! ignored, so retransmissions never leave [snd_una, snd_max).
+
+use sluice_wire::tcp::SeqNumber;
+
+use super::state::{flags, sack_flags, ProtoState, SackSender, SackedRange};
+use super::summary::SackReport;
+use super::tx::{self, Segment};
+
+/// RFC 6675 2: DupThresh, the duplicate ACKs (or SACKed segments) that signal a loss.
+pub const DUP_THRESH: u32 = 3;
+
+/// Whether `ps` is in SACK-based loss recovery.
+#[inline]
+pub fn in_recovery(ps: &ProtoState) -> bool {
+    ps.sack.has(sack_flags::IN_RECOVERY)
+}
+
+/// Whether a new recovery may begin: SACK recovery is on, none is running, and no timeout
+/// is being recovered from (RFC 6675 5.1: not before snd_una reaches the RecoveryPoint).
+#[inline]
+pub fn may_enter_recovery(ps: &ProtoState) -> bool {
+    let f = ps.sack.flags;
+    f & sack_flags::ENABLED != 0 && f & (sack_flags::IN_RECOVERY | sack_flags::AFTER_RTO) == 0
+}
+
+/// RFC 6675 Update(): validates `blocks` (one ACK's SACK option; snd_una already reflects
+/// its cumulative ACK) and records the valid ones. Returns the bytes newly SACKed and what
+/// became of the blocks.
+pub fn update(
+    ps: &mut ProtoState,
+    board: &mut [SackedRange],
+    blocks: &[(SeqNumber, SeqNumber)],
+) -> (u32, SackReport) {
+    let mut report = SackReport::default();
+    let mut newly = 0u32;
+    for &(left, right) in blocks {
+        report.received = report.received.saturating_add(1);
+        if !left.seq_lt(right) {
+            // RFC 2018 3: a block is a left edge and a right edge one past it; an empty or
+            // reversed one means nothing.
+            report.invalid = report.invalid.saturating_add(1);
+        } else if right.seq_le(ps.snd_una) {
+            // A D-SACK (RFC 2883, not used) or an old ACK overtaken by a newer one.
+            report.old = report.old.saturating_add(1);
+        } else if !left.seq_gt(ps.snd_una) || right.seq_gt(ps.snd_max) {
+            // RFC 6675 Update() records only octets between HighACK and HighData: a block
+            // that claims snd_una itself (then the ACK would cover it) or data never sent
+            // is a broken or hostile peer's.
+            report.invalid = report.invalid.saturating_add(1);
+        } else {
+            let (added, overflow) = insert(&mut ps.sack, board, left, right);
+            newly = newly.saturating_add(added);
+            report.overflow = report.overflow.saturating_add(overflow as u8);
+        }
+    }
+    (newly, report)
+}
+
+/// Adds [start, end) to the sorted, disjoint ranges, merging what it overlaps or touches.
+/// Returns the bytes it added and whether a range was lost to the bound. When full, a
+/// range below the highest one evicts the highest: holes near snd_una are retransmitted
+/// first, and losing the top range only makes IsLost() more cautious.
+fn insert(
+    sb: &mut SackSender,
+    board: &mut [SackedRange],
+    start: SeqNumber,
+    end: SeqNumber,
+) -> (u32, bool) {
+    let count = usize::from(sb.count).min(board.len());
+    let mut i = 0;
+    while i < count && board[i].end.seq_lt(start) {
+        i += 1;
+    }
+    if i < count && board[i].start.seq_le(end) {
+        // Overlaps or touches range i and perhaps later ones: they become one range.
+        let mut covered = 0u32;
+        let mut new_end = end;
+        let mut j = i;
+        while j < count && board[j].start.seq_le(end) {
+            covered += overlap(board[j], start, end);
+            new_end = new_end.max(board[j].end);
+            j += 1;
+        }
+        board[i].start = board[i].start.min(start);
+        board[i].end = new_end;
+        let absorbed = j - (i + 1);
+        if absorbed > 0 {
+            board.copy_within(j..count, i + 1);
+            sb.count -= absorbed as u8;
+        }
+        return (end.diff(start) as u32 - covered, false);
+    }
+    let mut count = count;
+    let mut overflow = false;
+    if count == board.len() {
+        if i == count {
+            return (0, true); // the highest of all and no room: dropped
+        }
+        count -= 1; // evict the highest
+        overflow = true;
+    }
+    board.copy_within(i..count, i + 1);
+    board[i] = SackedRange { start, end };
+    sb.count = (count + 1) as u8;
+    (end.diff(start) as u32, overflow)
+}
+
+/// Bytes of `r` within [start, end).
+#[inline]
+fn overlap(r: SackedRange, start: SeqNumber, end: SeqNumber) -> u32 {
+    let lo = r.start.max(start);
+    let hi = r.end.min(end);
+    hi.diff(lo).max(0) as u32
+}
+
+/// The cumulative ACK moved snd_una: forget what it covers, and end recovery or handle a
+/// partial ACK (RFC 6675 5 (A)).
+pub fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) {
+    let una = ps.snd_una;
+    let count = usize::from(ps.sack.count).min(board.len());
+    // Ranges the ACK covered go. So does one it reached into, which only a receiver that
+    // reneged (RFC 2018 8) or a broken one sends: SACK information is advisory, and what
+    // is forgotten is at worst sent again.
+    let mut gone = 0;
+    while gone < count && board[gone].start.seq_le(una) {
+        gone += 1;
+    }
+    if gone > 0 {
+        board.copy_within(gone..count, 0);
+        ps.sack.count -= gone as u8;
+    }
+    let sb = &mut ps.sack;
+    if sb.has(sack_flags::IN_RECOVERY) {
+        if una.seq_ge(sb.recovery_point) {
+            // RFC 6675 5 (A): a cumulative ACK of the RecoveryPoint ends recovery.
+            sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
+        } else if una.seq_ge(sb.high_rxt) && !sb.has(sack_flags::RXT_FIRST) {
+            // A partial ACK that covers every retransmission so far: whatever was
+            // outstanding at entry and is neither acknowledged nor SACKed was sent before
+            // those retransmissions and is lost (RFC 6582 3.2 step 5 retransmits the next
+            // hole at once; this lets NextSeg() retransmit all of them within cwnd, which
+            // a receiver that keeps few or no out-of-order intervals needs).
+            sb.lost_below = sb.recovery_point;
+        }
+    }
+    if sb.has(sack_flags::AFTER_RTO) && una.seq_ge(sb.recovery_point) {
+        sb.set(sack_flags::AFTER_RTO, false);
+    }
+}
+
+/// The boundary below which IsLost() holds for every unSACKed sequence number (RFC 6675 4:
+/// DupThresh discontiguous SACKed ranges, or more than (DupThresh - 1) * SMSS SACKed bytes,
+/// above it). IsLost() is monotone, so one boundary describes it. snd_una when none.
+#[inline]
+fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
+    let used = &board[..usize::from(ps.sack.count).min(board.len())];
+    let threshold = (DUP_THRESH - 1) * u32::from(ps.mss);
+    let mut bytes = 0u32;
+    for (n, r) in used.iter().rev().enumerate() {
+        bytes = bytes.saturating_add(r.end.diff(r.start) as u32);
+        if n as u32 + 1 >= DUP_THRESH || bytes > threshold {
+            return r.start;
+        }
+    }
+    ps.snd_una
+}
+
+/// Lost retransmissions, which RFC 6675 leaves to the timer: when DupThresh worth of data
+/// sent after the latest retransmission is SACKed (IsLost() of the sequence number that was
+/// next to send then), every retransmission before it had time to arrive, so the holes
+/// still unSACKed below HighRxt lost theirs. HighRxt goes back to snd_una and NextSeg()
+/// retransmits them again (as Linux does with its per-segment retransmission marks).
+/// Returns whether that happened.
+pub fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+    let sb = &ps.sack;
+    if !sb.has(sack_flags::IN_RECOVERY)
+        || sb.has(sack_flags::RXT_FIRST)
+        || !sb.high_rxt.seq_gt(ps.snd_una)
+        || !sb.rxt_snd_max.seq_gt(sb.high_rxt)
+    {
+        return false;
+    }
+    if !sacked_beyond(ps, board, sb.rxt_snd_max) {
+        return false;
+    }
+    // snd_una itself is below HighRxt and never SACKed: NextSeg() retransmitted every hole
+    // below HighRxt, and at least that one is still missing.
+    ps.sack.high_rxt = ps.snd_una;
+    ps.sack.rxt_snd_max = ps.snd_una;
+    true
+}
+
+/// Whether DupThresh discontiguous ranges, or more than (DupThresh - 1) * SMSS bytes,
+/// are SACKed at or beyond `seq` (IsLost() of the sequence number just below it).
+fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
+    let used = &board[..usize::from(ps.sack.count).min(board.len())];
+    let threshold = (DUP_THRESH - 1) * u32::from(ps.mss);
+    let mut bytes = 0u32;
+    for (n, r) in used.iter().rev().enumerate() {
+        if r.end.seq_le(seq) {
+            break;
+        }
+        bytes = bytes.saturating_add(r.end.diff(r.start.max(seq)) as u32);
+        if n as u32 + 1 >= DUP_THRESH || bytes > threshold {
+            return true;
+        }
+    }
+    false
+}
+
+/// The boundary during recovery: IsLost() and what [`SackSender::lost_below`] marks.
+#[inline]
+fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
+    let b = sack_boundary(ps, board);
+    let marked = ps.sack.lost_below;
+    if ps.sack.has(sack_flags::IN_RECOVERY) && marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
+        marked
+    } else {
+        b
+    }
+}
+
+/// RFC 6675 IsLost(seq) for an unSACKed `seq`.
+#[inline]
+pub fn is_lost(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
+    seq.seq_lt(lost_boundary(ps, board))
+}
+
+/// The unSACKed holes in [snd_una, snd_max), in order.
+fn holes<'a>(
+    ps: &ProtoState,
+    board: &'a [SackedRange],
+) -> impl Iterator<Item = (SeqNumber, SeqNumber)> + 'a {
+    let used = &board[..usize::from(ps.sack.count).min(board.len())];
+    let (una, max) = (ps.snd_una, ps.snd_max);
+    let mut prev = una;
+    let mut ranges = used.iter();
+    let mut done = false;
+    core::iter::from_fn(move || {
+        while !done {
+            let (start, end) = match ranges.next() {
+                Some(r) => (r.start, r.end),
+                None => {
+                    done = true;
+                    (max, max)
+                }
+            };
+            let hole = (prev, start.min(max));
+            prev = prev.max(end);
+            if hole.0.seq_lt(hole.1) {
+                return Some(hole);
+            }
+        }
+        None
+    })
+}
+
+/// RFC 6675 SetPipe(): the sender's estimate of the bytes in the network. Every unSACKed
+/// byte in [snd_una, snd_max) counts once unless it is lost, and once more if it was
+/// retransmitted in this recovery (below HighRxt).
+pub fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
+    let lost = lost_boundary(ps, board);
+    let high_rxt = ps.sack.high_rxt.max(ps.snd_una);
+    let mut pipe = 0u32;
+    for (a, b) in holes(ps, board) {
+        let not_lost = b.diff(a.max(lost)).max(0) as u32;
+        let rxt = b.min(high_rxt).diff(a).max(0) as u32;
+        pipe = pipe.saturating_add(not_lost).saturating_add(rxt);
+    }
+    pipe
+}
+
+/// Starts SACK-based loss recovery (RFC 6675 5 step 4) if this connection uses it: the
+/// caller has told congestion control (step 4.2). Returns false for go-back-N.
+pub fn enter_recovery(ps: &mut ProtoState) -> bool {
+    // Nothing outstanding: a later ACK of the same batch (the protocol stage runs over the
+    // whole batch before this stage) acknowledged everything; no recovery could end.
+    if !may_enter_recovery(ps) || !ps.snd_una.seq_lt(ps.snd_max) {
+        return false;
+    }
+    let sb = &mut ps.sack;
+    // RFC 6675 5 step 4.1: RecoveryPoint = HighData.
+    sb.recovery_point = ps.snd_max;
+    sb.high_rxt = ps.snd_una;
+    // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
+    // scoreboard says (three plain duplicate ACKs may carry no SACK block).
+    sb.lost_below = ps.snd_una + u32::from(ps.mss);
+    sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, true);
+    // New data goes out from HighData; the scoreboard, not snd_nxt, says what to resend.
+    ps.snd_nxt = ps.snd_max;
+    true
+}
+
+/// RFC 6675 5.1 on a retransmission timeout: recovery ends, RecoveryPoint = HighData, and
+/// none starts again until snd_una passes it. RFC 2018 8: the SACKed ranges are forgotten,
+/// as the receiver may have reneged; go-back-N resends from snd_una, skipping what new
+/// SACK blocks report.
+pub fn on_timeout(ps: &mut ProtoState) {
+    let sb = &mut ps.sack;
+    if !sb.has(sack_flags::ENABLED) {
+        return;
+    }
+    sb.count = 0;
+    sb.recovery_point = ps.snd_max;
+    sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
+    sb.set(sack_flags::AFTER_RTO, true);
+}
+
+/// What the TX workflow sends next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// New data (or a FIN, or go-back-N): commit with `tx::commit`.
+    Send(Segment),
+    /// A retransmission chosen by NextSeg() in recovery: commit with
+    /// [`commit_retransmission`].
+    Retransmit(Segment),
+}
+
+/// The next segment to send, at most `max_len` payload bytes (the MSS, or more for a
+/// segmentation-offload device): NextSeg() in recovery, else the usual segment from snd_nxt
+/// (after a timeout, go-back-N stepping over SACKed ranges).
+#[inline]
+pub fn next_segment(ps: &mut ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next> {
+    if ps.sack.has(sack_flags::IN_RECOVERY) {
+        if ps.snd_una.seq_lt(ps.sack.recovery_point) {
+            return next_seg(ps, board, max_len);
+        }
+        // Recovery must not outlive its RecoveryPoint (RFC 6675 5 (A)), whatever order
+        // the stages saw a batch's ACKs in.
+        ps.sack
+            .set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
+    }
+    if !ps.snd_nxt.seq_lt(ps.snd_max) {
+        if ps.sack.has(sack_flags::ENABLED) && (1..DUP_THRESH).contains(&u32::from(ps.dupacks)) {
+            // RFC 6675 5 step 3, RFC 3042 (RFC 5681 3.2 step 1) Limited Transmit: on the
+            // first two duplicate ACKs a new segment may go if the flight stays within
+            // cwnd + 2 SMSS. Its ACK is the duplicate that a small window would otherwise
+            // lack, leaving loss to the retransmission timer.
+            let extra = u32::from(ps.dupacks) * u32::from(ps.mss);
+            let window = ps.snd_wnd.min(ps.cwnd.saturating_add(extra));
+            let usable = window.saturating_sub(ps.in_flight());
+            return tx::segment_within(ps, max_len.min(u32::from(ps.mss)), usable).map(Next::Send);
+        }
+        return tx::next_segment(ps, max_len).map(Next::Send);
+    }
+    if ps.sack.count == 0 {
+        return tx::next_segment(ps, max_len).map(Next::Send);
+    }
+    // Go-back-N after a timeout: what the receiver SACKed since need not go again
+    // (RFC 6675 5.1 lets Update() inform the retransmissions after an RTO).
+    let used = &board[..usize::from(ps.sack.count).min(board.len())];
+    let mut limit = ps.snd_max;
+    for r in used {
+        if r.end.seq_le(ps.snd_nxt) {
+            continue;
+        }
+        if r.start.seq_le(ps.snd_nxt) {
+            ps.snd_nxt = r.end.min(ps.snd_max);
+            continue;
+        }
+        limit = r.start;
+        break;
+    }
+    let mut seg = tx::next_segment(ps, max_len)?;
+    if ps.snd_nxt.seq_lt(limit) && (seg.seq + seg.len).seq_gt(limit) {
+        seg.len = limit.diff(seg.seq) as u32;
+        seg.fin = false;
+        seg.push = false;
+    }
+    Some(Next::Send(seg))
+}
+
+/// RFC 6675 NextSeg() under the pipe limit of step (C).
+fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next> {
+    let mss = u32::from(ps.mss).max(1);
+    let from = ps.sack.high_rxt.max(ps.snd_una);
+    if ps.sack.has(sack_flags::RXT_FIRST) {
+        // Step 4.3: the segment at snd_una goes first, whatever pipe says.
+        let (a, b) = holes(ps, board).next()?;
+        return retransmission(ps, a, b, mss).map(Next::Retransmit);
+    }
+    // Step (C): send only while cwnd - pipe >= 1 SMSS.
+    let room = ps.cwnd.saturating_sub(pipe(ps, board));
+    if room < mss {
+        return None;
+    }
+    let cap = max_len.max(mss).min(room);
+    let lost = lost_boundary(ps, board);
+    // Rule 1: the first unSACKed sequence number above HighRxt that IsLost().
+    for (a, b) in holes(ps, board) {
+        if b.seq_le(from) {
+            continue;
+        }
+        let s = a.max(from);
+        if !s.seq_lt(lost) {
+            break;
+        }
+        return retransmission(ps, s, b.min(lost), cap).map(Next::Retransmit);
+    }
+    // Rule 2: new data, as much as the receive window and cwnd - pipe allow.
+    let rwnd = ps
+        .snd_wnd
+        .saturating_sub(ps.snd_max.diff(ps.snd_una).max(0) as u32);
+    if ps.snd_nxt == ps.snd_max {
+        if let Some(seg) = tx::segment_within(ps, max_len, room.min(rwnd)) {
+            return Some(Next::Send(seg));
+        }
+    }
+    // Rule 3: an unSACKed sequence number above HighRxt below the highest SACKed one.
+    let count = usize::from(ps.sack.count).min(board.len());
+    let highest = board[..count].last()?.start;
+    for (a, b) in holes(ps, board) {
+        if b.seq_le(from) {
+            continue;
+        }
+        let s = a.max(from);
+        if !s.seq_lt(highest) {
+            break;
+        }
+        return retransmission(ps, s, b.min(highest), cap).map(Next::Retransmit);
+    }
+    // Rule 4 (RescueRxt) is optional and not used: the timer covers the tail.
+    None
+}
+
+/// The retransmission of up to `cap` bytes of [start, end), which lies in [snd_una,
+/// snd_max): payload up to tx_end, and our FIN if it was sent and falls inside.
+fn retransmission(ps: &ProtoState, start: SeqNumber, end: SeqNumber, cap: u32) -> Option<Segment> {
+    let data_end = end.min(ps.tx_end);
+    let len = (data_end.diff(start).max(0) as u32).min(cap);
+    let fin_sent = ps.has(flags::FIN_QUEUED) && ps.snd_max.seq_gt(ps.tx_end);
+    let fin = fin_sent && start + len == ps.tx_end && end.seq_gt(ps.tx_end);
+    if len == 0 && !fin {
+        return None;
+    }
+    Some(Segment {
+        seq: start,
+        len,
+        fin,
+        push: start + len == ps.tx_end,
+    })
+}
+
+/// Records that NextSeg()'s retransmission `seg` was sent (RFC 6675 5 step C.2: HighRxt).
+#[inline]
+pub fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
+    let end = seg.seq + seg.len + seg.fin as u32;
+    let sb = &mut ps.sack;
+    if end.seq_gt(sb.high_rxt) {
+        sb.high_rxt = end;
+    }
+    sb.rxt_snd_max = ps.snd_max;
+    sb.set(sack_flags::RXT_FIRST, false);
+    ps.set(flags::FORCE_SEND, false);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1000;
+
+    /// A sender with 20 segments in flight from sequence 0 and a 8-range scoreboard.
+    fn conn() -> (ProtoState, [SackedRange; 8]) {
+        let ps = ProtoState {
+            snd_una: SeqNumber(0),
+            snd_nxt: SeqNumber(20 * MSS),
+            snd_max: SeqNumber(20 * MSS),
+            tx_end: SeqNumber(40 * MSS),
+            snd_wnd: 100 * MSS,
+            max_snd_wnd: 100 * MSS,
+            cwnd: 20 * MSS,
+            mss: MSS as u16,
+            sack: SackSender {
+                flags: sack_flags::ENABLED,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        (ps, [SackedRange::default(); 8])
+    }
+
+    fn seg(n: u32) -> SeqNumber {
+        SeqNumber(n * MSS)
+    }
+
+    fn ranges(ps: &ProtoState, board: &[SackedRange]) -> Vec<(u32, u32)> {
+        board[..ps.sack.count as usize]
+            .iter()
+            .map(|r| (r.start.0 / MSS, r.end.0 / MSS))
+            .collect()
+    }
+
+    #[test]
+    fn rfc6675_update_merges_and_counts_newly_sacked_bytes() {
+        let (mut ps, mut b) = conn();
+        let (n, _) = update(&mut ps, &mut b, &[(seg(5), seg(7)), (seg(9), seg(10))]);
+        assert_eq!(n, 3 * MSS);
+        let (n, _) = update(&mut ps, &mut b, &[(seg(6), seg(9))]);
+        assert_eq!(n, 2 * MSS, "only 7..9 is new");
+        assert_eq!(ranges(&ps, &b), vec![(5, 10)]);
+        let (n, _) = update(&mut ps, &mut b, &[(seg(5), seg(10))]);
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn rfc2018_invalid_blocks_are_counted_and_ignored() {
+        let (mut ps, mut b) = conn();
+        ps.snd_una = seg(2);
+        let blocks = [
+            (seg(5), seg(4)),   // reversed
+            (seg(1), seg(2)),   // at or below snd_una: old
+            (seg(2), seg(3)),   // claims snd_una
+            (seg(19), seg(21)), // beyond snd_max
+        ];
+        let (n, r) = update(&mut ps, &mut b, &blocks);
+        assert_eq!(n, 0);
+        assert_eq!((r.received, r.invalid, r.old, r.overflow), (4, 3, 1, 0));
+        assert_eq!(ps.sack.count, 0);
+    }
+
+    #[test]
+    fn scoreboard_is_bounded_and_keeps_the_lowest_ranges() {
+        let (mut ps, mut b) = conn();
+        let mut board = &mut b[..2];
+        update(&mut ps, board, &[(seg(4), seg(5)), (seg(8), seg(9))]);
+        let (n, r) = update(&mut ps, board, &[(seg(12), seg(13))]);
+        assert_eq!((n, r.overflow), (0, 1), "above all and no room: dropped");
+        let (n, r) = update(&mut ps, board, &[(seg(2), seg(3))]);
+        assert_eq!((n, r.overflow), (MSS, 1), "below: evicts the highest");
+        board = &mut b[..2];
+        assert_eq!(ranges(&ps, board), vec![(2, 3), (4, 5)]);
+    }
+
+    #[test]
+    fn rfc6675_is_lost_needs_dupthresh_ranges_or_bytes_above() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(3), seg(5))]);
+        assert!(!is_lost(&ps, &b, seg(0)), "2 segments SACKed above");
+        update(&mut ps, &mut b, &[(seg(6), seg(7))]);
+        assert!(is_lost(&ps, &b, seg(0)), "3 segments above");
+        assert!(is_lost(&ps, &b, seg(2)));
+        assert!(!is_lost(&ps, &b, seg(5)), "one segment above the hole at 5");
+        // Three small discontiguous ranges are enough too.
+        let (mut ps, mut b) = conn();
+        update(
+            &mut ps,
+            &mut b,
+            &[(seg(2), seg(2) + 10u32), (seg(4), seg(4) + 10u32)],
+        );
+        assert!(!is_lost(&ps, &b, seg(0)));
+        update(&mut ps, &mut b, &[(seg(6), seg(6) + 10u32)]);
+        assert!(is_lost(&ps, &b, seg(0)));
+    }
+
+    #[test]
+    fn rfc6675_recovery_retransmits_holes_first_then_new_data_under_pipe() {
+        let (mut ps, mut b) = conn();
+        // Segments 0, 5 and 9 lost; the rest of 0..20 SACKed.
+        update(
+            &mut ps,
+            &mut b,
+            &[(seg(1), seg(5)), (seg(6), seg(9)), (seg(10), seg(20))],
+        );
+        ps.cwnd = 10 * MSS;
+        assert!(enter_recovery(&mut ps));
+        assert_eq!(ps.sack.recovery_point, seg(20));
+        let mut sent = vec![];
+        while let Some(next) = next_segment(&mut ps, &b, MSS) {
+            match next {
+                Next::Retransmit(s) => {
+                    commit_retransmission(&mut ps, &s);
+                    sent.push(("rxt", s.seq.0 / MSS, s.len));
+                }
+                Next::Send(s) => {
+                    tx::commit(&mut ps, &s, 0);
+                    sent.push(("new", s.seq.0 / MSS, s.len));
+                }
+            }
+            assert!(sent.len() < 50);
+        }
+        // Pipe: the three lost holes are not in flight, their retransmissions are: cwnd 10
+        // lets 3 retransmissions and 7 new segments out.
+        let want: Vec<_> = [("rxt", 0), ("rxt", 5), ("rxt", 9)]
+            .into_iter()
+            .chain((20..27).map(|n| ("new", n)))
+            .map(|(k, n)| (k, n, MSS))
+            .collect();
+        assert_eq!(sent, want);
+        assert_eq!(pipe(&ps, &b), 10 * MSS);
+        // A partial ACK to 5, then the ACK of everything up to the RecoveryPoint ends it.
+        ps.snd_una = seg(5);
+        on_cumulative_ack(&mut ps, &mut b);
+        assert!(in_recovery(&ps));
+        ps.snd_una = seg(20);
+        on_cumulative_ack(&mut ps, &mut b);
+        assert!(!in_recovery(&ps));
+        assert_eq!(ps.sack.count, 0);
+    }
+
+    #[test]
+    fn without_sack_blocks_a_partial_ack_marks_the_window_lost() {
+        // A receiver that keeps no out-of-order data SACKs nothing: after the first
+        // retransmission is acknowledged the rest of the window goes within cwnd.
+        let (mut ps, b) = conn();
+        ps.cwnd = 4 * MSS;
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        assert_eq!(next_segment(&mut ps, &b, MSS), None, "pipe is full");
+        let mut b = b;
+        ps.snd_una = seg(1);
+        on_cumulative_ack(&mut ps, &mut b);
+        let mut rxt = vec![];
+        while let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) {
+            commit_retransmission(&mut ps, &s);
+            rxt.push(s.seq.0 / MSS);
+        }
+        assert_eq!(rxt, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_lost_retransmission_goes_again_once_later_data_is_sacked() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(1), seg(5))]);
+        ps.cwnd = 10 * MSS;
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        assert_eq!(ps.sack.rxt_snd_max, seg(20));
+        // Data sent before the retransmission is SACKed: nothing to conclude.
+        update(&mut ps, &mut b, &[(seg(5), seg(20))]);
+        assert!(!detect_lost_retransmissions(&mut ps, &b));
+        // Three segments sent after it are SACKed, snd_una has not moved: it was lost.
+        ps.snd_max = seg(23);
+        ps.snd_nxt = seg(23);
+        update(&mut ps, &mut b, &[(seg(20), seg(23))]);
+        assert!(detect_lost_retransmissions(&mut ps, &b));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("the hole again")
+        };
+        assert_eq!((s.seq, s.len), (seg(0), MSS));
+    }
+
+    #[test]
+    fn rfc6675_5_1_timeout_resets_the_scoreboard_and_blocks_recovery() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(3), seg(9))]);
+        assert!(enter_recovery(&mut ps));
+        on_timeout(&mut ps);
+        assert_eq!(ps.sack.count, 0);
+        assert!(!in_recovery(&ps) && !may_enter_recovery(&ps));
+        ps.snd_una = seg(20);
+        on_cumulative_ack(&mut ps, &mut b);
+        assert!(may_enter_recovery(&ps));
+    }
+
+    #[test]
+    fn go_back_n_after_a_timeout_steps_over_sacked_ranges() {
+        let (mut ps, mut b) = conn();
+        ps.snd_nxt = seg(1);
+        ps.cwnd = 40 * MSS;
+        update(&mut ps, &mut b, &[(seg(2), seg(4))]);
+        let mut sent = vec![];
+        while let Some(Next::Send(s)) = next_segment(&mut ps, &b, MSS) {
+            tx::commit(&mut ps, &s, 0);
+            sent.push(s.seq.0 / MSS);
+            if s.seq == seg(6) {
+                break;
+            }
+        }
+        assert_eq!(sent, vec![1, 4, 5, 6]);
+    }
+}
