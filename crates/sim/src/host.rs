@@ -12,6 +12,10 @@ pub trait Host {
 
     /// Writes the next frame to send into `buf` ([`MAX_FRAME_LEN`] bytes) and returns its length, or `None` when nothing is ready.
     ///
+    /// The simulator asks (until `None`) when the host is added, after it handled a frame
+    /// or its timeout, and after the application touched it; a host that wants to send
+    /// later, with nothing arriving, asks for it through [`Host::poll_timeout`].
+    ///
     /// A returned length larger than `buf.len()` is treated as an oversized
     /// frame: it is dropped and counted in [`SimStats::oversized_drops`](crate::SimStats).
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;

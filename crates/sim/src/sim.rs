@@ -101,8 +101,8 @@ enum EventKind {
     },
     /// A host timer, valid only if `generation` is still current.
     Timer { host: usize, generation: u64 },
-    /// Nothing to do but poll hosts again (a host hit the burst cap).
-    Poll,
+    /// Nothing to do but poll this host again (it hit the burst cap).
+    Poll { host: usize },
 }
 
 /// An event in the queue, ordered by (time, insertion sequence).
@@ -296,7 +296,7 @@ impl Net {
             }
             count += 1;
             if count >= POLL_BURST_CAP {
-                self.schedule(now, EventKind::Poll);
+                self.schedule(now, EventKind::Poll { host: index });
                 break;
             }
         }
@@ -324,10 +324,53 @@ impl Net {
     }
 }
 
+/// Hosts that need polling: a host's transmit queue and timer change only when a frame
+/// reaches it, its timer fires, or an application touches it, so only those are polled
+/// after an event (not every host: the cost of an event stays independent of their number).
+#[derive(Debug, Default)]
+struct Dirty {
+    flag: Vec<bool>,
+    list: Vec<usize>,
+    /// Hosts that network events (frames, timers) touched since the application last ran.
+    touched_flag: Vec<bool>,
+    touched: Vec<usize>,
+}
+
+impl Dirty {
+    fn mark(&mut self, i: usize) {
+        if let Some(f) = self.flag.get_mut(i) {
+            if !*f {
+                *f = true;
+                self.list.push(i);
+            }
+        }
+    }
+
+    /// Marks host `i` dirty and remembers the network event for the application.
+    fn touch(&mut self, i: usize) {
+        self.mark(i);
+        if let Some(f) = self.touched_flag.get_mut(i) {
+            if !*f {
+                *f = true;
+                self.touched.push(i);
+            }
+        }
+    }
+
+    fn mark_all(&mut self) {
+        for i in 0..self.flag.len() {
+            self.mark(i);
+        }
+    }
+}
+
 /// Mutable access to a simulator's hosts, handed to the `app` closure of [`Sim::run_until`].
 pub struct HostsView<'a, H> {
     nodes: &'a [NodeKind],
     hosts: &'a mut [HostSlot<H>],
+    dirty: &'a mut Dirty,
+    /// Hosts that frames or timers reached since the application last ran, in index order.
+    touched: &'a [usize],
 }
 
 impl<'a, H> HostsView<'a, H> {
@@ -342,8 +385,23 @@ impl<'a, H> HostsView<'a, H> {
     /// The host with this id, mutably, if it is a host.
     pub fn get_mut(&mut self, id: NodeId) -> Option<&mut H> {
         match self.nodes.get(id.0) {
-            Some(NodeKind::Host(i)) => self.hosts.get_mut(*i).map(|s| &mut s.host),
+            Some(NodeKind::Host(i)) => {
+                self.dirty.mark(*i);
+                self.hosts.get_mut(*i).map(|s| &mut s.host)
+            }
             _ => None,
+        }
+    }
+
+    /// Calls `f` on every host a frame or a timer reached since the application last ran,
+    /// in id order: the only hosts whose readiness can have changed by itself, so an
+    /// event-driven application need not visit every host after every event.
+    pub fn for_each_touched(&mut self, mut f: impl FnMut(NodeId, &mut H)) {
+        for &i in self.touched {
+            if let Some(slot) = self.hosts.get_mut(i) {
+                self.dirty.mark(i);
+                f(slot.id, &mut slot.host);
+            }
         }
     }
 
@@ -360,6 +418,8 @@ impl<'a, H> HostsView<'a, H> {
         if ia == ib || ia >= self.hosts.len() || ib >= self.hosts.len() {
             return None;
         }
+        self.dirty.mark(ia);
+        self.dirty.mark(ib);
         if ia < ib {
             let (lo, hi) = self.hosts.split_at_mut(ib);
             Some((&mut lo[ia].host, &mut hi[0].host))
@@ -376,6 +436,7 @@ impl<'a, H> HostsView<'a, H> {
 
     /// All hosts in id order, mutably.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut H)> {
+        self.dirty.mark_all();
         self.hosts.iter_mut().map(|s| (s.id, &mut s.host))
     }
 }
@@ -384,12 +445,14 @@ impl<'a, H> HostsView<'a, H> {
 pub struct Sim<H: Host> {
     hosts: Vec<HostSlot<H>>,
     net: Net,
+    dirty: Dirty,
 }
 
 impl<H: Host> Sim<H> {
     /// An empty simulator at time zero whose randomness derives from `seed`.
     pub fn new(seed: u64) -> Self {
         Sim {
+            dirty: Dirty::default(),
             hosts: Vec::new(),
             net: Net {
                 now: Instant::ZERO,
@@ -422,6 +485,10 @@ impl<H: Host> Sim<H> {
             port: None,
             timer: TimerState::default(),
         });
+        self.dirty.flag.push(false);
+        self.dirty.touched_flag.push(false);
+        // It may have frames queued already.
+        self.dirty.mark(self.hosts.len() - 1);
         id
     }
 
@@ -557,13 +624,17 @@ impl<H: Host> Sim<H> {
     /// The host with this id, mutably, if it is a host.
     pub fn host_mut(&mut self, id: NodeId) -> Option<&mut H> {
         match self.net.nodes.get(id.0) {
-            Some(NodeKind::Host(i)) => self.hosts.get_mut(*i).map(|s| &mut s.host),
+            Some(NodeKind::Host(i)) => {
+                self.dirty.mark(*i);
+                self.hosts.get_mut(*i).map(|s| &mut s.host)
+            }
             _ => None,
         }
     }
 
     /// All hosts in id order, mutably.
     pub fn hosts_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut H)> {
+        self.dirty.mark_all();
         self.hosts.iter_mut().map(|s| (s.id, &mut s.host))
     }
 
@@ -646,11 +717,18 @@ impl<H: Host> Sim<H> {
             .map(PcapWriter::into_bytes)
     }
 
-    /// Polls every host for transmits and timer changes.
-    fn poll_all(&mut self) {
-        for (i, slot) in self.hosts.iter_mut().enumerate() {
-            self.net.poll_host(i, slot);
+    /// Polls the hosts that may have something to send or a new deadline, in index order
+    /// (the order polling every host would send in, so runs stay exactly as they were).
+    fn poll_dirty(&mut self) {
+        let list = &mut self.dirty.list;
+        list.sort_unstable();
+        for &i in list.iter() {
+            self.dirty.flag[i] = false;
+            if let Some(slot) = self.hosts.get_mut(i) {
+                self.net.poll_host(i, slot);
+            }
         }
+        list.clear();
     }
 
     /// Processes one event (time has already advanced to it).
@@ -676,6 +754,7 @@ impl<H: Host> Sim<H> {
                     Some(NodeKind::Host(h)) => {
                         if let Some(slot) = self.hosts.get_mut(h) {
                             slot.host.handle_frame(net.now, &frame);
+                            self.dirty.touch(h);
                         }
                         net.pool.put(frame);
                     }
@@ -700,8 +779,9 @@ impl<H: Host> Sim<H> {
                 }
                 net.stats.timer_fires += 1;
                 slot.host.handle_timeout(net.now);
+                self.dirty.touch(host);
             }
-            EventKind::Poll => {}
+            EventKind::Poll { host } => self.dirty.mark(host),
         }
     }
 
@@ -709,7 +789,8 @@ impl<H: Host> Sim<H> {
     ///
     /// `app` gets the current time and the hosts so a test can drive
     /// application calls on them. After each event and after each `app` call
-    /// every host is polled for transmits and its timer rescheduled. Returns
+    /// every host the event reached or the application touched is polled for
+    /// transmits and its timer rescheduled. Returns
     /// `Ok(now)` when `app` returned true, [`SimError::Deadline`] when the next
     /// event lies beyond `deadline`, and [`SimError::Idle`] (with time advanced
     /// to `deadline`) when no events remain. Events at exactly `deadline` run.
@@ -717,16 +798,30 @@ impl<H: Host> Sim<H> {
     where
         F: FnMut(Instant, &mut HostsView<'_, H>) -> bool,
     {
-        self.poll_all();
+        // Hosts changed between runs (through host_mut) are dirty already.
+        self.poll_dirty();
         loop {
             let done = {
+                let mut touched = std::mem::take(&mut self.dirty.touched);
+                touched.sort_unstable();
+                for &i in &touched {
+                    self.dirty.touched_flag[i] = false;
+                }
                 let mut view = HostsView {
                     nodes: &self.net.nodes,
                     hosts: &mut self.hosts,
+                    dirty: &mut self.dirty,
+                    touched: &touched,
                 };
-                app(self.net.now, &mut view)
+                let done = app(self.net.now, &mut view);
+                touched.clear();
+                if self.dirty.touched.is_empty() {
+                    // Keep the allocation.
+                    self.dirty.touched = touched;
+                }
+                done
             };
-            self.poll_all();
+            self.poll_dirty();
             if done {
                 return Ok(self.net.now);
             }
@@ -747,7 +842,7 @@ impl<H: Host> Sim<H> {
             };
             self.net.now = self.net.now.max(ev.time);
             self.process(ev.kind);
-            self.poll_all();
+            self.poll_dirty();
         }
     }
 

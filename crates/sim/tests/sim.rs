@@ -748,3 +748,41 @@ proptest! {
         prop_assert!(st.received >= st.forwarded + st.flooded);
     }
 }
+
+/// Counts (in a shared cell) how often the simulator asks it for frames; never sends.
+struct Idle(std::rc::Rc<std::cell::Cell<u64>>);
+
+impl Host for Idle {
+    fn handle_frame(&mut self, _now: Instant, _frame: &[u8]) {}
+    fn poll_transmit(&mut self, _now: Instant, _buf: &mut [u8]) -> Option<usize> {
+        self.0.set(self.0.get() + 1);
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Instant) {}
+}
+
+#[test]
+fn an_event_polls_only_the_hosts_it_reaches_so_idle_hosts_cost_nothing() {
+    let mut sim: Sim<Box<dyn Host>> = Sim::new(5);
+    let a = sim.add_host(Box::new(Toy::new(mac(1)).sending(mac(2), 1000, 100)));
+    let b = sim.add_host(Box::new(Toy::new(mac(2))));
+    sim.connect(a, b, LinkConfig::new(GBPS, Duration::from_micros(1)))
+        .unwrap();
+    let polls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let idle: Vec<NodeId> = (0..50)
+        .map(|_| sim.add_host(Box::new(Idle(polls.clone()))))
+        .collect();
+    let deadline = sim.now() + Duration::from_millis(10);
+    let mut touched_idle = 0;
+    let _ = sim.run_until(deadline, |_, hosts| {
+        hosts.for_each_touched(|id, _| touched_idle += u64::from(idle.contains(&id)));
+        false
+    });
+    assert!(sim.stats().events >= 2000, "the pair exchanged frames");
+    assert_eq!(touched_idle, 0, "no frame or timer reached an idle host");
+    // Each idle host is asked once, when added, and never again per event.
+    assert_eq!(polls.get(), 50);
+}

@@ -201,38 +201,43 @@ impl Flows {
 
     /// Handles every host's readiness events: accepts channels, sends, reads, times.
     pub fn step(&mut self, now: Instant, hosts: &mut HostsView<'_, Stack>) {
-        for (node, stack) in hosts.iter_mut() {
-            let Some(&h) = self.host_of.get(&node) else {
-                continue;
-            };
-            while let Some(event) = stack.poll_event() {
-                match event {
-                    Event::Acceptable(l) if l == self.listeners[h] => self.accept_all(h, stack),
-                    Event::Acceptable(_) => {}
-                    Event::Conn(conn, ready) => {
-                        let Some(&(index, end)) = self.by_slot[h].get(&conn.slot()) else {
-                            continue;
-                        };
-                        let ch = &mut self.channels[index];
-                        if ready.error() && self.error.is_none() {
-                            self.error = Some(format!(
-                                "channel {index} ({} -> {}) failed: {:?}",
-                                ch.src,
-                                ch.dst,
-                                stack.error(conn)
-                            ));
-                        }
-                        match end {
-                            End::Tx => pump_send(ch, stack, &self.buf, &mut self.error),
-                            End::Rx => pump_recv(
-                                ch,
-                                stack,
-                                now,
-                                &mut self.buf,
-                                &mut self.done,
-                                &mut self.error,
-                            ),
-                        }
+        // Readiness changes only where a frame or a timer arrived (our own calls are
+        // handled as we make them), so only those hosts are visited.
+        hosts.for_each_touched(|node, stack| self.step_host(now, node, stack));
+    }
+
+    /// Drains one host's readiness events.
+    fn step_host(&mut self, now: Instant, node: NodeId, stack: &mut Stack) {
+        let Some(&h) = self.host_of.get(&node) else {
+            return;
+        };
+        while let Some(event) = stack.poll_event() {
+            match event {
+                Event::Acceptable(l) if l == self.listeners[h] => self.accept_all(h, stack),
+                Event::Acceptable(_) => {}
+                Event::Conn(conn, ready) => {
+                    let Some(&(index, end)) = self.by_slot[h].get(&conn.slot()) else {
+                        continue;
+                    };
+                    let ch = &mut self.channels[index];
+                    if ready.error() && self.error.is_none() {
+                        self.error = Some(format!(
+                            "channel {index} ({} -> {}) failed: {:?}",
+                            ch.src,
+                            ch.dst,
+                            stack.error(conn)
+                        ));
+                    }
+                    match end {
+                        End::Tx => pump_send(ch, stack, &self.buf, &mut self.error),
+                        End::Rx => pump_recv(
+                            ch,
+                            stack,
+                            now,
+                            &mut self.buf,
+                            &mut self.done,
+                            &mut self.error,
+                        ),
                     }
                 }
             }
