@@ -106,3 +106,68 @@ fn fairness_quick_serves_every_connection_on_the_engine_and_measures_linux_besid
     std::fs::remove_dir_all(out).unwrap();
     drop(lab);
 }
+
+#[test]
+fn loss_quick_measures_every_pairing_and_the_switch_really_drops() {
+    if let Some(why) = sluice_lab::unavailable_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let lab = sluice_lab::LabGuard::up_switched(1).expect("switched lab up");
+    let out = std::env::temp_dir().join(format!("sluice-exp-loss-{}", std::process::id()));
+    let run = sluice()
+        .args(["experiment", "loss", "--quick", "--no-lock", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!("{stdout}");
+    let text = std::fs::read_to_string(out.join("loss.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let pairings = [
+        "engine->linux",
+        "linux->engine",
+        "engine->engine",
+        "linux->linux",
+        "gbn->gbn",
+    ];
+    let mut expected = vec!["loss %".to_string()];
+    for p in pairings {
+        expected.push(format!("{p} Mbit/s"));
+        expected.push(format!("{p} %"));
+    }
+    expected.extend(["engine/gbn", "frames lost", "lost %", "other drops"].map(String::from));
+    assert_eq!(header, expected);
+    let rows = csv_rows(&out.join("loss.csv"));
+    let losses: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(losses, ["0", "1", "5"]);
+    let mbps = |row: &[String], p: usize| -> f64 { row[1 + 2 * p].parse().unwrap() };
+    for r in &rows {
+        for (p, name) in pairings.iter().enumerate() {
+            assert!(mbps(r, p) > 0.0, "{name} at {} %: {r:?}", r[0]);
+        }
+    }
+    // Without loss, every pairing is its own reference.
+    for p in 0..pairings.len() {
+        assert_eq!(rows[0][2 + 2 * p], "100", "{:?}", rows[0]);
+    }
+    // The switch dropped nothing at 0 % and frames at 5 %, and every pairing lost goodput.
+    assert_eq!(rows[0][12], "0", "{:?}", rows[0]);
+    let lost: u64 = rows[2][12].parse().unwrap();
+    assert!(lost > 0, "nothing dropped at 5 %: {:?}", rows[2]);
+    for (p, name) in pairings.iter().enumerate() {
+        assert!(
+            mbps(&rows[2], p) < mbps(&rows[0], p),
+            "{name} no slower at 5 % loss: {rows:?}"
+        );
+    }
+    let png = std::fs::read(out.join("loss.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+    std::fs::remove_dir_all(out).unwrap();
+    lab.teardown().expect("teardown leaves no namespace");
+}

@@ -13,7 +13,7 @@ use sluice_device::Device;
 use sluice_engine::apps::BenchServerApp;
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::Engine;
-use sluice_tcp::Stack;
+use sluice_tcp::{Config, Stack};
 
 use super::engine_client::EngineClient;
 use super::error::BenchError;
@@ -29,19 +29,48 @@ pub struct EngineSpec {
     pub idle_before_sleep: Option<Duration>,
 }
 
-/// An engine opened in sluice-a, tuned for `kind` (None: serving).
-fn open(spec: EngineSpec, kind: Option<Kind>) -> Result<Engine<Box<dyn Device>>, String> {
-    let mut engine = setup::open(&EngineOptions::lab(spec.backend)).map_err(|e| e.to_string())?;
+/// Where an engine runs and how its core is configured, when not the lab's engine with the
+/// default configuration.
+#[derive(Clone)]
+pub struct EngineSite {
+    /// Interface, address and namespace (and the backend, which [`EngineSpec`] overrides).
+    pub options: EngineOptions,
+    /// Changes to the core's configuration (recovery, out-of-order intervals, ...).
+    pub configure: Arc<dyn Fn(&mut Config) + Send + Sync>,
+}
+
+impl EngineSite {
+    /// The lab's engine (sluice-a, sl-a, 10.77.0.1) with the default configuration.
+    pub fn lab(backend: Backend) -> Self {
+        EngineSite {
+            options: EngineOptions::lab(backend),
+            configure: Arc::new(|_: &mut Config| {}),
+        }
+    }
+}
+
+/// An engine opened at `site`, tuned for `kind` (None: serving).
+fn open(
+    spec: EngineSpec,
+    site: &EngineSite,
+    kind: Option<Kind>,
+) -> Result<Engine<Box<dyn Device>>, String> {
+    let options = EngineOptions {
+        backend: spec.backend,
+        ..site.options.clone()
+    };
+    let mut engine = setup::open(&options).map_err(|e| e.to_string())?;
     engine.idle_before_sleep = spec.idle_before_sleep.unwrap_or(Duration::from_secs(3600));
+    let mut cfg = engine.stack.config().clone();
+    (site.configure)(&mut cfg);
+    engine.stack = Stack::new(cfg).map_err(|e| e.to_string())?;
     if kind == Some(Kind::Connect) {
         // An active closer keeps every connection in TIME-WAIT. Linux clients reuse such
         // ports (tcp_tw_reuse, set by the bench); the engine gets a wide port range, room
         // for the TIME-WAIT slots, a short TIME-WAIT and small buffers instead.
-        let mut cfg = setup::core_config(
-            engine.device.mac(),
-            sluice_lab::ENGINE_IP,
-            engine.stack.config().mtu,
-        );
+        let mut cfg =
+            setup::core_config(engine.device.mac(), options.ip, engine.stack.config().mtu);
+        (site.configure)(&mut cfg);
         cfg.max_connections = 32 * 1024;
         cfg.ephemeral_ports = (10000, 65535);
         cfg.time_wait = Duration::from_secs(1);
@@ -62,13 +91,18 @@ pub struct EngineServer {
 impl EngineServer {
     /// Starts the engine thread and waits until it has opened its device.
     pub fn start(spec: EngineSpec) -> Result<EngineServer, BenchError> {
+        EngineServer::start_at(spec, EngineSite::lab(spec.backend))
+    }
+
+    /// Starts the engine thread at `site` and waits until it has opened its device.
+    pub fn start_at(spec: EngineSpec, site: EngineSite) -> Result<EngineServer, BenchError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let flag = Arc::clone(&stop);
         let handle = thread::Builder::new()
             .name("engine-server".into())
             .spawn(move || {
-                let mut engine = match open(spec, None) {
+                let mut engine = match open(spec, &site, None) {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = tx.send(Err(e.clone()));
@@ -127,11 +161,30 @@ pub fn run_client(
     port: u16,
     timing: Timing,
 ) -> Result<Measurement, BenchError> {
+    run_client_at(
+        spec,
+        EngineSite::lab(spec.backend),
+        workload,
+        ip,
+        port,
+        timing,
+    )
+}
+
+/// Runs `workload` with the engine at `site` as the client against `ip:port`.
+pub fn run_client_at(
+    spec: EngineSpec,
+    site: EngineSite,
+    workload: Workload,
+    ip: std::net::Ipv4Addr,
+    port: u16,
+    timing: Timing,
+) -> Result<Measurement, BenchError> {
     let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 15.0);
     let handle = thread::Builder::new()
         .name("engine-client".into())
         .spawn(move || -> Result<Measurement, String> {
-            let mut engine = open(spec, Some(workload.kind))?;
+            let mut engine = open(spec, &site, Some(workload.kind))?;
             let mut app = EngineClient::new(workload, ip, port, timing);
             engine
                 .run(&mut app, Some(limit))

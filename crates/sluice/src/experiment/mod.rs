@@ -5,6 +5,7 @@ pub mod error;
 pub mod fabric;
 pub mod fairness;
 pub mod flows;
+pub mod loss;
 pub mod ooo;
 pub mod plot;
 pub mod report;
@@ -38,6 +39,9 @@ pub enum ExperimentCommand {
     /// 1 to 1024 bulk connections on the engine and on Linux: per-connection shares and
     /// Jain's index (needs root: the lab).
     Fairness(fairness::FairnessArgs),
+    /// Goodput of one connection against random loss at the switch, engine and Linux as
+    /// sender and receiver, and the go-back-N baseline (needs root: the switched lab).
+    Loss(loss::LossArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -45,6 +49,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
     let (report, common) = match cmd {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
+        ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;
