@@ -31,17 +31,25 @@ pub struct EngineSpec {
 
 /// An engine opened in sluice-a, tuned for `kind` (None: serving).
 fn open(spec: EngineSpec, kind: Option<Kind>) -> Result<Engine<Box<dyn Device>>, String> {
-    let mut engine = setup::open(&EngineOptions::lab(spec.backend)).map_err(|e| e.to_string())?;
+    open_with(&EngineOptions::lab(spec.backend), spec, kind)
+}
+
+/// An engine opened where `opts` say, tuned for `kind` (None: serving).
+pub(crate) fn open_with(
+    opts: &EngineOptions,
+    spec: EngineSpec,
+    kind: Option<Kind>,
+) -> Result<Engine<Box<dyn Device>>, String> {
+    let mut engine = setup::open(opts).map_err(|e| e.to_string())?;
     engine.idle_before_sleep = spec.idle_before_sleep.unwrap_or(Duration::from_secs(3600));
     if kind == Some(Kind::Connect) {
         // An active closer keeps every connection in TIME-WAIT. Linux clients reuse such
         // ports (tcp_tw_reuse, set by the bench); the engine gets a wide port range, room
         // for the TIME-WAIT slots, a short TIME-WAIT and small buffers instead.
-        let mut cfg = setup::core_config(
-            engine.device.mac(),
-            sluice_lab::ENGINE_IP,
-            engine.stack.config().mtu,
-        );
+        let mut cfg = setup::core_config(engine.device.mac(), opts.ip, engine.stack.config().mtu);
+        if let Some(algorithm) = opts.congestion_control {
+            cfg.congestion_control = algorithm;
+        }
         cfg.max_connections = 32 * 1024;
         cfg.ephemeral_ports = (10000, 65535);
         cfg.time_wait = Duration::from_secs(1);
@@ -60,15 +68,21 @@ pub struct EngineServer {
 }
 
 impl EngineServer {
-    /// Starts the engine thread and waits until it has opened its device.
+    /// Starts the engine thread in sluice-a and waits until it has opened its device.
     pub fn start(spec: EngineSpec) -> Result<EngineServer, BenchError> {
+        EngineServer::start_with(EngineOptions::lab(spec.backend), spec)
+    }
+
+    /// Starts the engine thread where `opts` say (interface, address, namespace, policy;
+    /// its backend wins over `spec.backend`) and waits until it has opened its device.
+    pub fn start_with(opts: EngineOptions, spec: EngineSpec) -> Result<EngineServer, BenchError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let flag = Arc::clone(&stop);
         let handle = thread::Builder::new()
             .name("engine-server".into())
             .spawn(move || {
-                let mut engine = match open(spec, None) {
+                let mut engine = match open_with(&opts, spec, None) {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = tx.send(Err(e.clone()));

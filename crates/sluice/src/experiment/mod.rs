@@ -5,6 +5,7 @@ pub mod error;
 pub mod fabric;
 pub mod fairness;
 pub mod flows;
+pub mod incast;
 pub mod ooo;
 pub mod plot;
 pub mod report;
@@ -38,6 +39,9 @@ pub enum ExperimentCommand {
     /// 1 to 1024 bulk connections on the engine and on Linux: per-connection shares and
     /// Jain's index (needs root: the lab).
     Fairness(fairness::FairnessArgs),
+    /// 1 to 16 bulk senders into one receiver through the switch's ECN-marking bottleneck,
+    /// beside an RPC flow: DCTCP against NewReno (flextoe.txt Table 4; needs root: the lab).
+    Incast(incast::IncastArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -45,6 +49,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
     let (report, common) = match cmd {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
+        ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;
