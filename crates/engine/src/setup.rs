@@ -8,7 +8,7 @@ use sluice_device::{
     AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, ImpairConfig, Impaired, Tap,
     TapConfig, XdpMode,
 };
-use sluice_tcp::{AckPolicy, Config, Stack};
+use sluice_tcp::{AckPolicy, Algorithm, Config, Stack};
 use sluice_wire::EthernetAddress;
 
 use crate::runtime::{Engine, EngineError};
@@ -60,6 +60,9 @@ pub struct EngineOptions {
     pub impair: Option<ImpairConfig>,
     /// Where the AF_XDP backend's XDP program runs (DRV by default; ignored by others).
     pub xdp_mode: XdpMode,
+    /// Congestion-control algorithm of new connections; None keeps the core's default
+    /// (DCTCP).
+    pub congestion_control: Option<Algorithm>,
 }
 
 impl EngineOptions {
@@ -73,6 +76,7 @@ impl EngineOptions {
             netns: Some(sluice_lab::NS_ENGINE.to_string()),
             impair: None,
             xdp_mode: XdpMode::Drv,
+            congestion_control: None,
         }
     }
 
@@ -185,6 +189,9 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
     let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
     let mut config = core_config(device.mac(), opts.ip, mtu.min(1500));
     offload_config(&mut config, device.as_ref());
+    if let Some(algorithm) = opts.congestion_control {
+        config.congestion_control = algorithm;
+    }
     let stack = Stack::new(config).map_err(|e| EngineError::App(e.to_string()))?;
     Ok(Engine::new(stack, device))
 }

@@ -78,6 +78,7 @@ impl Attach {
             netns: None,
             impair: None,
             xdp_mode: self.xdp_mode,
+            congestion_control: None,
         })
     }
 }

@@ -171,3 +171,78 @@ fn loss_quick_measures_every_pairing_and_the_switch_really_drops() {
     std::fs::remove_dir_all(out).unwrap();
     lab.teardown().expect("teardown leaves no namespace");
 }
+
+#[test]
+fn incast_quick_measures_every_cell_and_reads_the_switch_counters() {
+    if let Some(why) = sluice_lab::unavailable_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // The experiment builds (and tears down) the switched lab itself; the guard holds the
+    // lock around it and tears down whatever a failure left behind.
+    let lab = sluice_lab::LabGuard::up_switched(2).expect("switched lab up");
+    let out = std::env::temp_dir().join(format!("sluice-exp-incast-{}", std::process::id()));
+    let run = sluice()
+        .args([
+            "experiment",
+            "incast",
+            "--quick",
+            "--no-lock",
+            "--senders",
+            "1,16",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("rpc p99 us"), "{stdout}");
+    let rows = csv_rows(&out.join("incast.csv"));
+    let cells: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str()))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("0", "unloaded"),
+            ("1", "dctcp"),
+            ("1", "newreno"),
+            ("16", "dctcp"),
+            ("16", "newreno")
+        ]
+    );
+    let num = |r: &Vec<String>, i: usize| -> f64 {
+        r[i].parse()
+            .unwrap_or_else(|_| panic!("column {i} of {r:?}"))
+    };
+    for r in &rows {
+        // The RPC flow answered requests and has a p99 in every cell.
+        assert!(num(r, 5) > 0.0 && num(r, 7) > 0.0, "{r:?}");
+        if r[1] != "unloaded" {
+            // Every sender moved data and Jain's index is a proper index.
+            assert!(num(r, 2) > 0.0, "{r:?}");
+            let jain = num(r, 3);
+            assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{r:?}");
+            // The switch's counters were parsed: the bottleneck queue held something.
+            assert!(num(r, 10) > 0.0, "{r:?}");
+        }
+    }
+    // DCTCP's packets are ECN-capable: above K the switch marks them at 16 senders;
+    // NewReno's are not, so it never marks them.
+    assert!(
+        num(&rows[3], 9) > 0.0,
+        "no ECN marks with DCTCP: {:?}",
+        rows[3]
+    );
+    assert_eq!(num(&rows[4], 9), 0.0, "NewReno was marked: {:?}", rows[4]);
+    let png = std::fs::read(out.join("incast.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+    std::fs::remove_dir_all(out).unwrap();
+    drop(lab);
+}

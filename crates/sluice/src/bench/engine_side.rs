@@ -42,11 +42,26 @@ pub struct EngineSite {
 impl EngineSite {
     /// The lab's engine (sluice-a, sl-a, 10.77.0.1) with the default configuration.
     pub fn lab(backend: Backend) -> Self {
+        EngineSite::at(EngineOptions::lab(backend))
+    }
+
+    /// An engine where `options` say, with the default configuration otherwise.
+    pub fn at(options: EngineOptions) -> Self {
         EngineSite {
-            options: EngineOptions::lab(backend),
+            options,
             configure: Arc::new(|_: &mut Config| {}),
         }
     }
+}
+
+/// An engine opened where `opts` say (interface, address, namespace, policy; `spec`'s
+/// backend wins), with the default configuration otherwise, tuned for `kind`.
+pub(crate) fn open_with(
+    opts: &EngineOptions,
+    spec: EngineSpec,
+    kind: Option<Kind>,
+) -> Result<Engine<Box<dyn Device>>, String> {
+    open(spec, &EngineSite::at(opts.clone()), kind)
 }
 
 /// An engine opened at `site`, tuned for `kind` (None: serving).
@@ -70,6 +85,9 @@ fn open(
         // for the TIME-WAIT slots, a short TIME-WAIT and small buffers instead.
         let mut cfg =
             setup::core_config(engine.device.mac(), options.ip, engine.stack.config().mtu);
+        if let Some(algorithm) = options.congestion_control {
+            cfg.congestion_control = algorithm;
+        }
         (site.configure)(&mut cfg);
         cfg.max_connections = 32 * 1024;
         cfg.ephemeral_ports = (10000, 65535);
@@ -89,9 +107,15 @@ pub struct EngineServer {
 }
 
 impl EngineServer {
-    /// Starts the engine thread and waits until it has opened its device.
+    /// Starts the engine thread in sluice-a and waits until it has opened its device.
     pub fn start(spec: EngineSpec) -> Result<EngineServer, BenchError> {
         EngineServer::start_at(spec, EngineSite::lab(spec.backend))
+    }
+
+    /// Starts the engine thread where `opts` say (interface, address, namespace, policy;
+    /// `spec`'s backend wins) and waits until it has opened its device.
+    pub fn start_with(opts: EngineOptions, spec: EngineSpec) -> Result<EngineServer, BenchError> {
+        EngineServer::start_at(spec, EngineSite::at(opts))
     }
 
     /// Starts the engine thread at `site` and waits until it has opened its device.

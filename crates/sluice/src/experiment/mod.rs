@@ -6,6 +6,7 @@ pub mod fabric;
 pub mod fairness;
 pub mod flows;
 pub mod loss;
+pub mod incast;
 pub mod ooo;
 pub mod plot;
 pub mod report;
@@ -42,6 +43,9 @@ pub enum ExperimentCommand {
     /// Goodput of one connection against random loss at the switch, engine and Linux as
     /// sender and receiver, and the go-back-N baseline (needs root: the switched lab).
     Loss(loss::LossArgs),
+    /// 1 to 16 bulk senders into one receiver through the switch's ECN-marking bottleneck,
+    /// beside an RPC flow: DCTCP against NewReno (flextoe.txt Table 4; needs root: the lab).
+    Incast(incast::IncastArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -50,6 +54,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
         ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
+        ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;
