@@ -83,6 +83,11 @@ impl BulkTransfer {
         Ok(())
     }
 
+    /// The sender's connection, once `connect` opened it (to set options such as a rate).
+    pub fn sender_conn(&self) -> Option<ConnId> {
+        self.sender_conn
+    }
+
     /// Whether both sides finished and verified (or an error stopped the transfer).
     pub fn done(&self) -> bool {
         self.error.is_some() || (self.sender.digest.is_some() && self.receiver.digest.is_some())

@@ -366,7 +366,7 @@ impl Case {
 
     /// One random application call with random arguments.
     pub(crate) fn random_app_call(&mut self) -> Result<(), String> {
-        let op = self.rng.gen_range(0..14);
+        let op = self.rng.gen_range(0..15);
         // Clean cases mostly spare their connections, so that many flows reach the
         // liveness check at the end.
         if !self.dirty && matches!(op, 3 | 4 | 5 | 8) && self.rng.gen_bool(0.8) {
@@ -469,6 +469,18 @@ impl Case {
                 }
             }
             (13, _) => crate::invariants::drain_events(self.stack(side), side)?,
+            (14, Some(h)) => {
+                // Pace a connection (or lift its limit): the flow scheduler's timing wheel
+                // then decides when it sends. Rates low enough to clamp to the wheel's
+                // horizon, high enough for the liveness check's rounds; u64::MAX is never
+                // held back.
+                let hd = self.handles[h].clone();
+                let rate = *[0, 0, 100_000_000, 1_000_000_000, u64::MAX]
+                    .choose(&mut self.rng)
+                    .unwrap_or(&0);
+                let r = self.stack(hd.side).set_rate(hd.id, rate);
+                check_handle(&hd, "set_rate", &r)?;
+            }
             _ => {}
         }
         Ok(())

@@ -68,6 +68,9 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
     c.control_frame_queue = rng.gen_range(1..=48);
     c.neighbor_cache = rng.gen_range(1..=8);
     c.ephemeral_ports = ephemeral_ports(side);
+    // Small wheels, so that paced connections clamp to the horizon and are re-placed.
+    c.sched_wheel_slots = *[16, 256, 4096].choose(rng).unwrap_or(&16);
+    c.sched_granularity = Duration::from_micros(*[1, 10].choose(rng).unwrap_or(&1));
     c
 }
 

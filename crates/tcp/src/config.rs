@@ -108,6 +108,13 @@ pub struct Config {
     /// Shortest interval between two congestion-control iterations of a connection (the
     /// interval is otherwise one smoothed RTT).
     pub cc_interval_min: Duration,
+    /// Slots of the flow scheduler's timing wheel (Carousel, flextoe.txt 3.4): a power of
+    /// two. With the granularity it sets the horizon; a rate-limited connection due later
+    /// waits in the last slot and is re-placed from there.
+    pub sched_wheel_slots: usize,
+    /// Length of one timing-wheel slot: the precision of rate enforcement (a connection is
+    /// released at the start of the slot its send time falls in).
+    pub sched_granularity: Duration,
 }
 
 /// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
@@ -151,6 +158,10 @@ impl Config {
             congestion_control: Algorithm::Dctcp,
             ecn: true,
             cc_interval_min: Duration::from_micros(10),
+            // 4096 x 1 us: a 4 ms horizon, past the gap between 1500-byte frames down to
+            // 3 Mbit/s; a 1 us slot is 8 % of a frame's time at 10 Gbit/s.
+            sched_wheel_slots: 4096,
+            sched_granularity: Duration::from_micros(1),
         }
     }
 
@@ -200,6 +211,20 @@ impl Config {
         if self.cc_interval_min.is_zero() || self.cc_interval_min > Duration::from_secs(1) {
             // Zero would let an iteration re-arm itself at the same instant forever.
             return Err(ConfigError::Range("cc_interval_min", "0 < interval <= 1s"));
+        }
+        if !self.sched_wheel_slots.is_power_of_two()
+            || !(2..=1 << 20).contains(&self.sched_wheel_slots)
+        {
+            return Err(ConfigError::Range(
+                "sched_wheel_slots",
+                "a power of two in 2..=1048576",
+            ));
+        }
+        if self.sched_granularity.is_zero() || self.sched_granularity > Duration::from_secs(1) {
+            return Err(ConfigError::Range(
+                "sched_granularity",
+                "0 < granularity <= 1s",
+            ));
         }
         if self.challenge_ack_limit == 0 {
             // Zero-window probes are answered through this limit; 0 would deadlock a sender

@@ -90,4 +90,7 @@ pub struct Counters {
     pub ecn_cwr_sent: u64,
     /// Congestion-control iterations run by the control plane.
     pub cc_iterations: u64,
+    /// Times the flow scheduler held a rate-limited connection in its timing wheel until
+    /// its send time.
+    pub sched_paced: u64,
 }

@@ -10,7 +10,7 @@ use hashbrown::HashMap;
 use sluice_wire::tcp::SeqNumber;
 
 use crate::buffer::PayloadRing;
-use crate::cc::{Algorithm, CongestionControl, Policy};
+use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
 use crate::control::neighbor::NeighborCache;
@@ -160,7 +160,8 @@ pub struct ConnInfo {
     pub congestion_control: Algorithm,
     /// Slow-start threshold (u32::MAX: none yet).
     pub ssthresh: u32,
-    /// The rate a rate-based policy programmed, bits per second (0: none).
+    /// The rate the flow scheduler enforces, bits per second (0: unlimited): the fixed rate
+    /// (`Stack::set_rate`), else the rate a rate-based policy programmed.
     pub rate_bps: u64,
     /// ECN was negotiated (RFC 3168).
     pub ecn: bool,
@@ -251,7 +252,13 @@ impl Stack {
         let span = (hi - lo) as u64 + 1;
         Ok(Stack {
             now: Instant::ZERO,
-            dp: DataPath::new(slots, cfg.ooo_intervals, cfg.scoreboard_ranges()),
+            dp: DataPath::new(
+                slots,
+                cfg.ooo_intervals,
+                cfg.scoreboard_ranges(),
+                cfg.sched_wheel_slots,
+                cfg.sched_granularity.as_nanos() as u64,
+            ),
             conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
                 .into_boxed_slice(),
             cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
@@ -287,9 +294,14 @@ impl Stack {
         &self.counters
     }
 
-    /// The earliest time [`Stack::handle_timeout`] has work to do, if any.
+    /// The earliest time [`Stack::handle_timeout`] has work to do, if any: a connection
+    /// timer, or a rate-limited connection's turn in the flow scheduler's wheel.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next_deadline()
+        let timer = self.timers.next_deadline();
+        match self.dp.wheel.next_due_ns().map(Instant::from_nanos) {
+            Some(due) => Some(timer.map_or(due, |t| t.min(due))),
+            None => timer,
+        }
     }
 
     /// Adds a static neighbor (no ARP needed to reach `ip`).
@@ -647,7 +659,7 @@ impl Stack {
             fast_retransmits: post.total_fretx,
             congestion_control: self.conns[slot].cc_algorithm,
             ssthresh: self.cc[slot].ssthresh(),
-            rate_bps: self.cc[slot].rate_bps(),
+            rate_bps: self.dp.sched[slot].rate_bps,
             ecn: ps.ecn & crate::datapath::ecn::bits::ON != 0,
         })
     }
@@ -661,6 +673,7 @@ impl Stack {
     /// Checks internal invariants; used by the fuzzer and tests. Returns a description of the
     /// first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.dp.wheel.check()?;
         for slot in 0..self.conns.len() {
             let pre = &self.dp.pre[slot];
             if !pre.active {
@@ -736,6 +749,8 @@ impl Stack {
         self.conns[s] = ConnControl::new(tuple, self.cfg.rto_initial);
         self.conns[s].cc_algorithm = self.cfg.congestion_control;
         self.dp.pre[s] = Default::default();
+        self.dp.wheel.remove(slot);
+        self.dp.sched[s] = Default::default();
         self.dp.proto[s] = Default::default();
         self.dp.post[s] = Default::default();
         self.events.clear(slot);
@@ -764,6 +779,7 @@ impl Stack {
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
         self.timers.disarm(slot);
+        self.dp.wheel.remove(slot);
         self.events.clear(slot);
         // A connection closed while waiting for ARP must leave the wait list, or
         // connect/close to an unanswered address grows it without bound.

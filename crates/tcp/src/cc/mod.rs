@@ -6,7 +6,7 @@
 //! that resets them: the explicit message between the planes), runs the connection's
 //! [`Policy`] over them, and programs the result back: a congestion window, which the
 //! transmit stage enforces, and for rate-based policies a rate, which the flow scheduler
-//! will enforce. Policies are an enum, so no call is virtual; a new policy is a new variant.
+//! enforces with its timing wheel (datapath/scheduler.rs). Policies are an enum, so no call is virtual; a new policy is a new variant.
 
 mod cubic;
 mod dctcp;

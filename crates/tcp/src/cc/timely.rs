@@ -5,8 +5,13 @@
 //! several non-positive gradients in a row.
 //!
 //! The paper updates per completion event; here the control plane updates once per RTT
-//! with the latest RTT sample. Until the flow scheduler enforces rates, the rate is
-//! enforced as a window of rate x SRTT.
+//! with the latest RTT sample. The rate is what the flow scheduler enforces (it paces the
+//! connection with its timing wheel, as TIMELY paces with NIC rate limiters). The window
+//! stays as a cap of one SRTT at the rate, rate x SRTT: the pacer spreads the segments, the
+//! window bounds what is in flight to what the rate allows per RTT. A looser cap let the
+//! first RTTs' bursts (before the rate has reacted) build queue, whose RTT spike crashed
+//! the rate: in the 4-sender deep-queue test (crates/sim/tests/tcp_congestion.rs), 2 x
+//! rate x SRTT took 36.7 ms (peak queue 104 KB), 1.5 x 31.4 ms, 1 x 29.9 ms (45 KB).
 
 use super::{CcInput, CongestionControl};
 
@@ -140,7 +145,8 @@ impl CongestionControl for Timely {
             self.on_rtt(i.counters.rtt_last_us);
         }
         if self.rate != 0.0 && srtt != 0 {
-            // Enforced as a window until the scheduler paces: rate x SRTT, at least 2 MSS.
+            // The scheduler paces to the rate; the window caps at rate x SRTT, at least
+            // 2 MSS (see the module docs).
             let w = self.rate / 8.0 * srtt as f64 / 1e6;
             self.cwnd = (w.min(u32::MAX as f64) as u32).max(2 * i.mss);
         }
@@ -193,8 +199,9 @@ mod tests {
         let t = started(40);
         // 2 Gbps from the window, then + δ (40 us < T_low = 50 us).
         assert_eq!(t.rate(), 2e9 + 10e6);
-        // The window enforcing it: rate x SRTT = 2.01e9 / 8 * 40e-6 = 10050 bytes.
+        // The window capping it: rate x SRTT = 2.01e9 / 8 * 40e-6 = 10050 bytes.
         assert_eq!(t.window(), 10_050);
+        assert_eq!(t.rate_bps(), 2_010_000_000);
     }
 
     #[test]

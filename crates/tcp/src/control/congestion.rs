@@ -8,7 +8,9 @@
 //!    the one message from the stage that owns them);
 //! 2. it runs the connection's [`Policy`], which the control plane owns;
 //! 3. it programs the result into the data-path: the congestion window for the transmit
-//!    stage, a rate for the flow scheduler, and CWR after an ECN reaction.
+//!    stage, a rate for the flow scheduler (which paces to it with its timing wheel,
+//!    datapath/scheduler.rs; a rate fixed through [`Stack::set_rate`] takes precedence),
+//!    and CWR after an ECN reaction.
 //!
 //! Loss is answered at once rather than at the end of the interval: a fast retransmit runs
 //! an iteration for that connection before the batch that detected it returns (so the
@@ -46,6 +48,7 @@ impl Stack {
         self.cc[s] = Policy::new(algorithm, mss);
         self.dp.proto[s].cwnd = self.cc[s].window();
         self.dp.sched[s] = SchedState::default();
+        self.program_rate(slot);
         self.set_echo_mode(slot, algorithm);
         self.conns[s].cc_deadline = Instant::MAX;
     }
@@ -112,7 +115,7 @@ impl Stack {
         let policy = &mut self.cc[s];
         policy.update(&input);
         let cwnd = policy.window().max(input.mss);
-        self.dp.sched[s].rate_bps = policy.rate_bps();
+        self.program_rate(slot);
         let ps = &mut self.dp.proto[s];
         ps.cwnd = cwnd;
         if counters.ecn_bytes > 0 && ps.ecn & ecn::bits::ON != 0 {
@@ -152,10 +155,41 @@ impl Stack {
             let ps = &self.dp.proto[s];
             let ssthresh = self.cc[s].ssthresh();
             self.cc[s] = Policy::with_window(algorithm, u32::from(ps.mss), ps.cwnd, ssthresh);
-            self.dp.sched[s].rate_bps = self.cc[s].rate_bps();
+            self.program_rate(slot);
             self.set_echo_mode(slot, algorithm);
         }
         Ok(())
+    }
+
+    /// Fixes the connection's sending rate in bits per second of Ethernet frames handed to
+    /// the device; the flow scheduler paces it with its timing wheel (Carousel, flextoe.txt
+    /// 3.4). The window still applies as a cap. 0 removes the fixed rate: the policy's own
+    /// rate applies again (TIMELY's; none, so unlimited, for the window-based policies).
+    /// Set before the handshake completes, it applies from establishment.
+    pub fn set_rate(&mut self, id: ConnId, bits_per_sec: u64) -> Result<(), Error> {
+        let slot = self.slot_of(id)?;
+        self.conns[slot as usize].fixed_rate_bps = bits_per_sec;
+        if self.dp.pre[slot as usize].active {
+            self.program_rate(slot);
+        }
+        Ok(())
+    }
+
+    /// Programs the flow scheduler's rate for `slot`: the fixed rate, else the policy's.
+    fn program_rate(&mut self, slot: u32) {
+        let s = slot as usize;
+        let fixed = self.conns[s].fixed_rate_bps;
+        let rate = if fixed != 0 {
+            fixed
+        } else {
+            self.cc[s].rate_bps()
+        };
+        self.dp.sched[s].rate_bps = rate;
+        if rate == 0 && self.dp.wheel.contains(slot) {
+            // Unlimited now: no reason to wait for its old send time.
+            self.dp.wheel.remove(slot);
+            self.dp.ready.push(slot);
+        }
     }
 
     /// The connection's congestion-control algorithm.

@@ -134,6 +134,8 @@ pub struct ConnControl {
     pub cc_deadline: Instant,
     /// The congestion-control algorithm chosen for the connection.
     pub cc_algorithm: Algorithm,
+    /// A rate fixed through the API (`Stack::set_rate`), bits per second; 0: the policy's.
+    pub fixed_rate_bps: u64,
 }
 
 impl ConnControl {
@@ -163,6 +165,7 @@ impl ConnControl {
             error: None,
             cc_deadline: Instant::MAX,
             cc_algorithm: Algorithm::default(),
+            fixed_rate_bps: 0,
         }
     }
 

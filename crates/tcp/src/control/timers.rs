@@ -1,6 +1,6 @@
 //! Timer expiry: retransmission (handshake and data, go-back-N, RFC 6298 backoff, RFC 6675
 //! 5.1 scoreboard reset), user timeout, zero-window probes, delayed ACKs, TIME-WAIT and
-//! orphan expiry.
+//! orphan expiry; and the flow scheduler's timing wheel coming due.
 
 use super::state::{ConnError, TcpState};
 use crate::datapath::state::flags;
@@ -11,6 +11,11 @@ impl Stack {
     /// Runs every timer due at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
+        if !self.dp.wheel.is_empty() {
+            // Rate-limited connections whose send time came: to the ready queue, for the
+            // next `poll_transmit`.
+            self.dp.wheel.advance(now.as_nanos(), &mut self.dp.ready);
+        }
         while let Some(slot) = self.timers.pop_expired(now) {
             self.expire(slot);
             let c = &self.conns[slot as usize];

@@ -1,6 +1,7 @@
 //! The data-path pipeline for synchronized connections (Laminar 4, FlexTOE 3):
 //! pre-processor ([`classify`]) → [`protocol`] → [`post`]-processor, and the transmit
-//! stage ([`tx`]) driven by the scheduler's ready queue. Each stage owns a table of
+//! stage ([`tx`]) driven by the flow scheduler: its ready queue, and for rate-limited
+//! connections the Carousel timing wheel ([`scheduler`]). Each stage owns a table of
 //! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
 //! Nothing here allocates after construction.
 
@@ -9,11 +10,13 @@ pub mod ecn;
 mod pipeline;
 pub mod post;
 pub mod protocol;
+pub mod scheduler;
 pub mod scoreboard;
 pub mod state;
 pub mod summary;
 pub mod tx;
 
+use scheduler::TimingWheel;
 use state::{Interval, PostState, PreState, ProtoState, SackedRange, SchedState};
 use summary::HeaderSummary;
 
@@ -36,18 +39,27 @@ pub struct DataPath {
     pub sacked_stride: usize,
     /// Post-processor state.
     pub post: Box<[PostState]>,
-    /// Flow-scheduler state: rates programmed by the control plane.
+    /// Flow-scheduler state: rates programmed by the control plane, next send times.
     pub sched: Box<[SchedState]>,
     /// Header summaries of the batch in flight.
     pub batch: Box<[HeaderSummary; BATCH]>,
     /// Scheduler: slots that may have something to send, each at most once.
     pub ready: ReadyQueue,
+    /// Scheduler: rate-limited slots waiting for their next send time (Carousel).
+    pub wheel: TimingWheel,
 }
 
 impl DataPath {
     /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
-    /// scoreboard ranges each.
-    pub fn new(slots: usize, ooo: usize, sacked: usize) -> Self {
+    /// scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
+    /// `granularity_ns` nanoseconds.
+    pub fn new(
+        slots: usize,
+        ooo: usize,
+        sacked: usize,
+        wheel_slots: usize,
+        granularity_ns: u64,
+    ) -> Self {
         DataPath {
             pre: vec![PreState::default(); slots].into_boxed_slice(),
             proto: vec![ProtoState::default(); slots].into_boxed_slice(),
@@ -59,6 +71,7 @@ impl DataPath {
             sched: vec![SchedState::default(); slots].into_boxed_slice(),
             batch: Box::new([HeaderSummary::default(); BATCH]),
             ready: ReadyQueue::new(slots),
+            wheel: TimingWheel::new(slots, wheel_slots, granularity_ns),
         }
     }
 
@@ -77,14 +90,16 @@ impl DataPath {
     }
 
     /// Per-connection data-path state in bytes, by stage: (pre, protocol, post incl. the
-    /// congestion-control counters and the scheduler's rate, interval tables: out-of-order
-    /// intervals and the SACK scoreboard). The congestion-control policy itself is the
-    /// control plane's.
+    /// congestion-control counters and the flow scheduler's rate, timestamp and wheel node,
+    /// interval tables: out-of-order intervals and the SACK scoreboard). The
+    /// congestion-control policy itself is the control plane's.
     pub fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
-            core::mem::size_of::<PostState>() + core::mem::size_of::<SchedState>(),
+            core::mem::size_of::<PostState>()
+                + core::mem::size_of::<SchedState>()
+                + TimingWheel::PER_CONNECTION_BYTES,
             ooo * core::mem::size_of::<Interval>() + sacked * core::mem::size_of::<SackedRange>(),
         )
     }

@@ -1,12 +1,14 @@
 //! Driving the pipeline: RX batches through pre → protocol → post, and the TX workflow
-//! (scheduler → segment generation) behind `poll_transmit`.
+//! (scheduler → segment generation) behind `poll_transmit`: the ready queue serves
+//! connections round-robin; a rate-limited one is admitted only at its Carousel send time
+//! and otherwise waits in the timing wheel (flextoe.txt 3.4, datapath/scheduler.rs).
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use super::classify::{classify, Checks, Classified, DropReason};
 use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, scoreboard, tx, BATCH};
+use super::{ecn, post, protocol, scheduler, scoreboard, tx, BATCH};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
@@ -374,21 +376,49 @@ impl Stack {
                 csum_partial: false,
             });
         }
+        let now_ns = now.as_nanos();
+        if !self.dp.wheel.is_empty() {
+            // Rate-limited connections whose time came join the round-robin.
+            self.dp.wheel.advance(now_ns, &mut self.dp.ready);
+        }
         // Room for the largest header (TCP options included) ahead of a large payload.
         let max_payload =
             tso_max.min(buf.len().saturating_sub(crate::frame::CONTROL_FRAME_MAX) as u32);
         while let Some(slot) = self.dp.ready.pop() {
-            if !self.dp.pre[slot as usize].active {
+            let i = slot as usize;
+            if !self.dp.pre[i].active {
+                continue;
+            }
+            // The one branch an unlimited connection pays for rate enforcement.
+            if self.dp.sched[i].rate_bps != 0 && self.pace(slot, now_ns) {
                 continue;
             }
             if let Some(t) = self.transmit(slot, buf, max_payload, csum) {
                 self.counters.frames_tx += 1;
-                // More may follow; the next pop finds out. Round-robin keeps flows fair.
-                self.dp.ready.push(slot);
+                // More may follow; the next pop finds out. Round-robin keeps flows fair; a
+                // rate-limited connection the segment made ineligible waits in the wheel.
+                if self.dp.sched[i].rate_bps == 0 || !self.pace(slot, now_ns) {
+                    self.dp.ready.push(slot);
+                }
                 return Some(t);
             }
         }
         None
+    }
+
+    /// Carousel admission for a rate-limited connection: if its send time has not come,
+    /// puts it in the timing wheel's slot for that time (at most once) and returns true.
+    /// Pure ACKs normally leave on the control queue and are not paced; only one owed
+    /// because that queue was full waits here with the connection's data.
+    #[inline]
+    fn pace(&mut self, slot: u32, now_ns: u64) -> bool {
+        let due = self.dp.sched[slot as usize].next_tx_ns;
+        if self.dp.wheel.eligible(due, now_ns) {
+            return false;
+        }
+        self.dp.wheel.insert(slot, due, now_ns);
+        self.counters.sched_paced += 1;
+        true
     }
 
     /// The TX workflow for one connection: a data or FIN segment if allowed, else an owed ACK.
@@ -479,19 +509,25 @@ impl Stack {
                 codepoint,
                 |payload| ring.read(seg.seq, payload),
             )?;
-            if gso_size != 0 {
+            let segments = if gso_size != 0 {
                 // The device sends one IPv4 ident per segment after this one.
                 let segments = seg.len.div_ceil(room);
                 self.ip_ident = self.ip_ident.wrapping_add(segments as u16 - 1);
                 self.counters.large_segments_tx += 1;
+                segments
+            } else {
+                1
+            };
+            if self.dp.sched[i].rate_bps != 0 {
+                // Charge what reaches the wire: each segment the device cuts carries the
+                // headers again.
+                let headers = (n as u64).saturating_sub(u64::from(seg.len));
+                let wire = u64::from(seg.len) + u64::from(segments) * headers;
+                let credit = self.dp.wheel.granularity_ns();
+                scheduler::charge(&mut self.dp.sched[i], wire, self.now.as_nanos(), credit);
             }
             let retransmission = if sack_rxt {
                 scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
-                let segments = if gso_size != 0 {
-                    seg.len.div_ceil(room)
-                } else {
-                    1
-                };
                 self.counters.sack_retransmits += u64::from(segments);
                 true
             } else {

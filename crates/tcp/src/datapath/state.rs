@@ -21,13 +21,18 @@ pub struct PreState {
     pub active: bool,
 }
 
-/// Flow-scheduler state: what the control plane programmed for the scheduler to enforce.
+/// Flow-scheduler state: what the control plane programmed for the scheduler to enforce,
+/// and the scheduler's own timestamp (Carousel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedState {
-    /// The rate a rate-based policy (TIMELY) computed, bits per second; 0: no rate, the
-    /// window alone limits the flow. The Carousel scheduler (FlexTOE 3.4) will pace to it;
-    /// until then the policy also programs the equivalent window.
+    /// The rate to pace the connection to, bits per second of Ethernet frames handed to the
+    /// device; 0: unlimited, the window alone limits the flow and the scheduler serves it
+    /// round-robin without the wheel (flextoe.txt 3.4). Programmed by the control plane
+    /// from the policy (TIMELY) or a fixed rate (`Stack::set_rate`).
     pub rate_bps: u64,
+    /// When the connection may next send, nanoseconds (Carousel's timestamp): the previous
+    /// one plus the last frame's bytes at `rate_bps`.
+    pub next_tx_ns: u64,
 }
 
 impl Default for PreState {
