@@ -8,7 +8,7 @@ use sluice_device::{
     AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, ImpairConfig, Impaired, Tap,
     TapConfig, XdpMode,
 };
-use sluice_tcp::{AckPolicy, Algorithm, Config, Stack};
+use sluice_tcp::{AckPolicy, Algorithm, Config, ConfigError, Recovery, Stack};
 use sluice_wire::EthernetAddress;
 
 use crate::runtime::{Engine, EngineError};
@@ -60,9 +60,55 @@ pub struct EngineOptions {
     pub impair: Option<ImpairConfig>,
     /// Where the AF_XDP backend's XDP program runs (DRV by default; ignored by others).
     pub xdp_mode: XdpMode,
-    /// Congestion-control algorithm of new connections; None keeps the core's default
-    /// (DCTCP).
-    pub congestion_control: Option<Algorithm>,
+    /// Congestion control, ECN and loss recovery of the engine's core.
+    pub transport: Transport,
+}
+
+/// The transport choices an operator makes for the engine's core: the default congestion
+/// control of new connections (each may choose its own through the API), ECN, and loss
+/// recovery. Defaults are the core's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transport {
+    /// Congestion-control algorithm of new connections.
+    pub congestion_control: Algorithm,
+    /// Negotiate ECN when the algorithm wants it.
+    pub ecn: bool,
+    /// SACK recovery (RFC 6675) or the papers' go-back-N baseline.
+    pub recovery: Recovery,
+    /// Out-of-order intervals tracked per connection (None: the core's default).
+    pub ooo_intervals: Option<usize>,
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        let c = Config::new(EthernetAddress::default(), Ipv4Addr::UNSPECIFIED);
+        Transport {
+            congestion_control: c.congestion_control,
+            ecn: c.ecn,
+            recovery: c.recovery,
+            ooo_intervals: None,
+        }
+    }
+}
+
+impl Transport {
+    /// Writes these choices into a core configuration.
+    pub fn apply(&self, config: &mut Config) {
+        config.congestion_control = self.congestion_control;
+        config.ecn = self.ecn;
+        config.recovery = self.recovery;
+        if let Some(n) = self.ooo_intervals {
+            config.ooo_intervals = n;
+        }
+    }
+
+    /// Checks the choices against the core's rules (as the engine's configuration would
+    /// have them), so a bad flag is refused before any device is opened.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut c = core_config(EthernetAddress::default(), Ipv4Addr::new(10, 0, 0, 1), 1500);
+        self.apply(&mut c);
+        c.validate()
+    }
 }
 
 impl EngineOptions {
@@ -76,7 +122,7 @@ impl EngineOptions {
             netns: Some(sluice_lab::NS_ENGINE.to_string()),
             impair: None,
             xdp_mode: XdpMode::Drv,
-            congestion_control: None,
+            transport: Transport::default(),
         }
     }
 
@@ -188,10 +234,46 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
     };
     let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
     let mut config = core_config(device.mac(), opts.ip, mtu.min(1500));
+    opts.transport.apply(&mut config);
     offload_config(&mut config, device.as_ref());
-    if let Some(algorithm) = opts.congestion_control {
-        config.congestion_control = algorithm;
-    }
     let stack = Stack::new(config).map_err(|e| EngineError::App(e.to_string()))?;
     Ok(Engine::new(stack, device))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_choices_reach_the_core_config_and_are_validated() {
+        let t = Transport::default();
+        let mut c = core_config(EthernetAddress::default(), Ipv4Addr::new(10, 0, 0, 1), 1500);
+        let before = (c.congestion_control, c.ecn, c.recovery, c.ooo_intervals);
+        t.apply(&mut c);
+        assert_eq!(
+            (c.congestion_control, c.ecn, c.recovery, c.ooo_intervals),
+            before,
+            "the defaults are the core's"
+        );
+        let t = Transport {
+            congestion_control: Algorithm::Cubic,
+            ecn: false,
+            recovery: Recovery::GoBackN,
+            ooo_intervals: Some(4),
+        };
+        t.apply(&mut c);
+        assert_eq!(c.congestion_control, Algorithm::Cubic);
+        assert!(!c.ecn);
+        assert_eq!(c.recovery, Recovery::GoBackN);
+        assert_eq!(c.ooo_intervals, 4);
+        assert_eq!(t.validate(), Ok(()));
+        let too_many = Transport {
+            ooo_intervals: Some(65),
+            ..t
+        };
+        assert!(matches!(
+            too_many.validate(),
+            Err(ConfigError::Range("ooo_intervals", _))
+        ));
+    }
 }

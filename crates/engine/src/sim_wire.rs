@@ -63,6 +63,9 @@ pub struct SimWireConfig {
     /// Segmentation offload, like a NIC with TSO: the engine may hand over 64 KB segments,
     /// which the wire cuts into MTU-sized frames (sluice-wire's software GSO).
     pub tso: bool,
+    /// Congestion control, ECN and recovery of the engine's core (the peers keep the
+    /// core's defaults).
+    pub transport: crate::setup::Transport,
 }
 
 impl Default for SimWireConfig {
@@ -74,6 +77,7 @@ impl Default for SimWireConfig {
             batch: 64,
             rx_capacity: 4096,
             tso: true,
+            transport: crate::setup::Transport::default(),
         }
     }
 }
@@ -389,6 +393,7 @@ pub struct SimWire {
     clock: Clock,
     seed: u64,
     mac: EthernetAddress,
+    transport: crate::setup::Transport,
     batch: usize,
     /// Bytes per transmit slot: one MTU-sized frame, or a 64 KB segment with TSO.
     tx_slot: usize,
@@ -463,6 +468,7 @@ impl SimWire {
             clock: Clock::virtual_time(),
             seed: config.seed,
             mac: config.mac,
+            transport: config.transport,
             batch: config.batch,
             tx_slot,
             tx_buf: vec![0u8; config.batch * tx_slot].into_boxed_slice(),
@@ -541,6 +547,7 @@ impl SimWire {
         }
         let mut config = core_config(self.mac, ip, 1500);
         config.seed = self.seed ^ 0x5eed_e4e1_0000_0000;
+        self.transport.apply(&mut config);
         crate::setup::offload_config(&mut config, &self);
         let stack = Stack::new(config).map_err(SimWireError::Core)?;
         let clock = self.clock.clone();

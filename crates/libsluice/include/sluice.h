@@ -86,6 +86,25 @@ int sluice_set_nonblocking(sluice_socket *s, int on);
 /* TCP_NODELAY on (on != 0) or off. */
 int sluice_set_nodelay(sluice_socket *s, int on);
 
+/* Longest congestion-control name with its NUL (Linux's TCP_CA_NAME_MAX). */
+#define SLUICE_CONGESTION_NAME_MAX 16
+
+/*
+ * TCP_CONGESTION: chooses the socket's congestion control by name: "dctcp", "timely",
+ * "reno" (or "newreno") or "cubic", case-insensitive. -1 with ENOENT for any other name.
+ * Before connect or listen it is remembered (and decides whether the SYN asks for ECN);
+ * accepted sockets inherit their listener's. Reads at most SLUICE_CONGESTION_NAME_MAX
+ * bytes of `name`.
+ */
+int sluice_set_congestion(sluice_socket *s, const char *name);
+
+/*
+ * Writes the socket's congestion-control name (the engine's default until one is chosen)
+ * into buf, NUL-terminated and truncated to `len` bytes like snprintf; returns the name's
+ * length, or -1 with errno.
+ */
+int sluice_get_congestion(sluice_socket *s, char *buf, size_t len);
+
 /*
  * Waits until the socket is ready for `events` (SLUICE_POLLIN and/or SLUICE_POLLOUT;
  * SLUICE_POLLERR and SLUICE_POLLHUP are always reported) or `timeout_ms` passes

@@ -321,6 +321,66 @@ pub unsafe extern "C" fn sluice_set_nodelay(s: *mut SluiceSocket, on: c_int) -> 
     })
 }
 
+/// Chooses the socket's congestion control by name (TCP_CONGESTION); ENOENT for a name the
+/// engine does not run. At most `SLUICE_CONGESTION_NAME_MAX` bytes of `name` are read.
+///
+/// # Safety
+/// `s` is a live socket or null; `name` is null or readable up to its NUL or
+/// `SLUICE_CONGESTION_NAME_MAX` bytes, whichever comes first.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_set_congestion(s: *mut SluiceSocket, name: *const c_char) -> c_int {
+    ffi(-1, Op::Open, || {
+        // SAFETY: the caller's contract.
+        let s = unsafe { socket(s)? };
+        if name.is_null() {
+            return Err(Error::Os(libc::EINVAL));
+        }
+        // SAFETY: name is readable up to its NUL or the bound (the caller's contract);
+        // strnlen reads no further.
+        let len = unsafe { libc::strnlen(name, sluice_shm::CONGESTION_NAME_MAX) };
+        // SAFETY: the len bytes just measured are readable.
+        let bytes = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
+        // No known name fills the whole bound: such a string is unknown (ENOENT).
+        let algorithm = (len < sluice_shm::CONGESTION_NAME_MAX)
+            .then(|| crate::Congestion::from_name(bytes))
+            .flatten()
+            .ok_or(Error::Os(libc::ENOENT))?;
+        s.sock.set_congestion(algorithm).map(|()| 0)
+    })
+}
+
+/// Writes the socket's congestion-control name, NUL-terminated and truncated to `len`
+/// bytes as snprintf does; returns the name's length (without the NUL).
+///
+/// # Safety
+/// `s` is a live socket or null; `buf` is null (only with `len` 0) or writable for `len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_get_congestion(
+    s: *mut SluiceSocket,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    ffi(-1, Op::Read, || {
+        // SAFETY: the caller's contract.
+        let s = unsafe { socket(s)? };
+        if buf.is_null() && len > 0 {
+            return Err(Error::Os(libc::EINVAL));
+        }
+        let name = s.sock.congestion_control()?.as_bytes();
+        if len > 0 {
+            let n = name.len().min(len - 1);
+            // SAFETY: buf is writable for len > n bytes (the caller's contract); name is a
+            // distinct 'static string.
+            unsafe {
+                std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+        }
+        Ok(name.len() as c_int)
+    })
+}
+
 /// Waits until the socket is ready for one of `events` (SLUICE_POLLIN, SLUICE_POLLOUT;
 /// SLUICE_POLLERR and SLUICE_POLLHUP are always reported) or `timeout_ms` passes (negative:
 /// forever, 0: just check). Returns the ready events, 0 on timeout, or -1 with errno.

@@ -26,6 +26,7 @@ mod zero_copy;
 pub use attach::{socket_path_from_env, Sluice};
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
+pub use sluice_shm::Congestion;
 pub use socket::{Readiness, Socket};
 pub use wait::Wait;
 pub use zero_copy::TxSlice;

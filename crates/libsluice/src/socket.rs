@@ -14,7 +14,9 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sluice_shm::{flags, AcceptRecord, Command, Dir, Ring, Shut, SocketBlock, ACCEPT_RECORD_BYTES};
+use sluice_shm::{
+    flags, AcceptRecord, Command, Congestion, Dir, Ring, Shut, SocketBlock, ACCEPT_RECORD_BYTES,
+};
 
 use crate::attach::{lock, Sluice};
 use crate::error::{Error, Op};
@@ -727,6 +729,41 @@ impl Socket {
     /// Whether TCP_NODELAY is set.
     pub fn nodelay(&self) -> bool {
         self.nodelay.load(Ordering::Relaxed)
+    }
+
+    /// TCP_CONGESTION by name ("dctcp", "timely", "reno"/"newreno", "cubic"; ASCII
+    /// case-insensitive, NUL padding ignored): ENOENT for a name the engine does not run,
+    /// as Linux answers for an unknown algorithm. Before connect or listen the engine
+    /// remembers it (and it decides whether the SYN asks for ECN); accepted connections
+    /// inherit their listener's.
+    pub fn set_congestion_control(&self, name: &str) -> Result<(), Error> {
+        let algorithm = Congestion::from_name(name.as_bytes()).ok_or(Error::Os(libc::ENOENT))?;
+        self.set_congestion(algorithm)
+    }
+
+    /// [`Socket::set_congestion_control`] with the algorithm already parsed.
+    pub fn set_congestion(&self, algorithm: Congestion) -> Result<(), Error> {
+        self.usable()?;
+        self.sluice
+            .call(|req| Command::SetCongestion {
+                req,
+                slot: self.slot,
+                algorithm,
+            })
+            .map(|_| ())
+    }
+
+    /// The socket's congestion-control algorithm as the engine reports it (its default
+    /// until one is chosen), read from the socket block without a round trip.
+    pub fn congestion(&self) -> Result<Congestion, Error> {
+        self.usable()?;
+        // An engine that never wrote one speaks an older contract.
+        self.block().congestion().ok_or(Error::Os(libc::EPROTO))
+    }
+
+    /// The name of [`Socket::congestion`] (Linux's spelling, what getsockopt returns).
+    pub fn congestion_control(&self) -> Result<&'static str, Error> {
+        self.congestion().map(Congestion::name)
     }
 
     /// SO_LINGER: `Some(Duration::ZERO)` makes close reset the connection. (The engine

@@ -258,3 +258,141 @@ fn the_c_zero_copy_client_verifies_the_peers_echo() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok 4 connections"));
 }
+
+/// TCP_CONGESTION through the Rust API against the real service: the engine's default on a
+/// new socket, unknown names refused with ENOENT (as Linux), a choice before connect kept
+/// through the handshake, a change on a live connection, a listener's choice inherited by
+/// accepted connections; data flows under each.
+#[test]
+fn congestion_control_is_chosen_by_name_per_socket() {
+    let (e, app) = engine("congestion");
+    let s = Socket::open(&app).unwrap();
+    assert_eq!(s.congestion_control().unwrap(), "dctcp");
+    assert_eq!(
+        s.set_congestion_control("bbr").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        s.set_congestion_control("").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        s.congestion_control().unwrap(),
+        "dctcp",
+        "a refused name changes nothing"
+    );
+    s.set_congestion_control("CUBIC").unwrap();
+    assert_eq!(s.congestion_control().unwrap(), "cubic");
+    s.connect(SocketAddrV4::new(PEER_IP, ECHO_PORT)).unwrap();
+    assert_eq!(
+        s.congestion_control().unwrap(),
+        "cubic",
+        "kept through the handshake"
+    );
+    s.set_congestion_control("newreno\0").unwrap();
+    assert_eq!(s.congestion_control().unwrap(), "reno");
+    let data = pattern(100_000, 31);
+    assert!(echo_through(s, data.clone()) == data, "the echo differs");
+
+    let l = Socket::open(&app).unwrap();
+    l.set_congestion_control("timely").unwrap();
+    l.bind(SocketAddrV4::new(ENGINE_IP, 5010)).unwrap();
+    l.listen(4).unwrap();
+    assert_eq!(l.congestion_control().unwrap(), "timely");
+    let outcome = e.peer_client(PeerClient {
+        port: 5010,
+        bytes: 50_000,
+        seed: 32,
+        reset: false,
+    });
+    let (c, _) = l.accept().unwrap();
+    assert_eq!(
+        c.congestion_control().unwrap(),
+        "timely",
+        "inherited from the listener"
+    );
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = c.recv(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert_eq!(c.send(&buf[..n]).unwrap(), n);
+    }
+    c.shutdown(Shutdown::Write).unwrap();
+    outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the peer client finished")
+        .expect("the echo matched");
+}
+
+extern "C" {
+    fn sluice_attach(path: *const std::ffi::c_char) -> std::ffi::c_int;
+    fn sluice_socket_open() -> *mut std::ffi::c_void;
+    fn sluice_set_congestion(
+        s: *mut std::ffi::c_void,
+        name: *const std::ffi::c_char,
+    ) -> std::ffi::c_int;
+    fn sluice_get_congestion(
+        s: *mut std::ffi::c_void,
+        buf: *mut std::ffi::c_char,
+        len: usize,
+    ) -> std::ffi::c_int;
+    fn sluice_close(s: *mut std::ffi::c_void) -> std::ffi::c_int;
+}
+
+fn errno_now() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The C API's sluice_set_congestion/sluice_get_congestion (include/sluice.h) against the
+/// real service: ENOENT for unknown names and for an unterminated over-long one, snprintf
+/// truncation, EINVAL for null arguments.
+#[test]
+fn congestion_control_through_the_c_api() {
+    let (_e, _app) = engine("congestion-c");
+    let path = std::ffi::CString::new(_e.socket.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; the socket pointer is used only while open, then
+    // closed once; buffers are as long as the lengths passed.
+    unsafe {
+        assert_eq!(sluice_attach(path.as_ptr()), 0);
+        let s = sluice_socket_open();
+        assert!(!s.is_null());
+        let mut buf = [0x7f as std::ffi::c_char; 16];
+        assert_eq!(sluice_get_congestion(s, buf.as_mut_ptr(), buf.len()), 5);
+        assert_eq!(
+            std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap(),
+            "dctcp"
+        );
+        assert_eq!(sluice_set_congestion(s, c"vegas".as_ptr()), -1);
+        assert_eq!(errno_now(), libc::ENOENT);
+        let long = [b'a' as std::ffi::c_char; 40];
+        assert_eq!(
+            sluice_set_congestion(s, long.as_ptr()),
+            -1,
+            "read stops at 16 bytes"
+        );
+        assert_eq!(errno_now(), libc::ENOENT);
+        assert_eq!(sluice_set_congestion(s, std::ptr::null()), -1);
+        assert_eq!(errno_now(), libc::EINVAL);
+        assert_eq!(sluice_set_congestion(s, c"Cubic".as_ptr()), 0);
+        assert_eq!(sluice_get_congestion(s, buf.as_mut_ptr(), buf.len()), 5);
+        assert_eq!(
+            std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap(),
+            "cubic"
+        );
+        // Truncated like snprintf: the length says how much room the whole name needs.
+        assert_eq!(sluice_get_congestion(s, buf.as_mut_ptr(), 3), 5);
+        assert_eq!(
+            std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap(),
+            "cu"
+        );
+        assert_eq!(sluice_get_congestion(s, std::ptr::null_mut(), 0), 5);
+        assert_eq!(
+            sluice_get_congestion(std::ptr::null_mut(), buf.as_mut_ptr(), 16),
+            -1
+        );
+        assert_eq!(errno_now(), libc::EINVAL);
+        assert_eq!(sluice_close(s), 0);
+    }
+}

@@ -45,6 +45,9 @@ pub struct Undecided {
     pub bound_any: bool,
     /// Registrations in kernel epoll sets.
     pub epolls: Vec<PendingEpoll>,
+    /// TCP_CONGESTION set while undecided, for the engine socket it may become (the kernel
+    /// socket got it too, if the kernel has that algorithm).
+    pub congestion: Option<sluice::Congestion>,
 }
 
 /// An IPv4 TCP socket: its kernel placeholder is the fd; its engine side, once decided.

@@ -65,6 +65,11 @@ fn make_engine<'a>(
     let sock = Socket::open(sluice).map_err(|e| errno_of(&e, Op::Open))?;
     let (opts, applied) = sf.carried_options(fd);
     opts.apply(&applied, &sock);
+    if let Some(algorithm) = und.congestion {
+        if let Err(e) = sock.set_congestion(algorithm) {
+            crate::log_debug!("TCP_CONGESTION {algorithm} on a new engine socket: {e}");
+        }
+    }
     let pending = std::mem::take(&mut und.epolls);
     Ok((sf.set_engine(sock, opts), pending))
 }

@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use libc::{c_int, linger, timeval};
-use sluice::Socket;
+use sluice::{Congestion, Socket};
+use sluice_shm::CONGESTION_NAME_MAX;
 
 /// MSS the engine uses on a 1500-byte Ethernet path (IPv4 + TCP with timestamps).
 const DEFAULT_MSS: c_int = 1448;
@@ -295,9 +296,9 @@ pub fn set(
         (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT) => opts.defer_accept = int_of(val)?.max(0),
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => opts.user_timeout = int_of(val)?.max(0),
         (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT) => opts.notsent_lowat = int_of(val)?,
-        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
-            crate::log_once!("setsockopt TCP_CONGESTION on an engine socket is ignored: the engine's policy applies");
-        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => sock
+            .set_congestion(congestion_of(val)?)
+            .map_err(|e| e.errno())?,
         (libc::IPPROTO_IP, libc::IP_TOS) => opts.tos = int_of(val)? & 0xff,
         _ => {
             crate::log_once!(
@@ -307,6 +308,60 @@ pub fn set(
         }
     }
     Ok(())
+}
+
+/// A TCP_CONGESTION value as Linux reads it: at least one byte (EINVAL), at most
+/// TCP_CA_NAME_MAX - 1 of them, up to a NUL; a name the engine does not run is ENOENT.
+pub fn congestion_of(val: &[u8]) -> Result<Congestion, c_int> {
+    if val.is_empty() {
+        return Err(libc::EINVAL);
+    }
+    let name = &val[..val.len().min(CONGESTION_NAME_MAX - 1)];
+    Congestion::from_name(name).ok_or(libc::ENOENT)
+}
+
+/// setsockopt(TCP_CONGESTION) on a socket not yet decided: the kernel socket gets it (it
+/// may stay the kernel's), and the name is remembered for the engine socket it may become.
+/// A name only the engine runs (dctcp without the kernel module, timely) succeeds for the
+/// engine's sake; a name only the kernel runs (bbr, ...) succeeds and the engine socket
+/// keeps the engine's default; a name neither runs fails as the kernel says.
+fn set_undecided_congestion(
+    sf: &crate::file::SockFile,
+    val: &[u8],
+    real_call: impl FnOnce() -> c_int,
+) -> c_int {
+    let mut und = sf.undecided_state();
+    // Decided meanwhile by another thread: the socket's own rules apply.
+    if let Some(sock) = sf.socket() {
+        drop(und);
+        let r = congestion_of(val).and_then(|c| sock.set_congestion(c).map_err(|e| e.errno()));
+        return crate::ret_int(r.map(|()| 0));
+    }
+    if sf.is_kernel() {
+        return real_call();
+    }
+    let rc = real_call();
+    let kernel_errno = (rc != 0).then(crate::real::errno);
+    let ours = congestion_of(val);
+    match (kernel_errno, ours) {
+        (_, Ok(algorithm)) => {
+            if let Some(e) = kernel_errno {
+                crate::log_once!(
+                    "TCP_CONGESTION {algorithm}: the kernel refused it (errno {e}); kept for the engine (a socket that stays with the kernel keeps the kernel's choice)"
+                );
+            }
+            und.congestion = Some(algorithm);
+            0
+        }
+        (None, Err(_)) => {
+            crate::log_once!(
+                "TCP_CONGESTION with an algorithm the engine does not run: an engine socket keeps the engine's default"
+            );
+            und.congestion = None;
+            0
+        }
+        (Some(e), Err(_)) => crate::ret_int(Err(e)),
+    }
 }
 
 fn positive(v: c_int) -> Result<c_int, c_int> {
@@ -378,7 +433,8 @@ pub fn get(
             n
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
-            let name = b"reno\0\0\0\0\0\0\0\0\0\0\0\0";
+            // Linux copies the NUL-padded name, at most TCP_CA_NAME_MAX bytes.
+            let name = sock.congestion().map_err(|e| e.errno())?.padded_name();
             let n = out.len().min(name.len());
             out[..n].copy_from_slice(&name[..n]);
             n
@@ -441,6 +497,26 @@ pub unsafe extern "C" fn setsockopt(
     crate::guard("setsockopt", -1, || match obj.route() {
         crate::file::Route::Stale => crate::ret_int(Err(libc::EBADF)),
         crate::file::Route::Kernel => {
+            if (level, name) == (libc::IPPROTO_TCP, libc::TCP_CONGESTION) {
+                if let Some(sf) = obj.as_sock().filter(|sf| sf.is_undecided()) {
+                    if val.is_null() && len > 0 {
+                        return crate::ret_int(Err(libc::EFAULT));
+                    }
+                    let bytes: &[u8] = if len == 0 {
+                        &[]
+                    } else {
+                        // SAFETY: the caller's option value, valid for len bytes (Linux
+                        // reads at most 15 of them; so do we).
+                        unsafe {
+                            std::slice::from_raw_parts(
+                                val.cast::<u8>(),
+                                (len as usize).min(CONGESTION_NAME_MAX),
+                            )
+                        }
+                    };
+                    return set_undecided_congestion(sf, bytes, real_call);
+                }
+            }
             obj.touch();
             real_call()
         }
@@ -535,6 +611,23 @@ mod tests {
         let mut out = [0u8; 8];
         assert_eq!(put_int(&mut out, 5), 4);
         assert_eq!(&out[..4], &5i32.to_ne_bytes());
+    }
+
+    #[test]
+    fn congestion_names_are_read_as_linux_reads_them() {
+        assert_eq!(congestion_of(b""), Err(libc::EINVAL));
+        assert_eq!(congestion_of(b"cubic"), Ok(Congestion::Cubic));
+        assert_eq!(congestion_of(b"DCTCP\0\0\0"), Ok(Congestion::Dctcp));
+        assert_eq!(congestion_of(b"newreno"), Ok(Congestion::Reno));
+        assert_eq!(congestion_of(b"bbr"), Err(libc::ENOENT));
+        assert_eq!(congestion_of(b"\0"), Err(libc::ENOENT));
+        // Only the first 15 bytes count: a name padded past them still parses, a longer
+        // name is cut and unknown.
+        assert_eq!(
+            congestion_of(b"timely\0\0\0\0\0\0\0\0\0xyz"),
+            Ok(Congestion::Timely)
+        );
+        assert_eq!(congestion_of(b"cubiccubiccubiccubic"), Err(libc::ENOENT));
     }
 
     #[test]

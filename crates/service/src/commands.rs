@@ -5,8 +5,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
-use sluice_shm::{Command, Completion, Shut, PAYLOAD_BYTES};
-use sluice_tcp::{Error, Stack};
+use sluice_shm::{Command, Completion, Congestion, Shut, SocketBlock, PAYLOAD_BYTES};
+use sluice_tcp::{Algorithm, ConnId, Error, Stack};
 
 use crate::app::AttachedApp;
 use crate::data;
@@ -142,12 +142,13 @@ pub(crate) fn execute(
     // Every command but Open names a slot that must be in range and allocated (EBADF), and
     // not one the application already closed.
     let (req, s) = match cmd {
-        Command::Open { req } => return open(app, req, sh),
+        Command::Open { req } => return open(app, req, stack, sh),
         Command::Bind { req, slot, .. }
         | Command::Listen { req, slot, .. }
         | Command::Connect { req, slot, .. }
         | Command::Shutdown { req, slot, .. }
-        | Command::SetNoDelay { req, slot, .. } => (Some(req), slot),
+        | Command::SetNoDelay { req, slot, .. }
+        | Command::SetCongestion { req, slot, .. } => (Some(req), slot),
         Command::Send { slot } | Command::Consumed { slot } | Command::Close { slot, .. } => {
             (None, slot)
         }
@@ -200,6 +201,20 @@ pub(crate) fn execute(
             }
             done(req, s, 0)
         }
+        Command::SetCongestion { req, algorithm, .. } => {
+            let algorithm = algorithm_of(algorithm);
+            let slot = app.slots.get_mut(s).expect("allocated");
+            slot.congestion = Some(algorithm);
+            let block = AttachedApp::block(&app.region, s).expect("allocated");
+            match state {
+                // A connection switches at once (at its current window, as Linux does).
+                SlotState::Conn { id } => apply_congestion(stack, id, Some(algorithm), &block),
+                // Otherwise it is remembered and reported until the connection exists.
+                _ => block.set_congestion(congestion_of(algorithm)),
+            }
+            app.dirty = true;
+            done(req, s, 0)
+        }
     };
     // A wrong-state command is counted (a bad position already was, as EFAULT).
     if matches!(result, Some(Completion::Failed { errno, .. }) if errno != Errno::EFAULT as i32) {
@@ -208,15 +223,57 @@ pub(crate) fn execute(
     result
 }
 
-/// Open: a free slot, its block reset to ALLOCATED.
-fn open(app: &mut AttachedApp, req: u32, sh: &mut Shared) -> Option<Completion> {
+/// The core's algorithm for the contract's code (exhaustive both ways, so a new algorithm
+/// on either side does not compile until it is mapped).
+pub(crate) fn algorithm_of(c: Congestion) -> Algorithm {
+    match c {
+        Congestion::Dctcp => Algorithm::Dctcp,
+        Congestion::Timely => Algorithm::Timely,
+        Congestion::Reno => Algorithm::NewReno,
+        Congestion::Cubic => Algorithm::Cubic,
+    }
+}
+
+/// The contract's code for the core's algorithm.
+pub(crate) fn congestion_of(a: Algorithm) -> Congestion {
+    match a {
+        Algorithm::Dctcp => Congestion::Dctcp,
+        Algorithm::Timely => Congestion::Timely,
+        Algorithm::NewReno => Congestion::Reno,
+        Algorithm::Cubic => Congestion::Cubic,
+    }
+}
+
+/// Gives connection `id` the application's choice (if any) and publishes the algorithm it
+/// runs in its block.
+pub(crate) fn apply_congestion(
+    stack: &mut Stack,
+    id: ConnId,
+    choice: Option<Algorithm>,
+    block: &SocketBlock<'_>,
+) {
+    if let Some(algorithm) = choice {
+        // A connection the core already dropped keeps the choice in the block only.
+        let _ = stack.set_congestion_control(id, algorithm);
+    }
+    let running = stack
+        .congestion_control(id)
+        .ok()
+        .or(choice)
+        .unwrap_or(stack.config().congestion_control);
+    block.set_congestion(congestion_of(running));
+}
+
+/// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
+/// congestion control, as a new Linux socket reports the system default).
+fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
     let Some(s) = app.slots.alloc(SlotState::Opened, ALLOCATED) else {
         sh.counters.bad_state += 1;
         return failed(req, Errno::EMFILE);
     };
-    AttachedApp::block(&app.region, s)
-        .expect("allocated slots are in range")
-        .reset(ALLOCATED);
+    let block = AttachedApp::block(&app.region, s).expect("allocated slots are in range");
+    block.reset(ALLOCATED);
+    block.set_congestion(congestion_of(stack.config().congestion_control));
     app.dirty = true;
     done(req, s, s)
 }
@@ -335,10 +392,14 @@ fn connect(
         // The core has no loopback path to its own address.
         return Err(Errno::ECONNREFUSED);
     }
-    let id = stack.connect(sh.now, ip, port).map_err(|e| match e {
-        Error::NoResources => Errno::EADDRNOTAVAIL,
-        _ => Errno::EINVAL,
-    })?;
+    let choice = app.slots.get(s).and_then(|slot| slot.congestion);
+    // The choice goes in before the SYN is built: it decides whether the SYN asks for ECN.
+    let id = stack
+        .connect_with(sh.now, ip, port, choice)
+        .map_err(|e| match e {
+            Error::NoResources => Errno::EADDRNOTAVAIL,
+            _ => Errno::EINVAL,
+        })?;
     if let SlotState::Bound { port: bound } = state {
         if bound != 0 {
             sh.ports.release(bound, owner);
@@ -355,6 +416,11 @@ fn connect(
     if slot.nodelay {
         let _ = stack.set_nagle(id, false);
     }
+    block.set_congestion(congestion_of(
+        stack
+            .congestion_control(id)
+            .unwrap_or(stack.config().congestion_control),
+    ));
     slot.set_flags(&block, CONNECTING, 0);
     app.dirty = true;
     Ok(local.port())

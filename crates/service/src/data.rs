@@ -226,7 +226,7 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
     };
     let ring_size = app.ring_size;
     let record_bytes = ACCEPT_RECORD_BYTES as u64;
-    let (listener, nodelay, mut rx_head) = {
+    let (listener, nodelay, congestion, mut rx_head) = {
         let Some(slot) = app.slots.get_mut(s) else {
             return;
         };
@@ -247,7 +247,7 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
         while slot.unclaimed.front().is_some_and(|u| u.pos < head) {
             slot.unclaimed.pop_front();
         }
-        (listener, slot.nodelay, head)
+        (listener, slot.nodelay, slot.congestion, head)
     };
     loop {
         let free_slots = app.slots.free_count();
@@ -317,6 +317,9 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             let _ = stack.set_nagle(id, false);
             slots.get_mut(c).expect("just allocated").nodelay = true;
         }
+        // Accepted connections inherit the listener's TCP_CONGESTION, as on Linux.
+        crate::commands::apply_congestion(stack, id, congestion, &cblock);
+        slots.get_mut(c).expect("just allocated").congestion = congestion;
         sh.conns.insert(
             id,
             Owner {

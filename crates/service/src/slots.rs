@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use sluice_shm::SocketBlock;
-use sluice_tcp::{ConnId, ListenerId};
+use sluice_tcp::{Algorithm, ConnId, ListenerId};
 
 /// Where a slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +75,9 @@ pub(crate) struct Slot {
     pub core_closed: bool,
     /// TCP_NODELAY (accepted connections inherit their listener's).
     pub nodelay: bool,
+    /// TCP_CONGESTION as the application chose it (None: the engine's default); applied
+    /// at connect, and inherited by a listener's accepted connections.
+    pub congestion: Option<Algorithm>,
     /// On the service's RX pending list (data or connections the ring could not take).
     pub rx_listed: bool,
     /// On the service's TX pending list (bytes the core could not take yet).
@@ -97,6 +100,7 @@ impl Slot {
             fin_sent: false,
             core_closed: false,
             nodelay: false,
+            congestion: None,
             rx_listed: false,
             tx_listed: false,
             accept_ready: false,
@@ -120,6 +124,7 @@ impl Slot {
         self.fin_sent = false;
         self.core_closed = false;
         self.nodelay = false;
+        self.congestion = None;
         self.accept_ready = false;
         self.unclaimed.clear();
     }

@@ -12,7 +12,7 @@ use nix::errno::Errno;
 use sluice_shm::flags::{
     ALLOCATED, CLOSED, CONNECTED, CONNECTING, ERROR, LISTENING, RX_FIN, RX_STALLED, TX_SHUT,
 };
-use sluice_shm::{Command, Completion, Shut, PAYLOAD_BYTES};
+use sluice_shm::{Command, Completion, Congestion, Shut, PAYLOAD_BYTES};
 use sluice_tcp::{ConnError, ConnId, Error, TcpState};
 use support::*;
 
@@ -955,4 +955,149 @@ fn a_departed_applications_undrainable_connections_are_reset_after_the_linger() 
         }
     });
     assert_eq!(err, Error::Connection(ConnError::Reset));
+}
+
+/// SetCongestion on slot `s` (expects Done).
+fn set_congestion(
+    app: &mut Client,
+    ctx: u32,
+    s: u32,
+    algorithm: Congestion,
+    pump: &mut dyn FnMut(),
+) {
+    let req = app.req();
+    app.ok(
+        ctx,
+        Command::SetCongestion {
+            req,
+            slot: s,
+            algorithm,
+        },
+        pump,
+    );
+}
+
+#[test]
+fn congestion_control_is_chosen_before_or_after_connect_and_inherited_by_accepted_connections() {
+    let mut net = Net::start("congestion");
+    let mut app = net.attach("congestion");
+    let ctx = app.context();
+    let peer_listener = net.peer.stack.listen(8001, 8).unwrap();
+
+    // A new socket reports the engine's default, as a new Linux socket reports the system's.
+    let s = app.open(ctx, &mut || net.peer.pump());
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Dctcp));
+    // Chosen before connect: remembered, reported, and in force before the SYN is built,
+    // so the SYN does not ask for ECN (RFC 3168 6.1.1: only DCTCP wants it).
+    set_congestion(&mut app, ctx, s, Congestion::Cubic, &mut || net.peer.pump());
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Cubic));
+    let req = app.req();
+    app.ok(
+        ctx,
+        Command::Connect {
+            req,
+            slot: s,
+            ip: PEER_IP,
+            port: 8001,
+        },
+        &mut || net.peer.pump(),
+    );
+    let c = net
+        .peer
+        .until("peer accepts", |st| st.accept(peer_listener).ok());
+    app.wait_flags(s, CONNECTED, &mut || net.peer.pump());
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Cubic));
+    assert!(
+        !net.peer.stack.info(c).unwrap().ecn,
+        "a CUBIC connection's SYN asked for no ECN"
+    );
+    // With the default, the same connect negotiates ECN (the control for the check above).
+    let (d, _) = app.connect(ctx, PEER_IP, 8001, &mut || net.peer.pump());
+    let cd = net
+        .peer
+        .until("peer accepts", |st| st.accept(peer_listener).ok());
+    app.wait_flags(d, CONNECTED, &mut || net.peer.pump());
+    assert!(net.peer.stack.info(cd).unwrap().ecn, "DCTCP asks for ECN");
+    assert_eq!(app.block(d).congestion(), Some(Congestion::Dctcp));
+
+    // After connect: the core switches the connection (the block shows what the core runs),
+    // and data still flows under the new policy.
+    set_congestion(&mut app, ctx, s, Congestion::Timely, &mut || {
+        net.peer.pump()
+    });
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Timely));
+    let up = pattern(3 * RING as usize, 11);
+    assert_eq!(app_to_peer(&mut net, &mut app, ctx, s, c, &up), up);
+    set_congestion(&mut app, ctx, s, Congestion::Reno, &mut || net.peer.pump());
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Reno));
+
+    // A listener's choice is inherited by every connection it accepts; a sibling listener
+    // without one gives the default.
+    let l = app.open(ctx, &mut || net.peer.pump());
+    set_congestion(&mut app, ctx, l, Congestion::Timely, &mut || {
+        net.peer.pump()
+    });
+    set_congestion(&mut app, ctx, l, Congestion::Reno, &mut || net.peer.pump());
+    let req = app.req();
+    app.ok(
+        ctx,
+        Command::Bind {
+            req,
+            slot: l,
+            ip: Ipv4Addr::UNSPECIFIED,
+            port: 7010,
+        },
+        &mut || net.peer.pump(),
+    );
+    let req = app.req();
+    app.ok(
+        ctx,
+        Command::Listen {
+            req,
+            slot: l,
+            backlog: 4,
+        },
+        &mut || net.peer.pump(),
+    );
+    assert_eq!(app.block(l).congestion(), Some(Congestion::Reno));
+    for _ in 0..2 {
+        let (a, ca) = accept_one(&mut net, &mut app, ctx, l, 7010);
+        assert_eq!(app.block(a).congestion(), Some(Congestion::Reno));
+        let down = pattern(RING as usize + 7, 12);
+        assert_eq!(peer_to_app(&mut net, &mut app, ctx, a, ca, &down), down);
+    }
+    let (_, plain, _) = accepted(&mut net, &mut app, ctx, 7011);
+    assert_eq!(app.block(plain).congestion(), Some(Congestion::Dctcp));
+
+    // Bad input: an unknown algorithm code fails with EINVAL and is counted; a slot never
+    // opened is EBADF; nothing changes on the connection.
+    let before = net.counters();
+    let mut entry = Command::SetCongestion {
+        req: 4242,
+        slot: s,
+        algorithm: Congestion::Cubic,
+    }
+    .encode();
+    entry[12] = 99;
+    assert_eq!(
+        app.call_raw(ctx, &entry, &mut || net.peer.pump()),
+        Completion::Failed {
+            req: 4242,
+            errno: Errno::EINVAL as i32
+        }
+    );
+    let req = app.req();
+    let unopened = Command::SetCongestion {
+        req,
+        slot: 15,
+        algorithm: Congestion::Cubic,
+    };
+    assert_eq!(
+        app.fails(ctx, unopened, &mut || net.peer.pump()),
+        Errno::EBADF as i32
+    );
+    assert_eq!(app.block(s).congestion(), Some(Congestion::Reno));
+    let after = net.until_counters("counters published", |c| c.bad_slots > before.bad_slots);
+    assert_eq!(after.bad_entries, before.bad_entries + 1, "{after}");
+    assert_eq!(after.bad_slots, before.bad_slots + 1, "{after}");
 }

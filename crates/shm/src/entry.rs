@@ -8,6 +8,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use crate::queue::PAYLOAD_BYTES;
+use crate::Congestion;
 
 /// An entry's payload.
 pub type Payload = [u8; PAYLOAD_BYTES];
@@ -100,6 +101,17 @@ pub enum Command {
         /// TCP_NODELAY's value.
         nodelay: bool,
     },
+    /// Choose the slot's congestion-control algorithm (TCP_CONGESTION): applied to its
+    /// connection at once, or remembered until it connects; accepted connections inherit
+    /// their listener's. An unknown algorithm code does not decode.
+    SetCongestion {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// The algorithm.
+        algorithm: Congestion,
+    },
 }
 
 /// The engine's answer to a command with a request id.
@@ -153,6 +165,7 @@ mod op {
     pub const SHUTDOWN: u8 = 7;
     pub const CLOSE: u8 = 8;
     pub const SET_NODELAY: u8 = 9;
+    pub const SET_CONGESTION: u8 = 10;
     pub const DONE: u8 = 1;
     pub const FAILED: u8 = 2;
 }
@@ -234,6 +247,14 @@ impl Command {
                 e[at::ARG] = nodelay as u8;
                 (op::SET_NODELAY, req, slot)
             }
+            Command::SetCongestion {
+                req,
+                slot,
+                algorithm,
+            } => {
+                e[at::ARG] = algorithm.code();
+                (op::SET_CONGESTION, req, slot)
+            }
         };
         e[0] = code;
         put_u32(&mut e, at::REQ, req);
@@ -285,6 +306,12 @@ impl Command {
                 req,
                 slot,
                 nodelay: get_bool(e, at::ARG)?,
+            },
+            op::SET_CONGESTION => Command::SetCongestion {
+                req,
+                slot,
+                algorithm: Congestion::from_code(e[at::ARG])
+                    .ok_or(EntryError::BadField("algorithm"))?,
             },
             other => return Err(EntryError::UnknownOpcode(other)),
         })
@@ -374,6 +401,16 @@ mod tests {
             (any::<u32>(), any::<bool>()).prop_map(|(slot, abort)| Command::Close { slot, abort }),
             (any::<u32>(), any::<u32>(), any::<bool>())
                 .prop_map(|(req, slot, nodelay)| { Command::SetNoDelay { req, slot, nodelay } }),
+            (
+                any::<u32>(),
+                any::<u32>(),
+                proptest::sample::select(Congestion::ALL.to_vec())
+            )
+                .prop_map(|(req, slot, algorithm)| Command::SetCongestion {
+                    req,
+                    slot,
+                    algorithm
+                }),
         ]
     }
 
@@ -414,5 +451,22 @@ mod tests {
         .encode();
         close[12] = 7;
         assert_eq!(Command::decode(&close), Err(EntryError::BadField("flag")));
+    }
+
+    proptest! {
+        /// Every algorithm code outside the known ones is refused as a bad field, whatever
+        /// else the entry says; the known ones decode to their algorithm.
+        #[test]
+        fn congestion_codes_are_checked(req: u32, slot: u32, code: u8) {
+            let mut e = Command::SetCongestion { req, slot, algorithm: Congestion::Dctcp }.encode();
+            e[12] = code;
+            match Congestion::from_code(code) {
+                Some(algorithm) => prop_assert_eq!(
+                    Command::decode(&e),
+                    Ok(Command::SetCongestion { req, slot, algorithm })
+                ),
+                None => prop_assert_eq!(Command::decode(&e), Err(EntryError::BadField("algorithm"))),
+            }
+        }
     }
 }

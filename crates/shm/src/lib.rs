@@ -14,6 +14,7 @@
 //! sealed file that cannot shrink under the engine) and the service checks every value it
 //! reads. The application trusts the engine.
 
+mod congestion;
 mod error;
 mod eventfd;
 mod layout;
@@ -25,6 +26,7 @@ mod socket;
 pub mod control;
 pub mod entry;
 
+pub use congestion::{Congestion, CONGESTION_NAME_MAX};
 pub use entry::{Command, Completion, EntryError, Payload, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;

@@ -11,7 +11,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::Region;
+use crate::{Congestion, Region};
 
 /// Socket flags (the engine's line).
 pub mod flags {
@@ -45,6 +45,7 @@ mod at {
     pub const PORTS: usize = 28;
     pub const LOCAL_IP: usize = 32;
     pub const PEER_IP: usize = 36;
+    pub const CONGESTION: usize = 40;
     pub const RX_HEAD: usize = 64;
     pub const TX_TAIL: usize = 72;
 }
@@ -114,7 +115,13 @@ impl<'a> SocketBlock<'a> {
         for at in [at::RX_TAIL, at::TX_HEAD, at::RX_HEAD, at::TX_TAIL] {
             self.u64(at).store(0, Ordering::Relaxed);
         }
-        for at in [at::ERROR, at::PORTS, at::LOCAL_IP, at::PEER_IP] {
+        for at in [
+            at::ERROR,
+            at::PORTS,
+            at::LOCAL_IP,
+            at::PEER_IP,
+            at::CONGESTION,
+        ] {
             self.u32(at).store(0, Ordering::Relaxed);
         }
         self.flags().store(flags, Ordering::Release);
@@ -129,6 +136,20 @@ impl<'a> SocketBlock<'a> {
             .store(u32::from(*peer.ip()), Ordering::Relaxed);
         let ports = local.port() as u32 | (peer.port() as u32) << 16;
         self.u32(at::PORTS).store(ports, Ordering::Release);
+    }
+
+    /// Publishes the connection's congestion-control algorithm (engine side): what
+    /// getsockopt(TCP_CONGESTION) reads without a round trip to the engine.
+    pub fn set_congestion(&self, algorithm: Congestion) {
+        self.u32(at::CONGESTION)
+            .store(u32::from(algorithm.code()), Ordering::Release);
+    }
+
+    /// The congestion-control algorithm the engine published; None before it wrote one
+    /// (or if the value is not a known code).
+    pub fn congestion(&self) -> Option<Congestion> {
+        let code = self.u32(at::CONGESTION).load(Ordering::Acquire);
+        u8::try_from(code).ok().and_then(Congestion::from_code)
     }
 
     /// The local address the engine recorded.
@@ -213,6 +234,13 @@ mod tests {
             assert_eq!(b.peer_addr().port(), 40000 + s as u16);
             assert_eq!(b.local_addr(), "10.0.0.1:80".parse().unwrap());
         }
+        let b = SocketBlock::new(&r, 1).unwrap();
+        assert_eq!(b.congestion(), None, "reset writes no algorithm");
+        b.set_congestion(Congestion::Cubic);
+        assert_eq!(b.congestion(), Some(Congestion::Cubic));
+        assert_eq!(SocketBlock::new(&r, 2).unwrap().congestion(), None);
+        b.reset(flags::ALLOCATED);
+        assert_eq!(b.congestion(), None);
         assert!(SocketBlock::new(&r, 4).is_none());
         assert!(r.ring(4, Dir::Rx).is_none());
     }

@@ -84,11 +84,12 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
     }
     println!(
-        "sluice engine: ready on {} ({}/{}, {})",
+        "sluice engine: ready on {} ({}/{}, {}; {})",
         args.socket.display(),
         opts.ip,
         opts.prefix,
-        backend_name(opts.backend)
+        backend_name(opts.backend),
+        crate::run::TransportArgs::describe(&opts.transport)
     );
     let _ = std::io::stdout().flush();
     let result = engine.run(&mut service, None);

@@ -6,11 +6,12 @@ mod sim;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use sluice_device::XdpMode;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
-use sluice_engine::setup::{self, Backend, EngineOptions};
+use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::{App, EngineError};
+use sluice_tcp::{Algorithm, Recovery};
 
 /// Where the engine runs: an interface and address, or `--lab`.
 #[derive(Args, Debug, Clone)]
@@ -41,6 +42,75 @@ pub struct Attach {
     impair_seed: u64,
     #[command(flatten)]
     sim: sim::SimLinkArgs,
+    #[command(flatten)]
+    pub(crate) transport: TransportArgs,
+}
+
+/// Loss recovery as the flag spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RecoveryArg {
+    /// SACK-based recovery (RFC 6675) with a bounded scoreboard.
+    Sack,
+    /// Go-back-N from snd_una, the papers' baseline.
+    GoBackN,
+}
+
+/// The engine core's transport choices: congestion control, ECN, loss recovery (one set of
+/// flags for every subcommand that runs the engine).
+#[derive(Args, Debug, Clone)]
+pub struct TransportArgs {
+    /// Default congestion control of new connections: dctcp, timely, reno (newreno) or
+    /// cubic; applications choose per connection with TCP_CONGESTION.
+    #[arg(long = "cc", default_value = "dctcp", value_parser = parse_algorithm)]
+    cc: Algorithm,
+    /// Never negotiate ECN (DCTCP then sees no marks and reacts to loss only).
+    #[arg(long)]
+    no_ecn: bool,
+    /// Loss recovery: sack or go-back-n.
+    #[arg(long, value_enum, default_value = "sack")]
+    recovery: RecoveryArg,
+    /// Out-of-order intervals tracked per connection (0 to 64; default the core's, 1).
+    #[arg(long)]
+    ooo_intervals: Option<usize>,
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse()
+        .map_err(|e: sluice_tcp::cc::UnknownAlgorithm| e.to_string())
+}
+
+impl TransportArgs {
+    /// The core's transport choices from the flags, checked as the core checks its
+    /// configuration.
+    pub(crate) fn transport(&self) -> Result<Transport, String> {
+        let t = Transport {
+            congestion_control: self.cc,
+            ecn: !self.no_ecn,
+            recovery: match self.recovery {
+                RecoveryArg::Sack => Recovery::Sack,
+                RecoveryArg::GoBackN => Recovery::GoBackN,
+            },
+            ooo_intervals: self.ooo_intervals,
+        };
+        t.validate()
+            .map_err(|e| format!("--cc/--no-ecn/--recovery/--ooo-intervals: {e}"))?;
+        Ok(t)
+    }
+
+    /// One line for the startup message.
+    pub(crate) fn describe(t: &Transport) -> String {
+        format!(
+            "cc {}, ECN {}, {} recovery{}",
+            t.congestion_control,
+            if t.ecn { "on" } else { "off" },
+            match t.recovery {
+                Recovery::Sack => "SACK",
+                Recovery::GoBackN => "go-back-N",
+            },
+            t.ooo_intervals
+                .map_or(String::new(), |n| format!(", {n} out-of-order intervals"))
+        )
+    }
 }
 
 impl Attach {
@@ -49,6 +119,7 @@ impl Attach {
         sim::refuse_sim_flags(self.sim.given())?;
         let mut opts = self.attachment()?;
         opts.xdp_mode = self.xdp_mode;
+        opts.transport = self.transport.transport()?;
         if self.loss != 0.0 || self.reorder != 0.0 {
             for (flag, p) in [("--loss", self.loss), ("--reorder", self.reorder)] {
                 if !(0.0..=1.0).contains(&p) {
@@ -78,7 +149,7 @@ impl Attach {
             netns: None,
             impair: None,
             xdp_mode: self.xdp_mode,
-            congestion_control: None,
+            transport: Transport::default(),
         })
     }
 }
@@ -166,8 +237,12 @@ fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
     let opts = attach.options()?;
     let mut engine = setup::open(&opts).map_err(|e| e.to_string())?;
     eprintln!(
-        "sluice: engine at {}/{} on {} ({:?} backend)",
-        opts.ip, opts.prefix, opts.iface, opts.backend
+        "sluice: engine at {}/{} on {} ({:?} backend; {})",
+        opts.ip,
+        opts.prefix,
+        opts.iface,
+        opts.backend,
+        TransportArgs::describe(&opts.transport)
     );
     engine
         .run(app, None)
@@ -223,4 +298,74 @@ pub fn lab(cmd: &LabCommand) -> Result<(), String> {
         LabCommand::Down => lab.down().map_err(|e| e.to_string())?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        attach: Attach,
+    }
+
+    fn transport(args: &[&str]) -> Result<Transport, String> {
+        let cli = Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.attach.transport.transport()
+    }
+
+    #[test]
+    fn transport_flags_reach_the_core_config() {
+        let t = transport(&[]).unwrap();
+        assert_eq!(
+            t,
+            Transport::default(),
+            "no flags: the core's defaults (DCTCP, ECN, SACK)"
+        );
+        assert_eq!(t.congestion_control, Algorithm::Dctcp);
+        let t = transport(&[
+            "--cc",
+            "CUBIC",
+            "--no-ecn",
+            "--recovery",
+            "go-back-n",
+            "--ooo-intervals",
+            "4",
+        ])
+        .unwrap();
+        let mut config = setup::core_config(
+            sluice_wire::EthernetAddress::default(),
+            Ipv4Addr::new(10, 77, 0, 1),
+            1500,
+        );
+        t.apply(&mut config);
+        assert_eq!(config.congestion_control, Algorithm::Cubic);
+        assert!(!config.ecn);
+        assert_eq!(config.recovery, Recovery::GoBackN);
+        assert_eq!(config.ooo_intervals, 4);
+        assert_eq!(
+            transport(&["--cc", "newreno"]).unwrap().congestion_control,
+            Algorithm::NewReno
+        );
+        assert_eq!(
+            transport(&["--cc", "timely"]).unwrap().congestion_control,
+            Algorithm::Timely
+        );
+    }
+
+    #[test]
+    fn bad_transport_flags_are_refused_clearly() {
+        let e = transport(&["--cc", "bbr"]).unwrap_err();
+        assert!(e.contains("unknown congestion control"), "{e}");
+        let e = transport(&["--ooo-intervals", "65"]).unwrap_err();
+        assert!(
+            e.contains("--ooo-intervals") && e.contains("ooo_intervals must be in 0..=64"),
+            "{e}"
+        );
+        let e = transport(&["--recovery", "fast"]).unwrap_err();
+        assert!(e.contains("go-back-n"), "{e}");
+    }
 }

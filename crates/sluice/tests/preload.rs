@@ -211,3 +211,77 @@ fn when_the_engine_dies_the_program_gets_clean_errors_not_hangs() {
     );
     assert_clean(&server);
 }
+
+/// TCP_CONGESTION through the shim over `sluice engine --cc cubic`: the engine's default
+/// (the flag reached the core) on a new socket, ENOENT for an unknown name, EINVAL for an
+/// empty value, the NUL-padded name truncated to optlen, a listener's choice inherited by
+/// an accepted connection, and a choice made before the socket was decided carried to the
+/// engine socket it became.
+#[test]
+fn tcp_congestion_is_set_and_read_through_the_shim() {
+    skip_unless_lab!();
+    let mut setup = Setup::up_with("congestion", &["--cc", "cubic"]);
+    let ready = setup.engine.output();
+    assert!(
+        ready.contains("cc cubic"),
+        "the engine's ready line:\n{ready}"
+    );
+    let echo = scripts().join("echo_threads.py");
+    let mut linux = Proc::spawn(
+        "linux echo server",
+        Command::new("ip")
+            .args(["netns", "exec", sluice_lab::NS_CLIENT, "python3"])
+            .arg(&echo)
+            .arg("7111"),
+    );
+    linux.wait_for("listening", Duration::from_secs(30));
+    let script = scripts().join("congestion.py");
+    let mut server = setup.run(
+        "congestion.py",
+        &[
+            "python3",
+            "-u",
+            script.to_str().expect("utf-8"),
+            "7110",
+            LINUX_CLIENT_IP,
+            "7111",
+        ],
+        true,
+    );
+    let client = setup.in_ns(
+        sluice_lab::NS_CLIENT,
+        &[
+            "python3",
+            "-c",
+            "import socket\n\
+             s = socket.create_connection(('10.77.0.1', 7110))\n\
+             s.sendall(b'hello')\n\
+             print(s.recv(5).decode())\n",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&client.stdout).trim(),
+        "hello",
+        "{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let status = server.wait_exit(Duration::from_secs(60));
+    let out = server.output();
+    assert!(status.success(), "congestion.py failed ({status}):\n{out}");
+    for line in [
+        "default cubic",
+        "bogus ENOENT",
+        "empty EINVAL",
+        "set-reno ok reno",
+        "padded True short ren",
+        "accepted reno",
+        "undecided-timely ok",
+        "outbound timely",
+        "echo ping",
+        "done",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    assert_clean(&server);
+    let _ = setup.stop_engine();
+}

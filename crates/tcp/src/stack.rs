@@ -395,6 +395,19 @@ impl Stack {
 
     /// Opens a connection to `ip:port` from an ephemeral port (RFC 9293 3.10.1, active OPEN).
     pub fn connect(&mut self, now: Instant, ip: Ipv4Addr, port: u16) -> Result<ConnId, Error> {
+        self.connect_with(now, ip, port, None)
+    }
+
+    /// [`Stack::connect`] with the connection's congestion-control algorithm chosen before
+    /// its SYN is built (None: the configured default), so that the SYN asks for ECN only if
+    /// that algorithm wants it (RFC 3168 6.1.1), as a TCP_CONGESTION set before connect does.
+    pub fn connect_with(
+        &mut self,
+        now: Instant,
+        ip: Ipv4Addr,
+        port: u16,
+        algorithm: Option<crate::Algorithm>,
+    ) -> Result<ConnId, Error> {
         self.now = now;
         if port == 0
             || ip == self.cfg.ip
@@ -433,6 +446,10 @@ impl Stack {
         let (slot, tuple) = found.ok_or(Error::NoResources)?;
         self.open_slot(slot, tuple);
         self.conns[slot as usize].app_owned = true;
+        if let Some(algorithm) = algorithm {
+            // Not yet active: the policy is built with this algorithm at establishment.
+            self.conns[slot as usize].cc_algorithm = algorithm;
+        }
         self.start_active_open(slot);
         Ok(ConnId {
             slot,

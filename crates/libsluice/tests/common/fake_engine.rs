@@ -675,6 +675,24 @@ impl Engine {
                 self.complete(a, ctx, c);
             }
             Command::Close { slot, abort } => self.close((a, slot), abort),
+            Command::SetCongestion {
+                req,
+                slot,
+                algorithm,
+            } => {
+                let c = match self.kind((a, slot)) {
+                    Some(Kind::Free) | None => fail(req, libc::EBADF),
+                    _ => {
+                        self.block((a, slot)).unwrap().set_congestion(algorithm);
+                        Completion::Done {
+                            req,
+                            slot,
+                            value: 0,
+                        }
+                    }
+                };
+                self.complete(a, ctx, c);
+            }
             Command::SetNoDelay { req, slot, .. } => {
                 let c = match self.kind((a, slot)) {
                     Some(Kind::Free) | None => fail(req, libc::EBADF),

@@ -184,7 +184,8 @@ impl Client {
             | Command::Listen { req, .. }
             | Command::Connect { req, .. }
             | Command::Shutdown { req, .. }
-            | Command::SetNoDelay { req, .. } => req,
+            | Command::SetNoDelay { req, .. }
+            | Command::SetCongestion { req, .. } => req,
             other => panic!("{other:?} has no completion"),
         };
         assert_eq!(completion.req(), req, "completions come back in order");

@@ -85,9 +85,7 @@ fn open(
         // for the TIME-WAIT slots, a short TIME-WAIT and small buffers instead.
         let mut cfg =
             setup::core_config(engine.device.mac(), options.ip, engine.stack.config().mtu);
-        if let Some(algorithm) = options.congestion_control {
-            cfg.congestion_control = algorithm;
-        }
+        options.transport.apply(&mut cfg);
         (site.configure)(&mut cfg);
         cfg.max_connections = 32 * 1024;
         cfg.ephemeral_ports = (10000, 65535);

@@ -38,7 +38,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant as WallInstant};
 
 use clap::Args;
-use sluice_engine::setup::{Backend, EngineOptions};
+use sluice_engine::setup::{Backend, EngineOptions, Transport};
 use sluice_engine::{App, AppStatus, EngineError};
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, LabLock, NS_SWITCH, PREFIX_LEN};
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
@@ -219,7 +219,10 @@ fn receiver_options(backend: Backend) -> EngineOptions {
         ip: client_ip(RECEIVER),
         prefix: PREFIX_LEN,
         netns: Some(client_ns(RECEIVER)),
-        congestion_control: Some(Algorithm::Dctcp),
+        transport: Transport {
+            congestion_control: Algorithm::Dctcp,
+            ..Transport::default()
+        },
         ..EngineOptions::lab(backend)
     }
 }
@@ -561,7 +564,10 @@ impl Senders {
             .name("incast-senders".into())
             .spawn(move || -> Result<Bulk, String> {
                 let opts = EngineOptions {
-                    congestion_control: Some(algorithm),
+                    transport: Transport {
+                        congestion_control: algorithm,
+                        ..Transport::default()
+                    },
                     ..EngineOptions::lab(backend)
                 };
                 let spec = EngineSpec {

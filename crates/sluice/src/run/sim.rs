@@ -268,6 +268,7 @@ fn setup(attach: &Attach) -> Result<SimSetup, String> {
         config: SimWireConfig {
             seed: a.sim_seed.unwrap_or(1),
             link,
+            transport: attach.transport.transport()?,
             ..SimWireConfig::default()
         },
         gbps,

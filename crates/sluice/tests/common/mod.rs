@@ -210,6 +210,11 @@ pub struct Setup {
 
 impl Setup {
     pub fn up(test: &str) -> Setup {
+        Self::up_with(test, &[])
+    }
+
+    /// As [`Setup::up`], with extra `sluice engine` flags.
+    pub fn up_with(test: &str, engine_args: &[&str]) -> Setup {
         let lab = LabGuard::up().expect("lab up");
         let dir = std::env::temp_dir().join(format!("sluice-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -219,7 +224,8 @@ impl Setup {
             "sluice engine",
             Command::new(SLUICE)
                 .args(["engine", "--lab", "--socket"])
-                .arg(&socket),
+                .arg(&socket)
+                .args(engine_args),
         );
         engine.wait_for("ready", Duration::from_secs(30));
         Setup {
