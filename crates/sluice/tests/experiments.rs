@@ -1,10 +1,24 @@
 //! `sluice experiment ... --quick` end to end: the table, the CSV and the PNG.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// Runs `sluice ARGS --out DIR` (DIR a fresh temporary directory named for `tag`), fails
+/// the test with its output unless it succeeds, and returns its stdout and DIR.
+fn experiment(tag: &str, args: &[&str]) -> (String, PathBuf) {
+    let out = std::env::temp_dir().join(format!("sluice-exp-{tag}-{}", std::process::id()));
+    let run = sluice().args(args).arg("--out").arg(&out).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (stdout, out)
 }
 
 fn csv_rows(path: &Path) -> Vec<Vec<String>> {
@@ -17,18 +31,7 @@ fn csv_rows(path: &Path) -> Vec<Vec<String>> {
 
 #[test]
 fn ooo_quick_writes_a_table_csv_and_plot_and_go_back_n_retransmits_more() {
-    let out = std::env::temp_dir().join(format!("sluice-exp-ooo-{}", std::process::id()));
-    let run = sluice()
-        .args(["experiment", "ooo", "--quick", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (stdout, out) = experiment("ooo", &["experiment", "ooo", "--quick"]);
     assert!(stdout.contains("fg p99.9 ms"), "{stdout}");
     let rows = csv_rows(&out.join("ooo.csv"));
     // Four fidelities per policy, the reference first with ratios of exactly 1.
@@ -57,26 +60,18 @@ fn fairness_quick_serves_every_connection_on_the_engine_and_measures_linux_besid
         return;
     }
     let lab = sluice_lab::LabGuard::up().expect("lab up");
-    let out = std::env::temp_dir().join(format!("sluice-exp-fair-{}", std::process::id()));
-    let run = sluice()
-        .args([
+    let (stdout, out) = experiment(
+        "fair",
+        &[
             "experiment",
             "fairness",
             "--quick",
             "--no-lock",
             "--conns",
             "1,8",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+        ],
     );
+    assert!(stdout.contains("Jain"), "{stdout}");
     let rows = csv_rows(&out.join("fairness.csv"));
     let sides: Vec<(&str, &str)> = rows
         .iter()
@@ -114,18 +109,7 @@ fn loss_quick_measures_every_pairing_and_the_switch_really_drops() {
         return;
     }
     let lab = sluice_lab::LabGuard::up_switched(1).expect("switched lab up");
-    let out = std::env::temp_dir().join(format!("sluice-exp-loss-{}", std::process::id()));
-    let run = sluice()
-        .args(["experiment", "loss", "--quick", "--no-lock", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (stdout, out) = experiment("loss", &["experiment", "loss", "--quick", "--no-lock"]);
     eprintln!("{stdout}");
     let text = std::fs::read_to_string(out.join("loss.csv")).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
@@ -181,25 +165,16 @@ fn incast_quick_measures_every_cell_and_reads_the_switch_counters() {
     // The experiment builds (and tears down) the switched lab itself; the guard holds the
     // lock around it and tears down whatever a failure left behind.
     let lab = sluice_lab::LabGuard::up_switched(2).expect("switched lab up");
-    let out = std::env::temp_dir().join(format!("sluice-exp-incast-{}", std::process::id()));
-    let run = sluice()
-        .args([
+    let (stdout, out) = experiment(
+        "incast",
+        &[
             "experiment",
             "incast",
             "--quick",
             "--no-lock",
             "--senders",
             "1,16",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+        ],
     );
     assert!(stdout.contains("rpc p99 us"), "{stdout}");
     let rows = csv_rows(&out.join("incast.csv"));

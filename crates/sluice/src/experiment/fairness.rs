@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use clap::Args;
 use sluice_engine::setup::Backend;
-use sluice_lab::{Lab, LabLock, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
+use sluice_lab::{ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
 
 use super::error::ExperimentError;
 use super::flows::quantile;
 use super::plot::{Plot, Series};
 use super::report::{fmt_num, Report};
-use super::Common;
+use super::{lab_workload, Common, LabRun};
 use crate::bench::engine_side::{EngineServer, EngineSpec};
 use crate::bench::helpers::{self, KernelServers};
 use crate::bench::plan::{Kind, Timing, Workload, PORTS};
@@ -28,15 +28,12 @@ pub struct FairnessArgs {
     /// Connection counts (default 1,4,16,64,256,1024; with --quick 1,16,128).
     #[arg(long, value_delimiter = ',')]
     pub conns: Vec<usize>,
-    /// Measured seconds per run (default 5; with --quick 1).
-    #[arg(long)]
-    pub seconds: Option<f64>,
     /// The engine's device backend: af_xdp, af_packet or tap.
     #[arg(long, default_value = "af_packet")]
     pub backend: Backend,
-    /// The caller already holds the lab lock (tests holding a LabGuard).
-    #[arg(long, hide = true)]
-    pub no_lock: bool,
+    /// Run length and the lab lock.
+    #[command(flatten)]
+    pub lab: LabRun,
 }
 
 /// Per-connection throughput of one run.
@@ -90,26 +87,15 @@ pub fn run(args: &FairnessArgs) -> Result<Report, ExperimentError> {
     if counts.iter().any(|&n| n == 0 || n > 4096) {
         return Err(ExperimentError::Usage("--conns: each in 1..=4096".into()));
     }
-    let timing = Timing {
-        seconds: args.seconds.unwrap_or(if quick { 1.0 } else { 5.0 }),
-        warmup: if quick { 0.5 } else { 1.0 },
-    };
-    let lab_err = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
-    sluice_lab::check_root().map_err(|e| lab_err(&e))?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        Some(LabLock::acquire().map_err(|e| lab_err(&e))?)
-    };
-    let lab = Lab::new();
-    let result = lab.up().map_err(|e| lab_err(&e)).and_then(|()| {
-        crate::bench::prepare(&lab).map_err(|e| lab_err(&e))?;
-        measure(args.backend, &counts, timing)
-    });
-    if let Err(e) = lab.down() {
-        eprintln!("sluice experiment fairness: tearing the lab down failed: {e}");
-    }
-    let rows = result?;
+    let timing = args.lab.timing(quick);
+    let rows = args.lab.in_lab(
+        "fairness",
+        |lab| {
+            lab.up().map_err(|e| lab_workload(&e))?;
+            crate::bench::prepare(lab).map_err(|e| lab_workload(&e))
+        },
+        |_| measure(args.backend, &counts, timing),
+    )?;
     let mut report = Report {
         name: "fairness".into(),
         setup: vec![

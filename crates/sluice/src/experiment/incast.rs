@@ -40,14 +40,14 @@ use std::time::{Duration, Instant as WallInstant};
 use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
 use sluice_engine::{App, AppStatus, EngineError};
-use sluice_lab::{client_iface, client_ip, client_ns, Lab, LabLock, NS_SWITCH, PREFIX_LEN};
+use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
 
 use super::error::ExperimentError;
 use super::fairness::jain;
 use super::plot::{Plot, Series};
 use super::report::{fmt_num, fmt_ratio, Report};
-use super::Common;
+use super::{lab_workload, Common, LabRun};
 use crate::bench::engine_side::{open_with, EngineServer, EngineSpec};
 use crate::bench::helpers;
 use crate::bench::measure::Latency;
@@ -70,9 +70,6 @@ pub struct IncastArgs {
     /// Sender counts (default 1,2,4,8,16; with --quick 1,4,16).
     #[arg(long, value_delimiter = ',')]
     pub senders: Vec<usize>,
-    /// Measured seconds per run (default 5; with --quick 1).
-    #[arg(long)]
-    pub seconds: Option<f64>,
     /// The bottleneck's line rate (the switch's egress towards the receiver), bits/s.
     #[arg(long, default_value = "1g")]
     pub rate: String,
@@ -85,9 +82,9 @@ pub struct IncastArgs {
     /// The engines' device backend: af_xdp, af_packet or tap.
     #[arg(long, default_value = "af_packet")]
     pub backend: Backend,
-    /// The caller already holds the lab lock (tests holding a LabGuard).
-    #[arg(long, hide = true)]
-    pub no_lock: bool,
+    /// Run length and the lab lock.
+    #[command(flatten)]
+    pub lab: LabRun,
 }
 
 /// The bottleneck port's counters from the switch's report.
@@ -154,10 +151,7 @@ pub fn run(args: &IncastArgs) -> Result<Report, ExperimentError> {
             "incast runs in the lab: --backend sim is not supported".into(),
         ));
     }
-    let timing = Timing {
-        seconds: args.seconds.unwrap_or(if quick { 1.0 } else { 5.0 }),
-        warmup: if quick { 0.5 } else { 1.0 },
-    };
+    let timing = args.lab.timing(quick);
     let bottleneck = format!(
         "{NS_SWITCH}:{}",
         sluice_lab::switched::switch_port(RECEIVER)
@@ -166,14 +160,6 @@ pub fn run(args: &IncastArgs) -> Result<Report, ExperimentError> {
         "{bottleneck},rate={},queue-bytes={},ecn-k={}",
         args.rate, args.queue_bytes, args.ecn_k
     );
-    let lab_err = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
-    sluice_lab::check_root().map_err(|e| lab_err(&e))?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        Some(LabLock::acquire().map_err(|e| lab_err(&e))?)
-    };
-    let lab = Lab::new();
     let setup = Setup {
         backend: args.backend,
         port_spec: port_spec.clone(),
@@ -181,15 +167,15 @@ pub fn run(args: &IncastArgs) -> Result<Report, ExperimentError> {
         seed: args.common.seed,
         timing,
     };
-    let result = lab
-        .up_switched(RPC_CLIENT)
-        .map_err(|e| lab_err(&e))
-        .and_then(|()| prepare(&lab).map_err(|e| lab_err(&e)))
-        .and_then(|()| measure(&setup, &counts));
-    if let Err(e) = lab.down() {
-        eprintln!("sluice experiment incast: tearing the lab down failed: {e}");
-    }
-    let cells = result?;
+    let cells = args.lab.in_lab(
+        "incast",
+        |lab| {
+            lab.up_switched(RPC_CLIENT)
+                .and_then(|()| prepare(lab))
+                .map_err(|e| lab_workload(&e))
+        },
+        |_| measure(&setup, &counts),
+    )?;
     Ok(build_report(args, &setup, &cells))
 }
 

@@ -42,14 +42,14 @@ use std::time::Duration;
 use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::switched::switch_port;
-use sluice_lab::{client_iface, client_ns, Lab, LabLock, ENGINE_IP, KERNEL_IP, NS_KERNEL};
+use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
 use sluice_switch::{default_egress, PortReport, PortSpec, Runner};
 use sluice_tcp::{Config, Recovery};
 
 use super::error::ExperimentError;
 use super::plot::{Plot, Series};
 use super::report::{fmt_num, fmt_ratio, Report};
-use super::Common;
+use super::{lab_workload, Common, LabRun};
 use crate::bench::engine_side::{self, EngineServer, EngineSite, EngineSpec};
 use crate::bench::helpers::{self, KernelServers};
 use crate::bench::plan::{Kind, Timing, Workload, PORTS};
@@ -75,15 +75,12 @@ pub struct LossArgs {
     /// Loss rates in percent (default 0,0.01,0.1,0.5,1,2,5; with --quick 0,1,5).
     #[arg(long, value_delimiter = ',')]
     pub loss: Vec<f64>,
-    /// Measured seconds per run (default 5; with --quick 1).
-    #[arg(long)]
-    pub seconds: Option<f64>,
     /// Out-of-order intervals the (SACK) engines track; the core's default if not given.
     #[arg(long)]
     pub ooo_intervals: Option<usize>,
-    /// The caller already holds the lab lock (tests holding a LabGuard).
-    #[arg(long, hide = true)]
-    pub no_lock: bool,
+    /// Run length and the lab lock.
+    #[command(flatten)]
+    pub lab: LabRun,
 }
 
 /// Who sends and who receives.
@@ -182,26 +179,15 @@ pub fn run(args: &LossArgs) -> Result<Report, ExperimentError> {
     if args.ooo_intervals.is_some_and(|n| n > 64) {
         return Err(ExperimentError::Usage("--ooo-intervals: at most 64".into()));
     }
-    let timing = Timing {
-        seconds: args.seconds.unwrap_or(if quick { 1.0 } else { 5.0 }),
-        warmup: if quick { 0.5 } else { 1.0 },
-    };
-    let lab_err = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
-    sluice_lab::check_root().map_err(|e| lab_err(&e))?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        Some(LabLock::acquire().map_err(|e| lab_err(&e))?)
-    };
-    let lab = Lab::new();
-    let result = lab
-        .up_switched(RECEIVER_CLIENT)
-        .map_err(|e| lab_err(&e))
-        .and_then(|()| measure(&lab, args, &losses, timing));
-    if let Err(e) = lab.down() {
-        eprintln!("sluice experiment loss: tearing the lab down failed: {e}");
-    }
-    let cells = result?;
+    let timing = args.lab.timing(quick);
+    let cells = args.lab.in_lab(
+        "loss",
+        |lab| {
+            lab.up_switched(RECEIVER_CLIENT)
+                .map_err(|e| lab_workload(&e))
+        },
+        |lab| measure(lab, args, &losses, timing),
+    )?;
     Ok(report(args, &losses, timing, &cells))
 }
 
@@ -551,9 +537,8 @@ mod tests {
                 seed: 1,
             },
             loss: Vec::new(),
-            seconds: None,
             ooo_intervals: None,
-            no_lock: true,
+            lab: LabRun::default(),
         };
         let losses = [0.0, 0.1, 2.0];
         let c = cells(&[

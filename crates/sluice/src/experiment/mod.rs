@@ -14,7 +14,10 @@ pub mod report;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use sluice_lab::{Lab, LabLock};
 use sluice_tcp::{Algorithm, Config};
+
+use crate::bench::plan::Timing;
 
 use error::ExperimentError;
 
@@ -30,6 +33,54 @@ pub struct Common {
     /// Seed for the workload and the simulator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+/// Options every lab experiment takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LabRun {
+    /// Measured seconds per run (default 5; with --quick 1).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// The caller already holds the lab lock (tests holding a LabGuard).
+    #[arg(long, hide = true)]
+    pub no_lock: bool,
+}
+
+impl LabRun {
+    /// How long each run lasts: `--seconds` after a warm-up, shorter with `--quick`.
+    pub fn timing(&self, quick: bool) -> Timing {
+        Timing {
+            seconds: self.seconds.unwrap_or(if quick { 1.0 } else { 5.0 }),
+            warmup: if quick { 0.5 } else { 1.0 },
+        }
+    }
+
+    /// Runs `body` in the lab: needs root, takes the lab lock unless the caller holds it,
+    /// brings the lab up with `up`, and takes it down afterwards whatever happened.
+    pub fn in_lab<T>(
+        &self,
+        name: &str,
+        up: impl FnOnce(&Lab) -> Result<(), ExperimentError>,
+        body: impl FnOnce(&Lab) -> Result<T, ExperimentError>,
+    ) -> Result<T, ExperimentError> {
+        sluice_lab::check_root().map_err(|e| lab_workload(&e))?;
+        let _lock = if self.no_lock {
+            None
+        } else {
+            Some(LabLock::acquire().map_err(|e| lab_workload(&e))?)
+        };
+        let lab = Lab::new();
+        let result = up(&lab).and_then(|()| body(&lab));
+        if let Err(e) = lab.down() {
+            eprintln!("sluice experiment {name}: tearing the lab down failed: {e}");
+        }
+        result
+    }
+}
+
+/// A lab or bench failure as the experiment's.
+pub fn lab_workload(e: &dyn std::fmt::Display) -> ExperimentError {
+    ExperimentError::Workload(e.to_string())
 }
 
 /// The experiments.
