@@ -207,3 +207,32 @@ fn a_rate_of_zero_lifts_the_limit_and_timely_rates_are_paced() {
     assert!(info.rate_bps > 0);
     assert!(host.counters().sched_paced > 0);
 }
+
+#[test]
+fn raising_a_rate_shortens_the_wait_already_charged_at_the_old_one() {
+    // Paced at 10 kbit/s a full frame buys about 1.2 s of waiting; raised to 1 Gbit/s, the
+    // connection must send again within microseconds, not after that second.
+    let (mut sim, a, b, _) = pair(86, Impairment::default());
+    let mut t = [BulkTransfer::new(1 << 40, 9)];
+    t[0].listen(sim.host_mut(b).unwrap(), 5001).unwrap();
+    let now = sim.now();
+    t[0].connect(now, sim.host_mut(a).unwrap(), B_IP, 5001)
+        .unwrap();
+    let conn = t[0].sender_conn().unwrap();
+    sim.host_mut(a).unwrap().set_rate(conn, 10_000).unwrap();
+    let start = sim.now();
+    step_until(&mut sim, &mut t, a, b, start + WARMUP);
+    let crawled = t[0].receiver.bytes;
+    sim.host_mut(a)
+        .unwrap()
+        .set_rate(conn, 1_000_000_000)
+        .unwrap();
+    step_until(&mut sim, &mut t, a, b, start + 2 * WARMUP);
+    let moved = t[0].receiver.bytes - crawled;
+    // 1 Gbit/s for WARMUP moves megabytes; the old send time would have allowed nothing.
+    let expected = WARMUP.as_secs_f64() * 1e9 / 8.0;
+    assert!(
+        moved as f64 > 0.5 * expected,
+        "{moved} bytes after raising the rate (expected about {expected:.0})"
+    );
+}

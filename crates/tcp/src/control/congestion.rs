@@ -184,11 +184,32 @@ impl Stack {
         } else {
             self.cc[s].rate_bps()
         };
+        let old = self.dp.sched[s].rate_bps;
         self.dp.sched[s].rate_bps = rate;
         if rate == 0 && self.dp.wheel.contains(slot) {
             // Unlimited now: no reason to wait for its old send time.
             self.dp.wheel.remove(slot);
             self.dp.ready.push(slot);
+        } else if old != 0 && rate > old {
+            // A raised rate also shortens the wait already charged at the old one: a
+            // connection slowed to a crawl must not keep a send time seconds away.
+            let now_ns = self.now.as_nanos();
+            let sched = &mut self.dp.sched[s];
+            let wait = sched.next_tx_ns.saturating_sub(now_ns);
+            if wait == 0 {
+                return;
+            }
+            let scaled = u128::from(wait) * u128::from(old) / u128::from(rate);
+            sched.next_tx_ns = now_ns.saturating_add(scaled as u64);
+            if self.dp.wheel.contains(slot) {
+                self.dp.wheel.remove(slot);
+                let due = sched.next_tx_ns;
+                if self.dp.wheel.eligible(due, now_ns) {
+                    self.dp.ready.push(slot);
+                } else {
+                    self.dp.wheel.insert(slot, due, now_ns);
+                }
+            }
         }
     }
 
