@@ -20,6 +20,9 @@ pub struct BenchPorts {
     pub source: u16,
 }
 
+/// Accept-queue depth of every bench listener.
+const BACKLOG: usize = 1024;
+
 /// What the server holds once listening.
 struct Serving {
     echo: EchoServer,
@@ -105,9 +108,12 @@ impl App for BenchServerApp {
         }
         if self.serving.is_none() {
             self.serving = Some(Serving {
-                echo: EchoServer::listen(stack, self.ports.echo, 1024)?,
-                sink: stack.listen(self.ports.sink, 64)?,
-                source: stack.listen(self.ports.source, 64)?,
+                // Backlogs as deep as the core allows: the fairness experiment opens
+                // 1024 streams at once, and a connection the listener had no room for is
+                // never served.
+                echo: EchoServer::listen(stack, self.ports.echo, BACKLOG)?,
+                sink: stack.listen(self.ports.sink, BACKLOG)?,
+                source: stack.listen(self.ports.source, BACKLOG)?,
                 sinks: Vec::new(),
                 sources: Vec::new(),
             });
