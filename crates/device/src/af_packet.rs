@@ -25,7 +25,7 @@
 //! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
 //! untagged (the lab uses no VLANs).
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr;
 use std::time::Duration;
 
@@ -578,22 +578,6 @@ impl std::os::fd::AsFd for AfPacket {
     }
 }
 
-impl AfPacket {
-    /// Sleeps until the device is readable, writable while frames wait to go, or `extra`
-    /// is readable.
-    fn wait_with(
-        &mut self,
-        extra: Option<RawFd>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        let mut events = libc::POLLIN;
-        if self.pending() > 0 {
-            events |= libc::POLLOUT;
-        }
-        sys::poll_fds(self.fd.as_raw_fd(), events, extra, timeout).map(|_| ())
-    }
-}
-
 impl Device for AfPacket {
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
         if self.rx_ring.is_some() {
@@ -757,7 +741,7 @@ impl Device for AfPacket {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        self.wait_with(None, timeout)
+        sys::wait_device(self.fd.as_raw_fd(), self.pending() > 0, None, timeout)
     }
 
     fn wait_also(
@@ -765,7 +749,12 @@ impl Device for AfPacket {
         extra: BorrowedFd<'_>,
         timeout: Option<Duration>,
     ) -> Result<(), DeviceError> {
-        self.wait_with(Some(extra.as_raw_fd()), timeout)
+        sys::wait_device(
+            self.fd.as_raw_fd(),
+            self.pending() > 0,
+            Some(extra.as_raw_fd()),
+            timeout,
+        )
     }
 
     fn max_frame(&self) -> usize {

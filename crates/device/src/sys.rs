@@ -172,6 +172,21 @@ pub(crate) fn poll_millis(timeout: Option<Duration>) -> libc::c_int {
     }
 }
 
+/// Sleeps until a device socket `fd` is readable, writable while `frames_waiting` (frames
+/// queued that the kernel has not taken), or `extra` (if any) is readable, or `timeout`.
+pub(crate) fn wait_device(
+    fd: RawFd,
+    frames_waiting: bool,
+    extra: Option<RawFd>,
+    timeout: Option<Duration>,
+) -> Result<(), DeviceError> {
+    let mut events = libc::POLLIN;
+    if frames_waiting {
+        events |= libc::POLLOUT;
+    }
+    poll_fds(fd, events, extra, timeout).map(|_| ())
+}
+
 /// Blocks in poll(2) until `fd` has one of `events`, `extra` (if any) is readable, or
 /// `timeout` passes; EINTR returns early. Returns whether `extra` is readable (or hung up).
 pub(crate) fn poll_fds(

@@ -20,7 +20,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
@@ -229,22 +229,6 @@ impl Tap {
     }
 }
 
-impl Tap {
-    /// Sleeps until the device is readable, writable while frames wait to go, or `extra`
-    /// is readable.
-    fn wait_with(
-        &mut self,
-        extra: Option<RawFd>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        let mut events = libc::POLLIN;
-        if self.pending() > 0 {
-            events |= libc::POLLOUT;
-        }
-        sys::poll_fds(self.file.as_raw_fd(), events, extra, timeout).map(|_| ())
-    }
-}
-
 impl Device for Tap {
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
         let mut delivered = 0;
@@ -383,7 +367,7 @@ impl Device for Tap {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        self.wait_with(None, timeout)
+        sys::wait_device(self.file.as_raw_fd(), self.pending() > 0, None, timeout)
     }
 
     fn wait_also(
@@ -391,7 +375,12 @@ impl Device for Tap {
         extra: BorrowedFd<'_>,
         timeout: Option<Duration>,
     ) -> Result<(), DeviceError> {
-        self.wait_with(Some(extra.as_raw_fd()), timeout)
+        sys::wait_device(
+            self.file.as_raw_fd(),
+            self.pending() > 0,
+            Some(extra.as_raw_fd()),
+            timeout,
+        )
     }
 
     fn max_frame(&self) -> usize {
