@@ -196,8 +196,9 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         gbps / args.gbps * 100.0
     );
     println!(
-        "  recovery     {} fast retransmits, {} timeouts, {:.2} MiB resent (go-back-N)",
+        "  recovery     {} fast retransmits ({} SACK recoveries), {} timeouts, {:.2} MiB resent",
         sender.fast_retransmits,
+        sender.sack_recoveries,
         sender.timeouts,
         sender.retransmitted_bytes as f64 / (1 << 20) as f64
     );
