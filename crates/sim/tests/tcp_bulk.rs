@@ -206,3 +206,28 @@ fn handshake_and_teardown_under_30_percent_loss() {
         );
     }
 }
+
+#[test]
+fn send_buffer_autotuning_grows_with_the_window_and_costs_no_goodput() {
+    // The same 64 MB transfer with a fixed 1 MB send buffer and with one that starts at
+    // 16 KB: the autotuned one grows (twice the window, up to 1 MB) and finishes within 2 %.
+    let run = |initial: usize| {
+        let mut a = config(1);
+        a.tx_buffer_initial = initial;
+        let (mut sim, a, b, _) = pair_with(3, Impairment::default(), a, config(2));
+        let start = sim.now();
+        let (t, r) = bulk(&mut sim, a, b, 64 * MB, Duration::from_millis(200));
+        assert!(r.is_ok() && t.verified(), "{r:?} {:?}", t.error);
+        let took = t.finished_at.unwrap() - start;
+        (took, sim.host(a).unwrap().counters().tx_buffer_grown)
+    };
+    let (fixed, fixed_grown) = run(1 << 20);
+    let (tuned, tuned_grown) = run(16 * 1024);
+    eprintln!("fixed {fixed:?}, autotuned {tuned:?} ({tuned_grown} doublings)");
+    assert_eq!(fixed_grown, 0);
+    assert!(tuned_grown >= 1, "the buffer grew");
+    assert!(
+        tuned.as_secs_f64() <= fixed.as_secs_f64() * 1.02,
+        "autotuned {tuned:?} vs fixed {fixed:?}"
+    );
+}

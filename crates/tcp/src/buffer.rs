@@ -29,6 +29,20 @@ impl PayloadRing {
         self.mask + 1
     }
 
+    /// Grows the ring to at least `capacity` bytes (a power of two, at most 2^30), keeping
+    /// the `len` bytes from `seq` at their sequence numbers. Never shrinks.
+    pub fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
+        let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
+        if capacity <= self.bytes.len() {
+            return;
+        }
+        let mut grown = PayloadRing::new(capacity);
+        let (a, b) = self.slices(seq, len as usize);
+        grown.write(seq, a);
+        grown.write(seq + a.len() as u32, b);
+        *self = grown;
+    }
+
     /// Copies `data` into the ring starting at the byte for `seq`. `data` longer than the ring
     /// is truncated to the ring's capacity (callers bound it by the window first).
     #[inline]
@@ -83,6 +97,26 @@ mod tests {
         let (a, b) = ring.slices(seq, 6);
         assert_eq!([a, b].concat(), b"abcdef");
         assert_eq!(a.len(), 3, "the first slice ends at the ring's end");
+    }
+
+    #[test]
+    fn growing_keeps_live_bytes_at_their_sequence_numbers() {
+        let mut ring = PayloadRing::new(8);
+        // Live bytes that wrap the small ring's end and the sequence space.
+        let seq = SeqNumber(u32::MAX - 1);
+        ring.write(seq, b"wxyz12");
+        ring.grow(seq, 6, 20);
+        assert_eq!(ring.capacity(), 32);
+        let mut out = [0u8; 6];
+        ring.read(seq, &mut out);
+        assert_eq!(&out, b"wxyz12");
+        // Room for more behind them, without overwriting.
+        ring.write(seq + 6u32, b"more");
+        let mut out = [0u8; 10];
+        ring.read(seq, &mut out);
+        assert_eq!(&out, b"wxyz12more");
+        ring.grow(seq, 10, 16);
+        assert_eq!(ring.capacity(), 32, "never shrinks");
     }
 
     #[test]

@@ -51,8 +51,13 @@ pub struct Config {
     pub max_accept_queue: usize,
     /// Receive buffer per connection in bytes (rounded up to a power of two).
     pub rx_buffer: usize,
-    /// Send buffer per connection in bytes (rounded up to a power of two).
+    /// Send buffer per connection in bytes (rounded up to a power of two): the most it grows to.
     pub tx_buffer: usize,
+    /// First size of a connection's send buffer. It doubles, up to `tx_buffer`, when the
+    /// application fills it and twice the congestion window (bounded by the peer's window)
+    /// needs more, as Linux's send-buffer autotuning does; many slow connections then hold
+    /// (and fault in) little memory. At or above `tx_buffer`: a fixed `tx_buffer`.
+    pub tx_buffer_initial: usize,
     /// Interface MTU (IPv4 packet size).
     pub mtu: u16,
     /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
@@ -133,6 +138,7 @@ impl Config {
             max_accept_queue: 1024,
             rx_buffer: 256 * 1024,
             tx_buffer: 256 * 1024,
+            tx_buffer_initial: 64 * 1024,
             mtu: 1500,
             ooo_intervals: 1,
             sack_scoreboard: 8,
@@ -180,6 +186,9 @@ impl Config {
             if !(4096..=(1 << 30)).contains(&size) {
                 return Err(ConfigError::Range(name, "4096..=1073741824"));
             }
+        }
+        if self.tx_buffer_initial < 4096 {
+            return Err(ConfigError::Range("tx_buffer_initial", ">= 4096"));
         }
         if self.ooo_intervals > 64 {
             return Err(ConfigError::Range("ooo_intervals", "0..=64"));

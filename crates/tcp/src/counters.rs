@@ -64,12 +64,17 @@ pub struct Counters {
     pub large_segments_tx: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
+    /// Times a send buffer doubled because the congestion window needed more room.
+    pub tx_buffer_grown: u64,
     /// SYN cookies sent because the SYN backlog was full.
     pub syn_cookies_sent: u64,
     /// Connections completed from a valid SYN cookie.
     pub syn_cookies_accepted: u64,
     /// ACKs carrying an invalid or stale SYN cookie.
     pub syn_cookies_rejected: u64,
+    /// Half-open connections replaced by the cookie connection of the same SYN (the SYN was
+    /// answered by a cookie first, and by the half-open entry when retransmitted).
+    pub half_open_replaced_by_cookie: u64,
     /// SYNs dropped (no free slot, accept queue full, bad options).
     pub syn_dropped: u64,
     /// Connections dropped because the accept queue was full.

@@ -488,6 +488,17 @@ impl Stack {
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
         let used = b.tx_tail.diff(b.tx_head) as u32;
+        if ((b.tx.capacity() - used) as usize) < data.len() {
+            // Send-buffer autotuning: room for twice what the windows let fly, so the flight
+            // can reach cwnd while the application refills (Linux tcp_sndbuf_expand).
+            let ps = &self.dp.proto[slot as usize];
+            let target = 2 * ps.cwnd.min(ps.snd_wnd) as usize;
+            let limit = self.cfg.tx_buffer;
+            if target > b.tx.capacity() as usize && (b.tx.capacity() as usize) < limit {
+                b.tx.grow(b.tx_head, used, target.min(limit));
+                self.counters.tx_buffer_grown += 1;
+            }
+        }
         let free = (b.tx.capacity() - used) as usize;
         let n = free.min(data.len());
         if n == 0 {
@@ -774,7 +785,10 @@ impl Stack {
         // The rings are kept for the next connection in the slot, but never its positions:
         // until `install` sets them, the new connection has nothing to read and is not at
         // end of stream (the previous one may have been freed with unread data).
-        let (rx, tx) = (self.cfg.rx_buffer, self.cfg.tx_buffer);
+        let (rx, tx) = (
+            self.cfg.rx_buffer,
+            self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer),
+        );
         self.bufs[s]
             .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)))
             .reset_at(SeqNumber(0), SeqNumber(0));

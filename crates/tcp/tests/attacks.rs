@@ -754,3 +754,88 @@ fn rfc9293_must_3_truncated_and_corrupted_frames_are_dropped_and_counted() {
     let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
     assert_eq!(ack.ack, c.peer_nxt + 7u32);
 }
+
+#[test]
+fn acceltcp_4_1_cookie_ack_wins_over_a_half_open_entry_from_the_retransmitted_syn() {
+    // Under a burst of connects the backlog is full when a SYN arrives (cookie SYN-ACK), has
+    // room when the same SYN is retransmitted (half-open entry, another ISN), and the peer,
+    // established on the cookie, ACKs the cookie. That ACK must complete the connection, not
+    // draw a RST for a connection the peer already uses.
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 64).unwrap();
+    let half_open = syn_burst(&mut stack, 50000, 8);
+    let client = Peer::new(60000, LISTEN_PORT);
+    let syn = client
+        .seg(SYN)
+        .seq(SeqNumber(777_000))
+        .opts(full_syn_options(1460, 7, 100));
+    client.send(&mut stack, ms(2), syn.clone());
+    let (cookie_synack, _) = client.recv_one(&mut stack, ms(2));
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    // The backlog drains: the burst's handshakes complete.
+    for (i, h) in half_open.iter().enumerate() {
+        let port = 50000 + i as u16;
+        let p = Peer::new(port, LISTEN_PORT);
+        p.send(
+            &mut stack,
+            ms(3),
+            p.seg(ACK)
+                .seq(SeqNumber(port as u32 * 1000 + 1))
+                .ack(h.seq + 1u32),
+        );
+    }
+    // The retransmitted SYN now gets a half-open entry and a SYN-ACK with a different ISN.
+    client.send(&mut stack, ms(4), syn.ts(101, 0));
+    let (stateful_synack, _) = client.recv_one(&mut stack, ms(4));
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    assert_ne!(stateful_synack.seq, cookie_synack.seq);
+    let count = stack.connection_count();
+
+    // The peer took the first SYN-ACK: it ACKs the cookie.
+    let (cookie_tsval, _) = cookie_synack.options.timestamp.unwrap();
+    client.send(
+        &mut stack,
+        ms(5),
+        client
+            .seg(ACK)
+            .seq(SeqNumber(777_001))
+            .ack(cookie_synack.seq + 1u32)
+            .ts(102, cookie_tsval),
+    );
+    client.recv_nothing(&mut stack, ms(5));
+    let counters = stack.counters();
+    assert_eq!(counters.syn_cookies_accepted, 1);
+    assert_eq!(counters.half_open_replaced_by_cookie, 1);
+    assert_eq!(stack.connection_count(), count, "replaced, not added");
+    let mut accepted = Vec::new();
+    while let Ok(id) = stack.accept(l) {
+        accepted.push(id);
+    }
+    assert_eq!(accepted.len(), 9);
+    let id = *accepted.last().unwrap();
+    let info = stack.info(id).unwrap();
+    assert_eq!(
+        (info.snd_una, info.rcv_nxt),
+        (cookie_synack.seq + 1u32, SeqNumber(777_001))
+    );
+    // And the connection carries data on the cookie's sequence space.
+    stack.send(id, b"hello").unwrap();
+    let (data, payload) = client.recv_one(&mut stack, ms(6));
+    assert_eq!(
+        (data.seq, &payload[..]),
+        (cookie_synack.seq + 1u32, &b"hello"[..])
+    );
+
+    // An ACK that fits neither ISN is still refused with a RST (RFC 9293 3.10.7.4).
+    let other = Peer::new(60001, LISTEN_PORT);
+    other.send(&mut stack, ms(7), other.seg(SYN).seq(SeqNumber(5)));
+    let (synack, _) = other.recv_one(&mut stack, ms(7));
+    other.send(
+        &mut stack,
+        ms(8),
+        other.seg(ACK).seq(SeqNumber(6)).ack(synack.seq + 7u32),
+    );
+    let (rst, _) = other.recv_one(&mut stack, ms(8));
+    assert_eq!(rst.flags, RST);
+    assert_eq!(stack.counters().half_open_replaced_by_cookie, 1);
+}

@@ -610,3 +610,33 @@ fn endpoints_name_both_ends_of_passive_and_active_opens_and_refuse_stale_handles
     stack.abort(active.id).unwrap();
     assert_eq!(stack.endpoints(active.id), Err(Error::InvalidHandle));
 }
+
+#[test]
+fn send_buffer_starts_at_its_initial_size_and_grows_only_for_the_window() {
+    let mut cfg = config();
+    cfg.tx_buffer = 1 << 20;
+    cfg.tx_buffer_initial = 4096;
+    let mut stack = stack_with(cfg);
+    let c = established(&mut stack, ms(0));
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.writable, 4096, "the initial size");
+    let window = info.cwnd.min(info.snd_wnd) as usize;
+    assert!(window < 16 * 1024, "initial window {window}");
+    let blob = pattern(256 * 1024, 1);
+    // A full buffer grows once, to twice the window (a power of two), and no further: the
+    // rest of the megabyte would only hold data the windows cannot send yet.
+    assert_eq!(stack.send(c.id, &blob[..4096]), Ok(4096));
+    assert_eq!(stack.counters().tx_buffer_grown, 0, "filled, not yet short");
+    let taken = stack.send(c.id, &blob[4096..]).unwrap();
+    let grown = (2 * window).next_power_of_two();
+    assert_eq!(taken, grown - 4096);
+    assert_eq!(stack.send(c.id, &blob), Err(Error::WouldBlock));
+    assert_eq!(stack.counters().tx_buffer_grown, 1);
+    let info = stack.info(c.id).unwrap();
+    assert_eq!(info.writable + info.unacked, grown);
+    // What was written before the growth goes out intact.
+    let segs = c.peer.recv_all(&mut stack, ms(1));
+    let sent: Vec<u8> = segs.iter().flat_map(|(_, p)| p.clone()).collect();
+    assert!(!sent.is_empty());
+    assert_eq!(sent, blob[..sent.len()]);
+}

@@ -1,7 +1,7 @@
 //! `sluice loadgen` (hidden): the Linux client of the bench, on kernel sockets, one thread
 //! per connection. `sluice bench` runs it inside a lab namespace with `ip netns exec`.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -34,10 +34,15 @@ pub struct LoadgenArgs {
     pub warmup: f64,
 }
 
+/// How long a read waits before it counts as a stall (and, for request-response, fails).
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What one client thread counted.
 struct Tally {
     ops: u64,
     bytes: u64,
+    /// Reads that waited a whole read timeout for data (stream workloads).
+    stalls: u64,
     hist: Histogram<u64>,
 }
 
@@ -85,15 +90,19 @@ pub fn measure_load(args: &LoadgenArgs) -> Result<Measurement, BenchError> {
     let mut total = Tally {
         ops: 0,
         bytes: 0,
+        stalls: 0,
         hist: measure::histogram(),
     };
     let mut first_error = None;
     let mut per_conn_bytes = Vec::with_capacity(conns);
+    let mut stalled = 0;
     for h in handles {
         match h.join() {
             Ok(Ok(t)) => {
                 total.ops += t.ops;
                 total.bytes += t.bytes;
+                total.stalls += t.stalls;
+                stalled += (t.stalls > 0) as usize;
                 per_conn_bytes.push(t.bytes);
                 let _ = total.hist.add(&t.hist);
             }
@@ -107,6 +116,13 @@ pub fn measure_load(args: &LoadgenArgs) -> Result<Measurement, BenchError> {
         }
     }
     let cpu = measure::cpu_seconds("/proc/self/stat") - cpu0;
+    if stalled > 0 {
+        eprintln!(
+            "sluice loadgen: {stalled} of {conns} connections waited a whole read timeout \
+             ({READ_TIMEOUT:?}) for data, {} times in all",
+            total.stalls
+        );
+    }
     if let Some(e) = first_error {
         return Err(e);
     }
@@ -128,7 +144,7 @@ fn connect(target: SocketAddr) -> Result<TcpStream, BenchError> {
     let s = TcpStream::connect_timeout(&target, Duration::from_secs(5))
         .map_err(|e| BenchError::io(format!("connect to {target}"), e))?;
     s.set_nodelay(true)
-        .and_then(|_| s.set_read_timeout(Some(Duration::from_secs(5))))
+        .and_then(|_| s.set_read_timeout(Some(READ_TIMEOUT)))
         .and_then(|_| s.set_write_timeout(Some(Duration::from_secs(5))))
         .map_err(|e| BenchError::io("socket options", e))?;
     Ok(s)
@@ -143,6 +159,7 @@ fn client(
     let mut tally = Tally {
         ops: 0,
         bytes: 0,
+        stalls: 0,
         hist: measure::histogram(),
     };
     // Connect before the window (the connect workload connects inside it instead).
@@ -196,12 +213,31 @@ fn client(
         }
         (Kind::StreamDown, Some(mut s)) => {
             let mut buf = vec![0; 256 * 1024];
+            let local = s
+                .local_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string());
+            let mut received = 0u64;
             loop {
                 let now = Instant::now();
                 if now >= w.end {
                     break;
                 }
-                let n = s.read(&mut buf).map_err(|e| io("stream from", e))?;
+                let n = match s.read(&mut buf) {
+                    Ok(n) => n,
+                    // A connection the server starves is a measurement (zero bytes in the
+                    // window, an unfair share), not a failure: wait on until the window ends.
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        tally.stalls += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(io(
+                            &format!("stream ({local}, {received} bytes so far) from"),
+                            e,
+                        ))
+                    }
+                };
+                received += n as u64;
                 if n == 0 {
                     return Err(BenchError::Helper {
                         what: format!("stream from {}", args.target),

@@ -475,6 +475,31 @@ impl Stack {
         }
     }
 
+    /// The options of the cookie `input` acknowledges, if it acknowledges a valid one.
+    fn decode_cookie(&self, input: &TcpInput<'_>) -> Option<cookie::CookieOptions> {
+        let t = &input.tcp;
+        let tuple = FourTuple {
+            remote_ip: input.ip.src,
+            remote_port: t.src_port,
+            local_port: t.dst_port,
+        };
+        let ts_ecr = t.options.timestamp.map(|(_, ecr)| ecr);
+        cookie::decode(
+            &self.cookie_secret,
+            self.cfg.ip,
+            &tuple,
+            t.seq - 1u32,
+            t.ack - 1u32,
+            self.now,
+            ts_ecr,
+        )
+    }
+
+    /// Whether `input` acknowledges a valid SYN cookie (no counters touched).
+    fn cookie_decodes(&self, input: &TcpInput<'_>) -> bool {
+        self.decode_cookie(input).is_some()
+    }
+
     /// An ACK in LISTEN may complete a cookie handshake.
     fn try_cookie(&mut self, index: u16, input: &TcpInput<'_>) -> bool {
         let t = &input.tcp;
@@ -483,16 +508,7 @@ impl Stack {
             remote_port: t.src_port,
             local_port: t.dst_port,
         };
-        let ts_ecr = t.options.timestamp.map(|(_, ecr)| ecr);
-        let Some(opts) = cookie::decode(
-            &self.cookie_secret,
-            self.cfg.ip,
-            &tuple,
-            t.seq - 1u32,
-            t.ack - 1u32,
-            self.now,
-            ts_ecr,
-        ) else {
+        let Some(opts) = self.decode_cookie(input) else {
             self.counters.syn_cookies_rejected += 1;
             return false;
         };
@@ -627,6 +643,19 @@ impl Stack {
             return;
         }
         if t.ack != c.iss + 1u32 {
+            // A SYN first answered by a cookie (backlog full) and, retransmitted, by this
+            // half-open entry has two ISNs in play. An ACK that carries a valid cookie proves
+            // the peer took the cookie SYN-ACK and is established on it: the cookie wins,
+            // where a RST would kill a connection the peer already uses (AccelTCP 4.1).
+            if let Some(index) = c.listener {
+                if self.cookie_decodes(input) {
+                    self.counters.half_open_replaced_by_cookie += 1;
+                    self.free_slot(slot);
+                    if self.try_cookie(index, input) {
+                        return;
+                    }
+                }
+            }
             // RFC 9293 3.10.7.4: an unacceptable ACK in SYN-RECEIVED gets a RST.
             self.reply_rst(input);
             return;
