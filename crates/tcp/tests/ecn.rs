@@ -271,3 +271,52 @@ fn congestion_control_is_chosen_per_connection_and_by_name() {
         assert_eq!(stack.info(c.id).unwrap().cwnd, 10 * 1460);
     }
 }
+
+/// `seg` from `peer` as a frame with the IP codepoint `ecn`.
+fn frame_ecn(peer: &Peer, seg: Seg, ecn: Ecn) -> Vec<u8> {
+    let mut frame = peer.frame(&seg);
+    let (mut ip, _) = Ipv4Repr::parse(&frame[14..], true).unwrap();
+    ip.ecn = ecn;
+    ip.emit(&mut frame[14..]).unwrap();
+    frame
+}
+
+#[test]
+fn rfc8257_3_2_delayed_acks_acknowledge_the_segments_before_a_ce_change_with_the_old_ece() {
+    let mut cfg = config();
+    cfg.ack_policy = sluice_tcp::AckPolicy::Delayed {
+        segments: 2,
+        timeout: std::time::Duration::from_millis(40),
+    };
+    let mut stack = stack_with(cfg);
+    let (c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    let seg = |i: u32| c.data_seg(&[5; 100]).seq(c.peer_nxt + i * 100);
+    let acks = |out: Vec<(TcpHeader, usize, Ecn)>| -> Vec<(u32, bool)> {
+        out.iter()
+            .map(|(h, _, _)| (h.ack.diff(c.peer_nxt) as u32, h.flags.contains(ECE)))
+            .collect()
+    };
+    // Unmarked: the ACK is delayed. Then CE: RFC 8257 Figure 1 first acknowledges the
+    // unmarked segment without ECE, then the marked one with ECE.
+    send_ecn(&mut stack, &c.peer, ms(1), seg(0), Ecn::Ect0);
+    assert!(sent(&mut stack, ms(1)).is_empty());
+    send_ecn(&mut stack, &c.peer, ms(1), seg(1), Ecn::Ce);
+    assert_eq!(acks(sent(&mut stack, ms(1))), [(100, false), (200, true)]);
+    // Marked, delayed; then unmarked: the marked one is acknowledged with ECE first.
+    send_ecn(&mut stack, &c.peer, ms(2), seg(2), Ecn::Ce);
+    assert!(sent(&mut stack, ms(2)).is_empty());
+    send_ecn(&mut stack, &c.peer, ms(2), seg(3), Ecn::Ect0);
+    assert_eq!(acks(sent(&mut stack, ms(2))), [(300, true), (400, false)]);
+    // The same within one receive batch.
+    let frames = [
+        frame_ecn(&c.peer, seg(4), Ecn::Ect0),
+        frame_ecn(&c.peer, seg(5), Ecn::Ce),
+        frame_ecn(&c.peer, seg(6), Ecn::Ce),
+    ];
+    let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
+    stack.handle_frames(ms(3), &refs);
+    assert_eq!(acks(sent(&mut stack, ms(3))), [(500, false), (600, true)]);
+    // Without a change the delayed ACK stays delayed and carries the current state.
+    send_ecn(&mut stack, &c.peer, ms(4), seg(7), Ecn::Ce);
+    assert_eq!(acks(sent(&mut stack, ms(4))), [(800, true)]);
+}

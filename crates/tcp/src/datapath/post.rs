@@ -91,6 +91,22 @@ pub struct AckRule {
     pub rcv_mss: u32,
 }
 
+/// RFC 8257 3.2 (Figure 1): when a segment changes a DCTCP receiver's CE state while an
+/// ACK is delayed, the segments before it are acknowledged first, with the old ECE, so
+/// the sender counts exactly the marked bytes. Returns that ACK, to send before
+/// [`process`] takes the segment (and flips ECE).
+#[inline]
+pub fn ack_before_ce_change(
+    ps: &ProtoState,
+    post: &PostState,
+    s: &HeaderSummary,
+) -> Option<super::tx::AckFields> {
+    (post.unacked_segments > 0 && ecn::dctcp_ce_change(ps, s)).then_some(super::tx::AckFields {
+        rcv_nxt: post.delack_rcv_nxt,
+        rx_avail: post.delack_rx_avail,
+    })
+}
+
 /// Processes one segment's summary after the protocol stage.
 #[inline]
 pub fn process(
@@ -159,6 +175,8 @@ pub fn process(
             out.ack_now = true;
         } else {
             out.arm_delack = true;
+            post.delack_rcv_nxt = s.ack_rcv_nxt;
+            post.delack_rx_avail = s.ack_rx_avail;
         }
     }
     if out.ack_now {
