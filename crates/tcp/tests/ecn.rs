@@ -320,3 +320,32 @@ fn rfc8257_3_2_delayed_acks_acknowledge_the_segments_before_a_ce_change_with_the
     send_ecn(&mut stack, &c.peer, ms(4), seg(7), Ecn::Ce);
     assert_eq!(acks(sent(&mut stack, ms(4))), [(800, true)]);
 }
+
+#[test]
+fn rfc8257_3_3_echoes_for_one_window_cut_it_once_across_control_iterations() {
+    let mut stack = stack();
+    let (c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(stack.send(c.id, &pattern(10 * 1460, 3)), Ok(10 * 1460));
+    assert_eq!(sent(&mut stack, ms(0)).len(), 10);
+    // Half the window acknowledged with ECE; the iteration after it halves the window
+    // (alpha = 1).
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.ack_seg().ack(c.our_nxt + 5 * 1460u32).flags(ACK | ECE),
+    );
+    run_until(&mut stack, ms(3));
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 5 * 1460);
+    // More of the same window, echoed, reaches a later iteration: that data was sent before
+    // the cut, so the window is not cut again.
+    c.peer.send(
+        &mut stack,
+        ms(4),
+        c.ack_seg().ack(c.our_nxt + 7 * 1460u32).flags(ACK | ECE),
+    );
+    let iterations = stack.counters().cc_iterations;
+    run_until(&mut stack, ms(6));
+    assert!(stack.counters().cc_iterations > iterations);
+    assert_eq!(stack.counters().timeouts, 0);
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 5 * 1460, "once per window");
+}

@@ -21,6 +21,8 @@ pub use timely::{Timely, TimelyParams};
 use core::fmt;
 use core::str::FromStr;
 
+use sluice_wire::tcp::SeqNumber;
+
 /// The congestion-control algorithms a connection can run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Algorithm {
@@ -129,6 +131,10 @@ pub struct CcInput {
     pub flight: u32,
     /// Sender MSS.
     pub mss: u32,
+    /// Oldest unacknowledged sequence number at the iteration (RFC 9293 SND.UNA).
+    pub snd_una: SeqNumber,
+    /// Highest sequence number sent at the iteration (the end of the data in flight).
+    pub snd_max: SeqNumber,
     /// A fast-retransmit recovery is under way (RFC 6582): the window does not grow.
     pub in_recovery: bool,
     /// The time of the iteration in microseconds.

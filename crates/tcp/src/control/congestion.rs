@@ -108,6 +108,8 @@ impl Stack {
             srtt_us: self.dp.post[s].srtt_us,
             flight: ps.snd_max.diff(ps.snd_una).max(0) as u32,
             mss: u32::from(ps.mss),
+            snd_una: ps.snd_una,
+            snd_max: ps.snd_max,
             in_recovery: self.dp.post[s].in_recovery,
             now_us: self.now.as_micros(),
         };
