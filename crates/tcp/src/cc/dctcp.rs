@@ -98,7 +98,8 @@ impl CongestionControl for Dctcp {
                 self.cut_end = Some(i.snd_max);
             }
         } else if !i.in_recovery {
-            self.reno.grow(c.acked_bytes, i.mss);
+            self.reno
+                .grow(c.acked_bytes, i.mss, i.growth_cap(self.reno.cwnd));
         }
     }
 
@@ -122,6 +123,7 @@ mod tests {
             counters: CcCounters {
                 acked_bytes: acked,
                 ecn_bytes: marked,
+                max_flight: acked,
                 ..Default::default()
             },
             flight: in_flight,
@@ -218,5 +220,28 @@ mod tests {
         assert_eq!(cc.window(), 20 * MSS);
         cc.update(&at(una, 10 * MSS, 10 * MSS, 30 * MSS));
         assert_eq!(cc.window(), 20 * MSS, "RFC 3168 6.1.2: once per window");
+    }
+
+    #[test]
+    fn rfc7661_no_growth_beyond_twice_the_flight_used() {
+        let mut cc = Dctcp::new(10 * MSS, u32::MAX);
+        let una = &mut 0;
+        // The application keeps 3 segments in flight: slow start stops at 6.
+        for _ in 0..4 {
+            cc.update(&at(una, 3 * MSS, 0, 3 * MSS));
+        }
+        assert_eq!(
+            cc.window(),
+            10 * MSS,
+            "above 2 x 3 segments already: kept, not cut"
+        );
+        let mut cc = Dctcp::new(4 * MSS, u32::MAX);
+        cc.update(&at(una, 3 * MSS, 0, 3 * MSS));
+        assert_eq!(cc.window(), 6 * MSS);
+        cc.update(&at(una, 3 * MSS, 0, 3 * MSS));
+        assert_eq!(cc.window(), 6 * MSS);
+        // A flight filling the window grows it again.
+        cc.update(&at(una, 6 * MSS, 0, 6 * MSS));
+        assert_eq!(cc.window(), 12 * MSS);
     }
 }

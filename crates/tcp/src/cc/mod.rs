@@ -116,6 +116,9 @@ pub struct CcCounters {
     pub rtt_last_us: u32,
     /// The smallest RTT sample of the interval in microseconds (0: none).
     pub rtt_min_us: u32,
+    /// The largest flight (bytes outstanding) an ACK of the interval found: how much of the
+    /// window the sender used (RFC 7661).
+    pub max_flight: u32,
 }
 
 /// Everything a policy sees in one control iteration.
@@ -150,6 +153,15 @@ impl CcInput {
     /// Whether ECN echoes arrived this interval.
     pub fn ecn_marked(&self) -> bool {
         self.counters.ecn_bytes > 0
+    }
+
+    /// The most a window that was `cwnd` before this interval's growth may grow to. RFC 7661
+    /// (and RFC 5681 3.1, "only when cwnd-limited"): a window the sender did not fill is
+    /// not validated by the ACKs, so growth stops at twice the largest flight seen (what
+    /// slow start reaches from a full window; Linux's tcp_is_cwnd_limited rule); a window
+    /// already above that is kept, not cut.
+    pub fn growth_cap(&self, cwnd: u32) -> u32 {
+        self.counters.max_flight.saturating_mul(2).max(cwnd)
     }
 }
 

@@ -4,7 +4,7 @@
 //! Congestion control only counts here; the control plane runs the policy over the counters
 //! about once per RTT and programs the window back (see `crate::control::congestion`).
 
-use sluice_wire::tcp::SeqNumber;
+use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use crate::cc::CcCounters;
 
@@ -42,7 +42,9 @@ pub fn take_cc_counters(post: &mut PostState) -> CcCounters {
         rtt_samples: post.cnt_rtt.into(),
         rtt_last_us: post.rtt_last_us,
         rtt_min_us: post.rtt_min_us,
+        max_flight: post.max_flight,
     };
+    post.max_flight = 0;
     post.cnt_ackb = 0;
     post.cnt_ecnb = 0;
     post.cnt_dupack = 0;
@@ -126,6 +128,12 @@ pub fn process(
             m => m.min(s.rtt_sample_us),
         };
         post.cnt_rtt = post.cnt_rtt.saturating_add(1);
+    }
+    if s.flags.contains(TcpFlags::ACK) {
+        // RFC 7661: what the sender had outstanding when this ACK came back (snd_max is as
+        // the batch found it; sending happens after the receive batch).
+        let flight = ps.snd_max.diff(s.ack).max(0) as u32 + s.tx_freed;
+        post.max_flight = post.max_flight.max(flight);
     }
     if s.actions.contains(Actions::DUPACK) {
         post.cnt_dupack = post.cnt_dupack.saturating_add(1);

@@ -264,6 +264,8 @@ pub struct PostState {
     pub rtt_last_us: u32,
     /// The smallest RTT sample since the last iteration (0: none).
     pub rtt_min_us: u32,
+    /// The largest flight an ACK found since the last iteration (RFC 7661).
+    pub max_flight: u32,
     /// RTT samples since the last iteration.
     pub cnt_rtt: u16,
     /// Duplicate ACKs since the last iteration.
