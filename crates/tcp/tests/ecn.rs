@@ -349,3 +349,76 @@ fn rfc8257_3_3_echoes_for_one_window_cut_it_once_across_control_iterations() {
     assert_eq!(stack.counters().timeouts, 0);
     assert_eq!(stack.info(c.id).unwrap().cwnd, 5 * 1460, "once per window");
 }
+
+#[test]
+fn rfc3168_6_1_1_ecn_follows_what_the_syns_asked_not_the_algorithm_chosen_since() {
+    // A plain SYN (NewReno), DCTCP chosen, then an ECN-setup SYN-ACK: ECN stays off.
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::NewReno;
+    let mut stack = stack_with(cfg.clone());
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN);
+    stack.set_congestion_control(id, Algorithm::Dctcp).unwrap();
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(1));
+    assert!(!stack.info(id).unwrap().ecn, "the SYN did not ask for ECN");
+
+    // The same with a SYN retransmitted after the change: it stays plain.
+    let mut stack = stack_with(cfg);
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN);
+    stack.set_congestion_control(id, Algorithm::Dctcp).unwrap();
+    let again = run_until(&mut stack, ms(150));
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(
+        again[0].1 .0.flags, SYN,
+        "no ECN-setup SYN after a plain one"
+    );
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(151),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(151));
+    let info = stack.info(id).unwrap();
+    assert!(!info.ecn, "a non-ECN-setup SYN was sent");
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+    stack.send(id, &[7; 50]).unwrap();
+    assert_eq!(sent(&mut stack, ms(152))[0].2, Ecn::NotEct);
+
+    // An ECN-setup SYN (DCTCP), then NewReno: the retransmission is plain, so ECN is off.
+    let mut stack = stack_with(config());
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN | ECE | CWR);
+    stack
+        .set_congestion_control(id, Algorithm::NewReno)
+        .unwrap();
+    let again = run_until(&mut stack, ms(150));
+    assert_eq!(again[0].1 .0.flags, SYN);
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(151),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(151));
+    assert!(!stack.info(id).unwrap().ecn);
+}

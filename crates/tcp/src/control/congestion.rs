@@ -142,7 +142,8 @@ impl Stack {
 
     /// Chooses the connection's congestion-control algorithm (Linux's TCP_CONGESTION).
     /// Before the handshake completes it takes effect at establishment (and an active open
-    /// not yet answered asks for ECN in a retransmitted SYN only if the new algorithm does);
+    /// not yet answered asks for ECN in a retransmitted SYN only if the new algorithm does
+    /// and every earlier SYN asked too, RFC 3168 6.1.1);
     /// afterwards the new policy takes over at the connection's current window. ECN, once
     /// negotiated, stays on: every policy answers echoes (RFC 3168 6.1.2).
     pub fn set_congestion_control(

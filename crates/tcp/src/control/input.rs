@@ -222,9 +222,15 @@ impl Stack {
                 // RFC 3168 6.1.1: an ECN-setup SYN-ACK has ECE set and CWR clear.
                 tcp_flags |= TcpFlags::ECE;
             }
-        } else if self.ecn_wanted(slot) {
-            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set.
-            tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
+        } else {
+            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set. ECT is allowed only if
+            // no non-ECN-setup SYN was sent, so a retransmission asks only if every SYN
+            // before it did (an algorithm chosen meanwhile can withdraw ECN, not add it).
+            let ask = self.ecn_wanted(slot) && self.conns[s].syn_ecn != Some(false);
+            self.conns[s].syn_ecn = Some(ask);
+            if ask {
+                tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
+            }
         }
         let header = TcpHeader {
             src_port: c.tuple.local_port,
@@ -558,11 +564,12 @@ impl Stack {
         }
         // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018): our SYN
         // offered exactly what the configuration enables, which peer_options checks.
-        // RFC 3168 6.1.1: ECN is on if we asked for it and the SYN-ACK is ECN-setup (ECE
-        // without CWR); a simultaneous open (a SYN without ACK) runs without ECN.
+        // RFC 3168 6.1.1: ECN is on if our SYNs asked for it (what they asked, not what
+        // the algorithm now wants) and the SYN-ACK is ECN-setup (ECE without CWR); a
+        // simultaneous open (a SYN without ACK) runs without ECN.
         let negotiated = Negotiated {
             ecn: has_ack
-                && self.ecn_wanted(slot)
+                && self.conns[s].syn_ecn == Some(true)
                 && t.flags.contains(TcpFlags::ECE)
                 && !t.flags.contains(TcpFlags::CWR),
             ..self.peer_options(t)
