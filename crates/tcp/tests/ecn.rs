@@ -422,3 +422,85 @@ fn rfc3168_6_1_1_ecn_follows_what_the_syns_asked_not_the_algorithm_chosen_since(
     peer.recv_one(&mut stack, ms(151));
     assert!(!stack.info(id).unwrap().ecn);
 }
+
+#[test]
+fn rfc3168_6_1_1_the_syn_ack_follows_the_listeners_algorithm() {
+    // An engine defaulting to CUBIC, a listener choosing DCTCP: ECN is accepted in the
+    // SYN-ACK, and the connection runs DCTCP from the start.
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::Cubic;
+    let mut stack = stack_with(cfg.clone());
+    let l = stack
+        .listen_with(LISTEN_PORT, 16, Some(Algorithm::Dctcp))
+        .unwrap();
+    let peer = Peer::new(40000, LISTEN_PORT);
+    peer.send(
+        &mut stack,
+        ms(0),
+        peer.seg(SYN | ECE | CWR)
+            .seq(SeqNumber(1000))
+            .opts(mss_only(1460)),
+    );
+    let (synack, _) = peer.recv_one(&mut stack, ms(0));
+    assert_eq!(synack.flags, SYN | ACK | ECE);
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(ACK).seq(SeqNumber(1001)).ack(synack.seq + 1u32),
+    );
+    let id = stack.accept(l).unwrap();
+    let info = stack.info(id).unwrap();
+    assert!(info.ecn);
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+
+    // The other way round, chosen after listen: a DCTCP engine, a NewReno listener.
+    let mut stack = stack_with(config());
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    stack
+        .set_listener_congestion_control(l, Algorithm::NewReno)
+        .unwrap();
+    let (synack, _) = {
+        peer.send(
+            &mut stack,
+            ms(0),
+            peer.seg(SYN | ECE | CWR)
+                .seq(SeqNumber(1000))
+                .opts(mss_only(1460)),
+        );
+        peer.recv_one(&mut stack, ms(0))
+    };
+    assert_eq!(synack.flags, SYN | ACK);
+
+    // The SYN-cookie path: the cookie keeps the ECN the listener's algorithm accepted.
+    cfg.syn_backlog = 1;
+    let mut stack = stack_with(cfg);
+    let l = stack
+        .listen_with(LISTEN_PORT, 16, Some(Algorithm::Dctcp))
+        .unwrap();
+    let other = Peer::new(50000, LISTEN_PORT);
+    other.send(&mut stack, ms(0), other.seg(SYN).seq(SeqNumber(1)));
+    other.recv_one(&mut stack, ms(0));
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(SYN | ECE | CWR)
+            .seq(SeqNumber(1000))
+            .opts(full_syn_options(1460, 7, 4242)),
+    );
+    let (synack, _) = peer.recv_one(&mut stack, ms(1));
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    assert_eq!(synack.flags, SYN | ACK | ECE);
+    let (theirs, _) = synack.options.timestamp.unwrap();
+    peer.send(
+        &mut stack,
+        ms(2),
+        peer.seg(ACK)
+            .seq(SeqNumber(1001))
+            .ack(synack.seq + 1u32)
+            .ts(4243, theirs),
+    );
+    let id = stack.accept(l).unwrap();
+    let info = stack.info(id).unwrap();
+    assert!(info.ecn);
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+}

@@ -227,12 +227,15 @@ impl Stack {
         self.cfg.ecn && self.conns[slot as usize].cc_algorithm.ecn_capable()
     }
 
-    /// Whether a passive open accepts the ECN a SYN asks for: an ECN-setup SYN has both ECE
-    /// and CWR (RFC 3168 6.1.1), and new connections get the configured algorithm.
-    pub(crate) fn ecn_accepted(&self, syn: &sluice_wire::tcp::TcpHeader) -> bool {
+    /// Whether a passive open whose connection will run `algorithm` (the listener's)
+    /// accepts the ECN a SYN asks for: an ECN-setup SYN has both ECE and CWR (RFC 3168
+    /// 6.1.1).
+    pub(crate) fn ecn_accepted(
+        &self,
+        syn: &sluice_wire::tcp::TcpHeader,
+        algorithm: Algorithm,
+    ) -> bool {
         use sluice_wire::tcp::TcpFlags;
-        self.cfg.ecn
-            && self.cfg.congestion_control.ecn_capable()
-            && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
+        self.cfg.ecn && algorithm.ecn_capable() && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
     }
 }

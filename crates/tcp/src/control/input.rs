@@ -10,6 +10,7 @@ use sluice_wire::EthernetAddress;
 use super::cookie;
 use super::isn;
 use super::state::{ConnError, Negotiated, TcpState};
+use crate::cc::Algorithm;
 use crate::datapath::classify::TcpInput;
 use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::datapath::summary::{Actions, HeaderSummary};
@@ -396,8 +397,9 @@ impl Stack {
         } else {
             self.table.insert(&tuple)
         };
+        let algorithm = l.cc_algorithm;
         let Some(slot) = slot else {
-            self.send_cookie_syn_ack(input, &tuple);
+            self.send_cookie_syn_ack(input, &tuple, algorithm);
             return;
         };
         if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
@@ -406,10 +408,11 @@ impl Stack {
         self.open_slot(slot, tuple);
         let s = slot as usize;
         let negotiated = Negotiated {
-            ecn: self.ecn_accepted(t),
+            ecn: self.ecn_accepted(t, algorithm),
             ..self.peer_options(t)
         };
         let c = &mut self.conns[s];
+        c.cc_algorithm = algorithm;
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq;
@@ -422,12 +425,17 @@ impl Stack {
     }
 
     /// The backlog is full: answer with a SYN cookie and keep no state (AccelTCP 4.1).
-    fn send_cookie_syn_ack(&mut self, input: &TcpInput<'_>, tuple: &FourTuple) {
+    fn send_cookie_syn_ack(
+        &mut self,
+        input: &TcpInput<'_>,
+        tuple: &FourTuple,
+        algorithm: Algorithm,
+    ) {
         let t = &input.tcp;
         let peer = self.peer_options(t);
         // ECN rides in the TSval with the other options; without timestamps it is not kept
         // and the cookie connection runs without ECN (as Linux does).
-        let ecn = self.ecn_accepted(t) && peer.ts_recent.is_some();
+        let ecn = self.ecn_accepted(t, algorithm) && peer.ts_recent.is_some();
         let isn = cookie::encode_isn(
             &self.cookie_secret,
             self.cfg.ip,
@@ -509,6 +517,7 @@ impl Stack {
             self.counters.accept_queue_overflow += 1;
             return true; // drop silently; the client retransmits
         }
+        let algorithm = l.cc_algorithm;
         let Some(slot) = self.table.insert(&tuple) else {
             self.counters.syn_dropped += 1;
             return true;
@@ -521,9 +530,12 @@ impl Stack {
             snd_wscale: opts.wscale,
             sack: opts.sack,
             ts_recent: t.options.timestamp.map(|(v, _)| v),
+            // What the cookie's SYN-ACK said (RFC 3168 6.1.1), whatever the listener
+            // chose since.
             ecn: opts.ecn,
         };
         let c = &mut self.conns[s];
+        c.cc_algorithm = algorithm;
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq - 1u32;
