@@ -179,8 +179,8 @@ fn report_line(r: &PortReport, secs: f64) -> String {
         "sluice switch: port {} rx={} rx_bytes={} forwarded={} forwarded_bytes={} \
          tail_drops={} ecn_marked={} lost={} lost_random={} lost_burst={} duplicated={} \
          reordered={} corrupted={} max_queue_bytes={} max_queue_packets={} segmented={} \
-         oversize_drops={} delay_line_drops={} rx_truncated={} tx_dropped={} \
-         mean_out_mbps={mbps:.1}",
+         oversize_drops={} delay_line_drops={} tx_errors={} tx_error_drops={} rx_truncated={} \
+         tx_dropped={} mean_out_mbps={mbps:.1}",
         r.name,
         s.rx_frames,
         s.rx_bytes,
@@ -199,6 +199,8 @@ fn report_line(r: &PortReport, secs: f64) -> String {
         s.segmented,
         s.oversize_drops,
         s.egress.delay_line_drops,
+        s.tx_errors,
+        s.tx_error_drops,
         r.device.rx_truncated,
         r.device.tx_dropped,
     )
