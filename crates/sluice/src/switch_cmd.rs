@@ -159,8 +159,8 @@ pub fn run(args: &SwitchArgs) -> Result<(), String> {
     let b = runner.core().bridge_stats();
     println!(
         "sluice switch: stopped after {secs:.1} s; bridge received={} forwarded={} flooded={} \
-         filtered={} runts={} table_full={}",
-        b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full
+         filtered={} runts={} table_full={} aged={}",
+        b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full, b.aged
     );
     let _ = std::io::stdout().flush();
     result.map_err(|e| e.to_string())

@@ -134,7 +134,7 @@ impl SwitchCore {
 
     /// Routes one wire-sized frame and offers it to the egress (or egresses) it goes to.
     fn forward(&mut self, now: Duration, in_port: usize, frame: &[u8]) {
-        match self.bridge.route(in_port, frame) {
+        match self.bridge.route(now, in_port, frame) {
             Forward::Drop => {}
             Forward::Port(out) => self.offer(now, out, frame),
             Forward::Flood => {
