@@ -4,12 +4,20 @@
 //! learns or floods: fabrics with several paths (leaf-spine) would loop on a flood.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
 
 /// Default bound of the learned table: new sources beyond it are not learned (flooded to).
 pub const DEFAULT_MAX_LEARNED: usize = 65_536;
+
+/// Default ageing time of a learned entry: 300 s, as Linux bridges (and IEEE 802.1D) have.
+pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
+
+/// A full table is swept for aged entries at most this often, so a flood of new sources
+/// costs one sweep per interval, not one per frame.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Counters of one switch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,6 +34,8 @@ pub struct SwitchStats {
     pub runts: u64,
     /// New sources not learned because the table was full.
     pub table_full: u64,
+    /// Learned entries removed because their source was not heard for the ageing time.
+    pub aged: u64,
     /// Frames a static bridge has no route for, broadcasts included (dropped).
     pub unrouted: u64,
 }
@@ -41,13 +51,27 @@ pub enum Forward {
     Flood,
 }
 
-/// A learning bridge's table and counters; ports are plain indices the caller owns.
+/// One entry of the table.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    port: usize,
+    /// When the source was last heard; None for a static entry, which never ages.
+    seen: Option<Duration>,
+}
+
+/// A learning bridge's table and counters; ports are plain indices the caller owns. Time is
+/// passed in (a `Duration` since any fixed start), so ageing runs in virtual time.
 #[derive(Debug)]
 pub struct Bridge {
-    /// Learned (or static) MAC to port; only looked up, never iterated.
-    table: HashMap<Mac, usize>,
+    /// Learned (or static) MAC to port; looked up, and iterated only by a sweep of a full
+    /// table at most once per `SWEEP_INTERVAL`.
+    table: HashMap<Mac, Entry>,
     /// Most entries the table holds.
     max_learned: usize,
+    /// A learned entry not refreshed for this long is forgotten (the host moved or left).
+    ageing: Duration,
+    /// When a full table may next be swept.
+    next_sweep: Duration,
     /// Static routes: MAC to its ECMP group of ports (a static bridge neither learns nor floods).
     routes: Option<HashMap<Mac, Vec<usize>>>,
     /// Seeds the flow hash, so that bridges in series pick paths independently.
@@ -68,10 +92,17 @@ impl Bridge {
         Bridge {
             table: HashMap::new(),
             max_learned,
+            ageing: DEFAULT_AGEING,
+            next_sweep: Duration::ZERO,
             routes: None,
             hash_seed: 0,
             stats: SwitchStats::default(),
         }
+    }
+
+    /// Sets the ageing time of learned entries (from now on, for all of them).
+    pub fn set_ageing(&mut self, ageing: Duration) {
+        self.ageing = ageing;
     }
 
     /// A static bridge: it forwards only to MACs given a route with [`Bridge::add_route`].
@@ -98,25 +129,61 @@ impl Bridge {
         }
     }
 
-    /// Pins `mac` to `port` (a static entry; learning may still move it). Refused (false)
-    /// when the table is full or `mac` is multicast.
+    /// Pins `mac` to `port` (a static entry, which does not age; learning may still move
+    /// it, and it then ages as a learned one). Refused (false) when the table is full or
+    /// `mac` is multicast.
     pub fn insert(&mut self, mac: Mac, port: usize) -> bool {
+        self.put(mac, port, None)
+    }
+
+    fn put(&mut self, mac: Mac, port: usize, seen: Option<Duration>) -> bool {
         if mac[0] & 1 != 0
             || (self.table.len() >= self.max_learned && !self.table.contains_key(&mac))
         {
             return false;
         }
-        self.table.insert(mac, port);
+        self.table.insert(mac, Entry { port, seen });
         true
     }
 
-    /// The port `mac` was learned on, if any.
-    pub fn lookup(&self, mac: &Mac) -> Option<usize> {
-        self.table.get(mac).copied()
+    /// Learns `mac` on `port` at `now`. A full table first forgets its aged entries (at
+    /// most once per sweep interval); if it is still full the source is not learned.
+    fn learn(&mut self, now: Duration, mac: Mac, port: usize) -> bool {
+        match self.table.get_mut(&mac) {
+            // A static entry stays static while the source stays on its port.
+            Some(e) if e.seen.is_none() && e.port == port => return true,
+            Some(e) => {
+                *e = Entry {
+                    port,
+                    seen: Some(now),
+                };
+                return true;
+            }
+            None => {}
+        }
+        if self.table.len() >= self.max_learned && now >= self.next_sweep {
+            self.next_sweep = now + SWEEP_INTERVAL;
+            let before = self.table.len();
+            let ageing = self.ageing;
+            self.table
+                .retain(|_, e| e.seen.is_none_or(|t| now.saturating_sub(t) < ageing));
+            self.stats.aged += (before - self.table.len()) as u64;
+        }
+        self.put(mac, port, Some(now))
     }
 
-    /// Learns the source of a frame received on `in_port` and decides where it goes.
-    pub fn route(&mut self, in_port: usize, frame: &[u8]) -> Forward {
+    /// The port `mac` was learned on, if any and not aged at `now`.
+    pub fn lookup(&self, now: Duration, mac: &Mac) -> Option<usize> {
+        let e = self.table.get(mac)?;
+        match e.seen {
+            Some(t) if now.saturating_sub(t) >= self.ageing => None,
+            _ => Some(e.port),
+        }
+    }
+
+    /// Learns the source of a frame received on `in_port` at `now` and decides where it
+    /// goes.
+    pub fn route(&mut self, now: Duration, in_port: usize, frame: &[u8]) -> Forward {
         self.stats.received += 1;
         let (Some(dst), Some(src)) = (frame.get(0..6), frame.get(6..12)) else {
             self.stats.runts += 1;
@@ -150,7 +217,7 @@ impl Bridge {
         }
         let mut src_mac = [0u8; 6];
         src_mac.copy_from_slice(src);
-        if src_mac[0] & 1 == 0 && !self.insert(src_mac, in_port) {
+        if src_mac[0] & 1 == 0 && !self.learn(now, src_mac, in_port) {
             self.stats.table_full += 1;
         }
         let mut dst_mac = [0u8; 6];
@@ -159,12 +226,17 @@ impl Bridge {
             self.stats.flooded += 1;
             return Forward::Flood;
         }
-        match self.table.get(&dst_mac) {
-            Some(&p) if p == in_port => {
+        let port = self.lookup(now, &dst_mac);
+        if port.is_none() && self.table.remove(&dst_mac).is_some() {
+            // Aged: forgotten, and flooded to as an unknown destination.
+            self.stats.aged += 1;
+        }
+        match port {
+            Some(p) if p == in_port => {
                 self.stats.filtered += 1;
                 Forward::Drop
             }
-            Some(&p) => {
+            Some(p) => {
                 self.stats.forwarded += 1;
                 Forward::Port(p)
             }
@@ -220,17 +292,20 @@ mod tests {
         let mut sw = Bridge::default();
         let a = [2, 0, 0, 0, 0, 1];
         let b = [2, 0, 0, 0, 0, 2];
-        assert_eq!(sw.route(0, &frame(b, a)), Forward::Flood);
-        assert_eq!(sw.route(1, &frame(a, b)), Forward::Port(0));
-        assert_eq!(sw.route(0, &frame(b, a)), Forward::Port(1));
-        assert_eq!(sw.route(0, &frame(a, a)), Forward::Drop);
-        assert_eq!(sw.route(0, &frame([0xff; 6], a)), Forward::Flood);
-        assert_eq!(sw.route(0, &[1, 2, 3]), Forward::Drop);
+        assert_eq!(sw.route(Duration::ZERO, 0, &frame(b, a)), Forward::Flood);
+        assert_eq!(sw.route(Duration::ZERO, 1, &frame(a, b)), Forward::Port(0));
+        assert_eq!(sw.route(Duration::ZERO, 0, &frame(b, a)), Forward::Port(1));
+        assert_eq!(sw.route(Duration::ZERO, 0, &frame(a, a)), Forward::Drop);
+        assert_eq!(
+            sw.route(Duration::ZERO, 0, &frame([0xff; 6], a)),
+            Forward::Flood
+        );
+        assert_eq!(sw.route(Duration::ZERO, 0, &[1, 2, 3]), Forward::Drop);
         assert_eq!(sw.stats.runts, 1);
         // A multicast source is never learned.
         let m = [1, 0, 0x5e, 0, 0, 1];
-        sw.route(2, &frame(b, m));
-        assert_eq!(sw.route(0, &frame(m, a)), Forward::Flood);
+        sw.route(Duration::ZERO, 2, &frame(b, m));
+        assert_eq!(sw.route(Duration::ZERO, 0, &frame(m, a)), Forward::Flood);
     }
 
     #[test]
@@ -238,13 +313,17 @@ mod tests {
         let mut sw = Bridge::new(2);
         let b = [2, 0, 0, 0, 0, 0xb];
         for i in 1..=3u8 {
-            sw.route(usize::from(i), &frame(b, [2, 0, 0, 0, 0, i]));
+            sw.route(
+                Duration::ZERO,
+                usize::from(i),
+                &frame(b, [2, 0, 0, 0, 0, i]),
+            );
         }
         assert_eq!(sw.stats.table_full, 1);
-        assert_eq!(sw.lookup(&[2, 0, 0, 0, 0, 3]), None);
+        assert_eq!(sw.lookup(Duration::ZERO, &[2, 0, 0, 0, 0, 3]), None);
         // A known address still moves.
-        sw.route(7, &frame(b, [2, 0, 0, 0, 0, 1]));
-        assert_eq!(sw.lookup(&[2, 0, 0, 0, 0, 1]), Some(7));
+        sw.route(Duration::ZERO, 7, &frame(b, [2, 0, 0, 0, 0, 1]));
+        assert_eq!(sw.lookup(Duration::ZERO, &[2, 0, 0, 0, 0, 1]), Some(7));
     }
 
     fn tcp_frame(dst: Mac, src_port: u16) -> Vec<u8> {
@@ -269,11 +348,11 @@ mod tests {
         let mut used = [0u32; 4];
         for port in 1000..1400u16 {
             let f = tcp_frame(b, port);
-            let Forward::Port(p) = sw.route(0, &f) else {
+            let Forward::Port(p) = sw.route(Duration::ZERO, 0, &f) else {
                 panic!("routed MAC dropped");
             };
             // The same flow always takes the same path.
-            assert_eq!(sw.route(0, &f), Forward::Port(p));
+            assert_eq!(sw.route(Duration::ZERO, 0, &f), Forward::Port(p));
             used[p] += 1;
         }
         assert_eq!(used[0], 0);
@@ -281,11 +360,61 @@ mod tests {
             assert!((80..=190).contains(n), "uneven spread {used:?}");
         }
         // A static switch neither floods nor learns.
-        assert_eq!(sw.route(1, &frame([0xff; 6], b)), Forward::Drop);
-        assert_eq!(sw.route(1, &frame([2, 0, 0, 0, 0, 7], b)), Forward::Drop);
+        assert_eq!(
+            sw.route(Duration::ZERO, 1, &frame([0xff; 6], b)),
+            Forward::Drop
+        );
+        assert_eq!(
+            sw.route(Duration::ZERO, 1, &frame([2, 0, 0, 0, 0, 7], b)),
+            Forward::Drop
+        );
         assert_eq!(sw.stats.unrouted, 2);
         assert!(!Bridge::default().add_route(b, vec![0], 16));
         assert!(!sw.add_route(b, Vec::new(), 16));
+    }
+
+    #[test]
+    fn learned_entries_age_out_after_the_ageing_time() {
+        let mut sw = Bridge::default();
+        let a = [2, 0, 0, 0, 0, 1];
+        let b = [2, 0, 0, 0, 0, 2];
+        let s = Duration::from_secs;
+        assert_eq!(DEFAULT_AGEING, s(300), "Linux bridge default");
+        sw.route(s(0), 0, &frame(b, a));
+        // Heard within the ageing time: forwarded, and each frame from a refreshes it.
+        assert_eq!(sw.route(s(299), 1, &frame(a, b)), Forward::Port(0));
+        sw.route(s(299), 0, &frame(b, a));
+        assert_eq!(sw.route(s(598), 1, &frame(a, b)), Forward::Port(0));
+        // Silent for 300 s: forgotten, flooded to, counted.
+        assert_eq!(sw.lookup(s(599), &a), None);
+        assert_eq!(sw.route(s(599), 1, &frame(a, b)), Forward::Flood);
+        assert_eq!(sw.stats.aged, 1);
+        // A static entry never ages.
+        let c = [2, 0, 0, 0, 0, 3];
+        assert!(sw.insert(c, 2));
+        assert_eq!(sw.route(s(10_000), 1, &frame(c, b)), Forward::Port(2));
+        // A shorter ageing time applies to the entries already learned.
+        sw.set_ageing(s(10));
+        assert_eq!(sw.lookup(s(10_009), &b), Some(1));
+        assert_eq!(sw.lookup(s(10_010), &b), None);
+    }
+
+    #[test]
+    fn a_full_table_makes_room_by_forgetting_aged_entries() {
+        let mut sw = Bridge::new(2);
+        sw.set_ageing(Duration::from_secs(10));
+        let b = [2, 0, 0, 0, 0, 0xb];
+        let t = Duration::from_secs;
+        sw.route(t(0), 1, &frame(b, [2, 0, 0, 0, 0, 1]));
+        sw.route(t(5), 2, &frame(b, [2, 0, 0, 0, 0, 2]));
+        // Full, nothing aged yet: not learned.
+        sw.route(t(9), 3, &frame(b, [2, 0, 0, 0, 0, 3]));
+        assert_eq!(sw.stats.table_full, 1);
+        // Host 1 aged out at 10 s: the sweep makes room for host 3.
+        sw.route(t(12), 3, &frame(b, [2, 0, 0, 0, 0, 3]));
+        assert_eq!(sw.stats.aged, 1);
+        assert_eq!(sw.lookup(t(12), &[2, 0, 0, 0, 0, 3]), Some(3));
+        assert_eq!(sw.lookup(t(12), &[2, 0, 0, 0, 0, 2]), Some(2));
     }
 
     proptest! {
@@ -294,7 +423,7 @@ mod tests {
             let mut sw = Bridge::new_static(1);
             sw.add_route([0; 6], vec![0, 1], 16);
             for f in &frames {
-                let _ = sw.route(0, f);
+                let _ = sw.route(Duration::ZERO, 0, f);
             }
         }
 
@@ -302,7 +431,7 @@ mod tests {
         fn never_panics(port in 0usize..4, frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..20)) {
             let mut sw = Bridge::default();
             for f in &frames {
-                let _ = sw.route(port, f);
+                let _ = sw.route(Duration::ZERO, port, f);
             }
         }
     }

@@ -209,6 +209,11 @@ pub(crate) fn execute(
             match state {
                 // A connection switches at once (at its current window, as Linux does).
                 SlotState::Conn { id } => apply_congestion(stack, id, Some(algorithm), &block),
+                // A listener's connections take it from their SYN on.
+                SlotState::Listening { listener } => {
+                    let _ = stack.set_listener_congestion_control(listener, algorithm);
+                    block.set_congestion(congestion_of(algorithm));
+                }
                 // Otherwise it is remembered and reported until the connection exists.
                 _ => block.set_congestion(congestion_of(algorithm)),
             }
@@ -338,7 +343,9 @@ fn listen(
         SlotState::Bound { port } => (port, false),
         _ => return Err(Errno::EINVAL),
     };
-    let listener = match stack.listen(port, backlog.clamp(1, MAX_BACKLOG) as usize) {
+    // The choice goes in before any SYN is answered: it decides the SYN-ACK's ECN.
+    let choice = app.slots.get(s).and_then(|slot| slot.congestion);
+    let listener = match stack.listen_with(port, backlog.clamp(1, MAX_BACKLOG) as usize, choice) {
         Ok(l) => l,
         Err(e) => {
             if picked {

@@ -250,7 +250,7 @@ impl Net {
             self.pool.put(frame);
             return;
         };
-        match s.bridge.route(in_port, &frame) {
+        match s.bridge.route(self.now - Instant::ZERO, in_port, &frame) {
             Forward::Drop => self.pool.put(frame),
             Forward::Port(p) => match s.ports.get(p).copied() {
                 Some((link, side)) => self.send(link, side, frame),

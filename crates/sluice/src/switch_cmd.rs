@@ -159,8 +159,8 @@ pub fn run(args: &SwitchArgs) -> Result<(), String> {
     let b = runner.core().bridge_stats();
     println!(
         "sluice switch: stopped after {secs:.1} s; bridge received={} forwarded={} flooded={} \
-         filtered={} runts={} table_full={}",
-        b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full
+         filtered={} runts={} table_full={} aged={}",
+        b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full, b.aged
     );
     let _ = std::io::stdout().flush();
     result.map_err(|e| e.to_string())
@@ -179,8 +179,8 @@ fn report_line(r: &PortReport, secs: f64) -> String {
         "sluice switch: port {} rx={} rx_bytes={} forwarded={} forwarded_bytes={} \
          tail_drops={} ecn_marked={} lost={} lost_random={} lost_burst={} duplicated={} \
          reordered={} corrupted={} max_queue_bytes={} max_queue_packets={} segmented={} \
-         oversize_drops={} delay_line_drops={} rx_truncated={} tx_dropped={} \
-         mean_out_mbps={mbps:.1}",
+         oversize_drops={} delay_line_drops={} tx_errors={} tx_error_drops={} rx_truncated={} \
+         tx_dropped={} mean_out_mbps={mbps:.1}",
         r.name,
         s.rx_frames,
         s.rx_bytes,
@@ -199,6 +199,8 @@ fn report_line(r: &PortReport, secs: f64) -> String {
         s.segmented,
         s.oversize_drops,
         s.egress.delay_line_drops,
+        s.tx_errors,
+        s.tx_error_drops,
         r.device.rx_truncated,
         r.device.tx_dropped,
     )

@@ -33,9 +33,25 @@ pub struct PortStats {
     pub segmented: u64,
     /// Frames received here that were too long and not cuttable (not IPv4 TCP), dropped.
     pub oversize_drops: u64,
+    /// Hard send errors of this port's device (ENETDOWN, ...): the switch goes on.
+    pub tx_errors: u64,
+    /// Frames due on this port dropped because its device failed to take them.
+    pub tx_error_drops: u64,
     /// The egress model's counters (tail drops, ECN marks, losses, duplicates, reorders,
     /// max queue depth).
     pub egress: EgressStats,
+}
+
+/// What a port's device did with a frame [`SwitchCore::transmit`] handed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxResult {
+    /// Taken.
+    Sent,
+    /// No room now: the frame is kept and is the next one out.
+    Full,
+    /// The device failed (a hard error such as ENETDOWN): the frame is dropped and
+    /// counted, and the port's next frames are still offered.
+    Failed,
 }
 
 /// One port: its egress and counters.
@@ -118,7 +134,7 @@ impl SwitchCore {
 
     /// Routes one wire-sized frame and offers it to the egress (or egresses) it goes to.
     fn forward(&mut self, now: Duration, in_port: usize, frame: &[u8]) {
-        match self.bridge.route(in_port, frame) {
+        match self.bridge.route(now, in_port, frame) {
             Forward::Drop => {}
             Forward::Port(out) => self.offer(now, out, frame),
             Forward::Flood => {
@@ -140,12 +156,12 @@ impl SwitchCore {
     }
 
     /// Runs port `port`'s line up to `now` and passes each frame due to `send`, which
-    /// returns false when the device can take no more (the frame is then kept for later).
+    /// says what the device did with it (see [`TxResult`]). Returns the frames sent.
     pub fn transmit(
         &mut self,
         now: Duration,
         port: usize,
-        send: &mut dyn FnMut(&[u8]) -> bool,
+        send: &mut dyn FnMut(&[u8]) -> TxResult,
     ) -> usize {
         let Some(p) = self.ports.get_mut(port) else {
             return 0;
@@ -153,9 +169,18 @@ impl SwitchCore {
         p.egress.advance(now, &mut self.pool);
         let mut sent = 0;
         while let Some(frame) = p.egress.pop_ready(now) {
-            if !send(&frame) {
-                p.egress.push_front(frame);
-                break;
+            match send(&frame) {
+                TxResult::Sent => {}
+                TxResult::Full => {
+                    p.egress.push_front(frame);
+                    break;
+                }
+                TxResult::Failed => {
+                    // A port whose device fails loses its own frames, not the switch.
+                    p.stats.tx_error_drops += 1;
+                    self.pool.put(frame);
+                    continue;
+                }
             }
             p.stats.forwarded += 1;
             p.stats.forwarded_bytes += frame.len() as u64;
@@ -163,6 +188,13 @@ impl SwitchCore {
             sent += 1;
         }
         sent
+    }
+
+    /// Counts a hard send error of port `port`'s device (reported by the runner).
+    pub fn count_tx_error(&mut self, port: usize) {
+        if let Some(p) = self.ports.get_mut(port) {
+            p.stats.tx_errors += 1;
+        }
     }
 
     /// The earliest time any port has something to do.
@@ -222,7 +254,7 @@ mod tests {
                 let mut out = Vec::new();
                 sw.transmit(now, p, &mut |f| {
                     out.push(f.to_vec());
-                    true
+                    TxResult::Sent
                 });
                 out
             })
@@ -258,10 +290,40 @@ mod tests {
     fn a_refused_frame_is_kept_for_later() {
         let mut sw = SwitchCore::new(&vec![default_egress(); 2], 1514, 1);
         sw.receive(Duration::ZERO, 0, &frame(B, A, 100));
-        assert_eq!(sw.transmit(Duration::ZERO, 1, &mut |_| false), 0);
+        assert_eq!(sw.transmit(Duration::ZERO, 1, &mut |_| TxResult::Full), 0);
         assert_eq!(sw.next_deadline(), Some(Duration::ZERO));
         assert_eq!(drain(&mut sw, Duration::ZERO)[1].len(), 1);
-        assert_eq!(sw.port_stats(1).unwrap().forwarded, 1);
+        assert_eq!(sw.port_stats(1).unwrap().tx_error_drops, 0);
+    }
+
+    #[test]
+    fn a_failing_port_drops_and_counts_its_frames_and_the_others_go_on() {
+        let mut sw = SwitchCore::new(&vec![default_egress(); 3], 1514, 1);
+        let now = Duration::ZERO;
+        sw.receive(now, 0, &frame(B, A, 60));
+        sw.receive(now, 1, &frame(A, B, 60));
+        sw.receive(now, 2, &frame(A, C, 60));
+        drain(&mut sw, now);
+        let forwarded = sw.port_stats(0).unwrap().forwarded;
+        // Port 0's device is down: both frames for it are dropped and counted.
+        sw.receive(now, 1, &frame(A, B, 100));
+        sw.receive(now, 2, &frame(A, C, 100));
+        sw.receive(now, 0, &frame(B, A, 100));
+        assert_eq!(sw.transmit(now, 0, &mut |_| TxResult::Failed), 0);
+        sw.count_tx_error(0);
+        let s0 = sw.port_stats(0).unwrap();
+        assert_eq!(
+            (s0.forwarded, s0.tx_error_drops, s0.tx_errors),
+            (forwarded, 2, 1)
+        );
+        assert_eq!(
+            sw.transmit(now, 0, &mut |_| TxResult::Sent),
+            0,
+            "nothing kept for the failed port"
+        );
+        // Port 1 still forwards.
+        assert_eq!(drain(&mut sw, now)[1].len(), 1);
+        assert_eq!(sw.port_stats(1).unwrap().tx_error_drops, 0);
     }
 
     #[test]
@@ -319,7 +381,7 @@ mod tests {
                 let now = Duration::from_micros(i as u64);
                 sw.receive(now, *port, f);
                 for p in 0..4 {
-                    sw.transmit(now, p, &mut |_| true);
+                    sw.transmit(now, p, &mut |_| TxResult::Sent);
                 }
             }
         }

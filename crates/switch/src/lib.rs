@@ -22,7 +22,7 @@ pub use config::{
     default_egress, parse_burst, parse_duration, parse_probability, parse_rate, parse_size,
     set_param, ConfigError, PortSpec, MAX_IFACE_LEN,
 };
-pub use core::{PortStats, SwitchCore, MAX_DELAYED};
+pub use core::{PortStats, SwitchCore, TxResult, MAX_DELAYED};
 pub use egress::{Egress, EgressStats};
 pub use error::SwitchError;
 pub use runner::{PortReport, Runner, MAX_PORTS};

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
-use sluice_device::{netns, AfPacket, AfPacketConfig, Device, DeviceStats, TxFrame};
+use sluice_device::{netns, AfPacket, AfPacketConfig, Device, DeviceError, DeviceStats, TxFrame};
 
-use crate::core::{PortStats, SwitchCore};
+use crate::core::{PortStats, SwitchCore, TxResult};
 use crate::error::SwitchError;
 use crate::PortSpec;
 
@@ -48,6 +48,8 @@ pub struct Runner {
     devices: Vec<AfPacket>,
     core: SwitchCore,
     start: Instant,
+    /// Ports whose send error was already reported (once each, not once per burst).
+    tx_error_reported: Vec<bool>,
 }
 
 impl Runner {
@@ -81,6 +83,7 @@ impl Runner {
             devices,
             core: SwitchCore::new(&egress, max_frame, seed),
             start: Instant::now(),
+            tx_error_reported: vec![false; ports.len()],
         })
     }
 
@@ -89,7 +92,7 @@ impl Runner {
         let mut last_busy = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let received = self.receive_all()?;
-            self.transmit_all()?;
+            self.transmit_all();
             if received > 0 {
                 last_busy = Instant::now();
                 continue;
@@ -126,36 +129,22 @@ impl Runner {
         Ok(total)
     }
 
-    /// Sends what is due on every port, a burst at a time.
-    fn transmit_all(&mut self) -> Result<(), SwitchError> {
+    /// Sends what is due on every port, a burst at a time. A port whose device fails
+    /// loses its frames (counted) and the others keep forwarding; the first error of each
+    /// port is reported on stderr.
+    fn transmit_all(&mut self) {
         let now = self.start.elapsed();
         for (j, dev) in self.devices.iter_mut().enumerate() {
-            let mut failed = None;
-            self.core.transmit(now, j, &mut |frame| {
-                match queue_frame(dev, frame) {
-                    Ok(true) => return true,
-                    Ok(false) => {}
-                    Err(e) => {
-                        failed = Some(e);
-                        return false;
-                    }
+            if let Some(e) = transmit_port(&mut self.core, now, j, dev) {
+                if !self.tx_error_reported[j] {
+                    self.tx_error_reported[j] = true;
+                    eprintln!(
+                        "sluice switch: port {}: {e}; dropping its frames (tx_errors counts)",
+                        self.names[j]
+                    );
                 }
-                // No free slot: send the burst and try once more.
-                if let Err(e) = dev.flush() {
-                    failed = Some(e);
-                    return false;
-                }
-                queue_frame(dev, frame).unwrap_or(false)
-            });
-            let flushed = dev.flush();
-            if let Some(e) = failed.map_or(flushed.err(), Some) {
-                return Err(SwitchError::Device {
-                    port: self.names[j].clone(),
-                    source: e,
-                });
             }
         }
-        Ok(())
     }
 
     /// Sleeps until a port is readable (or writable while frames wait) or `wait` passes.
@@ -197,12 +186,157 @@ impl Runner {
     }
 }
 
+/// Hands port `port`'s due frames to `dev` and sends them. A hard error of the device
+/// (ENETDOWN, ...) does not stop the switch: the frame it refused is dropped by the core,
+/// those it had queued by the device (both counted), and the error is counted in the
+/// port's `tx_errors` and returned.
+fn transmit_port<D: Device>(
+    core: &mut SwitchCore,
+    now: Duration,
+    port: usize,
+    dev: &mut D,
+) -> Option<DeviceError> {
+    let mut failed = None;
+    core.transmit(now, port, &mut |frame| {
+        match queue_frame(dev, frame) {
+            Ok(true) => return TxResult::Sent,
+            Ok(false) => {}
+            Err(e) => {
+                failed = Some(e);
+                return TxResult::Failed;
+            }
+        }
+        // No free slot: send the burst and try once more.
+        if let Err(e) = dev.flush() {
+            failed = Some(e);
+            return TxResult::Failed;
+        }
+        match queue_frame(dev, frame) {
+            Ok(true) => TxResult::Sent,
+            Ok(false) => TxResult::Full,
+            Err(e) => {
+                failed = Some(e);
+                TxResult::Failed
+            }
+        }
+    });
+    if let Err(e) = dev.flush() {
+        failed = Some(e);
+    }
+    if failed.is_some() {
+        core.count_tx_error(port);
+    }
+    failed
+}
+
 /// Copies `frame` into the device's next transmit slot; Ok(false) when none is free. A
 /// frame longer than the slot is dropped (counted by the core as forwarded, by nothing else).
-fn queue_frame(dev: &mut AfPacket, frame: &[u8]) -> Result<bool, sluice_device::DeviceError> {
+fn queue_frame<D: Device>(dev: &mut D, frame: &[u8]) -> Result<bool, DeviceError> {
     dev.transmit_with(&mut |slot| {
         let out = slot.get_mut(..frame.len())?;
         out.copy_from_slice(frame);
         Some(TxFrame::plain(frame.len()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::default_egress;
+    use sluice_device::{EthernetAddress, RxMeta};
+
+    /// A device with a two-frame transmit queue whose flush fails while it is `down`.
+    #[derive(Default)]
+    struct FakeDevice {
+        down: bool,
+        queued: Vec<Vec<u8>>,
+        sent: Vec<Vec<u8>>,
+        stats: DeviceStats,
+    }
+
+    impl Device for FakeDevice {
+        fn receive(&mut self, _: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
+            Ok(0)
+        }
+        fn transmit_with(
+            &mut self,
+            f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+        ) -> Result<bool, DeviceError> {
+            if self.queued.len() == 2 {
+                return Ok(false);
+            }
+            let mut slot = vec![0u8; 1514];
+            if let Some(t) = f(&mut slot) {
+                slot.truncate(t.len);
+                self.queued.push(slot);
+            }
+            Ok(true)
+        }
+        fn flush(&mut self) -> Result<(), DeviceError> {
+            if self.down && !self.queued.is_empty() {
+                self.stats.tx_dropped += self.queued.len() as u64;
+                self.queued.clear();
+                return Err(DeviceError::InterfaceDown { name: "p0".into() });
+            }
+            self.sent.append(&mut self.queued);
+            Ok(())
+        }
+        fn wait(&mut self, _: Option<Duration>) -> Result<(), DeviceError> {
+            Ok(())
+        }
+        fn max_frame(&self) -> usize {
+            1514
+        }
+        fn mac(&self) -> EthernetAddress {
+            EthernetAddress::default()
+        }
+        fn stats(&self) -> DeviceStats {
+            self.stats
+        }
+    }
+
+    fn frame(dst: u8, src: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 100];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+        f
+    }
+
+    #[test]
+    fn a_port_whose_device_is_down_drops_and_counts_and_the_switch_goes_on() {
+        let mut core = SwitchCore::new(&vec![default_egress(); 2], 1514, 1);
+        let mut devs = [FakeDevice::default(), FakeDevice::default()];
+        let now = Duration::ZERO;
+        // Learn host 0xa on port 0 and 0xb on port 1.
+        core.receive(now, 0, &frame(0xb, 0xa));
+        core.receive(now, 1, &frame(0xa, 0xb));
+        for (j, d) in devs.iter_mut().enumerate() {
+            assert!(transmit_port(&mut core, now, j, d).is_none());
+        }
+        devs[0].down = true;
+        for _ in 0..5 {
+            core.receive(now, 1, &frame(0xa, 0xb));
+            core.receive(now, 0, &frame(0xb, 0xa));
+        }
+        let err = transmit_port(&mut core, now, 0, &mut devs[0]);
+        assert!(
+            matches!(err, Some(DeviceError::InterfaceDown { .. })),
+            "{err:?}"
+        );
+        assert!(transmit_port(&mut core, now, 1, &mut devs[1]).is_none());
+        // Port 0: two frames queued in the device lost with its flush, the third refused
+        // by the failing flush and dropped by the core, the last two lost at the end.
+        let s0 = core.port_stats(0).unwrap();
+        assert!(s0.tx_errors >= 1);
+        assert_eq!(s0.tx_error_drops + devs[0].stats.tx_dropped, 5);
+        assert!(s0.tx_error_drops >= 1);
+        // Port 1 forwarded everything.
+        assert_eq!(devs[1].sent.len(), 1 + 5);
+        // Back up: port 0 forwards again.
+        devs[0].down = false;
+        core.receive(now, 1, &frame(0xa, 0xb));
+        assert!(transmit_port(&mut core, now, 0, &mut devs[0]).is_none());
+        assert_eq!(devs[0].sent.len(), 2);
+    }
 }

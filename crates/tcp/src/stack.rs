@@ -216,6 +216,8 @@ pub(crate) struct Listener {
     pub backlog: usize,
     pub accept: VecDeque<u32>,
     pub syn_pending: usize,
+    /// The algorithm its connections run from the SYN on (their SYN-ACK's ECN follows it).
+    pub cc_algorithm: Algorithm,
 }
 
 /// One host's TCP core. See the module docs.
@@ -319,6 +321,19 @@ impl Stack {
     /// Starts listening on `port` with an accept queue of `backlog` connections
     /// (capped by the configuration).
     pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, Error> {
+        self.listen_with(port, backlog, None)
+    }
+
+    /// [`Stack::listen`] with the congestion-control algorithm its connections run (None:
+    /// the configured default), chosen before any SYN is answered so that the SYN-ACK
+    /// accepts ECN only if that algorithm wants it (RFC 3168 6.1.1), as a TCP_CONGESTION
+    /// set on a listening socket does.
+    pub fn listen_with(
+        &mut self,
+        port: u16,
+        backlog: usize,
+        algorithm: Option<Algorithm>,
+    ) -> Result<ListenerId, Error> {
         if port == 0 {
             return Err(Error::InvalidArgument);
         }
@@ -337,6 +352,7 @@ impl Stack {
             backlog,
             accept: VecDeque::with_capacity(backlog),
             syn_pending: 0,
+            cc_algorithm: algorithm.unwrap_or(self.cfg.congestion_control),
         });
         self.listener_by_port.insert(port, index as u16);
         Ok(ListenerId {
@@ -359,6 +375,20 @@ impl Stack {
                 self.conns[slot as usize].listener = None;
                 self.abort_slot(slot, ConnError::Aborted);
             }
+        }
+        Ok(())
+    }
+
+    /// Chooses the congestion-control algorithm of the listener's connections from now on
+    /// (those already past their SYN keep theirs). See [`Stack::listen_with`].
+    pub fn set_listener_congestion_control(
+        &mut self,
+        id: ListenerId,
+        algorithm: Algorithm,
+    ) -> Result<(), Error> {
+        self.listener(id)?;
+        if let Some(Some(l)) = self.listeners.get_mut(id.index as usize) {
+            l.cc_algorithm = algorithm;
         }
         Ok(())
     }

@@ -271,3 +271,236 @@ fn congestion_control_is_chosen_per_connection_and_by_name() {
         assert_eq!(stack.info(c.id).unwrap().cwnd, 10 * 1460);
     }
 }
+
+/// `seg` from `peer` as a frame with the IP codepoint `ecn`.
+fn frame_ecn(peer: &Peer, seg: Seg, ecn: Ecn) -> Vec<u8> {
+    let mut frame = peer.frame(&seg);
+    let (mut ip, _) = Ipv4Repr::parse(&frame[14..], true).unwrap();
+    ip.ecn = ecn;
+    ip.emit(&mut frame[14..]).unwrap();
+    frame
+}
+
+#[test]
+fn rfc8257_3_2_delayed_acks_acknowledge_the_segments_before_a_ce_change_with_the_old_ece() {
+    let mut cfg = config();
+    cfg.ack_policy = sluice_tcp::AckPolicy::Delayed {
+        segments: 2,
+        timeout: std::time::Duration::from_millis(40),
+    };
+    let mut stack = stack_with(cfg);
+    let (c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    let seg = |i: u32| c.data_seg(&[5; 100]).seq(c.peer_nxt + i * 100);
+    let acks = |out: Vec<(TcpHeader, usize, Ecn)>| -> Vec<(u32, bool)> {
+        out.iter()
+            .map(|(h, _, _)| (h.ack.diff(c.peer_nxt) as u32, h.flags.contains(ECE)))
+            .collect()
+    };
+    // Unmarked: the ACK is delayed. Then CE: RFC 8257 Figure 1 first acknowledges the
+    // unmarked segment without ECE, then the marked one with ECE.
+    send_ecn(&mut stack, &c.peer, ms(1), seg(0), Ecn::Ect0);
+    assert!(sent(&mut stack, ms(1)).is_empty());
+    send_ecn(&mut stack, &c.peer, ms(1), seg(1), Ecn::Ce);
+    assert_eq!(acks(sent(&mut stack, ms(1))), [(100, false), (200, true)]);
+    // Marked, delayed; then unmarked: the marked one is acknowledged with ECE first.
+    send_ecn(&mut stack, &c.peer, ms(2), seg(2), Ecn::Ce);
+    assert!(sent(&mut stack, ms(2)).is_empty());
+    send_ecn(&mut stack, &c.peer, ms(2), seg(3), Ecn::Ect0);
+    assert_eq!(acks(sent(&mut stack, ms(2))), [(300, true), (400, false)]);
+    // The same within one receive batch.
+    let frames = [
+        frame_ecn(&c.peer, seg(4), Ecn::Ect0),
+        frame_ecn(&c.peer, seg(5), Ecn::Ce),
+        frame_ecn(&c.peer, seg(6), Ecn::Ce),
+    ];
+    let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
+    stack.handle_frames(ms(3), &refs);
+    assert_eq!(acks(sent(&mut stack, ms(3))), [(500, false), (600, true)]);
+    // Without a change the delayed ACK stays delayed and carries the current state.
+    send_ecn(&mut stack, &c.peer, ms(4), seg(7), Ecn::Ce);
+    assert_eq!(acks(sent(&mut stack, ms(4))), [(800, true)]);
+}
+
+#[test]
+fn rfc8257_3_3_echoes_for_one_window_cut_it_once_across_control_iterations() {
+    let mut stack = stack();
+    let (c, _) = ecn_passive_open(&mut stack, mss_only(1460));
+    assert_eq!(stack.send(c.id, &pattern(10 * 1460, 3)), Ok(10 * 1460));
+    assert_eq!(sent(&mut stack, ms(0)).len(), 10);
+    // Half the window acknowledged with ECE; the iteration after it halves the window
+    // (alpha = 1).
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.ack_seg().ack(c.our_nxt + 5 * 1460u32).flags(ACK | ECE),
+    );
+    run_until(&mut stack, ms(3));
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 5 * 1460);
+    // More of the same window, echoed, reaches a later iteration: that data was sent before
+    // the cut, so the window is not cut again.
+    c.peer.send(
+        &mut stack,
+        ms(4),
+        c.ack_seg().ack(c.our_nxt + 7 * 1460u32).flags(ACK | ECE),
+    );
+    let iterations = stack.counters().cc_iterations;
+    run_until(&mut stack, ms(6));
+    assert!(stack.counters().cc_iterations > iterations);
+    assert_eq!(stack.counters().timeouts, 0);
+    assert_eq!(stack.info(c.id).unwrap().cwnd, 5 * 1460, "once per window");
+}
+
+#[test]
+fn rfc3168_6_1_1_ecn_follows_what_the_syns_asked_not_the_algorithm_chosen_since() {
+    // A plain SYN (NewReno), DCTCP chosen, then an ECN-setup SYN-ACK: ECN stays off.
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::NewReno;
+    let mut stack = stack_with(cfg.clone());
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN);
+    stack.set_congestion_control(id, Algorithm::Dctcp).unwrap();
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(1));
+    assert!(!stack.info(id).unwrap().ecn, "the SYN did not ask for ECN");
+
+    // The same with a SYN retransmitted after the change: it stays plain.
+    let mut stack = stack_with(cfg);
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN);
+    stack.set_congestion_control(id, Algorithm::Dctcp).unwrap();
+    let again = run_until(&mut stack, ms(150));
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(
+        again[0].1 .0.flags, SYN,
+        "no ECN-setup SYN after a plain one"
+    );
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(151),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(151));
+    let info = stack.info(id).unwrap();
+    assert!(!info.ecn, "a non-ECN-setup SYN was sent");
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+    stack.send(id, &[7; 50]).unwrap();
+    assert_eq!(sent(&mut stack, ms(152))[0].2, Ecn::NotEct);
+
+    // An ECN-setup SYN (DCTCP), then NewReno: the retransmission is plain, so ECN is off.
+    let mut stack = stack_with(config());
+    let id = stack.connect(ms(0), PEER_IP, 9000).unwrap();
+    let (syn, _) = Peer::new(9000, 0).recv_one(&mut stack, ms(0));
+    assert_eq!(syn.flags, SYN | ECE | CWR);
+    stack
+        .set_congestion_control(id, Algorithm::NewReno)
+        .unwrap();
+    let again = run_until(&mut stack, ms(150));
+    assert_eq!(again[0].1 .0.flags, SYN);
+    let peer = Peer::new(9000, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(151),
+        peer.seg(SYN | ACK | ECE)
+            .seq(SeqNumber(500))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_one(&mut stack, ms(151));
+    assert!(!stack.info(id).unwrap().ecn);
+}
+
+#[test]
+fn rfc3168_6_1_1_the_syn_ack_follows_the_listeners_algorithm() {
+    // An engine defaulting to CUBIC, a listener choosing DCTCP: ECN is accepted in the
+    // SYN-ACK, and the connection runs DCTCP from the start.
+    let mut cfg = config();
+    cfg.congestion_control = Algorithm::Cubic;
+    let mut stack = stack_with(cfg.clone());
+    let l = stack
+        .listen_with(LISTEN_PORT, 16, Some(Algorithm::Dctcp))
+        .unwrap();
+    let peer = Peer::new(40000, LISTEN_PORT);
+    peer.send(
+        &mut stack,
+        ms(0),
+        peer.seg(SYN | ECE | CWR)
+            .seq(SeqNumber(1000))
+            .opts(mss_only(1460)),
+    );
+    let (synack, _) = peer.recv_one(&mut stack, ms(0));
+    assert_eq!(synack.flags, SYN | ACK | ECE);
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(ACK).seq(SeqNumber(1001)).ack(synack.seq + 1u32),
+    );
+    let id = stack.accept(l).unwrap();
+    let info = stack.info(id).unwrap();
+    assert!(info.ecn);
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+
+    // The other way round, chosen after listen: a DCTCP engine, a NewReno listener.
+    let mut stack = stack_with(config());
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    stack
+        .set_listener_congestion_control(l, Algorithm::NewReno)
+        .unwrap();
+    let (synack, _) = {
+        peer.send(
+            &mut stack,
+            ms(0),
+            peer.seg(SYN | ECE | CWR)
+                .seq(SeqNumber(1000))
+                .opts(mss_only(1460)),
+        );
+        peer.recv_one(&mut stack, ms(0))
+    };
+    assert_eq!(synack.flags, SYN | ACK);
+
+    // The SYN-cookie path: the cookie keeps the ECN the listener's algorithm accepted.
+    cfg.syn_backlog = 1;
+    let mut stack = stack_with(cfg);
+    let l = stack
+        .listen_with(LISTEN_PORT, 16, Some(Algorithm::Dctcp))
+        .unwrap();
+    let other = Peer::new(50000, LISTEN_PORT);
+    other.send(&mut stack, ms(0), other.seg(SYN).seq(SeqNumber(1)));
+    other.recv_one(&mut stack, ms(0));
+    peer.send(
+        &mut stack,
+        ms(1),
+        peer.seg(SYN | ECE | CWR)
+            .seq(SeqNumber(1000))
+            .opts(full_syn_options(1460, 7, 4242)),
+    );
+    let (synack, _) = peer.recv_one(&mut stack, ms(1));
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    assert_eq!(synack.flags, SYN | ACK | ECE);
+    let (theirs, _) = synack.options.timestamp.unwrap();
+    peer.send(
+        &mut stack,
+        ms(2),
+        peer.seg(ACK)
+            .seq(SeqNumber(1001))
+            .ack(synack.seq + 1u32)
+            .ts(4243, theirs),
+    );
+    let id = stack.accept(l).unwrap();
+    let info = stack.info(id).unwrap();
+    assert!(info.ecn);
+    assert_eq!(info.congestion_control, Algorithm::Dctcp);
+}

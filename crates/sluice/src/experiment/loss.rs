@@ -257,6 +257,7 @@ fn measure(
 fn other_drops(r: &PortReport) -> u64 {
     r.stats.egress.link.queue_drops
         + r.stats.oversize_drops
+        + r.stats.tx_error_drops
         + r.device.rx_truncated
         + r.device.rx_dropped
         + r.device.tx_dropped

@@ -132,10 +132,16 @@ impl CongestionControl for Cubic {
         } else if i.loss() || i.ecn_marked() {
             self.reduce(i);
         } else if !i.in_recovery {
+            // RFC 9438 5.8 / RFC 7661: no growth beyond what the sender uses.
+            let cap = i.growth_cap(self.reno.cwnd);
+            if self.reno.cwnd >= cap {
+                return;
+            }
             let rest = self.reno.slow_start(i.counters.acked_bytes);
             if rest > 0 {
                 self.avoid(i, rest);
             }
+            self.reno.cwnd = self.reno.cwnd.min(cap);
         }
     }
 
@@ -155,6 +161,7 @@ mod tests {
         CcInput {
             counters: CcCounters {
                 acked_bytes: acked,
+                max_flight: acked,
                 ..Default::default()
             },
             srtt_us,
@@ -211,5 +218,17 @@ mod tests {
         let w = cc.window() as f64 / MSS as f64;
         let target = w_cubic(cc.k() + 0.1, cc.k(), 100.0);
         assert!(w > 70.5 && w <= target + 1e-6, "{w} vs target {target}");
+    }
+
+    #[test]
+    fn rfc9438_5_8_an_application_limited_flow_does_not_grow() {
+        // Three segments in flight against a window of ten: no growth, no cut.
+        let mut cc = Cubic::new(10 * MSS, 5 * MSS);
+        cc.update(&at(0, 3 * MSS, 100_000));
+        assert_eq!(cc.window(), 10 * MSS);
+        // Slow start stops at twice the flight used (RFC 7661).
+        let mut cc = Cubic::new(4 * MSS, u32::MAX);
+        cc.update(&at(0, 3 * MSS, 100_000));
+        assert_eq!(cc.window(), 6 * MSS);
     }
 }

@@ -21,6 +21,8 @@ pub use timely::{Timely, TimelyParams};
 use core::fmt;
 use core::str::FromStr;
 
+use sluice_wire::tcp::SeqNumber;
+
 /// The congestion-control algorithms a connection can run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Algorithm {
@@ -114,6 +116,9 @@ pub struct CcCounters {
     pub rtt_last_us: u32,
     /// The smallest RTT sample of the interval in microseconds (0: none).
     pub rtt_min_us: u32,
+    /// The largest flight (bytes outstanding) an ACK of the interval found: how much of the
+    /// window the sender used (RFC 7661).
+    pub max_flight: u32,
 }
 
 /// Everything a policy sees in one control iteration.
@@ -129,6 +134,10 @@ pub struct CcInput {
     pub flight: u32,
     /// Sender MSS.
     pub mss: u32,
+    /// Oldest unacknowledged sequence number at the iteration (RFC 9293 SND.UNA).
+    pub snd_una: SeqNumber,
+    /// Highest sequence number sent at the iteration (the end of the data in flight).
+    pub snd_max: SeqNumber,
     /// A fast-retransmit recovery is under way (RFC 6582): the window does not grow.
     pub in_recovery: bool,
     /// The time of the iteration in microseconds.
@@ -144,6 +153,15 @@ impl CcInput {
     /// Whether ECN echoes arrived this interval.
     pub fn ecn_marked(&self) -> bool {
         self.counters.ecn_bytes > 0
+    }
+
+    /// The most a window that was `cwnd` before this interval's growth may grow to. RFC 7661
+    /// (and RFC 5681 3.1, "only when cwnd-limited"): a window the sender did not fill is
+    /// not validated by the ACKs, so growth stops at twice the largest flight seen (what
+    /// slow start reaches from a full window; Linux's tcp_is_cwnd_limited rule); a window
+    /// already above that is kept, not cut.
+    pub fn growth_cap(&self, cwnd: u32) -> u32 {
+        self.counters.max_flight.saturating_mul(2).max(cwnd)
     }
 }
 

@@ -38,7 +38,17 @@ impl Reno {
         acked - grow
     }
 
-    pub fn grow(&mut self, acked: u32, mss: u32) {
+    /// Grows the window for `acked` bytes, to at most `cap` (see [`CcInput::growth_cap`]):
+    /// a window at the cap already is not growing because the sender does not use it.
+    pub fn grow(&mut self, acked: u32, mss: u32, cap: u32) {
+        if self.cwnd >= cap {
+            return;
+        }
+        self.grow_uncapped(acked, mss);
+        self.cwnd = self.cwnd.min(cap);
+    }
+
+    fn grow_uncapped(&mut self, acked: u32, mss: u32) {
         let acked = self.slow_start(acked);
         if acked == 0 {
             return;
@@ -97,7 +107,8 @@ impl CongestionControl for NewReno {
             // (an iteration covers about one window).
             self.reno.halve(i.flight, i.mss);
         } else if !i.in_recovery {
-            self.reno.grow(i.counters.acked_bytes, i.mss);
+            self.reno
+                .grow(i.counters.acked_bytes, i.mss, i.growth_cap(self.reno.cwnd));
         }
     }
 
@@ -117,6 +128,7 @@ mod tests {
         CcInput {
             counters: CcCounters {
                 acked_bytes: bytes,
+                max_flight: flight,
                 ..Default::default()
             },
             flight,

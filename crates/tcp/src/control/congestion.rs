@@ -108,6 +108,8 @@ impl Stack {
             srtt_us: self.dp.post[s].srtt_us,
             flight: ps.snd_max.diff(ps.snd_una).max(0) as u32,
             mss: u32::from(ps.mss),
+            snd_una: ps.snd_una,
+            snd_max: ps.snd_max,
             in_recovery: self.dp.post[s].in_recovery,
             now_us: self.now.as_micros(),
         };
@@ -140,7 +142,8 @@ impl Stack {
 
     /// Chooses the connection's congestion-control algorithm (Linux's TCP_CONGESTION).
     /// Before the handshake completes it takes effect at establishment (and an active open
-    /// not yet answered asks for ECN in a retransmitted SYN only if the new algorithm does);
+    /// not yet answered asks for ECN in a retransmitted SYN only if the new algorithm does
+    /// and every earlier SYN asked too, RFC 3168 6.1.1);
     /// afterwards the new policy takes over at the connection's current window. ECN, once
     /// negotiated, stays on: every policy answers echoes (RFC 3168 6.1.2).
     pub fn set_congestion_control(
@@ -224,12 +227,15 @@ impl Stack {
         self.cfg.ecn && self.conns[slot as usize].cc_algorithm.ecn_capable()
     }
 
-    /// Whether a passive open accepts the ECN a SYN asks for: an ECN-setup SYN has both ECE
-    /// and CWR (RFC 3168 6.1.1), and new connections get the configured algorithm.
-    pub(crate) fn ecn_accepted(&self, syn: &sluice_wire::tcp::TcpHeader) -> bool {
+    /// Whether a passive open whose connection will run `algorithm` (the listener's)
+    /// accepts the ECN a SYN asks for: an ECN-setup SYN has both ECE and CWR (RFC 3168
+    /// 6.1.1).
+    pub(crate) fn ecn_accepted(
+        &self,
+        syn: &sluice_wire::tcp::TcpHeader,
+        algorithm: Algorithm,
+    ) -> bool {
         use sluice_wire::tcp::TcpFlags;
-        self.cfg.ecn
-            && self.cfg.congestion_control.ecn_capable()
-            && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
+        self.cfg.ecn && algorithm.ecn_capable() && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
     }
 }

@@ -10,6 +10,7 @@ use sluice_wire::EthernetAddress;
 use super::cookie;
 use super::isn;
 use super::state::{ConnError, Negotiated, TcpState};
+use crate::cc::Algorithm;
 use crate::datapath::classify::TcpInput;
 use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::datapath::summary::{Actions, HeaderSummary};
@@ -222,9 +223,15 @@ impl Stack {
                 // RFC 3168 6.1.1: an ECN-setup SYN-ACK has ECE set and CWR clear.
                 tcp_flags |= TcpFlags::ECE;
             }
-        } else if self.ecn_wanted(slot) {
-            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set.
-            tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
+        } else {
+            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set. ECT is allowed only if
+            // no non-ECN-setup SYN was sent, so a retransmission asks only if every SYN
+            // before it did (an algorithm chosen meanwhile can withdraw ECN, not add it).
+            let ask = self.ecn_wanted(slot) && self.conns[s].syn_ecn != Some(false);
+            self.conns[s].syn_ecn = Some(ask);
+            if ask {
+                tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
+            }
         }
         let header = TcpHeader {
             src_port: c.tuple.local_port,
@@ -390,8 +397,9 @@ impl Stack {
         } else {
             self.table.insert(&tuple)
         };
+        let algorithm = l.cc_algorithm;
         let Some(slot) = slot else {
-            self.send_cookie_syn_ack(input, &tuple);
+            self.send_cookie_syn_ack(input, &tuple, algorithm);
             return;
         };
         if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
@@ -400,10 +408,11 @@ impl Stack {
         self.open_slot(slot, tuple);
         let s = slot as usize;
         let negotiated = Negotiated {
-            ecn: self.ecn_accepted(t),
+            ecn: self.ecn_accepted(t, algorithm),
             ..self.peer_options(t)
         };
         let c = &mut self.conns[s];
+        c.cc_algorithm = algorithm;
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq;
@@ -416,12 +425,17 @@ impl Stack {
     }
 
     /// The backlog is full: answer with a SYN cookie and keep no state (AccelTCP 4.1).
-    fn send_cookie_syn_ack(&mut self, input: &TcpInput<'_>, tuple: &FourTuple) {
+    fn send_cookie_syn_ack(
+        &mut self,
+        input: &TcpInput<'_>,
+        tuple: &FourTuple,
+        algorithm: Algorithm,
+    ) {
         let t = &input.tcp;
         let peer = self.peer_options(t);
         // ECN rides in the TSval with the other options; without timestamps it is not kept
         // and the cookie connection runs without ECN (as Linux does).
-        let ecn = self.ecn_accepted(t) && peer.ts_recent.is_some();
+        let ecn = self.ecn_accepted(t, algorithm) && peer.ts_recent.is_some();
         let isn = cookie::encode_isn(
             &self.cookie_secret,
             self.cfg.ip,
@@ -519,6 +533,7 @@ impl Stack {
             self.counters.accept_queue_overflow += 1;
             return true; // drop silently; the client retransmits
         }
+        let algorithm = l.cc_algorithm;
         let Some(slot) = self.table.insert(&tuple) else {
             self.counters.syn_dropped += 1;
             return true;
@@ -531,9 +546,12 @@ impl Stack {
             snd_wscale: opts.wscale,
             sack: opts.sack,
             ts_recent: t.options.timestamp.map(|(v, _)| v),
+            // What the cookie's SYN-ACK said (RFC 3168 6.1.1), whatever the listener
+            // chose since.
             ecn: opts.ecn,
         };
         let c = &mut self.conns[s];
+        c.cc_algorithm = algorithm;
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq - 1u32;
@@ -574,11 +592,12 @@ impl Stack {
         }
         // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018): our SYN
         // offered exactly what the configuration enables, which peer_options checks.
-        // RFC 3168 6.1.1: ECN is on if we asked for it and the SYN-ACK is ECN-setup (ECE
-        // without CWR); a simultaneous open (a SYN without ACK) runs without ECN.
+        // RFC 3168 6.1.1: ECN is on if our SYNs asked for it (what they asked, not what
+        // the algorithm now wants) and the SYN-ACK is ECN-setup (ECE without CWR); a
+        // simultaneous open (a SYN without ACK) runs without ECN.
         let negotiated = Negotiated {
             ecn: has_ack
-                && self.ecn_wanted(slot)
+                && self.conns[s].syn_ecn == Some(true)
                 && t.flags.contains(TcpFlags::ECE)
                 && !t.flags.contains(TcpFlags::CWR),
             ..self.peer_options(t)

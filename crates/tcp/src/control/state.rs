@@ -134,6 +134,9 @@ pub struct ConnControl {
     pub cc_deadline: Instant,
     /// The congestion-control algorithm chosen for the connection.
     pub cc_algorithm: Algorithm,
+    /// What our SYNs asked (RFC 3168 6.1.1): None before the first, Some(true) while every
+    /// one was ECN-setup. A SYN-ACK's ECN is accepted only then.
+    pub syn_ecn: Option<bool>,
     /// A rate fixed through the API (`Stack::set_rate`), bits per second; 0: the policy's.
     pub fixed_rate_bps: u64,
 }
@@ -165,6 +168,7 @@ impl ConnControl {
             error: None,
             cc_deadline: Instant::MAX,
             cc_algorithm: Algorithm::default(),
+            syn_ecn: None,
             fixed_rate_bps: 0,
         }
     }

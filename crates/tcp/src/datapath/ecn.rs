@@ -27,14 +27,17 @@ pub mod bits {
 /// stays exact under delayed ACKs), or RFC 3168 6.1.3, a first CE.
 #[inline]
 pub fn on_receive(ps: &mut ProtoState, s: &HeaderSummary) -> bool {
+    if dctcp_ce_change(ps, s) {
+        // RFC 8257 3.2: ECE reflects the CE codepoint of the latest data segment.
+        ps.ecn ^= bits::ECE;
+        return true;
+    }
     if ps.ecn & bits::ON == 0 || s.payload_len == 0 {
         return false;
     }
     let echoing = ps.ecn & bits::ECE != 0;
     if ps.ecn & bits::DCTCP_ECHO != 0 {
-        // RFC 8257 3.2: ECE reflects the CE codepoint of the latest data segment.
-        set(ps, bits::ECE, s.ecn_ce);
-        return echoing != s.ecn_ce;
+        return false;
     }
     if s.ecn_ce {
         // RFC 3168 6.1.3: CE sets ECE on every ACK until a segment with CWR arrives (a CE
@@ -46,6 +49,14 @@ pub fn on_receive(ps: &mut ProtoState, s: &HeaderSummary) -> bool {
         set(ps, bits::ECE, false);
     }
     false
+}
+
+/// Whether this segment changes a DCTCP receiver's CE state (RFC 8257 3.2, DCTCP.CE): the
+/// ACK owed for earlier segments must then go out first, with the old ECE (Figure 1).
+#[inline]
+pub fn dctcp_ce_change(ps: &ProtoState, s: &HeaderSummary) -> bool {
+    let on = bits::ON | bits::DCTCP_ECHO;
+    ps.ecn & on == on && s.payload_len > 0 && (ps.ecn & bits::ECE != 0) != s.ecn_ce
 }
 
 /// The sender's side: the bytes this ACK newly acknowledged if it carried ECE (RFC 8257 3.3

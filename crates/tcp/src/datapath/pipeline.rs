@@ -181,6 +181,10 @@ impl Stack {
                 }
             }
         }
+        if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], s) {
+            // RFC 8257 3.2: acknowledge what came before the CE change with the old ECE.
+            self.send_ack_as_of(slot, ack.rcv_nxt, ack.rx_avail);
+        }
         let out = post::process(
             &mut self.dp.proto[i],
             &mut self.dp.post[i],

@@ -4,7 +4,7 @@
 //! Congestion control only counts here; the control plane runs the policy over the counters
 //! about once per RTT and programs the window back (see `crate::control::congestion`).
 
-use sluice_wire::tcp::SeqNumber;
+use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use crate::cc::CcCounters;
 
@@ -42,7 +42,9 @@ pub fn take_cc_counters(post: &mut PostState) -> CcCounters {
         rtt_samples: post.cnt_rtt.into(),
         rtt_last_us: post.rtt_last_us,
         rtt_min_us: post.rtt_min_us,
+        max_flight: post.max_flight,
     };
+    post.max_flight = 0;
     post.cnt_ackb = 0;
     post.cnt_ecnb = 0;
     post.cnt_dupack = 0;
@@ -91,6 +93,22 @@ pub struct AckRule {
     pub rcv_mss: u32,
 }
 
+/// RFC 8257 3.2 (Figure 1): when a segment changes a DCTCP receiver's CE state while an
+/// ACK is delayed, the segments before it are acknowledged first, with the old ECE, so
+/// the sender counts exactly the marked bytes. Returns that ACK, to send before
+/// [`process`] takes the segment (and flips ECE).
+#[inline]
+pub fn ack_before_ce_change(
+    ps: &ProtoState,
+    post: &PostState,
+    s: &HeaderSummary,
+) -> Option<super::tx::AckFields> {
+    (post.unacked_segments > 0 && ecn::dctcp_ce_change(ps, s)).then_some(super::tx::AckFields {
+        rcv_nxt: post.delack_rcv_nxt,
+        rx_avail: post.delack_rx_avail,
+    })
+}
+
 /// Processes one segment's summary after the protocol stage.
 #[inline]
 pub fn process(
@@ -110,6 +128,12 @@ pub fn process(
             m => m.min(s.rtt_sample_us),
         };
         post.cnt_rtt = post.cnt_rtt.saturating_add(1);
+    }
+    if s.flags.contains(TcpFlags::ACK) {
+        // RFC 7661: what the sender had outstanding when this ACK came back (snd_max is as
+        // the batch found it; sending happens after the receive batch).
+        let flight = ps.snd_max.diff(s.ack).max(0) as u32 + s.tx_freed;
+        post.max_flight = post.max_flight.max(flight);
     }
     if s.actions.contains(Actions::DUPACK) {
         post.cnt_dupack = post.cnt_dupack.saturating_add(1);
@@ -159,6 +183,8 @@ pub fn process(
             out.ack_now = true;
         } else {
             out.arm_delack = true;
+            post.delack_rcv_nxt = s.ack_rcv_nxt;
+            post.delack_rx_avail = s.ack_rx_avail;
         }
     }
     if out.ack_now {

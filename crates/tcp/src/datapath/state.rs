@@ -264,6 +264,8 @@ pub struct PostState {
     pub rtt_last_us: u32,
     /// The smallest RTT sample since the last iteration (0: none).
     pub rtt_min_us: u32,
+    /// The largest flight an ACK found since the last iteration (RFC 7661).
+    pub max_flight: u32,
     /// RTT samples since the last iteration.
     pub cnt_rtt: u16,
     /// Duplicate ACKs since the last iteration.
@@ -278,6 +280,11 @@ pub struct PostState {
     pub recover: SeqNumber,
     /// Data segments received since we last sent an ACK (delayed-ACK policy).
     pub unacked_segments: u8,
+    /// The receive state the delayed ACK owed for those segments acknowledges: rcv_nxt
+    /// and free bytes as the last of them left them (valid while `unacked_segments > 0`).
+    pub delack_rcv_nxt: SeqNumber,
+    /// See `delack_rcv_nxt`.
+    pub delack_rx_avail: u32,
     /// An ACK is owed and will go out with the next segment or as a pure ACK.
     pub ack_pending: bool,
 }
