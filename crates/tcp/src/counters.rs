@@ -41,6 +41,8 @@ pub struct Counters {
     pub duplicate_segments: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Retransmission timeouts found spurious (RFC 3522) and undone (RFC 4015).
+    pub spurious_timeouts: u64,
     /// Fast retransmits after three duplicate ACKs.
     pub fast_retransmits: u64,
     /// Bytes sent again (go-back-N or SACK recovery) after a timeout or fast retransmit.

@@ -228,6 +228,9 @@ pub struct Stack {
     pub(crate) conns: Box<[ConnControl]>,
     /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
     pub(crate) cc: Box<[Policy]>,
+    /// Each connection's policy as it was before its latest timeout, to undo a spurious
+    /// one (RFC 4015); control-plane state like `cc`.
+    pub(crate) cc_before_rto: Box<[Option<Policy>]>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Box<[Option<ConnBuffers>]>,
     pub(crate) listeners: Box<[Option<Listener>]>,
@@ -264,6 +267,7 @@ impl Stack {
             conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
                 .into_boxed_slice(),
             cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
+            cc_before_rto: vec![None; slots].into_boxed_slice(),
             table: ConnTable::new(slots, cfg.seed),
             bufs: (0..slots).map(|_| None).collect(),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),

@@ -87,6 +87,20 @@ impl Stack {
         self.cc_iteration(slot, 1);
     }
 
+    /// The last timeout was spurious (RFC 3522): the window and threshold it cut come back
+    /// (RFC 4015 3.2; as Linux's undo, the whole policy state of before the timeout).
+    pub(crate) fn cc_undo_timeout(&mut self, slot: u32) {
+        let s = slot as usize;
+        let Some(before) = self.cc_before_rto[s].take() else {
+            return;
+        };
+        self.counters.spurious_timeouts += 1;
+        self.cc[s] = before;
+        let cwnd = self.cc[s].window().max(u32::from(self.dp.proto[s].mss));
+        self.dp.proto[s].cwnd = cwnd;
+        self.program_rate(slot);
+    }
+
     /// The connection's control deadline passed.
     pub(crate) fn cc_expire(&mut self, slot: u32) {
         self.conns[slot as usize].cc_deadline = Instant::MAX;

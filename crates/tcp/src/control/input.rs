@@ -809,6 +809,7 @@ impl Stack {
                 0
             },
             ooo_seen: 0,
+            rto_tsval: None,
             sack: SackSender {
                 // RFC 6675 needs the peer's SACK blocks: without SACK-permitted (RFC 2018 2)
                 // the connection recovers by go-back-N.

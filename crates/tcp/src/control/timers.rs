@@ -123,6 +123,14 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
+        if self.conns[s].retries == 0 && ps.has(flags::TIMESTAMPS) {
+            // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
+            // 3.1: the state to restore if the timeout proves spurious. Later backoffs of
+            // the same stall keep the first (the original may still be the one that lands).
+            let now_ms = self.now.as_millis() as u32;
+            self.dp.proto[s].rto_tsval = Some(now_ms.wrapping_add(ps.ts_offset));
+            self.cc_before_rto[s] = Some(self.cc[s].clone());
+        }
         // The policy answers the timeout at once (RFC 5681 3.1: one segment) and programs
         // the window; the recovery a fast retransmit began is over.
         self.cc_on_timeout(slot);

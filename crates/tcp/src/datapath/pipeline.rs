@@ -200,6 +200,9 @@ impl Stack {
         }
         // Congestion control: the control plane runs its policy once per RTT over the
         // counters post::process kept; a loss makes it run now (control/congestion.rs).
+        if s.actions.contains(Actions::SPURIOUS_RTO) {
+            self.cc_undo_timeout(slot);
+        }
         if out.fast_retransmit {
             self.cc_on_loss(slot);
         } else if s.tx_freed > 0 {

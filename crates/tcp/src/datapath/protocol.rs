@@ -199,6 +199,17 @@ fn process_ack(
             ps.snd_nxt = ack;
         }
         ps.dupacks = 0;
+        if let Some(rtx_tsval) = ps.rto_tsval.take() {
+            // RFC 3522 3.2: the first ACK for data outstanding at the timeout echoes the
+            // original transmission's (older) timestamp if that arrived: spurious. RFC 4015
+            // 3.2 step (4): go on with new data rather than resend what the peer has.
+            if s.has_timestamp && (s.ts_ecr.wrapping_sub(rtx_tsval) as i32) < 0 {
+                s.actions.insert(Actions::SPURIOUS_RTO);
+                if ps.snd_nxt.seq_lt(ps.snd_max) {
+                    ps.snd_nxt = ps.snd_max;
+                }
+            }
+        }
         if ps.has(flags::RTT_TIMING) && ack.seq_ge(ps.rtt_seq) {
             // RFC 6298 3 (Karn): the timed segment was not retransmitted, or timing stopped.
             s.rtt_sample_us = now_us.wrapping_sub(ps.rtt_sent_us).max(1);

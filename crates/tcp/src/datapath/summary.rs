@@ -30,6 +30,9 @@ impl Actions {
     pub const PAWS: Actions = Actions(1 << 9);
     /// A duplicate ACK (RFC 5681 2), counted for congestion control.
     pub const DUPACK: Actions = Actions(1 << 10);
+    /// The ACK echoes a timestamp older than the timeout's retransmission: the original
+    /// arrived, and the timeout was spurious (RFC 3522).
+    pub const SPURIOUS_RTO: Actions = Actions(1 << 11);
 
     /// Whether every bit of `other` is set.
     #[inline]

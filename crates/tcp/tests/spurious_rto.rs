@@ -1,0 +1,95 @@
+//! Spurious retransmission timeouts: RFC 3522 Eifel detection with timestamps, and the
+//! RFC 4015 response (the window and threshold come back, transmission goes on with new
+//! data rather than resending what the peer already has).
+
+mod harness;
+
+use harness::*;
+use std::time::Duration;
+
+/// An established connection with timestamps (and SACK) negotiated.
+fn ts_conn(stack: &mut sluice_tcp::Stack) -> Conn {
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    passive_open(
+        stack,
+        l,
+        Peer::new(40000, LISTEN_PORT),
+        ms(0),
+        1000,
+        full_syn_options(1460, 0, 100),
+        65535,
+    )
+}
+
+/// Sends four segments at 10 ms and lets the retransmission timer fire; returns the
+/// original segments' TSval, the retransmission's TSval, and the window before the timeout.
+fn timeout_after_four_segments(stack: &mut sluice_tcp::Stack, c: &Conn) -> (u32, u32, u32, u32) {
+    let mss = stack.info(c.id).unwrap().mss as usize;
+    assert_eq!(stack.send(c.id, &pattern(4 * mss, 1)), Ok(4 * mss));
+    let sent = c.peer.recv_all(stack, ms(10));
+    assert_eq!(sent.len(), 4);
+    let original_tsval = sent[0].0.options.timestamp.unwrap().0;
+    let cwnd_before = stack.info(c.id).unwrap().cwnd;
+    let resent = run_until(stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
+    assert_eq!(resent.len(), 1, "one retransmission from snd_una");
+    let (h, _) = &resent[0].1;
+    assert_eq!(h.seq, c.our_nxt);
+    let rtx_tsval = h.options.timestamp.unwrap().0;
+    assert!(rtx_tsval > original_tsval);
+    assert_eq!(stack.counters().timeouts, 1);
+    assert!(
+        stack.info(c.id).unwrap().cwnd < cwnd_before,
+        "the timeout cut the window"
+    );
+    (original_tsval, rtx_tsval, cwnd_before, mss as u32)
+}
+
+#[test]
+fn rfc3522_an_ack_echoing_the_original_timestamp_undoes_the_timeout() {
+    let mut stack = stack();
+    let c = ts_conn(&mut stack);
+    let (original, _, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
+    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    // The originals were only late: the peer acknowledges the first two, echoing their
+    // timestamp (RFC 7323 TS.Recent), not the retransmission's.
+    c.peer.send(
+        &mut stack,
+        now,
+        c.ack_seg().ack(c.our_nxt + 2 * mss).ts(200, original),
+    );
+    assert_eq!(stack.counters().spurious_timeouts, 1);
+    assert_eq!(
+        stack.info(c.id).unwrap().cwnd,
+        cwnd_before,
+        "RFC 4015: window restored"
+    );
+    // RFC 4015 3.2 (4): segments 3 and 4 are still on their way; they are not sent again.
+    c.peer.recv_nothing(&mut stack, now);
+    // New data goes out at once, after the old snd_max.
+    assert_eq!(
+        stack.send(c.id, &pattern(mss as usize, 2)),
+        Ok(mss as usize)
+    );
+    let (h, _) = c.peer.recv_one(&mut stack, now);
+    assert_eq!(h.seq, c.our_nxt + 4 * mss);
+}
+
+#[test]
+fn rfc3522_an_ack_echoing_the_retransmission_keeps_the_timeout_response() {
+    let mut stack = stack();
+    let c = ts_conn(&mut stack);
+    let (_, rtx, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
+    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    // The original was lost; the retransmission filled the hole.
+    c.peer.send(
+        &mut stack,
+        now,
+        c.ack_seg().ack(c.our_nxt + mss).ts(200, rtx),
+    );
+    assert_eq!(stack.counters().spurious_timeouts, 0);
+    assert!(stack.info(c.id).unwrap().cwnd < cwnd_before);
+    // Go-back-N goes on from the new snd_una: segment 2 is resent.
+    let out = c.peer.recv_all(&mut stack, now);
+    assert!(!out.is_empty());
+    assert_eq!(out[0].0.seq, c.our_nxt + mss);
+}
