@@ -1,5 +1,5 @@
-//! Spurious retransmission timeouts: RFC 3522 Eifel detection with timestamps, and the
-//! RFC 4015 response (the window and threshold come back, transmission goes on with new
+//! Spurious retransmission timeouts: RFC 3522 Eifel detection with timestamps, RFC 5682
+//! F-RTO's test (data never retransmitted is acknowledged), and the RFC 4015 response (the window and threshold come back, transmission goes on with new
 //! data rather than resending what the peer already has).
 
 mod harness;
@@ -92,4 +92,55 @@ fn rfc3522_an_ack_echoing_the_retransmission_keeps_the_timeout_response() {
     let out = c.peer.recv_all(&mut stack, now);
     assert!(!out.is_empty());
     assert_eq!(out[0].0.seq, c.our_nxt + mss);
+}
+
+#[test]
+fn rfc5682_an_ack_for_data_never_retransmitted_undoes_the_timeout_whatever_it_echoes() {
+    // What a CPU-starved Linux receiver does in the lab: it processes the late originals and
+    // the retransmission in one batch and echoes the retransmission's timestamp, but its
+    // cumulative ACK covers segments 2-4, which were sent only before the timeout.
+    let mut stack = stack();
+    let c = ts_conn(&mut stack);
+    let (_, rtx, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
+    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    c.peer.send(
+        &mut stack,
+        now,
+        c.ack_seg().ack(c.our_nxt + 4 * mss).ts(200, rtx),
+    );
+    assert_eq!(stack.counters().spurious_timeouts, 1);
+    assert_eq!(stack.info(c.id).unwrap().cwnd, cwnd_before);
+}
+
+#[test]
+fn rfc5682_without_timestamps_the_ack_of_original_data_alone_decides() {
+    let run = |acked_segments: u32| {
+        let mut stack = stack();
+        let c = established(&mut stack, ms(0));
+        let mss = stack.info(c.id).unwrap().mss as u32;
+        assert_eq!(
+            stack.send(c.id, &pattern(3 * mss as usize, 1)),
+            Ok(3 * mss as usize)
+        );
+        assert_eq!(c.peer.recv_all(&mut stack, ms(10)).len(), 3);
+        let cwnd_before = stack.info(c.id).unwrap().cwnd;
+        let resent = run_until(&mut stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
+        assert_eq!(resent.len(), 1, "one retransmission from snd_una");
+        let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+        c.peer.send(
+            &mut stack,
+            now,
+            c.ack_seg().ack(c.our_nxt + acked_segments * mss),
+        );
+        let cwnd = stack.info(c.id).unwrap().cwnd;
+        (stack.counters().spurious_timeouts, cwnd, cwnd_before)
+    };
+    // Only the retransmitted segment acknowledged: no verdict, the response stays.
+    let (spurious, cwnd, before) = run(1);
+    assert_eq!(spurious, 0);
+    assert!(cwnd < before);
+    // Segments 2 and 3, never retransmitted, acknowledged: the originals arrived.
+    let (spurious, cwnd, before) = run(3);
+    assert_eq!(spurious, 1);
+    assert_eq!(cwnd, before);
 }

@@ -123,7 +123,7 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
-        if self.conns[s].retries == 0 && ps.has(flags::TIMESTAMPS) {
+        if self.conns[s].retries == 0 {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
             // 3.1: the state to restore if the timeout proves spurious. Later backoffs of
             // the same stall keep the first (the original may still be the one that lands).

@@ -194,22 +194,28 @@ fn process_ack(
         }
         s.tx_freed = acked;
         ps.snd_una = ack;
-        if ps.snd_nxt.seq_lt(ack) {
-            // Go-back-N resent from an older point; the peer already had this.
-            ps.snd_nxt = ack;
-        }
-        ps.dupacks = 0;
         if let Some(rtx_tsval) = ps.rto_tsval.take() {
-            // RFC 3522 3.2: the first ACK for data outstanding at the timeout echoes the
-            // original transmission's (older) timestamp if that arrived: spurious. RFC 4015
-            // 3.2 step (4): go on with new data rather than resend what the peer has.
-            if s.has_timestamp && (s.ts_ecr.wrapping_sub(rtx_tsval) as i32) < 0 {
+            // The first ACK for data outstanding at a timeout judges it. Spurious if it
+            // echoes an older timestamp than the retransmission's (RFC 3522 Eifel), or
+            // acknowledges data sent only before the timeout, never since (RFC 5682 F-RTO,
+            // as Linux applies it): the originals arrived, only late. RFC 4015 3.2 (4): go
+            // on with new data rather than resend what the peer has.
+            let eifel = ps.has(flags::TIMESTAMPS)
+                && s.has_timestamp
+                && (s.ts_ecr.wrapping_sub(rtx_tsval) as i32) < 0;
+            let frto = ack.seq_gt(ps.snd_nxt);
+            if eifel || frto {
                 s.actions.insert(Actions::SPURIOUS_RTO);
                 if ps.snd_nxt.seq_lt(ps.snd_max) {
                     ps.snd_nxt = ps.snd_max;
                 }
             }
         }
+        if ps.snd_nxt.seq_lt(ack) {
+            // Go-back-N resent from an older point; the peer already had this.
+            ps.snd_nxt = ack;
+        }
+        ps.dupacks = 0;
         if ps.has(flags::RTT_TIMING) && ack.seq_ge(ps.rtt_seq) {
             // RFC 6298 3 (Karn): the timed segment was not retransmitted, or timing stopped.
             s.rtt_sample_us = now_us.wrapping_sub(ps.rtt_sent_us).max(1);

@@ -122,8 +122,9 @@ pub struct ProtoState {
     /// The sender's SACK-based loss recovery (RFC 6675); its SACKed ranges live in
     /// `DataPath::sacked`.
     pub sack: SackSender,
-    /// The TSval the first retransmission after a timeout carries, until the first ACK that
-    /// advances snd_una tells whether the timeout was spurious (RFC 3522 Eifel detection).
+    /// Set by a timeout until the first ACK that advances snd_una tells whether it was
+    /// spurious: the TSval the retransmission carries (RFC 3522 Eifel detection; unused
+    /// without timestamps, where RFC 5682's test alone applies).
     pub rto_tsval: Option<u32>,
 }
 
