@@ -58,6 +58,10 @@ pub struct Config {
     /// needs more, as Linux's send-buffer autotuning does; many slow connections then hold
     /// (and fault in) little memory. At or above `tx_buffer`: a fixed `tx_buffer`.
     pub tx_buffer_initial: usize,
+    /// Send-buffer memory the connections share: growth stops at an equal share of it per
+    /// open connection (never below `tx_buffer_initial`), so many connections cannot take
+    /// gigabytes (as Linux's tcp_mem bounds its buffers).
+    pub tx_memory: usize,
     /// Interface MTU (IPv4 packet size).
     pub mtu: u16,
     /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
@@ -139,6 +143,7 @@ impl Config {
             rx_buffer: 256 * 1024,
             tx_buffer: 256 * 1024,
             tx_buffer_initial: 64 * 1024,
+            tx_memory: 256 << 20,
             mtu: 1500,
             ooo_intervals: 1,
             sack_scoreboard: 8,
@@ -186,6 +191,9 @@ impl Config {
             if !(4096..=(1 << 30)).contains(&size) {
                 return Err(ConfigError::Range(name, "4096..=1073741824"));
             }
+        }
+        if self.tx_memory < 4096 {
+            return Err(ConfigError::Range("tx_memory", ">= 4096"));
         }
         if self.tx_buffer_initial < 4096 {
             return Err(ConfigError::Range("tx_buffer_initial", ">= 4096"));

@@ -518,22 +518,28 @@ impl Stack {
                 },
             );
         }
+        let limit = self.tx_limit();
         let b = self.bufs[slot as usize]
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
-        let used = b.tx_tail.diff(b.tx_head) as u32;
-        if ((b.tx.capacity() - used) as usize) < data.len() {
+        let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
+        if (b.tx.capacity() as usize).min(limit) < used + data.len() {
             // Send-buffer autotuning: room for twice what the windows let fly, so the flight
             // can reach cwnd while the application refills (Linux tcp_sndbuf_expand).
             let ps = &self.dp.proto[slot as usize];
             let target = 2 * ps.cwnd.min(ps.snd_wnd) as usize;
-            let limit = self.cfg.tx_buffer;
-            if target > b.tx.capacity() as usize && (b.tx.capacity() as usize) < limit {
-                b.tx.grow(b.tx_head, used, target.min(limit));
+            let mut grown = target.next_power_of_two();
+            while grown > limit {
+                grown /= 2;
+            }
+            if grown > b.tx.capacity() as usize {
+                b.tx.grow(b.tx_head, used as u32, grown);
                 self.counters.tx_buffer_grown += 1;
             }
         }
-        let free = (b.tx.capacity() - used) as usize;
+        // A ring grown while fewer connections shared the memory is used only up to today's
+        // share, so early connections keep no standing advantage over later ones.
+        let free = (b.tx.capacity() as usize).min(limit).saturating_sub(used);
         let n = free.min(data.len());
         if n == 0 {
             b.want_writable = true;
@@ -548,6 +554,14 @@ impl Stack {
         self.dp.proto[slot as usize].tx_end = b.tx_tail;
         self.dp.ready.push(slot);
         Ok(n)
+    }
+
+    /// The most a connection's send buffer may hold now: `tx_buffer`, or an equal share of
+    /// `tx_memory` among the open connections if smaller, but never below the initial size.
+    fn tx_limit(&self) -> usize {
+        let share = self.cfg.tx_memory / self.table.len().max(1);
+        let floor = self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer);
+        self.cfg.tx_buffer.min(share).max(floor)
     }
 
     /// Copies received bytes into `buf`. Ok(0) means the peer closed (end of stream).
@@ -692,13 +706,14 @@ impl Stack {
         let slot = self.slot_of(id)? as usize;
         let ps = &self.dp.proto[slot];
         let post = &self.dp.post[slot];
+        let limit = self.tx_limit();
         let (readable, writable, unacked) = match &self.bufs[slot] {
             Some(b) => {
-                let used = b.tx_tail.diff(b.tx_head) as u32;
+                let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
                 (
                     b.rx_tail.diff(b.rx_head) as u32 as usize,
-                    (b.tx.capacity() - used) as usize,
-                    used as usize,
+                    (b.tx.capacity() as usize).min(limit).saturating_sub(used),
+                    used,
                 )
             }
             None => (0, 0, 0),

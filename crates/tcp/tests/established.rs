@@ -640,3 +640,97 @@ fn send_buffer_starts_at_its_initial_size_and_grows_only_for_the_window() {
     assert!(!sent.is_empty());
     assert_eq!(sent, blob[..sent.len()]);
 }
+
+#[test]
+fn send_buffers_grow_only_to_an_equal_share_of_the_send_memory() {
+    let mut cfg = config();
+    cfg.tx_buffer = 1 << 20;
+    cfg.tx_buffer_initial = 4096;
+    // Two connections share 48 KB: each may grow to 16 KB (the power of two within 24 KB),
+    // though twice its window asks for 32 KB.
+    cfg.tx_memory = 48 * 1024;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let conns: Vec<Conn> = (0..2u16)
+        .map(|i| {
+            passive_open(
+                &mut stack,
+                l,
+                Peer::new(40000 + i, LISTEN_PORT),
+                ms(0),
+                1000,
+                mss_only(1460),
+                65535,
+            )
+        })
+        .collect();
+    let blob = pattern(256 * 1024, 1);
+    for c in &conns {
+        let info = stack.info(c.id).unwrap();
+        assert!(2 * info.cwnd.min(info.snd_wnd) as usize > 16 * 1024);
+        assert_eq!(stack.send(c.id, &blob), Ok(16 * 1024));
+        let info = stack.info(c.id).unwrap();
+        assert_eq!(info.writable + info.unacked, 16 * 1024);
+    }
+}
+
+#[test]
+fn a_send_buffer_grown_early_holds_only_the_share_once_more_connections_open() {
+    let mut cfg = config();
+    cfg.tx_buffer = 1 << 20;
+    cfg.tx_buffer_initial = 4096;
+    cfg.tx_memory = 64 * 1024;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let open = |stack: &mut sluice_tcp::Stack, i: u16| {
+        passive_open(
+            stack,
+            l,
+            Peer::new(40000 + i, LISTEN_PORT),
+            ms(0),
+            1000,
+            mss_only(1460),
+            65535,
+        )
+    };
+    let first = open(&mut stack, 0);
+    let blob = pattern(256 * 1024, 1);
+    // Alone, it grows to twice its window (32 KB, within its 64 KB share).
+    assert_eq!(stack.send(first.id, &blob), Ok(32 * 1024));
+    let sent: usize = first
+        .peer
+        .recv_all(&mut stack, ms(1))
+        .iter()
+        .map(|(_, p)| p.len())
+        .sum();
+    // Three more connections: the share is 16 KB each now.
+    for i in 1..4 {
+        open(&mut stack, i);
+    }
+    first.peer.send(
+        &mut stack,
+        ms(2),
+        first.ack_seg().ack(first.our_nxt + sent as u32),
+    );
+    let info = stack.info(first.id).unwrap();
+    assert_eq!(info.unacked, 32 * 1024 - sent);
+    assert_eq!(info.writable, (16 * 1024usize).saturating_sub(info.unacked));
+    // Once what it holds drains, it takes only up to the share.
+    let mut acked = sent;
+    for t in 3..20 {
+        let more: usize = first
+            .peer
+            .recv_all(&mut stack, ms(t))
+            .iter()
+            .map(|(_, p)| p.len())
+            .sum();
+        acked += more;
+        first.peer.send(
+            &mut stack,
+            ms(t),
+            first.ack_seg().ack(first.our_nxt + acked as u32),
+        );
+    }
+    assert_eq!(stack.info(first.id).unwrap().unacked, 0);
+    assert_eq!(stack.send(first.id, &blob), Ok(16 * 1024));
+}
