@@ -7,6 +7,7 @@ mod sim;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use clap::{Args, Subcommand, ValueEnum};
+use sluice_cli::experiment::parse_algorithm;
 use sluice_device::XdpMode;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
@@ -69,14 +70,9 @@ pub struct TransportArgs {
     /// Loss recovery: sack or go-back-n.
     #[arg(long, value_enum, default_value = "sack")]
     recovery: RecoveryArg,
-    /// Out-of-order intervals tracked per connection (0 to 64; default the core's, 1).
+    /// Out-of-order intervals tracked per connection (0 to 64; default the engine's, 8).
     #[arg(long)]
     ooo_intervals: Option<usize>,
-}
-
-fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
-    s.parse()
-        .map_err(|e: sluice_tcp::cc::UnknownAlgorithm| e.to_string())
 }
 
 impl TransportArgs {

@@ -44,6 +44,7 @@ use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::switched::switch_port;
 use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
 use sluice_switch::{default_egress, PortReport, PortSpec, Runner};
+use sluice_tcp::cc::Algorithm;
 use sluice_tcp::{Config, Recovery};
 
 use super::error::ExperimentError;
@@ -75,9 +76,12 @@ pub struct LossArgs {
     /// Loss rates in percent (default 0,0.01,0.1,0.5,1,2,5; with --quick 0,1,5).
     #[arg(long, value_delimiter = ',')]
     pub loss: Vec<f64>,
-    /// Out-of-order intervals the (SACK) engines track; the core's default if not given.
+    /// Out-of-order intervals the (SACK) engines track; the engine's default if not given.
     #[arg(long)]
     pub ooo_intervals: Option<usize>,
+    /// The engines' congestion control (dctcp, timely, reno, cubic); DCTCP if not given.
+    #[arg(long, value_parser = super::parse_algorithm)]
+    pub cc: Option<Algorithm>,
     /// Run length and the lab lock.
     #[command(flatten)]
     pub lab: LabRun,
@@ -138,8 +142,12 @@ impl Pairing {
 fn configure(
     go_back_n: bool,
     ooo_intervals: Option<usize>,
+    cc: Option<Algorithm>,
 ) -> Arc<dyn Fn(&mut Config) + Send + Sync> {
     Arc::new(move |c: &mut Config| {
+        if let Some(cc) = cc {
+            c.congestion_control = cc;
+        }
         if go_back_n {
             c.recovery = Recovery::GoBackN;
             c.ooo_intervals = 0;
@@ -213,7 +221,7 @@ fn measure(
     let kernel = KernelServers::start(NS_KERNEL).map_err(|e| fail(&e))?;
     let mut cells = Vec::new();
     for pairing in Pairing::ALL {
-        let config = configure(pairing == Pairing::GoBackN, args.ooo_intervals);
+        let config = configure(pairing == Pairing::GoBackN, args.ooo_intervals, args.cc);
         let server = if pairing.engine_sends() {
             let site = EngineSite {
                 configure: Arc::clone(&config),
@@ -490,10 +498,12 @@ fn report(args: &LossArgs, losses: &[f64], timing: Timing, cells: &[Vec<Cell>]) 
             format!(
                 "  engine: {BACKEND:?} backend, {}; linux: sluice kserve / sluice loadgen, kernel \
                  defaults; {} shared CPU cores",
-                match args.ooo_intervals {
-                    Some(n) => format!("SACK with {n} out-of-order intervals"),
-                    None => "default configuration (SACK, DCTCP)".into(),
-                },
+                format!(
+                    "SACK with {} out-of-order intervals, {}",
+                    args.ooo_intervals
+                        .map_or_else(|| "the default number of".into(), |n| n.to_string()),
+                    args.cc.map_or("DCTCP".into(), |a| a.to_string())
+                ),
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             ),
         ],
@@ -539,6 +549,7 @@ mod tests {
             },
             loss: Vec::new(),
             ooo_intervals: None,
+            cc: None,
             lab: LabRun::default(),
         };
         let losses = [0.0, 0.1, 2.0];

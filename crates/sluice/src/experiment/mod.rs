@@ -117,6 +117,12 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
     Ok(())
 }
 
+/// A congestion-control algorithm by name (dctcp, timely, reno, cubic), for flags.
+pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse()
+        .map_err(|e: sluice_tcp::cc::UnknownAlgorithm| e.to_string())
+}
+
 /// Sets a congestion-control policy in a core's configuration.
 pub type ConfigureCc = fn(&mut Config);
 
