@@ -641,6 +641,19 @@ fn send_buffer_starts_at_its_initial_size_and_grows_only_for_the_window() {
     assert_eq!(sent, blob[..sent.len()]);
 }
 
+/// A passive connection from peer port 40000 + `i` (MSS 1460, window 65535).
+fn open_from(stack: &mut sluice_tcp::Stack, l: sluice_tcp::ListenerId, i: u16) -> Conn {
+    passive_open(
+        stack,
+        l,
+        Peer::new(40000 + i, LISTEN_PORT),
+        ms(0),
+        1000,
+        mss_only(1460),
+        65535,
+    )
+}
+
 #[test]
 fn send_buffers_grow_only_to_an_equal_share_of_the_send_memory() {
     let mut cfg = config();
@@ -651,19 +664,7 @@ fn send_buffers_grow_only_to_an_equal_share_of_the_send_memory() {
     cfg.tx_memory = 48 * 1024;
     let mut stack = stack_with(cfg);
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
-    let conns: Vec<Conn> = (0..2u16)
-        .map(|i| {
-            passive_open(
-                &mut stack,
-                l,
-                Peer::new(40000 + i, LISTEN_PORT),
-                ms(0),
-                1000,
-                mss_only(1460),
-                65535,
-            )
-        })
-        .collect();
+    let conns: Vec<Conn> = (0..2).map(|i| open_from(&mut stack, l, i)).collect();
     let blob = pattern(256 * 1024, 1);
     for c in &conns {
         let info = stack.info(c.id).unwrap();
@@ -682,18 +683,7 @@ fn a_send_buffer_grown_early_holds_only_the_share_once_more_connections_open() {
     cfg.tx_memory = 64 * 1024;
     let mut stack = stack_with(cfg);
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
-    let open = |stack: &mut sluice_tcp::Stack, i: u16| {
-        passive_open(
-            stack,
-            l,
-            Peer::new(40000 + i, LISTEN_PORT),
-            ms(0),
-            1000,
-            mss_only(1460),
-            65535,
-        )
-    };
-    let first = open(&mut stack, 0);
+    let first = open_from(&mut stack, l, 0);
     let blob = pattern(256 * 1024, 1);
     // Alone, it grows to twice its window (32 KB, within its 64 KB share).
     assert_eq!(stack.send(first.id, &blob), Ok(32 * 1024));
@@ -705,7 +695,7 @@ fn a_send_buffer_grown_early_holds_only_the_share_once_more_connections_open() {
         .sum();
     // Three more connections: the share is 16 KB each now.
     for i in 1..4 {
-        open(&mut stack, i);
+        open_from(&mut stack, l, i);
     }
     first.peer.send(
         &mut stack,
