@@ -34,7 +34,15 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
     c.rx_buffer = *[4096, 5000, 8192, 16384, 131_072]
         .choose(rng)
         .unwrap_or(&4096);
-    c.tx_buffer = *[4096, 8192, 12000, 16384].choose(rng).unwrap_or(&4096);
+    c.tx_buffer = *[4096, 8192, 12000, 16384, 65536]
+        .choose(rng)
+        .unwrap_or(&4096);
+    // Send buffers that grow (and shrink back to a share): from 4 KB, within a small
+    // shared memory, so that growth, shares and shrinking are all reached.
+    c.tx_buffer_initial = *[4096, 8192, 1 << 20].choose(rng).unwrap_or(&4096);
+    c.tx_memory = *[4096, 24_000, 65536, 256 << 20]
+        .choose(rng)
+        .unwrap_or(&65536);
     c.mtu = *[576, 600, 1000, 1500].choose(rng).unwrap_or(&1500);
     c.ooo_intervals = rng.gen_range(0..=4);
     c.ack_policy = if rng.gen() {

@@ -523,15 +523,17 @@ impl Stack {
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
         let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
+        if used == 0 && b.tx.capacity() as usize > limit {
+            // Empty and above today's share: give the memory back (writes cycle through the
+            // whole ring, so holding it would touch all of it).
+            b.tx = PayloadRing::new(pow2_floor(limit));
+        }
         if (b.tx.capacity() as usize).min(limit) < used + data.len() {
             // Send-buffer autotuning: room for twice what the windows let fly, so the flight
             // can reach cwnd while the application refills (Linux tcp_sndbuf_expand).
             let ps = &self.dp.proto[slot as usize];
             let target = 2 * ps.cwnd.min(ps.snd_wnd) as usize;
-            let mut grown = target.next_power_of_two();
-            while grown > limit {
-                grown /= 2;
-            }
+            let grown = pow2_floor(target.next_power_of_two().min(limit));
             if grown > b.tx.capacity() as usize {
                 b.tx.grow(b.tx_head, used as u32, grown);
                 self.counters.tx_buffer_grown += 1;
@@ -558,7 +560,7 @@ impl Stack {
 
     /// The most a connection's send buffer may hold now: `tx_buffer`, or an equal share of
     /// `tx_memory` among the open connections if smaller, but never below the initial size.
-    fn tx_limit(&self) -> usize {
+    pub(crate) fn tx_limit(&self) -> usize {
         let share = self.cfg.tx_memory / self.table.len().max(1);
         let floor = self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer);
         self.cfg.tx_buffer.min(share).max(floor)
@@ -838,9 +840,14 @@ impl Stack {
             self.cfg.rx_buffer,
             self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer),
         );
-        self.bufs[s]
-            .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)))
-            .reset_at(SeqNumber(0), SeqNumber(0));
+        let b = self.bufs[s]
+            .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)));
+        b.reset_at(SeqNumber(0), SeqNumber(0));
+        if b.tx.capacity() as usize > tx.next_power_of_two() {
+            // A ring the previous connection grew goes back to the initial size, so slots
+            // do not keep memory `tx_memory` no longer accounts for.
+            b.tx = PayloadRing::new(tx);
+        }
     }
 
     /// Returns a slot to the free list (the connection is gone for everyone).
@@ -952,6 +959,15 @@ impl Stack {
             self.dp.post[s].ack_pending = true;
             self.dp.ready.push(slot);
         }
+    }
+}
+
+/// The largest power of two at most `n` (1 for 0).
+fn pow2_floor(n: usize) -> usize {
+    if n.is_power_of_two() {
+        n
+    } else {
+        (n.next_power_of_two() / 2).max(1)
     }
 }
 

@@ -7,6 +7,8 @@ mod harness;
 use harness::*;
 use std::time::Duration;
 
+use sluice_wire::tcp::TcpOptions;
+
 /// An established connection with timestamps (and SACK) negotiated.
 fn ts_conn(stack: &mut sluice_tcp::Stack) -> Conn {
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
@@ -112,35 +114,89 @@ fn rfc5682_an_ack_for_data_never_retransmitted_undoes_the_timeout_whatever_it_ec
     assert_eq!(stack.info(c.id).unwrap().cwnd, cwnd_before);
 }
 
-#[test]
-fn rfc5682_without_timestamps_the_ack_of_original_data_alone_decides() {
-    let run = |acked_segments: u32| {
-        let mut stack = stack();
-        let c = established(&mut stack, ms(0));
-        let mss = stack.info(c.id).unwrap().mss as u32;
-        assert_eq!(
-            stack.send(c.id, &pattern(3 * mss as usize, 1)),
-            Ok(3 * mss as usize)
-        );
-        assert_eq!(c.peer.recv_all(&mut stack, ms(10)).len(), 3);
-        let cwnd_before = stack.info(c.id).unwrap().cwnd;
-        let resent = run_until(&mut stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
-        assert_eq!(resent.len(), 1, "one retransmission from snd_una");
-        let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
-        c.peer.send(
-            &mut stack,
-            now,
-            c.ack_seg().ack(c.our_nxt + acked_segments * mss),
-        );
-        let cwnd = stack.info(c.id).unwrap().cwnd;
-        (stack.counters().spurious_timeouts, cwnd, cwnd_before)
+/// A connection with SACK but no timestamps: F-RTO's test alone decides.
+fn sack_conn(stack: &mut sluice_tcp::Stack) -> Conn {
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
     };
+    passive_open(
+        stack,
+        l,
+        Peer::new(40000, LISTEN_PORT),
+        ms(0),
+        1000,
+        opts,
+        65535,
+    )
+}
+
+/// Sends three segments at 10 ms; `before_timeout` may answer them before the timer fires.
+/// Then the timeout, and the peer's cumulative ACK of `acked_segments`. Returns the
+/// spurious-timeout count, the window after, and the window before the timeout.
+fn three_segments_then_timeout(
+    acked_segments: u32,
+    before_timeout: impl Fn(&mut sluice_tcp::Stack, &Conn, u32),
+) -> (u64, u32, u32) {
+    let mut stack = stack();
+    let c = sack_conn(&mut stack);
+    let mss = stack.info(c.id).unwrap().mss as u32;
+    assert_eq!(
+        stack.send(c.id, &pattern(3 * mss as usize, 1)),
+        Ok(3 * mss as usize)
+    );
+    assert_eq!(c.peer.recv_all(&mut stack, ms(10)).len(), 3);
+    before_timeout(&mut stack, &c, mss);
+    let cwnd_before = stack.info(c.id).unwrap().cwnd;
+    let resent = run_until(&mut stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
+    assert_eq!(resent.len(), 1, "one retransmission from snd_una");
+    assert_eq!(resent[0].1 .0.seq, c.our_nxt);
+    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    c.peer.send(
+        &mut stack,
+        now,
+        c.ack_seg().ack(c.our_nxt + acked_segments * mss),
+    );
+    let cwnd = stack.info(c.id).unwrap().cwnd;
+    (stack.counters().spurious_timeouts, cwnd, cwnd_before)
+}
+
+#[test]
+fn rfc5682_without_timestamps_an_ack_of_never_retransmitted_data_decides() {
+    let nothing = |_: &mut sluice_tcp::Stack, _: &Conn, _: u32| {};
     // Only the retransmitted segment acknowledged: no verdict, the response stays.
-    let (spurious, cwnd, before) = run(1);
+    let (spurious, cwnd, before) = three_segments_then_timeout(1, nothing);
     assert_eq!(spurious, 0);
     assert!(cwnd < before);
-    // Segments 2 and 3, never retransmitted, acknowledged: the originals arrived.
-    let (spurious, cwnd, before) = run(3);
+    // Segments 2 and 3, sent only before the timeout and never reported missing, are
+    // acknowledged: the originals arrived.
+    let (spurious, cwnd, before) = three_segments_then_timeout(3, nothing);
     assert_eq!(spurious, 1);
     assert_eq!(cwnd, before);
+}
+
+#[test]
+fn rfc5682_a_real_loss_reported_by_sack_before_the_timeout_is_not_undone() {
+    // Segment 1 is lost; 2 and 3 arrive and are SACKed (too few for a fast retransmit);
+    // the timeout resends 1, which fills the hole, and the ACK jumps past 3. That is a
+    // real loss: the jump covers only data the peer had SACKed.
+    let sacked = |stack: &mut sluice_tcp::Stack, c: &Conn, mss: u32| {
+        let block = TcpOptions {
+            sack_blocks: [
+                (c.our_nxt + mss, c.our_nxt + 3 * mss),
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ],
+            sack_count: 1,
+            ..Default::default()
+        };
+        c.peer
+            .send(stack, ms(11), c.ack_seg().ack(c.our_nxt).opts(block));
+    };
+    let (spurious, cwnd, before) = three_segments_then_timeout(3, sacked);
+    assert_eq!(spurious, 0);
+    assert!(cwnd < before);
 }

@@ -172,6 +172,8 @@ impl Stack {
             let ps = &self.dp.proto[s];
             let ssthresh = self.cc[s].ssthresh();
             self.cc[s] = Policy::with_window(algorithm, u32::from(ps.mss), ps.cwnd, ssthresh);
+            // An undo must not bring the previous algorithm back.
+            self.cc_before_rto[s] = None;
             self.program_rate(slot);
             self.set_echo_mode(slot, algorithm);
         }

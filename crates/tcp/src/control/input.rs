@@ -667,7 +667,19 @@ impl Stack {
             // the peer took the cookie SYN-ACK and is established on it: the cookie wins,
             // where a RST would kill a connection the peer already uses (AccelTCP 4.1).
             if let Some(index) = c.listener {
-                if self.cookie_decodes(input) {
+                // The same SYN (its ISN) only: a stale cookie of an earlier incarnation of
+                // the 4-tuple must not replace a newer half-open entry.
+                if t.seq - 1u32 == c.irs && self.cookie_decodes(input) {
+                    let room = matches!(
+                        self.listeners.get(index as usize),
+                        Some(Some(l)) if l.accept.len() < l.backlog
+                    );
+                    if !room {
+                        // Keep the half-open entry: its SYN-ACK retransmission makes the
+                        // peer resend this ACK once the accept queue drains.
+                        self.counters.accept_queue_overflow += 1;
+                        return;
+                    }
                     self.counters.half_open_replaced_by_cookie += 1;
                     self.free_slot(slot);
                     if self.try_cookie(index, input) {
@@ -809,7 +821,7 @@ impl Stack {
                 0
             },
             ooo_seen: 0,
-            rto_tsval: None,
+            rto_probe: None,
             sack: SackSender {
                 // RFC 6675 needs the peer's SACK blocks: without SACK-permitted (RFC 2018 2)
                 // the connection recovers by go-back-N.

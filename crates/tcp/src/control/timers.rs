@@ -3,7 +3,8 @@
 //! orphan expiry; and the flow scheduler's timing wheel coming due.
 
 use super::state::{ConnError, TcpState};
-use crate::datapath::state::flags;
+use crate::datapath::scoreboard;
+use crate::datapath::state::{flags, sack_flags, RtoProbe};
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -123,12 +124,20 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
-        if self.conns[s].retries == 0 {
+        if ps.rto_probe.is_none() {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
             // 3.1: the state to restore if the timeout proves spurious. Later backoffs of
             // the same stall keep the first (the original may still be the one that lands).
             let now_ms = self.now.as_millis() as u32;
-            self.dp.proto[s].rto_tsval = Some(now_ms.wrapping_add(ps.ts_offset));
+            let sack = ps.sack.has(sack_flags::ENABLED);
+            let in_recovery = self.dp.post[s].in_recovery || scoreboard::in_recovery(&ps);
+            let frto_above = (sack && !in_recovery).then(|| {
+                scoreboard::highest_sacked(&ps, self.dp.sacked_of(slot)).unwrap_or(ps.snd_una)
+            });
+            self.dp.proto[s].rto_probe = Some(RtoProbe {
+                tsval: now_ms.wrapping_add(ps.ts_offset),
+                frto_above,
+            });
             self.cc_before_rto[s] = Some(self.cc[s].clone());
         }
         // The policy answers the timeout at once (RFC 5681 3.1: one segment) and programs
@@ -138,7 +147,7 @@ impl Stack {
         let ps = &mut self.dp.proto[s];
         ps.snd_nxt = ps.snd_una;
         ps.dupacks = 0;
-        crate::datapath::scoreboard::on_timeout(ps);
+        scoreboard::on_timeout(ps);
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
         self.backoff(slot);
         let c = &mut self.conns[s];

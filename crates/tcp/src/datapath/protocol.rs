@@ -194,21 +194,27 @@ fn process_ack(
         }
         s.tx_freed = acked;
         ps.snd_una = ack;
-        if let Some(rtx_tsval) = ps.rto_tsval.take() {
+        if let Some(probe) = ps.rto_probe.take() {
             // The first ACK for data outstanding at a timeout judges it. Spurious if it
-            // echoes an older timestamp than the retransmission's (RFC 3522 Eifel), or
-            // acknowledges data sent only before the timeout, never since (RFC 5682 F-RTO,
-            // as Linux applies it): the originals arrived, only late. RFC 4015 3.2 (4): go
-            // on with new data rather than resend what the peer has.
+            // echoes an older timestamp than the retransmission's (RFC 3522 Eifel; a zero
+            // echo says nothing), or acknowledges data sent only before the timeout and
+            // never reported missing (RFC 5682 F-RTO, as Linux applies it): the originals
+            // arrived, only late.
             let eifel = ps.has(flags::TIMESTAMPS)
                 && s.has_timestamp
-                && (s.ts_ecr.wrapping_sub(rtx_tsval) as i32) < 0;
-            let frto = ack.seq_gt(ps.snd_nxt);
+                && s.ts_ecr != 0
+                && (s.ts_ecr.wrapping_sub(probe.tsval) as i32) < 0;
+            let frto = probe
+                .frto_above
+                .is_some_and(|above| ack.seq_gt(ps.snd_nxt) && ack.seq_gt(above));
             if eifel || frto {
                 s.actions.insert(Actions::SPURIOUS_RTO);
+                // RFC 4015 3.2 (4): go on with new data rather than resend what the peer
+                // has; and fast recovery may start again at once.
                 if ps.snd_nxt.seq_lt(ps.snd_max) {
                     ps.snd_nxt = ps.snd_max;
                 }
+                scoreboard::on_spurious_timeout(ps);
             }
         }
         if ps.snd_nxt.seq_lt(ack) {

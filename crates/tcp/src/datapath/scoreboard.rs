@@ -314,6 +314,19 @@ pub fn on_timeout(ps: &mut ProtoState) {
     sb.set(sack_flags::AFTER_RTO, true);
 }
 
+/// The timeout proved spurious (RFC 3522/5682): no recovery point to wait for.
+pub fn on_spurious_timeout(ps: &mut ProtoState) {
+    ps.sack.set(sack_flags::AFTER_RTO, false);
+}
+
+/// The highest sequence number the scoreboard reports SACKed, if any.
+pub fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumber> {
+    board[..usize::from(ps.sack.count).min(board.len())]
+        .iter()
+        .map(|r| r.end)
+        .reduce(|a, b| if b.seq_gt(a) { b } else { a })
+}
+
 /// What the TX workflow sends next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {

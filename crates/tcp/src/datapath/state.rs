@@ -123,9 +123,20 @@ pub struct ProtoState {
     /// `DataPath::sacked`.
     pub sack: SackSender,
     /// Set by a timeout until the first ACK that advances snd_una tells whether it was
-    /// spurious: the TSval the retransmission carries (RFC 3522 Eifel detection; unused
-    /// without timestamps, where RFC 5682's test alone applies).
-    pub rto_tsval: Option<u32>,
+    /// spurious.
+    pub rto_probe: Option<RtoProbe>,
+}
+
+/// What a timeout leaves for the first ACK after it to judge it by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RtoProbe {
+    /// The TSval the retransmission carries (RFC 3522 Eifel detection; with timestamps).
+    pub tsval: u32,
+    /// RFC 5682 F-RTO's test, where it is sound: an ACK beyond both snd_nxt and this
+    /// (the highest end SACKed before the timeout) covers data sent only before the
+    /// timeout and never reported missing. None: no test (no SACK, or the timeout hit a
+    /// recovery, where a lost retransmission looks the same).
+    pub frto_above: Option<SeqNumber>,
 }
 
 impl ProtoState {
