@@ -199,6 +199,20 @@ impl ConnBuffers {
         }
     }
 
+    /// Bytes the application wrote that the peer has not acknowledged.
+    #[inline]
+    pub(crate) fn tx_used(&self) -> usize {
+        self.tx_tail.diff(self.tx_head) as u32 as usize
+    }
+
+    /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
+    #[inline]
+    pub(crate) fn tx_room(&self, limit: usize) -> usize {
+        (self.tx.capacity() as usize)
+            .min(limit)
+            .saturating_sub(self.tx_used())
+    }
+
     /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
     pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
         self.rx_head = rcv;
@@ -522,7 +536,7 @@ impl Stack {
         let b = self.bufs[slot as usize]
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
-        let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
+        let used = b.tx_used();
         if used == 0 && b.tx.capacity() as usize > limit {
             // Empty and above today's share: give the memory back (writes cycle through the
             // whole ring, so holding it would touch all of it).
@@ -541,8 +555,7 @@ impl Stack {
         }
         // A ring grown while fewer connections shared the memory is used only up to today's
         // share, so early connections keep no standing advantage over later ones.
-        let free = (b.tx.capacity() as usize).min(limit).saturating_sub(used);
-        let n = free.min(data.len());
+        let n = b.tx_room(limit).min(data.len());
         if n == 0 {
             b.want_writable = true;
             return Err(Error::WouldBlock);
@@ -561,9 +574,7 @@ impl Stack {
     /// The most a connection's send buffer may hold now: `tx_buffer`, or an equal share of
     /// `tx_memory` among the open connections if smaller, but never below the initial size.
     pub(crate) fn tx_limit(&self) -> usize {
-        let share = self.cfg.tx_memory / self.table.len().max(1);
-        let floor = self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer);
-        self.cfg.tx_buffer.min(share).max(floor)
+        tx_limit(&self.cfg, self.table.len())
     }
 
     /// Copies received bytes into `buf`. Ok(0) means the peer closed (end of stream).
@@ -710,14 +721,11 @@ impl Stack {
         let post = &self.dp.post[slot];
         let limit = self.tx_limit();
         let (readable, writable, unacked) = match &self.bufs[slot] {
-            Some(b) => {
-                let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
-                (
-                    b.rx_tail.diff(b.rx_head) as u32 as usize,
-                    (b.tx.capacity() as usize).min(limit).saturating_sub(used),
-                    used,
-                )
-            }
+            Some(b) => (
+                b.rx_tail.diff(b.rx_head) as u32 as usize,
+                b.tx_room(limit),
+                b.tx_used(),
+            ),
             None => (0, 0, 0),
         };
         Ok(ConnInfo {
@@ -960,6 +968,14 @@ impl Stack {
             self.dp.ready.push(slot);
         }
     }
+}
+
+/// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
+/// of `tx_memory` if smaller, never below the initial size.
+pub(crate) fn tx_limit(cfg: &Config, open: usize) -> usize {
+    let share = cfg.tx_memory / open.max(1);
+    let floor = cfg.tx_buffer_initial.min(cfg.tx_buffer);
+    cfg.tx_buffer.min(share).max(floor)
 }
 
 /// The largest power of two at most `n` (1 for 0).

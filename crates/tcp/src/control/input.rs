@@ -509,11 +509,6 @@ impl Stack {
         )
     }
 
-    /// Whether `input` acknowledges a valid SYN cookie (no counters touched).
-    fn cookie_decodes(&self, input: &TcpInput<'_>) -> bool {
-        self.decode_cookie(input).is_some()
-    }
-
     /// An ACK in LISTEN may complete a cookie handshake.
     fn try_cookie(&mut self, index: u16, input: &TcpInput<'_>) -> bool {
         let t = &input.tcp;
@@ -669,7 +664,7 @@ impl Stack {
             if let Some(index) = c.listener {
                 // The same SYN (its ISN) only: a stale cookie of an earlier incarnation of
                 // the 4-tuple must not replace a newer half-open entry.
-                if t.seq - 1u32 == c.irs && self.cookie_decodes(input) {
+                if t.seq - 1u32 == c.irs && self.decode_cookie(input).is_some() {
                     let room = matches!(
                         self.listeners.get(index as usize),
                         Some(Some(l)) if l.accept.len() < l.backlog

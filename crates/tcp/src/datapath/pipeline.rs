@@ -150,7 +150,6 @@ impl Stack {
         {
             self.counters.duplicate_segments += 1;
         }
-        let tx_limit = self.tx_limit();
         if let Some(b) = self.bufs[i].as_mut() {
             if s.place_len > 0 {
                 let at = s.place_offset as usize;
@@ -177,8 +176,9 @@ impl Stack {
             if s.tx_freed > 0 {
                 b.tx_head += s.tx_freed;
                 // Only when `send` would take something: a ring above today's share waits.
-                let used = b.tx_tail.diff(b.tx_head) as u32 as usize;
-                if b.want_writable && used < (b.tx.capacity() as usize).min(tx_limit) {
+                if b.want_writable
+                    && b.tx_room(crate::stack::tx_limit(&self.cfg, self.table.len())) > 0
+                {
                     b.want_writable = false;
                     self.events.raise(slot, bits::WRITABLE);
                 }
