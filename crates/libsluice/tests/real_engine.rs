@@ -396,3 +396,43 @@ fn congestion_control_through_the_c_api() {
         assert_eq!(sluice_close(s), 0);
     }
 }
+
+/// The Rust examples of the native API (examples/echo_server.rs, sockets-like with a thread
+/// per connection; examples/zero_copy_echo.rs, one thread on the rings in place) each serve
+/// three of the peer's clients through the real engine, and every echo matches.
+#[test]
+fn the_rust_examples_echo_the_peers_clients() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    for example in ["echo_server", "zero_copy_echo"] {
+        let (e, _app) = engine(example);
+        let port = 5050;
+        let mut child = Command::new(common::example(example))
+            .args([port.to_string(), "3".to_string()])
+            .env("SLUICE_SOCKET", &e.socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the example starts");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), format!("listening {port}"), "{example}");
+        let outcomes: Vec<_> = (0..3)
+            .map(|i| {
+                e.peer_client(PeerClient {
+                    port,
+                    bytes: 100_000 + 7_777 * i as usize,
+                    seed: 40 + i,
+                    reset: false,
+                })
+            })
+            .collect();
+        for o in outcomes {
+            o.recv_timeout(Duration::from_secs(60))
+                .expect("the peer client finished")
+                .unwrap_or_else(|err| panic!("{example}: {err}"));
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{example} exited with {status}");
+    }
+}

@@ -51,3 +51,22 @@ pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
         })
         .collect()
 }
+
+/// The executable of one of this crate's examples: `cargo test` builds them beside the test
+/// executables; a test binary built alone asks cargo for it.
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let examples = exe.parent().unwrap().parent().unwrap().join("examples");
+    let path = examples.join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-p", env!("CARGO_PKG_NAME"), "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "cargo build --example {name}");
+    }
+    assert!(path.exists(), "no example {}", path.display());
+    path
+}
