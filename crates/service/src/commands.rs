@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
-use sluice_shm::{Command, Completion, Congestion, Shut, SocketBlock, PAYLOAD_BYTES};
+use sluice_shm::{Command, Completion, Congestion, Payload, Shut, SocketBlock};
 use sluice_tcp::{Algorithm, ConnId, Error, Stack};
 
 use crate::app::AttachedApp;
@@ -17,21 +17,6 @@ use crate::teardown;
 
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
-
-/// Opcodes of the commands that carry no request id (doorbells and Close), read from the
-/// contract's own encoding: a bad entry with one of them gets no completion.
-fn carries_no_req(opcode: u8) -> bool {
-    [
-        Command::Send { slot: 0 },
-        Command::Consumed { slot: 0 },
-        Command::Close {
-            slot: 0,
-            abort: false,
-        },
-    ]
-    .iter()
-    .any(|c| c.encode()[0] == opcode)
-}
 
 /// Runs up to `batch` commands from each live context of `app` (never more than its
 /// completion queue can take, so every completion has room).
@@ -100,7 +85,7 @@ pub(crate) fn run_final_commands(app: &mut AttachedApp, stack: &mut Stack, sh: &
 /// Decodes and executes one entry.
 fn execute_entry(
     app: &mut AttachedApp,
-    entry: &[u8; PAYLOAD_BYTES],
+    entry: &Payload,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Option<Completion> {
@@ -109,14 +94,8 @@ fn execute_entry(
         Ok(cmd) => execute(app, cmd, stack, sh),
         Err(_) => {
             sh.counters.bad_entries += 1;
-            if carries_no_req(entry[0]) {
-                return None;
-            }
-            let req = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
-            Some(Completion::Failed {
-                req,
-                errno: Errno::EINVAL as i32,
-            })
+            // Doorbells and Close are never answered, even when they do not decode.
+            Command::req_of(entry).and_then(|req| failed(req, Errno::EINVAL))
         }
     }
 }
@@ -141,18 +120,11 @@ pub(crate) fn execute(
 ) -> Option<Completion> {
     // Every command but Open names a slot that must be in range and allocated (EBADF), and
     // not one the application already closed.
-    let (req, s) = match cmd {
-        Command::Open { req } => return open(app, req, stack, sh),
-        Command::Bind { req, slot, .. }
-        | Command::Listen { req, slot, .. }
-        | Command::Connect { req, slot, .. }
-        | Command::Shutdown { req, slot, .. }
-        | Command::SetNoDelay { req, slot, .. }
-        | Command::SetCongestion { req, slot, .. } => (Some(req), slot),
-        Command::Send { slot } | Command::Consumed { slot } | Command::Close { slot, .. } => {
-            (None, slot)
-        }
+    let Some(s) = cmd.slot() else {
+        // Open alone names no slot: it is given one.
+        return cmd.req().and_then(|req| open(app, req, stack, sh));
     };
+    let req = cmd.req();
     let state = app
         .slots
         .get(s)
