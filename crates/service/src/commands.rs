@@ -5,13 +5,14 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
-use sluice_shm::{Command, Completion, Congestion, Payload, Shut, SocketBlock};
-use sluice_tcp::{Algorithm, ConnId, Error, Stack};
+use sluice_shm::{Command, Completion, Payload, Shut};
+use sluice_tcp::{Error, Stack};
 
 use crate::app::AttachedApp;
+use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
 use crate::owners::Owner;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
 
@@ -200,47 +201,6 @@ pub(crate) fn execute(
     result
 }
 
-/// The core's algorithm for the contract's code (exhaustive both ways, so a new algorithm
-/// on either side does not compile until it is mapped).
-pub(crate) fn algorithm_of(c: Congestion) -> Algorithm {
-    match c {
-        Congestion::Dctcp => Algorithm::Dctcp,
-        Congestion::Timely => Algorithm::Timely,
-        Congestion::Reno => Algorithm::NewReno,
-        Congestion::Cubic => Algorithm::Cubic,
-    }
-}
-
-/// The contract's code for the core's algorithm.
-pub(crate) fn congestion_of(a: Algorithm) -> Congestion {
-    match a {
-        Algorithm::Dctcp => Congestion::Dctcp,
-        Algorithm::Timely => Congestion::Timely,
-        Algorithm::NewReno => Congestion::Reno,
-        Algorithm::Cubic => Congestion::Cubic,
-    }
-}
-
-/// Gives connection `id` the application's choice (if any) and publishes the algorithm it
-/// runs in its block.
-pub(crate) fn apply_congestion(
-    stack: &mut Stack,
-    id: ConnId,
-    choice: Option<Algorithm>,
-    block: &SocketBlock<'_>,
-) {
-    if let Some(algorithm) = choice {
-        // A connection the core already dropped keeps the choice in the block only.
-        let _ = stack.set_congestion_control(id, algorithm);
-    }
-    let running = stack
-        .congestion_control(id)
-        .ok()
-        .or(choice)
-        .unwrap_or(stack.config().congestion_control);
-    block.set_congestion(congestion_of(running));
-}
-
 /// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
 /// congestion control, as a new Linux socket reports the system default).
 fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
@@ -395,11 +355,8 @@ fn connect(
     if slot.nodelay {
         let _ = stack.set_nagle(id, false);
     }
-    block.set_congestion(congestion_of(
-        stack
-            .congestion_control(id)
-            .unwrap_or(stack.config().congestion_control),
-    ));
+    // The choice went in with the SYN; publish what the connection runs.
+    apply_congestion(stack, id, None, &block);
     slot.set_flags(&block, CONNECTING, 0);
     app.dirty = true;
     Ok(local.port())

@@ -9,8 +9,9 @@ use sluice_shm::{AcceptRecord, Dir, SocketBlock, ACCEPT_RECORD_BYTES};
 use sluice_tcp::{Error, Stack};
 
 use crate::app::AttachedApp;
+use crate::congestion::apply_congestion;
 use crate::owners::Owner;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::{Slot, SlotState, Unclaimed};
 use crate::teardown;
 
@@ -318,7 +319,7 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             slots.get_mut(c).expect("just allocated").nodelay = true;
         }
         // Accepted connections inherit the listener's TCP_CONGESTION, as on Linux.
-        crate::commands::apply_congestion(stack, id, congestion, &cblock);
+        apply_congestion(stack, id, congestion, &cblock);
         slots.get_mut(c).expect("just allocated").congestion = congestion;
         sh.conns.insert(
             id,

@@ -7,7 +7,7 @@ use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
 
 use crate::app::AttachedApp;
 use crate::data;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
 

@@ -16,6 +16,8 @@
 
 mod app;
 mod commands;
+mod config;
+mod congestion;
 mod control;
 mod counters;
 mod data;
@@ -23,10 +25,12 @@ mod error;
 mod events;
 mod owners;
 mod service;
+mod shared;
 mod slots;
 mod teardown;
 mod wake;
 
+pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;
-pub use service::{Service, ServiceConfig};
+pub use service::Service;

@@ -6,7 +6,7 @@ use sluice_tcp::Stack;
 
 use crate::app::AttachedApp;
 use crate::owners::Owner;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 
 /// Why an application's connections are being reset wholesale.
