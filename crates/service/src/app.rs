@@ -23,6 +23,17 @@ pub(crate) struct Context {
     pub dead: bool,
 }
 
+/// Every attached application, indexed as [`crate::owners::Owner::app`], and the books kept
+/// on them.
+pub(crate) struct Apps {
+    /// The table (a None entry is free for the next attach).
+    pub table: Vec<Option<AttachedApp>>,
+    /// The id the next attached application is given (never reused).
+    pub next_id: u32,
+    /// Departed applications whose closed connections are still draining.
+    pub orphans: usize,
+}
+
 /// An application attached to the engine.
 pub(crate) struct AttachedApp {
     /// Its index in the service's table (what [`crate::owners::Owner::app`] holds).

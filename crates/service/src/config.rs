@@ -8,7 +8,7 @@ use std::time::Duration;
 use sluice_shm::control::EngineInfo;
 use sluice_shm::Layout;
 
-use crate::ServiceError;
+use crate::error::ServiceError;
 
 /// How the service runs.
 #[derive(Clone, Debug)]

@@ -10,23 +10,23 @@ use std::sync::{Arc, Mutex};
 use sluice_engine::{App, AppStatus, EngineError};
 use sluice_tcp::{Instant, Stack};
 
-use crate::app::AttachedApp;
+use crate::app::Apps;
 use crate::config::ServiceConfig;
 use crate::control::Control;
 use crate::counters::Counters;
+use crate::error::ServiceError;
 use crate::owners::{ConnMap, Owner, Ports};
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
-use crate::{commands, data, events, wake, ServiceError};
+use crate::{commands, data, events, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
-    pub(crate) config: ServiceConfig,
-    pub(crate) control: Control,
-    pub(crate) apps: Vec<Option<AttachedApp>>,
-    pub(crate) next_app_id: u32,
-    pub(crate) sh: Shared,
+    config: ServiceConfig,
+    control: Control,
+    apps: Apps,
+    sh: Shared,
     /// The pending list being retried (swapped with the live one: no allocation).
     retry: Vec<Owner>,
     stop: Arc<AtomicBool>,
@@ -35,8 +35,6 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
-    /// Departed applications whose closed connections are still draining.
-    pub(crate) orphans: usize,
 }
 
 impl Service {
@@ -46,8 +44,11 @@ impl Service {
         let control = Control::new(&config.socket)?;
         Ok(Service {
             control,
-            apps: Vec::new(),
-            next_app_id: 1,
+            apps: Apps {
+                table: Vec::new(),
+                next_id: 1,
+                orphans: 0,
+            },
             sh: Shared {
                 conns: ConnMap::new(0),
                 ports: Ports::new((49152, 65535)),
@@ -65,7 +66,6 @@ impl Service {
             asleep: false,
             stopped: false,
             next_control: Instant::ZERO,
-            orphans: 0,
             config,
         })
     }
@@ -91,6 +91,7 @@ impl Service {
     /// are still draining).
     pub fn apps_attached(&self) -> usize {
         self.apps
+            .table
             .iter()
             .flatten()
             .filter(|a| a.departed.is_none())
@@ -109,7 +110,7 @@ impl Service {
             return;
         }
         self.stopped = true;
-        for slot in self.apps.iter_mut() {
+        for slot in self.apps.table.iter_mut() {
             if let Some(mut app) = slot.take() {
                 teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
                 if app.departed.is_none() {
@@ -117,7 +118,7 @@ impl Service {
                 }
             }
         }
-        self.orphans = 0;
+        self.apps.orphans = 0;
         self.control.close();
         self.publish_counters();
     }
@@ -141,7 +142,7 @@ impl Service {
     /// Frees departed applications once the connections they closed are done, or resets
     /// what is left of them after the orphan linger.
     fn reap_orphans(&mut self, stack: &mut Stack) {
-        for entry in self.apps.iter_mut() {
+        for entry in self.apps.table.iter_mut() {
             let Some(app) = entry.as_mut() else {
                 continue;
             };
@@ -156,7 +157,7 @@ impl Service {
                 teardown::release_app(app, Release::Orphan, stack, &mut self.sh);
             }
             *entry = None;
-            self.orphans -= 1;
+            self.apps.orphans -= 1;
             self.sh.counters.orphans_freed += 1;
         }
     }
@@ -167,7 +168,7 @@ impl Service {
         std::mem::swap(&mut self.retry, &mut self.sh.rx_pending);
         for i in 0..self.retry.len() {
             let owner = self.retry[i];
-            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+            let Some(Some(app)) = self.apps.table.get_mut(owner.app as usize) else {
                 continue;
             };
             if !app.slots.unlist_rx(owner.slot) {
@@ -188,7 +189,7 @@ impl Service {
         std::mem::swap(&mut self.retry, &mut self.sh.tx_pending);
         for i in 0..self.retry.len() {
             let owner = self.retry[i];
-            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+            let Some(Some(app)) = self.apps.table.get_mut(owner.app as usize) else {
                 continue;
             };
             if app.slots.unlist_tx(owner.slot) && app.slots.get(owner.slot).is_some() {
@@ -213,27 +214,28 @@ impl App for Service {
         if self.asleep {
             // Awake again: applications stop ringing, and whatever woke us is looked at.
             self.asleep = false;
-            wake::announce_awake(&self.apps);
+            wake::announce_awake(&self.apps.table);
             self.next_control = now;
         }
         if now >= self.next_control {
             self.next_control = now + self.config.control_interval;
-            self.poll_control(stack);
+            self.control
+                .poll(&mut self.apps, &self.config, &mut self.sh, stack);
             self.publish_counters();
         }
         let batch = self.config.command_batch as u64;
-        for app in self.apps.iter_mut().flatten() {
+        for app in self.apps.table.iter_mut().flatten() {
             commands::run_contexts(app, batch, stack, &mut self.sh);
         }
         // Bounded: the core keeps one pending entry per connection and listener.
         while let Some(event) = stack.poll_event() {
-            events::dispatch(&mut self.apps, event, stack, &mut self.sh);
+            events::dispatch(&mut self.apps.table, event, stack, &mut self.sh);
         }
         self.retry_pending(stack);
-        if self.orphans > 0 {
+        if self.apps.orphans > 0 {
             self.reap_orphans(stack);
         }
-        wake::wake_dirty(&mut self.apps, &mut self.sh.counters);
+        wake::wake_dirty(&mut self.apps.table, &mut self.sh.counters);
         Ok(if self.sh.busy {
             AppStatus::Busy
         } else {
@@ -246,7 +248,7 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
-        if !wake::announce_sleep(&self.apps, &mut self.sh.counters) {
+        if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {
             return false;
         }
         self.asleep = true;
