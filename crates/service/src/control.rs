@@ -195,14 +195,19 @@ impl Control {
 
     /// A pending connection spoke: Hello attaches it, anything else drops it.
     fn hello(&mut self, i: usize, apps: &mut Apps, config: &ServiceConfig, sh: &mut Shared) {
-        let Some(Some(sock)) = self.pending.get(i) else {
+        let Some(entry) = self.pending.get_mut(i) else {
+            return;
+        };
+        let Some(sock) = entry.as_ref() else {
             return;
         };
         let msg = recv_message::<Request>(sock.as_fd());
         if matches!(msg, Ok(None)) {
             return;
         }
-        let sock = self.pending[i].take().expect("checked above");
+        let Some(sock) = entry.take() else {
+            return;
+        };
         self.unwatch(&sock);
         match msg {
             Ok(Some((Request::Hello { version, pid, name }, _))) => {
