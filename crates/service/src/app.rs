@@ -4,9 +4,10 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use sluice_shm::{Consumer, EventFd, Producer, QueueKind, Region, SocketBlock};
+use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, SocketBlock};
 
-use crate::slots::Slots;
+use crate::owners::Owner;
+use crate::slots::{Slot, SlotState, Slots};
 
 /// One application thread's context: its two queues and the eventfd the engine signals.
 pub(crate) struct Context {
@@ -21,6 +22,40 @@ pub(crate) struct Context {
     /// The application corrupted the completion queue's head: the context is no longer
     /// served (it harms only that application).
     pub dead: bool,
+}
+
+/// One allocated slot of an application, looked up once: its engine-side state, its socket
+/// block and its rings, reached from here without another lookup. Only
+/// [`AttachedApp::slot`] makes one, so holding one proves the slot is allocated and in range
+/// of the region: a slot number from an application is checked there, once.
+pub(crate) struct SlotHandle<'a> {
+    /// The slot's index.
+    pub s: u32,
+    /// The slot as the service's port and connection maps know it.
+    pub owner: Owner,
+    /// Its engine-side state.
+    pub slot: &'a mut Slot,
+    /// Its socket block.
+    pub block: SocketBlock<'a>,
+    /// Its RX ring (accept records, for a listener).
+    pub rx: Ring<'a>,
+    /// Its TX ring.
+    pub tx: Ring<'a>,
+    /// Bytes per payload ring.
+    pub ring_size: u64,
+    /// The application's mark that something changed for it (its sleepers get signalled).
+    pub dirty: &'a mut bool,
+}
+
+/// Every attached application, indexed as [`crate::owners::Owner::app`], and the books kept
+/// on them.
+pub(crate) struct Apps {
+    /// The table (a None entry is free for the next attach).
+    pub table: Vec<Option<AttachedApp>>,
+    /// The id the next attached application is given (never reused).
+    pub next_id: u32,
+    /// Departed applications whose closed connections are still draining.
+    pub orphans: usize,
 }
 
 /// An application attached to the engine.
@@ -98,9 +133,29 @@ impl AttachedApp {
         Ok(Some(index))
     }
 
-    /// Slot `s`'s block (`s` must be in range: callers hold the slot).
-    pub fn block(region: &Region, s: u32) -> Option<SocketBlock<'_>> {
-        SocketBlock::new(region, s)
+    /// Slot `s` if it is allocated; None for a number out of range or a free slot.
+    pub fn slot(&mut self, s: u32) -> Option<SlotHandle<'_>> {
+        let slot = self.slots.get_mut(s)?;
+        Some(SlotHandle {
+            s,
+            owner: Owner {
+                app: self.index,
+                slot: s,
+            },
+            slot,
+            block: SocketBlock::new(&self.region, s)?,
+            rx: self.region.ring(s, Dir::Rx)?,
+            tx: self.region.ring(s, Dir::Tx)?,
+            ring_size: self.ring_size,
+            dirty: &mut self.dirty,
+        })
+    }
+
+    /// Takes a free slot into use in `state` with `flags`; None when all are in use. (There
+    /// are as many slots as the region has sockets, so a slot handed out is in range.)
+    pub fn alloc_slot(&mut self, state: SlotState, flags: u32) -> Option<SlotHandle<'_>> {
+        let s = self.slots.alloc(state, flags)?;
+        self.slot(s)
     }
 
     /// Announces (or withdraws) the engine's sleep to this application.
@@ -133,5 +188,39 @@ impl AttachedApp {
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+
+    use sluice_shm::Layout;
+
+    use super::*;
+
+    #[test]
+    fn a_slot_handle_is_had_only_for_an_allocated_slot_in_range() {
+        let region = Region::create("sluice-test-slot-handle", Layout::default()).unwrap();
+        let max = region.layout().max_sockets;
+        let (sock, _peer) = UnixStream::pair().unwrap();
+        let doorbell = EventFd::new().unwrap();
+        let mut app = AttachedApp::new(3, 1, ("t".into(), 1), sock.into(), region, doorbell);
+        assert!(app.slot(0).is_none(), "a free slot");
+        assert!(app.slot(max).is_none(), "out of range");
+        assert!(app.slot(u32::MAX).is_none(), "far out of range");
+        let h = app.alloc_slot(SlotState::Opened, 1).unwrap();
+        let s = h.s;
+        assert_eq!(h.owner, Owner { app: 3, slot: s });
+        *h.dirty = true;
+        assert!(app.dirty);
+        assert_eq!(app.slot(s).map(|h| h.slot.state), Some(SlotState::Opened));
+        app.slots.release(s);
+        assert!(app.slot(s).is_none(), "released");
+        // Every slot can be handed out with its handle, and then none.
+        for _ in 0..max {
+            assert!(app.alloc_slot(SlotState::Opened, 1).is_some());
+        }
+        assert!(app.alloc_slot(SlotState::Opened, 1).is_none());
     }
 }

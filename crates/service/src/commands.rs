@@ -5,33 +5,18 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
-use sluice_shm::{Command, Completion, Congestion, Shut, SocketBlock, PAYLOAD_BYTES};
-use sluice_tcp::{Algorithm, ConnId, Error, Stack};
+use sluice_shm::{Command, Completion, Payload, Shut};
+use sluice_tcp::{Error, Stack};
 
-use crate::app::AttachedApp;
+use crate::app::{AttachedApp, SlotHandle};
+use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
-use crate::owners::Owner;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
 
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
-
-/// Opcodes of the commands that carry no request id (doorbells and Close), read from the
-/// contract's own encoding: a bad entry with one of them gets no completion.
-fn carries_no_req(opcode: u8) -> bool {
-    [
-        Command::Send { slot: 0 },
-        Command::Consumed { slot: 0 },
-        Command::Close {
-            slot: 0,
-            abort: false,
-        },
-    ]
-    .iter()
-    .any(|c| c.encode()[0] == opcode)
-}
 
 /// Runs up to `batch` commands from each live context of `app` (never more than its
 /// completion queue can take, so every completion has room).
@@ -100,7 +85,7 @@ pub(crate) fn run_final_commands(app: &mut AttachedApp, stack: &mut Stack, sh: &
 /// Decodes and executes one entry.
 fn execute_entry(
     app: &mut AttachedApp,
-    entry: &[u8; PAYLOAD_BYTES],
+    entry: &Payload,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Option<Completion> {
@@ -109,14 +94,8 @@ fn execute_entry(
         Ok(cmd) => execute(app, cmd, stack, sh),
         Err(_) => {
             sh.counters.bad_entries += 1;
-            if carries_no_req(entry[0]) {
-                return None;
-            }
-            let req = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
-            Some(Completion::Failed {
-                req,
-                errno: Errno::EINVAL as i32,
-            })
+            // Doorbells and Close are never answered, even when they do not decode.
+            Command::req_of(entry).and_then(|req| failed(req, Errno::EINVAL))
         }
     }
 }
@@ -140,35 +119,29 @@ pub(crate) fn execute(
     sh: &mut Shared,
 ) -> Option<Completion> {
     // Every command but Open names a slot that must be in range and allocated (EBADF), and
-    // not one the application already closed.
-    let (req, s) = match cmd {
-        Command::Open { req } => return open(app, req, stack, sh),
-        Command::Bind { req, slot, .. }
-        | Command::Listen { req, slot, .. }
-        | Command::Connect { req, slot, .. }
-        | Command::Shutdown { req, slot, .. }
-        | Command::SetNoDelay { req, slot, .. }
-        | Command::SetCongestion { req, slot, .. } => (Some(req), slot),
-        Command::Send { slot } | Command::Consumed { slot } | Command::Close { slot, .. } => {
-            (None, slot)
-        }
+    // not one the application already closed: checked here, once, into a handle.
+    let Some(s) = cmd.slot() else {
+        // Open alone names no slot: it is given one.
+        return cmd.req().and_then(|req| open(app, req, stack, sh));
     };
-    let state = app
-        .slots
-        .get(s)
-        .map(|slot| slot.state)
-        .filter(|st| !matches!(st, SlotState::Closing { .. }));
-    let Some(state) = state else {
+    let req = cmd.req();
+    let h = app
+        .slot(s)
+        .filter(|h| !matches!(h.slot.state, SlotState::Closing { .. }));
+    let Some(h) = h else {
         sh.counters.bad_slots += 1;
         return req.and_then(|req| failed(req, Errno::EBADF));
     };
+    let state = h.slot.state;
     let result = match cmd {
-        Command::Open { .. } => unreachable!("handled above"),
-        Command::Bind { req, ip, port, .. } => bind(app, s, state, ip, port, sh)
-            .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
-        Command::Listen { req, backlog, .. } => listen(app, s, state, backlog, stack, sh)
-            .map_or_else(|e| failed(req, e), |()| done(req, s, 0)),
-        Command::Connect { req, ip, port, .. } => connect(app, s, state, ip, port, stack, sh)
+        Command::Open { .. } => None,
+        Command::Bind { req, ip, port, .. } => {
+            bind(h, ip, port, sh).map_or_else(|e| failed(req, e), |port| done(req, s, port as u32))
+        }
+        Command::Listen { req, backlog, .. } => {
+            listen(h, backlog, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
+        }
+        Command::Connect { req, ip, port, .. } => connect(h, ip, port, stack, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Send { .. } => {
             match state {
@@ -187,15 +160,15 @@ pub(crate) fn execute(
             }
             None
         }
-        Command::Shutdown { req, how, .. } => shutdown(app, s, state, how, stack, sh)
-            .map_or_else(|e| failed(req, e), |()| done(req, s, 0)),
+        Command::Shutdown { req, how, .. } => {
+            shutdown(app, s, how, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
+        }
         Command::Close { abort, .. } => {
-            close(app, s, state, abort, stack, sh);
+            close(app, s, abort, stack, sh);
             None
         }
         Command::SetNoDelay { req, nodelay, .. } => {
-            let slot = app.slots.get_mut(s).expect("allocated");
-            slot.nodelay = nodelay;
+            h.slot.nodelay = nodelay;
             if let SlotState::Conn { id } = state {
                 let _ = stack.set_nagle(id, !nodelay);
             }
@@ -203,21 +176,19 @@ pub(crate) fn execute(
         }
         Command::SetCongestion { req, algorithm, .. } => {
             let algorithm = algorithm_of(algorithm);
-            let slot = app.slots.get_mut(s).expect("allocated");
-            slot.congestion = Some(algorithm);
-            let block = AttachedApp::block(&app.region, s).expect("allocated");
+            h.slot.congestion = Some(algorithm);
             match state {
                 // A connection switches at once (at its current window, as Linux does).
-                SlotState::Conn { id } => apply_congestion(stack, id, Some(algorithm), &block),
+                SlotState::Conn { id } => apply_congestion(stack, id, Some(algorithm), &h.block),
                 // A listener's connections take it from their SYN on.
                 SlotState::Listening { listener } => {
                     let _ = stack.set_listener_congestion_control(listener, algorithm);
-                    block.set_congestion(congestion_of(algorithm));
+                    h.block.set_congestion(congestion_of(algorithm));
                 }
                 // Otherwise it is remembered and reported until the connection exists.
-                _ => block.set_congestion(congestion_of(algorithm)),
+                _ => h.block.set_congestion(congestion_of(algorithm)),
             }
-            app.dirty = true;
+            *h.dirty = true;
             done(req, s, 0)
         }
     };
@@ -228,131 +199,71 @@ pub(crate) fn execute(
     result
 }
 
-/// The core's algorithm for the contract's code (exhaustive both ways, so a new algorithm
-/// on either side does not compile until it is mapped).
-pub(crate) fn algorithm_of(c: Congestion) -> Algorithm {
-    match c {
-        Congestion::Dctcp => Algorithm::Dctcp,
-        Congestion::Timely => Algorithm::Timely,
-        Congestion::Reno => Algorithm::NewReno,
-        Congestion::Cubic => Algorithm::Cubic,
-    }
-}
-
-/// The contract's code for the core's algorithm.
-pub(crate) fn congestion_of(a: Algorithm) -> Congestion {
-    match a {
-        Algorithm::Dctcp => Congestion::Dctcp,
-        Algorithm::Timely => Congestion::Timely,
-        Algorithm::NewReno => Congestion::Reno,
-        Algorithm::Cubic => Congestion::Cubic,
-    }
-}
-
-/// Gives connection `id` the application's choice (if any) and publishes the algorithm it
-/// runs in its block.
-pub(crate) fn apply_congestion(
-    stack: &mut Stack,
-    id: ConnId,
-    choice: Option<Algorithm>,
-    block: &SocketBlock<'_>,
-) {
-    if let Some(algorithm) = choice {
-        // A connection the core already dropped keeps the choice in the block only.
-        let _ = stack.set_congestion_control(id, algorithm);
-    }
-    let running = stack
-        .congestion_control(id)
-        .ok()
-        .or(choice)
-        .unwrap_or(stack.config().congestion_control);
-    block.set_congestion(congestion_of(running));
-}
-
 /// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
 /// congestion control, as a new Linux socket reports the system default).
 fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
-    let Some(s) = app.slots.alloc(SlotState::Opened, ALLOCATED) else {
+    let Some(h) = app.alloc_slot(SlotState::Opened, ALLOCATED) else {
         sh.counters.bad_state += 1;
         return failed(req, Errno::EMFILE);
     };
-    let block = AttachedApp::block(&app.region, s).expect("allocated slots are in range");
-    block.reset(ALLOCATED);
-    block.set_congestion(congestion_of(stack.config().congestion_control));
-    app.dirty = true;
-    done(req, s, s)
+    h.block.reset(ALLOCATED);
+    h.block
+        .set_congestion(congestion_of(stack.config().congestion_control));
+    *h.dirty = true;
+    done(req, h.s, h.s)
 }
 
 /// Bind: the engine's address or 0.0.0.0; a port bound by any socket of any application is
 /// EADDRINUSE; port 0 is chosen at Listen.
-fn bind(
-    app: &mut AttachedApp,
-    s: u32,
-    state: SlotState,
-    ip: Ipv4Addr,
-    port: u16,
-    sh: &mut Shared,
-) -> Result<u16, Errno> {
-    if state != SlotState::Opened {
+fn bind(h: SlotHandle<'_>, ip: Ipv4Addr, port: u16, sh: &mut Shared) -> Result<u16, Errno> {
+    if h.slot.state != SlotState::Opened {
         return Err(Errno::EINVAL);
     }
     if ip != sh.ip && !ip.is_unspecified() {
         return Err(Errno::EADDRNOTAVAIL);
     }
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    if port != 0 && !sh.ports.bind(port, owner) {
+    if port != 0 && !sh.ports.bind(port, h.owner) {
         return Err(Errno::EADDRINUSE);
     }
-    let slot = app.slots.get_mut(s).expect("allocated");
-    slot.state = SlotState::Bound { port };
-    let block = AttachedApp::block(&app.region, s).expect("allocated");
-    block.set_addresses(
+    h.slot.state = SlotState::Bound { port };
+    h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     );
-    block
+    h.block
         .event_seq()
         .fetch_add(1, std::sync::atomic::Ordering::Release);
-    app.dirty = true;
+    *h.dirty = true;
     Ok(port)
 }
 
 /// Listen: the core listens on the bound port (an ephemeral one if none).
 fn listen(
-    app: &mut AttachedApp,
-    s: u32,
-    state: SlotState,
+    h: SlotHandle<'_>,
     backlog: u32,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<(), Errno> {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    let (port, picked) = match state {
+    let (port, picked) = match h.slot.state {
         // Listening again only changes the backlog on Linux; the core's stays.
         SlotState::Listening { .. } => return Ok(()),
         SlotState::Opened | SlotState::Bound { port: 0 } => (
-            sh.ports.bind_ephemeral(owner).ok_or(Errno::EADDRINUSE)?,
+            sh.ports.bind_ephemeral(h.owner).ok_or(Errno::EADDRINUSE)?,
             true,
         ),
         SlotState::Bound { port } => (port, false),
         _ => return Err(Errno::EINVAL),
     };
     // The choice goes in before any SYN is answered: it decides the SYN-ACK's ECN.
-    let choice = app.slots.get(s).and_then(|slot| slot.congestion);
+    let choice = h.slot.congestion;
     let listener = match stack.listen_with(port, backlog.clamp(1, MAX_BACKLOG) as usize, choice) {
         Ok(l) => l,
         Err(e) => {
             if picked {
-                sh.ports.release(port, owner);
+                sh.ports.release(port, h.owner);
             } else {
                 // Stays bound, as on Linux after a failed listen.
-                app.slots.get_mut(s).expect("allocated").state = SlotState::Bound { port };
+                h.slot.state = SlotState::Bound { port };
             }
             return Err(match e {
                 Error::AddrInUse => Errno::EADDRINUSE,
@@ -361,37 +272,29 @@ fn listen(
             });
         }
     };
-    let slot = app.slots.get_mut(s).expect("allocated");
-    slot.state = SlotState::Listening { listener };
-    let block = AttachedApp::block(&app.region, s).expect("allocated");
-    block.set_addresses(
+    h.slot.state = SlotState::Listening { listener };
+    h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     );
-    slot.set_flags(&block, LISTENING, 0);
-    app.dirty = true;
+    h.slot.set_flags(&h.block, LISTENING, 0);
+    *h.dirty = true;
     Ok(())
 }
 
 /// Connect: the core opens from an ephemeral port (it picks the local port, so a port bound
 /// before is released); the outcome shows in the block.
 fn connect(
-    app: &mut AttachedApp,
-    s: u32,
-    state: SlotState,
+    h: SlotHandle<'_>,
     ip: Ipv4Addr,
     port: u16,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<u16, Errno> {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    let flags = app.slots.get(s).map_or(0, |slot| slot.flags);
+    let state = h.slot.state;
     match state {
         SlotState::Opened | SlotState::Bound { .. } => {}
-        SlotState::Conn { .. } if flags & CONNECTING != 0 => return Err(Errno::EALREADY),
+        SlotState::Conn { .. } if h.slot.flags & CONNECTING != 0 => return Err(Errno::EALREADY),
         SlotState::Conn { .. } | SlotState::Listening { .. } => return Err(Errno::EISCONN),
         _ => return Err(Errno::EINVAL),
     }
@@ -399,37 +302,31 @@ fn connect(
         // The core has no loopback path to its own address.
         return Err(Errno::ECONNREFUSED);
     }
-    let choice = app.slots.get(s).and_then(|slot| slot.congestion);
     // The choice goes in before the SYN is built: it decides whether the SYN asks for ECN.
     let id = stack
-        .connect_with(sh.now, ip, port, choice)
+        .connect_with(sh.now, ip, port, h.slot.congestion)
         .map_err(|e| match e {
             Error::NoResources => Errno::EADDRNOTAVAIL,
             _ => Errno::EINVAL,
         })?;
     if let SlotState::Bound { port: bound } = state {
         if bound != 0 {
-            sh.ports.release(bound, owner);
+            sh.ports.release(bound, h.owner);
         }
     }
-    sh.conns.insert(id, owner);
-    let block = AttachedApp::block(&app.region, s).expect("allocated");
+    sh.conns.insert(id, h.owner);
     let (local, peer) = stack
         .endpoints(id)
         .unwrap_or((SocketAddrV4::new(sh.ip, 0), SocketAddrV4::new(ip, port)));
-    block.set_addresses(local, peer);
-    let slot = app.slots.get_mut(s).expect("allocated");
-    slot.state = SlotState::Conn { id };
-    if slot.nodelay {
+    h.block.set_addresses(local, peer);
+    h.slot.state = SlotState::Conn { id };
+    if h.slot.nodelay {
         let _ = stack.set_nagle(id, false);
     }
-    block.set_congestion(congestion_of(
-        stack
-            .congestion_control(id)
-            .unwrap_or(stack.config().congestion_control),
-    ));
-    slot.set_flags(&block, CONNECTING, 0);
-    app.dirty = true;
+    // The choice went in with the SYN; publish what the connection runs.
+    apply_congestion(stack, id, None, &h.block);
+    h.slot.set_flags(&h.block, CONNECTING, 0);
+    *h.dirty = true;
     Ok(local.port())
 }
 
@@ -437,49 +334,41 @@ fn connect(
 fn shutdown(
     app: &mut AttachedApp,
     s: u32,
-    state: SlotState,
     how: Shut,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<(), Errno> {
-    let SlotState::Conn { .. } = state else {
+    let Some(h) = app.slot(s) else {
+        return Err(Errno::EBADF);
+    };
+    let SlotState::Conn { .. } = h.slot.state else {
         return Err(Errno::ENOTCONN);
     };
-    let ring_size = app.ring_size;
-    let slot = app.slots.get_mut(s).expect("allocated");
-    if slot.flags & (CONNECTED | CONNECTING) == 0 || slot.flags & ERROR != 0 {
+    if h.slot.flags & (CONNECTED | CONNECTING) == 0 || h.slot.flags & ERROR != 0 {
         return Err(Errno::ENOTCONN);
     }
-    if how == Shut::Read || slot.tx_end.is_some() {
+    if how == Shut::Read || h.slot.tx_end.is_some() {
         // Reading past a shutdown is the library's to refuse; a second shutdown is a no-op.
         return Ok(());
     }
-    let block = AttachedApp::block(&app.region, s).expect("allocated");
-    let Some(tail) = data::read_tx_tail(slot, &block, ring_size) else {
+    let Some(tail) = data::read_tx_tail(h.slot, &h.block, h.ring_size) else {
         teardown::bad_position(app, s, stack, sh);
         return Err(Errno::EFAULT);
     };
-    slot.tx_end = Some(tail);
-    slot.set_flags(&block, TX_SHUT, 0);
-    app.dirty = true;
+    h.slot.tx_end = Some(tail);
+    h.slot.set_flags(&h.block, TX_SHUT, 0);
+    *h.dirty = true;
     data::tx_move(app, s, stack, sh);
     Ok(())
 }
 
 /// Close: the application never touches the slot again.
-fn close(
-    app: &mut AttachedApp,
-    s: u32,
-    state: SlotState,
-    abort: bool,
-    stack: &mut Stack,
-    sh: &mut Shared,
-) {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
+fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut Shared) {
+    let Some(h) = app.slot(s) else {
+        return;
     };
-    match state {
+    let owner = h.owner;
+    match h.slot.state {
         SlotState::Opened | SlotState::Dead => teardown::free_slot(app, s),
         SlotState::Bound { port } => {
             sh.ports.release(port, owner);
@@ -487,21 +376,16 @@ fn close(
         }
         SlotState::Listening { listener } => {
             // What the application read of its accept records is taken; the rest is reset.
-            if let Some(slot) = app.slots.get_mut(s) {
-                let block = AttachedApp::block(&app.region, s).expect("allocated");
-                if let Some(head) = data::read_rx_head(slot, &block) {
-                    slot.rx_head_seen = head;
-                }
+            if let Some(head) = data::read_rx_head(h.slot, &h.block) {
+                h.slot.rx_head_seen = head;
             }
             teardown::stop_listening(app, s, listener, stack, sh);
             teardown::free_slot(app, s);
         }
         SlotState::Conn { id } => {
-            let ring_size = app.ring_size;
-            let slot = app.slots.get_mut(s).expect("allocated");
-            let block = AttachedApp::block(&app.region, s).expect("allocated");
-            let head = data::read_rx_head(slot, &block);
-            let tail = data::read_tx_tail(slot, &block, ring_size);
+            let slot = h.slot;
+            let head = data::read_rx_head(slot, &h.block);
+            let tail = data::read_tx_tail(slot, &h.block, h.ring_size);
             if head.is_none() || slot.tx_end.is_none() && tail.is_none() {
                 sh.counters.bad_positions += 1;
             }

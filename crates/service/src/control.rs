@@ -12,11 +12,12 @@ use sluice_shm::control::{
 use sluice_shm::{EventFd, Region, ShmError};
 use sluice_tcp::Stack;
 
-use crate::app::AttachedApp;
+use crate::app::{Apps, AttachedApp};
 use crate::commands;
-use crate::error::sys;
+use crate::config::ServiceConfig;
+use crate::error::{sys, ServiceError};
+use crate::shared::Shared;
 use crate::teardown::{self, Release};
-use crate::{Service, ServiceError};
 
 /// Most connections that have not said Hello yet (the oldest is dropped past it).
 const MAX_PENDING: usize = 16;
@@ -130,26 +131,31 @@ fn refuse(sock: &OwnedFd, reason: &str) {
     );
 }
 
-impl Service {
+impl Control {
     /// Handles what the epoll set reports, without blocking.
-    pub(crate) fn poll_control(&mut self, stack: &mut Stack) {
+    pub fn poll(
+        &mut self,
+        apps: &mut Apps,
+        config: &ServiceConfig,
+        sh: &mut Shared,
+        stack: &mut Stack,
+    ) {
         let n = self
-            .control
             .epoll
-            .wait(&mut self.control.events, EpollTimeout::ZERO)
+            .wait(&mut self.events, EpollTimeout::ZERO)
             .unwrap_or(0);
         let mut tokens = [0u64; EVENTS];
-        for (t, e) in tokens.iter_mut().zip(&self.control.events[..n]) {
+        for (t, e) in tokens.iter_mut().zip(&self.events[..n]) {
             *t = e.data();
         }
         for &t in &tokens[..n] {
             let index = (t & 0xffff_ffff) as usize;
             match t & token::KIND {
-                token::LISTENER => self.accept_apps(),
-                token::PENDING => self.hello(index),
-                token::APP => self.app_messages(index, stack),
+                token::LISTENER => self.accept_apps(sh),
+                token::PENDING => self.hello(index, apps, config, sh),
+                token::APP => self.app_messages(index, apps, config, sh, stack),
                 token::DOORBELL => {
-                    if let Some(Some(app)) = self.apps.get(index) {
+                    if let Some(Some(app)) = apps.table.get(index) {
                         app.doorbell.drain();
                     }
                 }
@@ -159,8 +165,8 @@ impl Service {
     }
 
     /// Accepts new connections; each waits in `pending` for its Hello.
-    fn accept_apps(&mut self) {
-        let Some(listener) = self.control.listener.as_ref() else {
+    fn accept_apps(&mut self, sh: &mut Shared) {
+        let Some(listener) = self.listener.as_ref() else {
             return;
         };
         for _ in 0..ACCEPTS_PER_LOOK {
@@ -168,106 +174,116 @@ impl Service {
                 Ok(Some(sock)) => sock,
                 Ok(None) | Err(_) => return,
             };
-            let i = match self.control.pending.iter().position(Option::is_none) {
+            let i = match self.pending.iter().position(Option::is_none) {
                 Some(i) => i,
                 None => {
                     // Full of connections that never said Hello: drop the one in turn.
-                    let i = self.control.evict;
-                    self.control.evict = (i + 1) % MAX_PENDING;
-                    if let Some(old) = self.control.pending[i].take() {
-                        self.control.unwatch(&old);
-                        self.sh.counters.apps_refused += 1;
+                    let i = self.evict;
+                    self.evict = (i + 1) % MAX_PENDING;
+                    if let Some(old) = self.pending[i].take() {
+                        self.unwatch(&old);
+                        sh.counters.apps_refused += 1;
                     }
                     i
                 }
             };
-            if self.control.watch(&sock, token::PENDING | i as u64) {
-                self.control.pending[i] = Some(sock);
+            if self.watch(&sock, token::PENDING | i as u64) {
+                self.pending[i] = Some(sock);
             }
         }
     }
 
     /// A pending connection spoke: Hello attaches it, anything else drops it.
-    fn hello(&mut self, i: usize) {
-        let Some(Some(sock)) = self.control.pending.get(i) else {
+    fn hello(&mut self, i: usize, apps: &mut Apps, config: &ServiceConfig, sh: &mut Shared) {
+        let Some(entry) = self.pending.get_mut(i) else {
+            return;
+        };
+        let Some(sock) = entry.as_ref() else {
             return;
         };
         let msg = recv_message::<Request>(sock.as_fd());
         if matches!(msg, Ok(None)) {
             return;
         }
-        let sock = self.control.pending[i].take().expect("checked above");
-        self.control.unwatch(&sock);
+        let Some(sock) = entry.take() else {
+            return;
+        };
+        self.unwatch(&sock);
         match msg {
             Ok(Some((Request::Hello { version, pid, name }, _))) => {
-                self.attach(sock, version, pid, printable(&name))
+                self.attach(sock, (version, pid, printable(&name)), apps, config, sh)
             }
             Ok(Some(_)) => {
-                self.sh.counters.bad_control += 1;
+                sh.counters.bad_control += 1;
                 refuse(&sock, "say Hello first");
             }
             Ok(None) | Err(ShmError::Disconnected) => {}
-            Err(_) => self.sh.counters.bad_control += 1,
+            Err(_) => sh.counters.bad_control += 1,
         }
     }
 
     /// Creates the application's region and doorbell and welcomes it.
-    fn attach(&mut self, sock: OwnedFd, version: u32, pid: u32, name: String) {
+    fn attach(
+        &mut self,
+        sock: OwnedFd,
+        (version, pid, name): (u32, u32, String),
+        apps: &mut Apps,
+        config: &ServiceConfig,
+        sh: &mut Shared,
+    ) {
         if version != PROTOCOL_VERSION {
-            self.sh.counters.apps_refused += 1;
+            sh.counters.apps_refused += 1;
             refuse(
                 &sock,
                 &format!("protocol version {version}, the engine speaks {PROTOCOL_VERSION}"),
             );
             return;
         }
-        let index = match self.apps.iter().position(Option::is_none) {
+        let index = match apps.table.iter().position(Option::is_none) {
             Some(i) => i,
-            None if self.apps.len() < self.config.max_apps => {
-                self.apps.push(None);
-                self.apps.len() - 1
+            None if apps.table.len() < config.max_apps => {
+                apps.table.push(None);
+                apps.table.len() - 1
             }
             None => {
-                self.sh.counters.apps_refused += 1;
+                sh.counters.apps_refused += 1;
                 refuse(&sock, "the engine serves its maximum of applications");
                 return;
             }
         };
-        let id = self.next_app_id;
-        let made = Region::create(&format!("sluice-app-{id}"), self.config.layout)
+        let id = apps.next_id;
+        let made = Region::create(&format!("sluice-app-{id}"), config.layout)
             .and_then(|region| Ok((region, EventFd::new()?)));
         let (region, doorbell) = match made {
             Ok(made) => made,
             Err(e) => {
-                self.sh.counters.apps_refused += 1;
+                sh.counters.apps_refused += 1;
                 refuse(&sock, &format!("cannot create the shared region: {e}"));
                 return;
             }
         };
         let welcome = Reply::Welcome {
             app: id,
-            layout: self.config.layout,
-            engine: self.config.engine.clone(),
+            layout: config.layout,
+            engine: config.engine.clone(),
         };
         if send_message(sock.as_fd(), &welcome, &[region.fd(), doorbell.as_fd()]).is_err() {
-            self.sh.counters.apps_refused += 1;
+            sh.counters.apps_refused += 1;
             return;
         }
-        if !self.control.watch(&sock, token::APP | index as u64)
-            || !self
-                .control
-                .watch(&doorbell, token::DOORBELL | index as u64)
+        if !self.watch(&sock, token::APP | index as u64)
+            || !self.watch(&doorbell, token::DOORBELL | index as u64)
         {
-            self.control.unwatch(&sock);
-            self.sh.counters.apps_refused += 1;
+            self.unwatch(&sock);
+            sh.counters.apps_refused += 1;
             return;
         }
-        self.next_app_id += 1;
-        self.sh.counters.apps_attached += 1;
-        if self.config.log {
+        apps.next_id += 1;
+        sh.counters.apps_attached += 1;
+        if config.log {
             eprintln!("sluice engine: app {id} ({name}, pid {pid}) attached");
         }
-        self.apps[index] = Some(AttachedApp::new(
+        apps.table[index] = Some(AttachedApp::new(
             index as u32,
             id,
             (name, pid),
@@ -278,9 +294,16 @@ impl Service {
     }
 
     /// Reads an application's control messages; a hang-up releases it.
-    fn app_messages(&mut self, i: usize, stack: &mut Stack) {
+    fn app_messages(
+        &mut self,
+        i: usize,
+        apps: &mut Apps,
+        config: &ServiceConfig,
+        sh: &mut Shared,
+        stack: &mut Stack,
+    ) {
         for _ in 0..MESSAGES_PER_LOOK {
-            let Some(Some(app)) = self.apps.get_mut(i) else {
+            let Some(Some(app)) = apps.table.get_mut(i) else {
                 return;
             };
             let reply = match recv_message::<Request>(app.sock.as_fd()) {
@@ -293,37 +316,37 @@ impl Service {
                             &[app.contexts[index as usize].eventfd.as_fd()],
                         );
                         if sent.is_err() {
-                            self.detach(i, stack);
+                            self.detach(i, apps, config, sh, stack);
                             return;
                         }
-                        self.sh.counters.contexts_created += 1;
+                        sh.counters.contexts_created += 1;
                         continue;
                     }
                     Ok(None) => {
-                        self.sh.counters.contexts_refused += 1;
+                        sh.counters.contexts_refused += 1;
                         "every context of this application is in use".to_string()
                     }
                     Err(e) => {
-                        self.sh.counters.contexts_refused += 1;
+                        sh.counters.contexts_refused += 1;
                         format!("cannot create a context: {e}")
                     }
                 },
                 Ok(Some((Request::Hello { .. }, _))) => {
-                    self.sh.counters.bad_control += 1;
+                    sh.counters.bad_control += 1;
                     "already attached".to_string()
                 }
                 Err(ShmError::Protocol(m)) => {
-                    self.sh.counters.bad_control += 1;
+                    sh.counters.bad_control += 1;
                     m
                 }
                 Err(_) => {
-                    self.detach(i, stack);
+                    self.detach(i, apps, config, sh, stack);
                     return;
                 }
             };
             let refused = Reply::Refused { reason: reply };
             if send_message(app.sock.as_fd(), &refused, &[]).is_err() {
-                self.detach(i, stack);
+                self.detach(i, apps, config, sh, stack);
                 return;
             }
         }
@@ -332,23 +355,30 @@ impl Service {
     /// The application went away: reset its connections, stop its listeners, free its
     /// region (docs/service.md, Failure). Connections it had closed gracefully are still
     /// drained from its region (a client that writes, closes and exits loses nothing); the
-    /// region goes when they are done, or after the orphan linger ([`Service::reap_orphans`]).
-    pub(crate) fn detach(&mut self, i: usize, stack: &mut Stack) {
-        let Some(app) = self.apps.get_mut(i).and_then(Option::as_mut) else {
+    /// region goes when they are done, or after the orphan linger (the service reaps it).
+    fn detach(
+        &mut self,
+        i: usize,
+        apps: &mut Apps,
+        config: &ServiceConfig,
+        sh: &mut Shared,
+        stack: &mut Stack,
+    ) {
+        let Some(app) = apps.table.get_mut(i).and_then(Option::as_mut) else {
             return;
         };
         if app.departed.is_some() {
             return;
         }
-        self.control.unwatch(&app.sock);
-        self.control.unwatch(&app.doorbell);
+        self.unwatch(&app.sock);
+        self.unwatch(&app.doorbell);
         // The hang-up can be seen before the commands the application posted last.
-        commands::run_final_commands(app, stack, &mut self.sh);
-        let kept = teardown::release_app(app, Release::Detach, stack, &mut self.sh);
+        commands::run_final_commands(app, stack, sh);
+        let kept = teardown::release_app(app, Release::Detach, stack, sh);
         // Its threads are gone: nothing more to run or to wake.
         app.contexts.clear();
-        self.sh.counters.apps_detached += 1;
-        if self.config.log {
+        sh.counters.apps_detached += 1;
+        if config.log {
             eprintln!(
                 "sluice engine: app {} ({}, pid {}) detached{}",
                 app.id,
@@ -362,10 +392,10 @@ impl Service {
             );
         }
         if kept {
-            app.departed = Some(self.sh.now);
-            self.orphans += 1;
+            app.departed = Some(sh.now);
+            apps.orphans += 1;
         } else {
-            self.apps[i] = None;
+            apps.table[i] = None;
         }
     }
 }

@@ -2,15 +2,16 @@
 //! → RX ring, and accepted connections into a listener's ring as accept records. Every
 //! position the application wrote is checked first (docs/service.md, Send and Consumed).
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{fence, Ordering};
 
 use sluice_shm::flags::{ALLOCATED, CLOSED, CONNECTED, CONNECTING, RX_FIN, RX_STALLED};
-use sluice_shm::{AcceptRecord, Dir, SocketBlock, ACCEPT_RECORD_BYTES};
+use sluice_shm::{AcceptRecord, SocketBlock, ACCEPT_RECORD_BYTES};
 use sluice_tcp::{Error, Stack};
 
 use crate::app::AttachedApp;
-use crate::owners::Owner;
-use crate::service::Shared;
+use crate::congestion::apply_congestion;
+use crate::shared::Shared;
 use crate::slots::{Slot, SlotState, Unclaimed};
 use crate::teardown;
 
@@ -30,31 +31,17 @@ pub(crate) fn read_rx_head(slot: &Slot, block: &SocketBlock<'_>) -> Option<u64> 
 /// Moves what the application queued in `s`'s TX ring into the core; sends the FIN or
 /// finishes a close once the ring is drained.
 pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    let ring_size = app.ring_size;
-    let AttachedApp {
-        region,
-        slots,
-        dirty,
-        ..
-    } = app;
-    let Some(slot) = slots.get_mut(s) else {
+    let Some(h) = app.slot(s) else {
         return;
     };
-    let (id, closing) = match slot.state {
+    let (id, closing) = match h.slot.state {
         SlotState::Conn { id } => (id, false),
         SlotState::Closing { id } => (id, true),
         _ => return,
     };
-    let Some(block) = AttachedApp::block(region, s) else {
-        return;
-    };
-    let end = match slot.tx_end {
+    let end = match h.slot.tx_end {
         Some(end) => end,
-        None => match read_tx_tail(slot, &block, ring_size) {
+        None => match read_tx_tail(h.slot, &h.block, h.ring_size) {
             Some(tail) => tail,
             None => {
                 teardown::bad_position(app, s, stack, sh);
@@ -62,18 +49,19 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
             }
         },
     };
+    let slot = h.slot;
     let mut failed = false;
     if end > slot.tx_head {
-        let ring = region
-            .ring(s, Dir::Tx)
-            .expect("an allocated slot has rings");
         let avail = (end - slot.tx_head) as usize;
-        match ring.with_slice(slot.tx_head, avail, |bytes| stack.send(id, bytes)) {
+        match h
+            .tx
+            .with_slice(slot.tx_head, avail, |bytes| stack.send(id, bytes))
+        {
             Ok(n) if n > 0 => {
-                slot.publish_tx_head(&block, slot.tx_head + n as u64);
+                slot.publish_tx_head(&h.block, slot.tx_head + n as u64);
                 sh.counters.tx_bytes += n as u64;
                 sh.busy = true;
-                *dirty = true;
+                *h.dirty = true;
             }
             Ok(_) | Err(Error::WouldBlock) => {}
             // Not open for sending (reset, or FIN already sent): the bytes can never go;
@@ -82,7 +70,7 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
         }
         if slot.tx_head < end && !failed && !slot.tx_listed {
             slot.tx_listed = true;
-            sh.tx_pending.push(owner);
+            sh.tx_pending.push(h.owner);
         }
     }
     if slot.tx_head < end && !failed {
@@ -102,36 +90,20 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
 /// Moves received bytes from the core into `s`'s RX ring as far as it has room; flags
 /// RX_STALLED when more waits, RX_FIN once the peer's FIN is next.
 pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    let ring_size = app.ring_size;
-    let AttachedApp {
-        region,
-        slots,
-        dirty,
-        ..
-    } = app;
-    let Some(slot) = slots.get_mut(s) else {
+    let Some(h) = app.slot(s) else {
         return;
     };
-    let SlotState::Conn { id } = slot.state else {
+    let SlotState::Conn { id } = h.slot.state else {
         return;
     };
-    let Some(block) = AttachedApp::block(region, s) else {
-        return;
-    };
-    let Some(mut rx_head) = read_rx_head(slot, &block) else {
+    let Some(mut rx_head) = read_rx_head(h.slot, &h.block) else {
         teardown::bad_position(app, s, stack, sh);
         return;
     };
+    let (slot, block) = (h.slot, &h.block);
     slot.rx_head_seen = rx_head;
-    let ring = region
-        .ring(s, Dir::Rx)
-        .expect("an allocated slot has rings");
     loop {
-        let room = (ring_size - (slot.rx_tail - rx_head)) as usize;
+        let room = (h.ring_size - (slot.rx_tail - rx_head)) as usize;
         let (placed, more) = {
             let Ok((a, b)) = stack.peek(id) else {
                 return;
@@ -140,16 +112,16 @@ pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
             let n = avail.min(room);
             let k = n.min(a.len());
             // The ring is mapped twice, so a run that wraps is still one copy each.
-            ring.write(slot.rx_tail, &a[..k]);
-            ring.write(slot.rx_tail + k as u64, &b[..n - k]);
+            h.rx.write(slot.rx_tail, &a[..k]);
+            h.rx.write(slot.rx_tail + k as u64, &b[..n - k]);
             (n, avail > n)
         };
         if placed > 0 {
             let _ = stack.consume(id, placed);
-            slot.publish_rx_tail(&block, slot.rx_tail + placed as u64);
+            slot.publish_rx_tail(block, slot.rx_tail + placed as u64);
             sh.counters.rx_bytes += placed as u64;
             sh.busy = true;
-            *dirty = true;
+            *h.dirty = true;
         }
         if !more {
             break;
@@ -157,18 +129,18 @@ pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
         // The ring is full and the core holds more (docs/service.md RX_STALLED): the
         // application sends Consumed after reading; the pending list retries meanwhile.
         if slot.flags & RX_STALLED == 0 {
-            slot.set_flags(&block, RX_STALLED, 0);
+            slot.set_flags(block, RX_STALLED, 0);
             sh.counters.rx_stalls += 1;
-            *dirty = true;
+            *h.dirty = true;
         }
         if !slot.rx_listed {
             slot.rx_listed = true;
-            sh.rx_pending.push(owner);
+            sh.rx_pending.push(h.owner);
         }
         // The application may have read and checked the flag just before it was set:
         // look at its head again after a full fence (it fences between the two as well).
         fence(Ordering::SeqCst);
-        match read_rx_head(slot, &block) {
+        match read_rx_head(slot, block) {
             Some(h) if h == rx_head => return,
             Some(h) => {
                 rx_head = h;
@@ -181,16 +153,16 @@ pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
         }
     }
     if slot.flags & RX_STALLED != 0 {
-        slot.set_flags(&block, 0, RX_STALLED);
-        *dirty = true;
+        slot.set_flags(block, 0, RX_STALLED);
+        *h.dirty = true;
     }
     // Everything the core had is in the ring: end of stream shows now, after the bytes.
     if slot.flags & RX_FIN == 0 && stack.recv(id, &mut []) == Ok(0) {
-        slot.set_flags(&block, RX_FIN, 0);
-        *dirty = true;
+        slot.set_flags(block, RX_FIN, 0);
+        *h.dirty = true;
     }
-    if publish_closed(slot, &block, id, stack) {
-        *dirty = true;
+    if publish_closed(slot, block, id, stack) {
+        *h.dirty = true;
     }
 }
 
@@ -220,28 +192,21 @@ pub(crate) fn publish_closed(
 /// announces each with an accept record in the listener's ring, while the ring has room
 /// and the application a free slot (otherwise RX_STALLED; the rest wait in the core).
 pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
-    let owner = Owner {
-        app: app.index,
-        slot: s,
-    };
-    let ring_size = app.ring_size;
     let record_bytes = ACCEPT_RECORD_BYTES as u64;
     let (listener, nodelay, congestion, mut rx_head) = {
-        let Some(slot) = app.slots.get_mut(s) else {
+        let Some(h) = app.slot(s) else {
             return;
         };
-        let SlotState::Listening { listener } = slot.state else {
-            return;
-        };
-        let Some(block) = AttachedApp::block(&app.region, s) else {
+        let SlotState::Listening { listener } = h.slot.state else {
             return;
         };
         // A listener's reader moves in whole records.
-        let head = read_rx_head(slot, &block).filter(|h| h % record_bytes == 0);
+        let head = read_rx_head(h.slot, &h.block).filter(|h| h % record_bytes == 0);
         let Some(head) = head else {
             teardown::bad_position(app, s, stack, sh);
             return;
         };
+        let slot = h.slot;
         slot.rx_head_seen = head;
         // Records before the head are the application's now.
         while slot.unclaimed.front().is_some_and(|u| u.pos < head) {
@@ -251,37 +216,34 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
     };
     loop {
         let free_slots = app.slots.free_count();
-        let AttachedApp {
-            region,
-            slots,
-            dirty,
-            ..
-        } = &mut *app;
-        let block = AttachedApp::block(region, s).expect("checked above");
-        let slot = slots.get_mut(s).expect("checked above");
+        // Looked up again each round: the accepted connection's slot was taken meanwhile.
+        let Some(h) = app.slot(s) else {
+            return;
+        };
+        let slot = h.slot;
         if !slot.accept_ready {
             if slot.flags & RX_STALLED != 0 {
-                slot.set_flags(&block, 0, RX_STALLED);
-                *dirty = true;
+                slot.set_flags(&h.block, 0, RX_STALLED);
+                *h.dirty = true;
             }
             return;
         }
-        let room = ring_size - (slot.rx_tail - rx_head);
+        let room = h.ring_size - (slot.rx_tail - rx_head);
         if room < record_bytes || free_slots == 0 {
             if slot.flags & RX_STALLED == 0 {
-                slot.set_flags(&block, RX_STALLED, 0);
+                slot.set_flags(&h.block, RX_STALLED, 0);
                 sh.counters.accept_stalls += 1;
-                *dirty = true;
+                *h.dirty = true;
             }
             if !slot.rx_listed {
                 slot.rx_listed = true;
-                sh.rx_pending.push(owner);
+                sh.rx_pending.push(h.owner);
             }
             if free_slots == 0 {
                 return;
             }
             fence(Ordering::SeqCst);
-            match read_rx_head(slot, &block).filter(|h| h % record_bytes == 0) {
+            match read_rx_head(slot, &h.block).filter(|h| h % record_bytes == 0) {
                 Some(h) if h == rx_head => return,
                 Some(h) => {
                     rx_head = h;
@@ -302,46 +264,41 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             }
         };
         let pos = slot.rx_tail;
-        let c = slots
-            .alloc(SlotState::Conn { id }, ALLOCATED | CONNECTED)
-            .expect("a free slot was counted");
-        let cblock = AttachedApp::block(region, c).expect("allocated slots are in range");
-        cblock.reset(ALLOCATED | CONNECTED);
+        let Some(c) = app.alloc_slot(SlotState::Conn { id }, ALLOCATED | CONNECTED) else {
+            // A free slot was counted above; were it gone, the peer is reset, not leaked.
+            let _ = stack.abort(id);
+            return;
+        };
+        c.block.reset(ALLOCATED | CONNECTED);
         let (local, peer) = stack.endpoints(id).unwrap_or((
-            std::net::SocketAddrV4::new(sh.ip, listener.port()),
-            std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+            SocketAddrV4::new(sh.ip, listener.port()),
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         ));
-        cblock.set_addresses(local, peer);
+        c.block.set_addresses(local, peer);
         if nodelay {
             // Accepted connections inherit the listener's TCP_NODELAY.
             let _ = stack.set_nagle(id, false);
-            slots.get_mut(c).expect("just allocated").nodelay = true;
+            c.slot.nodelay = true;
         }
         // Accepted connections inherit the listener's TCP_CONGESTION, as on Linux.
-        crate::commands::apply_congestion(stack, id, congestion, &cblock);
-        slots.get_mut(c).expect("just allocated").congestion = congestion;
-        sh.conns.insert(
-            id,
-            Owner {
-                app: owner.app,
-                slot: c,
-            },
-        );
+        apply_congestion(stack, id, congestion, &c.block);
+        c.slot.congestion = congestion;
+        sh.conns.insert(id, c.owner);
+        let c = c.s;
         let record = AcceptRecord {
             slot: c,
             peer,
             local_port: local.port(),
         };
-        let ring = region
-            .ring(s, Dir::Rx)
-            .expect("an allocated slot has rings");
-        ring.write(pos, &record.encode());
-        let slot = slots.get_mut(s).expect("checked above");
-        slot.unclaimed.push_back(Unclaimed { pos, slot: c, id });
-        slot.publish_rx_tail(&block, pos + record_bytes);
+        let Some(h) = app.slot(s) else {
+            return;
+        };
+        h.rx.write(pos, &record.encode());
+        h.slot.unclaimed.push_back(Unclaimed { pos, slot: c, id });
+        h.slot.publish_rx_tail(&h.block, pos + record_bytes);
         sh.counters.accepts += 1;
         sh.busy = true;
-        *dirty = true;
+        *h.dirty = true;
         // Bytes (or a FIN) that arrived before the accept raised no event for us.
         rx_move(app, c, stack, sh);
     }

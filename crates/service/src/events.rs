@@ -7,7 +7,7 @@ use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
 
 use crate::app::AttachedApp;
 use crate::data;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
 
@@ -65,19 +65,17 @@ fn connection(
     stack: &mut Stack,
     sh: &mut Shared,
 ) {
-    let Some(state) = app.slots.get(s).map(|slot| slot.state) else {
+    let Some(h) = app.slot(s) else {
         return;
     };
-    match state {
+    match h.slot.state {
         SlotState::Conn { id: known } if known == id => {
             if r.connected() {
-                let block = AttachedApp::block(&app.region, s).expect("allocated");
                 if let Ok((local, peer)) = stack.endpoints(id) {
-                    block.set_addresses(local, peer);
+                    h.block.set_addresses(local, peer);
                 }
-                let slot = app.slots.get_mut(s).expect("allocated");
-                slot.set_flags(&block, CONNECTED, CONNECTING);
-                app.dirty = true;
+                h.slot.set_flags(&h.block, CONNECTED, CONNECTING);
+                *h.dirty = true;
                 sh.busy = true;
             }
             if r.readable() || r.error() || r.closed() || r.connected() {
@@ -88,23 +86,23 @@ fn connection(
             }
             if r.error() || r.closed() {
                 let error = stack.error(id).ok().flatten();
-                let Some(slot) = app.slots.get_mut(s) else {
+                // The movers may have reset or freed the slot meanwhile.
+                let Some(h) = app.slot(s) else {
                     return;
                 };
-                if slot.state != (SlotState::Conn { id }) {
+                if h.slot.state != (SlotState::Conn { id }) {
                     return;
                 }
-                let block = AttachedApp::block(&app.region, s).expect("allocated");
                 if r.error() || error.is_some() {
-                    slot.fail(&block, errno_of(error), 0);
+                    h.slot.fail(&h.block, errno_of(error), 0);
                 }
                 if r.closed() {
                     // After the error and after the bytes: if the RX ring could not take
                     // everything yet, rx_move publishes CLOSED once it has.
-                    slot.core_closed = true;
-                    data::publish_closed(slot, &block, id, stack);
+                    h.slot.core_closed = true;
+                    data::publish_closed(h.slot, &h.block, id, stack);
                 }
-                app.dirty = true;
+                *h.dirty = true;
                 sh.busy = true;
             }
         }

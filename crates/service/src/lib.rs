@@ -12,10 +12,30 @@
 //! the published head of its completion queues) is checked before use; bad input fails the
 //! command, or resets that one connection with EFAULT, and is counted ([`Counters`]). It
 //! never panics the engine and never touches another application.
+//!
+//! Layers: a module imports only modules of the layers below it, never one above or beside
+//! it in a loop, so the engine's stack through [`Service`]'s poll only ever goes down.
+//!
+//! 1. State, at the bottom (each imports only those before it here): `error`, `counters`,
+//!    `owners` (ports and connections to their owners), `slots` (a slot's life),
+//!    `congestion` (an application's congestion-control choice applied to a connection),
+//!    `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
+//!    (an attached application, and the checked slot handle, the one way to a slot).
+//! 2. Data movers, which call nothing above them: `teardown` (ending things: a slot freed,
+//!    a connection closed or reset, a listener stopped, an application released) and,
+//!    above it, `data` (bytes between rings and the core, accepts into a listener's ring;
+//!    it hands what it cannot move to `teardown`).
+//! 3. Acting on applications: `commands` (context-queue entries) and `events` (the core's
+//!    events), both through the movers; `wake` (poll, then sleep).
+//! 4. `control` (attach, contexts, hang-ups), which runs a departing application's last
+//!    commands.
+//! 5. `service`: the engine's [`sluice_engine::App`], on top.
 #![forbid(unsafe_code)]
 
 mod app;
 mod commands;
+mod config;
+mod congestion;
 mod control;
 mod counters;
 mod data;
@@ -23,10 +43,12 @@ mod error;
 mod events;
 mod owners;
 mod service;
+mod shared;
 mod slots;
 mod teardown;
 mod wake;
 
+pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;
-pub use service::{Service, ServiceConfig};
+pub use service::Service;

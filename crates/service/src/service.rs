@@ -2,122 +2,31 @@
 //! and then), runs a batch of commands per context, applies the core's events to socket
 //! blocks, retries what was pending, and wakes sleeping application threads.
 
-use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use sluice_engine::{App, AppStatus, EngineError};
-use sluice_shm::control::EngineInfo;
-use sluice_shm::Layout;
 use sluice_tcp::{Instant, Stack};
 
-use crate::app::AttachedApp;
+use crate::app::Apps;
+use crate::config::ServiceConfig;
 use crate::control::Control;
 use crate::counters::Counters;
+use crate::error::ServiceError;
 use crate::owners::{ConnMap, Owner, Ports};
+use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
-use crate::{commands, data, events, wake, ServiceError};
-
-/// How the service runs.
-#[derive(Clone, Debug)]
-pub struct ServiceConfig {
-    /// The control socket's path.
-    pub socket: PathBuf,
-    /// Every application's region layout.
-    pub layout: Layout,
-    /// What applications are told about the engine (its address is taken from the core).
-    pub engine: EngineInfo,
-    /// Most applications attached at once.
-    pub max_apps: usize,
-    /// Most commands taken from one context per loop iteration.
-    pub command_batch: u32,
-    /// How often a busy engine looks at the control plane (attaches, contexts, hang-ups).
-    pub control_interval: Duration,
-    /// Log attaches and detaches to stderr.
-    pub log: bool,
-    /// How long the connections an application closed before it went away may take to
-    /// drain (their peers reading the rest); what remains after that is reset.
-    pub orphan_linger: Duration,
-}
-
-impl ServiceConfig {
-    /// Defaults for a socket at `socket` and an engine at `ip/prefix_len`.
-    pub fn new(socket: impl Into<PathBuf>, ip: Ipv4Addr, prefix_len: u8) -> ServiceConfig {
-        ServiceConfig {
-            socket: socket.into(),
-            layout: Layout::default(),
-            engine: EngineInfo {
-                ip,
-                prefix_len,
-                gateway: None,
-                app_idle_us: 10_000,
-            },
-            max_apps: 64,
-            command_batch: 64,
-            control_interval: Duration::from_millis(1),
-            log: false,
-            orphan_linger: Duration::from_secs(60),
-        }
-    }
-
-    /// Checks every value against its bounds.
-    pub fn validate(&self) -> Result<(), ServiceError> {
-        self.layout
-            .validate()
-            .map_err(|e| ServiceError::Config(e.to_string()))?;
-        if self.max_apps == 0 || self.max_apps > 4096 {
-            return Err(ServiceError::Config(format!(
-                "max_apps {} not in 1..=4096",
-                self.max_apps
-            )));
-        }
-        if self.command_batch == 0 {
-            return Err(ServiceError::Config(
-                "command_batch must be at least 1".into(),
-            ));
-        }
-        if self.engine.prefix_len > 32 {
-            return Err(ServiceError::Config(format!(
-                "prefix length {} is over 32",
-                self.engine.prefix_len
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// State every part of the service reaches: who owns which port and connection, the
-/// counters, the pending lists.
-pub(crate) struct Shared {
-    /// Core connections to (application, slot).
-    pub conns: ConnMap,
-    /// Bound ports across applications.
-    pub ports: Ports,
-    /// Counters.
-    pub counters: Counters,
-    /// Slots whose RX ring could not take everything (data or connections) the core holds.
-    pub rx_pending: Vec<Owner>,
-    /// Slots whose TX ring holds bytes the core could not take yet.
-    pub tx_pending: Vec<Owner>,
-    /// The engine's address.
-    pub ip: Ipv4Addr,
-    /// The current iteration's time.
-    pub now: Instant,
-    /// Whether this iteration did anything for an application.
-    pub busy: bool,
-}
+use crate::{commands, data, events, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
-    pub(crate) config: ServiceConfig,
-    pub(crate) control: Control,
-    pub(crate) apps: Vec<Option<AttachedApp>>,
-    pub(crate) next_app_id: u32,
-    pub(crate) sh: Shared,
+    config: ServiceConfig,
+    control: Control,
+    apps: Apps,
+    sh: Shared,
     /// The pending list being retried (swapped with the live one: no allocation).
     retry: Vec<Owner>,
     stop: Arc<AtomicBool>,
@@ -126,8 +35,6 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
-    /// Departed applications whose closed connections are still draining.
-    pub(crate) orphans: usize,
 }
 
 impl Service {
@@ -137,8 +44,11 @@ impl Service {
         let control = Control::new(&config.socket)?;
         Ok(Service {
             control,
-            apps: Vec::new(),
-            next_app_id: 1,
+            apps: Apps {
+                table: Vec::new(),
+                next_id: 1,
+                orphans: 0,
+            },
             sh: Shared {
                 conns: ConnMap::new(0),
                 ports: Ports::new((49152, 65535)),
@@ -156,7 +66,6 @@ impl Service {
             asleep: false,
             stopped: false,
             next_control: Instant::ZERO,
-            orphans: 0,
             config,
         })
     }
@@ -182,6 +91,7 @@ impl Service {
     /// are still draining).
     pub fn apps_attached(&self) -> usize {
         self.apps
+            .table
             .iter()
             .flatten()
             .filter(|a| a.departed.is_none())
@@ -200,7 +110,7 @@ impl Service {
             return;
         }
         self.stopped = true;
-        for slot in self.apps.iter_mut() {
+        for slot in self.apps.table.iter_mut() {
             if let Some(mut app) = slot.take() {
                 teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
                 if app.departed.is_none() {
@@ -208,7 +118,7 @@ impl Service {
                 }
             }
         }
-        self.orphans = 0;
+        self.apps.orphans = 0;
         self.control.close();
         self.publish_counters();
     }
@@ -232,7 +142,7 @@ impl Service {
     /// Frees departed applications once the connections they closed are done, or resets
     /// what is left of them after the orphan linger.
     fn reap_orphans(&mut self, stack: &mut Stack) {
-        for entry in self.apps.iter_mut() {
+        for entry in self.apps.table.iter_mut() {
             let Some(app) = entry.as_mut() else {
                 continue;
             };
@@ -247,7 +157,7 @@ impl Service {
                 teardown::release_app(app, Release::Orphan, stack, &mut self.sh);
             }
             *entry = None;
-            self.orphans -= 1;
+            self.apps.orphans -= 1;
             self.sh.counters.orphans_freed += 1;
         }
     }
@@ -258,7 +168,7 @@ impl Service {
         std::mem::swap(&mut self.retry, &mut self.sh.rx_pending);
         for i in 0..self.retry.len() {
             let owner = self.retry[i];
-            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+            let Some(Some(app)) = self.apps.table.get_mut(owner.app as usize) else {
                 continue;
             };
             if !app.slots.unlist_rx(owner.slot) {
@@ -279,7 +189,7 @@ impl Service {
         std::mem::swap(&mut self.retry, &mut self.sh.tx_pending);
         for i in 0..self.retry.len() {
             let owner = self.retry[i];
-            let Some(Some(app)) = self.apps.get_mut(owner.app as usize) else {
+            let Some(Some(app)) = self.apps.table.get_mut(owner.app as usize) else {
                 continue;
             };
             if app.slots.unlist_tx(owner.slot) && app.slots.get(owner.slot).is_some() {
@@ -304,27 +214,28 @@ impl App for Service {
         if self.asleep {
             // Awake again: applications stop ringing, and whatever woke us is looked at.
             self.asleep = false;
-            wake::announce_awake(&self.apps);
+            wake::announce_awake(&self.apps.table);
             self.next_control = now;
         }
         if now >= self.next_control {
             self.next_control = now + self.config.control_interval;
-            self.poll_control(stack);
+            self.control
+                .poll(&mut self.apps, &self.config, &mut self.sh, stack);
             self.publish_counters();
         }
         let batch = self.config.command_batch as u64;
-        for app in self.apps.iter_mut().flatten() {
+        for app in self.apps.table.iter_mut().flatten() {
             commands::run_contexts(app, batch, stack, &mut self.sh);
         }
         // Bounded: the core keeps one pending entry per connection and listener.
         while let Some(event) = stack.poll_event() {
-            events::dispatch(&mut self.apps, event, stack, &mut self.sh);
+            events::dispatch(&mut self.apps.table, event, stack, &mut self.sh);
         }
         self.retry_pending(stack);
-        if self.orphans > 0 {
+        if self.apps.orphans > 0 {
             self.reap_orphans(stack);
         }
-        wake::wake_dirty(&mut self.apps, &mut self.sh.counters);
+        wake::wake_dirty(&mut self.apps.table, &mut self.sh.counters);
         Ok(if self.sh.busy {
             AppStatus::Busy
         } else {
@@ -337,7 +248,7 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
-        if !wake::announce_sleep(&self.apps, &mut self.sh.counters) {
+        if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {
             return false;
         }
         self.asleep = true;

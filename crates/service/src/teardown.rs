@@ -2,11 +2,12 @@
 //! whole application released when it goes away or the engine stops.
 
 use nix::errno::Errno;
+use sluice_shm::SocketBlock;
 use sluice_tcp::Stack;
 
 use crate::app::AttachedApp;
 use crate::owners::Owner;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::slots::SlotState;
 
 /// Why an application's connections are being reset wholesale.
@@ -24,7 +25,7 @@ pub(crate) enum Release {
 /// Returns slot `s` to the application's free list: its block reads "not allocated" and its
 /// ring pages go back to the system.
 pub(crate) fn free_slot(app: &mut AttachedApp, s: u32) {
-    if let Some(block) = AttachedApp::block(&app.region, s) {
+    if let Some(block) = SocketBlock::new(&app.region, s) {
         block.reset(0);
     }
     app.region.release_rings(s);
@@ -54,12 +55,17 @@ pub(crate) fn bad_position(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh:
         }
         _ => return,
     }
-    let block = AttachedApp::block(&app.region, s).expect("allocated slots are in range");
-    let slot = app.slots.get_mut(s).expect("allocated above");
-    slot.state = SlotState::Dead;
+    let Some(h) = app.slot(s) else {
+        return;
+    };
+    h.slot.state = SlotState::Dead;
     // Nothing more will be placed in its ring: an application must not wait for it.
-    slot.fail(&block, Errno::EFAULT as i32, sluice_shm::flags::RX_STALLED);
-    app.dirty = true;
+    h.slot.fail(
+        &h.block,
+        Errno::EFAULT as i32,
+        sluice_shm::flags::RX_STALLED,
+    );
+    *h.dirty = true;
 }
 
 /// The application is done with connection `s` and its TX ring is drained (or can never

@@ -155,17 +155,74 @@ impl fmt::Display for EntryError {
 
 impl std::error::Error for EntryError {}
 
+/// A command's opcode: the first byte of its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    /// [`Command::Open`].
+    Open,
+    /// [`Command::Bind`].
+    Bind,
+    /// [`Command::Listen`].
+    Listen,
+    /// [`Command::Connect`].
+    Connect,
+    /// [`Command::Send`].
+    Send,
+    /// [`Command::Consumed`].
+    Consumed,
+    /// [`Command::Shutdown`].
+    Shutdown,
+    /// [`Command::Close`].
+    Close,
+    /// [`Command::SetNoDelay`].
+    SetNoDelay,
+    /// [`Command::SetCongestion`].
+    SetCongestion,
+}
+
+impl Opcode {
+    /// The byte that stands for it in an entry.
+    pub fn code(self) -> u8 {
+        match self {
+            Opcode::Open => 1,
+            Opcode::Bind => 2,
+            Opcode::Listen => 3,
+            Opcode::Connect => 4,
+            Opcode::Send => 5,
+            Opcode::Consumed => 6,
+            Opcode::Shutdown => 7,
+            Opcode::Close => 8,
+            Opcode::SetNoDelay => 9,
+            Opcode::SetCongestion => 10,
+        }
+    }
+
+    /// The opcode a byte stands for; None for a byte this version does not know.
+    pub fn from_code(code: u8) -> Option<Opcode> {
+        Some(match code {
+            1 => Opcode::Open,
+            2 => Opcode::Bind,
+            3 => Opcode::Listen,
+            4 => Opcode::Connect,
+            5 => Opcode::Send,
+            6 => Opcode::Consumed,
+            7 => Opcode::Shutdown,
+            8 => Opcode::Close,
+            9 => Opcode::SetNoDelay,
+            10 => Opcode::SetCongestion,
+            _ => return None,
+        })
+    }
+
+    /// Whether its commands carry a request id (and so are answered by a completion):
+    /// every one but the doorbells (Send, Consumed) and Close.
+    pub fn carries_req(self) -> bool {
+        !matches!(self, Opcode::Send | Opcode::Consumed | Opcode::Close)
+    }
+}
+
+/// Completion opcodes.
 mod op {
-    pub const OPEN: u8 = 1;
-    pub const BIND: u8 = 2;
-    pub const LISTEN: u8 = 3;
-    pub const CONNECT: u8 = 4;
-    pub const SEND: u8 = 5;
-    pub const CONSUMED: u8 = 6;
-    pub const SHUTDOWN: u8 = 7;
-    pub const CLOSE: u8 = 8;
-    pub const SET_NODELAY: u8 = 9;
-    pub const SET_CONGESTION: u8 = 10;
     pub const DONE: u8 = 1;
     pub const FAILED: u8 = 2;
 }
@@ -203,7 +260,7 @@ impl Command {
     pub fn encode(&self) -> Payload {
         let mut e = [0u8; PAYLOAD_BYTES];
         let (code, req, slot) = match *self {
-            Command::Open { req } => (op::OPEN, req, 0),
+            Command::Open { req } => (Opcode::Open, req, 0),
             Command::Bind {
                 req,
                 slot,
@@ -219,33 +276,33 @@ impl Command {
                 e[at::ARG..at::ARG + 4].copy_from_slice(&ip.octets());
                 e[at::PORT..at::PORT + 2].copy_from_slice(&port.to_le_bytes());
                 let code = if matches!(self, Command::Bind { .. }) {
-                    op::BIND
+                    Opcode::Bind
                 } else {
-                    op::CONNECT
+                    Opcode::Connect
                 };
                 (code, req, slot)
             }
             Command::Listen { req, slot, backlog } => {
                 put_u32(&mut e, at::ARG, backlog);
-                (op::LISTEN, req, slot)
+                (Opcode::Listen, req, slot)
             }
-            Command::Send { slot } => (op::SEND, 0, slot),
-            Command::Consumed { slot } => (op::CONSUMED, 0, slot),
+            Command::Send { slot } => (Opcode::Send, 0, slot),
+            Command::Consumed { slot } => (Opcode::Consumed, 0, slot),
             Command::Shutdown { req, slot, how } => {
                 e[at::ARG] = match how {
                     Shut::Read => 0,
                     Shut::Write => 1,
                     Shut::Both => 2,
                 };
-                (op::SHUTDOWN, req, slot)
+                (Opcode::Shutdown, req, slot)
             }
             Command::Close { slot, abort } => {
                 e[at::ARG] = abort as u8;
-                (op::CLOSE, 0, slot)
+                (Opcode::Close, 0, slot)
             }
             Command::SetNoDelay { req, slot, nodelay } => {
                 e[at::ARG] = nodelay as u8;
-                (op::SET_NODELAY, req, slot)
+                (Opcode::SetNoDelay, req, slot)
             }
             Command::SetCongestion {
                 req,
@@ -253,10 +310,10 @@ impl Command {
                 algorithm,
             } => {
                 e[at::ARG] = algorithm.code();
-                (op::SET_CONGESTION, req, slot)
+                (Opcode::SetCongestion, req, slot)
             }
         };
-        e[0] = code;
+        e[0] = code.code();
         put_u32(&mut e, at::REQ, req);
         put_u32(&mut e, at::SLOT, slot);
         e
@@ -267,28 +324,31 @@ impl Command {
         let req = get_u32(e, at::REQ);
         let slot = get_u32(e, at::SLOT);
         let ip = || Ipv4Addr::new(e[at::ARG], e[at::ARG + 1], e[at::ARG + 2], e[at::ARG + 3]);
-        Ok(match e[0] {
-            op::OPEN => Command::Open { req },
-            op::BIND => Command::Bind {
+        let Some(code) = Opcode::from_code(e[0]) else {
+            return Err(EntryError::UnknownOpcode(e[0]));
+        };
+        Ok(match code {
+            Opcode::Open => Command::Open { req },
+            Opcode::Bind => Command::Bind {
                 req,
                 slot,
                 ip: ip(),
                 port: get_u16(e, at::PORT),
             },
-            op::LISTEN => Command::Listen {
+            Opcode::Listen => Command::Listen {
                 req,
                 slot,
                 backlog: get_u32(e, at::ARG),
             },
-            op::CONNECT => Command::Connect {
+            Opcode::Connect => Command::Connect {
                 req,
                 slot,
                 ip: ip(),
                 port: get_u16(e, at::PORT),
             },
-            op::SEND => Command::Send { slot },
-            op::CONSUMED => Command::Consumed { slot },
-            op::SHUTDOWN => Command::Shutdown {
+            Opcode::Send => Command::Send { slot },
+            Opcode::Consumed => Command::Consumed { slot },
+            Opcode::Shutdown => Command::Shutdown {
                 req,
                 slot,
                 how: match e[at::ARG] {
@@ -298,23 +358,83 @@ impl Command {
                     _ => return Err(EntryError::BadField("how")),
                 },
             },
-            op::CLOSE => Command::Close {
+            Opcode::Close => Command::Close {
                 slot,
                 abort: get_bool(e, at::ARG)?,
             },
-            op::SET_NODELAY => Command::SetNoDelay {
+            Opcode::SetNoDelay => Command::SetNoDelay {
                 req,
                 slot,
                 nodelay: get_bool(e, at::ARG)?,
             },
-            op::SET_CONGESTION => Command::SetCongestion {
+            Opcode::SetCongestion => Command::SetCongestion {
                 req,
                 slot,
                 algorithm: Congestion::from_code(e[at::ARG])
                     .ok_or(EntryError::BadField("algorithm"))?,
             },
-            other => return Err(EntryError::UnknownOpcode(other)),
         })
+    }
+
+    /// Its opcode.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Command::Open { .. } => Opcode::Open,
+            Command::Bind { .. } => Opcode::Bind,
+            Command::Listen { .. } => Opcode::Listen,
+            Command::Connect { .. } => Opcode::Connect,
+            Command::Send { .. } => Opcode::Send,
+            Command::Consumed { .. } => Opcode::Consumed,
+            Command::Shutdown { .. } => Opcode::Shutdown,
+            Command::Close { .. } => Opcode::Close,
+            Command::SetNoDelay { .. } => Opcode::SetNoDelay,
+            Command::SetCongestion { .. } => Opcode::SetCongestion,
+        }
+    }
+
+    /// Its request id; None for the commands that carry none (doorbells and Close).
+    pub fn req(&self) -> Option<u32> {
+        match *self {
+            Command::Open { req }
+            | Command::Bind { req, .. }
+            | Command::Listen { req, .. }
+            | Command::Connect { req, .. }
+            | Command::Shutdown { req, .. }
+            | Command::SetNoDelay { req, .. }
+            | Command::SetCongestion { req, .. } => Some(req),
+            Command::Send { .. } | Command::Consumed { .. } | Command::Close { .. } => None,
+        }
+    }
+
+    /// The slot it names; None for Open (which is given one).
+    pub fn slot(&self) -> Option<u32> {
+        match *self {
+            Command::Open { .. } => None,
+            Command::Bind { slot, .. }
+            | Command::Listen { slot, .. }
+            | Command::Connect { slot, .. }
+            | Command::Send { slot }
+            | Command::Consumed { slot }
+            | Command::Shutdown { slot, .. }
+            | Command::Close { slot, .. }
+            | Command::SetNoDelay { slot, .. }
+            | Command::SetCongestion { slot, .. } => Some(slot),
+        }
+    }
+
+    /// The opcode of a raw entry, read without decoding the rest.
+    pub fn opcode_of(e: &Payload) -> Result<Opcode, EntryError> {
+        Opcode::from_code(e[0]).ok_or(EntryError::UnknownOpcode(e[0]))
+    }
+
+    /// The request id of a raw entry that may not decode, for answering it with a failure:
+    /// None when its opcode carries none. An unknown opcode is taken to carry one (so that
+    /// an application speaking a newer version is answered, not left waiting).
+    pub fn req_of(e: &Payload) -> Option<u32> {
+        match Command::opcode_of(e) {
+            Ok(code) if !code.carries_req() => None,
+            _ => Some(get_u32(e, at::REQ)),
+        }
     }
 }
 
@@ -437,6 +557,49 @@ mod tests {
             let _ = Command::decode(&e);
             let _ = Completion::decode(&e);
         }
+    }
+
+    proptest! {
+        /// The raw-entry accessors read what decoding reads: the opcode, and the request id
+        /// exactly when the command carries one.
+        #[test]
+        fn entry_accessors_agree_with_decoding(c in command()) {
+            let e = c.encode();
+            prop_assert_eq!(Command::opcode_of(&e), Ok(c.opcode()));
+            prop_assert_eq!(Opcode::from_code(c.opcode().code()), Some(c.opcode()));
+            prop_assert_eq!(c.opcode().carries_req(), c.req().is_some());
+            prop_assert_eq!(Command::req_of(&e), c.req());
+        }
+    }
+
+    #[test]
+    fn an_entry_that_does_not_decode_still_shows_its_request_id() {
+        let mut e = [0u8; PAYLOAD_BYTES];
+        e[0] = 200;
+        e[4..8].copy_from_slice(&7u32.to_le_bytes());
+        assert_eq!(Command::opcode_of(&e), Err(EntryError::UnknownOpcode(200)));
+        assert_eq!(
+            Command::req_of(&e),
+            Some(7),
+            "an unknown opcode is answered"
+        );
+        let mut close = Command::Close {
+            slot: 3,
+            abort: false,
+        }
+        .encode();
+        close[12] = 9;
+        assert!(Command::decode(&close).is_err());
+        assert_eq!(Command::req_of(&close), None, "Close is never answered");
+        let mut shut = Command::Shutdown {
+            req: 11,
+            slot: 3,
+            how: Shut::Both,
+        }
+        .encode();
+        shut[12] = 9;
+        assert!(Command::decode(&shut).is_err());
+        assert_eq!(Command::req_of(&shut), Some(11));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod control;
 pub mod entry;
 
 pub use congestion::{Congestion, CONGESTION_NAME_MAX};
-pub use entry::{Command, Completion, EntryError, Payload, Shut};
+pub use entry::{Command, Completion, EntryError, Opcode, Payload, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;
 pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES};

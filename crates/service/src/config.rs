@@ -1,0 +1,79 @@
+//! How the service runs: the socket, every application's region layout, what applications
+//! are told about the engine, and the bounds of each loop iteration.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_shm::control::EngineInfo;
+use sluice_shm::Layout;
+
+use crate::error::ServiceError;
+
+/// How the service runs.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// The control socket's path.
+    pub socket: PathBuf,
+    /// Every application's region layout.
+    pub layout: Layout,
+    /// What applications are told about the engine (its address is taken from the core).
+    pub engine: EngineInfo,
+    /// Most applications attached at once.
+    pub max_apps: usize,
+    /// Most commands taken from one context per loop iteration.
+    pub command_batch: u32,
+    /// How often a busy engine looks at the control plane (attaches, contexts, hang-ups).
+    pub control_interval: Duration,
+    /// Log attaches and detaches to stderr.
+    pub log: bool,
+    /// How long the connections an application closed before it went away may take to
+    /// drain (their peers reading the rest); what remains after that is reset.
+    pub orphan_linger: Duration,
+}
+
+impl ServiceConfig {
+    /// Defaults for a socket at `socket` and an engine at `ip/prefix_len`.
+    pub fn new(socket: impl Into<PathBuf>, ip: Ipv4Addr, prefix_len: u8) -> ServiceConfig {
+        ServiceConfig {
+            socket: socket.into(),
+            layout: Layout::default(),
+            engine: EngineInfo {
+                ip,
+                prefix_len,
+                gateway: None,
+                app_idle_us: 10_000,
+            },
+            max_apps: 64,
+            command_batch: 64,
+            control_interval: Duration::from_millis(1),
+            log: false,
+            orphan_linger: Duration::from_secs(60),
+        }
+    }
+
+    /// Checks every value against its bounds.
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        self.layout
+            .validate()
+            .map_err(|e| ServiceError::Config(e.to_string()))?;
+        if self.max_apps == 0 || self.max_apps > 4096 {
+            return Err(ServiceError::Config(format!(
+                "max_apps {} not in 1..=4096",
+                self.max_apps
+            )));
+        }
+        if self.command_batch == 0 {
+            return Err(ServiceError::Config(
+                "command_batch must be at least 1".into(),
+            ));
+        }
+        if self.engine.prefix_len > 32 {
+            return Err(ServiceError::Config(format!(
+                "prefix length {} is over 32",
+                self.engine.prefix_len
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,31 @@
+//! The state every part of the service reaches: who owns which port and connection, the
+//! counters, the pending lists, and the iteration's time. It sits below every module that
+//! acts on applications, and imports none of them.
+
+use std::net::Ipv4Addr;
+
+use sluice_tcp::Instant;
+
+use crate::counters::Counters;
+use crate::owners::{ConnMap, Owner, Ports};
+
+/// State every part of the service reaches: who owns which port and connection, the
+/// counters, the pending lists.
+pub(crate) struct Shared {
+    /// Core connections to (application, slot).
+    pub conns: ConnMap,
+    /// Bound ports across applications.
+    pub ports: Ports,
+    /// Counters.
+    pub counters: Counters,
+    /// Slots whose RX ring could not take everything (data or connections) the core holds.
+    pub rx_pending: Vec<Owner>,
+    /// Slots whose TX ring holds bytes the core could not take yet.
+    pub tx_pending: Vec<Owner>,
+    /// The engine's address.
+    pub ip: Ipv4Addr,
+    /// The current iteration's time.
+    pub now: Instant,
+    /// Whether this iteration did anything for an application.
+    pub busy: bool,
+}
