@@ -17,7 +17,7 @@ pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 pub const ENGINE_IP: &str = "10.77.0.1";
 pub const LINUX_CLIENT_IP: &str = "10.77.0.2";
 
-/// The scripts and programs the tests run (crates/sluice/tests/preload/).
+/// The scripts and programs the tests run (crates/cli/tests/preload/).
 pub fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload")
 }

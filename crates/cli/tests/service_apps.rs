@@ -205,7 +205,7 @@ fn two_apps_on_one_engine_one_killed_mid_transfer_while_the_other_completes() {
 ///
 /// libsluice is a dev-dependency of this crate only so that cargo builds its lib (the
 /// cdylib with it) before this test, with the same sources and profile, into deps/, the
-/// directory holding this test's executable. So `cargo test [-p sluice] [--release]` on a
+/// directory holding this test's executable. So `cargo test [-p sluice-cli] [--release]` on a
 /// fresh clone always finds a current library here, with no nested cargo run (which
 /// would have to guess the profile and target directory, and wait for cargo's lock). The
 /// libsluice.so in target/<profile>/ is not used: only a `cargo build` of libsluice
@@ -216,7 +216,7 @@ fn libsluice_dir() -> PathBuf {
     assert!(
         deps.join("libsluice.so").exists(),
         "no libsluice.so next to {}: cargo builds it there for this test (libsluice is a \
-         dev-dependency of the sluice crate)",
+         dev-dependency of the sluice-cli package)",
         exe.display()
     );
     deps

@@ -520,7 +520,7 @@ fn a_python_epoll_server_exits_on_sigterm_while_spinning() {
     );
 }
 
-/// nginx as the apps harness runs it (crates/sluice/src/apps/servers.rs): one process.
+/// nginx as the apps harness runs it (crates/bench/src/apps/servers.rs): one process.
 fn nginx_scenario(test: &str, app_idle_us: Option<&str>) {
     let setup = Setup::up(test, app_idle_us);
     let root = setup.dir.join("html");

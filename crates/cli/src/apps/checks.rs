@@ -1,5 +1,5 @@
 //! One check per program, on one side: start it, verify it with real clients in sluice-b,
-//! stop it. The tests in crates/sluice/tests/apps.rs are one call each.
+//! stop it. The tests in crates/cli/tests/apps.rs are one call each.
 
 use std::time::Duration;
 
