@@ -7,7 +7,8 @@ mod run_cmd;
 mod switch_cmd;
 
 use clap::{Args, Parser, Subcommand};
-use sluice_cli::{apps, bench, experiment};
+use sluice_bench::{self as bench, apps};
+use sluice_experiments as experiment;
 
 /// Sluice: a software TCP engine for data-center hosts.
 #[derive(Parser)]

@@ -5,9 +5,9 @@
 mod sim;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::str::FromStr;
 
 use clap::{Args, Subcommand, ValueEnum};
-use sluice_cli::experiment::parse_algorithm;
 use sluice_device::XdpMode;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
@@ -62,7 +62,7 @@ pub enum RecoveryArg {
 pub struct TransportArgs {
     /// Default congestion control of new connections: dctcp, timely, reno (newreno) or
     /// cubic; applications choose per connection with TCP_CONGESTION.
-    #[arg(long = "cc", default_value = "dctcp", value_parser = parse_algorithm)]
+    #[arg(long = "cc", default_value = "dctcp", value_parser = Algorithm::from_str)]
     cc: Algorithm,
     /// Never negotiate ECN (DCTCP then sees no marks and reacts to loss only).
     #[arg(long)]

@@ -5,7 +5,7 @@
 //! otherwise) and the programs (scripts/setup.sh installs them). No timing assertion:
 //! benchmarks here only have to complete (house rule 5).
 
-use sluice_cli::apps::{checks, AppsError, Harness, Side};
+use sluice_bench::apps::{checks, AppsError, Harness, Side};
 use sluice_lab::LabGuard;
 
 /// The sides every check runs on.

@@ -9,7 +9,7 @@ use sluice_sim::{LinkConfig, NodeId, Sim};
 use sluice_tcp::{Config, Stack};
 use sluice_wire::EthernetAddress;
 
-use super::error::ExperimentError;
+use crate::error::ExperimentError;
 
 /// The fabric's shape and its links.
 #[derive(Clone, Debug)]
@@ -126,7 +126,7 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::flows::{Class, Flows};
+    use crate::flows::{Class, Flows};
 
     #[test]
     fn every_rack_reaches_every_other_over_all_spines() {

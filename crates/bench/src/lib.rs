@@ -1,4 +1,4 @@
-//! `sluice bench`: every workload against the engine and against Linux kernel TCP in one run,
+//! sluice-bench: `sluice bench`, every workload against the engine and against Linux kernel TCP in one run,
 //! in the namespace lab, with the same Linux client program; prints a table and JSON.
 //!
 //! - Server role: `sluice loadgen` in sluice-b drives the engine (10.77.0.1, sluice-a) and
@@ -6,15 +6,22 @@
 //! - Client role: the engine (sluice-a) and then `sluice loadgen` in sluice-k drive
 //!   `sluice kserve` in sluice-b (10.77.0.2). Either way the two sides are one veth and the
 //!   bridge away from their peer.
+//!
+//! Also the unmodified-program harness ([`apps`]: `sluice bench apps`, `sluice appcheck`),
+//! the Linux helpers ([`loadgen`], [`kserve`]), and the pieces the experiments build their
+//! lab runs from (engine sites and servers, the kernel servers, the load generator).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+pub mod apps;
 mod engine_client;
-pub(crate) mod engine_side;
-pub(crate) mod error;
-pub(crate) mod helpers;
+mod engine_side;
+mod error;
+mod helpers;
 pub mod kserve;
 pub mod loadgen;
-pub(crate) mod measure;
-pub(crate) mod plan;
+mod measure;
+mod plan;
 mod report;
 
 use std::collections::BTreeMap;
@@ -26,9 +33,12 @@ use clap::Args;
 use sluice_engine::setup::Backend;
 use sluice_lab::{Lab, LabLock, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
 
+// The bench's public API: what the experiments build their runs from.
+pub use engine_side::{open_with, run_client, run_client_at, EngineServer, EngineSite, EngineSpec};
 pub use error::BenchError;
-use helpers::KernelServers;
-use plan::{Timing, Workload, WORKLOADS};
+pub use helpers::{run_loadgen, KernelServers};
+pub use measure::{Latency, Measurement};
+pub use plan::{Kind, Timing, Workload, PORTS, WORKLOADS};
 use report::{Report, Role, Row, Side};
 
 /// `sluice bench`.
@@ -119,7 +129,7 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
 /// Linux clients make a connection per request in the connect workload and close first:
 /// let them reuse their TIME-WAIT ports (with timestamps, RFC 7323) and use more ports, all
 /// above the bench's server ports (a client's TIME-WAIT there would block a server's bind).
-pub(crate) fn prepare(lab: &Lab) -> Result<(), BenchError> {
+pub fn prepare(lab: &Lab) -> Result<(), BenchError> {
     for ns in [NS_CLIENT, NS_KERNEL] {
         lab.sysctl(ns, "net.ipv4.tcp_tw_reuse", "1")?;
         lab.sysctl(ns, "net.ipv4.ip_local_port_range", "10000 65535")?;
@@ -217,7 +227,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
         let target = addr(ENGINE_IP, w);
         p.start(Role::Server, Side::Engine, w, target);
         let cpu0 = server.cpu_seconds();
-        let m = helpers::loadgen(NS_CLIENT, w, target, timing)?;
+        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
         let mut row = Row::new(Role::Server, Side::Engine, w, target.to_string(), &m);
         row.server_cores = (server.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
         rows.push(finish(row)?);
@@ -230,7 +240,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
         let target = addr(KERNEL_IP, w);
         p.start(Role::Server, Side::Linux, w, target);
         let cpu0 = kernel.cpu_seconds();
-        let m = helpers::loadgen(NS_CLIENT, w, target, timing)?;
+        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
         let mut row = Row::new(Role::Server, Side::Linux, w, target.to_string(), &m);
         row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
         rows.push(finish(row)?);
@@ -246,7 +256,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
             let cpu0 = kernel.cpu_seconds();
             let m = match side {
                 Side::Engine => engine_side::run_client(spec, w, CLIENT_IP, w.port(), timing)?,
-                Side::Linux => helpers::loadgen(NS_KERNEL, w, target, timing)?,
+                Side::Linux => run_loadgen(NS_KERNEL, w, target, timing)?,
             };
             let mut row = Row::new(Role::Client, side, w, target.to_string(), &m);
             row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);

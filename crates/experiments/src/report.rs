@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::error::ExperimentError;
-use super::plot::Plot;
+use crate::error::ExperimentError;
+use crate::plot::Plot;
 
 /// One experiment's results.
 #[derive(Debug, Default)]

@@ -8,8 +8,8 @@ use hdrhistogram::Histogram;
 use sluice_engine::{App, AppStatus, EngineError};
 use sluice_tcp::{ConnId, Error, Instant, Stack, TcpState};
 
-use super::measure::{self, Measurement};
-use super::plan::{Kind, Timing, Workload, REQUEST_BYTES};
+use crate::measure::{self, Measurement};
+use crate::plan::{Kind, Timing, Workload, REQUEST_BYTES};
 
 /// How long connections may take to open before the run fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

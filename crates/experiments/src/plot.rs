@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::error::ExperimentError;
+use crate::error::ExperimentError;
 
 /// One line of a plot.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@ use std::thread;
 
 use clap::{Args, ValueEnum};
 
-use super::error::BenchError;
+use crate::error::BenchError;
 
 /// What the server does with each connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

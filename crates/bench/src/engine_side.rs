@@ -15,10 +15,10 @@ use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::Engine;
 use sluice_tcp::{Config, Stack};
 
-use super::engine_client::EngineClient;
-use super::error::BenchError;
-use super::measure::{self, Measurement};
-use super::plan::{Kind, Timing, Workload, PORTS};
+use crate::engine_client::EngineClient;
+use crate::error::BenchError;
+use crate::measure::{self, Measurement};
+use crate::plan::{Kind, Timing, Workload, PORTS};
 
 /// How the bench runs the engine.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,7 @@ impl EngineSite {
 
 /// An engine opened where `opts` say (interface, address, namespace, policy; `spec`'s
 /// backend wins), with the default configuration otherwise, tuned for `kind`.
-pub(crate) fn open_with(
+pub fn open_with(
     opts: &EngineOptions,
     spec: EngineSpec,
     kind: Option<Kind>,

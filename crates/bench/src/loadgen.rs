@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hdrhistogram::Histogram;
 
-use super::error::BenchError;
-use super::measure::{self, Measurement};
-use super::plan::{Kind, REQUEST_BYTES};
+use crate::error::BenchError;
+use crate::measure::{self, Measurement};
+use crate::plan::{Kind, REQUEST_BYTES};
 
 /// `sluice loadgen`.
 #[derive(Args, Debug, Clone)]

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::measure::Measurement;
-use super::plan::{Kind, Workload};
+use crate::measure::Measurement;
+use crate::plan::{Kind, Workload};
 
 /// Which role the side under test plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

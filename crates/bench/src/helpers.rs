@@ -8,9 +8,9 @@ use std::process::{Child, Command, Stdio};
 
 use sluice_lab::command;
 
-use super::error::BenchError;
-use super::measure::{self, Measurement};
-use super::plan::{Timing, Workload, PORTS};
+use crate::error::BenchError;
+use crate::measure::{self, Measurement};
+use crate::plan::{Timing, Workload, PORTS};
 
 /// This program, to run again inside a namespace.
 fn exe() -> Result<PathBuf, BenchError> {
@@ -26,7 +26,7 @@ fn in_namespace(ns: &str) -> Result<Command, BenchError> {
 }
 
 /// Runs `sluice loadgen` in `ns` against `target` and returns what it measured.
-pub fn loadgen(
+pub fn run_loadgen(
     ns: &str,
     workload: Workload,
     target: SocketAddr,

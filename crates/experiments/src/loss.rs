@@ -34,6 +34,7 @@
 //! intervals); Linux uses its defaults (CUBIC, SACK).
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -47,14 +48,14 @@ use sluice_switch::{default_egress, PortReport, PortSpec, Runner};
 use sluice_tcp::cc::Algorithm;
 use sluice_tcp::{Config, Recovery};
 
-use super::error::ExperimentError;
-use super::plot::{Plot, Series};
-use super::report::{fmt_num, fmt_ratio, Report};
-use super::{lab_workload, Common, LabRun};
-use crate::bench::engine_side::{self, EngineServer, EngineSite, EngineSpec};
-use crate::bench::helpers::{self, KernelServers};
-use crate::bench::plan::{Kind, Timing, Workload, PORTS};
-use crate::bench::BenchError;
+use crate::error::ExperimentError;
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::{lab_workload, Common, LabRun};
+use sluice_bench::{
+    run_client_at, run_loadgen, BenchError, EngineServer, EngineSite, EngineSpec, KernelServers,
+    Kind, Timing, Workload, PORTS,
+};
 
 /// The receiving engine's address on sl-c1 (sluice-c1's kernel owns 10.77.0.101).
 pub const RECEIVER_ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 201);
@@ -80,7 +81,7 @@ pub struct LossArgs {
     #[arg(long)]
     pub ooo_intervals: Option<usize>,
     /// The engines' congestion control (dctcp, timely, reno, cubic); DCTCP if not given.
-    #[arg(long, value_parser = super::parse_algorithm)]
+    #[arg(long, value_parser = Algorithm::from_str)]
     pub cc: Option<Algorithm>,
     /// Run length and the lab lock.
     #[command(flatten)]
@@ -297,10 +298,10 @@ fn transfer(
             },
             configure: Arc::clone(config),
         };
-        engine_side::run_client_at(spec, site, workload, sender, PORTS.source, timing)?
+        run_client_at(spec, site, workload, sender, PORTS.source, timing)?
     } else {
         let target = SocketAddr::V4(SocketAddrV4::new(sender, PORTS.source));
-        helpers::loadgen(&client_ns(RECEIVER_CLIENT), workload, target, timing)?
+        run_loadgen(&client_ns(RECEIVER_CLIENT), workload, target, timing)?
     };
     Ok(m.gbps() * 1e3)
 }

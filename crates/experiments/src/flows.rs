@@ -12,7 +12,7 @@ use std::time::Duration;
 use sluice_sim::{HostsView, NodeId, Sim};
 use sluice_tcp::{ConnId, Error, Event, Instant, ListenerId, Stack};
 
-use super::error::ExperimentError;
+use crate::error::ExperimentError;
 
 /// The port every host listens on for channels.
 const PORT: u16 = 7000;

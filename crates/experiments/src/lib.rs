@@ -1,5 +1,8 @@
-//! `sluice experiment`: the papers' experiments, each printing a table, writing a CSV and a
+//! sluice-experiments: `sluice experiment`, the papers' experiments, each printing a table, writing a CSV and a
 //! PNG plot, and comparing its variants side by side in one run.
+//! The lab experiments build their runs from sluice-bench's public API.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod error;
 pub mod fabric;
@@ -17,7 +20,7 @@ use clap::{Args, Subcommand};
 use sluice_lab::{Lab, LabLock};
 use sluice_tcp::{Algorithm, Config};
 
-use crate::bench::plan::Timing;
+use sluice_bench::Timing;
 
 use error::ExperimentError;
 
@@ -115,12 +118,6 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         Err(e) => eprintln!("sluice experiment: no plot: {e}"),
     }
     Ok(())
-}
-
-/// A congestion-control algorithm by name (dctcp, timely, reno, cubic), for flags.
-pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
-    s.parse()
-        .map_err(|e: sluice_tcp::cc::UnknownAlgorithm| e.to_string())
 }
 
 /// Sets a congestion-control policy in a core's configuration.

@@ -43,15 +43,14 @@ use sluice_engine::{App, AppStatus, EngineError};
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
 
-use super::error::ExperimentError;
-use super::fairness::jain;
-use super::plot::{Plot, Series};
-use super::report::{fmt_num, fmt_ratio, Report};
-use super::{lab_workload, Common, LabRun};
-use crate::bench::engine_side::{open_with, EngineServer, EngineSpec};
-use crate::bench::helpers;
-use crate::bench::measure::Latency;
-use crate::bench::plan::{Kind, Timing, Workload, PORTS};
+use crate::error::ExperimentError;
+use crate::fairness::jain;
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::{lab_workload, Common, LabRun};
+use sluice_bench::{
+    open_with, run_loadgen, EngineServer, EngineSpec, Kind, Latency, Timing, Workload, PORTS,
+};
 
 /// The receiver's client namespace (sluice-c1).
 const RECEIVER: u8 = 1;
@@ -249,7 +248,7 @@ fn cell(
         _ => None,
     };
     let rpc_target = SocketAddr::V4(SocketAddrV4::new(client_ip(RECEIVER), PORTS.echo));
-    let rpc = helpers::loadgen(
+    let rpc = run_loadgen(
         &client_ns(RPC_CLIENT),
         Workload {
             kind: Kind::Rpc,

@@ -15,12 +15,12 @@ use rand_chacha::ChaCha8Rng;
 use sluice_sim::Sim;
 use sluice_tcp::{Config, Stack};
 
-use super::error::ExperimentError;
-use super::fabric::{self, FabricSpec};
-use super::flows::{quantile, Class, Flows};
-use super::plot::{Plot, Series};
-use super::report::{fmt_num, fmt_ratio, Report};
-use super::Common;
+use crate::error::ExperimentError;
+use crate::fabric::{self, FabricSpec};
+use crate::flows::{quantile, Class, Flows};
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::Common;
 
 /// `sluice experiment ooo`.
 #[derive(Args, Debug)]
@@ -106,7 +106,7 @@ struct Fcts {
 /// Runs the experiment and builds its report.
 pub fn run(args: &OooArgs) -> Result<Report, ExperimentError> {
     let scale = Scale::new(args.common.quick);
-    let policies = super::policies();
+    let policies = crate::policies();
     let mut report = Report {
         name: "ooo".into(),
         setup: vec![
@@ -189,7 +189,7 @@ fn run_one(
     scale: &Scale,
     seed: u64,
     intervals: usize,
-    apply_cc: super::ConfigureCc,
+    apply_cc: crate::ConfigureCc,
 ) -> Result<Fcts, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let fab = fabric::build(&mut sim, &scale.fabric, |i| {

@@ -10,14 +10,12 @@ use clap::Args;
 use sluice_engine::setup::Backend;
 use sluice_lab::{ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
 
-use super::error::ExperimentError;
-use super::flows::quantile;
-use super::plot::{Plot, Series};
-use super::report::{fmt_num, Report};
-use super::{lab_workload, Common, LabRun};
-use crate::bench::engine_side::{EngineServer, EngineSpec};
-use crate::bench::helpers::{self, KernelServers};
-use crate::bench::plan::{Kind, Timing, Workload, PORTS};
+use crate::error::ExperimentError;
+use crate::flows::quantile;
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, Report};
+use crate::{lab_workload, Common, LabRun};
+use sluice_bench::{run_loadgen, EngineServer, EngineSpec, KernelServers, Kind, Timing, Workload, PORTS};
 
 /// `sluice experiment fairness`.
 #[derive(Args, Debug)]
@@ -92,7 +90,7 @@ pub fn run(args: &FairnessArgs) -> Result<Report, ExperimentError> {
         "fairness",
         |lab| {
             lab.up().map_err(|e| lab_workload(&e))?;
-            crate::bench::prepare(lab).map_err(|e| lab_workload(&e))
+            sluice_bench::prepare(lab).map_err(|e| lab_workload(&e))
         },
         |_| measure(args.backend, &counts, timing),
     )?;
@@ -167,7 +165,7 @@ fn measure(
         };
         let target = SocketAddr::V4(SocketAddrV4::new(ip, PORTS.source));
         eprintln!("sluice experiment fairness: {n} connections to {target}");
-        let m = helpers::loadgen(NS_CLIENT, w, target, timing).map_err(|e| bench(&e))?;
+        let m = run_loadgen(NS_CLIENT, w, target, timing).map_err(|e| bench(&e))?;
         shares(&m.per_conn_bytes, m.seconds, n)
     };
     let mut engine_rows = Vec::new();
