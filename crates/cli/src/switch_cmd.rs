@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
-use sluice_switch::{default_egress, set_param, LinkConfig, PortReport, PortSpec, Runner};
+use sluice_switch::{default_egress, set_param, LinkConfig, PortSpec, Runner};
 
 /// `sluice switch`.
 #[derive(Args, Debug)]
@@ -154,7 +154,7 @@ pub fn run(args: &SwitchArgs) -> Result<(), String> {
     let result = runner.run(&stop);
     let secs = started.elapsed().as_secs_f64();
     for r in runner.report() {
-        println!("{}", report_line(&r, secs));
+        println!("{}", r.line(secs));
     }
     let b = runner.core().bridge_stats();
     println!(
@@ -164,44 +164,4 @@ pub fn run(args: &SwitchArgs) -> Result<(), String> {
     );
     let _ = std::io::stdout().flush();
     result.map_err(|e| e.to_string())
-}
-
-/// One port's counters as `key=value` words (what tests and scripts parse).
-fn report_line(r: &PortReport, secs: f64) -> String {
-    let s = &r.stats;
-    let l = &s.egress.link;
-    let mbps = if secs > 0.0 {
-        s.forwarded_bytes as f64 * 8.0 / secs / 1e6
-    } else {
-        0.0
-    };
-    format!(
-        "sluice switch: port {} rx={} rx_bytes={} forwarded={} forwarded_bytes={} \
-         tail_drops={} ecn_marked={} lost={} lost_random={} lost_burst={} duplicated={} \
-         reordered={} corrupted={} max_queue_bytes={} max_queue_packets={} segmented={} \
-         oversize_drops={} delay_line_drops={} tx_errors={} tx_error_drops={} rx_truncated={} \
-         tx_dropped={} mean_out_mbps={mbps:.1}",
-        r.name,
-        s.rx_frames,
-        s.rx_bytes,
-        s.forwarded,
-        s.forwarded_bytes,
-        l.queue_drops,
-        l.ecn_marked,
-        l.lost,
-        l.lost_random,
-        l.lost_burst,
-        l.duplicated,
-        l.reordered,
-        l.corrupted,
-        l.max_queue_bytes,
-        l.max_queue_packets,
-        s.segmented,
-        s.oversize_drops,
-        s.egress.delay_line_drops,
-        s.tx_errors,
-        s.tx_error_drops,
-        r.device.rx_truncated,
-        r.device.tx_dropped,
-    )
 }

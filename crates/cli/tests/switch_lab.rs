@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{Proc, SLUICE};
 use sluice_lab::{client_ip, client_ns, LabGuard, NS_KERNEL};
+use sluice_switch::PortReport;
 
 /// A receiver: listens, accepts one connection, reads to the end, prints "BYTES SHA256".
 const PY_RECEIVER: &str = r#"
@@ -95,14 +96,12 @@ fn stop_switch(mut p: Proc) -> String {
 
 /// Counter `key` of port `port` in the switch's report.
 fn counter(out: &str, port: &str, key: &str) -> u64 {
-    let prefix = format!("sluice switch: port {port} rx=");
-    let line = out
-        .lines()
-        .rfind(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no report for {port}:\n{out}"));
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}="))?.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
+    let report = PortReport::last_in(out, port)
+        .unwrap_or_else(|| panic!("no report for {port}:\n{out}"))
+        .unwrap_or_else(|e| panic!("unreadable report for {port}: {e}\n{out}"));
+    report
+        .counter(key)
+        .unwrap_or_else(|| panic!("no {key} in {report:?}"))
 }
 
 /// Sends `bytes` from `from_ns` to a receiver at `to_ip` in `to_ns`; checks both digests

@@ -15,7 +15,9 @@ use crate::flows::quantile;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, Report};
 use crate::{lab_workload, Common, LabRun};
-use sluice_bench::{run_loadgen, EngineServer, EngineSpec, KernelServers, Kind, Timing, Workload, PORTS};
+use sluice_bench::{
+    run_loadgen, EngineServer, EngineSpec, KernelServers, Kind, Timing, Workload, PORTS,
+};
 
 /// `sluice experiment fairness`.
 #[derive(Args, Debug)]

@@ -41,6 +41,7 @@ use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
 use sluice_engine::{App, AppStatus, EngineError};
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
+use sluice_switch::PortReport;
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
 
 use crate::error::ExperimentError;
@@ -101,17 +102,13 @@ pub struct PortCounters {
 
 /// Counters of `port` in `sluice switch`'s SIGTERM report (its last report line).
 pub fn parse_port_counters(report: &str, port: &str) -> Option<PortCounters> {
-    let prefix = format!("sluice switch: port {port} rx=");
-    let line = report.lines().rfind(|l| l.starts_with(&prefix))?;
-    let get = |key: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
-    };
+    let r = PortReport::last_in(report, port)?.ok()?;
+    let link = &r.stats.egress.link;
     Some(PortCounters {
-        tail_drops: get("tail_drops")?,
-        ecn_marked: get("ecn_marked")?,
-        max_queue_bytes: get("max_queue_bytes")?,
-        forwarded: get("forwarded")?,
+        tail_drops: link.queue_drops,
+        ecn_marked: link.ecn_marked,
+        max_queue_bytes: link.max_queue_bytes as u64,
+        forwarded: r.stats.forwarded,
     })
 }
 
