@@ -16,7 +16,7 @@ use sluice_engine::Engine;
 use sluice_tcp::{Config, Stack};
 
 use crate::engine_client::EngineClient;
-use crate::error::BenchError;
+use crate::error::{BenchError, EngineFailure};
 use crate::measure::{self, Measurement};
 use crate::plan::{Kind, Timing, Workload, PORTS};
 
@@ -60,7 +60,7 @@ pub fn open_with(
     opts: &EngineOptions,
     spec: EngineSpec,
     kind: Option<Kind>,
-) -> Result<Engine<Box<dyn Device>>, String> {
+) -> Result<Engine<Box<dyn Device>>, EngineFailure> {
     open(spec, &EngineSite::at(opts.clone()), kind)
 }
 
@@ -69,16 +69,16 @@ fn open(
     spec: EngineSpec,
     site: &EngineSite,
     kind: Option<Kind>,
-) -> Result<Engine<Box<dyn Device>>, String> {
+) -> Result<Engine<Box<dyn Device>>, EngineFailure> {
     let options = EngineOptions {
         backend: spec.backend,
         ..site.options.clone()
     };
-    let mut engine = setup::open(&options).map_err(|e| e.to_string())?;
+    let mut engine = setup::open(&options).map_err(EngineFailure::Open)?;
     engine.idle_before_sleep = spec.idle_before_sleep.unwrap_or(Duration::from_secs(3600));
     let mut cfg = engine.stack.config().clone();
     (site.configure)(&mut cfg);
-    engine.stack = Stack::new(cfg).map_err(|e| e.to_string())?;
+    engine.stack = Stack::new(cfg).map_err(EngineFailure::Config)?;
     if kind == Some(Kind::Connect) {
         // An active closer keeps every connection in TIME-WAIT. Linux clients reuse such
         // ports (tcp_tw_reuse, set by the bench); the engine gets a wide port range, room
@@ -92,7 +92,7 @@ fn open(
         cfg.time_wait = Duration::from_secs(1);
         cfg.rx_buffer = 16 * 1024;
         cfg.tx_buffer = 16 * 1024;
-        engine.stack = Stack::new(cfg).map_err(|e| e.to_string())?;
+        engine.stack = Stack::new(cfg).map_err(EngineFailure::Config)?;
     }
     Ok(engine)
 }
@@ -100,7 +100,7 @@ fn open(
 /// The engine serving echo, sink and source on [`PORTS`] until stopped.
 pub struct EngineServer {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<(), String>>>,
+    handle: Option<JoinHandle<Result<(), EngineFailure>>>,
     stat_path: String,
 }
 
@@ -127,20 +127,28 @@ impl EngineServer {
                 let mut engine = match open(spec, &site, None) {
                     Ok(e) => e,
                     Err(e) => {
-                        let _ = tx.send(Err(e.clone()));
+                        // The error itself comes back through the join below.
+                        let _ = tx.send(None);
                         return Err(e);
                     }
                 };
-                let _ = tx.send(Ok(measure::current_thread_stat()));
+                let _ = tx.send(Some(measure::current_thread_stat()));
                 let mut app = BenchServerApp::new(PORTS, flag);
-                engine.run(&mut app, None).map_err(|e| e.to_string())?;
+                engine.run(&mut app, None).map_err(EngineFailure::Run)?;
                 Ok(())
             })
             .map_err(|e| BenchError::io("spawn the engine thread", e))?;
         let stat_path = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => return Err(BenchError::Engine(e)),
-            Err(_) => return Err(BenchError::Engine("the engine did not start".into())),
+            Ok(Some(p)) => p,
+            // The thread has returned its error.
+            Ok(None) => {
+                return Err(BenchError::Engine(match handle.join() {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(())) => EngineFailure::NotStarted,
+                    Err(_) => EngineFailure::Panicked,
+                }))
+            }
+            Err(_) => return Err(BenchError::Engine(EngineFailure::NotStarted)),
         };
         Ok(EngineServer {
             stop,
@@ -159,7 +167,7 @@ impl EngineServer {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(r)) => r.map_err(BenchError::Engine),
-            Some(Err(_)) => Err(BenchError::Engine("the engine thread panicked".into())),
+            Some(Err(_)) => Err(BenchError::Engine(EngineFailure::Panicked)),
             None => Ok(()),
         }
     }
@@ -205,18 +213,20 @@ pub fn run_client_at(
     let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 15.0);
     let handle = thread::Builder::new()
         .name("engine-client".into())
-        .spawn(move || -> Result<Measurement, String> {
+        .spawn(move || -> Result<Measurement, EngineFailure> {
             let mut engine = open(spec, &site, Some(workload.kind))?;
             let mut app = EngineClient::new(workload, ip, port, timing);
             engine
                 .run(&mut app, Some(limit))
-                .map_err(|e| e.to_string())?;
-            app.measurement
-                .ok_or_else(|| format!("{} did not finish in {limit:?}", workload.name()))
+                .map_err(EngineFailure::Run)?;
+            app.measurement.ok_or_else(|| EngineFailure::Unfinished {
+                workload: workload.name(),
+                limit,
+            })
         })
         .map_err(|e| BenchError::io("spawn the engine thread", e))?;
     match handle.join() {
         Ok(r) => r.map_err(BenchError::Engine),
-        Err(_) => Err(BenchError::Engine("the engine thread panicked".into())),
+        Err(_) => Err(BenchError::Engine(EngineFailure::Panicked)),
     }
 }

@@ -35,7 +35,7 @@ use sluice_lab::{Lab, LabLock, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KE
 
 // The bench's public API: what the experiments build their runs from.
 pub use engine_side::{open_with, run_client, run_client_at, EngineServer, EngineSite, EngineSpec};
-pub use error::BenchError;
+pub use error::{BenchError, EngineFailure};
 pub use helpers::{run_loadgen, KernelServers};
 pub use measure::{Latency, Measurement};
 pub use plan::{Kind, Timing, Workload, PORTS, WORKLOADS};
@@ -83,7 +83,7 @@ pub struct BenchArgs {
 pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
     if args.backend == Backend::Sim {
         // The bench compares against Linux on the lab's wire; the simulator has no Linux.
-        return Err(BenchError::Engine(
+        return Err(BenchError::Usage(
             "the bench runs on the lab's wire against Linux: --backend sim is not supported \
              (use `sluice echo|sink|source --backend sim`)"
                 .into(),
@@ -203,7 +203,7 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
         .collect();
     if workloads.is_empty() {
         let names: Vec<String> = WORKLOADS.iter().map(|w| w.name()).collect();
-        return Err(BenchError::Engine(format!(
+        return Err(BenchError::Usage(format!(
             "--only names no workload; they are {}",
             names.join(", ")
         )));

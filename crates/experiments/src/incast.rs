@@ -29,6 +29,7 @@
 //! - Per-connection throughput is what the receiver acknowledged (snd_una) over the measured
 //!   window; Jain's index is over those N numbers.
 
+use std::fmt;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::{Child, Command, Stdio};
@@ -50,7 +51,8 @@ use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::{lab_workload, Common, LabRun};
 use sluice_bench::{
-    open_with, run_loadgen, EngineServer, EngineSpec, Kind, Latency, Timing, Workload, PORTS,
+    open_with, run_loadgen, EngineFailure, EngineServer, EngineSpec, Kind, Latency, Timing,
+    Workload, PORTS,
 };
 
 /// The receiver's client namespace (sluice-c1).
@@ -523,11 +525,35 @@ const FINISH: u8 = 1;
 /// [`Senders::stop`]: give up now (a failed run).
 const ABORT: u8 = 2;
 
+/// Why the senders' engine thread ended without a measurement.
+#[derive(Debug)]
+enum SendersError {
+    /// The engine could not be opened or stopped with an error.
+    Engine(EngineFailure),
+    /// The window closed before all N senders had measured it.
+    Unfinished(usize),
+}
+
+impl From<EngineFailure> for SendersError {
+    fn from(e: EngineFailure) -> Self {
+        SendersError::Engine(e)
+    }
+}
+
+impl fmt::Display for SendersError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendersError::Engine(e) => write!(f, "{e}"),
+            SendersError::Unfinished(n) => write!(f, "the {n} senders did not finish their window"),
+        }
+    }
+}
+
 /// The engine in sluice-a running N bulk connections to the receiver's sink, on its own
 /// thread, until told to stop.
 struct Senders {
     stop: Arc<AtomicU8>,
-    handle: Option<JoinHandle<Result<Bulk, String>>>,
+    handle: Option<JoinHandle<Result<Bulk, SendersError>>>,
 }
 
 impl Senders {
@@ -544,7 +570,7 @@ impl Senders {
         let flag = Arc::clone(&stop);
         let handle = thread::Builder::new()
             .name("incast-senders".into())
-            .spawn(move || -> Result<Bulk, String> {
+            .spawn(move || -> Result<Bulk, SendersError> {
                 let opts = EngineOptions {
                     transport: Transport {
                         congestion_control: algorithm,
@@ -563,10 +589,8 @@ impl Senders {
                 let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 120.0);
                 engine
                     .run(&mut app, Some(limit))
-                    .map_err(|e| e.to_string())?;
-                let (seconds, per_conn_bytes) = app
-                    .measured
-                    .ok_or_else(|| format!("the {n} senders did not finish their window"))?;
+                    .map_err(|e| SendersError::Engine(EngineFailure::Run(e)))?;
+                let (seconds, per_conn_bytes) = app.measured.ok_or(SendersError::Unfinished(n))?;
                 Ok(Bulk {
                     seconds,
                     per_conn_bytes,
@@ -598,7 +622,7 @@ impl Senders {
     fn end(mut self, how: u8) -> Result<Bulk, ExperimentError> {
         self.stop.store(how, Ordering::Relaxed);
         match self.handle.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r.map_err(ExperimentError::Workload),
+            Some(Ok(r)) => r.map_err(|e| ExperimentError::Workload(e.to_string())),
             Some(Err(_)) => Err(ExperimentError::Workload(
                 "the senders' engine thread panicked".into(),
             )),

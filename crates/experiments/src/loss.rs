@@ -44,7 +44,7 @@ use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::switched::switch_port;
 use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
-use sluice_switch::{default_egress, PortReport, PortSpec, Runner};
+use sluice_switch::{default_egress, PortReport, PortSpec, Runner, SwitchError};
 use sluice_tcp::cc::Algorithm;
 use sluice_tcp::{Config, Recovery};
 
@@ -310,7 +310,7 @@ fn transfer(
 /// receivers dropping frames with probability `loss`.
 struct SwitchThread {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<Vec<PortReport>, String>>>,
+    handle: Option<JoinHandle<Result<Vec<PortReport>, SwitchError>>>,
 }
 
 impl SwitchThread {
@@ -339,15 +339,11 @@ impl SwitchThread {
         let handle = std::thread::Builder::new()
             .name("switch".into())
             .spawn(move || {
-                let mut runner = match Runner::open(&specs, seed) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                runner.run(&flag).map_err(|e| e.to_string())?;
+                let runner = Runner::open(&specs, seed);
+                // A failure to open comes back through the join in `stop`.
+                let _ = ready_tx.send(runner.is_ok());
+                let mut runner = runner?;
+                runner.run(&flag)?;
                 Ok(runner.report())
             })
             .map_err(|e| ExperimentError::Io("spawn the switch thread".into(), e))?;
@@ -356,8 +352,11 @@ impl SwitchThread {
             handle: Some(handle),
         };
         match ready_rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(())) => Ok(switch),
-            Ok(Err(e)) => Err(ExperimentError::Workload(format!("the switch: {e}"))),
+            Ok(true) => Ok(switch),
+            Ok(false) => Err(switch
+                .stop()
+                .err()
+                .unwrap_or_else(|| ExperimentError::Workload("the switch did not start".into()))),
             Err(_) => {
                 let _ = switch.stop();
                 Err(ExperimentError::Workload("the switch did not start".into()))

@@ -8,6 +8,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use sluice_device::DeviceError;
 use sluice_lab::NS_CLIENT;
 
 use super::error::AppsError;
@@ -106,7 +107,12 @@ impl ServerProcess {
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(Ok(())) => break Ok(()),
-                Ok(Err(e)) => break Err(self.start_error(e)),
+                Ok(Err(e)) => {
+                    break Err(self.start_error(format!(
+                        "cannot enter {NS_CLIENT} to probe {}: {e}",
+                        self.addr
+                    )))
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     break Err(self.start_error("the port probe stopped".into()))
                 }
@@ -125,11 +131,13 @@ impl ServerProcess {
 }
 
 /// From a thread moved into sluice-b: connect to `addr` until it works or `stop` is set.
-fn probe_from_clients(addr: SocketAddr, stop: &AtomicBool, tx: &mpsc::Sender<Result<(), String>>) {
+fn probe_from_clients(
+    addr: SocketAddr,
+    stop: &AtomicBool,
+    tx: &mpsc::Sender<Result<(), DeviceError>>,
+) {
     if let Err(e) = sluice_device::netns::enter(NS_CLIENT) {
-        let _ = tx.send(Err(format!(
-            "cannot enter {NS_CLIENT} to probe {addr}: {e}"
-        )));
+        let _ = tx.send(Err(e));
         return;
     }
     while !stop.load(Ordering::Relaxed) {

@@ -13,7 +13,7 @@ use super::EchoArgs;
 use crate::apps::error::AppsError;
 
 /// One client: connect, wait until every client is connected, then exchange its messages.
-fn client(addr: SocketAddr, args: &EchoArgs, id: usize, start: &Barrier) -> Result<u64, String> {
+fn client(addr: SocketAddr, args: &EchoArgs, id: usize, start: &Barrier) -> Result<u64, AppsError> {
     let conn = TcpStream::connect_timeout(&addr, IO_LIMIT)
         .and_then(|s| {
             s.set_read_timeout(Some(IO_LIMIT))?;
@@ -21,7 +21,7 @@ fn client(addr: SocketAddr, args: &EchoArgs, id: usize, start: &Barrier) -> Resu
             s.set_nodelay(true)?;
             Ok(s)
         })
-        .map_err(|e| format!("client {id}: connect to {addr}: {e}"));
+        .map_err(|e| AppsError::io(format!("client {id}: connect to {addr}"), e));
     // Every client reaches the barrier, also one that failed, so none waits forever.
     start.wait();
     let mut conn = conn?;
@@ -29,14 +29,18 @@ fn client(addr: SocketAddr, args: &EchoArgs, id: usize, start: &Barrier) -> Resu
     let mut bytes = 0;
     for (n, msg) in values(seed, args.messages, args.max_len).iter().enumerate() {
         conn.write_all(msg)
-            .map_err(|e| format!("client {id}, message {n}: send: {e}"))?;
+            .map_err(|e| AppsError::io(format!("client {id}, message {n}: send"), e))?;
         let mut back = vec![0u8; msg.len()];
-        conn.read_exact(&mut back)
-            .map_err(|e| format!("client {id}, message {n} ({} bytes): read: {e}", msg.len()))?;
+        conn.read_exact(&mut back).map_err(|e| {
+            AppsError::io(
+                format!("client {id}, message {n} ({} bytes): read", msg.len()),
+                e,
+            )
+        })?;
         if back != *msg {
-            return Err(format!(
-                "client {id}, message {n}: {}",
-                difference(msg, &back)
+            return Err(AppsError::client(
+                format!("client {id}, message {n}"),
+                difference(msg, &back),
             ));
         }
         bytes += msg.len() as u64;
@@ -72,7 +76,7 @@ pub fn check(addr: SocketAddr, args: &EchoArgs) -> Result<String, AppsError> {
     for h in handles {
         match h.join() {
             Ok(Ok(b)) => bytes += b,
-            Ok(Err(e)) => failures.push(e),
+            Ok(Err(e)) => failures.push(e.to_string()),
             Err(_) => failures.push("a client thread panicked".into()),
         }
     }
