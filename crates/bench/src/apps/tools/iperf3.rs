@@ -1,6 +1,7 @@
 //! iperf3 client (`-J`), in either direction: Gbit/s received. In sluice-b against a server
 //! on a side, or on a side (over the engine) against a server in sluice-b.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::process::Output;
 use std::time::Duration;
@@ -95,22 +96,53 @@ fn judge(what: String, out: &Output) -> Result<f64, AppsError> {
             what,
             format!("{e}; {}; output:\n{}", out.status, output_tail(out)),
         )),
-        Err(e) => Err(AppsError::client(what, e)),
+        Err(e) => Err(AppsError::client(what, e.to_string())),
+    }
+}
+
+/// Why iperf3's JSON gave no rate.
+#[derive(Debug)]
+pub enum ParseError {
+    /// What it printed is not JSON.
+    NotJson(serde_json::Error),
+    /// iperf3 reported an error of its own.
+    Reported(String),
+    /// The JSON has no received rate.
+    NoRate,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::NotJson(e) => write!(f, "iperf3 printed no JSON ({e})"),
+            ParseError::Reported(err) => write!(f, "iperf3: {err}"),
+            ParseError::NoRate => {
+                f.write_str("no end.sum_received.bits_per_second in iperf3's JSON")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ParseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ParseError::NotJson(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
 /// Gbit/s received (`end.sum_received.bits_per_second`) from iperf3's JSON.
-pub fn parse(json: &str) -> Result<f64, String> {
-    let v: Value =
-        serde_json::from_str(json).map_err(|e| format!("iperf3 printed no JSON ({e})"))?;
+pub fn parse(json: &str) -> Result<f64, ParseError> {
+    let v: Value = serde_json::from_str(json).map_err(ParseError::NotJson)?;
     if let Some(err) = v.get("error").and_then(Value::as_str) {
-        return Err(format!("iperf3: {err}"));
+        return Err(ParseError::Reported(err.to_owned()));
     }
     v.pointer("/end/sum_received/bits_per_second")
         .and_then(Value::as_f64)
         .filter(|b| b.is_finite())
         .map(|b| b / 1e9)
-        .ok_or_else(|| "no end.sum_received.bits_per_second in iperf3's JSON".into())
+        .ok_or(ParseError::NoRate)
 }
 
 #[cfg(test)]
@@ -123,7 +155,10 @@ mod tests {
             "sum_received":{"bits_per_second":15963994048.2}}}"#;
         assert!((parse(ok).unwrap() - 15.9639940482).abs() < 1e-9);
         let err = r#"{"start":{},"error":"unable to connect to server: Connection refused"}"#;
-        assert!(parse(err).unwrap_err().contains("Connection refused"));
+        assert!(parse(err)
+            .unwrap_err()
+            .to_string()
+            .contains("Connection refused"));
         assert!(parse("not json").is_err());
         assert!(parse("{}").is_err());
     }

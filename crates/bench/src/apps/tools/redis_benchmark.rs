@@ -5,6 +5,7 @@
 //! `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"`
 //! (redis 6 printed only `"test","rps"`; then the p99 is missing and this parser says so).
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -44,35 +45,73 @@ pub fn run(h: &Harness, addr: SocketAddr, requests: u64) -> Result<GetSet, AppsE
     // Generous: far slower than this is a failure anyway.
     let limit = Duration::from_secs(60 + requests / 1000);
     let out = run_bounded(cmd, &what, limit)?;
-    parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| AppsError::client(what, e))
+    parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| AppsError::client(what, e.to_string()))
 }
 
+/// Why redis-benchmark's `--csv` output could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// It printed nothing.
+    Empty,
+    /// The header lacks a column the reading needs.
+    NoColumn {
+        /// The column.
+        name: String,
+        /// The header as printed.
+        header: Vec<String>,
+    },
+    /// A row's number is missing or not a finite number.
+    UnreadableRow(String),
+    /// No GET row or no SET row.
+    NoGetSet(String),
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Empty => f.write_str("printed nothing"),
+            ParseError::NoColumn { name, header } => write!(
+                f,
+                "no {name:?} column in {header:?} (redis-benchmark 7 prints one)"
+            ),
+            ParseError::UnreadableRow(line) => write!(f, "unreadable row {line:?}"),
+            ParseError::NoGetSet(csv) => write!(f, "no GET and SET rows in {csv:?}"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
 /// Parses `--csv` output into the GET and SET rows.
-pub fn parse(csv: &str) -> Result<GetSet, String> {
+pub fn parse(csv: &str) -> Result<GetSet, ParseError> {
     let unquote = |f: &str| f.trim().trim_matches('"').to_string();
     let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<String> = lines
         .next()
-        .ok_or("printed nothing")?
+        .ok_or(ParseError::Empty)?
         .split(',')
         .map(unquote)
         .collect();
     let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| {
-            format!("no {name:?} column in {header:?} (redis-benchmark 7 prints one)")
-        })
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| ParseError::NoColumn {
+                name: name.to_owned(),
+                header: header.clone(),
+            })
     };
     let (test, rps, p99) = (col("test")?, col("rps")?, col("p99_latency_ms")?);
     let mut get = None;
     let mut set = None;
     for line in lines {
         let fields: Vec<String> = line.split(',').map(unquote).collect();
-        let num = |i: usize| -> Result<f64, String> {
+        let num = |i: usize| -> Result<f64, ParseError> {
             fields
                 .get(i)
                 .and_then(|f| f.parse::<f64>().ok())
                 .filter(|v| v.is_finite())
-                .ok_or_else(|| format!("unreadable row {line:?}"))
+                .ok_or_else(|| ParseError::UnreadableRow(line.to_owned()))
         };
         let result = RedisResult {
             ops_per_sec: num(rps)?,
@@ -86,7 +125,7 @@ pub fn parse(csv: &str) -> Result<GetSet, String> {
     }
     match (get, set) {
         (Some(get), Some(set)) => Ok(GetSet { get, set }),
-        _ => Err(format!("no GET and SET rows in {csv:?}")),
+        _ => Err(ParseError::NoGetSet(csv.to_owned())),
     }
 }
 
@@ -111,6 +150,7 @@ mod tests {
     fn rejects_output_without_latency_or_rows() {
         assert!(parse("\"test\",\"rps\"\n\"SET\",\"1.0\"\n")
             .unwrap_err()
+            .to_string()
             .contains("p99_latency_ms"));
         assert!(parse("").is_err());
         assert!(parse(BOOKWORM.lines().next().unwrap()).is_err());

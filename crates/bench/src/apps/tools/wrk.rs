@@ -1,6 +1,7 @@
 //! wrk in sluice-b against a web server: requests/s and the 99th percentile latency from
 //! its `--latency` report.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub fn run(
     ]);
     let limit = Duration::from_secs(u64::from(seconds) + 30);
     let out = run_bounded(cmd, &what, limit)?;
-    parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| AppsError::client(what, e))
+    parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| AppsError::client(what, e.to_string()))
 }
 
 /// A wrk duration ("845.00us", "1.23ms", "2.00s", "1.00m") in milliseconds.
@@ -62,14 +63,42 @@ fn duration_ms(s: &str) -> Option<f64> {
     Some(v * scale).filter(|v| v.is_finite())
 }
 
+/// Why wrk's report could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// A line the reading needs has an unreadable value.
+    UnreadableLine(String),
+    /// No "N requests in" line.
+    NoRequests,
+    /// No Requests/sec line.
+    NoRate,
+    /// No 99% latency line.
+    NoP99,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::UnreadableLine(line) => {
+                write!(f, "unreadable line {line:?} in wrk's report")
+            }
+            ParseError::NoRequests => f.write_str("no \"N requests in\" line"),
+            ParseError::NoRate => f.write_str("no Requests/sec line"),
+            ParseError::NoP99 => f.write_str("no 99% latency line (was --latency given?)"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
 /// Parses wrk's report.
-pub fn parse(report: &str) -> Result<WrkResult, String> {
+pub fn parse(report: &str) -> Result<WrkResult, ParseError> {
     let mut requests = None;
     let mut rps = None;
     let mut p99 = None;
     let mut socket_errors = 0;
     let mut non_2xx_3xx = 0;
-    let bad = |line: &str| format!("unreadable line {line:?} in wrk's report");
+    let bad = |line: &str| ParseError::UnreadableLine(line.to_owned());
     for line in report.lines().map(str::trim) {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
@@ -90,9 +119,9 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
         }
     }
     Ok(WrkResult {
-        requests: requests.ok_or("no \"N requests in\" line")?,
-        requests_per_sec: rps.ok_or("no Requests/sec line")?,
-        p99_ms: p99.ok_or("no 99% latency line (was --latency given?)")?,
+        requests: requests.ok_or(ParseError::NoRequests)?,
+        requests_per_sec: rps.ok_or(ParseError::NoRate)?,
+        p99_ms: p99.ok_or(ParseError::NoP99)?,
         socket_errors,
         non_2xx_3xx,
     })
