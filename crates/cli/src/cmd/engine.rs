@@ -13,7 +13,7 @@ use sluice_service::{Service, ServiceConfig};
 use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
 
-use crate::run::Attach;
+use crate::attach::{Attach, TransportArgs};
 
 /// `sluice engine`.
 #[derive(Args, Debug)]
@@ -89,7 +89,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         opts.ip,
         opts.prefix,
         backend_name(opts.backend),
-        crate::run::TransportArgs::describe(&opts.transport)
+        TransportArgs::describe(&opts.transport)
     );
     let _ = std::io::stdout().flush();
     let result = engine.run(&mut service, None);

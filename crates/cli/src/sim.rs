@@ -9,7 +9,6 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use clap::Args;
 use hdrhistogram::Histogram;
 use sluice_apps::hex;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
@@ -17,121 +16,13 @@ use sluice_engine::sim_wire::{run_with_peers, PeerRole, SimRun, SimWire, SimWire
 use sluice_engine::{App, Engine};
 use sluice_sim::{Impairment, LinkConfig, LinkStats};
 
-use super::Attach;
+use crate::attach::{parse_ip, Attach};
+use crate::sim_args::{SimEchoArgs, SimSinkArgs};
 
 /// The engine's address when `--ip` is not given: the lab's, so commands read alike.
 const DEFAULT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// Most RPCs all simulated clients together may run (latencies are kept per request).
 const MAX_TOTAL_RPCS: u64 = 10_000_000;
-
-/// The simulated link of `--backend sim` (flags are refused with other backends).
-#[derive(Args, Debug, Clone, Default)]
-pub struct SimLinkArgs {
-    /// sim: link rate in Gbit/s, 0.001..=400 [default: 10].
-    #[arg(long)]
-    sim_gbps: Option<f64>,
-    /// sim: one-way propagation delay in microseconds, at most 1000000 [default: 10].
-    #[arg(long)]
-    sim_delay_us: Option<u64>,
-    /// sim: egress queue per link direction in KiB, 2..=65536 [default: 1024].
-    #[arg(long)]
-    sim_queue_kib: Option<u64>,
-    /// sim: probability a frame is lost, each direction, 0..=0.5 [default: 0].
-    #[arg(long)]
-    sim_loss: Option<f64>,
-    /// sim: probability a frame is delivered late (overtaken), 0..=0.5 [default: 0].
-    #[arg(long)]
-    sim_reorder: Option<f64>,
-    /// sim: probability a frame is delivered twice, 0..=0.5 [default: 0].
-    #[arg(long)]
-    sim_duplicate: Option<f64>,
-    /// sim: probability one bit of a frame is flipped, 0..=0.5 [default: 0].
-    #[arg(long)]
-    sim_corrupt: Option<f64>,
-    /// sim: seed of the run (impairments and every simulated core) [default: 1].
-    #[arg(long)]
-    sim_seed: Option<u64>,
-    /// sim: give up after this many seconds of virtual time, 0.001..=86400 [default: 600].
-    #[arg(long)]
-    sim_budget_s: Option<f64>,
-}
-
-/// `sluice echo --backend sim`: the simulated RPC clients.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SimEchoArgs {
-    /// sim: simulated RPC clients, each its own host, 1..=250 [default: 4].
-    #[arg(long)]
-    sim_clients: Option<u32>,
-    /// sim: requests per client [default: 10000].
-    #[arg(long)]
-    sim_rpcs: Option<u64>,
-    /// sim: bytes per request, 1..=65536 [default: 64].
-    #[arg(long)]
-    sim_rpc_size: Option<usize>,
-}
-
-/// `sluice sink --backend sim`: the simulated sources.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SimSinkArgs {
-    /// sim: simulated sources, each its own host sending one stream, 1..=250 [default: --count or 1].
-    #[arg(long)]
-    sim_clients: Option<u32>,
-    /// sim: bytes each source sends, at most 1 TiB [default: 16777216].
-    #[arg(long)]
-    sim_bytes: Option<u64>,
-}
-
-impl SimLinkArgs {
-    /// The first flag given, by name (to refuse it with other backends).
-    pub(super) fn given(&self) -> Option<&'static str> {
-        [
-            (self.sim_gbps.is_some(), "--sim-gbps"),
-            (self.sim_delay_us.is_some(), "--sim-delay-us"),
-            (self.sim_queue_kib.is_some(), "--sim-queue-kib"),
-            (self.sim_loss.is_some(), "--sim-loss"),
-            (self.sim_reorder.is_some(), "--sim-reorder"),
-            (self.sim_duplicate.is_some(), "--sim-duplicate"),
-            (self.sim_corrupt.is_some(), "--sim-corrupt"),
-            (self.sim_seed.is_some(), "--sim-seed"),
-            (self.sim_budget_s.is_some(), "--sim-budget-s"),
-        ]
-        .into_iter()
-        .find_map(|(given, name)| given.then_some(name))
-    }
-}
-
-impl SimEchoArgs {
-    /// The first flag given, by name (to refuse it with other backends).
-    pub(super) fn given(&self) -> Option<&'static str> {
-        [
-            (self.sim_clients.is_some(), "--sim-clients"),
-            (self.sim_rpcs.is_some(), "--sim-rpcs"),
-            (self.sim_rpc_size.is_some(), "--sim-rpc-size"),
-        ]
-        .into_iter()
-        .find_map(|(given, name)| given.then_some(name))
-    }
-}
-
-impl SimSinkArgs {
-    /// The first flag given, by name (to refuse it with other backends).
-    pub(super) fn given(&self) -> Option<&'static str> {
-        [
-            (self.sim_clients.is_some(), "--sim-clients"),
-            (self.sim_bytes.is_some(), "--sim-bytes"),
-        ]
-        .into_iter()
-        .find_map(|(given, name)| given.then_some(name))
-    }
-}
-
-/// Refuses simulator flags with a real backend.
-pub(super) fn refuse_sim_flags(flag: Option<&'static str>) -> Result<(), String> {
-    match flag {
-        Some(name) => Err(format!("{name} applies only to --backend sim")),
-        None => Ok(()),
-    }
-}
 
 /// Checks a flag's value is within a range, naming the flag otherwise.
 fn within<T: PartialOrd + std::fmt::Display>(
@@ -230,7 +121,7 @@ fn setup(attach: &Attach) -> Result<SimSetup, String> {
         );
     }
     let (ip, prefix) = match &attach.ip {
-        Some(spec) => super::parse_ip(spec)?,
+        Some(spec) => parse_ip(spec)?,
         None => (DEFAULT_IP, 24),
     };
     let a = &attach.sim;
@@ -312,7 +203,7 @@ fn seconds(run: &SimRun) -> f64 {
 }
 
 /// `sluice echo --backend sim`.
-pub(super) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(), String> {
+pub(crate) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(), String> {
     let port = self::port("--port", port)?;
     let setup = setup(attach)?;
     let clients = within("--sim-clients", args.sim_clients.unwrap_or(4), 1, 250)?;
@@ -370,7 +261,7 @@ pub(super) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(),
 }
 
 /// `sluice sink --backend sim`.
-pub(super) fn sink(
+pub(crate) fn sink(
     attach: &Attach,
     port: u16,
     count: Option<usize>,
@@ -428,7 +319,7 @@ pub(super) fn sink(
 }
 
 /// `sluice source --backend sim`.
-pub(super) fn source(
+pub(crate) fn source(
     attach: &Attach,
     connect: SocketAddrV4,
     bytes: u64,

@@ -1,48 +1,46 @@
-//! The engine subcommands: `sluice echo`, `sluice sink`, `sluice source`, and `sluice lab`.
-//! With `--backend sim` the first three run over the simulator's wire with simulated peers
-//! ([`sim`]).
+//! Where and how the engine runs: the flags every engine subcommand shares (interface and
+//! address or `--lab`, backend, fault injection, transport), and running an app on it.
 
-mod sim;
-
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use sluice_device::XdpMode;
-use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::{App, EngineError};
 use sluice_tcp::{Algorithm, Recovery};
+
+use crate::sim_args::{refuse_sim_flags, SimLinkArgs};
 
 /// Where the engine runs: an interface and address, or `--lab`.
 #[derive(Args, Debug, Clone)]
 pub struct Attach {
     /// Interface the engine owns (it must have no kernel address).
     #[arg(long)]
-    iface: Option<String>,
+    pub(crate) iface: Option<String>,
     /// The engine's address and prefix, e.g. 10.77.0.1/24 (with --backend sim: default 10.77.0.1/24).
     #[arg(long)]
-    ip: Option<String>,
+    pub(crate) ip: Option<String>,
     /// Device backend: af_packet, tap, af_xdp, or sim (simulated peers, no root).
     #[arg(long, default_value = "af_packet")]
     pub(crate) backend: Backend,
     /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
     #[arg(long)]
-    lab: bool,
+    pub(crate) lab: bool,
     /// With --backend af_xdp: run the XDP program in the driver (drv) or generic path (skb).
     #[arg(long, default_value = "drv")]
-    xdp_mode: XdpMode,
+    pub(crate) xdp_mode: XdpMode,
     /// Fault injection: drop each frame in and out with this probability (0..=1).
     #[arg(long, default_value_t = 0.0)]
-    loss: f64,
+    pub(crate) loss: f64,
     /// Fault injection: deliver each frame in and out late with this probability (0..=1).
     #[arg(long, default_value_t = 0.0)]
-    reorder: f64,
+    pub(crate) reorder: f64,
     /// Seed of the fault injection's random choices.
     #[arg(long, default_value_t = 1)]
-    impair_seed: u64,
+    pub(crate) impair_seed: u64,
     #[command(flatten)]
-    sim: sim::SimLinkArgs,
+    pub(crate) sim: SimLinkArgs,
     #[command(flatten)]
     pub(crate) transport: TransportArgs,
 }
@@ -112,7 +110,7 @@ impl TransportArgs {
 impl Attach {
     /// The engine's options from the flags (checked).
     pub(crate) fn options(&self) -> Result<EngineOptions, String> {
-        sim::refuse_sim_flags(self.sim.given())?;
+        refuse_sim_flags(self.sim.given())?;
         let mut opts = self.attachment()?;
         opts.xdp_mode = self.xdp_mode;
         opts.transport = self.transport.transport()?;
@@ -151,7 +149,7 @@ impl Attach {
 }
 
 /// Parses `ADDR[/PREFIX]` (prefix 24 if absent).
-fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), String> {
+pub(crate) fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), String> {
     let (addr, prefix) = spec.split_once('/').unwrap_or((spec, "24"));
     let ip: Ipv4Addr = addr
         .parse()
@@ -164,72 +162,8 @@ fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((ip, prefix))
 }
 
-/// `sluice echo`.
-#[derive(Args, Debug)]
-pub struct EchoArgs {
-    /// Port to serve.
-    #[arg(long)]
-    port: u16,
-    #[command(flatten)]
-    attach: Attach,
-    #[command(flatten)]
-    sim: sim::SimEchoArgs,
-}
-
-/// `sluice sink`.
-#[derive(Args, Debug)]
-pub struct SinkArgs {
-    /// Port to serve.
-    #[arg(long)]
-    port: u16,
-    /// Exit after this many connections closed.
-    #[arg(long)]
-    count: Option<usize>,
-    #[command(flatten)]
-    attach: Attach,
-    #[command(flatten)]
-    sim: sim::SimSinkArgs,
-}
-
-/// `sluice source`.
-#[derive(Args, Debug)]
-pub struct SourceArgs {
-    /// Server to send to, IP:PORT.
-    #[arg(long)]
-    connect: SocketAddrV4,
-    /// Bytes to send.
-    #[arg(long)]
-    bytes: u64,
-    /// Seed of the pseudo-random stream.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    #[command(flatten)]
-    attach: Attach,
-}
-
-/// `sluice lab`.
-#[derive(Subcommand, Debug)]
-pub enum LabCommand {
-    /// Builds the namespaces sluice-a (engine), sluice-b (Linux clients), sluice-k (Linux server).
-    Up(LabUpArgs),
-    /// Removes them (and the switched lab's).
-    Down,
-}
-
-/// `sluice lab up`.
-#[derive(Args, Debug)]
-pub struct LabUpArgs {
-    /// Also build the switched lab: namespace sluice-s for `sluice switch --lab`, with an
-    /// uplink port into br0, and Linux client namespaces sluice-c1..cN (10.77.0.101..)
-    /// behind it.
-    #[arg(long)]
-    switch: bool,
-    /// Client namespaces behind the switch (1 to 64; implies --switch; default 2).
-    #[arg(long)]
-    clients: Option<u8>,
-}
-
-fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
+/// Opens the engine where `attach` says and runs `app` on it until it is done.
+pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
     let opts = attach.options()?;
     let mut engine = setup::open(&opts).map_err(|e| e.to_string())?;
     eprintln!(
@@ -243,56 +177,6 @@ fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
     engine
         .run(app, None)
         .map_err(|e: EngineError| e.to_string())?;
-    Ok(())
-}
-
-/// Runs `sluice echo`.
-pub fn echo(args: &EchoArgs) -> Result<(), String> {
-    if args.attach.backend == Backend::Sim {
-        return sim::echo(&args.attach, args.port, &args.sim);
-    }
-    sim::refuse_sim_flags(args.sim.given())?;
-    run_app(&args.attach, &mut EchoApp::new(args.port))
-}
-
-/// Runs `sluice sink`.
-pub fn sink(args: &SinkArgs) -> Result<(), String> {
-    if args.attach.backend == Backend::Sim {
-        return sim::sink(&args.attach, args.port, args.count, &args.sim);
-    }
-    sim::refuse_sim_flags(args.sim.given())?;
-    let mut app = SinkApp::new(args.port);
-    app.stop_after = args.count;
-    run_app(&args.attach, &mut app)
-}
-
-/// Runs `sluice source`.
-pub fn source(args: &SourceArgs) -> Result<(), String> {
-    if args.attach.backend == Backend::Sim {
-        return sim::source(&args.attach, args.connect, args.bytes, args.seed);
-    }
-    let mut app = SourceApp::new(
-        *args.connect.ip(),
-        args.connect.port(),
-        args.bytes,
-        args.seed,
-    );
-    run_app(&args.attach, &mut app)
-}
-
-/// Runs `sluice lab up|down`.
-pub fn lab(cmd: &LabCommand) -> Result<(), String> {
-    let lab = sluice_lab::Lab::new();
-    match cmd {
-        LabCommand::Up(LabUpArgs {
-            switch: false,
-            clients: None,
-        }) => lab.up().map_err(|e| e.to_string())?,
-        LabCommand::Up(LabUpArgs { clients, .. }) => lab
-            .up_switched(clients.unwrap_or(2))
-            .map_err(|e| e.to_string())?,
-        LabCommand::Down => lab.down().map_err(|e| e.to_string())?,
-    }
     Ok(())
 }
 
