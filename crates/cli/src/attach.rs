@@ -7,9 +7,10 @@ use std::str::FromStr;
 use clap::{Args, ValueEnum};
 use sluice_device::XdpMode;
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
-use sluice_engine::{App, EngineError};
+use sluice_engine::App;
 use sluice_tcp::{Algorithm, Recovery};
 
+use crate::error::CliError;
 use crate::sim_args::{refuse_sim_flags, SimLinkArgs};
 
 /// Where the engine runs: an interface and address, or `--lab`.
@@ -76,7 +77,7 @@ pub struct TransportArgs {
 impl TransportArgs {
     /// The core's transport choices from the flags, checked as the core checks its
     /// configuration.
-    pub(crate) fn transport(&self) -> Result<Transport, String> {
+    pub(crate) fn transport(&self) -> Result<Transport, CliError> {
         let t = Transport {
             congestion_control: self.cc,
             ecn: !self.no_ecn,
@@ -86,8 +87,9 @@ impl TransportArgs {
             },
             ooo_intervals: self.ooo_intervals,
         };
-        t.validate()
-            .map_err(|e| format!("--cc/--no-ecn/--recovery/--ooo-intervals: {e}"))?;
+        t.validate().map_err(|e| {
+            CliError::usage(format!("--cc/--no-ecn/--recovery/--ooo-intervals: {e}"))
+        })?;
         Ok(t)
     }
 
@@ -109,7 +111,7 @@ impl TransportArgs {
 
 impl Attach {
     /// The engine's options from the flags (checked).
-    pub(crate) fn options(&self) -> Result<EngineOptions, String> {
+    pub(crate) fn options(&self) -> Result<EngineOptions, CliError> {
         refuse_sim_flags(self.sim.given())?;
         let mut opts = self.attachment()?;
         opts.xdp_mode = self.xdp_mode;
@@ -117,7 +119,9 @@ impl Attach {
         if self.loss != 0.0 || self.reorder != 0.0 {
             for (flag, p) in [("--loss", self.loss), ("--reorder", self.reorder)] {
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(format!("{flag}: {p} is not a probability within 0..=1"));
+                    return Err(CliError::Usage(format!(
+                        "{flag}: {p} is not a probability within 0..=1"
+                    )));
                 }
             }
             opts = opts.impaired(self.impair_seed, self.loss, self.reorder);
@@ -125,15 +129,17 @@ impl Attach {
         Ok(opts)
     }
 
-    fn attachment(&self) -> Result<EngineOptions, String> {
+    fn attachment(&self) -> Result<EngineOptions, CliError> {
         if self.lab {
             return Ok(EngineOptions::lab(self.backend));
         }
-        let iface = self
-            .iface
+        let iface = self.iface.clone().ok_or_else(|| {
+            CliError::usage("--iface is required without --lab (or use --backend sim)")
+        })?;
+        let spec = self
+            .ip
             .clone()
-            .ok_or("--iface is required without --lab (or use --backend sim)")?;
-        let spec = self.ip.clone().ok_or("--ip is required without --lab")?;
+            .ok_or_else(|| CliError::usage("--ip is required without --lab"))?;
         let (ip, prefix) = parse_ip(&spec)?;
         Ok(EngineOptions {
             iface,
@@ -149,23 +155,23 @@ impl Attach {
 }
 
 /// Parses `ADDR[/PREFIX]` (prefix 24 if absent).
-pub(crate) fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), String> {
+pub(crate) fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), CliError> {
     let (addr, prefix) = spec.split_once('/').unwrap_or((spec, "24"));
     let ip: Ipv4Addr = addr
         .parse()
-        .map_err(|_| format!("--ip: {addr:?} is not an IPv4 address"))?;
+        .map_err(|_| CliError::usage(format!("--ip: {addr:?} is not an IPv4 address")))?;
     let prefix: u8 = prefix
         .parse()
         .ok()
         .filter(|p| *p <= 32)
-        .ok_or("--ip: prefix must be 0..=32")?;
+        .ok_or_else(|| CliError::usage("--ip: prefix must be 0..=32"))?;
     Ok((ip, prefix))
 }
 
 /// Opens the engine where `attach` says and runs `app` on it until it is done.
-pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> {
+pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), CliError> {
     let opts = attach.options()?;
-    let mut engine = setup::open(&opts).map_err(|e| e.to_string())?;
+    let mut engine = setup::open(&opts)?;
     eprintln!(
         "sluice: engine at {}/{} on {} ({:?} backend; {})",
         opts.ip,
@@ -174,9 +180,7 @@ pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), String> 
         opts.backend,
         TransportArgs::describe(&opts.transport)
     );
-    engine
-        .run(app, None)
-        .map_err(|e: EngineError| e.to_string())?;
+    engine.run(app, None)?;
     Ok(())
 }
 
@@ -194,7 +198,7 @@ mod tests {
     fn transport(args: &[&str]) -> Result<Transport, String> {
         let cli = Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        cli.attach.transport.transport()
+        cli.attach.transport.transport().map_err(|e| e.to_string())
     }
 
     #[test]

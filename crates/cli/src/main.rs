@@ -6,6 +6,7 @@
 
 mod attach;
 mod cmd;
+mod error;
 mod sim;
 mod sim_args;
 
@@ -62,14 +63,14 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
-        Command::Engine(args) => engine::run(&args),
+        Command::Engine(args) => engine::run(&args).map_err(|e| e.to_string()),
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
-        Command::Echo(args) => echo::run(&args),
-        Command::Sink(args) => sink::run(&args),
-        Command::Source(args) => source::run(&args),
-        Command::Switch(args) => switch::run(&args),
-        Command::Lab(cmd) => lab::run(&cmd),
-        Command::Bench(cli) => bench::run(&cli),
+        Command::Echo(args) => echo::run(&args).map_err(|e| e.to_string()),
+        Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),
+        Command::Source(args) => source::run(&args).map_err(|e| e.to_string()),
+        Command::Switch(args) => switch::run(&args).map_err(|e| e.to_string()),
+        Command::Lab(cmd) => lab::run(&cmd).map_err(|e| e.to_string()),
+        Command::Bench(cli) => bench::run(&cli).map_err(|e| e.to_string()),
         Command::Loadgen(args) => loadgen::run(&args).map_err(|e| e.to_string()),
         Command::Kserve(args) => kserve::run(&args).map_err(|e| e.to_string()),
         Command::Experiment(cmd) => experiment::run(&cmd).map_err(|e| e.to_string()),

@@ -17,6 +17,7 @@ use sluice_engine::{App, Engine};
 use sluice_sim::{Impairment, LinkConfig, LinkStats};
 
 use crate::attach::{parse_ip, Attach};
+use crate::error::CliError;
 use crate::sim_args::{SimEchoArgs, SimSinkArgs};
 
 /// The engine's address when `--ip` is not given: the lab's, so commands read alike.
@@ -30,11 +31,13 @@ fn within<T: PartialOrd + std::fmt::Display>(
     value: T,
     lo: T,
     hi: T,
-) -> Result<T, String> {
+) -> Result<T, CliError> {
     if value >= lo && value <= hi {
         Ok(value)
     } else {
-        Err(format!("{flag}: {value} is not within {lo}..={hi}"))
+        Err(CliError::Usage(format!(
+            "{flag}: {value} is not within {lo}..={hi}"
+        )))
     }
 }
 
@@ -65,12 +68,12 @@ impl SimSetup {
 
     /// The address of simulated client `i` (0-based): the hosts of the engine's subnet from
     /// the first upward, skipping the engine's.
-    fn client_ip(&self, i: u32) -> Result<Ipv4Addr, String> {
+    fn client_ip(&self, i: u32) -> Result<Ipv4Addr, CliError> {
         if self.prefix > 30 {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "--ip: a /{} subnet has no room for simulated peers",
                 self.prefix
-            ));
+            )));
         }
         let prefix = u32::from(self.prefix);
         let mask = if prefix == 0 {
@@ -86,39 +89,40 @@ impl SimSetup {
             n += 1;
         }
         if n == 0 || n > hosts {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "--sim-clients: the engine's /{} subnet has no room for {} clients",
                 self.prefix,
                 i + 1
-            ));
+            )));
         }
         Ok(Ipv4Addr::from(net + n))
     }
 }
 
 /// Refuses port 0, which nothing can listen on or connect to.
-fn port(flag: &str, port: u16) -> Result<u16, String> {
+fn port(flag: &str, port: u16) -> Result<u16, CliError> {
     if port == 0 {
-        return Err(format!("{flag}: port 0 cannot be served or connected to"));
+        return Err(CliError::Usage(format!(
+            "{flag}: port 0 cannot be served or connected to"
+        )));
     }
     Ok(port)
 }
 
 /// Validates the attachment and link flags for `--backend sim`.
-fn setup(attach: &Attach) -> Result<SimSetup, String> {
+fn setup(attach: &Attach) -> Result<SimSetup, CliError> {
     if attach.lab {
-        return Err(
-            "--lab needs a real backend; --backend sim brings its own simulated network".into(),
-        );
+        return Err(CliError::usage(
+            "--lab needs a real backend; --backend sim brings its own simulated network",
+        ));
     }
     if attach.iface.is_some() {
-        return Err("--iface makes no sense with --backend sim: the wire is simulated".into());
+        return Err(CliError::usage(
+            "--iface makes no sense with --backend sim: the wire is simulated",
+        ));
     }
     if attach.loss != 0.0 || attach.reorder != 0.0 {
-        return Err(
-            "--loss/--reorder inject faults on a real device; with --backend sim use --sim-loss/--sim-reorder"
-                .into(),
-        );
+        return Err(CliError::usage("--loss/--reorder inject faults on a real device; with --backend sim use --sim-loss/--sim-reorder"));
     }
     let (ip, prefix) = match &attach.ip {
         Some(spec) => parse_ip(spec)?,
@@ -173,15 +177,15 @@ fn run(
     setup: &SimSetup,
     wire: SimWire,
     app: &mut dyn App,
-) -> Result<(Engine<SimWire>, SimRun), String> {
+) -> Result<(Engine<SimWire>, SimRun), CliError> {
     eprintln!(
         "sluice: engine at {}/{} on the simulated wire ({})",
         setup.ip,
         setup.prefix,
         setup.describe()
     );
-    let mut engine = wire.into_engine(setup.ip).map_err(|e| e.to_string())?;
-    let run = run_with_peers(&mut engine, app, setup.budget).map_err(|e| e.to_string())?;
+    let mut engine = wire.into_engine(setup.ip)?;
+    let run = run_with_peers(&mut engine, app, setup.budget)?;
     Ok((engine, run))
 }
 
@@ -203,7 +207,7 @@ fn seconds(run: &SimRun) -> f64 {
 }
 
 /// `sluice echo --backend sim`.
-pub(crate) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(), String> {
+pub(crate) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(), CliError> {
     let port = self::port("--port", port)?;
     let setup = setup(attach)?;
     let clients = within("--sim-clients", args.sim_clients.unwrap_or(4), 1, 250)?;
@@ -215,31 +219,29 @@ pub(crate) fn echo(attach: &Attach, port: u16, args: &SimEchoArgs) -> Result<(),
     )?;
     let size = within("--sim-rpc-size", args.sim_rpc_size.unwrap_or(64), 1, 65536)?;
     if u64::from(clients) * rpcs > MAX_TOTAL_RPCS {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "--sim-clients x --sim-rpcs: at most {MAX_TOTAL_RPCS} requests in all"
-        ));
+        )));
     }
-    let mut wire = SimWire::new(setup.config.clone()).map_err(|e| e.to_string())?;
+    let mut wire = SimWire::new(setup.config.clone())?;
     for i in 0..clients {
         let role = PeerRole::Rpc {
             server: SocketAddrV4::new(setup.ip, port),
             count: rpcs,
             size,
         };
-        wire.add_peer(setup.client_ip(i)?, role)
-            .map_err(|e| e.to_string())?;
+        wire.add_peer(setup.client_ip(i)?, role)?;
     }
     let mut app = EchoApp::new(port);
     app.stop_after = Some(u64::from(clients));
     let (engine, run) = run(&setup, wire, &mut app)?;
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let mut hist = Histogram::<u64>::new(3)?;
     let mut ops = 0u64;
     for peer in engine.device.peers() {
         if let Some(rpc) = peer.rpc() {
             ops += rpc.completed;
             for l in &rpc.latencies {
-                hist.record(l.as_nanos().max(1) as u64)
-                    .map_err(|e| e.to_string())?;
+                hist.record(l.as_nanos().max(1) as u64)?;
             }
         }
     }
@@ -266,7 +268,7 @@ pub(crate) fn sink(
     port: u16,
     count: Option<usize>,
     args: &SimSinkArgs,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let port = self::port("--port", port)?;
     let setup = setup(attach)?;
     let default_clients = count.map_or(1, |c| c.clamp(1, 250) as u32);
@@ -278,9 +280,9 @@ pub(crate) fn sink(
     )?;
     if let Some(c) = count {
         if c != clients as usize {
-            return Err(format!(
+            return Err(CliError::Usage(format!(
                 "--count {c} with {clients} simulated client(s): each client makes one connection"
-            ));
+            )));
         }
     }
     let bytes = within(
@@ -289,7 +291,7 @@ pub(crate) fn sink(
         0,
         1 << 40,
     )?;
-    let mut wire = SimWire::new(setup.config.clone()).map_err(|e| e.to_string())?;
+    let mut wire = SimWire::new(setup.config.clone())?;
     for i in 0..clients {
         // Client i sends stream i + 1: the first matches `sluice source` with its default seed.
         let role = PeerRole::Source {
@@ -297,8 +299,7 @@ pub(crate) fn sink(
             bytes,
             seed: u64::from(i) + 1,
         };
-        wire.add_peer(setup.client_ip(i)?, role)
-            .map_err(|e| e.to_string())?;
+        wire.add_peer(setup.client_ip(i)?, role)?;
     }
     let mut app = SinkApp::new(port);
     app.stop_after = Some(clients as usize);
@@ -324,15 +325,15 @@ pub(crate) fn source(
     connect: SocketAddrV4,
     bytes: u64,
     seed: u64,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     self::port("--connect", connect.port())?;
     let setup = setup(attach)?;
     if *connect.ip() == setup.ip {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "--connect {connect}: that is the engine's own address; the simulated sink needs another"
-        ));
+        )));
     }
-    let mut wire = SimWire::new(setup.config.clone()).map_err(|e| e.to_string())?;
+    let mut wire = SimWire::new(setup.config.clone())?;
     wire.add_peer(
         *connect.ip(),
         PeerRole::Sink {
@@ -340,7 +341,7 @@ pub(crate) fn source(
             connections: 1,
         },
     )
-    .map_err(|e| format!("--connect {connect}: {e}"))?;
+    .map_err(|e| CliError::usage(format!("--connect {connect}: {e}")))?;
     let mut app = SourceApp::new(*connect.ip(), connect.port(), bytes, seed);
     let (engine, run) = run(&setup, wire, &mut app)?;
     for peer in engine.device.peers() {

@@ -1,6 +1,7 @@
 //! The flags of `--backend sim` (the simulated link, clients and sources), refused with
 //! every other backend.
 
+use crate::error::CliError;
 use clap::Args;
 
 /// The simulated link of `--backend sim` (flags are refused with other backends).
@@ -105,9 +106,11 @@ impl SimSinkArgs {
 }
 
 /// Refuses simulator flags with a real backend.
-pub(crate) fn refuse_sim_flags(flag: Option<&'static str>) -> Result<(), String> {
+pub(crate) fn refuse_sim_flags(flag: Option<&'static str>) -> Result<(), CliError> {
     match flag {
-        Some(name) => Err(format!("{name} applies only to --backend sim")),
+        Some(name) => Err(CliError::Usage(format!(
+            "{name} applies only to --backend sim"
+        ))),
         None => Ok(()),
     }
 }

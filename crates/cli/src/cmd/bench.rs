@@ -4,6 +4,8 @@
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
 
+use crate::error::CliError;
+
 /// `sluice bench [apps]`: the workloads, or unmodified programs with `apps`.
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -23,9 +25,9 @@ enum BenchCommand {
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
-pub fn run(cli: &BenchCli) -> Result<(), String> {
+pub fn run(cli: &BenchCli) -> Result<(), CliError> {
     match &cli.command {
-        Some(BenchCommand::Apps(args)) => apps::bench::run(args).map_err(|e| e.to_string()),
-        None => sluice_bench::run(&cli.args).map_err(|e| e.to_string()),
+        Some(BenchCommand::Apps(args)) => apps::bench::run(args).map_err(CliError::Apps),
+        None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }
 }

@@ -5,6 +5,7 @@ use sluice_engine::apps::EchoApp;
 use sluice_engine::setup::Backend;
 
 use crate::attach::{run_app, Attach};
+use crate::error::CliError;
 use crate::sim;
 use crate::sim_args::{refuse_sim_flags, SimEchoArgs};
 
@@ -21,7 +22,7 @@ pub struct EchoArgs {
 }
 
 /// Runs `sluice echo`.
-pub fn run(args: &EchoArgs) -> Result<(), String> {
+pub fn run(args: &EchoArgs) -> Result<(), CliError> {
     if args.attach.backend == Backend::Sim {
         return sim::echo(&args.attach, args.port, &args.sim);
     }

@@ -14,6 +14,7 @@ use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
 
 use crate::attach::{Attach, TransportArgs};
+use crate::error::CliError;
 
 /// `sluice engine`.
 #[derive(Args, Debug)]
@@ -52,11 +53,12 @@ fn backend_name(b: Backend) -> &'static str {
 }
 
 /// Runs `sluice engine` until SIGTERM or SIGINT.
-pub fn run(args: &EngineArgs) -> Result<(), String> {
+pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     if args.attach.backend == Backend::Sim {
-        return Err("sluice engine serves applications on a real interface: \
-                    --backend sim is not supported here"
-            .into());
+        return Err(CliError::usage(
+            "sluice engine serves applications on a real interface: \
+             --backend sim is not supported here",
+        ));
     }
     let layout = Layout {
         max_sockets: args.max_sockets,
@@ -66,22 +68,22 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     };
     layout
         .validate()
-        .map_err(|e| format!("--ring-size/--max-sockets/--max-contexts: {e}"))?;
+        .map_err(|e| CliError::usage(format!("--ring-size/--max-sockets/--max-contexts: {e}")))?;
     let opts = args.attach.options()?;
-    let mut engine = setup::open(&opts).map_err(|e| e.to_string())?;
+    let mut engine = setup::open(&opts)?;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
     let mut config = ServiceConfig::new(&args.socket, opts.ip, opts.prefix);
     config.layout = layout;
     config.engine.app_idle_us = args.app_idle_us;
     config.log = true;
-    let mut service = Service::new(config).map_err(|e| e.to_string())?;
+    let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.
     let stop = service.stop_flag();
     for signal in [SIGTERM, SIGINT] {
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
+            .map_err(|source| CliError::Signal { signal, source })?;
     }
     println!(
         "sluice engine: ready on {} ({}/{}, {}; {})",
@@ -97,5 +99,5 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         "sluice engine: stopped; service counters:\n{}",
         service.counters()
     );
-    result.map(|_| ()).map_err(|e| e.to_string())
+    result.map(|_| ()).map_err(CliError::from)
 }

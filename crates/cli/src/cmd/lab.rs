@@ -1,5 +1,6 @@
 //! `sluice lab up|down`: builds and removes the namespace lab.
 
+use crate::error::CliError;
 use clap::{Args, Subcommand};
 
 /// `sluice lab`.
@@ -25,17 +26,15 @@ pub struct LabUpArgs {
 }
 
 /// Runs `sluice lab up|down`.
-pub fn run(cmd: &LabCommand) -> Result<(), String> {
+pub fn run(cmd: &LabCommand) -> Result<(), CliError> {
     let lab = sluice_lab::Lab::new();
     match cmd {
         LabCommand::Up(LabUpArgs {
             switch: false,
             clients: None,
-        }) => lab.up().map_err(|e| e.to_string())?,
-        LabCommand::Up(LabUpArgs { clients, .. }) => lab
-            .up_switched(clients.unwrap_or(2))
-            .map_err(|e| e.to_string())?,
-        LabCommand::Down => lab.down().map_err(|e| e.to_string())?,
+        }) => lab.up()?,
+        LabCommand::Up(LabUpArgs { clients, .. }) => lab.up_switched(clients.unwrap_or(2))?,
+        LabCommand::Down => lab.down()?,
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use sluice_engine::apps::SinkApp;
 use sluice_engine::setup::Backend;
 
 use crate::attach::{run_app, Attach};
+use crate::error::CliError;
 use crate::sim;
 use crate::sim_args::{refuse_sim_flags, SimSinkArgs};
 
@@ -24,7 +25,7 @@ pub struct SinkArgs {
 }
 
 /// Runs `sluice sink`.
-pub fn run(args: &SinkArgs) -> Result<(), String> {
+pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     if args.attach.backend == Backend::Sim {
         return sim::sink(&args.attach, args.port, args.count, &args.sim);
     }

@@ -7,6 +7,7 @@ use sluice_engine::apps::SourceApp;
 use sluice_engine::setup::Backend;
 
 use crate::attach::{run_app, Attach};
+use crate::error::CliError;
 use crate::sim;
 
 /// `sluice source`.
@@ -26,7 +27,7 @@ pub struct SourceArgs {
 }
 
 /// Runs `sluice source`.
-pub fn run(args: &SourceArgs) -> Result<(), String> {
+pub fn run(args: &SourceArgs) -> Result<(), CliError> {
     if args.attach.backend == Backend::Sim {
         return sim::source(&args.attach, args.connect, args.bytes, args.seed);
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::error::CliError;
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use sluice_switch::{default_egress, set_param, LinkConfig, PortSpec, Runner};
@@ -63,7 +64,7 @@ pub struct SwitchArgs {
 
 impl SwitchArgs {
     /// The switch-wide egress parameters from the flags.
-    fn defaults(&self) -> Result<LinkConfig, String> {
+    fn defaults(&self) -> Result<LinkConfig, CliError> {
         let mut p = default_egress();
         let flags = [
             ("rate", &self.rate),
@@ -80,29 +81,29 @@ impl SwitchArgs {
         ];
         for (key, value) in flags {
             if let Some(v) = value {
-                set_param(&mut p, key, v).map_err(|e| format!("--{e}"))?;
+                set_param(&mut p, key, v).map_err(|e| CliError::usage(format!("--{e}")))?;
             }
         }
         Ok(p)
     }
 
     /// The ports, with their egress parameters.
-    fn ports(&self) -> Result<Vec<PortSpec>, String> {
+    fn ports(&self) -> Result<Vec<PortSpec>, CliError> {
         let defaults = self.defaults()?;
         let mut given = self
             .ports
             .iter()
-            .map(|s| PortSpec::parse(s, &defaults).map_err(|e| format!("--port {e}")))
+            .map(|s| {
+                PortSpec::parse(s, &defaults).map_err(|e| CliError::usage(format!("--port {e}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if !self.lab {
             return Ok(given);
         }
-        let lab = sluice_lab::Lab::new()
-            .switch_ports()
-            .map_err(|e| e.to_string())?;
+        let lab = sluice_lab::Lab::new().switch_ports()?;
         let mut ports = Vec::new();
         for name in lab {
-            let spec = PortSpec::parse(&name, &defaults).map_err(|e| e.to_string())?;
+            let spec = PortSpec::parse(&name, &defaults).map_err(CliError::SwitchPort)?;
             match given.iter().position(|g| g.name() == spec.name()) {
                 Some(i) => ports.push(given.remove(i)),
                 None => ports.push(spec),
@@ -114,14 +115,14 @@ impl SwitchArgs {
 }
 
 /// Runs `sluice switch` until SIGTERM or SIGINT.
-pub fn run(args: &SwitchArgs) -> Result<(), String> {
+pub fn run(args: &SwitchArgs) -> Result<(), CliError> {
     let ports = args.ports()?;
-    let mut runner = Runner::open(&ports, args.seed).map_err(|e| e.to_string())?;
+    let mut runner = Runner::open(&ports, args.seed)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGTERM, SIGINT] {
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
+            .map_err(|source| CliError::Signal { signal, source })?;
     }
     for p in &ports {
         let e = &p.egress;
@@ -163,5 +164,5 @@ pub fn run(args: &SwitchArgs) -> Result<(), String> {
         b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full, b.aged
     );
     let _ = std::io::stdout().flush();
-    result.map_err(|e| e.to_string())
+    result.map_err(CliError::from)
 }
