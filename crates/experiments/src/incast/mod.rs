@@ -29,39 +29,31 @@
 //! - Per-connection throughput is what the receiver acknowledged (snd_una) over the measured
 //!   window; Jain's index is over those N numbers.
 
-use std::fmt;
-use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant as WallInstant};
+mod senders;
+mod switch_proc;
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
 
 use clap::Args;
+use sluice_bench::{run_loadgen, EngineServer, EngineSpec, Kind, Latency, Timing, Workload, PORTS};
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
-use sluice_engine::{App, AppStatus, EngineError};
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
 use sluice_switch::PortReport;
-use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
+use sluice_tcp::Algorithm;
 
 use crate::error::ExperimentError;
 use crate::fairness::jain;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::{lab_workload, Common, LabRun};
-use sluice_bench::{
-    open_with, run_loadgen, EngineFailure, EngineServer, EngineSpec, Kind, Latency, Timing,
-    Workload, PORTS,
-};
+use senders::{Senders, IDLE_BEFORE_SLEEP};
+use switch_proc::SwitchProc;
 
 /// The receiver's client namespace (sluice-c1).
 const RECEIVER: u8 = 1;
 /// The RPC client's namespace (sluice-c2).
 const RPC_CLIENT: u8 = 2;
-/// The engine polls this long with nothing to do before sleeping on its device (two shared
-/// cores: a busy-polling engine would starve the switch and the other engine).
-const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(100);
 
 /// `sluice experiment incast`.
 #[derive(Args, Debug)]
@@ -243,7 +235,13 @@ fn cell(
     eprintln!("sluice experiment incast: {n} senders, {policy}");
     let switch = SwitchProc::start(&setup.port_spec, setup.seed)?;
     let senders = match algorithm {
-        Some(a) if n > 0 => Some(Senders::start(setup.backend, a, n, setup.timing)?),
+        Some(a) if n > 0 => Some(Senders::start(
+            setup.backend,
+            a,
+            n,
+            client_ip(RECEIVER),
+            setup.timing,
+        )?),
         _ => None,
     };
     let rpc_target = SocketAddr::V4(SocketAddrV4::new(client_ip(RECEIVER), PORTS.echo));
@@ -404,367 +402,6 @@ fn build_report(args: &IncastArgs, setup: &Setup, cells: &[Cell]) -> Report {
         series,
     });
     report
-}
-
-/// `sluice switch --lab` as a child process, with its report collected on SIGTERM.
-struct SwitchProc {
-    child: Option<Child>,
-    lines: mpsc::Receiver<String>,
-    reader: Option<JoinHandle<()>>,
-}
-
-impl SwitchProc {
-    /// Starts the switch over the lab's ports with `port_spec` overriding one, and waits for
-    /// its ready line.
-    fn start(port_spec: &str, seed: u64) -> Result<SwitchProc, ExperimentError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| ExperimentError::Io("find the sluice executable".into(), e))?;
-        let mut child = Command::new(exe)
-            .args([
-                "switch",
-                "--lab",
-                "--seed",
-                &seed.to_string(),
-                "--port",
-                port_spec,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| ExperimentError::Io("start sluice switch".into(), e))?;
-        let out = child.stdout.take();
-        let (tx, lines) = mpsc::channel();
-        let reader = thread::spawn(move || {
-            if let Some(out) = out {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let sw = SwitchProc {
-            child: Some(child),
-            lines,
-            reader: Some(reader),
-        };
-        let deadline = WallInstant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(WallInstant::now());
-            match sw.lines.recv_timeout(left) {
-                Ok(l) if l.starts_with("sluice switch: ready") => return Ok(sw),
-                Ok(_) => {}
-                Err(_) => {
-                    return Err(ExperimentError::Workload(
-                        "sluice switch did not become ready".into(),
-                    ))
-                }
-            }
-        }
-    }
-
-    /// SIGTERM, wait, and everything it printed after its ready line.
-    fn stop(mut self) -> Result<String, ExperimentError> {
-        let Some(mut child) = self.child.take() else {
-            return Err(ExperimentError::Workload(
-                "the switch was already stopped".into(),
-            ));
-        };
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = WallInstant::now() + Duration::from_secs(20);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) if WallInstant::now() < deadline => {
-                    thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-            }
-        };
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-        let report: Vec<String> = self.lines.try_iter().collect();
-        match status {
-            Some(s) if s.success() => Ok(report.join("\n")),
-            other => Err(ExperimentError::Workload(format!(
-                "sluice switch ended with {other:?}:\n{}",
-                report.join("\n")
-            ))),
-        }
-    }
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        // A failed run must not leave the switch forwarding behind it (our own child).
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// What the senders measured.
-struct Bulk {
-    seconds: f64,
-    per_conn_bytes: Vec<u64>,
-    timeouts: u64,
-}
-
-/// [`Senders::stop`]: keep sending.
-const RUN: u8 = 0;
-/// [`Senders::stop`]: finish once the measured window has closed.
-const FINISH: u8 = 1;
-/// [`Senders::stop`]: give up now (a failed run).
-const ABORT: u8 = 2;
-
-/// Why the senders' engine thread ended without a measurement.
-#[derive(Debug)]
-enum SendersError {
-    /// The engine could not be opened or stopped with an error.
-    Engine(EngineFailure),
-    /// The window closed before all N senders had measured it.
-    Unfinished(usize),
-}
-
-impl From<EngineFailure> for SendersError {
-    fn from(e: EngineFailure) -> Self {
-        SendersError::Engine(e)
-    }
-}
-
-impl fmt::Display for SendersError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendersError::Engine(e) => write!(f, "{e}"),
-            SendersError::Unfinished(n) => write!(f, "the {n} senders did not finish their window"),
-        }
-    }
-}
-
-/// The engine in sluice-a running N bulk connections to the receiver's sink, on its own
-/// thread, until told to stop.
-struct Senders {
-    stop: Arc<AtomicU8>,
-    handle: Option<JoinHandle<Result<Bulk, SendersError>>>,
-}
-
-impl Senders {
-    /// Starts the engine and returns once every connection is established (the measured
-    /// window opens after the warm-up from then on).
-    fn start(
-        backend: Backend,
-        algorithm: Algorithm,
-        n: usize,
-        timing: Timing,
-    ) -> Result<Senders, ExperimentError> {
-        let stop = Arc::new(AtomicU8::new(RUN));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let flag = Arc::clone(&stop);
-        let handle = thread::Builder::new()
-            .name("incast-senders".into())
-            .spawn(move || -> Result<Bulk, SendersError> {
-                let opts = EngineOptions {
-                    transport: Transport {
-                        congestion_control: algorithm,
-                        ..Transport::default()
-                    },
-                    ..EngineOptions::lab(backend)
-                };
-                let spec = EngineSpec {
-                    backend,
-                    idle_before_sleep: Some(IDLE_BEFORE_SLEEP),
-                };
-                let mut engine = open_with(&opts, spec, None)?;
-                let timeouts0 = engine.stack.counters().timeouts;
-                let mut app = BulkSenders::new(n, client_ip(RECEIVER), timing, flag, ready_tx);
-                // A bound on the whole run, should the stop flag never come.
-                let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 120.0);
-                engine
-                    .run(&mut app, Some(limit))
-                    .map_err(|e| SendersError::Engine(EngineFailure::Run(e)))?;
-                let (seconds, per_conn_bytes) = app.measured.ok_or(SendersError::Unfinished(n))?;
-                Ok(Bulk {
-                    seconds,
-                    per_conn_bytes,
-                    timeouts: engine.stack.counters().timeouts - timeouts0,
-                })
-            })
-            .map_err(|e| ExperimentError::Io("spawn the senders' engine".into(), e))?;
-        let senders = Senders {
-            stop,
-            handle: Some(handle),
-        };
-        match ready_rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(()) => Ok(senders),
-            // The thread ended (its error is in finish) or hangs: stop it either way.
-            Err(_) => match senders.end(ABORT) {
-                Ok(_) => Err(ExperimentError::Workload(
-                    "the senders never became ready".into(),
-                )),
-                Err(e) => Err(e),
-            },
-        }
-    }
-
-    /// Stops the senders (after their window) and returns what they measured.
-    fn finish(self) -> Result<Bulk, ExperimentError> {
-        self.end(FINISH)
-    }
-
-    fn end(mut self, how: u8) -> Result<Bulk, ExperimentError> {
-        self.stop.store(how, Ordering::Relaxed);
-        match self.handle.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r.map_err(|e| ExperimentError::Workload(e.to_string())),
-            Some(Err(_)) => Err(ExperimentError::Workload(
-                "the senders' engine thread panicked".into(),
-            )),
-            None => Err(ExperimentError::Workload(
-                "the senders already finished".into(),
-            )),
-        }
-    }
-}
-
-impl Drop for Senders {
-    fn drop(&mut self) {
-        self.stop.store(ABORT, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// N connections sending as fast as the window lets them; measures what each got
-/// acknowledged (snd_una) over the window.
-struct BulkSenders {
-    n: usize,
-    receiver: Ipv4Addr,
-    timing: Timing,
-    stop: Arc<AtomicU8>,
-    ready: Option<mpsc::Sender<()>>,
-    conns: Vec<ConnId>,
-    began: Option<WallInstant>,
-    window: Option<(WallInstant, WallInstant)>,
-    una_start: Vec<u32>,
-    measured: Option<(f64, Vec<u64>)>,
-    chunk: Vec<u8>,
-}
-
-impl BulkSenders {
-    fn new(
-        n: usize,
-        receiver: Ipv4Addr,
-        timing: Timing,
-        stop: Arc<AtomicU8>,
-        ready: mpsc::Sender<()>,
-    ) -> Self {
-        BulkSenders {
-            n,
-            receiver,
-            timing,
-            stop,
-            ready: Some(ready),
-            conns: Vec::new(),
-            began: None,
-            window: None,
-            una_start: Vec::new(),
-            measured: None,
-            chunk: vec![0x5a; 64 * 1024],
-        }
-    }
-
-    fn fail(&self, what: impl std::fmt::Display) -> EngineError {
-        EngineError::App(format!("incast sender to {}: {what}", self.receiver))
-    }
-
-    fn snd_una(&self, stack: &Stack) -> Result<Vec<u32>, EngineError> {
-        self.conns
-            .iter()
-            .map(|&c| stack.info(c).map(|i| i.snd_una.0).map_err(|e| self.fail(e)))
-            .collect()
-    }
-}
-
-impl App for BulkSenders {
-    fn poll(&mut self, stack: &mut Stack, core_now: Instant) -> Result<AppStatus, EngineError> {
-        let now = WallInstant::now();
-        let stop = self.stop.load(Ordering::Relaxed);
-        if stop == ABORT || (stop == FINISH && self.measured.is_some()) {
-            for &c in &self.conns {
-                let _ = stack.abort(c);
-            }
-            return Ok(AppStatus::Done);
-        }
-        if self.began.is_none() {
-            self.began = Some(now);
-            for _ in 0..self.n {
-                let c = stack
-                    .connect(core_now, self.receiver, PORTS.sink)
-                    .map_err(|e| self.fail(e))?;
-                self.conns.push(c);
-            }
-        }
-        let mut established = 0;
-        for i in 0..self.conns.len() {
-            let c = self.conns[i];
-            if let Some(e) = stack.error(c).map_err(|e| self.fail(e))? {
-                return Err(self.fail(e));
-            }
-            match stack.state(c).map_err(|e| self.fail(e))? {
-                TcpState::SynSent | TcpState::SynReceived => continue,
-                _ => established += 1,
-            }
-            if self.window.is_none() {
-                continue;
-            }
-            loop {
-                match stack.send(c, &self.chunk) {
-                    Ok(k) if k == self.chunk.len() => {}
-                    Ok(_) | Err(Error::WouldBlock) => break,
-                    Err(e) => return Err(self.fail(e)),
-                }
-            }
-        }
-        match self.window {
-            None if established == self.n => {
-                let start = now + Duration::from_secs_f64(self.timing.warmup);
-                let end = start + Duration::from_secs_f64(self.timing.seconds);
-                self.window = Some((start, end));
-                if let Some(tx) = self.ready.take() {
-                    let _ = tx.send(());
-                }
-            }
-            None if self
-                .began
-                .is_some_and(|b| now - b > Duration::from_secs(10)) =>
-            {
-                return Err(self.fail("connections did not open in time"));
-            }
-            None => {}
-            Some((start, _)) if self.una_start.is_empty() && now >= start => {
-                self.una_start = self.snd_una(stack)?;
-            }
-            Some((start, end)) if self.measured.is_none() && now >= end => {
-                let una = self.snd_una(stack)?;
-                let bytes = una
-                    .iter()
-                    .zip(&self.una_start)
-                    .map(|(&e, &s)| u64::from(e.wrapping_sub(s)))
-                    .collect();
-                self.measured = Some(((now - start).as_secs_f64(), bytes));
-            }
-            Some(_) => {}
-        }
-        Ok(AppStatus::Running)
-    }
 }
 
 #[cfg(test)]
