@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cargo run --release --locked -p sluice -- demo "$@"
+cargo run --release --locked -p sluice-cli -- demo "$@"

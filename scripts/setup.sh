@@ -27,8 +27,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
 fi
-# Unmodified programs run over the engine and on Linux side by side (crates/sluice/src/apps,
-# `sluice bench apps`, crates/sluice/tests/apps.rs), with their benchmark clients.
+# Unmodified programs run over the engine and on Linux side by side (crates/bench/src/apps,
+# `sluice bench apps`, crates/cli/tests/apps.rs), with their benchmark clients.
 apps=()
 command -v redis-server >/dev/null 2>&1 || apps+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || apps+=(redis-tools)

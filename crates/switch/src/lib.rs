@@ -8,6 +8,8 @@
 //!   burst loss, reordering, duplication, corruption; plus a fixed delay.
 //! - [`Runner`]: the core between AF_PACKET sockets (`sluice-device`) in any namespaces, in
 //!   real time.
+//! - [`PortReport`]: a port's counters, and the `key=value` line `sluice switch` prints
+//!   them as on SIGTERM (written and read back in one place).
 //! - [`PortSpec`], [`set_param`]: ports and egress parameters as the command line spells them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -16,6 +18,7 @@ mod config;
 mod core;
 mod egress;
 mod error;
+mod report;
 mod runner;
 
 pub use config::{
@@ -25,5 +28,6 @@ pub use config::{
 pub use core::{PortStats, SwitchCore, TxResult, MAX_DELAYED};
 pub use egress::{Egress, EgressStats};
 pub use error::SwitchError;
-pub use runner::{PortReport, Runner, MAX_PORTS};
+pub use report::{PortReport, ReportLineError};
+pub use runner::{Runner, MAX_PORTS};
 pub use sluice_fabric::{GilbertElliott, Impairment, LinkConfig};

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
-use sluice_device::{netns, AfPacket, AfPacketConfig, Device, DeviceError, DeviceStats, TxFrame};
+use sluice_device::{netns, AfPacket, AfPacketConfig, Device, DeviceError, TxFrame};
 
-use crate::core::{PortStats, SwitchCore, TxResult};
+use crate::core::{SwitchCore, TxResult};
 use crate::error::SwitchError;
+use crate::report::PortReport;
 use crate::PortSpec;
 
 /// Most ports a switch takes.
@@ -29,17 +30,6 @@ const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(200);
 const SPIN_BELOW: Duration = Duration::from_micros(30);
 /// Longest sleep, so the stop flag is seen even without a signal.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
-
-/// What a port did, for the report at the end.
-#[derive(Clone, Debug)]
-pub struct PortReport {
-    /// `NETNS:IFACE`.
-    pub name: String,
-    /// The core's counters.
-    pub stats: PortStats,
-    /// The device's counters (receive truncations, transmit drops).
-    pub device: DeviceStats,
-}
 
 /// The switch on real interfaces.
 #[derive(Debug)]
@@ -243,7 +233,7 @@ fn queue_frame<D: Device>(dev: &mut D, frame: &[u8]) -> Result<bool, DeviceError
 mod tests {
     use super::*;
     use crate::default_egress;
-    use sluice_device::{EthernetAddress, RxMeta};
+    use sluice_device::{DeviceStats, EthernetAddress, RxMeta};
 
     /// A device with a two-frame transmit queue whose flush fails while it is `down`.
     #[derive(Default)]

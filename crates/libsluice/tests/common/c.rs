@@ -19,7 +19,7 @@ pub fn library_dir() -> PathBuf {
     // Not built yet (a test binary built alone): ask cargo for the library.
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "-p", "libsluice", "--lib"])
+        .args(["build", "-p", "sluice", "--lib"])
         .current_dir(CRATE)
         .status()
         .unwrap();

@@ -1,0 +1,255 @@
+//! Where and how the engine runs: the flags every engine subcommand shares (interface and
+//! address or `--lab`, backend, fault injection, transport), and running an app on it.
+
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+use clap::{Args, ValueEnum};
+use sluice_device::XdpMode;
+use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
+use sluice_engine::App;
+use sluice_tcp::{Algorithm, Recovery};
+
+use crate::error::CliError;
+use crate::sim_args::{refuse_sim_flags, SimLinkArgs};
+
+/// Where the engine runs: an interface and address, or `--lab`.
+#[derive(Args, Debug, Clone)]
+pub struct Attach {
+    /// Interface the engine owns (it must have no kernel address).
+    #[arg(long)]
+    pub(crate) iface: Option<String>,
+    /// The engine's address and prefix, e.g. 10.77.0.1/24 (with --backend sim: default 10.77.0.1/24).
+    #[arg(long)]
+    pub(crate) ip: Option<String>,
+    /// Device backend: af_packet, tap, af_xdp, or sim (simulated peers, no root).
+    #[arg(long, default_value = "af_packet")]
+    pub(crate) backend: Backend,
+    /// Shorthand for the engine side of the lab: sl-a in namespace sluice-a, 10.77.0.1/24.
+    #[arg(long)]
+    pub(crate) lab: bool,
+    /// With --backend af_xdp: run the XDP program in the driver (drv) or generic path (skb).
+    #[arg(long, default_value = "drv")]
+    pub(crate) xdp_mode: XdpMode,
+    /// Fault injection: drop each frame in and out with this probability (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) loss: f64,
+    /// Fault injection: deliver each frame in and out late with this probability (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) reorder: f64,
+    /// Seed of the fault injection's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) impair_seed: u64,
+    #[command(flatten)]
+    pub(crate) sim: SimLinkArgs,
+    #[command(flatten)]
+    pub(crate) transport: TransportArgs,
+}
+
+/// Loss recovery as the flag spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RecoveryArg {
+    /// SACK-based recovery (RFC 6675) with a bounded scoreboard.
+    Sack,
+    /// Go-back-N from snd_una, the papers' baseline.
+    GoBackN,
+}
+
+/// The engine core's transport choices: congestion control, ECN, loss recovery (one set of
+/// flags for every subcommand that runs the engine).
+#[derive(Args, Debug, Clone)]
+pub struct TransportArgs {
+    /// Default congestion control of new connections: dctcp, timely, reno (newreno) or
+    /// cubic; applications choose per connection with TCP_CONGESTION.
+    #[arg(long = "cc", default_value = "dctcp", value_parser = Algorithm::from_str)]
+    cc: Algorithm,
+    /// Never negotiate ECN (DCTCP then sees no marks and reacts to loss only).
+    #[arg(long)]
+    no_ecn: bool,
+    /// Loss recovery: sack or go-back-n.
+    #[arg(long, value_enum, default_value = "sack")]
+    recovery: RecoveryArg,
+    /// Out-of-order intervals tracked per connection (0 to 64; default the engine's, 8).
+    #[arg(long)]
+    ooo_intervals: Option<usize>,
+}
+
+impl TransportArgs {
+    /// The core's transport choices from the flags, checked as the core checks its
+    /// configuration.
+    pub(crate) fn transport(&self) -> Result<Transport, CliError> {
+        let t = Transport {
+            congestion_control: self.cc,
+            ecn: !self.no_ecn,
+            recovery: match self.recovery {
+                RecoveryArg::Sack => Recovery::Sack,
+                RecoveryArg::GoBackN => Recovery::GoBackN,
+            },
+            ooo_intervals: self.ooo_intervals,
+        };
+        t.validate().map_err(|e| {
+            CliError::usage(format!("--cc/--no-ecn/--recovery/--ooo-intervals: {e}"))
+        })?;
+        Ok(t)
+    }
+
+    /// One line for the startup message.
+    pub(crate) fn describe(t: &Transport) -> String {
+        format!(
+            "cc {}, ECN {}, {} recovery{}",
+            t.congestion_control,
+            if t.ecn { "on" } else { "off" },
+            match t.recovery {
+                Recovery::Sack => "SACK",
+                Recovery::GoBackN => "go-back-N",
+            },
+            t.ooo_intervals
+                .map_or(String::new(), |n| format!(", {n} out-of-order intervals"))
+        )
+    }
+}
+
+impl Attach {
+    /// The engine's options from the flags (checked).
+    pub(crate) fn options(&self) -> Result<EngineOptions, CliError> {
+        refuse_sim_flags(self.sim.given())?;
+        let mut opts = self.attachment()?;
+        opts.xdp_mode = self.xdp_mode;
+        opts.transport = self.transport.transport()?;
+        if self.loss != 0.0 || self.reorder != 0.0 {
+            for (flag, p) in [("--loss", self.loss), ("--reorder", self.reorder)] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(CliError::Usage(format!(
+                        "{flag}: {p} is not a probability within 0..=1"
+                    )));
+                }
+            }
+            opts = opts.impaired(self.impair_seed, self.loss, self.reorder);
+        }
+        Ok(opts)
+    }
+
+    fn attachment(&self) -> Result<EngineOptions, CliError> {
+        if self.lab {
+            return Ok(EngineOptions::lab(self.backend));
+        }
+        let iface = self.iface.clone().ok_or_else(|| {
+            CliError::usage("--iface is required without --lab (or use --backend sim)")
+        })?;
+        let spec = self
+            .ip
+            .clone()
+            .ok_or_else(|| CliError::usage("--ip is required without --lab"))?;
+        let (ip, prefix) = parse_ip(&spec)?;
+        Ok(EngineOptions {
+            iface,
+            ip,
+            prefix,
+            backend: self.backend,
+            netns: None,
+            impair: None,
+            xdp_mode: self.xdp_mode,
+            transport: Transport::default(),
+        })
+    }
+}
+
+/// Parses `ADDR[/PREFIX]` (prefix 24 if absent).
+pub(crate) fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), CliError> {
+    let (addr, prefix) = spec.split_once('/').unwrap_or((spec, "24"));
+    let ip: Ipv4Addr = addr
+        .parse()
+        .map_err(|_| CliError::usage(format!("--ip: {addr:?} is not an IPv4 address")))?;
+    let prefix: u8 = prefix
+        .parse()
+        .ok()
+        .filter(|p| *p <= 32)
+        .ok_or_else(|| CliError::usage("--ip: prefix must be 0..=32"))?;
+    Ok((ip, prefix))
+}
+
+/// Opens the engine where `attach` says and runs `app` on it until it is done.
+pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), CliError> {
+    let opts = attach.options()?;
+    let mut engine = setup::open(&opts)?;
+    eprintln!(
+        "sluice: engine at {}/{} on {} ({:?} backend; {})",
+        opts.ip,
+        opts.prefix,
+        opts.iface,
+        opts.backend,
+        TransportArgs::describe(&opts.transport)
+    );
+    engine.run(app, None)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        attach: Attach,
+    }
+
+    fn transport(args: &[&str]) -> Result<Transport, String> {
+        let cli = Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.attach.transport.transport().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn transport_flags_reach_the_core_config() {
+        let t = transport(&[]).unwrap();
+        assert_eq!(
+            t,
+            Transport::default(),
+            "no flags: the core's defaults (DCTCP, ECN, SACK)"
+        );
+        assert_eq!(t.congestion_control, Algorithm::Dctcp);
+        let t = transport(&[
+            "--cc",
+            "CUBIC",
+            "--no-ecn",
+            "--recovery",
+            "go-back-n",
+            "--ooo-intervals",
+            "4",
+        ])
+        .unwrap();
+        let mut config = setup::core_config(
+            sluice_wire::EthernetAddress::default(),
+            Ipv4Addr::new(10, 77, 0, 1),
+            1500,
+        );
+        t.apply(&mut config);
+        assert_eq!(config.congestion_control, Algorithm::Cubic);
+        assert!(!config.ecn);
+        assert_eq!(config.recovery, Recovery::GoBackN);
+        assert_eq!(config.ooo_intervals, 4);
+        assert_eq!(
+            transport(&["--cc", "newreno"]).unwrap().congestion_control,
+            Algorithm::NewReno
+        );
+        assert_eq!(
+            transport(&["--cc", "timely"]).unwrap().congestion_control,
+            Algorithm::Timely
+        );
+    }
+
+    #[test]
+    fn bad_transport_flags_are_refused_clearly() {
+        let e = transport(&["--cc", "bbr"]).unwrap_err();
+        assert!(e.contains("unknown congestion control"), "{e}");
+        let e = transport(&["--ooo-intervals", "65"]).unwrap_err();
+        assert!(
+            e.contains("--ooo-intervals") && e.contains("ooo_intervals must be in 0..=64"),
+            "{e}"
+        );
+        let e = transport(&["--recovery", "fast"]).unwrap_err();
+        assert!(e.contains("go-back-n"), "{e}");
+    }
+}

@@ -1,0 +1,103 @@
+//! `sluice engine`: the engine as a service (docs/service.md). It owns the interface, runs
+//! the core, and serves applications that attach over a Unix socket (`sluice run`, or
+//! libsluice directly) until SIGTERM or SIGINT.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use sluice_engine::setup::{self, Backend};
+use sluice_service::{Service, ServiceConfig};
+use sluice_shm::control::DEFAULT_SOCKET;
+use sluice_shm::Layout;
+
+use crate::attach::{Attach, TransportArgs};
+use crate::error::CliError;
+
+/// `sluice engine`.
+#[derive(Args, Debug)]
+pub struct EngineArgs {
+    #[command(flatten)]
+    attach: Attach,
+    /// The control socket applications attach to.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// How long application threads poll before sleeping, in microseconds.
+    #[arg(long, default_value_t = 10_000)]
+    app_idle_us: u64,
+    /// How long the engine polls with nothing to do before sleeping, in microseconds.
+    #[arg(long, default_value_t = 10_000)]
+    idle_us: u64,
+    /// Bytes per payload ring, each socket has an RX and a TX ring (a power of two,
+    /// 4096 to 64 MiB).
+    #[arg(long, default_value_t = Layout::default().ring_size)]
+    ring_size: u32,
+    /// Socket slots per application.
+    #[arg(long, default_value_t = Layout::default().max_sockets)]
+    max_sockets: u32,
+    /// Contexts (application threads talking to the engine) per application.
+    #[arg(long, default_value_t = Layout::default().max_contexts)]
+    max_contexts: u32,
+}
+
+/// The backend's name as the flag spells it.
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::AfPacket => "af_packet",
+        Backend::Tap => "tap",
+        Backend::AfXdp => "af_xdp",
+        Backend::Sim => "sim",
+    }
+}
+
+/// Runs `sluice engine` until SIGTERM or SIGINT.
+pub fn run(args: &EngineArgs) -> Result<(), CliError> {
+    if args.attach.backend == Backend::Sim {
+        return Err(CliError::usage(
+            "sluice engine serves applications on a real interface: \
+             --backend sim is not supported here",
+        ));
+    }
+    let layout = Layout {
+        max_sockets: args.max_sockets,
+        max_contexts: args.max_contexts,
+        ring_size: args.ring_size,
+        ..Layout::default()
+    };
+    layout
+        .validate()
+        .map_err(|e| CliError::usage(format!("--ring-size/--max-sockets/--max-contexts: {e}")))?;
+    let opts = args.attach.options()?;
+    let mut engine = setup::open(&opts)?;
+    engine.idle_before_sleep = Duration::from_micros(args.idle_us);
+    let mut config = ServiceConfig::new(&args.socket, opts.ip, opts.prefix);
+    config.layout = layout;
+    config.engine.app_idle_us = args.app_idle_us;
+    config.log = true;
+    let mut service = Service::new(config)?;
+    // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
+    // second one exits at once.
+    let stop = service.stop_flag();
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
+            .map_err(|source| CliError::Signal { signal, source })?;
+    }
+    println!(
+        "sluice engine: ready on {} ({}/{}, {}; {})",
+        args.socket.display(),
+        opts.ip,
+        opts.prefix,
+        backend_name(opts.backend),
+        TransportArgs::describe(&opts.transport)
+    );
+    let _ = std::io::stdout().flush();
+    let result = engine.run(&mut service, None);
+    eprintln!(
+        "sluice engine: stopped; service counters:\n{}",
+        service.counters()
+    );
+    result.map(|_| ()).map_err(CliError::from)
+}

@@ -1,0 +1,11 @@
+//! One module per subcommand: its arguments and its run.
+
+pub mod bench;
+pub mod demo;
+pub mod echo;
+pub mod engine;
+pub mod lab;
+pub mod run;
+pub mod sink;
+pub mod source;
+pub mod switch;

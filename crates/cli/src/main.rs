@@ -1,0 +1,83 @@
+//! The `sluice` command.
+//!
+//! The top level: the command line, one module per subcommand under [`cmd`] (the bench's and
+//! the experiments' own in sluice-bench and sluice-experiments), and the one place that
+//! prints an error.
+
+mod attach;
+mod cmd;
+mod error;
+mod sim;
+mod sim_args;
+
+use clap::{Parser, Subcommand};
+use cmd::{bench, demo, echo, engine, lab, run, sink, source, switch};
+use sluice_bench::{apps, kserve, loadgen};
+use sluice_experiments as experiment;
+
+/// Sluice: a software TCP engine for data-center hosts.
+#[derive(Parser)]
+#[command(name = "sluice", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Two simulated hosts running the real core over an impaired link (no root needed).
+    Demo(demo::DemoArgs),
+    /// The engine as a service: applications attach over a Unix socket (`sluice run`).
+    Engine(engine::EngineArgs),
+    /// Runs an unmodified program over the engine (LD_PRELOAD of libsluice_preload.so).
+    Run(run::RunArgs),
+    /// Echo server on the engine.
+    Echo(echo::EchoArgs),
+    /// Discarding server on the engine; prints bytes and SHA-256 per connection.
+    Sink(sink::SinkArgs),
+    /// Sends a deterministic pseudo-random stream from the engine; prints its SHA-256.
+    Source(source::SourceArgs),
+    /// A userspace software switch between interfaces (in any namespaces) with shaped,
+    /// ECN-marking, impaired egress queues; SIGTERM prints its counters (needs root).
+    Switch(switch::SwitchArgs),
+    /// The namespace lab (needs root).
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
+    /// The papers' experiments: a table, a CSV and a PNG plot each.
+    #[command(subcommand)]
+    Experiment(experiment::ExperimentCommand),
+    /// Every workload against the engine and against Linux TCP in the lab (needs root).
+    Bench(bench::BenchCli),
+    /// The bench's Linux client (run by `sluice bench` inside a lab namespace).
+    #[command(hide = true)]
+    Loadgen(loadgen::LoadgenArgs),
+    /// The bench's Linux kernel server (run by `sluice bench` inside a lab namespace).
+    #[command(hide = true)]
+    Kserve(kserve::KserveArgs),
+    /// Verification clients for unmodified programs (run by the apps harness in sluice-b).
+    #[command(hide = true)]
+    Appcheck(apps::appcheck::AppcheckArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
+        Command::Engine(args) => engine::run(&args).map_err(|e| e.to_string()),
+        Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
+        Command::Echo(args) => echo::run(&args).map_err(|e| e.to_string()),
+        Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),
+        Command::Source(args) => source::run(&args).map_err(|e| e.to_string()),
+        Command::Switch(args) => switch::run(&args).map_err(|e| e.to_string()),
+        Command::Lab(cmd) => lab::run(&cmd).map_err(|e| e.to_string()),
+        Command::Bench(cli) => bench::run(&cli).map_err(|e| e.to_string()),
+        Command::Loadgen(args) => loadgen::run(&args).map_err(|e| e.to_string()),
+        Command::Kserve(args) => kserve::run(&args).map_err(|e| e.to_string()),
+        Command::Experiment(cmd) => experiment::run(&cmd).map_err(|e| e.to_string()),
+        Command::Appcheck(args) => apps::appcheck::run(&args).map_err(|e| e.to_string()),
+    };
+    if let Err(e) = result {
+        eprintln!("sluice: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,137 @@
+//! sluice-experiments: `sluice experiment`, the papers' experiments, each printing a table, writing a CSV and a
+//! PNG plot, and comparing its variants side by side in one run.
+//! The lab experiments build their runs from sluice-bench's public API.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod fabric;
+pub mod fairness;
+pub mod flows;
+pub mod incast;
+pub mod loss;
+pub mod ooo;
+pub mod plot;
+pub mod report;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use sluice_lab::{Lab, LabLock};
+use sluice_tcp::{Algorithm, Config};
+
+use sluice_bench::Timing;
+
+use error::ExperimentError;
+
+/// Options every experiment takes.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// A small size that finishes in seconds (what CI runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for the CSV and PNG.
+    #[arg(long, default_value = "experiments")]
+    pub out: PathBuf,
+    /// Seed for the workload and the simulator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Options every lab experiment takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LabRun {
+    /// Measured seconds per run (default 5; with --quick 1).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// The caller already holds the lab lock (tests holding a LabGuard).
+    #[arg(long, hide = true)]
+    pub no_lock: bool,
+}
+
+impl LabRun {
+    /// How long each run lasts: `--seconds` after a warm-up, shorter with `--quick`.
+    pub fn timing(&self, quick: bool) -> Timing {
+        Timing {
+            seconds: self.seconds.unwrap_or(if quick { 1.0 } else { 5.0 }),
+            warmup: if quick { 0.5 } else { 1.0 },
+        }
+    }
+
+    /// Runs `body` in the lab: needs root, takes the lab lock unless the caller holds it,
+    /// brings the lab up with `up`, and takes it down afterwards whatever happened.
+    pub fn in_lab<T>(
+        &self,
+        name: &str,
+        up: impl FnOnce(&Lab) -> Result<(), ExperimentError>,
+        body: impl FnOnce(&Lab) -> Result<T, ExperimentError>,
+    ) -> Result<T, ExperimentError> {
+        sluice_lab::check_root().map_err(|e| lab_workload(&e))?;
+        let _lock = if self.no_lock {
+            None
+        } else {
+            Some(LabLock::acquire().map_err(|e| lab_workload(&e))?)
+        };
+        let lab = Lab::new();
+        let result = up(&lab).and_then(|()| body(&lab));
+        if let Err(e) = lab.down() {
+            eprintln!("sluice experiment {name}: tearing the lab down failed: {e}");
+        }
+        result
+    }
+}
+
+/// A lab or bench failure as the experiment's.
+pub fn lab_workload(e: &dyn std::fmt::Display) -> ExperimentError {
+    ExperimentError::Workload(e.to_string())
+}
+
+/// The experiments.
+#[derive(Subcommand, Debug)]
+pub enum ExperimentCommand {
+    /// Out-of-order fidelity in a simulated leaf-spine fabric (Laminar Table 2).
+    Ooo(ooo::OooArgs),
+    /// 1 to 1024 bulk connections on the engine and on Linux: per-connection shares and
+    /// Jain's index (needs root: the lab).
+    Fairness(fairness::FairnessArgs),
+    /// Goodput of one connection against random loss at the switch, engine and Linux as
+    /// sender and receiver, and the go-back-N baseline (needs root: the switched lab).
+    Loss(loss::LossArgs),
+    /// 1 to 16 bulk senders into one receiver through the switch's ECN-marking bottleneck,
+    /// beside an RPC flow: DCTCP against NewReno (flextoe.txt Table 4; needs root: the lab).
+    Incast(incast::IncastArgs),
+}
+
+/// Runs an experiment: prints its table and writes its files.
+pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
+    let (report, common) = match cmd {
+        ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
+        ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
+        ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
+        ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
+    };
+    print!("{}", report.render());
+    let written = report.write(&common.out)?;
+    println!("csv: {}", written.csv.display());
+    match written.png {
+        Ok(p) => println!("png: {}", p.display()),
+        Err(e) => eprintln!("sluice experiment: no plot: {e}"),
+    }
+    Ok(())
+}
+
+/// Sets a congestion-control policy in a core's configuration.
+pub type ConfigureCc = fn(&mut Config);
+
+/// The congestion-control policies the experiments compare, by name, with how each is
+/// configured.
+pub fn policies() -> Vec<(&'static str, ConfigureCc)> {
+    vec![
+        ("newreno", |c: &mut Config| {
+            c.congestion_control = Algorithm::NewReno
+        }),
+        ("dctcp", |c: &mut Config| {
+            c.congestion_control = Algorithm::Dctcp
+        }),
+    ]
+}

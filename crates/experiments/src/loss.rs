@@ -1,0 +1,587 @@
+//! `sluice experiment loss`: goodput of one bulk connection against random loss, for the
+//! engine and Linux kernel TCP as sender and receiver, in one run on the switched lab.
+//!
+//! ```text
+//!  senders                                       sluice switch              receivers
+//!  engine   sluice-a sl-a 10.77.0.1  ─┐                                 ┌ Linux  sluice-c1 10.77.0.101
+//!                                     ├ br0 ── sw-up ═══> sw-c1 (loss=p) ┤
+//!  Linux    sluice-k sl-k 10.77.0.3  ─┘       (lossless)                └ engine sluice-c1 10.77.0.201
+//! ```
+//!
+//! Every flow goes from a server in the default lab to a client in sluice-c1, the one client
+//! namespace behind the switch, so its data crosses the switch's egress towards sluice-c1,
+//! which drops each frame with probability p (independent, `loss=p`). Loss is applied in the
+//! data direction only: the ACKs go back through the uplink's lossless egress. The same
+//! lossy port carries every pairing, so they are compared on the same wire:
+//!
+//! - engine→linux: the engine serves its source in sluice-a; `sluice loadgen stream-down` in
+//!   sluice-c1 receives on Linux's stack;
+//! - linux→engine: `sluice kserve source` in sluice-k; a second engine receives in sluice-c1;
+//! - engine→engine: the engine's source in sluice-a; the engine in sluice-c1 receives;
+//! - linux→linux: `sluice kserve source` in sluice-k; `sluice loadgen` in sluice-c1;
+//! - gbn→gbn, the papers' baseline: engine→engine with both ends configured with
+//!   `Recovery::GoBackN` and no out-of-order intervals (the receiver drops what arrives
+//!   beyond a hole, the sender goes back to snd_una).
+//!
+//! The receiving engine shares sl-c1 with sluice-c1's kernel, which owns 10.77.0.101: the
+//! engine takes another address on the same subnet, 10.77.0.201, which the kernel neither
+//! answers ARP for nor accepts (it does not forward), so the engine alone speaks for it.
+//!
+//! Each (pairing, loss) run gets a fresh switch (in-process, on its own thread) whose egress
+//! counters give the frames really lost; a fresh engine serves each pairing. The engines run
+//! on AF_PACKET (the one backend that opens sl-c1 as it is) with the core's default
+//! configuration (SACK, `Config::ooo_intervals`, DCTCP; `--ooo-intervals` overrides the
+//! intervals); Linux uses its defaults (CUBIC, SACK).
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use clap::Args;
+use sluice_engine::setup::{Backend, EngineOptions};
+use sluice_lab::switched::switch_port;
+use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
+use sluice_switch::{default_egress, PortReport, PortSpec, Runner, SwitchError};
+use sluice_tcp::cc::Algorithm;
+use sluice_tcp::{Config, Recovery};
+
+use crate::error::ExperimentError;
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::{lab_workload, Common, LabRun};
+use sluice_bench::{
+    run_client_at, run_loadgen, BenchError, EngineServer, EngineSite, EngineSpec, KernelServers,
+    Kind, Timing, Workload, PORTS,
+};
+
+/// The receiving engine's address on sl-c1 (sluice-c1's kernel owns 10.77.0.101).
+pub const RECEIVER_ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 201);
+/// The engines' device backend: AF_PACKET opens any interface, sl-c1 included.
+const BACKEND: Backend = Backend::AfPacket;
+/// The client namespace the receivers run in (behind the lossy port).
+const RECEIVER_CLIENT: u8 = 1;
+/// The loss rates of a full run, in percent.
+pub const FULL_LOSS: [f64; 7] = [0.0, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0];
+/// The loss rates of a quick run, in percent.
+pub const QUICK_LOSS: [f64; 3] = [0.0, 1.0, 5.0];
+
+/// `sluice experiment loss`.
+#[derive(Args, Debug)]
+pub struct LossArgs {
+    /// Size, output directory and seed (the switch's loss draws).
+    #[command(flatten)]
+    pub common: Common,
+    /// Loss rates in percent (default 0,0.01,0.1,0.5,1,2,5; with --quick 0,1,5).
+    #[arg(long, value_delimiter = ',')]
+    pub loss: Vec<f64>,
+    /// Out-of-order intervals the (SACK) engines track; the engine's default if not given.
+    #[arg(long)]
+    pub ooo_intervals: Option<usize>,
+    /// The engines' congestion control (dctcp, timely, reno, cubic); DCTCP if not given.
+    #[arg(long, value_parser = Algorithm::from_str)]
+    pub cc: Option<Algorithm>,
+    /// Run length and the lab lock.
+    #[command(flatten)]
+    pub lab: LabRun,
+}
+
+/// Who sends and who receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pairing {
+    /// The engine in sluice-a sends to Linux in sluice-c1.
+    EngineToLinux,
+    /// Linux in sluice-k sends to the engine in sluice-c1.
+    LinuxToEngine,
+    /// The engine in sluice-a sends to the engine in sluice-c1.
+    EngineToEngine,
+    /// Linux in sluice-k sends to Linux in sluice-c1.
+    LinuxToLinux,
+    /// Engine to engine, both with go-back-N and no out-of-order intervals: the baseline.
+    GoBackN,
+}
+
+impl Pairing {
+    /// Every pairing, in the order they run and appear.
+    pub const ALL: [Pairing; 5] = [
+        Pairing::EngineToLinux,
+        Pairing::LinuxToEngine,
+        Pairing::EngineToEngine,
+        Pairing::LinuxToLinux,
+        Pairing::GoBackN,
+    ];
+
+    /// Its name in the table, the CSV and the plot.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pairing::EngineToLinux => "engine->linux",
+            Pairing::LinuxToEngine => "linux->engine",
+            Pairing::EngineToEngine => "engine->engine",
+            Pairing::LinuxToLinux => "linux->linux",
+            Pairing::GoBackN => "gbn->gbn",
+        }
+    }
+
+    /// Whether an engine sends (from sluice-a), else Linux (from sluice-k).
+    fn engine_sends(self) -> bool {
+        matches!(
+            self,
+            Pairing::EngineToLinux | Pairing::EngineToEngine | Pairing::GoBackN
+        )
+    }
+
+    /// Whether an engine receives (in sluice-c1), else Linux.
+    fn engine_receives(self) -> bool {
+        !matches!(self, Pairing::EngineToLinux | Pairing::LinuxToLinux)
+    }
+}
+
+/// The engines' configuration for a pairing: go-back-N with no out-of-order intervals for
+/// the baseline, else the default with `ooo_intervals` if given.
+fn configure(
+    go_back_n: bool,
+    ooo_intervals: Option<usize>,
+    cc: Option<Algorithm>,
+) -> Arc<dyn Fn(&mut Config) + Send + Sync> {
+    Arc::new(move |c: &mut Config| {
+        if let Some(cc) = cc {
+            c.congestion_control = cc;
+        }
+        if go_back_n {
+            c.recovery = Recovery::GoBackN;
+            c.ooo_intervals = 0;
+        } else if let Some(n) = ooo_intervals {
+            c.ooo_intervals = n;
+        }
+    })
+}
+
+/// One run's result.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cell {
+    mbps: f64,
+    /// Frames the lossy port dropped, and frames it forwarded, during the run.
+    lost: u64,
+    forwarded: u64,
+    /// Frames the switch dropped otherwise, on any port: tail drops, oversize, receive
+    /// truncation or failure, transmit failure.
+    other_drops: u64,
+}
+
+/// Runs the experiment in the switched lab and builds its report.
+pub fn run(args: &LossArgs) -> Result<Report, ExperimentError> {
+    let quick = args.common.quick;
+    let losses: Vec<f64> = if !args.loss.is_empty() {
+        args.loss.clone()
+    } else if quick {
+        QUICK_LOSS.to_vec()
+    } else {
+        FULL_LOSS.to_vec()
+    };
+    if losses.iter().any(|&p| !(0.0..=100.0).contains(&p)) {
+        return Err(ExperimentError::Usage(
+            "--loss: each a percentage in 0..=100".into(),
+        ));
+    }
+    if args.ooo_intervals.is_some_and(|n| n > 64) {
+        return Err(ExperimentError::Usage("--ooo-intervals: at most 64".into()));
+    }
+    let timing = args.lab.timing(quick);
+    let cells = args.lab.in_lab(
+        "loss",
+        |lab| {
+            lab.up_switched(RECEIVER_CLIENT)
+                .map_err(|e| lab_workload(&e))
+        },
+        |lab| measure(lab, args, &losses, timing),
+    )?;
+    Ok(report(args, &losses, timing, &cells))
+}
+
+/// Every pairing at every loss rate: `cells[pairing][loss]`.
+fn measure(
+    lab: &Lab,
+    args: &LossArgs,
+    losses: &[f64],
+    timing: Timing,
+) -> Result<Vec<Vec<Cell>>, ExperimentError> {
+    let fail = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
+    let ports = lab.switch_ports().map_err(|e| fail(&e))?;
+    let lossy = format!("{}:{}", sluice_lab::NS_SWITCH, switch_port(RECEIVER_CLIENT));
+    if !ports.contains(&lossy) {
+        return Err(ExperimentError::Workload(format!(
+            "the switched lab has no port {lossy}: {ports:?}"
+        )));
+    }
+    let spec = EngineSpec {
+        backend: BACKEND,
+        idle_before_sleep: Some(Duration::from_micros(100)),
+    };
+    let kernel = KernelServers::start(NS_KERNEL).map_err(|e| fail(&e))?;
+    let mut cells = Vec::new();
+    for pairing in Pairing::ALL {
+        let config = configure(pairing == Pairing::GoBackN, args.ooo_intervals, args.cc);
+        let server = if pairing.engine_sends() {
+            let site = EngineSite {
+                configure: Arc::clone(&config),
+                ..EngineSite::lab(BACKEND)
+            };
+            let s = EngineServer::start_at(spec, site).map_err(|e| fail(&e))?;
+            std::thread::sleep(Duration::from_millis(200));
+            Some(s)
+        } else {
+            None
+        };
+        let mut row = Vec::new();
+        for (i, &p) in losses.iter().enumerate() {
+            let seed = args.common.seed.wrapping_add(i as u64);
+            let switch = SwitchThread::start(&ports, &lossy, p / 100.0, seed)?;
+            eprintln!("sluice experiment loss: {} at {p} % loss", pairing.name());
+            let measured = transfer(pairing, spec, &config, timing);
+            let reports = switch.stop()?;
+            let mbps = measured.map_err(|e| fail(&e))?;
+            let port = reports
+                .iter()
+                .find(|r| r.name == lossy)
+                .ok_or_else(|| fail(&"the switch did not report the lossy port"))?;
+            row.push(Cell {
+                mbps,
+                lost: port.stats.egress.link.lost,
+                forwarded: port.stats.forwarded,
+                other_drops: reports.iter().map(other_drops).sum(),
+            });
+        }
+        if let Some(s) = server {
+            s.stop().map_err(|e| fail(&e))?;
+        }
+        cells.push(row);
+    }
+    drop(kernel);
+    Ok(cells)
+}
+
+/// Frames a port of the switch dropped other than by its configured loss.
+fn other_drops(r: &PortReport) -> u64 {
+    r.stats.egress.link.queue_drops
+        + r.stats.oversize_drops
+        + r.stats.tx_error_drops
+        + r.device.rx_truncated
+        + r.device.rx_dropped
+        + r.device.tx_dropped
+}
+
+/// One measured bulk transfer from the pairing's sender to its receiver in sluice-c1.
+fn transfer(
+    pairing: Pairing,
+    spec: EngineSpec,
+    config: &Arc<dyn Fn(&mut Config) + Send + Sync>,
+    timing: Timing,
+) -> Result<f64, BenchError> {
+    let workload = Workload {
+        kind: Kind::StreamDown,
+        conns: 1,
+    };
+    let sender = if pairing.engine_sends() {
+        ENGINE_IP
+    } else {
+        KERNEL_IP
+    };
+    let m = if pairing.engine_receives() {
+        let site = EngineSite {
+            options: EngineOptions {
+                iface: client_iface(RECEIVER_CLIENT),
+                ip: RECEIVER_ENGINE_IP,
+                netns: Some(client_ns(RECEIVER_CLIENT)),
+                ..EngineOptions::lab(spec.backend)
+            },
+            configure: Arc::clone(config),
+        };
+        run_client_at(spec, site, workload, sender, PORTS.source, timing)?
+    } else {
+        let target = SocketAddr::V4(SocketAddrV4::new(sender, PORTS.source));
+        run_loadgen(&client_ns(RECEIVER_CLIENT), workload, target, timing)?
+    };
+    Ok(m.gbps() * 1e3)
+}
+
+/// `sluice switch` over the lab's ports on a thread of this process, the port towards the
+/// receivers dropping frames with probability `loss`.
+struct SwitchThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<Vec<PortReport>, SwitchError>>>,
+}
+
+impl SwitchThread {
+    fn start(
+        ports: &[String],
+        lossy: &str,
+        loss: f64,
+        seed: u64,
+    ) -> Result<SwitchThread, ExperimentError> {
+        let defaults = default_egress();
+        let specs = ports
+            .iter()
+            .map(|name| {
+                let spec = if name == lossy {
+                    format!("{name},loss={loss}")
+                } else {
+                    name.clone()
+                };
+                PortSpec::parse(&spec, &defaults)
+                    .map_err(|e| ExperimentError::Usage(format!("switch port {spec}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("switch".into())
+            .spawn(move || {
+                let runner = Runner::open(&specs, seed);
+                // A failure to open comes back through the join in `stop`.
+                let _ = ready_tx.send(runner.is_ok());
+                let mut runner = runner?;
+                runner.run(&flag)?;
+                Ok(runner.report())
+            })
+            .map_err(|e| ExperimentError::Io("spawn the switch thread".into(), e))?;
+        let switch = SwitchThread {
+            stop,
+            handle: Some(handle),
+        };
+        match ready_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(true) => Ok(switch),
+            Ok(false) => Err(switch
+                .stop()
+                .err()
+                .unwrap_or_else(|| ExperimentError::Workload("the switch did not start".into()))),
+            Err(_) => {
+                let _ = switch.stop();
+                Err(ExperimentError::Workload("the switch did not start".into()))
+            }
+        }
+    }
+
+    /// Stops the switch and returns its ports' counters.
+    fn stop(mut self) -> Result<Vec<PortReport>, ExperimentError> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r.map_err(|e| ExperimentError::Workload(format!("the switch: {e}"))),
+            Some(Err(_)) => Err(ExperimentError::Workload(
+                "the switch thread panicked".into(),
+            )),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl Drop for SwitchThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Goodput as a percentage of the same pairing's no-loss goodput (NaN without a 0 % run).
+fn percent_of_lossless(losses: &[f64], row: &[Cell], i: usize) -> f64 {
+    match losses.iter().position(|&p| p == 0.0) {
+        Some(z) if row[z].mbps > 0.0 => row[i].mbps / row[z].mbps * 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// The table, the CSV rows and the plot.
+fn report(args: &LossArgs, losses: &[f64], timing: Timing, cells: &[Vec<Cell>]) -> Report {
+    let mut columns = vec!["loss %".to_string()];
+    for p in Pairing::ALL {
+        columns.push(format!("{} Mbit/s", p.name()));
+        columns.push(format!("{} %", p.name()));
+    }
+    columns.extend([
+        "engine/gbn".to_string(),
+        "frames lost".to_string(),
+        "lost %".to_string(),
+        "other drops".to_string(),
+    ]);
+    let index = |p: Pairing| Pairing::ALL.iter().position(|&q| q == p).unwrap_or(0);
+    let (engine, gbn) = (index(Pairing::EngineToEngine), index(Pairing::GoBackN));
+    let mut rows = Vec::new();
+    for (i, &p) in losses.iter().enumerate() {
+        let mut row = vec![format!("{p}")];
+        for pairing_row in cells {
+            row.push(fmt_num(pairing_row[i].mbps));
+            row.push(fmt_num(percent_of_lossless(losses, pairing_row, i)));
+        }
+        row.push(fmt_ratio(cells[engine][i].mbps, cells[gbn][i].mbps));
+        let lost: u64 = cells.iter().map(|r| r[i].lost).sum();
+        let sent: u64 = cells.iter().map(|r| r[i].lost + r[i].forwarded).sum();
+        row.push(lost.to_string());
+        row.push(if sent > 0 {
+            format!("{:.3}", lost as f64 / sent as f64 * 100.0)
+        } else {
+            "n/a".into()
+        });
+        row.push(
+            cells
+                .iter()
+                .map(|r| r[i].other_drops)
+                .sum::<u64>()
+                .to_string(),
+        );
+        rows.push(row);
+    }
+    let mut notes = vec![
+        "%: goodput as a percentage of the same pairing's goodput without loss; engine/gbn: \
+         engine->engine over the go-back-N, zero-interval baseline; frames lost / lost %: what \
+         the lossy port dropped of the frames it was given, over all pairings' runs; other drops: \
+         what the switch dropped besides (tail drops, device errors; its sockets' own receive \
+         overruns are not counted)"
+            .to_string(),
+        "targets: goodput >= 95 % of the no-loss figure up to 0.1 % loss; at 2 % loss >= 2x \
+         the go-back-N, zero-interval baseline"
+            .to_string(),
+    ];
+    for pairing in [Pairing::EngineToLinux, Pairing::EngineToEngine] {
+        let row = &cells[index(pairing)];
+        let worst = losses
+            .iter()
+            .enumerate()
+            .filter(|(_, &p)| p > 0.0 && p <= 0.1)
+            .map(|(i, _)| percent_of_lossless(losses, row, i))
+            .fold(f64::NAN, f64::min);
+        if worst.is_finite() {
+            notes.push(format!(
+                "  {}: worst up to 0.1 % loss {} % of no loss ({})",
+                pairing.name(),
+                fmt_num(worst),
+                if worst >= 95.0 { "met" } else { "missed" }
+            ));
+        }
+    }
+    if let Some(i) = losses.iter().position(|&p| p == 2.0) {
+        let (e, g) = (cells[engine][i].mbps, cells[gbn][i].mbps);
+        notes.push(format!(
+            "  engine->engine at 2 % loss: {} the baseline ({})",
+            fmt_ratio(e, g),
+            if g > 0.0 && e >= 2.0 * g {
+                "met"
+            } else {
+                "missed"
+            }
+        ));
+    }
+    let series = Pairing::ALL
+        .iter()
+        .zip(cells)
+        .map(|(p, row)| Series {
+            name: p.name().into(),
+            points: row
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i as f64, c.mbps))
+                .collect(),
+        })
+        .collect();
+    Report {
+        name: "loss".into(),
+        setup: vec![
+            format!(
+                "sluice experiment loss: one bulk connection per run from a server in the default \
+                 lab to a receiver in sluice-c1, through sluice switch; the port towards sluice-c1 \
+                 drops each data frame with probability p (ACKs are not dropped); {} s after {} s warm-up",
+                timing.seconds, timing.warmup
+            ),
+            format!(
+                "  engine: {BACKEND:?} backend, {}; linux: sluice kserve / sluice loadgen, kernel \
+                 defaults; {} shared CPU cores",
+                format!(
+                    "SACK with {} out-of-order intervals, {}",
+                    args.ooo_intervals
+                        .map_or_else(|| "the default number of".into(), |n| n.to_string()),
+                    args.cc.map_or("DCTCP".into(), |a| a.to_string())
+                ),
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+        ],
+        columns,
+        rows,
+        notes,
+        plot: Some(Plot {
+            title: "Goodput of one connection against random loss".into(),
+            x_label: "loss %".into(),
+            y_label: "Mbit/s".into(),
+            x_categories: Some(losses.iter().map(|p| format!("{p}")).collect()),
+            series,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(mbps: &[&[f64]]) -> Vec<Vec<Cell>> {
+        mbps.iter()
+            .map(|row| {
+                row.iter()
+                    .map(|&g| Cell {
+                        mbps: g,
+                        lost: 1,
+                        forwarded: 99,
+                        other_drops: 0,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn report_has_a_row_per_loss_and_two_columns_per_pairing() {
+        let args = LossArgs {
+            common: Common {
+                quick: true,
+                out: "x".into(),
+                seed: 1,
+            },
+            loss: Vec::new(),
+            ooo_intervals: None,
+            cc: None,
+            lab: LabRun::default(),
+        };
+        let losses = [0.0, 0.1, 2.0];
+        let c = cells(&[
+            &[2.0, 1.96, 1.0],
+            &[2.0, 1.0, 0.5],
+            &[4.0, 3.9, 1.2],
+            &[1.0, 1.0, 0.2],
+            &[4.0, 2.0, 0.4],
+        ]);
+        let timing = Timing {
+            seconds: 1.0,
+            warmup: 0.5,
+        };
+        let r = report(&args, &losses, timing, &c);
+        assert_eq!(r.columns.len(), 1 + 2 * Pairing::ALL.len() + 4);
+        assert_eq!(r.rows.len(), 3);
+        assert_eq!(r.rows[1][1..3], ["1.96".to_string(), "98.0".to_string()]);
+        // engine->engine over gbn at 2 %: 1.2 / 0.4.
+        assert_eq!(r.rows[2][11], "x3.00");
+        assert_eq!(r.rows[2][12], "5");
+        assert_eq!(r.rows[2][13], "1.000");
+        assert_eq!(r.rows[2][14], "0");
+        let text = r.notes.join("\n");
+        assert!(text.contains("engine->linux: worst up to 0.1 % loss 98.0 % of no loss (met)"));
+        assert!(text.contains("engine->engine: worst up to 0.1 % loss 97.5 % of no loss (met)"));
+        assert!(
+            text.contains("at 2 % loss: x3.00 the baseline (met)"),
+            "{text}"
+        );
+        let plot = r.plot.unwrap();
+        assert_eq!(plot.series.len(), Pairing::ALL.len());
+        assert!(percent_of_lossless(&[1.0], &c[0][..1], 0).is_nan());
+    }
+}
