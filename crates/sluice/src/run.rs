@@ -12,6 +12,7 @@ use sluice_device::XdpMode;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::{App, EngineError};
+use sluice_lab::presets::LabPreset;
 use sluice_tcp::{Algorithm, Recovery};
 
 /// Where the engine runs: an interface and address, or `--lab`.
@@ -146,6 +147,8 @@ impl Attach {
             impair: None,
             xdp_mode: self.xdp_mode,
             transport: Transport::default(),
+            // The lab's TAP name and MAC, as before; its hooks run only inside sluice-a.
+            site: sluice_lab::presets::SITE,
         })
     }
 }

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant as WallInstant};
 use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
 use sluice_engine::{App, AppStatus, EngineError};
+use sluice_lab::presets::LabPreset;
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
 
