@@ -13,7 +13,7 @@
 //!   XDP program), frames through the UMEM rings; DRV or SKB attach mode ([`XdpMode`]),
 //!   zero-copy where the driver offers it, copy mode otherwise (veth).
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
-//! - The simulator's wire (`sluice_engine::sim_wire`, `--backend sim`) implements the trait
+//! - The simulator's wire (`sluice_sim::sim_wire`, `--backend sim`) implements the trait
 //!   too; it lives in the engine so this crate need not depend on the simulator.
 //!
 //! [`Impaired`] wraps any of them with seeded loss and reordering (fault injection on the

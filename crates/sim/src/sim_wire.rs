@@ -1,7 +1,7 @@
 //! The simulator's wire as a device backend (`--backend sim`): the real engine runtime, unchanged,
 //! attached to a simulated network, so it can be tested without root, exactly and fast.
 //!
-//! The engine's port is a host of a [`sluice_sim::Sim`]: its link (bandwidth, delay, queue,
+//! The engine's port is a host of a [`Sim`]: its link (bandwidth, delay, queue,
 //! loss/reordering/duplication/corruption from [`LinkConfig`]) leads to a learning switch that
 //! joins one or more simulated peers, each a sans-IO core running a peer application (a
 //! source, a sink or a closed-loop RPC client from `sluice-apps`).
@@ -16,20 +16,19 @@ use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
+/// The simulator's link settings and counters, re-exported for building a [`SimWireConfig`].
+pub use crate::{GilbertElliott, Impairment, LinkConfig, LinkStats};
+use crate::{Host, LinkId, NodeId, Sim, SimError};
 use sluice_apps::{RpcClient, RpcClientError, Sink, SinkReport, Source};
 use sluice_device::{
     complete_partial_checksum, Device, DeviceError, DeviceStats, RxChecksum, RxMeta, TxFrame,
 };
-/// The simulator's link settings and counters, re-exported for building a [`SimWireConfig`].
-pub use sluice_sim::{GilbertElliott, Impairment, LinkConfig, LinkStats};
-use sluice_sim::{Host, LinkId, NodeId, Sim, SimError};
 use sluice_tcp::{Instant, Stack};
 use sluice_wire::gso::segment_tcp4;
 use sluice_wire::EthernetAddress;
 
-use crate::clock::Clock;
-use crate::runtime::{App, AppStatus, Engine, EngineError};
-use crate::setup::core_config;
+use sluice_engine::setup::{core_config, offload_config, Transport};
+use sluice_engine::{App, AppStatus, Clock, Engine, EngineError};
 
 /// The engine's MAC address on the simulated wire.
 pub const ENGINE_MAC: EthernetAddress = EthernetAddress([0x02, 0x53, 0x4c, 0x00, 0x00, 0x01]);
@@ -65,7 +64,7 @@ pub struct SimWireConfig {
     pub tso: bool,
     /// Congestion control, ECN and recovery of the engine's core (the peers keep the
     /// core's defaults).
-    pub transport: crate::setup::Transport,
+    pub transport: Transport,
 }
 
 impl Default for SimWireConfig {
@@ -77,7 +76,7 @@ impl Default for SimWireConfig {
             batch: 64,
             rx_capacity: 4096,
             tso: true,
-            transport: crate::setup::Transport::default(),
+            transport: Transport::default(),
         }
     }
 }
@@ -393,7 +392,7 @@ pub struct SimWire {
     clock: Clock,
     seed: u64,
     mac: EthernetAddress,
-    transport: crate::setup::Transport,
+    transport: Transport,
     batch: usize,
     /// Bytes per transmit slot: one MTU-sized frame, or a 64 KB segment with TSO.
     tx_slot: usize,
@@ -548,7 +547,7 @@ impl SimWire {
         let mut config = core_config(self.mac, ip, 1500);
         config.seed = self.seed ^ 0x5eed_e4e1_0000_0000;
         self.transport.apply(&mut config);
-        crate::setup::offload_config(&mut config, &self);
+        offload_config(&mut config, &self);
         let stack = Stack::new(config).map_err(SimWireError::Core)?;
         let clock = self.clock.clone();
         Ok(Engine::with_clock(stack, self, clock))
