@@ -11,7 +11,9 @@
 //! - [`Tap`]: a TAP device with IFF_VNET_HDR (virtio_net_hdr_v1), checksum offload negotiated.
 //! - [`AfXdp`]: an AF_XDP socket on one interface queue (xsk-rs over libxdp, libxdp's default
 //!   XDP program), frames through the UMEM rings; DRV or SKB attach mode ([`XdpMode`]),
-//!   zero-copy where the driver offers it, copy mode otherwise (veth).
+//!   zero-copy where the driver offers it, copy mode otherwise (veth). Behind the `af_xdp`
+//!   feature (on by default), the only part that needs libxdp to build; its configuration
+//!   types ([`AfXdpConfig`], [`XdpMode`]) are there without it.
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
 //! - The simulator's wire (`sluice_sim::sim_wire`, `--backend sim`) implements the trait
 //!   too; it lives in the engine so this crate need not depend on the simulator.
@@ -36,6 +38,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod af_packet;
+#[cfg(feature = "af_xdp")]
 mod af_xdp;
 pub mod checksum;
 mod error;
@@ -48,14 +51,17 @@ mod sys;
 mod tap;
 mod tx_ring;
 mod virtio;
+mod xdp_config;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
-pub use af_xdp::{AfXdp, AfXdpConfig, XdpMode, ZeroCopy};
+#[cfg(feature = "af_xdp")]
+pub use af_xdp::AfXdp;
 pub use checksum::{complete_checksum_at, complete_if_partial, complete_partial_checksum};
 pub use error::DeviceError;
+pub use xdp_config::{AfXdpConfig, XdpMode, ZeroCopy};
 
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};

@@ -6,9 +6,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use sluice_device::{
-    AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, ImpairConfig, Impaired, Tap,
-    TapConfig, XdpMode,
+    AfPacket, AfPacketConfig, Device, DeviceError, ImpairConfig, Impaired, Tap, TapConfig, XdpMode,
 };
+#[cfg(feature = "af_xdp")]
+use sluice_device::{AfXdp, AfXdpConfig};
 use sluice_tcp::{AckPolicy, Algorithm, Config, ConfigError, Recovery, Stack};
 use sluice_wire::EthernetAddress;
 
@@ -79,10 +80,16 @@ pub struct Site {
     /// The engine's MAC behind the TAP.
     pub tap_mac: EthernetAddress,
     /// Joins the open TAP (by name) to the site's wire.
-    pub attach_tap: Option<fn(&str) -> Result<(), String>>,
+    pub attach_tap: Option<AttachTap>,
     /// Readies the wire for AF_XDP in generic (SKB) mode before the socket binds.
-    pub prepare_generic_xdp: Option<fn() -> Result<(), String>>,
+    pub prepare_generic_xdp: Option<fn() -> Result<(), SiteError>>,
 }
+
+/// Why a site's step failed, as the site reports it (the lab: a `LabError`).
+pub type SiteError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A site's step that joins the TAP device, by name, to its wire.
+pub type AttachTap = fn(&str) -> Result<(), SiteError>;
 
 /// The transport choices an operator makes for the engine's core: the default congestion
 /// control of new connections (each may choose its own through the API), ECN, and loss
@@ -206,6 +213,7 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
             }
             Box::new(tap)
         }
+        #[cfg(feature = "af_xdp")]
         Backend::AfXdp => {
             if let (Some(_), Some(prepare), XdpMode::Skb) =
                 (&opts.netns, opts.site.prepare_generic_xdp, opts.xdp_mode)
@@ -228,6 +236,12 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
                 if xdp.zero_copy() { "zero-copy" } else { "copy mode" }
             );
             Box::new(xdp)
+        }
+        #[cfg(not(feature = "af_xdp"))]
+        Backend::AfXdp => {
+            return Err(EngineError::Device(DeviceError::InvalidConfig(
+                "this engine was built without AF_XDP (sluice-engine's af_xdp feature)",
+            )))
         }
         Backend::Sim => {
             return Err(EngineError::Device(DeviceError::InvalidConfig(

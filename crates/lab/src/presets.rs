@@ -4,7 +4,7 @@
 //! the experiments take the lab's options from here.
 
 use sluice_device::XdpMode;
-use sluice_engine::setup::{Backend, EngineOptions, Site, Transport};
+use sluice_engine::setup::{Backend, EngineOptions, Site, SiteError, Transport};
 use sluice_wire::EthernetAddress;
 
 use crate::netns::{
@@ -21,13 +21,13 @@ pub const SITE: Site = Site {
 };
 
 /// Bridges the engine's TAP to sl-a in sluice-a ([`Lab::attach_tap`]).
-fn attach_tap(tap: &str) -> Result<(), String> {
-    Lab::new().attach_tap(tap).map_err(|e| e.to_string())
+fn attach_tap(tap: &str) -> Result<(), SiteError> {
+    Ok(Lab::new().attach_tap(tap)?)
 }
 
 /// Turns segmentation offload off towards the engine ([`Lab::prepare_generic_xdp`]).
-fn prepare_generic_xdp() -> Result<(), String> {
-    Lab::new().prepare_generic_xdp().map_err(|e| e.to_string())
+fn prepare_generic_xdp() -> Result<(), SiteError> {
+    Ok(Lab::new().prepare_generic_xdp()?)
 }
 
 /// `EngineOptions::lab`: the engine side of the lab.
