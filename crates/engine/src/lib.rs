@@ -7,6 +7,7 @@
 
 pub mod apps;
 mod clock;
+pub mod pump;
 mod runtime;
 pub mod setup;
 
