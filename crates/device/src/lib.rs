@@ -49,6 +49,7 @@ mod ring;
 mod rx_ring;
 mod sys;
 mod tap;
+mod tx_batch;
 mod tx_ring;
 mod virtio;
 mod xdp_config;
@@ -67,6 +68,7 @@ pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};
 pub use sluice_wire::EthernetAddress;
 pub use tap::{Tap, TapConfig, VIRTIO_NET_HDR_LEN};
+pub use tx_batch::TxBatch;
 
 /// What the device knows about a received frame's transport checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
