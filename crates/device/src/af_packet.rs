@@ -720,38 +720,7 @@ impl Device for AfPacket {
         Ok(())
     }
 
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        sys::wait_device(self.fd.as_raw_fd(), self.pending() > 0, None, timeout)
-    }
-
-    fn wait_also(
-        &mut self,
-        extra: BorrowedFd<'_>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        sys::wait_device(
-            self.fd.as_raw_fd(),
-            self.pending() > 0,
-            Some(extra.as_raw_fd()),
-            timeout,
-        )
-    }
-
-    fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-
-    fn max_tso_frame(&self) -> usize {
-        self.tx.slot_len()
-    }
-
-    fn mac(&self) -> EthernetAddress {
-        self.mac
-    }
-
-    fn stats(&self) -> DeviceStats {
-        self.stats
-    }
+    fd_device_tail!(fd: fd, max_tso_frame: |d: &AfPacket| d.tx.slot_len());
 }
 
 #[cfg(test)]

@@ -37,6 +37,47 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// The end of the [`Device`] impl of a backend with a descriptor of its own (AF_PACKET,
+/// TAP), written once: sleep in poll(2) on `self.$fd` (and an extra descriptor), woken at
+/// once while frames wait to be flushed (`self.pending()`), and the device's fixed facts
+/// (`max_frame`, `mac`, `stats` fields; `$tso` gives the largest TSO frame).
+macro_rules! fd_device_tail {
+    (fd: $fd:ident, max_tso_frame: $tso:expr) => {
+        fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+            sys::wait_device(self.$fd.as_raw_fd(), self.pending() > 0, None, timeout)
+        }
+
+        fn wait_also(
+            &mut self,
+            extra: BorrowedFd<'_>,
+            timeout: Option<Duration>,
+        ) -> Result<(), DeviceError> {
+            sys::wait_device(
+                self.$fd.as_raw_fd(),
+                self.pending() > 0,
+                Some(extra.as_raw_fd()),
+                timeout,
+            )
+        }
+
+        fn max_frame(&self) -> usize {
+            self.max_frame
+        }
+
+        fn max_tso_frame(&self) -> usize {
+            ($tso)(self)
+        }
+
+        fn mac(&self) -> EthernetAddress {
+            self.mac
+        }
+
+        fn stats(&self) -> DeviceStats {
+            self.stats
+        }
+    };
+}
+
 mod af_packet;
 #[cfg(feature = "af_xdp")]
 mod af_xdp;

@@ -347,38 +347,7 @@ impl Device for Tap {
         Ok(())
     }
 
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        sys::wait_device(self.file.as_raw_fd(), self.pending() > 0, None, timeout)
-    }
-
-    fn wait_also(
-        &mut self,
-        extra: BorrowedFd<'_>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        sys::wait_device(
-            self.file.as_raw_fd(),
-            self.pending() > 0,
-            Some(extra.as_raw_fd()),
-            timeout,
-        )
-    }
-
-    fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-
-    fn max_tso_frame(&self) -> usize {
-        self.max_tx_frame
-    }
-
-    fn mac(&self) -> EthernetAddress {
-        self.mac
-    }
-
-    fn stats(&self) -> DeviceStats {
-        self.stats
-    }
+    fd_device_tail!(fd: file, max_tso_frame: |d: &Tap| d.max_tx_frame);
 }
 
 #[cfg(test)]
