@@ -13,6 +13,7 @@ use sluice_device::Device;
 use sluice_engine::apps::BenchServerApp;
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::Engine;
+use sluice_lab::presets::LabPreset;
 use sluice_tcp::{Config, Stack};
 
 use crate::engine_client::EngineClient;

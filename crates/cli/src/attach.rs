@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use sluice_device::XdpMode;
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::App;
+use sluice_lab::presets::LabPreset;
 use sluice_tcp::{Algorithm, Recovery};
 
 use crate::error::CliError;
@@ -150,6 +151,8 @@ impl Attach {
             impair: None,
             xdp_mode: self.xdp_mode,
             transport: Transport::default(),
+            // The lab's TAP name and MAC, as before; its hooks run only inside sluice-a.
+            site: sluice_lab::presets::SITE,
         })
     }
 }

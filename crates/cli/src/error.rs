@@ -6,7 +6,7 @@ use std::io;
 use hdrhistogram::{CreationError, RecordError};
 use sluice_bench::apps::AppsError;
 use sluice_bench::BenchError;
-use sluice_engine::sim_wire::{SimRunError, SimWireError};
+use sluice_sim::sim_wire::{SimRunError, SimWireError};
 use sluice_engine::EngineError;
 use sluice_lab::LabError;
 use sluice_service::ServiceError;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use sluice_apps::hex;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
-use sluice_engine::sim_wire::{run_with_peers, PeerRole, SimRun, SimWire, SimWireConfig};
 use sluice_engine::{App, Engine};
+use sluice_sim::sim_wire::{run_with_peers, PeerRole, SimRun, SimWire, SimWireConfig};
 use sluice_sim::{Impairment, LinkConfig, LinkStats};
 
 use crate::attach::{parse_ip, Attach};

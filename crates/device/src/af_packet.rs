@@ -35,6 +35,7 @@ use crate::checksum::{rx_checksum, RxEvidence};
 use crate::error::DeviceError;
 use crate::rx_ring::RxRing;
 use crate::sys::{self, NEEDS_NET_RAW};
+use crate::tx_batch::TxBatch;
 use crate::tx_ring::TxRing;
 use crate::virtio::{self, VirtioNetHdr};
 use crate::{queued_plain, Device, DeviceStats, RxMeta, TxFrame};
@@ -124,8 +125,6 @@ pub struct AfPacket {
     name: String,
     mac: EthernetAddress,
     max_frame: usize,
-    /// Bytes per transmit slot: `max_frame`, or a 64 KB large segment with offloads.
-    tx_slot: usize,
     /// Whether every frame carries a virtio-net header (PACKET_VNET_HDR).
     vnet: bool,
     /// Whether partial checksums are completed before frames are handed up.
@@ -141,13 +140,11 @@ pub struct AfPacket {
     rx_vnet: Box<[[u8; virtio::HDR_LEN]]>,
     /// One virtio-net header per transmit slot (unused without `vnet`).
     tx_vnet: Box<[[u8; virtio::HDR_LEN]]>,
-    tx_buf: Box<[u8]>,
+    /// The sendmmsg slots (none with a ring); bytes per slot: `max_frame`, or a 64 KB large
+    /// segment with offloads. Queued frames are `head..count`, not yet accepted by the kernel.
+    tx: TxBatch,
     tx_iovs: Box<[libc::iovec]>,
     tx_hdrs: Box<[libc::mmsghdr]>,
-    /// First queued frame not yet accepted by the kernel.
-    tx_head: usize,
-    /// Number of transmit slots in use (queued frames are `tx_head..tx_count`).
-    tx_count: usize,
     /// The mapped transmit ring, when frames go out through it instead of sendmmsg.
     tx_ring: Option<TxRing>,
     /// Frames handed to the ring since the last kick.
@@ -333,11 +330,7 @@ impl AfPacket {
             (None, false) => max_frame,
         };
         // The sendmmsg buffers are not needed with a ring.
-        let tx_buf_len = if tx_ring.is_some() {
-            0
-        } else {
-            batch * tx_slot
-        };
+        let tx_slots = if tx_ring.is_some() { 0 } else { batch };
         let rx_buf_len = if rx_ring.is_some() {
             0
         } else {
@@ -353,7 +346,6 @@ impl AfPacket {
             name,
             mac,
             max_frame,
-            tx_slot,
             vnet,
             complete_partial: config.complete_partial,
             batch,
@@ -365,11 +357,9 @@ impl AfPacket {
             rx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
             rx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
             tx_vnet: vec![[0; virtio::HDR_LEN]; batch].into_boxed_slice(),
-            tx_buf: vec![0u8; tx_buf_len].into_boxed_slice(),
+            tx: TxBatch::new(tx_slots, tx_slot),
             tx_iovs: vec![empty_iov; batch * iovs].into_boxed_slice(),
             tx_hdrs: (0..batch).map(|_| zeroed_mmsghdr()).collect(),
-            tx_head: 0,
-            tx_count: 0,
             tx_ring,
             ring_unsent: 0,
             rx_ring,
@@ -404,10 +394,7 @@ impl AfPacket {
             h.msg_control = (&mut dev.rx_cmsgs[i] as *mut CmsgBuf).cast();
 
             dev.tx_iovs[first + iovs - 1] = libc::iovec {
-                iov_base: dev
-                    .tx_buf
-                    .get_mut(i * tx_slot..)
-                    .map_or(ptr::null_mut(), |b| b.as_mut_ptr().cast()),
+                iov_base: dev.tx.slot_ptr(i).cast(),
                 iov_len: 0,
             };
             let h = &mut dev.tx_hdrs[i].msg_hdr;
@@ -424,7 +411,7 @@ impl AfPacket {
 
     /// Frames queued for transmission and not yet accepted by the kernel.
     pub fn pending(&self) -> usize {
-        self.tx_count - self.tx_head + self.ring_unsent
+        self.tx.pending() + self.ring_unsent
     }
 
     /// The `tp_status` of frame `i`'s PACKET_AUXDATA control message, or 0 if it has none.
@@ -518,9 +505,7 @@ impl AfPacket {
 
     /// Drops every queued frame, counting them, after a fatal transmit error.
     fn drop_queue(&mut self) {
-        self.stats.tx_dropped += (self.tx_count - self.tx_head) as u64;
-        self.tx_head = 0;
-        self.tx_count = 0;
+        self.stats.tx_dropped += self.tx.clear() as u64;
     }
 }
 
@@ -666,7 +651,7 @@ impl Device for AfPacket {
                 return Ok(false);
             };
             let (hdr, rest) = data.split_at_mut(vnet_len);
-            let slot = &mut rest[..self.tx_slot];
+            let slot = &mut rest[..self.tx.slot_len()];
             let hdr = self.vnet.then_some(hdr);
             if let Some(len) = accept_tx(f(slot), slot, hdr, self.max_frame, &mut self.stats)? {
                 ring.commit(vnet_len + len);
@@ -674,17 +659,15 @@ impl Device for AfPacket {
             }
             return Ok(true);
         }
-        if self.tx_count == self.batch {
+        let i = self.tx.count();
+        let Some(slot) = self.tx.next_slot() else {
             return Ok(false);
-        }
-        let i = self.tx_count;
-        let start = i * self.tx_slot;
-        let slot = &mut self.tx_buf[start..start + self.tx_slot];
+        };
         let hdr = self.vnet.then_some(&mut self.tx_vnet[i][..]);
         if let Some(len) = accept_tx(f(slot), slot, hdr, self.max_frame, &mut self.stats)? {
             let iovs = if self.vnet { 2 } else { 1 };
             self.tx_iovs[i * iovs + iovs - 1].iov_len = len;
-            self.tx_count += 1;
+            self.tx.commit(len, 0);
         }
         Ok(true)
     }
@@ -693,24 +676,24 @@ impl Device for AfPacket {
         if self.ring_unsent > 0 {
             self.kick_ring()?;
         }
-        while self.tx_head < self.tx_count {
-            let n = self.tx_count - self.tx_head;
-            for m in &mut self.tx_hdrs[self.tx_head..self.tx_count] {
+        while self.tx.pending() > 0 {
+            let (head, n) = (self.tx.head(), self.tx.pending());
+            for m in &mut self.tx_hdrs[head..head + n] {
                 m.msg_len = 0;
             }
-            // SAFETY: the `n` headers from `tx_head` point at iovecs into this device's own
-            // transmit buffer with lengths no larger than a slot; the socket is bound, so no
-            // address is needed; everything is alive and exclusively borrowed for the call.
+            // SAFETY: the `n` headers from the batch's head point at iovecs into this device's
+            // own transmit buffer with lengths no larger than a slot; the socket is bound, so
+            // no address is needed; everything is alive and exclusively borrowed for the call.
             let r = unsafe {
                 libc::sendmmsg(
                     self.fd.as_raw_fd(),
-                    self.tx_hdrs[self.tx_head..].as_mut_ptr(),
+                    self.tx_hdrs[head..].as_mut_ptr(),
                     n as libc::c_uint,
                     libc::MSG_DONTWAIT,
                 )
             };
             if r >= 0 {
-                self.tx_head += r as usize;
+                self.tx.advance(r as usize);
                 self.stats.tx_frames += r as u64;
                 continue;
             }
@@ -723,7 +706,7 @@ impl Device for AfPacket {
                 }
                 // The kernel refused or dropped this one frame; go on with the others.
                 libc::EMSGSIZE | libc::EINVAL | libc::ENOBUFS => {
-                    self.tx_head += 1;
+                    self.tx.advance(1);
                     self.stats.tx_dropped += 1;
                 }
                 _ => {
@@ -733,45 +716,11 @@ impl Device for AfPacket {
                 }
             }
         }
-        if self.tx_head == self.tx_count {
-            self.tx_head = 0;
-            self.tx_count = 0;
-        }
+        self.tx.reset_if_sent();
         Ok(())
     }
 
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        sys::wait_device(self.fd.as_raw_fd(), self.pending() > 0, None, timeout)
-    }
-
-    fn wait_also(
-        &mut self,
-        extra: BorrowedFd<'_>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        sys::wait_device(
-            self.fd.as_raw_fd(),
-            self.pending() > 0,
-            Some(extra.as_raw_fd()),
-            timeout,
-        )
-    }
-
-    fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-
-    fn max_tso_frame(&self) -> usize {
-        self.tx_slot
-    }
-
-    fn mac(&self) -> EthernetAddress {
-        self.mac
-    }
-
-    fn stats(&self) -> DeviceStats {
-        self.stats
-    }
+    fd_device_tail!(fd: fd, max_tso_frame: |d: &AfPacket| d.tx.slot_len());
 }
 
 #[cfg(test)]

@@ -45,140 +45,15 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 use crate::checksum::complete_if_partial;
 use crate::error::DeviceError;
 use crate::sys;
+use crate::xdp_config::{AfXdpConfig, XdpMode, ZeroCopy};
 use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// What opening an XDP socket and attaching its program needs.
 const NEEDS_XDP: &str = "root, or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK";
 /// Length of an Ethernet header without a VLAN tag.
 const ETH_HLEN: usize = 14;
-/// Largest batch accepted.
-const MAX_BATCH: usize = 1024;
-/// Most frames of either kind (RX or TX) in one UMEM.
-const MAX_FRAMES: u32 = 1 << 16;
 /// How long to wait between attempts to bind a queue that is still busy.
 const BIND_RETRY_STEP: Duration = Duration::from_millis(100);
-
-/// Where the XDP program runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XdpMode {
-    /// Generic XDP, after the kernel built the skb (XDP_FLAGS_SKB_MODE): works on any device.
-    Skb,
-    /// Native XDP in the driver (XDP_FLAGS_DRV_MODE): veth supports it; needed for zero-copy.
-    Drv,
-}
-
-impl XdpMode {
-    /// The name used on the command line and in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            XdpMode::Skb => "skb",
-            XdpMode::Drv => "drv",
-        }
-    }
-}
-
-impl std::str::FromStr for XdpMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "skb" => Ok(XdpMode::Skb),
-            "drv" => Ok(XdpMode::Drv),
-            other => Err(format!("unknown XDP mode {other:?} (skb, drv)")),
-        }
-    }
-}
-
-impl std::fmt::Display for XdpMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Whether the socket may share UMEM pages with the driver instead of copying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZeroCopy {
-    /// Always copy (XDP_COPY).
-    Off,
-    /// Zero-copy where the driver supports it, copying otherwise (the kernel decides).
-    Auto,
-    /// Zero-copy or fail to open (XDP_ZEROCOPY); needs [`XdpMode::Drv`].
-    Required,
-}
-
-/// Configuration of an [`AfXdp`] device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AfXdpConfig {
-    /// Where the XDP program runs.
-    pub mode: XdpMode,
-    /// Whether to ask for zero-copy.
-    pub zero_copy: ZeroCopy,
-    /// The interface queue the socket binds to (veth in the lab has one, queue 0).
-    pub queue_id: u32,
-    /// Frames received or queued for transmission per burst (1 to 1024).
-    pub batch: usize,
-    /// UMEM frames for receiving: a power of two, at least `batch`, at most 65 536.
-    pub rx_frames: u32,
-    /// UMEM frames for transmitting: a power of two, at least `batch`, at most 65 536.
-    pub tx_frames: u32,
-    /// Bytes per UMEM frame: 2048 or 4096 (256 of them are the kernel's XDP headroom).
-    pub frame_size: u32,
-    /// How long to retry binding while the queue is busy (a socket closed just before
-    /// leaves it busy for about a second).
-    pub bind_timeout: Duration,
-    /// Treat a TCP/UDP checksum field equal to the pseudo-header sum as left partial by a
-    /// local sender (veth: AF_XDP carries no checksum metadata) and complete it. Turn off on
-    /// a physical NIC: there, a frame corrupted on the wire into that value (1 in 65 536)
-    /// would be accepted.
-    pub detect_partial_checksums: bool,
-}
-
-impl Default for AfXdpConfig {
-    fn default() -> Self {
-        AfXdpConfig {
-            mode: XdpMode::Drv,
-            zero_copy: ZeroCopy::Auto,
-            queue_id: 0,
-            batch: 64,
-            rx_frames: 2048,
-            tx_frames: 2048,
-            frame_size: 2048,
-            bind_timeout: Duration::from_secs(2),
-            detect_partial_checksums: true,
-        }
-    }
-}
-
-impl AfXdpConfig {
-    /// Checks every value before any syscall.
-    pub fn validate(&self) -> Result<(), DeviceError> {
-        if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(DeviceError::InvalidConfig("batch must be 1 to 1024 frames"));
-        }
-        for frames in [self.rx_frames, self.tx_frames] {
-            if !frames.is_power_of_two() || frames > MAX_FRAMES || (frames as usize) < self.batch {
-                return Err(DeviceError::InvalidConfig(
-                    "rx_frames and tx_frames must be powers of two, at least batch, at most 65536",
-                ));
-            }
-        }
-        if self.frame_size != 2048 && self.frame_size != 4096 {
-            return Err(DeviceError::InvalidConfig(
-                "frame_size must be 2048 or 4096 bytes",
-            ));
-        }
-        if self.mode == XdpMode::Skb && self.zero_copy == ZeroCopy::Required {
-            return Err(DeviceError::InvalidConfig(
-                "zero-copy needs DRV mode (generic XDP always copies)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The UMEM frame count (RX and TX frames together).
-    fn umem_frames(&self) -> u32 {
-        self.rx_frames + self.tx_frames
-    }
-}
 
 /// An AF_XDP socket bound to one queue of an Ethernet interface, with its UMEM.
 pub struct AfXdp {

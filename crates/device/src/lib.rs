@@ -11,9 +11,11 @@
 //! - [`Tap`]: a TAP device with IFF_VNET_HDR (virtio_net_hdr_v1), checksum offload negotiated.
 //! - [`AfXdp`]: an AF_XDP socket on one interface queue (xsk-rs over libxdp, libxdp's default
 //!   XDP program), frames through the UMEM rings; DRV or SKB attach mode ([`XdpMode`]),
-//!   zero-copy where the driver offers it, copy mode otherwise (veth).
+//!   zero-copy where the driver offers it, copy mode otherwise (veth). Behind the `af_xdp`
+//!   feature (on by default), the only part that needs libxdp to build; its configuration
+//!   types ([`AfXdpConfig`], [`XdpMode`]) are there without it.
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
-//! - The simulator's wire (`sluice_engine::sim_wire`, `--backend sim`) implements the trait
+//! - The simulator's wire (`sluice_sim::sim_wire`, `--backend sim`) implements the trait
 //!   too; it lives in the engine so this crate need not depend on the simulator.
 //!
 //! [`Impaired`] wraps any of them with seeded loss and reordering (fault injection on the
@@ -35,7 +37,49 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// The end of the [`Device`] impl of a backend with a descriptor of its own (AF_PACKET,
+/// TAP), written once: sleep in poll(2) on `self.$fd` (and an extra descriptor), woken at
+/// once while frames wait to be flushed (`self.pending()`), and the device's fixed facts
+/// (`max_frame`, `mac`, `stats` fields; `$tso` gives the largest TSO frame).
+macro_rules! fd_device_tail {
+    (fd: $fd:ident, max_tso_frame: $tso:expr) => {
+        fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+            sys::wait_device(self.$fd.as_raw_fd(), self.pending() > 0, None, timeout)
+        }
+
+        fn wait_also(
+            &mut self,
+            extra: BorrowedFd<'_>,
+            timeout: Option<Duration>,
+        ) -> Result<(), DeviceError> {
+            sys::wait_device(
+                self.$fd.as_raw_fd(),
+                self.pending() > 0,
+                Some(extra.as_raw_fd()),
+                timeout,
+            )
+        }
+
+        fn max_frame(&self) -> usize {
+            self.max_frame
+        }
+
+        fn max_tso_frame(&self) -> usize {
+            ($tso)(self)
+        }
+
+        fn mac(&self) -> EthernetAddress {
+            self.mac
+        }
+
+        fn stats(&self) -> DeviceStats {
+            self.stats
+        }
+    };
+}
+
 mod af_packet;
+#[cfg(feature = "af_xdp")]
 mod af_xdp;
 pub mod checksum;
 mod error;
@@ -46,21 +90,26 @@ mod ring;
 mod rx_ring;
 mod sys;
 mod tap;
+mod tx_batch;
 mod tx_ring;
 mod virtio;
+mod xdp_config;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
-pub use af_xdp::{AfXdp, AfXdpConfig, XdpMode, ZeroCopy};
+#[cfg(feature = "af_xdp")]
+pub use af_xdp::AfXdp;
 pub use checksum::{complete_checksum_at, complete_if_partial, complete_partial_checksum};
 pub use error::DeviceError;
+pub use xdp_config::{AfXdpConfig, XdpMode, ZeroCopy};
 
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};
 pub use sluice_wire::EthernetAddress;
 pub use tap::{Tap, TapConfig, VIRTIO_NET_HDR_LEN};
+pub use tx_batch::TxBatch;
 
 /// What the device knows about a received frame's transport checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use std::time::Duration;
 use sluice_wire::EthernetAddress;
 
 use crate::error::DeviceError;
+use crate::tx_batch::TxBatch;
 use crate::{queued_plain, Device, DeviceStats, RxChecksum, RxMeta, TxFrame};
 
 /// Configuration of an in-memory device pair.
@@ -110,16 +111,14 @@ impl Channel {
 /// One end of an in-memory device pair (see [`pair()`]).
 pub struct PairEnd {
     rx: Arc<Channel>,
-    tx: Arc<Channel>,
+    tx_channel: Arc<Channel>,
     mac: EthernetAddress,
     max_frame: usize,
     batch: usize,
     rx_checksum: RxChecksum,
     rx_buf: Box<[u8]>,
     rx_lens: Box<[usize]>,
-    tx_buf: Box<[u8]>,
-    tx_lens: Box<[usize]>,
-    tx_count: usize,
+    tx: TxBatch,
     stats: DeviceStats,
 }
 
@@ -154,16 +153,14 @@ pub fn pair(config: PairConfig) -> Result<(PairEnd, PairEnd), DeviceError> {
     let (a_to_b, b_to_a) = (channel(), channel());
     let end = |rx: &Arc<Channel>, tx: &Arc<Channel>, mac| PairEnd {
         rx: Arc::clone(rx),
-        tx: Arc::clone(tx),
+        tx_channel: Arc::clone(tx),
         mac,
         max_frame: config.max_frame,
         batch: config.batch,
         rx_checksum: config.rx_checksum,
         rx_buf: vec![0u8; config.batch * config.max_frame].into_boxed_slice(),
         rx_lens: vec![0usize; config.batch].into_boxed_slice(),
-        tx_buf: vec![0u8; config.batch * config.max_frame].into_boxed_slice(),
-        tx_lens: vec![0usize; config.batch].into_boxed_slice(),
-        tx_count: 0,
+        tx: TxBatch::new(config.batch, config.max_frame),
         stats: DeviceStats::default(),
     };
     let a = end(&b_to_a, &a_to_b, config.macs[0]);
@@ -175,14 +172,14 @@ impl PairEnd {
     /// Whether the other end still exists.
     pub fn peer_alive(&self) -> bool {
         // Each end holds one reference to each channel; the peer holds the other.
-        Arc::strong_count(&self.tx) > 1
+        Arc::strong_count(&self.tx_channel) > 1
     }
 }
 
 impl Drop for PairEnd {
     fn drop(&mut self) {
         // Wake a peer blocked in wait() so it sees the disconnect.
-        self.tx.ready.notify_all();
+        self.tx_channel.ready.notify_all();
         self.rx.ready.notify_all();
     }
 }
@@ -221,39 +218,35 @@ impl Device for PairEnd {
         &mut self,
         f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
-        if self.tx_count == self.batch {
+        let Some(slot) = self.tx.next_slot() else {
             return Ok(false);
-        }
-        let start = self.tx_count * self.max_frame;
-        let slot = &mut self.tx_buf[start..start + self.max_frame];
+        };
         if let Some(len) = queued_plain(f(slot), slot, &mut self.stats)? {
-            self.tx_lens[self.tx_count] = len;
-            self.tx_count += 1;
+            self.tx.commit(len, 0);
         }
         Ok(true)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
-        if self.tx_count == 0 {
+        if self.tx.count() == 0 {
             return Ok(());
         }
-        let count = std::mem::take(&mut self.tx_count);
         if !self.peer_alive() {
-            self.stats.tx_dropped += count as u64;
+            self.stats.tx_dropped += self.tx.clear() as u64;
             return Err(DeviceError::Disconnected);
         }
         {
-            let mut ring = self.tx.lock();
-            for i in 0..count {
-                let start = i * self.max_frame;
-                if ring.push(&self.tx_buf[start..start + self.tx_lens[i]]) {
+            let mut ring = self.tx_channel.lock();
+            for i in 0..self.tx.count() {
+                if ring.push(self.tx.frame(i).0) {
                     self.stats.tx_frames += 1;
                 } else {
                     self.stats.tx_dropped += 1;
                 }
             }
         }
-        self.tx.ready.notify_all();
+        self.tx.clear();
+        self.tx_channel.ready.notify_all();
         Ok(())
     }
 

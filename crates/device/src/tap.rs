@@ -29,6 +29,7 @@ use sluice_wire::EthernetAddress;
 use crate::checksum::rx_checksum;
 use crate::error::DeviceError;
 use crate::sys::{self, NEEDS_NET_ADMIN};
+use crate::tx_batch::TxBatch;
 use crate::virtio::{self, VirtioNetHdr};
 use crate::{Device, DeviceStats, RxMeta, TxFrame};
 
@@ -85,11 +86,9 @@ pub struct Tap {
     complete_partial: bool,
     batch: usize,
     rx_buf: Box<[u8]>,
-    /// `batch` slots of `VIRTIO_NET_HDR_LEN + max_tx_frame` bytes, each led by its header.
-    tx_buf: Box<[u8]>,
-    tx_lens: Box<[usize]>,
-    tx_head: usize,
-    tx_count: usize,
+    /// `batch` slots of `VIRTIO_NET_HDR_LEN + max_tx_frame` bytes, each led by its header
+    /// (a queued frame's length counts the header).
+    tx: TxBatch,
     stats: DeviceStats,
 }
 
@@ -196,7 +195,6 @@ impl Tap {
         } else {
             max_frame
         };
-        let slot = VIRTIO_NET_HDR_LEN + max_tx_frame;
         Ok(Tap {
             file,
             name,
@@ -206,10 +204,7 @@ impl Tap {
             complete_partial: config.complete_partial,
             batch: config.batch,
             rx_buf: vec![0u8; RX_BUF_LEN].into_boxed_slice(),
-            tx_buf: vec![0u8; config.batch * slot].into_boxed_slice(),
-            tx_lens: vec![0usize; config.batch].into_boxed_slice(),
-            tx_head: 0,
-            tx_count: 0,
+            tx: TxBatch::new(config.batch, VIRTIO_NET_HDR_LEN + max_tx_frame),
             stats: DeviceStats::default(),
         })
     }
@@ -221,11 +216,7 @@ impl Tap {
 
     /// Frames queued for transmission and not yet written.
     pub fn pending(&self) -> usize {
-        self.tx_count - self.tx_head
-    }
-
-    fn slot_len(&self) -> usize {
-        VIRTIO_NET_HDR_LEN + self.max_tx_frame
+        self.tx.pending()
     }
 }
 
@@ -282,12 +273,9 @@ impl Device for Tap {
         &mut self,
         f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
-        if self.tx_count == self.batch {
+        let Some(slot) = self.tx.next_slot() else {
             return Ok(false);
-        }
-        let slot_len = self.slot_len();
-        let start = self.tx_count * slot_len;
-        let slot = &mut self.tx_buf[start..start + slot_len];
+        };
         let (hdr, frame) = slot.split_at_mut(VIRTIO_NET_HDR_LEN);
         let Some(tx) = f(frame).filter(|t| t.len > 0) else {
             return Ok(true);
@@ -309,20 +297,18 @@ impl Device for Tap {
         };
         hdr.fill(0);
         h.emit(hdr);
-        self.tx_lens[self.tx_count] = tx.len;
-        self.tx_count += 1;
+        self.tx.commit(VIRTIO_NET_HDR_LEN + tx.len, 0);
         Ok(true)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
-        let slot_len = self.slot_len();
-        while self.tx_head < self.tx_count {
-            let start = self.tx_head * slot_len;
-            let len = VIRTIO_NET_HDR_LEN + self.tx_lens[self.tx_head];
-            match self.file.write(&self.tx_buf[start..start + len]) {
+        while self.tx.pending() > 0 {
+            let (frame, _) = self.tx.frame(self.tx.head());
+            let len = frame.len();
+            match self.file.write(frame) {
                 // One write is one frame; the tun driver takes all of it or fails.
                 Ok(written) => {
-                    self.tx_head += 1;
+                    self.tx.advance(1);
                     if written == len {
                         self.stats.tx_frames += 1;
                     } else {
@@ -336,13 +322,11 @@ impl Device for Tap {
                         break;
                     }
                     Some(libc::EINVAL) | Some(libc::EMSGSIZE) | Some(libc::ENOBUFS) => {
-                        self.tx_head += 1;
+                        self.tx.advance(1);
                         self.stats.tx_dropped += 1;
                     }
                     errno => {
-                        self.stats.tx_dropped += (self.tx_count - self.tx_head) as u64;
-                        self.tx_head = 0;
-                        self.tx_count = 0;
+                        self.stats.tx_dropped += self.tx.clear() as u64;
                         // Writing to a TAP that is down fails with EIO.
                         if errno == Some(libc::EIO) {
                             return Err(DeviceError::InterfaceDown {
@@ -359,45 +343,11 @@ impl Device for Tap {
                 },
             }
         }
-        if self.tx_head == self.tx_count {
-            self.tx_head = 0;
-            self.tx_count = 0;
-        }
+        self.tx.reset_if_sent();
         Ok(())
     }
 
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        sys::wait_device(self.file.as_raw_fd(), self.pending() > 0, None, timeout)
-    }
-
-    fn wait_also(
-        &mut self,
-        extra: BorrowedFd<'_>,
-        timeout: Option<Duration>,
-    ) -> Result<(), DeviceError> {
-        sys::wait_device(
-            self.file.as_raw_fd(),
-            self.pending() > 0,
-            Some(extra.as_raw_fd()),
-            timeout,
-        )
-    }
-
-    fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-
-    fn max_tso_frame(&self) -> usize {
-        self.max_tx_frame
-    }
-
-    fn mac(&self) -> EthernetAddress {
-        self.mac
-    }
-
-    fn stats(&self) -> DeviceStats {
-        self.stats
-    }
+    fd_device_tail!(fd: file, max_tso_frame: |d: &Tap| d.max_tx_frame);
 }
 
 #[cfg(test)]

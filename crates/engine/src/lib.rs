@@ -1,14 +1,15 @@
-//! The engine runtime: a polling loop that drives the sans-IO core with the real clock over a
-//! device backend, the setup that opens a backend (optionally inside the lab's engine
-//! namespace), the embedded applications the CLI runs (echo, sink, source), and the
-//! simulator's wire as a backend ([`sim_wire`]: simulated peers in virtual time, no root).
+//! The engine runtime: a polling loop that drives the sans-IO core with the real clock (or a
+//! virtual one) over a device backend, the setup that opens a backend (optionally inside a
+//! namespace whose site, such as `sluice_lab::presets`, prepares the wire), and the embedded
+//! applications the CLI runs (echo, sink, source). The simulator's wire as a backend is
+//! `sluice_sim::sim_wire`, above this crate: the runtime carries no test rig.
 #![forbid(unsafe_code)]
 
 pub mod apps;
 mod clock;
+pub mod pump;
 mod runtime;
 pub mod setup;
-pub mod sim_wire;
 
 pub use clock::Clock;
 pub use runtime::{App, AppStatus, Engine, EngineError, RunStats};

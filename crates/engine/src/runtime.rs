@@ -7,10 +7,11 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
+use sluice_device::{Device, DeviceError};
 use sluice_tcp::{Instant, Stack};
 
 use crate::clock::Clock;
+use crate::pump;
 
 /// What an application wants after a poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,20 +136,9 @@ impl<D: Device> Engine<D> {
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
-        let stack = &mut self.stack;
-        let received = self
-            .device
-            .receive(&mut |frame, meta| match meta.checksum {
-                RxChecksum::Unverified => stack.handle_frame(now, frame),
-                // Verified by the device, or never on a wire (a local sender's partial sum).
-                RxChecksum::Verified | RxChecksum::Partial => {
-                    stack.handle_frames_checksum_ok(now, &[frame])
-                }
-            })?;
+        let received = pump::receive(&mut self.stack, &mut self.device, now)?;
         self.stats.rx_frames += received as u64;
-        if self.stack.poll_timeout().is_some_and(|t| t <= now) {
-            self.stack.handle_timeout(now);
-        }
+        pump::run_due_timers(&mut self.stack, now);
         let status = app.poll(&mut self.stack, now)?;
         let sent = self.transmit(now)?;
         Ok((
@@ -159,40 +149,7 @@ impl<D: Device> Engine<D> {
 
     /// Moves every frame the core has ready onto the device, flushing full bursts.
     fn transmit(&mut self, now: Instant) -> Result<usize, EngineError> {
-        let mut sent = 0;
-        // Whether the last flush left the device without a free slot (a transmit ring whose
-        // frames are all still held by the kernel): then wait for the next iteration.
-        let mut flushed_full = false;
-        loop {
-            let stack = &mut self.stack;
-            let mut produced = false;
-            let queued = self.device.transmit_with(&mut |buf| {
-                // Devices with segmentation offload get large segments (the core only makes
-                // them when configured to: Config::tso_max_payload).
-                let t = stack.poll_transmit_offload(now, buf);
-                produced = t.is_some();
-                t.map(|t| TxFrame {
-                    len: t.len,
-                    gso_size: t.gso_size,
-                    csum_partial: t.csum_partial,
-                })
-            })?;
-            if queued && produced {
-                sent += 1;
-                flushed_full = false;
-                continue;
-            }
-            if !queued && !flushed_full {
-                // Every slot is full: send the burst and go on.
-                self.device.flush()?;
-                flushed_full = true;
-                continue;
-            }
-            break;
-        }
-        if sent > 0 {
-            self.device.flush()?;
-        }
+        let sent = pump::transmit(&mut self.stack, &mut self.device, now)?;
         self.stats.tx_frames += sent as u64;
         Ok(sent)
     }

@@ -1,13 +1,15 @@
 //! Opening a device backend for the engine: by name, with a clear error when it cannot
-//! start, optionally inside the lab's engine namespace.
+//! start, optionally inside a namespace whose [`Site`] (the lab's, in `sluice-lab`) prepares
+//! the wire around the device.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use sluice_device::{
-    AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Device, DeviceError, ImpairConfig, Impaired, Tap,
-    TapConfig, XdpMode,
+    AfPacket, AfPacketConfig, Device, DeviceError, ImpairConfig, Impaired, Tap, TapConfig, XdpMode,
 };
+#[cfg(feature = "af_xdp")]
+use sluice_device::{AfXdp, AfXdpConfig};
 use sluice_tcp::{AckPolicy, Algorithm, Config, ConfigError, Recovery, Stack};
 use sluice_wire::EthernetAddress;
 
@@ -24,7 +26,7 @@ pub enum Backend {
     /// (copy mode on veth; [`EngineOptions::xdp_mode`] picks DRV or SKB).
     AfXdp,
     /// The simulator's wire: simulated peers in virtual time, no root needed; built by
-    /// [`crate::sim_wire::SimWire`] together with its peers rather than by [`open`].
+    /// `sluice_sim::sim_wire::SimWire` together with its peers rather than by [`open`].
     Sim,
 }
 
@@ -62,7 +64,32 @@ pub struct EngineOptions {
     pub xdp_mode: XdpMode,
     /// Congestion control, ECN and loss recovery of the engine's core.
     pub transport: Transport,
+    /// The TAP device's name and MAC, and what the site does around the device inside
+    /// `netns` (the lab's: `sluice_lab::presets`).
+    pub site: Site,
 }
+
+/// What the site around the engine gives and does while the device opens: the TAP backend's
+/// device name and MAC, and, when the engine runs inside the site's namespace (`netns` set),
+/// bridging the TAP once it exists and preparing the wire for generic XDP. The engine names
+/// no site itself; the lab's is `sluice_lab::presets::SITE`.
+#[derive(Clone, Copy, Debug)]
+pub struct Site {
+    /// Name of the TAP device the TAP backend opens.
+    pub tap_iface: &'static str,
+    /// The engine's MAC behind the TAP.
+    pub tap_mac: EthernetAddress,
+    /// Joins the open TAP (by name) to the site's wire.
+    pub attach_tap: Option<AttachTap>,
+    /// Readies the wire for AF_XDP in generic (SKB) mode before the socket binds.
+    pub prepare_generic_xdp: Option<fn() -> Result<(), SiteError>>,
+}
+
+/// Why a site's step failed, as the site reports it (the lab: a `LabError`).
+pub type SiteError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A site's step that joins the TAP device, by name, to its wire.
+pub type AttachTap = fn(&str) -> Result<(), SiteError>;
 
 /// The transport choices an operator makes for the engine's core: the default congestion
 /// control of new connections (each may choose its own through the API), ECN, and loss
@@ -112,20 +139,6 @@ impl Transport {
 }
 
 impl EngineOptions {
-    /// The engine side of the lab: sl-a in sluice-a, 10.77.0.1/24.
-    pub fn lab(backend: Backend) -> Self {
-        EngineOptions {
-            iface: sluice_lab::ENGINE_IFACE.to_string(),
-            ip: sluice_lab::ENGINE_IP,
-            prefix: sluice_lab::PREFIX_LEN,
-            backend,
-            netns: Some(sluice_lab::NS_ENGINE.to_string()),
-            impair: None,
-            xdp_mode: XdpMode::Drv,
-            transport: Transport::default(),
-        }
-    }
-
     /// The same options with engine-side fault injection: each direction drops with
     /// probability `loss` and reorders with probability `reorder`, seeded.
     pub fn impaired(mut self, seed: u64, loss: f64, reorder: f64) -> Self {
@@ -184,28 +197,28 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
             Box::new(AfPacket::open(&opts.iface, config)?)
         },
         Backend::Tap => {
-            let mac = EthernetAddress(sluice_lab::TAP_ENGINE_MAC);
             let tap = Tap::open(
-                sluice_lab::TAP_IFACE,
+                opts.site.tap_iface,
                 TapConfig {
-                    mac,
+                    mac: opts.site.tap_mac,
                     // The core trusts partial checksums (RxChecksum::Partial).
                     complete_partial: false,
                     ..TapConfig::default()
                 },
             )?;
-            if opts.netns.is_some() {
-                sluice_lab::Lab::new()
-                    .attach_tap(sluice_lab::TAP_IFACE)
-                    .map_err(|e| {
-                        EngineError::App(format!("cannot bridge the tap to {}: {e}", opts.iface))
-                    })?;
+            if let (Some(_), Some(attach)) = (&opts.netns, opts.site.attach_tap) {
+                attach(opts.site.tap_iface).map_err(|e| {
+                    EngineError::App(format!("cannot bridge the tap to {}: {e}", opts.iface))
+                })?;
             }
             Box::new(tap)
         }
+        #[cfg(feature = "af_xdp")]
         Backend::AfXdp => {
-            if opts.netns.is_some() && opts.xdp_mode == XdpMode::Skb {
-                sluice_lab::Lab::new().prepare_generic_xdp().map_err(|e| {
+            if let (Some(_), Some(prepare), XdpMode::Skb) =
+                (&opts.netns, opts.site.prepare_generic_xdp, opts.xdp_mode)
+            {
+                prepare().map_err(|e| {
                     EngineError::App(format!("cannot prepare the lab for generic XDP: {e}"))
                 })?;
             }
@@ -223,6 +236,12 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
                 if xdp.zero_copy() { "zero-copy" } else { "copy mode" }
             );
             Box::new(xdp)
+        }
+        #[cfg(not(feature = "af_xdp"))]
+        Backend::AfXdp => {
+            return Err(EngineError::Device(DeviceError::InvalidConfig(
+                "this engine was built without AF_XDP (sluice-engine's af_xdp feature)",
+            )))
         }
         Backend::Sim => {
             return Err(EngineError::Device(DeviceError::InvalidConfig(

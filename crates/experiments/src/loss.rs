@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use clap::Args;
 use sluice_engine::setup::{Backend, EngineOptions};
+use sluice_lab::presets::LabPreset;
 use sluice_lab::switched::switch_port;
 use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
 use sluice_switch::{default_egress, PortReport, PortSpec, Runner, SwitchError};

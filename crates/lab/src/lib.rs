@@ -10,6 +10,9 @@
 //! With [`Lab::up_switched`] the lab also gets `sluice switch`'s namespace and N Linux
 //! client namespaces behind it, for incast ([`switched`]).
 //!
+//! [`presets`] gives the engine its lab options (`EngineOptions::lab`) and the lab's part in
+//! opening the engine's device.
+//!
 //! Tests hold a [`LabGuard`]: it takes the lab lock (one user at a time, across threads and
 //! processes), builds the lab, and tears it down when dropped, also when the test panics.
 #![forbid(unsafe_code)]
@@ -19,6 +22,7 @@ pub mod command;
 mod error;
 mod lock;
 pub mod netns;
+pub mod presets;
 pub mod switched;
 
 pub use error::LabError;

@@ -7,6 +7,9 @@
 //! reordering, duplication, corruption): the model of [`sluice_fabric`], which the
 //! software switch (`sluice-switch`) runs too. Everything runs in virtual time and
 //! all randomness derives from one seed, so a run is exactly reproducible.
+//!
+//! [`sim_wire`] puts the simulator's wire under the engine runtime as a device backend
+//! (`--backend sim`): the real engine against simulated peers, in virtual time, no root.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,6 +19,7 @@ mod link;
 mod nic;
 mod pcap;
 mod sim;
+pub mod sim_wire;
 mod switch;
 mod tcp_host;
 mod trace;

@@ -38,6 +38,7 @@ use std::time::Duration;
 use clap::Args;
 use sluice_bench::{run_loadgen, EngineServer, EngineSpec, Kind, Latency, Timing, Workload, PORTS};
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
+use sluice_lab::presets::LabPreset;
 use sluice_lab::{client_iface, client_ip, client_ns, Lab, NS_SWITCH, PREFIX_LEN};
 use sluice_switch::PortReport;
 use sluice_tcp::Algorithm;

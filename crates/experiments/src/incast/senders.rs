@@ -11,6 +11,7 @@ use std::time::{Duration, Instant as WallInstant};
 use sluice_bench::{open_with, EngineFailure, EngineSpec, Timing, PORTS};
 use sluice_engine::setup::{Backend, EngineOptions, Transport};
 use sluice_engine::{App, AppStatus, EngineError};
+use sluice_lab::presets::LabPreset;
 use sluice_tcp::{Algorithm, ConnId, Error, Instant, Stack, TcpState};
 
 use crate::error::ExperimentError;

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sluice_device::{pair, Device, PairConfig, PairEnd, TxFrame};
-use sluice_engine::Engine;
+use sluice_device::{pair, Device, PairConfig, PairEnd};
+use sluice_engine::{pump, Engine};
 use sluice_service::{Counters, Service, ServiceConfig};
 use sluice_shm::Layout;
 use sluice_tcp::{Config, ConnId, Error, Event, Instant, ListenerId, Stack};
@@ -331,40 +331,13 @@ impl Peer {
         }
     }
 
-    /// One round: frames in, timers, frames out; then a short wait for more frames.
+    /// One round: frames in, timers, frames out (the engine's pump); then a short wait for
+    /// more frames.
     fn pump(&mut self) {
         let now = self.now();
-        let stack = &mut self.stack;
-        while self
-            .dev
-            .receive(&mut |f, _| stack.handle_frame(now, f))
-            .unwrap_or(0)
-            > 0
-        {}
-        if stack.poll_timeout().is_some_and(|t| t <= now) {
-            stack.handle_timeout(now);
-        }
-        loop {
-            let mut produced = false;
-            let queued = self
-                .dev
-                .transmit_with(&mut |buf| {
-                    let n = stack.poll_transmit(now, buf);
-                    produced = n.is_some();
-                    n.map(TxFrame::plain)
-                })
-                .unwrap_or(false);
-            if !queued {
-                let _ = self.dev.flush();
-                if produced {
-                    continue;
-                }
-            }
-            if !produced {
-                break;
-            }
-        }
-        let _ = self.dev.flush();
+        while pump::receive(&mut self.stack, &mut self.dev, now).unwrap_or(0) > 0 {}
+        pump::run_due_timers(&mut self.stack, now);
+        let _ = pump::transmit(&mut self.stack, &mut self.dev, now);
         let _ = self.dev.wait(Some(Duration::from_micros(200)));
     }
 }

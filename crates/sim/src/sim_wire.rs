@@ -1,7 +1,7 @@
 //! The simulator's wire as a device backend (`--backend sim`): the real engine runtime, unchanged,
 //! attached to a simulated network, so it can be tested without root, exactly and fast.
 //!
-//! The engine's port is a host of a [`sluice_sim::Sim`]: its link (bandwidth, delay, queue,
+//! The engine's port is a host of a [`Sim`]: its link (bandwidth, delay, queue,
 //! loss/reordering/duplication/corruption from [`LinkConfig`]) leads to a learning switch that
 //! joins one or more simulated peers, each a sans-IO core running a peer application (a
 //! source, a sink or a closed-loop RPC client from `sluice-apps`).
@@ -16,20 +16,20 @@ use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
+/// The simulator's link settings and counters, re-exported for building a [`SimWireConfig`].
+pub use crate::{GilbertElliott, Impairment, LinkConfig, LinkStats};
+use crate::{Host, LinkId, NodeId, Sim, SimError};
 use sluice_apps::{RpcClient, RpcClientError, Sink, SinkReport, Source};
 use sluice_device::{
-    complete_partial_checksum, Device, DeviceError, DeviceStats, RxChecksum, RxMeta, TxFrame,
+    complete_partial_checksum, Device, DeviceError, DeviceStats, RxChecksum, RxMeta, TxBatch,
+    TxFrame,
 };
-/// The simulator's link settings and counters, re-exported for building a [`SimWireConfig`].
-pub use sluice_sim::{GilbertElliott, Impairment, LinkConfig, LinkStats};
-use sluice_sim::{Host, LinkId, NodeId, Sim, SimError};
 use sluice_tcp::{Instant, Stack};
 use sluice_wire::gso::segment_tcp4;
 use sluice_wire::EthernetAddress;
 
-use crate::clock::Clock;
-use crate::runtime::{App, AppStatus, Engine, EngineError};
-use crate::setup::core_config;
+use sluice_engine::setup::{core_config, offload_config, Transport};
+use sluice_engine::{App, AppStatus, Clock, Engine, EngineError};
 
 /// The engine's MAC address on the simulated wire.
 pub const ENGINE_MAC: EthernetAddress = EthernetAddress([0x02, 0x53, 0x4c, 0x00, 0x00, 0x01]);
@@ -65,7 +65,7 @@ pub struct SimWireConfig {
     pub tso: bool,
     /// Congestion control, ECN and recovery of the engine's core (the peers keep the
     /// core's defaults).
-    pub transport: crate::setup::Transport,
+    pub transport: Transport,
 }
 
 impl Default for SimWireConfig {
@@ -77,7 +77,7 @@ impl Default for SimWireConfig {
             batch: 64,
             rx_capacity: 4096,
             tso: true,
-            transport: crate::setup::Transport::default(),
+            transport: Transport::default(),
         }
     }
 }
@@ -393,17 +393,13 @@ pub struct SimWire {
     clock: Clock,
     seed: u64,
     mac: EthernetAddress,
-    transport: crate::setup::Transport,
+    transport: Transport,
     batch: usize,
-    /// Bytes per transmit slot: one MTU-sized frame, or a 64 KB segment with TSO.
-    tx_slot: usize,
-    tx_buf: Box<[u8]>,
-    tx_lens: Box<[usize]>,
-    /// The GSO size of each queued frame (0: send as it is).
-    tx_gso: Box<[u16]>,
+    /// Frames queued for the link; bytes per slot: one MTU-sized frame, or a 64 KB segment
+    /// with TSO (cut at flush time, as its GSO size says).
+    tx: TxBatch,
     /// One segment being cut from a large one.
     gso_scratch: Box<[u8]>,
-    tx_count: usize,
     stats: DeviceStats,
 }
 
@@ -470,12 +466,8 @@ impl SimWire {
             mac: config.mac,
             transport: config.transport,
             batch: config.batch,
-            tx_slot,
-            tx_buf: vec![0u8; config.batch * tx_slot].into_boxed_slice(),
-            tx_lens: vec![0usize; config.batch].into_boxed_slice(),
-            tx_gso: vec![0u16; config.batch].into_boxed_slice(),
+            tx: TxBatch::new(config.batch, tx_slot),
             gso_scratch: vec![0u8; MAX_FRAME].into_boxed_slice(),
-            tx_count: 0,
             stats: DeviceStats::default(),
         })
     }
@@ -548,7 +540,7 @@ impl SimWire {
         let mut config = core_config(self.mac, ip, 1500);
         config.seed = self.seed ^ 0x5eed_e4e1_0000_0000;
         self.transport.apply(&mut config);
-        crate::setup::offload_config(&mut config, &self);
+        offload_config(&mut config, &self);
         let stack = Stack::new(config).map_err(SimWireError::Core)?;
         let clock = self.clock.clone();
         Ok(Engine::with_clock(stack, self, clock))
@@ -650,27 +642,21 @@ impl Device for SimWire {
         &mut self,
         f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<bool, DeviceError> {
-        if self.tx_count == self.batch {
+        let tx_slot = self.tx.slot_len();
+        let Some(slot) = self.tx.next_slot() else {
             return Ok(false);
-        }
-        let start = self.tx_count * self.tx_slot;
-        let slot = &mut self.tx_buf[start..start + self.tx_slot];
+        };
         match f(slot) {
             None | Some(TxFrame { len: 0, .. }) => {}
             Some(TxFrame { len, gso_size, .. }) if gso_size != 0 => {
-                if self.tx_slot == MAX_FRAME {
+                if tx_slot == MAX_FRAME {
                     return Err(DeviceError::NoSegmentationOffload { len });
                 }
-                if len > self.tx_slot {
-                    return Err(DeviceError::FrameTooLong {
-                        len,
-                        max: self.tx_slot,
-                    });
+                if len > tx_slot {
+                    return Err(DeviceError::FrameTooLong { len, max: tx_slot });
                 }
                 // Cut at flush time; segment_tcp4 also completes the checksums.
-                self.tx_lens[self.tx_count] = len;
-                self.tx_gso[self.tx_count] = gso_size;
-                self.tx_count += 1;
+                self.tx.commit(len, gso_size);
             }
             Some(TxFrame { len, .. }) if len > MAX_FRAME => {
                 return Err(DeviceError::FrameTooLong {
@@ -685,9 +671,7 @@ impl Device for SimWire {
                 if csum_partial && !complete_partial_checksum(&mut slot[..len]) {
                     self.stats.tx_dropped += 1;
                 } else {
-                    self.tx_lens[self.tx_count] = len;
-                    self.tx_gso[self.tx_count] = 0;
-                    self.tx_count += 1;
+                    self.tx.commit(len, 0);
                 }
             }
         }
@@ -695,19 +679,14 @@ impl Device for SimWire {
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
-        let count = std::mem::take(&mut self.tx_count);
+        let count = self.tx.count();
         if count == 0 {
             return Ok(());
         }
         let mut frames = 0;
         if let Some(WireHost::Port(port)) = self.sim.host_mut(self.port) {
-            for (i, (&len, &gso)) in self.tx_lens[..count]
-                .iter()
-                .zip(&self.tx_gso[..count])
-                .enumerate()
-            {
-                let start = i * self.tx_slot;
-                let frame = &self.tx_buf[start..start + len];
+            for i in 0..count {
+                let (frame, gso) = self.tx.frame(i);
                 if gso == 0 {
                     let b = port.buffer_with(frame);
                     port.outbox.push_back(b);
@@ -724,6 +703,7 @@ impl Device for SimWire {
                 }
             }
         }
+        self.tx.clear();
         self.stats.tx_frames += frames;
         // Hand the burst to the link now (its queue decides what is dropped), without running
         // any event: a stop condition that holds at once only polls the hosts.
@@ -746,7 +726,7 @@ impl Device for SimWire {
     }
 
     fn max_tso_frame(&self) -> usize {
-        self.tx_slot
+        self.tx.slot_len()
     }
 
     fn mac(&self) -> EthernetAddress {

@@ -13,6 +13,7 @@ mod lab_support;
 use lab_support::{run_case, run_case_with, Impair, Peer, NO_IMPAIR};
 use sluice_device::XdpMode;
 use sluice_engine::setup::{Backend, EngineOptions};
+use sluice_lab::presets::LabPreset;
 
 /// One case over every backend: a module with an `af_packet`, a `tap` and an `af_xdp` test.
 macro_rules! case {

@@ -14,6 +14,7 @@ use sluice_device::DeviceStats;
 use sluice_engine::apps::{SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::{App, AppStatus, EngineError};
+use sluice_lab::presets::LabPreset;
 use sluice_lab::{
     Lab, LabGuard, BRIDGE, CLIENT_IP, ENGINE_IP, ENGINE_PEER, KERNEL_PEER, NS_CLIENT,
 };

@@ -9,11 +9,11 @@ use sha2::{Digest, Sha256};
 use sluice_apps::pattern_fill;
 use sluice_device::Device;
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
-use sluice_engine::sim_wire::{
+use sluice_engine::Engine;
+use sluice_sim::sim_wire::{
     run_with_peers, Impairment, LinkConfig, PeerError, PeerRole, SimRunError, SimWire,
     SimWireConfig, SimWireError,
 };
-use sluice_engine::Engine;
 
 const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);

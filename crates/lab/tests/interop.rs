@@ -8,6 +8,7 @@ use sluice_apps::{hex, pattern_fill};
 use sluice_engine::apps::{EchoApp, SinkApp, SourceApp};
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::{App, AppStatus};
+use sluice_lab::presets::LabPreset;
 use sluice_lab::{LabGuard, CLIENT_IP, ENGINE_IP, NS_CLIENT};
 
 const MIB: u64 = 1 << 20;

@@ -1,0 +1,72 @@
+//! One round of a sans-IO core over a device, written once: frames in, due timers, frames
+//! out. The engine's loop runs these steps with its application between timers and
+//! transmit; test rigs that drive a plain core over a device (the service's and libsluice's
+//! peers) run the same steps.
+
+use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
+use sluice_tcp::{Instant, Stack};
+
+/// Hands one burst of received frames from `device` to `stack`; returns how many.
+pub fn receive<D: Device + ?Sized>(
+    stack: &mut Stack,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
+    device.receive(&mut |frame, meta| match meta.checksum {
+        RxChecksum::Unverified => stack.handle_frame(now, frame),
+        // Verified by the device, or never on a wire (a local sender's partial sum).
+        RxChecksum::Verified | RxChecksum::Partial => {
+            stack.handle_frames_checksum_ok(now, &[frame])
+        }
+    })
+}
+
+/// Runs the core's timers if one is due at `now`.
+pub fn run_due_timers(stack: &mut Stack, now: Instant) {
+    if stack.poll_timeout().is_some_and(|t| t <= now) {
+        stack.handle_timeout(now);
+    }
+}
+
+/// Moves every frame the core has ready onto the device, flushing full bursts; returns how
+/// many frames were queued.
+pub fn transmit<D: Device + ?Sized>(
+    stack: &mut Stack,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
+    let mut sent = 0;
+    // Whether the last flush left the device without a free slot (a transmit ring whose
+    // frames are all still held by the kernel): then wait for the next round.
+    let mut flushed_full = false;
+    loop {
+        let mut produced = false;
+        let queued = device.transmit_with(&mut |buf| {
+            // Devices with segmentation offload get large segments (the core only makes
+            // them when configured to: Config::tso_max_payload).
+            let t = stack.poll_transmit_offload(now, buf);
+            produced = t.is_some();
+            t.map(|t| TxFrame {
+                len: t.len,
+                gso_size: t.gso_size,
+                csum_partial: t.csum_partial,
+            })
+        })?;
+        if queued && produced {
+            sent += 1;
+            flushed_full = false;
+            continue;
+        }
+        if !queued && !flushed_full {
+            // Every slot is full: send the burst and go on.
+            device.flush()?;
+            flushed_full = true;
+            continue;
+        }
+        break;
+    }
+    if sent > 0 {
+        device.flush()?;
+    }
+    Ok(sent)
+}
