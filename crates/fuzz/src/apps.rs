@@ -11,53 +11,57 @@ use sluice_tcp::{Error, TcpState};
 use crate::case::{trace, Case, Handle};
 use crate::config::SERVICE_PORTS;
 use crate::net::Side;
+use crate::violation::Violation;
 
 /// What a call on a handle must return: released handles are refused; live ones are not.
-fn check_handle<T>(h: &Handle, what: &str, r: &Result<T, Error>) -> Result<(), String> {
+fn check_handle<T>(h: &Handle, what: &'static str, r: &Result<T, Error>) -> Result<(), Violation> {
     match (h.released, r) {
         (true, Err(Error::InvalidHandle)) | (false, Ok(_)) => Ok(()),
-        (true, _) => Err(format!(
-            "{:?}: {what} on a released handle (slot {}) was not refused",
-            h.side,
-            h.id.slot()
-        )),
-        (false, Err(Error::InvalidHandle)) => Err(format!(
-            "{:?}: {what} refused a live handle (slot {}) the application never released",
-            h.side,
-            h.id.slot()
-        )),
+        (true, _) => Err(Violation::ReleasedNotRefused {
+            side: h.side,
+            call: what,
+            slot: h.id.slot(),
+        }),
+        (false, Err(Error::InvalidHandle)) => Err(Violation::LiveRefused {
+            side: h.side,
+            call: what,
+            slot: h.id.slot(),
+        }),
         (false, Err(_)) => Ok(()),
     }
 }
 
 impl Case {
-    pub(crate) fn listen(&mut self, side: Side, port: u16, backlog: usize) -> Result<(), String> {
+    pub(crate) fn listen(
+        &mut self,
+        side: Side,
+        port: u16,
+        backlog: usize,
+    ) -> Result<(), Violation> {
         let r = self.stack(side).listen(port, backlog);
         trace!(self, "{side:?} listen({port}, {backlog}) = {r:?}");
         match r {
             Ok(id) => self.listeners.push((side, id)),
             Err(Error::InvalidArgument) if port != 0 => {
-                return Err(format!("{side:?}: listen({port}) refused as invalid"))
+                return Err(Violation::ListenRefused { side, port })
             }
             Err(_) => {}
         }
         Ok(())
     }
 
-    pub(crate) fn connect(&mut self, side: Side, ip: Ipv4Addr, port: u16) -> Result<(), String> {
+    pub(crate) fn connect(&mut self, side: Side, ip: Ipv4Addr, port: u16) -> Result<(), Violation> {
         let now = self.now;
         let r = self.stack(side).connect(now, ip, port);
         trace!(self, "{side:?} connect({ip}:{port}) = {r:?}");
         match r {
             Ok(id) => {
                 if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
-                    return Err(format!("{side:?}: connect({ip}:{port}) was accepted"));
+                    return Err(Violation::BadConnectAccepted { side, ip, port });
                 }
                 self.handles.push(Handle::new(side, id, true));
             }
-            Err(Error::InvalidHandle) => {
-                return Err(format!("{side:?}: connect returned InvalidHandle"))
-            }
+            Err(Error::InvalidHandle) => return Err(Violation::ConnectInvalidHandle { side }),
             Err(_) => {}
         }
         Ok(())
@@ -115,14 +119,14 @@ impl Case {
     }
 
     /// The data pump step: accept, stream, read, collect events.
-    pub(crate) fn pump(&mut self) -> Result<(), String> {
+    pub(crate) fn pump(&mut self) -> Result<(), Violation> {
         trace!(self, "pump");
         self.pump_apps(false)
     }
 
     /// Accepts on every listener, then lets every live handle send and read; `clean` moves
     /// more data per call.
-    pub(crate) fn pump_apps(&mut self, clean: bool) -> Result<(), String> {
+    pub(crate) fn pump_apps(&mut self, clean: bool) -> Result<(), Violation> {
         for i in 0..self.listeners.len() {
             let (side, id) = self.listeners[i];
             for _ in 0..4 {
@@ -149,7 +153,7 @@ impl Case {
     }
 
     /// One accept; true if it returned a connection.
-    fn accept_on(&mut self, side: Side, id: sluice_tcp::ListenerId) -> Result<bool, String> {
+    fn accept_on(&mut self, side: Side, id: sluice_tcp::ListenerId) -> Result<bool, Violation> {
         match self.stack(side).accept(id) {
             Ok(conn) => {
                 trace!(self, "{side:?} accepted slot {}", conn.slot());
@@ -158,7 +162,7 @@ impl Case {
                     .iter()
                     .any(|h| !h.released && h.side == side && h.id == conn)
                 {
-                    return Err(format!("{side:?}: accept returned a handle already held"));
+                    return Err(Violation::AcceptedHeldHandle { side });
                 }
                 self.handles.push(Handle::new(side, conn, false));
                 Ok(true)
@@ -168,7 +172,7 @@ impl Case {
     }
 
     /// Sends the next chunk of the handle's outgoing stream.
-    fn send_stream(&mut self, h: usize, max: usize) -> Result<(), String> {
+    fn send_stream(&mut self, h: usize, max: usize) -> Result<(), Violation> {
         let hd = self.handles[h].clone();
         let Some(fi) = hd.flow else {
             return Ok(());
@@ -186,7 +190,11 @@ impl Case {
         check_handle(&hd, "send", &r)?;
         if let Ok(n) = r {
             if n > len {
-                return Err(format!("{:?}: send took {n} of {len} bytes", hd.side));
+                return Err(Violation::SendOverLen {
+                    side: hd.side,
+                    taken: n,
+                    len,
+                });
             }
             self.flows.list[fi].dirs[d].written += n as u64;
         }
@@ -194,7 +202,7 @@ impl Case {
     }
 
     /// Reads (and checks) what the handle can read, in up to `rounds` calls.
-    fn recv_stream(&mut self, h: usize, rounds: usize) -> Result<(), String> {
+    fn recv_stream(&mut self, h: usize, rounds: usize) -> Result<(), Violation> {
         for _ in 0..rounds {
             if !self.recv_once(h)? {
                 break;
@@ -204,7 +212,7 @@ impl Case {
     }
 
     /// One `recv` (or `peek` + `consume`) on handle `h`; false when nothing more comes.
-    fn recv_once(&mut self, h: usize) -> Result<bool, String> {
+    fn recv_once(&mut self, h: usize) -> Result<bool, Violation> {
         let hd = self.handles[h].clone();
         // Peek first sometimes; when it shows nothing, recv still runs, since only recv
         // reports the end of stream.
@@ -221,7 +229,11 @@ impl Case {
         trace!(self, "{:?} recv({len}) on handle {h} = {r:?}", hd.side);
         check_handle(&hd, "recv", &r)?;
         match r {
-            Ok(n) if n > len => Err(format!("{:?}: recv returned {n} > {len}", hd.side)),
+            Ok(n) if n > len => Err(Violation::RecvOverLen {
+                side: hd.side,
+                got: n,
+                len,
+            }),
             Ok(0) if len > 0 => {
                 trace!(self, "{:?} handle {h}: end of stream", hd.side);
                 if let Some(fi) = hd.flow {
@@ -238,7 +250,7 @@ impl Case {
         }
     }
 
-    fn peek_consume(&mut self, h: usize) -> Result<bool, String> {
+    fn peek_consume(&mut self, h: usize) -> Result<bool, Violation> {
         let hd = self.handles[h].clone();
         let stack = &self.stacks[hd.side.index()];
         let r = stack.peek(hd.id);
@@ -250,12 +262,11 @@ impl Case {
         bytes.extend_from_slice(b);
         if let Ok(info) = stack.info(hd.id) {
             if info.readable != bytes.len() {
-                return Err(format!(
-                    "{:?}: peek shows {} bytes, info says {} readable",
-                    hd.side,
-                    bytes.len(),
-                    info.readable
-                ));
+                return Err(Violation::PeekDisagrees {
+                    side: hd.side,
+                    peeked: bytes.len(),
+                    readable: info.readable,
+                });
             }
         }
         let k = self.rng.gen_range(0..=bytes.len());
@@ -265,10 +276,10 @@ impl Case {
         Ok(k > 0)
     }
 
-    fn record_read(&mut self, h: usize, bytes: &[u8]) -> Result<(), String> {
+    fn record_read(&mut self, h: usize, bytes: &[u8]) -> Result<(), Violation> {
         let hd = &self.handles[h];
         match hd.flow {
-            Some(fi) => self.flows.on_read(fi, hd.side, bytes),
+            Some(fi) => Ok(self.flows.on_read(fi, hd.side, bytes)?),
             None => {
                 if !bytes.is_empty() {
                     self.handles[h].io_unmapped = true;
@@ -279,7 +290,7 @@ impl Case {
     }
 
     /// Shuts down senders that wrote their whole stream (end of the healing phase).
-    pub(crate) fn shutdown_finished_senders(&mut self) -> Result<(), String> {
+    pub(crate) fn shutdown_finished_senders(&mut self) -> Result<(), Violation> {
         for h in 0..self.handles.len() {
             let hd = self.handles[h].clone();
             let Some(fi) = hd.flow else { continue };
@@ -302,7 +313,7 @@ impl Case {
     }
 
     /// Closes (or aborts) every handle and stops every listener.
-    pub(crate) fn release_all(&mut self) -> Result<(), String> {
+    pub(crate) fn release_all(&mut self) -> Result<(), Violation> {
         for h in 0..self.handles.len() {
             if !self.handles[h].released {
                 let abort = self.rng.gen_bool(0.2);
@@ -312,14 +323,18 @@ impl Case {
         for (side, id) in std::mem::take(&mut self.listeners) {
             let r = self.stack(side).unlisten(id);
             if r.is_err() {
-                return Err(format!("{side:?}: unlisten({}) failed: {r:?}", id.port()));
+                return Err(Violation::UnlistenFailed {
+                    side,
+                    port: id.port(),
+                    outcome: format!("{r:?}"),
+                });
             }
             self.old_listeners.push((side, id));
         }
         Ok(())
     }
 
-    fn release(&mut self, h: usize, abort: bool) -> Result<(), String> {
+    fn release(&mut self, h: usize, abort: bool) -> Result<(), Violation> {
         let hd = self.handles[h].clone();
         let s = self.stack(hd.side);
         let before = s.info(hd.id);
@@ -365,7 +380,7 @@ impl Case {
     }
 
     /// One random application call with random arguments.
-    pub(crate) fn random_app_call(&mut self) -> Result<(), String> {
+    pub(crate) fn random_app_call(&mut self) -> Result<(), Violation> {
         let op = self.rng.gen_range(0..15);
         // Clean cases mostly spare their connections, so that many flows reach the
         // liveness check at the end.
@@ -427,7 +442,7 @@ impl Case {
                 let r = self.stack(side).unlisten(id);
                 trace!(self, "{side:?} unlisten({}) = {r:?}", id.port());
                 if r.is_err() {
-                    return Err(format!("{side:?}: unlisten of a live listener failed"));
+                    return Err(Violation::UnlistenLiveFailed { side });
                 }
                 self.old_listeners.push((side, id));
             }
@@ -465,7 +480,7 @@ impl Case {
                 let r = self.stack(side).poll_transmit(now, &mut small);
                 trace!(self, "{side:?} poll_transmit into {len} bytes = {r:?}");
                 if r.is_some() {
-                    return Err(format!("{side:?}: poll_transmit used a {len}-byte buffer"));
+                    return Err(Violation::SmallBufferUsed { side, len });
                 }
             }
             (13, _) => crate::invariants::drain_events(self.stack(side), side)?,

@@ -19,6 +19,7 @@ use crate::flows::Flows;
 use crate::frames::{parse_tcp, MAX_FRAME};
 use crate::mutate::mutate;
 use crate::net::{Packet, Side, Wire};
+use crate::violation::{Failure, Violation};
 
 /// Limits of one run of a case.
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,24 +49,6 @@ pub struct CaseStats {
     pub live_flows: usize,
     /// Clean rounds run while healing and tearing down.
     pub quiet_rounds: usize,
-}
-
-/// An invariant violation, with the step it was found at.
-#[derive(Clone, Debug)]
-pub struct Failure {
-    /// The case's seed (replays it).
-    pub seed: u64,
-    /// The step during which the violation was found (steps past the fuzz loop are the
-    /// healing and teardown phases).
-    pub step: usize,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "seed {} step {}: {}", self.seed, self.step, self.message)
-    }
 }
 
 /// An application's handle to a connection, and what the case knows about it.
@@ -134,10 +117,10 @@ pub(crate) use trace;
 /// Runs the case of `seed`.
 pub fn run_case(seed: u64, opts: &CaseOptions) -> Result<CaseStats, Failure> {
     let mut case = Case::new(seed, opts.trace);
-    let fail = |case: &Case, message: String| Failure {
+    let fail = |case: &Case, kind: Violation| Failure {
         seed,
         step: case.step,
-        message,
+        kind,
     };
     let steps = opts
         .steps
@@ -208,7 +191,7 @@ impl Case {
     }
 
     /// Listeners and 1-3 connections, established over a clean network.
-    fn setup(&mut self) -> Result<(), String> {
+    fn setup(&mut self) -> Result<(), Violation> {
         let backlog = self.rng.gen_range(1..=4);
         self.listen(Side::B, SERVICE_PORTS[0], backlog)?;
         let reverse = self.rng.gen_bool(0.25);
@@ -256,17 +239,17 @@ impl Case {
     }
 
     /// One random step.
-    fn fuzz_step(&mut self) -> Result<(), String> {
+    fn fuzz_step(&mut self) -> Result<(), Violation> {
         let kind = self.weights.sample(&mut self.rng);
         match kind {
-            0 => self.deliver_one()?,
-            1 => self.deliver_batch()?,
+            0 => self.deliver_one(),
+            1 => self.deliver_batch(),
             2 => self.drop_frame(),
             3 => self.duplicate_frame(),
             4 => self.reorder(),
-            5 => self.mutate_frame()?,
-            6 => self.inject_segment()?,
-            7 => self.inject_garbage()?,
+            5 => self.mutate_frame(),
+            6 => self.inject_segment(),
+            7 => self.inject_garbage(),
             8 => {
                 let d = Duration::from_micros(self.rng.gen_range(0..50_000));
                 self.advance(d)?
@@ -295,7 +278,7 @@ impl Case {
     // ---- the wire ----------------------------------------------------------------------
 
     /// Collects everything `side` has to send, checking that it drains.
-    pub(crate) fn drain(&mut self, side: Side) -> Result<(), String> {
+    pub(crate) fn drain(&mut self, side: Side) -> Result<(), Violation> {
         let bound = drain_bound(self.stacks[side.index()].config());
         let now = self.now;
         for _ in 0..=bound {
@@ -303,12 +286,10 @@ impl Case {
                 return Ok(());
             };
             if n > self.buf.len() {
-                return Err(format!(
-                    "{side:?}: poll_transmit returned length {n} > buffer"
-                ));
+                return Err(Violation::TransmitOverBuffer { side, len: n });
             }
             let bytes = self.buf[..n].to_vec();
-            crate::invariants::frame_size(&self.stacks, &self.flows, side, &bytes)?;
+            self.check_frame_size(side, &bytes)?;
             if let Some(seg) = parse_tcp(&bytes, side.other().ip(), true) {
                 self.flows.observe(side, &seg);
             }
@@ -318,9 +299,7 @@ impl Case {
                 pristine: true,
             });
         }
-        Err(format!(
-            "{side:?}: poll_transmit yielded more than {bound} frames without draining"
-        ))
+        Err(Violation::EndlessTransmit { side, bound })
     }
 
     /// Hands frames to `to` as one batch, accounting for forged ones first.
@@ -377,17 +356,16 @@ impl Case {
         })
     }
 
-    fn deliver_one(&mut self) -> Result<(), String> {
+    fn deliver_one(&mut self) {
         if let Some(p) = self.pick_index().and_then(|i| self.wire.take(i)) {
             trace!(self, "deliver to {:?} ({} bytes)", p.to, p.bytes.len());
             let to = p.to;
             self.deliver(to, vec![p]);
         }
-        Ok(())
     }
 
     /// Up to 40 frames for one side (more than the core's batch of 32, so batches split).
-    fn deliver_batch(&mut self) -> Result<(), String> {
+    fn deliver_batch(&mut self) {
         let to = if self.rng.gen() { Side::A } else { Side::B };
         let want = self.rng.gen_range(1..=40);
         let mut batch = Vec::new();
@@ -401,7 +379,6 @@ impl Case {
         }
         trace!(self, "deliver batch of {} to {to:?}", batch.len());
         self.deliver(to, batch);
-        Ok(())
     }
 
     fn drop_frame(&mut self) {
@@ -428,9 +405,9 @@ impl Case {
     }
 
     /// A damaged copy of a real frame, delivered now or left on the wire.
-    fn mutate_frame(&mut self) -> Result<(), String> {
+    fn mutate_frame(&mut self) {
         let Some(mut p) = self.pick_index().and_then(|i| self.wire.get(i).cloned()) else {
-            return Ok(());
+            return;
         };
         let m = mutate(&mut self.rng, &mut p.bytes, 0.75);
         p.pristine = false;
@@ -441,14 +418,13 @@ impl Case {
         } else {
             self.wire.push(p);
         }
-        Ok(())
     }
 
     // ---- time --------------------------------------------------------------------------
 
     /// Moves the clock and runs the timers that are due (sometimes on one stack only, so a
     /// stack may see frames with overdue timers).
-    pub(crate) fn advance(&mut self, d: Duration) -> Result<(), String> {
+    pub(crate) fn advance(&mut self, d: Duration) -> Result<(), Violation> {
         self.now += d;
         trace!(self, "time +{d:?}");
         for side in Side::BOTH {
@@ -459,12 +435,12 @@ impl Case {
         Ok(())
     }
 
-    pub(crate) fn run_timers(&mut self, side: Side) -> Result<(), String> {
+    pub(crate) fn run_timers(&mut self, side: Side) -> Result<(), Violation> {
         let now = self.now;
         let s = &mut self.stacks[side.index()];
         if s.poll_timeout().is_some_and(|t| t <= now) || self.rng.gen_bool(0.2) {
             s.handle_timeout(now);
-            crate::invariants::timers_done(s, side, now)?;
+            self.check_timers_done(side)?;
         }
         Ok(())
     }
@@ -473,7 +449,7 @@ impl Case {
 
     /// A round over a perfect network: collect, deliver everything in order (batched), run
     /// due timers and the applications, then let `d` pass.
-    pub(crate) fn clean_round(&mut self, d: Duration) -> Result<(), String> {
+    pub(crate) fn clean_round(&mut self, d: Duration) -> Result<(), Violation> {
         self.drain(Side::A)?;
         self.drain(Side::B)?;
         while !self.wire.is_empty() {
@@ -494,7 +470,7 @@ impl Case {
             let s = &mut self.stacks[side.index()];
             if s.poll_timeout().is_some_and(|t| t <= now) {
                 s.handle_timeout(now);
-                crate::invariants::timers_done(s, side, now)?;
+                self.check_timers_done(side)?;
             }
         }
         Ok(())
@@ -507,7 +483,7 @@ impl Case {
 
     /// Heals the network and lets the applications finish their streams; flows nobody
     /// tampered with must then be complete.
-    fn heal(&mut self) -> Result<(), String> {
+    fn heal(&mut self) -> Result<(), Violation> {
         trace!(self, "heal");
         let shut_at_end = self.rng.gen_bool(0.5);
         let limit = self.now + Duration::from_secs(3600);
@@ -521,12 +497,12 @@ impl Case {
                 break;
             }
         }
-        crate::invariants::liveness(self)
+        self.check_liveness()
     }
 
     /// How far to move the clock in a clean round: a millisecond while frames fly, else
     /// straight to the next timer.
-    fn quiet_step(&mut self) -> Result<Duration, String> {
+    fn quiet_step(&mut self) -> Result<Duration, Violation> {
         self.stats.quiet_rounds += 1;
         self.drain(Side::A)?;
         self.drain(Side::B)?;
@@ -541,7 +517,7 @@ impl Case {
 
     /// Nothing in flight, nothing to send, no timer: the network has settled. Collects what
     /// the applications' last calls queued first, so that it is not mistaken for quiet.
-    fn quiescent(&mut self) -> Result<bool, String> {
+    fn quiescent(&mut self) -> Result<bool, Violation> {
         self.drain(Side::A)?;
         self.drain(Side::B)?;
         Ok(self.wire.is_empty() && self.next_deadline().is_none())
@@ -549,7 +525,7 @@ impl Case {
 
     /// The applications let go of everything; after enough quiet time both stacks must
     /// have freed every connection slot.
-    fn teardown(&mut self) -> Result<(), String> {
+    fn teardown(&mut self) -> Result<(), Violation> {
         trace!(self, "teardown");
         let limit = self.now + Duration::from_secs(6 * 3600);
         for _ in 0..50_000 {
@@ -561,6 +537,6 @@ impl Case {
                 break;
             }
         }
-        crate::invariants::no_leaks(self)
+        self.check_no_leaks()
     }
 }

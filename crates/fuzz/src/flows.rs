@@ -22,6 +22,8 @@
 //! most cases stay fully checked. Forged segments do exclude the flow from the liveness check
 //! (a blind in-window ACK may stall a stream for good, as RFC 9293 allows).
 
+use std::fmt;
+
 use crate::frames::Parsed;
 use crate::net::Side;
 
@@ -354,23 +356,20 @@ impl Flows {
     }
 
     /// Checks bytes the application of `side` read on flow `i` and advances the stream.
-    pub fn on_read(&mut self, i: usize, side: Side, bytes: &[u8]) -> Result<(), String> {
+    pub fn on_read(&mut self, i: usize, side: Side, bytes: &[u8]) -> Result<(), StreamViolation> {
         let f = &mut self.list[i];
         let d = f.dir_into(side);
         let checkable = f.checkable();
+        let at = StreamAt::of(f, d);
         let dir = &mut f.dirs[d];
         if bytes.is_empty() {
             return Ok(());
         }
         if dir.eof && !dir.fin_tainted && !dir.data_tainted {
-            return Err(format!(
-                "flow {}:{} ({:?} client) {}: {} bytes read after end of stream",
-                f.client_port,
-                f.server_port,
-                f.client,
-                dir_name(d),
-                bytes.len()
-            ));
+            return Err(StreamViolation::ReadAfterEof {
+                at,
+                bytes: bytes.len(),
+            });
         }
         if !checkable {
             // Data before both ends are known can only be forged; stop checking.
@@ -378,37 +377,28 @@ impl Flows {
         }
         if !dir.data_tainted {
             if dir.read + bytes.len() as u64 > dir.written {
-                return Err(format!(
-                    "flow {}:{} ({:?} client) {}: {} bytes delivered, only {} written",
-                    f.client_port,
-                    f.server_port,
-                    f.client,
-                    dir_name(d),
-                    dir.read + bytes.len() as u64,
-                    dir.written
-                ));
+                return Err(StreamViolation::Overrun {
+                    at,
+                    delivered: dir.read + bytes.len() as u64,
+                    written: dir.written,
+                });
             }
             if !matches_stream(dir.seed, dir.read, bytes) {
                 let mut expect = vec![0u8; bytes.len()];
                 sluice_apps::pattern_fill(dir.seed, dir.read, &mut expect);
-                let at = expect
+                let first = expect
                     .iter()
                     .zip(bytes)
                     .position(|(a, b)| a != b)
                     .unwrap_or(0);
-                return Err(format!(
-                    "flow {}:{} ({:?} client) {}: delivered byte at stream offset {} is {:#04x}, \
-                     written {:#04x} (read of {} bytes from offset {})",
-                    f.client_port,
-                    f.server_port,
-                    f.client,
-                    dir_name(d),
-                    dir.read + at as u64,
-                    bytes[at],
-                    expect[at],
-                    bytes.len(),
-                    dir.read
-                ));
+                return Err(StreamViolation::WrongByte {
+                    at,
+                    offset: dir.read + first as u64,
+                    got: bytes[first],
+                    written: expect[first],
+                    read_len: bytes.len(),
+                    read_from: dir.read,
+                });
             }
         }
         dir.read += bytes.len() as u64;
@@ -417,36 +407,150 @@ impl Flows {
 
     /// Checks an end of stream seen by the application of `side` on flow `i`: a FIN only
     /// follows all the data, and only once the sender closed.
-    pub fn on_eof(&mut self, i: usize, side: Side) -> Result<(), String> {
+    pub fn on_eof(&mut self, i: usize, side: Side) -> Result<(), StreamViolation> {
         let f = &mut self.list[i];
         let d = f.dir_into(side);
         let checkable = f.checkable();
+        let at = StreamAt::of(f, d);
         let dir = &mut f.dirs[d];
         dir.eof = true;
         if !checkable || dir.data_tainted || dir.fin_tainted {
             return Ok(());
         }
         if !dir.shut {
-            return Err(format!(
-                "flow {}:{} ({:?} client) {}: end of stream but the sender never closed",
-                f.client_port,
-                f.server_port,
-                f.client,
-                dir_name(d)
-            ));
+            return Err(StreamViolation::EofWithoutClose { at });
         }
         if dir.read != dir.written {
-            return Err(format!(
-                "flow {}:{} ({:?} client) {}: end of stream after {} of {} bytes",
-                f.client_port,
-                f.server_port,
-                f.client,
-                dir_name(d),
-                dir.read,
-                dir.written
-            ));
+            return Err(StreamViolation::EarlyEof {
+                at,
+                read: dir.read,
+                written: dir.written,
+            });
         }
         Ok(())
+    }
+}
+
+/// Where a stream check failed: a flow's ports, its client, and the direction.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamAt {
+    /// The client's port.
+    pub client_port: u16,
+    /// The server's port.
+    pub server_port: u16,
+    /// The active opener.
+    pub client: Side,
+    /// [`C2S`] or [`S2C`].
+    pub dir: usize,
+}
+
+impl StreamAt {
+    fn of(f: &Flow, dir: usize) -> StreamAt {
+        StreamAt {
+            client_port: f.client_port,
+            server_port: f.server_port,
+            client: f.client,
+            dir,
+        }
+    }
+}
+
+impl fmt::Display for StreamAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "flow {}:{} ({:?} client) {}",
+            self.client_port,
+            self.server_port,
+            self.client,
+            dir_name(self.dir)
+        )
+    }
+}
+
+/// A stream check that failed: what an application read is not what its peer wrote.
+#[derive(Clone, Debug)]
+pub enum StreamViolation {
+    /// Bytes were read after the end of stream.
+    ReadAfterEof {
+        /// The flow and direction.
+        at: StreamAt,
+        /// Bytes read.
+        bytes: usize,
+    },
+    /// More bytes were delivered than written.
+    Overrun {
+        /// The flow and direction.
+        at: StreamAt,
+        /// Bytes delivered, this read included.
+        delivered: u64,
+        /// Bytes written.
+        written: u64,
+    },
+    /// A delivered byte is not the written one.
+    WrongByte {
+        /// The flow and direction.
+        at: StreamAt,
+        /// The byte's stream offset.
+        offset: u64,
+        /// The byte delivered.
+        got: u8,
+        /// The byte written.
+        written: u8,
+        /// The read's length.
+        read_len: usize,
+        /// The read's stream offset.
+        read_from: u64,
+    },
+    /// End of stream, but the sender never closed.
+    EofWithoutClose {
+        /// The flow and direction.
+        at: StreamAt,
+    },
+    /// End of stream before all the written data.
+    EarlyEof {
+        /// The flow and direction.
+        at: StreamAt,
+        /// Bytes delivered.
+        read: u64,
+        /// Bytes written.
+        written: u64,
+    },
+}
+
+impl fmt::Display for StreamViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamViolation::ReadAfterEof { at, bytes } => {
+                write!(f, "{at}: {bytes} bytes read after end of stream")
+            }
+            StreamViolation::Overrun {
+                at,
+                delivered,
+                written,
+            } => write!(
+                f,
+                "{at}: {delivered} bytes delivered, only {written} written"
+            ),
+            StreamViolation::WrongByte {
+                at,
+                offset,
+                got,
+                written,
+                read_len,
+                read_from,
+            } => write!(
+                f,
+                "{at}: delivered byte at stream offset {offset} is {got:#04x}, written \
+                 {written:#04x} (read of {read_len} bytes from offset {read_from})"
+            ),
+            StreamViolation::EofWithoutClose { at } => {
+                write!(f, "{at}: end of stream but the sender never closed")
+            }
+            StreamViolation::EarlyEof { at, read, written } => {
+                write!(f, "{at}: end of stream after {read} of {written} bytes")
+            }
+        }
     }
 }
 

@@ -106,7 +106,7 @@ impl Case {
     }
 
     /// A structured TCP segment for a victim's 4-tuple.
-    pub(crate) fn inject_segment(&mut self) -> Result<(), String> {
+    pub(crate) fn inject_segment(&mut self) {
         let to = if self.rng.gen() { Side::A } else { Side::B };
         let (local, remote, flow, t) = self.pick_target(to);
         let rng = &mut self.rng;
@@ -182,7 +182,6 @@ impl Case {
             spec.payload.len()
         );
         self.forge(to, bytes);
-        Ok(())
     }
 
     /// No payload, random bytes, or a slice of the flow's own stream at its true sequence
@@ -232,7 +231,7 @@ impl Case {
     }
 
     /// Arbitrary bytes, a valid Ethernet or IPv4 header in front of junk, or ARP.
-    pub(crate) fn inject_garbage(&mut self) -> Result<(), String> {
+    pub(crate) fn inject_garbage(&mut self) {
         let to = if self.rng.gen() { Side::A } else { Side::B };
         let rng = &mut self.rng;
         let len = rng.gen_range(0..200);
@@ -295,6 +294,5 @@ impl Case {
         }
         trace!(self, "garbage ({kind}) of {} bytes to {to:?}", bytes.len());
         self.forge(to, bytes);
-        Ok(())
     }
 }

@@ -17,10 +17,12 @@ pub mod invariants;
 pub mod mutate;
 pub mod net;
 pub mod options;
+pub mod violation;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-pub use case::{run_case, CaseOptions, CaseStats, Failure};
+pub use case::{run_case, CaseOptions, CaseStats};
+pub use violation::{Failure, Violation};
 
 /// The seed of case `index` of the campaign with seed `base`.
 pub fn case_seed(base: u64, index: u64) -> u64 {
@@ -41,7 +43,7 @@ pub fn run_case_caught(seed: u64, opts: &CaseOptions) -> Result<CaseStats, Failu
             Err(Failure {
                 seed,
                 step: usize::MAX,
-                message: format!("panic: {msg}"),
+                kind: Violation::Panic(msg),
             })
         }
     }

@@ -19,7 +19,7 @@ use std::process::Output;
 
 use crate::command::{self, ETHTOOL, IP, SYSCTL};
 use crate::error::LabError;
-use crate::switched::is_switched_namespace;
+use crate::switched::names::is_switched_namespace;
 
 /// The namespace that holds the engine.
 pub const NS_ENGINE: &str = "sluice-a";

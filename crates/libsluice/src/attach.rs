@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use sluice_shm::control::{
@@ -17,6 +17,7 @@ use sluice_shm::{EventFd, Layout, Region, ShmError};
 use crate::context::ContextSlot;
 use crate::error::Error;
 use crate::fork;
+use crate::lock::lock;
 
 /// How long a control request (Hello, NewContext) may wait for the engine's reply: a hung
 /// engine must not hang the application forever.
@@ -51,12 +52,6 @@ impl std::fmt::Debug for Sluice {
             .field("alive", &self.is_alive())
             .finish_non_exhaustive()
     }
-}
-
-/// Locks a mutex, ignoring poisoning: the data behind our locks stays consistent at every
-/// point a panic could happen, and a panic must not turn into more panics (C ABI callers).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Sluice {

@@ -11,8 +11,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::attach::{lock, Sluice};
+use crate::attach::Sluice;
 use crate::error::{Error, Op};
+use crate::lock::lock;
 use crate::socket::{Readiness, Socket};
 
 /// `SLUICE_POLLIN` and friends: the values of poll(2)'s bits.

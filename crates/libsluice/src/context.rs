@@ -1,14 +1,14 @@
-//! A thread's context: its command queue to the engine, its completion queue back, request
-//! ids, and "post, then wait for the completion" (docs/service.md "Commands").
+//! A thread's context: its command queue to the engine, its completion queue back, and
+//! request ids (docs/service.md "Commands"). A leaf: posting and waiting, which need the
+//! attachment, are in command.rs.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use sluice_shm::{Command, Completion, Consumer, EventFd, Producer, QueueKind, Region};
+use sluice_shm::{Completion, Consumer, EventFd, Payload, Producer, QueueKind, Region};
 
-use crate::attach::{lock, Sluice};
 use crate::error::Error;
+use crate::lock::lock;
 
 /// One context of the attachment: the queues behind a lock (a context is normally used by
 /// one thread, so the lock is uncontended; it matters only when threads outnumber the
@@ -23,7 +23,8 @@ pub(crate) struct ContextSlot {
     queues: Mutex<Queues>,
 }
 
-struct Queues {
+/// A context's queues and its next request id, reached through [`ContextSlot::queues`].
+pub(crate) struct Queues {
     commands: Producer,
     completions: Consumer,
     next_req: u32,
@@ -50,77 +51,50 @@ impl ContextSlot {
     pub(crate) fn shared(&self) -> bool {
         self.users.load(Ordering::Relaxed) > 1
     }
+
+    /// The context's queues, locked.
+    pub(crate) fn queues(&self) -> MutexGuard<'_, Queues> {
+        lock(&self.queues)
+    }
 }
 
 impl Queues {
-    /// Appends a command, waiting while the queue is full (the engine drains it every loop
-    /// iteration; if it sleeps, the doorbell wakes it).
-    fn push(&mut self, sluice: &Sluice, cmd: &Command) -> Result<(), Error> {
-        let entry = cmd.encode();
-        let mut spins = 0u32;
-        loop {
-            if self.commands.push(&entry)? {
-                return Ok(());
-            }
-            sluice.ring_doorbell_always();
-            spins += 1;
-            if spins % 1024 == 0 && !sluice.check_alive() {
-                return Err(Error::EngineGone);
-            }
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
-    }
-}
-
-impl Sluice {
-    /// Posts a command that has no completion (Send, Consumed, Close doorbells).
-    pub(crate) fn post(&self, cmd: Command) -> Result<(), Error> {
-        if !self.is_alive() {
-            return Err(Error::EngineGone);
-        }
-        self.with_context(|ctx| {
-            lock(&ctx.queues).push(self, &cmd)?;
-            self.ring_doorbell();
-            Ok(())
-        })
+    /// Appends `entry` (an encoded command) to the command queue; false if it is full.
+    pub(crate) fn try_push(&mut self, entry: &Payload) -> Result<bool, Error> {
+        Ok(self.commands.push(entry)?)
     }
 
-    /// Posts the command `make(req)` and waits for its completion: `(slot, value)` of Done,
-    /// or the errno of Failed.
-    pub(crate) fn call(&self, make: impl FnOnce(u32) -> Command) -> Result<(u32, u32), Error> {
-        if !self.is_alive() {
-            return Err(Error::EngineGone);
-        }
-        self.with_context(|ctx| {
-            let mut q = lock(&ctx.queues);
-            let req = q.next_req;
-            q.next_req = q.next_req.wrapping_add(1).max(1);
-            q.push(self, &make(req))?;
-            self.ring_doorbell();
-            loop {
-                while let Some(entry) = q.completions.pop() {
-                    q.completions.publish();
-                    match Completion::decode(&entry) {
-                        Ok(Completion::Done {
-                            req: r,
-                            slot,
-                            value,
-                        }) if r == req => return Ok((slot, value)),
-                        Ok(Completion::Failed { req: r, errno }) if r == req => {
-                            return Err(Error::Os(errno))
-                        }
-                        // A completion for a request nobody waits for any more, or one we
-                        // cannot read (the engine is trusted; skip rather than fail).
-                        _ => continue,
-                    }
+    /// A fresh request id (never 0).
+    pub(crate) fn next_request(&mut self) -> u32 {
+        let req = self.next_req;
+        self.next_req = self.next_req.wrapping_add(1).max(1);
+        req
+    }
+
+    /// Consumes completions until the one for `req`: `(slot, value)` of Done, or the errno
+    /// of Failed; None when the queue ran dry first.
+    pub(crate) fn completion_for(&mut self, req: u32) -> Option<Result<(u32, u32), Error>> {
+        while let Some(entry) = self.completions.pop() {
+            self.completions.publish();
+            match Completion::decode(&entry) {
+                Ok(Completion::Done {
+                    req: r,
+                    slot,
+                    value,
+                }) if r == req => return Some(Ok((slot, value))),
+                Ok(Completion::Failed { req: r, errno }) if r == req => {
+                    return Some(Err(Error::Os(errno)))
                 }
-                let completions = &q.completions;
-                self.wait_on(ctx, None, &mut [], &mut || completions.has_entry())?;
+                // A completion for a request nobody waits for any more, or one we
+                // cannot read (the engine is trusted; skip rather than fail).
+                _ => continue,
             }
-        })
+        }
+        None
+    }
+
+    /// Whether a completion waits to be read.
+    pub(crate) fn has_completion(&self) -> bool {
+        self.completions.has_entry()
     }
 }

@@ -16,9 +16,11 @@
 
 mod attach;
 mod capi;
+mod command;
 mod context;
 mod error;
 mod fork;
+mod lock;
 mod socket;
 mod wait;
 mod zero_copy;

@@ -18,8 +18,9 @@ use sluice_shm::{
     flags, AcceptRecord, Command, Congestion, Dir, Ring, Shut, SocketBlock, ACCEPT_RECORD_BYTES,
 };
 
-use crate::attach::{lock, Sluice};
+use crate::attach::Sluice;
 use crate::error::{Error, Op};
+use crate::lock::lock;
 
 /// What a socket is ready for, computed from its block (docs/service.md "Readiness").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,15 +16,14 @@
 //! Registrations hold weak references: closing the last fd of an engine socket removes it
 //! from every set, as the kernel does for its files.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libc::{c_int, epoll_event, sigset_t, timespec};
 use sluice::{Sluice, Socket};
 
 pub use crate::epoll_set::{bits, EpollSet, Ready, ReadySource};
-use crate::file::{lookup, FdObject, PendingEpoll, Route, TABLE};
+use crate::file::{lookup, EpollFile, FdObject, PendingEpoll, Route, TABLE};
 use crate::{real, signals};
 
 /// The event sequence of an engine socket as [`socket_ready`] reports it.
@@ -90,78 +89,6 @@ impl ReadySource for FdObject {
     }
 }
 
-/// An epoll instance: its kernel descriptor is the fd; engine registrations live here.
-pub struct EpollFile {
-    generation: u32,
-    set: Mutex<EpollSet<FdObject>>,
-    /// How many engine registrations (a hint kept after each change: 0 means the real
-    /// epoll_wait alone is enough).
-    engine_regs: AtomicUsize,
-    /// At least how many kernel descriptors are registered in the real instance (closing a
-    /// descriptor removes it without our knowing, so this may be too high, never too low;
-    /// [`UNKNOWN`] for an instance inherited across fork). While 0, the wait loop skips its
-    /// `epoll_wait(real, 0)` system call.
-    kernel_regs: AtomicUsize,
-}
-
-/// The kernel registrations of an instance inherited across fork are not known.
-const UNKNOWN: usize = usize::MAX / 2;
-
-impl EpollFile {
-    /// A new, empty instance.
-    pub fn new() -> EpollFile {
-        EpollFile {
-            generation: crate::fork::generation(),
-            set: Mutex::new(EpollSet::default()),
-            engine_regs: AtomicUsize::new(0),
-            kernel_regs: AtomicUsize::new(0),
-        }
-    }
-
-    /// Counts a successful EPOLL_CTL_ADD/DEL of a kernel descriptor.
-    fn count_kernel(&self, op: c_int) {
-        match op {
-            libc::EPOLL_CTL_ADD => {
-                self.kernel_regs.fetch_add(1, Ordering::AcqRel);
-            }
-            libc::EPOLL_CTL_DEL => {
-                let _ = self
-                    .kernel_regs
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        Some(n.saturating_sub(1))
-                    });
-            }
-            _ => {}
-        }
-    }
-
-    fn may_have_kernel_regs(&self) -> bool {
-        self.kernel_regs.load(Ordering::Acquire) > 0
-    }
-
-    fn is_current(&self) -> bool {
-        self.generation == crate::fork::generation()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, EpollSet<FdObject>> {
-        self.set.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn has_engine_regs(&self) -> bool {
-        self.is_current() && self.engine_regs.load(Ordering::Acquire) > 0
-    }
-
-    fn update_hint(&self, set: &mut EpollSet<FdObject>) {
-        self.engine_regs.store(set.len(), Ordering::Release);
-    }
-}
-
-impl Default for EpollFile {
-    fn default() -> Self {
-        EpollFile::new()
-    }
-}
-
 /// Records a new epoll fd.
 pub fn created(epfd: c_int) {
     if epfd < 0 {
@@ -184,9 +111,7 @@ fn epoll_object(epfd: c_int) -> Option<Arc<FdObject>> {
     match &*obj {
         FdObject::Epoll(e) if e.is_current() => Some(obj),
         FdObject::Epoll(_) => {
-            let fresh = EpollFile::new();
-            fresh.kernel_regs.store(UNKNOWN, Ordering::Release);
-            let fresh = Arc::new(FdObject::Epoll(fresh));
+            let fresh = Arc::new(FdObject::Epoll(EpollFile::inherited()));
             drop(TABLE.insert(epfd, fresh.clone()));
             Some(fresh)
         }

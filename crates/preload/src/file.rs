@@ -1,14 +1,16 @@
 //! What a managed descriptor refers to: an IPv4 TCP socket (undecided, or an engine socket),
 //! or an epoll instance that may hold engine sockets.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use libc::c_int;
 use sluice::Socket;
 
-use crate::epoll::EpollFile;
+use crate::epoll_set::EpollSet;
 use crate::fdtable::{FdTable, MAX_FDS};
-use crate::sockopt::Options;
+use crate::generation::generation;
+use crate::sockopt::{Applied, Options};
 
 /// Every managed descriptor of the process.
 pub static TABLE: FdTable<FdObject, MAX_FDS> = FdTable::new();
@@ -80,7 +82,7 @@ impl SockFile {
     /// A new undecided socket (`nonblocking`: made with SOCK_NONBLOCK).
     pub fn undecided(nonblocking: bool) -> SockFile {
         SockFile {
-            generation: crate::fork::generation(),
+            generation: generation(),
             engine: OnceLock::new(),
             kernel: AtomicBool::new(false),
             created_nonblocking: nonblocking,
@@ -93,7 +95,7 @@ impl SockFile {
     /// An engine socket from birth (an accepted connection).
     pub fn engine(sock: Socket, opts: Options) -> SockFile {
         let f = SockFile {
-            generation: crate::fork::generation(),
+            generation: generation(),
             engine: OnceLock::new(),
             kernel: AtomicBool::new(false),
             created_nonblocking: false,
@@ -107,7 +109,7 @@ impl SockFile {
 
     /// Whether it was created in this process (not inherited across fork).
     pub fn is_current(&self) -> bool {
-        self.generation == crate::fork::generation()
+        self.generation == generation()
     }
 
     /// The engine socket, if decided so.
@@ -132,11 +134,11 @@ impl SockFile {
 
     /// The options to carry over to its engine socket: read back from kernel socket `fd`
     /// if the program changed any, else Linux's defaults (and SOCK_NONBLOCK).
-    pub fn carried_options(&self, fd: i32) -> (Options, crate::sockopt::Applied) {
+    pub fn carried_options(&self, fd: i32) -> (Options, Applied) {
         if self.touched.load(Ordering::Relaxed) {
             Options::snapshot(fd)
         } else {
-            let applied = crate::sockopt::Applied {
+            let applied = Applied {
                 nonblocking: self.created_nonblocking,
                 ..Default::default()
             };
@@ -166,6 +168,92 @@ impl SockFile {
     /// The remembered options.
     pub fn options(&self) -> MutexGuard<'_, Options> {
         self.opts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// An epoll instance: its kernel descriptor is the fd; engine registrations live here
+/// (the calls that use them are in epoll.rs).
+pub struct EpollFile {
+    generation: u32,
+    set: Mutex<EpollSet<FdObject>>,
+    /// How many engine registrations (a hint kept after each change: 0 means the real
+    /// epoll_wait alone is enough).
+    engine_regs: AtomicUsize,
+    /// At least how many kernel descriptors are registered in the real instance (closing a
+    /// descriptor removes it without our knowing, so this may be too high, never too low;
+    /// [`UNKNOWN`] for an instance inherited across fork). While 0, the wait loop skips its
+    /// `epoll_wait(real, 0)` system call.
+    kernel_regs: AtomicUsize,
+}
+
+/// The kernel registrations of an instance inherited across fork are not known.
+const UNKNOWN: usize = usize::MAX / 2;
+
+impl EpollFile {
+    /// A new, empty instance.
+    pub fn new() -> EpollFile {
+        EpollFile {
+            generation: generation(),
+            set: Mutex::new(EpollSet::default()),
+            engine_regs: AtomicUsize::new(0),
+            kernel_regs: AtomicUsize::new(0),
+        }
+    }
+
+    /// A new, empty instance standing in for one inherited across fork: the parent's
+    /// engine registrations are not the child's, and its kernel ones are not known.
+    pub(crate) fn inherited() -> EpollFile {
+        let fresh = EpollFile::new();
+        fresh.kernel_regs.store(UNKNOWN, Ordering::Release);
+        fresh
+    }
+
+    /// Counts a successful EPOLL_CTL_ADD/DEL of a kernel descriptor.
+    pub(crate) fn count_kernel(&self, op: c_int) {
+        match op {
+            libc::EPOLL_CTL_ADD => {
+                self.kernel_regs.fetch_add(1, Ordering::AcqRel);
+            }
+            libc::EPOLL_CTL_DEL => {
+                let _ = self
+                    .kernel_regs
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        Some(n.saturating_sub(1))
+                    });
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether kernel descriptors may be registered in the real instance.
+    pub(crate) fn may_have_kernel_regs(&self) -> bool {
+        self.kernel_regs.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether it was created in this process (not inherited across fork).
+    pub(crate) fn is_current(&self) -> bool {
+        self.generation == generation()
+    }
+
+    /// The engine registrations, locked.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, EpollSet<FdObject>> {
+        self.set.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether it holds engine registrations in this process.
+    pub(crate) fn has_engine_regs(&self) -> bool {
+        self.is_current() && self.engine_regs.load(Ordering::Acquire) > 0
+    }
+
+    /// Refreshes the engine-registration hint after a change to `set`.
+    pub(crate) fn update_hint(&self, set: &mut EpollSet<FdObject>) {
+        self.engine_regs.store(set.len(), Ordering::Release);
+    }
+}
+
+impl Default for EpollFile {
+    fn default() -> Self {
+        EpollFile::new()
     }
 }
 

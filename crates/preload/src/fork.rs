@@ -6,24 +6,14 @@
 //! child inherited keep their kernel descriptors and lose their engine registrations. A
 //! socket the child opens afterwards attaches afresh.
 //!
-//! This is done with a generation number bumped in a `pthread_atfork` child handler
-//! (registered from the library's constructor): objects remember the generation they were
-//! made in, and an old one is stale. The handler also resets the library's own locks (the
+//! This is done with a generation number ([`crate::generation`]) bumped in a
+//! `pthread_atfork` child handler (registered from the library's constructor): objects
+//! remember the generation they were made in, and an old one is stale. The handler also resets the library's own locks (the
 //! fd table's, the signal table's: a thread that held one at fork time does not exist in
 //! the child) and calls `sluice::after_fork_child()`, which does the same for libsluice.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
-static GENERATION: AtomicU32 = AtomicU32::new(0);
-
-/// The current fork generation (0 in the process that loaded the library).
-#[inline]
-pub fn generation() -> u32 {
-    GENERATION.load(Ordering::Acquire)
-}
-
 extern "C" fn child() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
+    crate::generation::advance();
     crate::file::TABLE.after_fork_child();
     crate::decide::after_fork_child();
     crate::signals::after_fork_child();

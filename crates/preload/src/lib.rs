@@ -21,6 +21,7 @@ pub mod epoll_set;
 pub mod fdtable;
 pub mod file;
 pub mod fork;
+pub mod generation;
 mod io_calls;
 pub mod log;
 pub mod poll;
@@ -28,6 +29,7 @@ pub mod real;
 pub mod signals;
 mod socket_calls;
 pub mod sockopt;
+mod sockopt_calls;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -18,19 +18,20 @@
 //! the switch sees wire-sized frames with complete checksums and its queues count what a
 //! wire would carry. The switch cuts any large TCP segment that still reaches it.
 
+pub(crate) mod names;
+
 use std::net::Ipv4Addr;
 
 use crate::error::LabError;
 use crate::netns::{mac_string, Lab, BRIDGE, NS_CLIENT, PREFIX_LEN};
 
-/// The namespace the switch runs in.
-pub const NS_SWITCH: &str = "sluice-s";
+use names::CLIENT_NS_PREFIX;
+pub use names::{client_ns, is_switched_namespace, MAX_CLIENTS, NS_SWITCH};
+
 /// The switch's uplink port (in sluice-s), towards br0.
 pub const SWITCH_UPLINK: &str = "sw-up";
 /// The uplink's peer, a port of br0 in sluice-b.
 pub const SWITCH_UPLINK_PEER: &str = "sl-s-br";
-/// Most client namespaces.
-pub const MAX_CLIENTS: u8 = 64;
 /// Offloads turned off on every interface that feeds the switch.
 pub const SWITCH_FED_OFFLOADS_OFF: [(&str, bool); 4] = [
     ("tx", false),
@@ -38,14 +39,6 @@ pub const SWITCH_FED_OFFLOADS_OFF: [(&str, bool); 4] = [
     ("gso", false),
     ("gro", false),
 ];
-
-/// Prefix of the client namespaces' names (`sluice-c1`, `sluice-c2`, ...).
-const CLIENT_NS_PREFIX: &str = "sluice-c";
-
-/// Client `i`'s namespace (1-based).
-pub fn client_ns(i: u8) -> String {
-    format!("{CLIENT_NS_PREFIX}{i}")
-}
 
 /// Client `i`'s interface, in its namespace.
 pub fn client_iface(i: u8) -> String {
@@ -77,15 +70,6 @@ const UPLINK_MACS: ([u8; 6], [u8; 6]) = (
     [0x02, 0x77, 0x00, 0x00, 0x03, 0x00],
     [0x02, 0x77, 0x00, 0x00, 0x01, 0x05],
 );
-
-/// Whether `ns` is one of the switched lab's namespaces (sluice-s, sluice-c1..).
-pub fn is_switched_namespace(ns: &str) -> bool {
-    ns == NS_SWITCH
-        || ns
-            .strip_prefix(CLIENT_NS_PREFIX)
-            .and_then(|n| n.parse::<u8>().ok())
-            .is_some_and(|n| (1..=MAX_CLIENTS).contains(&n) && ns == client_ns(n))
-}
 
 impl Lab {
     /// Builds the default lab plus the switch namespace and `clients` client namespaces
