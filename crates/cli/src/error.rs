@@ -6,10 +6,10 @@ use std::io;
 use hdrhistogram::{CreationError, RecordError};
 use sluice_bench::apps::AppsError;
 use sluice_bench::BenchError;
-use sluice_sim::sim_wire::{SimRunError, SimWireError};
 use sluice_engine::EngineError;
 use sluice_lab::LabError;
 use sluice_service::ServiceError;
+use sluice_sim::sim_wire::{SimRunError, SimWireError};
 use sluice_switch::{ConfigError, SwitchError};
 
 /// Why a subcommand failed (the experiments and the bench's helpers have their own errors).

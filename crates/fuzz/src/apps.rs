@@ -290,7 +290,9 @@ impl Case {
     }
 
     /// Shuts down senders that wrote their whole stream (end of the healing phase).
-    pub(crate) fn shutdown_finished_senders(&mut self) -> Result<(), Violation> {
+    /// Returns how many it shut down.
+    pub(crate) fn shutdown_finished_senders(&mut self) -> Result<usize, Violation> {
+        let mut shut = 0;
         for h in 0..self.handles.len() {
             let hd = self.handles[h].clone();
             let Some(fi) = hd.flow else { continue };
@@ -307,9 +309,10 @@ impl Case {
             check_handle(&hd, "shutdown", &r)?;
             if r.is_ok() {
                 self.flows.list[fi].dirs[d].shut = true;
+                shut += 1;
             }
         }
-        Ok(())
+        Ok(shut)
     }
 
     /// Closes (or aborts) every handle and stops every listener.
