@@ -22,7 +22,7 @@ use crate::events::{bits, EventQueue};
 use crate::frame::ControlQueue;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
-use crate::timer::TimerQueue;
+use crate::timer::{Timer, TimerQueue};
 
 /// A connection handle. Stale handles (to a freed slot) are refused, never misdirected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -253,7 +253,7 @@ pub struct Stack {
     pub(crate) isn_secret: Secret,
     pub(crate) cookie_secret: Secret,
     pub(crate) ts_secret: Secret,
-    pub(crate) timers: TimerQueue,
+    pub(crate) timer_queue: TimerQueue,
     pub(crate) out: ControlQueue,
     pub(crate) events: EventQueue,
     pub(crate) counters: Counters,
@@ -293,7 +293,7 @@ impl Stack {
             isn_secret: Secret::derive(cfg.seed, 1),
             cookie_secret: Secret::derive(cfg.seed, 2),
             ts_secret: Secret::derive(cfg.seed, 3),
-            timers: TimerQueue::new(slots),
+            timer_queue: TimerQueue::new(slots),
             out: ControlQueue::new(cfg.control_frame_queue),
             events: EventQueue::new(slots, cfg.max_listeners),
             counters: Counters::default(),
@@ -317,7 +317,7 @@ impl Stack {
     /// The earliest time [`Stack::handle_timeout`] has work to do, if any: a connection
     /// timer, or a rate-limited connection's turn in the flow scheduler's wheel.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timer = self.timers.next_deadline();
+        let timer = self.timer_queue.next_deadline();
         match self.dp.wheel.next_due_ns().map(Instant::from_nanos) {
             Some(due) => Some(timer.map_or(due, |t| t.min(due))),
             None => timer,
@@ -873,7 +873,7 @@ impl Stack {
         self.dp.pre[s].active = false;
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
-        self.timers.disarm(slot);
+        self.timer_queue.disarm(slot);
         self.dp.wheel.remove(slot);
         self.events.clear(slot);
         // A connection closed while waiting for ARP must leave the wait list, or
@@ -888,11 +888,7 @@ impl Stack {
         let c = &mut self.conns[slot as usize];
         c.state = TcpState::Closed;
         self.dp.pre[slot as usize].active = false;
-        c.rto_deadline = Instant::MAX;
-        c.persist_deadline = Instant::MAX;
-        c.delack_deadline = Instant::MAX;
-        c.time_wait_deadline = Instant::MAX;
-        c.cc_deadline = Instant::MAX;
+        c.timers.stop_all();
         if c.app_owned {
             self.events.raise(slot, bits::CLOSED);
         } else if c.listener.is_none() {
@@ -950,8 +946,16 @@ impl Stack {
     pub(crate) fn arm_orphan_timer(&mut self, slot: u32) {
         let deadline = self.now + self.cfg.time_wait.max(Duration::from_secs(1));
         let c = &mut self.conns[slot as usize];
-        c.time_wait_deadline = c.time_wait_deadline.min(deadline);
-        self.timers.arm(slot, c.next_deadline());
+        let deadline = c.timers.get(Timer::TimeWait).map_or(deadline, |d| d.min(deadline));
+        c.timers.set(Timer::TimeWait, deadline);
+        self.timer_queue.arm(slot, c.next_deadline());
+    }
+
+    /// Sets the connection's `timer` to `at` and makes sure the timer queue wakes it by then.
+    #[inline]
+    pub(crate) fn arm_timer(&mut self, slot: u32, timer: Timer, at: Instant) {
+        self.conns[slot as usize].timers.set(timer, at);
+        self.timer_queue.arm(slot, at);
     }
 
     /// HC workflow: the application consumed `n` bytes; the window grows. A window update is

@@ -18,7 +18,7 @@ use crate::events::bits;
 use crate::frame::{emit_segment, Route, TxChecksum};
 use crate::stack::Stack;
 use crate::table::FourTuple;
-use crate::time::Instant;
+use crate::timer::Timer;
 
 /// RFC 7323 2.3: window scale shifts above 14 are treated as 14 (MUST, with a counter-free log).
 const MAX_WSCALE: u8 = 14;
@@ -246,11 +246,9 @@ impl Stack {
         };
         let route = self.route_of_tuple(slot);
         self.push_segment(&route, &header);
-        let c = &mut self.conns[s];
-        if c.rto_deadline == Instant::MAX {
-            c.rto_deadline = self.now + c.rto;
-        }
-        self.timers.arm(slot, c.rto_deadline);
+        let c = &self.conns[s];
+        let rto = c.timers.get(Timer::Rto).unwrap_or(self.now + c.rto);
+        self.arm_timer(slot, Timer::Rto, rto);
     }
 
     fn route_of_tuple(&self, slot: u32) -> Route {
@@ -305,9 +303,7 @@ impl Stack {
             None => {
                 self.awaiting_arp.push(slot);
                 self.send_arp_request(tuple.remote_ip);
-                let c = &mut self.conns[s];
-                c.rto_deadline = self.now + c.rto;
-                self.timers.arm(slot, c.rto_deadline);
+                self.arm_timer(slot, Timer::Rto, self.now + self.conns[s].rto);
             }
         }
     }
@@ -604,13 +600,13 @@ impl Stack {
         if has_ack {
             self.install(slot, t.ack, t.window, false);
             self.conns[s].state = TcpState::Established;
-            self.conns[s].rto_deadline = Instant::MAX;
+            self.conns[s].timers.stop(Timer::Rto);
             self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
             self.send_ack(slot);
         } else {
             // Simultaneous open (RFC 9293 3.5, figure 7; MUST-10).
             self.conns[s].state = TcpState::SynReceived;
-            self.conns[s].rto_deadline = Instant::MAX;
+            self.conns[s].timers.stop(Timer::Rto);
             self.send_syn(slot, true);
         }
     }
@@ -707,7 +703,7 @@ impl Stack {
         self.install(slot, ack, window, window_scaled);
         let c = &mut self.conns[s];
         c.state = TcpState::Established;
-        c.rto_deadline = Instant::MAX;
+        c.timers.stop(Timer::Rto);
         self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
         if std::mem::take(&mut self.conns[s].fin_deferred) {
             // From ESTABLISHED this cannot fail.
@@ -736,7 +732,7 @@ impl Stack {
         let t = &input.tcp;
         self.install(slot, t.ack, t.window, true);
         self.conns[s].state = TcpState::Established;
-        self.conns[s].rto_deadline = Instant::MAX;
+        self.conns[s].timers.stop(Timer::Rto);
         self.conns[s].retries = 0;
         self.events.raise_listener(index);
         self.resume_segment(slot, input);
@@ -872,8 +868,7 @@ impl Stack {
             return;
         }
         if t.flags.contains(TcpFlags::FIN) {
-            self.conns[s].time_wait_deadline = self.now + self.cfg.time_wait;
-            self.timers.arm(slot, self.conns[s].time_wait_deadline);
+            self.arm_timer(slot, Timer::TimeWait, self.now + self.cfg.time_wait);
             self.challenge_ack(slot);
         }
     }
@@ -984,13 +979,9 @@ impl Stack {
         self.dp.pre[s].active = false;
         let c = &mut self.conns[s];
         c.state = TcpState::TimeWait;
-        c.rto_deadline = Instant::MAX;
-        c.persist_deadline = Instant::MAX;
-        c.delack_deadline = Instant::MAX;
-        c.cc_deadline = Instant::MAX;
-        c.time_wait_deadline = self.now + self.cfg.time_wait;
-        self.timers.arm(slot, c.time_wait_deadline);
-        if c.app_owned {
+        c.timers.stop_all();
+        self.arm_timer(slot, Timer::TimeWait, self.now + self.cfg.time_wait);
+        if self.conns[s].app_owned {
             self.events.raise(slot, bits::CLOSED);
         }
     }

@@ -14,6 +14,7 @@ use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
 use crate::stack::Stack;
 use crate::time::Instant;
+use crate::timer::Timer;
 
 impl Stack {
     /// Handles one received frame.
@@ -214,7 +215,7 @@ impl Stack {
         let conn = &mut self.conns[i];
         conn.last_heard = self.now;
         if out.rto_stop {
-            conn.rto_deadline = Instant::MAX;
+            conn.timers.stop(Timer::Rto);
             conn.retries = 0;
             conn.stalled_since = Instant::MAX;
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
@@ -227,8 +228,8 @@ impl Stack {
                 conn.stalled_since = self.now;
             }
             conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
-            conn.rto_deadline = self.now + conn.rto;
-            self.timers.arm(slot, conn.rto_deadline);
+            let rto = self.now + conn.rto;
+            self.arm_timer(slot, Timer::Rto, rto);
         }
         if s.actions.contains(Actions::WAKE_TX) || s.actions.contains(Actions::FAST_RETRANSMIT) {
             self.dp.ready.push(slot);
@@ -253,10 +254,8 @@ impl Stack {
             self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
         } else if out.arm_delack {
             if let AckPolicy::Delayed { timeout, .. } = self.cfg.ack_policy {
-                let c = &mut self.conns[i];
-                if c.delack_deadline == Instant::MAX {
-                    c.delack_deadline = self.now + timeout;
-                    self.timers.arm(slot, c.delack_deadline);
+                if !self.conns[i].timers.is_set(Timer::DelayedAck) {
+                    self.arm_timer(slot, Timer::DelayedAck, self.now + timeout);
                 }
             }
         }
@@ -338,7 +337,7 @@ impl Stack {
         let i = slot as usize;
         self.dp.post[i].ack_pending = false;
         self.dp.post[i].unacked_segments = 0;
-        self.conns[i].delack_deadline = Instant::MAX;
+        self.conns[i].timers.stop(Timer::DelayedAck);
     }
 
     /// Writes the next frame to send into `buf` and returns its length. Control frames
@@ -551,11 +550,10 @@ impl Stack {
                 self.counters.retransmitted_bytes += seg.len as u64;
             }
             self.ack_sent(slot);
-            let c = &mut self.conns[i];
-            if c.rto_deadline == Instant::MAX {
-                c.rto_deadline = self.now + c.rto;
-                self.timers.arm(slot, c.rto_deadline);
+            if !self.conns[i].timers.is_set(Timer::Rto) {
+                self.arm_timer(slot, Timer::Rto, self.now + self.conns[i].rto);
             }
+            let c = &mut self.conns[i];
             if c.stalled_since == Instant::MAX {
                 c.stalled_since = self.now;
             }
@@ -572,10 +570,10 @@ impl Stack {
         let ps = &self.dp.proto[i];
         if ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
             let c = &mut self.conns[i];
-            if c.persist_deadline == Instant::MAX {
-                c.persist_deadline = self.now + c.rto;
+            if !c.timers.is_set(Timer::Persist) {
+                c.timers.set(Timer::Persist, self.now + c.rto);
                 c.persist_interval = c.rto;
-                self.timers.arm(slot, c.persist_deadline);
+                self.timer_queue.arm(slot, self.now + c.rto);
             }
         }
         if self.dp.post[i].ack_pending {
