@@ -946,7 +946,10 @@ impl Stack {
     pub(crate) fn arm_orphan_timer(&mut self, slot: u32) {
         let deadline = self.now + self.cfg.time_wait.max(Duration::from_secs(1));
         let c = &mut self.conns[slot as usize];
-        let deadline = c.timers.get(Timer::TimeWait).map_or(deadline, |d| d.min(deadline));
+        let deadline = c
+            .timers
+            .get(Timer::TimeWait)
+            .map_or(deadline, |d| d.min(deadline));
         c.timers.set(Timer::TimeWait, deadline);
         self.timer_queue.arm(slot, c.next_deadline());
     }
