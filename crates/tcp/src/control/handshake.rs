@@ -4,6 +4,7 @@
 use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions};
 use sluice_wire::EthernetAddress;
 
+use super::input::{rest_of_segment, Handback};
 use super::isn;
 use super::state::{ConnError, Negotiated, TcpState};
 use crate::datapath::classify::TcpInput;
@@ -159,34 +160,36 @@ impl Stack {
     }
 
     /// LISTEN, or no connection at all (RFC 9293 3.10.7.1-2).
-    pub(super) fn no_connection(&mut self, input: &TcpInput<'_>) {
+    pub(super) fn no_connection(&mut self, input: &TcpInput<'_>) -> Handback {
         let t = &input.tcp;
         let listener = self.listener_by_port.get(&t.dst_port).copied();
         let Some(index) = listener else {
             // RFC 9293 3.10.7.1 (CLOSED): reset anything but a RST.
             self.reply_rst(input);
-            return;
+            return Handback::Done;
         };
         if t.flags.contains(TcpFlags::RST) {
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::ACK) {
-            if !t.flags.contains(TcpFlags::SYN) && self.try_cookie(index, input) {
-                return;
+            if !t.flags.contains(TcpFlags::SYN) {
+                if let Some(handback) = self.try_cookie(index, input) {
+                    return handback;
+                }
             }
             // RFC 9293 3.10.7.2: an ACK in LISTEN is answered with a RST.
             self.reply_rst(input);
-            return;
+            return Handback::Done;
         }
         if !t.flags.contains(TcpFlags::SYN) || t.flags.contains(TcpFlags::FIN) {
-            return;
+            return Handback::Done;
         }
         if input.ip.src.is_broadcast()
             || input.ip.src.is_multicast()
             || input.src_mac.is_multicast()
         {
             self.counters.syn_dropped += 1;
-            return;
+            return Handback::Done;
         }
         let tuple = FourTuple {
             remote_ip: input.ip.src,
@@ -194,7 +197,7 @@ impl Stack {
             local_port: t.dst_port,
         };
         let Some(Some(l)) = self.listeners.get(index as usize) else {
-            return;
+            return Handback::Done;
         };
         let backlog_full = l.syn_pending >= self.cfg.syn_backlog;
         let slot = if backlog_full {
@@ -205,7 +208,7 @@ impl Stack {
         let algorithm = l.cc_algorithm;
         let Some(slot) = slot else {
             self.send_cookie_syn_ack(input, &tuple, algorithm);
-            return;
+            return Handback::Done;
         };
         if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
             l.syn_pending += 1;
@@ -227,6 +230,7 @@ impl Stack {
         self.neighbors
             .learn(tuple.remote_ip, input.src_mac, self.now);
         self.send_syn(slot, true);
+        Handback::Done
     }
 
     /// RFC 9293 3.10.7.3: SYN-SENT.
@@ -284,7 +288,7 @@ impl Stack {
     }
 
     /// RFC 9293 3.10.7.4 in SYN-RECEIVED.
-    pub(super) fn syn_received(&mut self, slot: u32, input: &TcpInput<'_>) {
+    pub(super) fn syn_received(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
         let t = &input.tcp;
         let s = slot as usize;
         let c = self.conns[s];
@@ -292,7 +296,7 @@ impl Stack {
         if t.flags.contains(TcpFlags::SYN) && t.seq == c.irs && !t.flags.contains(TcpFlags::ACK) {
             // The peer retransmitted its SYN: our SYN-ACK was lost.
             self.send_syn(slot, true);
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::RST) {
             // RFC 5961 3.2 applies here as in every synchronized state: exact match only.
@@ -306,7 +310,7 @@ impl Stack {
                     self.enter_closed(slot);
                 }
             }
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::SYN) {
             // RFC 9293 3.5 figure 7 (line 6): in a simultaneous open the peer's SYN-ACK,
@@ -319,10 +323,10 @@ impl Stack {
             {
                 self.establish_simultaneous(slot, t.ack, t.window, false);
             }
-            return; // RFC 5961 4: no challenge ACK before synchronization; just drop
+            return Handback::Done; // RFC 5961 4: no challenge ACK before synchronization; just drop
         }
         if !t.flags.contains(TcpFlags::ACK) {
-            return;
+            return Handback::Done;
         }
         if t.ack != c.iss + 1u32 {
             // A SYN first answered by a cookie (backlog full) and, retransmitted, by this
@@ -341,24 +345,24 @@ impl Stack {
                         // Keep the half-open entry: its SYN-ACK retransmission makes the
                         // peer resend this ACK once the accept queue drains.
                         self.counters.accept_queue_overflow += 1;
-                        return;
+                        return Handback::Done;
                     }
                     self.counters.half_open_replaced_by_cookie += 1;
                     self.free_slot(slot);
-                    if self.try_cookie(index, input) {
-                        return;
+                    if let Some(handback) = self.try_cookie(index, input) {
+                        return handback;
                     }
                 }
             }
             // RFC 9293 3.10.7.4: an unacceptable ACK in SYN-RECEIVED gets a RST.
             self.reply_rst(input);
-            return;
+            return Handback::Done;
         }
         if c.listener.is_some() {
-            self.establish_passive(slot, input);
+            self.establish_passive(slot, input)
         } else {
             self.establish_simultaneous(slot, t.ack, t.window, true);
-            self.resume_segment(slot, input);
+            rest_of_segment(slot, input)
         }
     }
 
@@ -385,19 +389,19 @@ impl Stack {
 
     /// The final ACK of a passive open: into the accept queue, and the segment's data and
     /// FIN through the data-path.
-    pub(super) fn establish_passive(&mut self, slot: u32, input: &TcpInput<'_>) {
+    pub(super) fn establish_passive(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
         let s = slot as usize;
         let Some(index) = self.conns[s].listener else {
-            return;
+            return Handback::Done;
         };
         let Some(Some(l)) = self.listeners.get_mut(index as usize) else {
             self.abort_slot(slot, ConnError::Aborted);
-            return;
+            return Handback::Done;
         };
         if l.accept.len() >= l.backlog {
             // Drop the ACK and stay in SYN-RECEIVED; our SYN-ACK retransmission retries.
             self.counters.accept_queue_overflow += 1;
-            return;
+            return Handback::Done;
         }
         l.syn_pending = l.syn_pending.saturating_sub(1);
         l.accept.push_back(slot);
@@ -407,7 +411,7 @@ impl Stack {
         self.conns[s].timers.stop(Timer::Rto);
         self.conns[s].retries = 0;
         self.events.raise_listener(index);
-        self.resume_segment(slot, input);
+        rest_of_segment(slot, input)
     }
 
     /// Hands the connection to the data-path: the stage tables get their initial state.

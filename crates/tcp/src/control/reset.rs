@@ -3,7 +3,7 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions};
 
-use super::input::summary_of;
+use super::input::{summary_of, Handback};
 use super::state::ConnError;
 use crate::datapath::classify::TcpInput;
 use crate::datapath::summary::{Actions, HeaderSummary};
@@ -85,7 +85,7 @@ impl Stack {
     }
 
     /// SYN, RST, URG or missing ACK on a synchronized connection.
-    pub(super) fn synchronized(&mut self, slot: u32, input: &TcpInput<'_>) {
+    pub(super) fn synchronized(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
         let t = &input.tcp;
         let s = slot as usize;
         let ps = self.dp.proto[s];
@@ -102,22 +102,22 @@ impl Stack {
             } else {
                 self.counters.out_of_window += 1;
             }
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::SYN) {
             // RFC 5961 4.2: any SYN in a synchronized state gets a challenge ACK, never a reset.
             self.challenge_ack(slot);
-            return;
+            return Handback::Done;
         }
         if !t.flags.contains(TcpFlags::ACK) {
             // RFC 9293 3.10.7.4 fifth: "if the ACK bit is off, drop the segment".
-            return;
+            return Handback::Done;
         }
         // URG: urgent data is delivered inline (RFC 6093); process as a normal segment.
         if self.dp.pre[s].active {
-            self.dp.batch[0] = summary_of(slot, input);
-            let frames: [&[u8]; 1] = [input.payload];
-            self.run_single(&frames);
+            Handback::Segment(summary_of(slot, input))
+        } else {
+            Handback::Done
         }
     }
 

@@ -4,6 +4,7 @@
 use sluice_wire::tcp::{TcpFlags, TcpHeader, TcpOptions};
 
 use super::cookie;
+use super::input::Handback;
 use super::isn;
 use super::state::{Negotiated, TcpState};
 use crate::cc::Algorithm;
@@ -99,7 +100,7 @@ impl Stack {
     }
 
     /// An ACK in LISTEN may complete a cookie handshake.
-    pub(super) fn try_cookie(&mut self, index: u16, input: &TcpInput<'_>) -> bool {
+    pub(super) fn try_cookie(&mut self, index: u16, input: &TcpInput<'_>) -> Option<Handback> {
         let t = &input.tcp;
         let tuple = FourTuple {
             remote_ip: input.ip.src,
@@ -108,19 +109,19 @@ impl Stack {
         };
         let Some(opts) = self.decode_cookie(input) else {
             self.counters.syn_cookies_rejected += 1;
-            return false;
+            return None;
         };
         let Some(Some(l)) = self.listeners.get(index as usize) else {
-            return false;
+            return None;
         };
         if l.accept.len() >= l.backlog {
             self.counters.accept_queue_overflow += 1;
-            return true; // drop silently; the client retransmits
+            return Some(Handback::Done); // drop silently; the client retransmits
         }
         let algorithm = l.cc_algorithm;
         let Some(slot) = self.table.insert(&tuple) else {
             self.counters.syn_dropped += 1;
-            return true;
+            return Some(Handback::Done);
         };
         self.counters.syn_cookies_accepted += 1;
         self.open_slot(slot, tuple);
@@ -146,7 +147,6 @@ impl Stack {
         }
         self.identify(slot, &tuple, input.src_mac);
         // The cookie ACK's own window is unscaled in the SYN sense; treat it as scaled.
-        self.establish_passive(slot, input);
-        true
+        Some(self.establish_passive(slot, input))
     }
 }

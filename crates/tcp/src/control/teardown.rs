@@ -3,6 +3,7 @@
 
 use sluice_wire::tcp::TcpFlags;
 
+use super::input::Handback;
 use super::state::TcpState;
 use crate::datapath::classify::TcpInput;
 use crate::events::bits;
@@ -13,12 +14,12 @@ impl Stack {
     /// TIME-WAIT (RFC 9293 3.10.7.4): a retransmitted FIN is acknowledged and restarts the
     /// 2 MSL timer; a new SYN with a higher sequence number may reopen (RFC 6191 spirit,
     /// RFC 9293 MAY-2); RSTs are ignored (RFC 1337).
-    pub(super) fn time_wait(&mut self, slot: u32, input: &TcpInput<'_>) {
+    pub(super) fn time_wait(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
         let t = &input.tcp;
         let s = slot as usize;
         let rcv_nxt = self.dp.proto[s].rcv_nxt;
         if t.flags.contains(TcpFlags::RST) {
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::SYN) && !t.flags.contains(TcpFlags::ACK) {
             // Reopening frees the slot, so only when the application no longer holds a
@@ -30,16 +31,17 @@ impl Stack {
                 self.free_slot(slot);
                 let mut again = *input;
                 again.slot = None;
-                self.no_connection(&again);
+                return self.no_connection(&again);
             } else {
                 self.challenge_ack(slot);
             }
-            return;
+            return Handback::Done;
         }
         if t.flags.contains(TcpFlags::FIN) {
             self.arm_timer(slot, Timer::TimeWait, self.now + self.cfg.time_wait);
             self.challenge_ack(slot);
         }
+        Handback::Done
     }
 
     pub(crate) fn on_fin_received(&mut self, slot: u32) {

@@ -7,7 +7,7 @@
 
 pub mod classify;
 pub mod ecn;
-mod pipeline;
+pub(crate) mod pipeline;
 pub mod post;
 pub mod protocol;
 pub mod scheduler;
