@@ -7,6 +7,8 @@
 
 use sluice_wire::tcp::SeqNumber;
 
+use crate::config::Config;
+
 /// A power-of-two byte ring indexed by sequence number.
 pub struct PayloadRing {
     bytes: Box<[u8]>,
@@ -80,6 +82,71 @@ impl PayloadRing {
             &self.bytes[..len - first],
         )
     }
+}
+
+/// The payload rings of a connection and the application's positions in them.
+pub(crate) struct ConnBuffers {
+    pub rx: PayloadRing,
+    pub tx: PayloadRing,
+    /// Next byte the application reads.
+    pub rx_head: SeqNumber,
+    /// End of in-order data delivered by the post-processor.
+    pub rx_tail: SeqNumber,
+    /// End of data acknowledged by the peer (notified by the post-processor).
+    pub tx_head: SeqNumber,
+    /// End of data the application has written.
+    pub tx_tail: SeqNumber,
+    /// The peer's FIN follows rx_tail.
+    pub eof: bool,
+    /// The application wants a WRITABLE event.
+    pub want_writable: bool,
+}
+
+impl ConnBuffers {
+    pub(crate) fn new(rx: PayloadRing, tx: PayloadRing) -> Self {
+        ConnBuffers {
+            rx,
+            tx,
+            rx_head: SeqNumber(0),
+            rx_tail: SeqNumber(0),
+            tx_head: SeqNumber(0),
+            tx_tail: SeqNumber(0),
+            eof: false,
+            want_writable: false,
+        }
+    }
+
+    /// Bytes the application wrote that the peer has not acknowledged.
+    #[inline]
+    pub(crate) fn tx_used(&self) -> usize {
+        self.tx_tail.diff(self.tx_head) as u32 as usize
+    }
+
+    /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
+    #[inline]
+    pub(crate) fn tx_room(&self, limit: usize) -> usize {
+        (self.tx.capacity() as usize)
+            .min(limit)
+            .saturating_sub(self.tx_used())
+    }
+
+    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
+    pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
+        self.rx_head = rcv;
+        self.rx_tail = rcv;
+        self.tx_head = snd;
+        self.tx_tail = snd;
+        self.eof = false;
+        self.want_writable = false;
+    }
+}
+
+/// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
+/// of `tx_memory` if smaller, never below the initial size.
+pub(crate) fn tx_limit(cfg: &Config, open: usize) -> usize {
+    let share = cfg.tx_memory / open.max(1);
+    let floor = cfg.tx_buffer_initial.min(cfg.tx_buffer);
+    cfg.tx_buffer.min(share).max(floor)
 }
 
 #[cfg(test)]

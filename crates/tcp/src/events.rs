@@ -1,6 +1,6 @@
 //! Readiness events for the application: bounded, one queue entry per connection or listener.
 
-use crate::datapath::ReadyQueue;
+use crate::queue::ReadyQueue;
 
 /// Event bits pending on a connection.
 pub mod bits {

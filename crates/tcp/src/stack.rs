@@ -6,51 +6,22 @@ use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use hashbrown::HashMap;
 use sluice_wire::tcp::SeqNumber;
 
-use crate::buffer::PayloadRing;
-use crate::cc::{Algorithm, Policy};
-use crate::config::{Config, ConfigError};
-use crate::control::isn::Secret;
-use crate::control::neighbor::NeighborCache;
+use crate::buffer::{tx_limit, ConnBuffers, PayloadRing};
+use crate::cc::Algorithm;
+use crate::config::Config;
 use crate::control::state::{ConnControl, ConnError, TcpState};
 use crate::counters::Counters;
 use crate::datapath::state::flags;
 use crate::datapath::DataPath;
-use crate::events::{bits, EventQueue};
-use crate::frame::ControlQueue;
-use crate::table::{ConnTable, FourTuple};
+use crate::error::Error;
+use crate::events::bits;
+use crate::handle::{ConnId, ListenerId};
+use crate::host::{Listener, Stack};
+use crate::table::FourTuple;
 use crate::time::Instant;
-use crate::timer::{Timer, TimerQueue};
-
-/// A connection handle. Stale handles (to a freed slot) are refused, never misdirected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ConnId {
-    pub(crate) slot: u32,
-    pub(crate) generation: u32,
-}
-
-impl ConnId {
-    /// The connection's slot index (stable for its lifetime).
-    pub fn slot(&self) -> u32 {
-        self.slot
-    }
-}
-
-/// A listener handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ListenerId {
-    pub(crate) index: u16,
-    pub(crate) port: u16,
-}
-
-impl ListenerId {
-    /// The listening port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
+use crate::timer::Timer;
 
 /// What became ready on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,41 +58,6 @@ pub enum Event {
     /// A connection's readiness changed.
     Conn(ConnId, Readiness),
 }
-
-/// Errors of the application API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// Nothing to do now; retry after an event.
-    WouldBlock,
-    /// The handle does not name a live connection or listener.
-    InvalidHandle,
-    /// The port is already in use.
-    AddrInUse,
-    /// The connection table, listener table or ephemeral ports are exhausted.
-    NoResources,
-    /// The connection is not open for this operation (e.g. send after shutdown).
-    NotConnected,
-    /// An argument was invalid (port 0, own address, broadcast).
-    InvalidArgument,
-    /// The connection failed.
-    Connection(ConnError),
-}
-
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::WouldBlock => f.write_str("operation would block"),
-            Error::InvalidHandle => f.write_str("invalid or stale handle"),
-            Error::AddrInUse => f.write_str("address in use"),
-            Error::NoResources => f.write_str("no free connection slot, listener or port"),
-            Error::NotConnected => f.write_str("not connected for this operation"),
-            Error::InvalidArgument => f.write_str("invalid argument"),
-            Error::Connection(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// A snapshot of one connection, for tests, tools and the demo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,143 +103,7 @@ pub struct ConnInfo {
     pub ecn: bool,
 }
 
-/// The payload rings of a connection and the application's positions in them.
-pub(crate) struct ConnBuffers {
-    pub rx: PayloadRing,
-    pub tx: PayloadRing,
-    /// Next byte the application reads.
-    pub rx_head: SeqNumber,
-    /// End of in-order data delivered by the post-processor.
-    pub rx_tail: SeqNumber,
-    /// End of data acknowledged by the peer (notified by the post-processor).
-    pub tx_head: SeqNumber,
-    /// End of data the application has written.
-    pub tx_tail: SeqNumber,
-    /// The peer's FIN follows rx_tail.
-    pub eof: bool,
-    /// The application wants a WRITABLE event.
-    pub want_writable: bool,
-}
-
-impl ConnBuffers {
-    fn new(rx: PayloadRing, tx: PayloadRing) -> Self {
-        ConnBuffers {
-            rx,
-            tx,
-            rx_head: SeqNumber(0),
-            rx_tail: SeqNumber(0),
-            tx_head: SeqNumber(0),
-            tx_tail: SeqNumber(0),
-            eof: false,
-            want_writable: false,
-        }
-    }
-
-    /// Bytes the application wrote that the peer has not acknowledged.
-    #[inline]
-    pub(crate) fn tx_used(&self) -> usize {
-        self.tx_tail.diff(self.tx_head) as u32 as usize
-    }
-
-    /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
-    #[inline]
-    pub(crate) fn tx_room(&self, limit: usize) -> usize {
-        (self.tx.capacity() as usize)
-            .min(limit)
-            .saturating_sub(self.tx_used())
-    }
-
-    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
-    pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
-        self.rx_head = rcv;
-        self.rx_tail = rcv;
-        self.tx_head = snd;
-        self.tx_tail = snd;
-        self.eof = false;
-        self.want_writable = false;
-    }
-}
-
-/// A listening port.
-pub(crate) struct Listener {
-    pub port: u16,
-    pub backlog: usize,
-    pub accept: VecDeque<u32>,
-    pub syn_pending: usize,
-    /// The algorithm its connections run from the SYN on (their SYN-ACK's ECN follows it).
-    pub cc_algorithm: Algorithm,
-}
-
-/// One host's TCP core. See the module docs.
-pub struct Stack {
-    pub(crate) cfg: Config,
-    pub(crate) now: Instant,
-    pub(crate) dp: DataPath,
-    pub(crate) conns: Box<[ConnControl]>,
-    /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
-    pub(crate) cc: Box<[Policy]>,
-    /// Each connection's policy as it was before its latest timeout, to undo a spurious
-    /// one (RFC 4015); control-plane state like `cc`.
-    pub(crate) cc_before_rto: Box<[Option<Policy>]>,
-    pub(crate) table: ConnTable,
-    pub(crate) bufs: Box<[Option<ConnBuffers>]>,
-    pub(crate) listeners: Box<[Option<Listener>]>,
-    pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
-    pub(crate) neighbors: NeighborCache,
-    pub(crate) isn_secret: Secret,
-    pub(crate) cookie_secret: Secret,
-    pub(crate) ts_secret: Secret,
-    pub(crate) timer_queue: TimerQueue,
-    pub(crate) out: ControlQueue,
-    pub(crate) events: EventQueue,
-    pub(crate) counters: Counters,
-    pub(crate) ip_ident: u16,
-    pub(crate) next_port: u16,
-    pub(crate) awaiting_arp: Vec<u32>,
-}
-
 impl Stack {
-    /// Creates a core. Fails if the configuration is invalid.
-    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
-        cfg.validate()?;
-        let slots = cfg.max_connections;
-        let (lo, hi) = cfg.ephemeral_ports;
-        let span = (hi - lo) as u64 + 1;
-        Ok(Stack {
-            now: Instant::ZERO,
-            dp: DataPath::new(
-                slots,
-                cfg.ooo_intervals,
-                cfg.scoreboard_ranges(),
-                cfg.sched_wheel_slots,
-                cfg.sched_granularity.as_nanos() as u64,
-            ),
-            conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
-                .into_boxed_slice(),
-            cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
-            cc_before_rto: vec![None; slots].into_boxed_slice(),
-            table: ConnTable::new(slots, cfg.seed),
-            bufs: (0..slots).map(|_| None).collect(),
-            listeners: (0..cfg.max_listeners).map(|_| None).collect(),
-            listener_by_port: HashMap::with_capacity_and_hasher(
-                cfg.max_listeners,
-                ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
-            ),
-            neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
-            isn_secret: Secret::derive(cfg.seed, 1),
-            cookie_secret: Secret::derive(cfg.seed, 2),
-            ts_secret: Secret::derive(cfg.seed, 3),
-            timer_queue: TimerQueue::new(slots),
-            out: ControlQueue::new(cfg.control_frame_queue),
-            events: EventQueue::new(slots, cfg.max_listeners),
-            counters: Counters::default(),
-            ip_ident: (cfg.seed >> 16) as u16,
-            next_port: lo + (cfg.seed % span) as u16,
-            awaiting_arp: Vec::with_capacity(slots),
-            cfg,
-        })
-    }
-
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
@@ -977,27 +777,11 @@ impl Stack {
     }
 }
 
-/// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
-/// of `tx_memory` if smaller, never below the initial size.
-pub(crate) fn tx_limit(cfg: &Config, open: usize) -> usize {
-    let share = cfg.tx_memory / open.max(1);
-    let floor = cfg.tx_buffer_initial.min(cfg.tx_buffer);
-    cfg.tx_buffer.min(share).max(floor)
-}
-
 /// The largest power of two at most `n` (1 for 0).
 fn pow2_floor(n: usize) -> usize {
     if n.is_power_of_two() {
         n
     } else {
         (n.next_power_of_two() / 2).max(1)
-    }
-}
-
-fn placeholder_tuple() -> FourTuple {
-    FourTuple {
-        remote_ip: Ipv4Addr::UNSPECIFIED,
-        remote_port: 0,
-        local_port: 0,
     }
 }

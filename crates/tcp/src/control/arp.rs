@@ -8,7 +8,7 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::EthernetAddress;
 
 use super::state::TcpState;
-use crate::stack::Stack;
+use crate::host::Stack;
 
 impl Stack {
     pub(crate) fn handle_arp(&mut self, arp: &ArpRepr) {

@@ -29,7 +29,9 @@ use crate::cc::{Algorithm, CcInput, CongestionControl, Policy};
 use crate::datapath::ecn;
 use crate::datapath::post;
 use crate::datapath::state::SchedState;
-use crate::stack::{ConnId, Error, Stack};
+use crate::error::Error;
+use crate::handle::ConnId;
+use crate::host::Stack;
 use crate::timer::Timer;
 
 impl Stack {

@@ -10,7 +10,7 @@ use super::state::{ConnError, Negotiated, TcpState};
 use crate::datapath::classify::TcpInput;
 use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::events::bits;
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::table::FourTuple;
 use crate::timer::Timer;
 

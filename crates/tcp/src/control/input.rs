@@ -17,7 +17,7 @@ use crate::datapath::summary::HeaderSummary;
 use crate::datapath::BATCH;
 use crate::events::bits;
 use crate::frame::{emit_segment, Route, TxChecksum};
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
 

@@ -9,7 +9,7 @@ use crate::datapath::classify::TcpInput;
 use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::events::bits;
 use crate::frame::Route;
-use crate::stack::Stack;
+use crate::host::Stack;
 
 impl Stack {
     /// RFC 9293 3.10.7.1: the RST for a segment that belongs to no connection (reset

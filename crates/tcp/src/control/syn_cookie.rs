@@ -10,7 +10,7 @@ use super::state::{Negotiated, TcpState};
 use crate::cc::Algorithm;
 use crate::datapath::classify::TcpInput;
 use crate::frame::Route;
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::table::FourTuple;
 
 impl Stack {

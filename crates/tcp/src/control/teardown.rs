@@ -7,7 +7,7 @@ use super::input::Handback;
 use super::state::TcpState;
 use crate::datapath::classify::TcpInput;
 use crate::events::bits;
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::timer::Timer;
 
 impl Stack {

@@ -5,7 +5,7 @@
 use super::state::{ConnError, TcpState};
 use crate::datapath::scoreboard;
 use crate::datapath::state::{flags, sack_flags, RtoProbe};
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
 

@@ -12,7 +12,7 @@ use super::{ecn, post, protocol, scheduler, scoreboard, tx};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
 
@@ -139,7 +139,7 @@ impl Stack {
                 b.tx_head += s.tx_freed;
                 // Only when `send` would take something: a ring above today's share waits.
                 if b.want_writable
-                    && b.tx_room(crate::stack::tx_limit(&self.cfg, self.table.len())) > 0
+                    && b.tx_room(crate::buffer::tx_limit(&self.cfg, self.table.len())) > 0
                 {
                     b.want_writable = false;
                     self.events.raise(slot, bits::WRITABLE);

@@ -273,7 +273,7 @@ impl TimingWheel {
             // To the end of this word or of the ring, whichever is first.
             let step = (64 - i % 64).min(slots - i);
             dist += step;
-            i = super::wrap(i + step, slots);
+            i = crate::queue::wrap(i + step, slots);
         }
         None
     }
