@@ -10,14 +10,14 @@ use sluice_wire::tcp::SeqNumber;
 use crate::config::Config;
 
 /// A power-of-two byte ring indexed by sequence number.
-pub struct PayloadRing {
+pub(crate) struct PayloadRing {
     bytes: Box<[u8]>,
     mask: u32,
 }
 
 impl PayloadRing {
     /// Creates a zeroed ring of at least `capacity` bytes (rounded up to a power of two).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
         PayloadRing {
             bytes: vec![0; capacity].into_boxed_slice(),
@@ -27,13 +27,13 @@ impl PayloadRing {
 
     /// Capacity in bytes.
     #[inline]
-    pub fn capacity(&self) -> u32 {
+    pub(crate) fn capacity(&self) -> u32 {
         self.mask + 1
     }
 
     /// Grows the ring to at least `capacity` bytes (a power of two, at most 2^30), keeping
     /// the `len` bytes from `seq` at their sequence numbers. Never shrinks.
-    pub fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
+    pub(crate) fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
         let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
         if capacity <= self.bytes.len() {
             return;
@@ -48,7 +48,7 @@ impl PayloadRing {
     /// Copies `data` into the ring starting at the byte for `seq`. `data` longer than the ring
     /// is truncated to the ring's capacity (callers bound it by the window first).
     #[inline]
-    pub fn write(&mut self, seq: SeqNumber, data: &[u8]) {
+    pub(crate) fn write(&mut self, seq: SeqNumber, data: &[u8]) {
         let data = &data[..data.len().min(self.bytes.len())];
         let start = (seq.0 & self.mask) as usize;
         let first = data.len().min(self.bytes.len() - start);
@@ -62,7 +62,7 @@ impl PayloadRing {
 
     /// Copies bytes starting at the byte for `seq` into `out` (at most the ring's capacity).
     #[inline]
-    pub fn read(&self, seq: SeqNumber, out: &mut [u8]) {
+    pub(crate) fn read(&self, seq: SeqNumber, out: &mut [u8]) {
         let len = out.len().min(self.bytes.len());
         let start = (seq.0 & self.mask) as usize;
         let first = len.min(self.bytes.len() - start);
@@ -73,7 +73,7 @@ impl PayloadRing {
     }
 
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.
-    pub fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
+    pub(crate) fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
         let len = len.min(self.bytes.len());
         let start = (seq.0 & self.mask) as usize;
         let first = len.min(self.bytes.len() - start);

@@ -6,13 +6,14 @@
 //! [`Stack::connect`], [`Stack::accept`], [`Stack::send`], [`Stack::recv`],
 //! [`Stack::shutdown`], [`Stack::close`] and [`Stack::poll_event`].
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
-pub mod buffer;
+mod buffer;
 pub mod cc;
 pub mod config;
-pub mod control;
+mod control;
 pub mod counters;
-pub mod datapath;
+mod datapath;
 mod error;
 mod events;
 pub mod frame;
@@ -20,9 +21,9 @@ mod handle;
 mod host;
 mod queue;
 mod stack;
-pub mod table;
+mod table;
 pub mod time;
-pub mod timer;
+mod timer;
 
 pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, Recovery};

@@ -3,7 +3,7 @@
 
 /// A FIFO of connection slots with at most one entry per slot: the scheduler's run queue.
 /// Bounded by the slot count, so it never grows.
-pub struct ReadyQueue {
+pub(crate) struct ReadyQueue {
     ring: Box<[u32]>,
     queued: Box<[bool]>,
     head: usize,
@@ -12,7 +12,7 @@ pub struct ReadyQueue {
 
 impl ReadyQueue {
     /// Creates a queue for `slots` slots.
-    pub fn new(slots: usize) -> Self {
+    pub(crate) fn new(slots: usize) -> Self {
         ReadyQueue {
             ring: vec![0; slots.max(1)].into_boxed_slice(),
             queued: vec![false; slots].into_boxed_slice(),
@@ -23,7 +23,7 @@ impl ReadyQueue {
 
     /// Queues `slot` unless it is already queued.
     #[inline]
-    pub fn push(&mut self, slot: u32) {
+    pub(crate) fn push(&mut self, slot: u32) {
         let Some(q) = self.queued.get_mut(slot as usize) else {
             return;
         };
@@ -38,7 +38,7 @@ impl ReadyQueue {
 
     /// Takes the slot at the head.
     #[inline]
-    pub fn pop(&mut self) -> Option<u32> {
+    pub(crate) fn pop(&mut self) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
@@ -47,11 +47,6 @@ impl ReadyQueue {
         self.len -= 1;
         self.queued[slot as usize] = false;
         Some(slot)
-    }
-
-    /// Whether no slot is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

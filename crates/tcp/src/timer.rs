@@ -13,7 +13,7 @@ use crate::time::Instant;
 
 /// The timers of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Timer {
+pub(crate) enum Timer {
     /// Retransmission (handshake, data, FIN).
     Rto = 0,
     /// Delayed ACK.
@@ -33,7 +33,7 @@ impl Timer {
 
 /// A connection's deadlines, one per [`Timer`]; `Instant::MAX` is a stopped timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimerTable([Instant; Timer::COUNT]);
+pub(crate) struct TimerTable([Instant; Timer::COUNT]);
 
 impl Default for TimerTable {
     fn default() -> Self {
@@ -44,58 +44,58 @@ impl Default for TimerTable {
 impl TimerTable {
     /// The timer's deadline, if it runs.
     #[inline]
-    pub fn get(&self, timer: Timer) -> Option<Instant> {
+    pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
         let at = self.0[timer as usize];
         (at != Instant::MAX).then_some(at)
     }
 
     /// Whether the timer runs.
     #[inline]
-    pub fn is_set(&self, timer: Timer) -> bool {
+    pub(crate) fn is_set(&self, timer: Timer) -> bool {
         self.0[timer as usize] != Instant::MAX
     }
 
     /// Whether the timer's deadline is at or before `now` (never for a stopped one short of
     /// the end of time).
     #[inline]
-    pub fn is_expired(&self, timer: Timer, now: Instant) -> bool {
+    pub(crate) fn is_expired(&self, timer: Timer, now: Instant) -> bool {
         self.0[timer as usize] <= now
     }
 
     /// Sets (or moves) the timer's deadline.
     #[inline]
-    pub fn set(&mut self, timer: Timer, at: Instant) {
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
         self.0[timer as usize] = at;
     }
 
     /// Stops the timer.
     #[inline]
-    pub fn stop(&mut self, timer: Timer) {
+    pub(crate) fn stop(&mut self, timer: Timer) {
         self.0[timer as usize] = Instant::MAX;
     }
 
     /// Stops every timer.
     #[inline]
-    pub fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         self.0 = [Instant::MAX; Timer::COUNT];
     }
 
     /// The earliest deadline, `Instant::MAX` when every timer is stopped.
     #[inline]
-    pub fn next_deadline(&self) -> Instant {
+    pub(crate) fn next_deadline(&self) -> Instant {
         self.0.iter().copied().fold(Instant::MAX, Instant::min)
     }
 }
 
 /// A min-heap of (deadline, slot) with at most one live entry per slot.
-pub struct TimerQueue {
+pub(crate) struct TimerQueue {
     heap: BinaryHeap<Reverse<(Instant, u32)>>,
     armed: Box<[Instant]>,
 }
 
 impl TimerQueue {
     /// Creates a queue for `slots` slots.
-    pub fn new(slots: usize) -> Self {
+    pub(crate) fn new(slots: usize) -> Self {
         TimerQueue {
             heap: BinaryHeap::with_capacity(2 * slots + 1),
             armed: vec![Instant::MAX; slots].into_boxed_slice(),
@@ -104,7 +104,7 @@ impl TimerQueue {
 
     /// Ensures `slot` is woken no later than `deadline`.
     #[inline]
-    pub fn arm(&mut self, slot: u32, deadline: Instant) {
+    pub(crate) fn arm(&mut self, slot: u32, deadline: Instant) {
         let Some(armed) = self.armed.get_mut(slot as usize) else {
             return;
         };
@@ -119,19 +119,19 @@ impl TimerQueue {
     }
 
     /// Forgets `slot`'s deadline (its entry goes stale).
-    pub fn disarm(&mut self, slot: u32) {
+    pub(crate) fn disarm(&mut self, slot: u32) {
         if let Some(armed) = self.armed.get_mut(slot as usize) {
             *armed = Instant::MAX;
         }
     }
 
     /// The earliest deadline (possibly of a stale entry, which only causes an early wake-up).
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Pops a slot whose deadline is at or before `now`.
-    pub fn pop_expired(&mut self, now: Instant) -> Option<u32> {
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<u32> {
         while let Some(&Reverse((deadline, slot))) = self.heap.peek() {
             if deadline > now {
                 return None;

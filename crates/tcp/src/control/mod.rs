@@ -6,13 +6,13 @@
 
 mod arp;
 mod congestion;
-pub mod cookie;
+pub(crate) mod cookie;
 mod handshake;
 mod input;
-pub mod isn;
-pub mod neighbor;
+pub(crate) mod isn;
+pub(crate) mod neighbor;
 mod reset;
-pub mod state;
+pub(crate) mod state;
 mod syn_cookie;
 mod teardown;
 mod timers;

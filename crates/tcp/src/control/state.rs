@@ -70,7 +70,7 @@ impl core::fmt::Display for ConnError {
 
 /// Options agreed in the handshake.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Negotiated {
+pub(crate) struct Negotiated {
     /// Peer's MSS (RFC 9293 MUST-15: 536 when absent).
     pub peer_mss: u16,
     /// Shift for the peer's windows, if scaling was agreed (ours is then
@@ -86,7 +86,7 @@ pub struct Negotiated {
 
 /// The control plane's record of one connection.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnControl {
+pub(crate) struct ConnControl {
     /// RFC 9293 state.
     pub state: TcpState,
     /// Identity.
@@ -136,7 +136,7 @@ pub struct ConnControl {
 
 impl ConnControl {
     /// A fresh record.
-    pub fn new(tuple: FourTuple, rto: Duration) -> Self {
+    pub(crate) fn new(tuple: FourTuple, rto: Duration) -> Self {
         ConnControl {
             state: TcpState::Closed,
             tuple,
@@ -163,12 +163,12 @@ impl ConnControl {
     }
 
     /// The earliest of this connection's deadlines.
-    pub fn next_deadline(&self) -> Instant {
+    pub(crate) fn next_deadline(&self) -> Instant {
         self.timers.next_deadline()
     }
 
     /// RFC 5961 7: whether another challenge ACK fits this second's per-connection budget.
-    pub fn allow_challenge_ack(&mut self, now: Instant, limit: u32) -> bool {
+    pub(crate) fn allow_challenge_ack(&mut self, now: Instant, limit: u32) -> bool {
         if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
             self.challenge_window = now;
             self.challenge_count = 0;

@@ -5,27 +5,27 @@
 //! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
 //! Nothing here allocates after construction.
 
-pub mod classify;
-pub mod ecn;
+pub(crate) mod classify;
+pub(crate) mod ecn;
 pub(crate) mod pipeline;
-pub mod post;
-pub mod protocol;
-pub mod scheduler;
-pub mod scoreboard;
-pub mod state;
-pub mod summary;
-pub mod tx;
+pub(crate) mod post;
+pub(crate) mod protocol;
+pub(crate) mod scheduler;
+pub(crate) mod scoreboard;
+pub(crate) mod state;
+pub(crate) mod summary;
+pub(crate) mod tx;
 
-pub use crate::queue::ReadyQueue;
+pub(crate) use crate::queue::ReadyQueue;
 use scheduler::TimingWheel;
 use state::{Interval, PostState, PreState, ProtoState, SackedRange, SchedState};
 use summary::HeaderSummary;
 
 /// Segments processed together by each stage.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// The data-path's per-connection tables and scratch space.
-pub struct DataPath {
+pub(crate) struct DataPath {
     /// Pre-processor state.
     pub pre: Box<[PreState]>,
     /// Protocol-stage state.
@@ -54,7 +54,7 @@ impl DataPath {
     /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
     /// scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
     /// `granularity_ns` nanoseconds.
-    pub fn new(
+    pub(crate) fn new(
         slots: usize,
         ooo: usize,
         sacked: usize,
@@ -76,16 +76,9 @@ impl DataPath {
         }
     }
 
-    /// The out-of-order interval slots of `slot`.
-    #[inline]
-    pub fn ooo_of(&mut self, slot: u32) -> &mut [Interval] {
-        let at = slot as usize * self.ooo_stride;
-        &mut self.ooo[at..at + self.ooo_stride]
-    }
-
     /// The SACK scoreboard of `slot`.
     #[inline]
-    pub fn sacked_of(&self, slot: u32) -> &[SackedRange] {
+    pub(crate) fn sacked_of(&self, slot: u32) -> &[SackedRange] {
         let at = slot as usize * self.sacked_stride;
         &self.sacked[at..at + self.sacked_stride]
     }
@@ -94,7 +87,7 @@ impl DataPath {
     /// congestion-control counters and the flow scheduler's rate, timestamp and wheel node,
     /// interval tables: out-of-order intervals and the SACK scoreboard). The
     /// congestion-control policy itself is the control plane's.
-    pub fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
+    pub(crate) fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
