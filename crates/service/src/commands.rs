@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
 use sluice_shm::{Command, Completion, Congestion, Shut, SocketBlock, PAYLOAD_BYTES};
-use sluice_tcp::{Algorithm, ConnId, Error, Stack};
+use sluice_tcp::{Algorithm, ConnId, ConnectError, ListenError, Stack};
 
 use crate::app::AttachedApp;
 use crate::data;
@@ -355,9 +355,9 @@ fn listen(
                 app.slots.get_mut(s).expect("allocated").state = SlotState::Bound { port };
             }
             return Err(match e {
-                Error::AddrInUse => Errno::EADDRINUSE,
-                Error::NoResources => Errno::ENOBUFS,
-                _ => Errno::EINVAL,
+                ListenError::AddrInUse => Errno::EADDRINUSE,
+                ListenError::NoResources => Errno::ENOBUFS,
+                ListenError::InvalidArgument => Errno::EINVAL,
             });
         }
     };
@@ -404,8 +404,8 @@ fn connect(
     let id = stack
         .connect_with(sh.now, ip, port, choice)
         .map_err(|e| match e {
-            Error::NoResources => Errno::EADDRNOTAVAIL,
-            _ => Errno::EINVAL,
+            ConnectError::NoResources => Errno::EADDRNOTAVAIL,
+            ConnectError::InvalidArgument => Errno::EINVAL,
         })?;
     if let SlotState::Bound { port: bound } = state {
         if bound != 0 {

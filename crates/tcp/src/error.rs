@@ -1,4 +1,6 @@
-//! Errors of the application API.
+//! Errors of the application API: [`Error`] for most operations, and one enum per
+//! operation whose causes callers answer differently ([`ListenError`], [`ConnectError`]),
+//! as smoltcp does.
 
 use crate::control::state::ConnError;
 
@@ -36,3 +38,67 @@ impl core::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Why [`crate::Stack::listen`] refused: each cause asks the caller for a different answer
+/// (a socket layer maps them to EINVAL, EADDRINUSE and ENOBUFS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenError {
+    /// Port 0 cannot be listened on.
+    InvalidArgument,
+    /// A listener already has the port.
+    AddrInUse,
+    /// Every listener slot is taken.
+    NoResources,
+}
+
+impl core::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ListenError::InvalidArgument => "cannot listen on port 0",
+            ListenError::AddrInUse => "address in use",
+            ListenError::NoResources => "no free listener",
+        })
+    }
+}
+
+impl std::error::Error for ListenError {}
+
+impl From<ListenError> for Error {
+    fn from(e: ListenError) -> Self {
+        match e {
+            ListenError::InvalidArgument => Error::InvalidArgument,
+            ListenError::AddrInUse => Error::AddrInUse,
+            ListenError::NoResources => Error::NoResources,
+        }
+    }
+}
+
+/// Why [`crate::Stack::connect`] refused: a bad destination, or nothing left to open a
+/// connection with (a socket layer maps them to EINVAL and EADDRNOTAVAIL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectError {
+    /// Port 0, our own address, or a broadcast, multicast or unspecified address.
+    InvalidArgument,
+    /// No free connection slot, or every ephemeral port to the destination is taken.
+    NoResources,
+}
+
+impl core::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConnectError::InvalidArgument => "invalid destination",
+            ConnectError::NoResources => "no free connection slot or port",
+        })
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<ConnectError> for Error {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::InvalidArgument => Error::InvalidArgument,
+            ConnectError::NoResources => Error::NoResources,
+        }
+    }
+}

@@ -29,7 +29,7 @@ pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, Recovery};
 pub use control::state::{ConnError, TcpState};
 pub use counters::Counters;
-pub use error::Error;
+pub use error::{ConnectError, Error, ListenError};
 pub use frame::{Transmit, TxChecksum};
 pub use handle::{ConnId, ListenerId};
 pub use host::Stack;

@@ -15,7 +15,7 @@ use crate::control::state::{ConnControl, ConnError, TcpState};
 use crate::counters::Counters;
 use crate::datapath::state::flags;
 use crate::datapath::DataPath;
-use crate::error::Error;
+use crate::error::{ConnectError, Error, ListenError};
 use crate::events::bits;
 use crate::handle::{ConnId, ListenerId};
 use crate::host::{Listener, Stack};
@@ -138,7 +138,7 @@ impl Stack {
 
     /// Starts listening on `port` with an accept queue of `backlog` connections
     /// (capped by the configuration).
-    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, Error> {
+    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, ListenError> {
         self.listen_with(port, backlog, None)
     }
 
@@ -151,18 +151,18 @@ impl Stack {
         port: u16,
         backlog: usize,
         algorithm: Option<Algorithm>,
-    ) -> Result<ListenerId, Error> {
+    ) -> Result<ListenerId, ListenError> {
         if port == 0 {
-            return Err(Error::InvalidArgument);
+            return Err(ListenError::InvalidArgument);
         }
         if self.listener_by_port.contains_key(&port) {
-            return Err(Error::AddrInUse);
+            return Err(ListenError::AddrInUse);
         }
         let index = self
             .listeners
             .iter()
             .position(Option::is_none)
-            .ok_or(Error::NoResources)?;
+            .ok_or(ListenError::NoResources)?;
         // No more connections can wait to be accepted than the table holds.
         let backlog = backlog.clamp(1, self.cfg.max_accept_queue.min(self.cfg.max_connections));
         self.listeners[index] = Some(Listener {
@@ -242,7 +242,12 @@ impl Stack {
     }
 
     /// Opens a connection to `ip:port` from an ephemeral port (RFC 9293 3.10.1, active OPEN).
-    pub fn connect(&mut self, now: Instant, ip: Ipv4Addr, port: u16) -> Result<ConnId, Error> {
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        ip: Ipv4Addr,
+        port: u16,
+    ) -> Result<ConnId, ConnectError> {
         self.connect_with(now, ip, port, None)
     }
 
@@ -255,7 +260,7 @@ impl Stack {
         ip: Ipv4Addr,
         port: u16,
         algorithm: Option<crate::Algorithm>,
-    ) -> Result<ConnId, Error> {
+    ) -> Result<ConnId, ConnectError> {
         self.now = now;
         if port == 0
             || ip == self.cfg.ip
@@ -263,7 +268,7 @@ impl Stack {
             || ip.is_unspecified()
             || ip.is_multicast()
         {
-            return Err(Error::InvalidArgument);
+            return Err(ConnectError::InvalidArgument);
         }
         let (lo, hi) = self.cfg.ephemeral_ports;
         let span = (hi - lo) as u32 + 1;
@@ -291,7 +296,7 @@ impl Stack {
                 break;
             }
         }
-        let (slot, tuple) = found.ok_or(Error::NoResources)?;
+        let (slot, tuple) = found.ok_or(ConnectError::NoResources)?;
         self.open_slot(slot, tuple);
         self.conns[slot as usize].app_owned = true;
         if let Some(algorithm) = algorithm {
