@@ -48,15 +48,12 @@ impl Case {
         let now = self.now;
         let r = self.stack(side).connect(now, ip, port);
         trace!(self, "{side:?} connect({ip}:{port}) = {r:?}");
-        match r {
-            Ok(id) => {
-                if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
-                    return Err(format!("{side:?}: connect({ip}:{port}) was accepted"));
-                }
-                self.handles.push(Handle::new(side, id, true));
+        // A refusal is fine: ConnectError has no InvalidHandle, the type rules it out.
+        if let Ok(id) = r {
+            if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
+                return Err(format!("{side:?}: connect({ip}:{port}) was accepted"));
             }
-            // ConnectError has no InvalidHandle: the type rules it out.
-            Err(_) => {}
+            self.handles.push(Handle::new(side, id, true));
         }
         Ok(())
     }
