@@ -6,7 +6,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use hdrhistogram::Histogram;
 use sluice_engine::{App, AppStatus, EngineError};
-use sluice_tcp::{ConnId, Error, Instant, Stack, TcpState};
+use sluice_tcp::{ConnId, ConnectError, Error, Instant, Stack, TcpState};
 
 use crate::measure::{self, Measurement};
 use crate::plan::{Kind, Timing, Workload, REQUEST_BYTES};
@@ -95,7 +95,7 @@ impl EngineClient {
                     };
                 }
                 // Every port or slot is in TIME-WAIT: try again on a later pass.
-                Err(Error::NoResources) => {}
+                Err(ConnectError::NoResources) => {}
                 Err(e) => return Err(self.fail(e)),
             }
             return Ok(());

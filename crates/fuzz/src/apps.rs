@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use sluice_tcp::{Error, TcpState};
+use sluice_tcp::{Error, ListenError, TcpState};
 
 use crate::case::{trace, Case, Handle};
 use crate::config::SERVICE_PORTS;
@@ -42,7 +42,7 @@ impl Case {
         trace!(self, "{side:?} listen({port}, {backlog}) = {r:?}");
         match r {
             Ok(id) => self.listeners.push((side, id)),
-            Err(Error::InvalidArgument) if port != 0 => {
+            Err(ListenError::InvalidArgument) if port != 0 => {
                 return Err(Violation::ListenRefused { side, port })
             }
             Err(_) => {}
@@ -54,15 +54,12 @@ impl Case {
         let now = self.now;
         let r = self.stack(side).connect(now, ip, port);
         trace!(self, "{side:?} connect({ip}:{port}) = {r:?}");
-        match r {
-            Ok(id) => {
-                if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
-                    return Err(Violation::BadConnectAccepted { side, ip, port });
-                }
-                self.handles.push(Handle::new(side, id, true));
+        // A refusal is fine: ConnectError has no InvalidHandle, the type rules it out.
+        if let Ok(id) = r {
+            if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
+                return Err(Violation::BadConnectAccepted { side, ip, port });
             }
-            Err(Error::InvalidHandle) => return Err(Violation::ConnectInvalidHandle { side }),
-            Err(_) => {}
+            self.handles.push(Handle::new(side, id, true));
         }
         Ok(())
     }

@@ -147,11 +147,6 @@ pub enum Violation {
         /// The destination port.
         port: u16,
     },
-    /// `connect` answered with InvalidHandle.
-    ConnectInvalidHandle {
-        /// The stack.
-        side: Side,
-    },
     /// `accept` returned a handle the application already holds.
     AcceptedHeldHandle {
         /// The stack.
@@ -315,9 +310,6 @@ impl fmt::Display for Violation {
             }
             Violation::BadConnectAccepted { side, ip, port } => {
                 write!(f, "{side:?}: connect({ip}:{port}) was accepted")
-            }
-            Violation::ConnectInvalidHandle { side } => {
-                write!(f, "{side:?}: connect returned InvalidHandle")
             }
             Violation::AcceptedHeldHandle { side } => {
                 write!(f, "{side:?}: accept returned a handle already held")

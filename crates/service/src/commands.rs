@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
 use sluice_shm::{Command, Completion, Payload, Shut};
-use sluice_tcp::{Error, Stack};
+use sluice_tcp::{ConnectError, ListenError, Stack};
 
 use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
@@ -266,9 +266,9 @@ fn listen(
                 h.slot.state = SlotState::Bound { port };
             }
             return Err(match e {
-                Error::AddrInUse => Errno::EADDRINUSE,
-                Error::NoResources => Errno::ENOBUFS,
-                _ => Errno::EINVAL,
+                ListenError::AddrInUse => Errno::EADDRINUSE,
+                ListenError::NoResources => Errno::ENOBUFS,
+                ListenError::InvalidArgument => Errno::EINVAL,
             });
         }
     };
@@ -306,8 +306,8 @@ fn connect(
     let id = stack
         .connect_with(sh.now, ip, port, h.slot.congestion)
         .map_err(|e| match e {
-            Error::NoResources => Errno::EADDRNOTAVAIL,
-            _ => Errno::EINVAL,
+            ConnectError::NoResources => Errno::EADDRNOTAVAIL,
+            ConnectError::InvalidArgument => Errno::EINVAL,
         })?;
     if let SlotState::Bound { port: bound } = state {
         if bound != 0 {

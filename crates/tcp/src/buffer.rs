@@ -7,15 +7,17 @@
 
 use sluice_wire::tcp::SeqNumber;
 
+use crate::config::Config;
+
 /// A power-of-two byte ring indexed by sequence number.
-pub struct PayloadRing {
+pub(crate) struct PayloadRing {
     bytes: Box<[u8]>,
     mask: u32,
 }
 
 impl PayloadRing {
     /// Creates a zeroed ring of at least `capacity` bytes (rounded up to a power of two).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
         PayloadRing {
             bytes: vec![0; capacity].into_boxed_slice(),
@@ -25,13 +27,13 @@ impl PayloadRing {
 
     /// Capacity in bytes.
     #[inline]
-    pub fn capacity(&self) -> u32 {
+    pub(crate) fn capacity(&self) -> u32 {
         self.mask + 1
     }
 
     /// Grows the ring to at least `capacity` bytes (a power of two, at most 2^30), keeping
     /// the `len` bytes from `seq` at their sequence numbers. Never shrinks.
-    pub fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
+    pub(crate) fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
         let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
         if capacity <= self.bytes.len() {
             return;
@@ -46,7 +48,7 @@ impl PayloadRing {
     /// Copies `data` into the ring starting at the byte for `seq`. `data` longer than the ring
     /// is truncated to the ring's capacity (callers bound it by the window first).
     #[inline]
-    pub fn write(&mut self, seq: SeqNumber, data: &[u8]) {
+    pub(crate) fn write(&mut self, seq: SeqNumber, data: &[u8]) {
         let data = &data[..data.len().min(self.bytes.len())];
         let start = (seq.0 & self.mask) as usize;
         let first = data.len().min(self.bytes.len() - start);
@@ -60,7 +62,7 @@ impl PayloadRing {
 
     /// Copies bytes starting at the byte for `seq` into `out` (at most the ring's capacity).
     #[inline]
-    pub fn read(&self, seq: SeqNumber, out: &mut [u8]) {
+    pub(crate) fn read(&self, seq: SeqNumber, out: &mut [u8]) {
         let len = out.len().min(self.bytes.len());
         let start = (seq.0 & self.mask) as usize;
         let first = len.min(self.bytes.len() - start);
@@ -71,7 +73,7 @@ impl PayloadRing {
     }
 
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.
-    pub fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
+    pub(crate) fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
         let len = len.min(self.bytes.len());
         let start = (seq.0 & self.mask) as usize;
         let first = len.min(self.bytes.len() - start);
@@ -80,6 +82,71 @@ impl PayloadRing {
             &self.bytes[..len - first],
         )
     }
+}
+
+/// The payload rings of a connection and the application's positions in them.
+pub(crate) struct ConnBuffers {
+    pub rx: PayloadRing,
+    pub tx: PayloadRing,
+    /// Next byte the application reads.
+    pub rx_head: SeqNumber,
+    /// End of in-order data delivered by the post-processor.
+    pub rx_tail: SeqNumber,
+    /// End of data acknowledged by the peer (notified by the post-processor).
+    pub tx_head: SeqNumber,
+    /// End of data the application has written.
+    pub tx_tail: SeqNumber,
+    /// The peer's FIN follows rx_tail.
+    pub eof: bool,
+    /// The application wants a WRITABLE event.
+    pub want_writable: bool,
+}
+
+impl ConnBuffers {
+    pub(crate) fn new(rx: PayloadRing, tx: PayloadRing) -> Self {
+        ConnBuffers {
+            rx,
+            tx,
+            rx_head: SeqNumber(0),
+            rx_tail: SeqNumber(0),
+            tx_head: SeqNumber(0),
+            tx_tail: SeqNumber(0),
+            eof: false,
+            want_writable: false,
+        }
+    }
+
+    /// Bytes the application wrote that the peer has not acknowledged.
+    #[inline]
+    pub(crate) fn tx_used(&self) -> usize {
+        self.tx_tail.diff(self.tx_head) as u32 as usize
+    }
+
+    /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
+    #[inline]
+    pub(crate) fn tx_room(&self, limit: usize) -> usize {
+        (self.tx.capacity() as usize)
+            .min(limit)
+            .saturating_sub(self.tx_used())
+    }
+
+    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
+    pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
+        self.rx_head = rcv;
+        self.rx_tail = rcv;
+        self.tx_head = snd;
+        self.tx_tail = snd;
+        self.eof = false;
+        self.want_writable = false;
+    }
+}
+
+/// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
+/// of `tx_memory` if smaller, never below the initial size.
+pub(crate) fn tx_limit(cfg: &Config, open: usize) -> usize {
+    let share = cfg.tx_memory / open.max(1);
+    let floor = cfg.tx_buffer_initial.min(cfg.tx_buffer);
+    cfg.tx_buffer.min(share).max(floor)
 }
 
 #[cfg(test)]

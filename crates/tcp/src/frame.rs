@@ -172,7 +172,7 @@ impl ControlQueue {
         if self.len == self.slots.len() {
             return false;
         }
-        let at = crate::datapath::wrap(self.head + self.len, self.slots.len());
+        let at = crate::queue::wrap(self.head + self.len, self.slots.len());
         match build(&mut self.slots[at]) {
             Some(n) if n <= CONTROL_FRAME_MAX => {
                 self.lens[at] = n as u16;
@@ -194,7 +194,7 @@ impl ControlQueue {
             return None;
         }
         out[..n].copy_from_slice(&self.slots[self.head][..n]);
-        self.head = crate::datapath::wrap(self.head + 1, self.slots.len());
+        self.head = crate::queue::wrap(self.head + 1, self.slots.len());
         self.len -= 1;
         Some(n)
     }

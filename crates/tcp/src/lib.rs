@@ -6,24 +6,32 @@
 //! [`Stack::connect`], [`Stack::accept`], [`Stack::send`], [`Stack::recv`],
 //! [`Stack::shutdown`], [`Stack::close`] and [`Stack::poll_event`].
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
-pub mod buffer;
+mod buffer;
 pub mod cc;
 pub mod config;
-pub mod control;
+mod control;
 pub mod counters;
-pub mod datapath;
+mod datapath;
+mod error;
 mod events;
 pub mod frame;
+mod handle;
+mod host;
+mod queue;
 mod stack;
-pub mod table;
+mod table;
 pub mod time;
-pub mod timer;
+mod timer;
 
 pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, Recovery};
 pub use control::state::{ConnError, TcpState};
 pub use counters::Counters;
+pub use error::{ConnectError, Error, ListenError};
 pub use frame::{Transmit, TxChecksum};
-pub use stack::{ConnId, ConnInfo, Error, Event, ListenerId, Readiness, Stack};
+pub use handle::{ConnId, ListenerId};
+pub use host::Stack;
+pub use stack::{ConnInfo, Event, Readiness};
 pub use time::Instant;

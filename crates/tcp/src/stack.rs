@@ -6,51 +6,22 @@ use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use hashbrown::HashMap;
 use sluice_wire::tcp::SeqNumber;
 
-use crate::buffer::PayloadRing;
-use crate::cc::{Algorithm, Policy};
-use crate::config::{Config, ConfigError};
-use crate::control::isn::Secret;
-use crate::control::neighbor::NeighborCache;
+use crate::buffer::{tx_limit, ConnBuffers, PayloadRing};
+use crate::cc::Algorithm;
+use crate::config::Config;
 use crate::control::state::{ConnControl, ConnError, TcpState};
 use crate::counters::Counters;
 use crate::datapath::state::flags;
 use crate::datapath::DataPath;
-use crate::events::{bits, EventQueue};
-use crate::frame::ControlQueue;
-use crate::table::{ConnTable, FourTuple};
+use crate::error::{ConnectError, Error, ListenError};
+use crate::events::bits;
+use crate::handle::{ConnId, ListenerId};
+use crate::host::{Listener, Stack};
+use crate::table::FourTuple;
 use crate::time::Instant;
-use crate::timer::TimerQueue;
-
-/// A connection handle. Stale handles (to a freed slot) are refused, never misdirected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ConnId {
-    pub(crate) slot: u32,
-    pub(crate) generation: u32,
-}
-
-impl ConnId {
-    /// The connection's slot index (stable for its lifetime).
-    pub fn slot(&self) -> u32 {
-        self.slot
-    }
-}
-
-/// A listener handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ListenerId {
-    pub(crate) index: u16,
-    pub(crate) port: u16,
-}
-
-impl ListenerId {
-    /// The listening port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
+use crate::timer::Timer;
 
 /// What became ready on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,41 +58,6 @@ pub enum Event {
     /// A connection's readiness changed.
     Conn(ConnId, Readiness),
 }
-
-/// Errors of the application API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// Nothing to do now; retry after an event.
-    WouldBlock,
-    /// The handle does not name a live connection or listener.
-    InvalidHandle,
-    /// The port is already in use.
-    AddrInUse,
-    /// The connection table, listener table or ephemeral ports are exhausted.
-    NoResources,
-    /// The connection is not open for this operation (e.g. send after shutdown).
-    NotConnected,
-    /// An argument was invalid (port 0, own address, broadcast).
-    InvalidArgument,
-    /// The connection failed.
-    Connection(ConnError),
-}
-
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::WouldBlock => f.write_str("operation would block"),
-            Error::InvalidHandle => f.write_str("invalid or stale handle"),
-            Error::AddrInUse => f.write_str("address in use"),
-            Error::NoResources => f.write_str("no free connection slot, listener or port"),
-            Error::NotConnected => f.write_str("not connected for this operation"),
-            Error::InvalidArgument => f.write_str("invalid argument"),
-            Error::Connection(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// A snapshot of one connection, for tests, tools and the demo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,143 +103,7 @@ pub struct ConnInfo {
     pub ecn: bool,
 }
 
-/// The payload rings of a connection and the application's positions in them.
-pub(crate) struct ConnBuffers {
-    pub rx: PayloadRing,
-    pub tx: PayloadRing,
-    /// Next byte the application reads.
-    pub rx_head: SeqNumber,
-    /// End of in-order data delivered by the post-processor.
-    pub rx_tail: SeqNumber,
-    /// End of data acknowledged by the peer (notified by the post-processor).
-    pub tx_head: SeqNumber,
-    /// End of data the application has written.
-    pub tx_tail: SeqNumber,
-    /// The peer's FIN follows rx_tail.
-    pub eof: bool,
-    /// The application wants a WRITABLE event.
-    pub want_writable: bool,
-}
-
-impl ConnBuffers {
-    fn new(rx: PayloadRing, tx: PayloadRing) -> Self {
-        ConnBuffers {
-            rx,
-            tx,
-            rx_head: SeqNumber(0),
-            rx_tail: SeqNumber(0),
-            tx_head: SeqNumber(0),
-            tx_tail: SeqNumber(0),
-            eof: false,
-            want_writable: false,
-        }
-    }
-
-    /// Bytes the application wrote that the peer has not acknowledged.
-    #[inline]
-    pub(crate) fn tx_used(&self) -> usize {
-        self.tx_tail.diff(self.tx_head) as u32 as usize
-    }
-
-    /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
-    #[inline]
-    pub(crate) fn tx_room(&self, limit: usize) -> usize {
-        (self.tx.capacity() as usize)
-            .min(limit)
-            .saturating_sub(self.tx_used())
-    }
-
-    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
-    pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
-        self.rx_head = rcv;
-        self.rx_tail = rcv;
-        self.tx_head = snd;
-        self.tx_tail = snd;
-        self.eof = false;
-        self.want_writable = false;
-    }
-}
-
-/// A listening port.
-pub(crate) struct Listener {
-    pub port: u16,
-    pub backlog: usize,
-    pub accept: VecDeque<u32>,
-    pub syn_pending: usize,
-    /// The algorithm its connections run from the SYN on (their SYN-ACK's ECN follows it).
-    pub cc_algorithm: Algorithm,
-}
-
-/// One host's TCP core. See the module docs.
-pub struct Stack {
-    pub(crate) cfg: Config,
-    pub(crate) now: Instant,
-    pub(crate) dp: DataPath,
-    pub(crate) conns: Box<[ConnControl]>,
-    /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
-    pub(crate) cc: Box<[Policy]>,
-    /// Each connection's policy as it was before its latest timeout, to undo a spurious
-    /// one (RFC 4015); control-plane state like `cc`.
-    pub(crate) cc_before_rto: Box<[Option<Policy>]>,
-    pub(crate) table: ConnTable,
-    pub(crate) bufs: Box<[Option<ConnBuffers>]>,
-    pub(crate) listeners: Box<[Option<Listener>]>,
-    pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
-    pub(crate) neighbors: NeighborCache,
-    pub(crate) isn_secret: Secret,
-    pub(crate) cookie_secret: Secret,
-    pub(crate) ts_secret: Secret,
-    pub(crate) timers: TimerQueue,
-    pub(crate) out: ControlQueue,
-    pub(crate) events: EventQueue,
-    pub(crate) counters: Counters,
-    pub(crate) ip_ident: u16,
-    pub(crate) next_port: u16,
-    pub(crate) awaiting_arp: Vec<u32>,
-}
-
 impl Stack {
-    /// Creates a core. Fails if the configuration is invalid.
-    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
-        cfg.validate()?;
-        let slots = cfg.max_connections;
-        let (lo, hi) = cfg.ephemeral_ports;
-        let span = (hi - lo) as u64 + 1;
-        Ok(Stack {
-            now: Instant::ZERO,
-            dp: DataPath::new(
-                slots,
-                cfg.ooo_intervals,
-                cfg.scoreboard_ranges(),
-                cfg.sched_wheel_slots,
-                cfg.sched_granularity.as_nanos() as u64,
-            ),
-            conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
-                .into_boxed_slice(),
-            cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
-            cc_before_rto: vec![None; slots].into_boxed_slice(),
-            table: ConnTable::new(slots, cfg.seed),
-            bufs: (0..slots).map(|_| None).collect(),
-            listeners: (0..cfg.max_listeners).map(|_| None).collect(),
-            listener_by_port: HashMap::with_capacity_and_hasher(
-                cfg.max_listeners,
-                ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
-            ),
-            neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
-            isn_secret: Secret::derive(cfg.seed, 1),
-            cookie_secret: Secret::derive(cfg.seed, 2),
-            ts_secret: Secret::derive(cfg.seed, 3),
-            timers: TimerQueue::new(slots),
-            out: ControlQueue::new(cfg.control_frame_queue),
-            events: EventQueue::new(slots, cfg.max_listeners),
-            counters: Counters::default(),
-            ip_ident: (cfg.seed >> 16) as u16,
-            next_port: lo + (cfg.seed % span) as u16,
-            awaiting_arp: Vec::with_capacity(slots),
-            cfg,
-        })
-    }
-
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
@@ -317,7 +117,7 @@ impl Stack {
     /// The earliest time [`Stack::handle_timeout`] has work to do, if any: a connection
     /// timer, or a rate-limited connection's turn in the flow scheduler's wheel.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timer = self.timers.next_deadline();
+        let timer = self.timer_queue.next_deadline();
         match self.dp.wheel.next_due_ns().map(Instant::from_nanos) {
             Some(due) => Some(timer.map_or(due, |t| t.min(due))),
             None => timer,
@@ -338,7 +138,7 @@ impl Stack {
 
     /// Starts listening on `port` with an accept queue of `backlog` connections
     /// (capped by the configuration).
-    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, Error> {
+    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId, ListenError> {
         self.listen_with(port, backlog, None)
     }
 
@@ -351,18 +151,18 @@ impl Stack {
         port: u16,
         backlog: usize,
         algorithm: Option<Algorithm>,
-    ) -> Result<ListenerId, Error> {
+    ) -> Result<ListenerId, ListenError> {
         if port == 0 {
-            return Err(Error::InvalidArgument);
+            return Err(ListenError::InvalidArgument);
         }
         if self.listener_by_port.contains_key(&port) {
-            return Err(Error::AddrInUse);
+            return Err(ListenError::AddrInUse);
         }
         let index = self
             .listeners
             .iter()
             .position(Option::is_none)
-            .ok_or(Error::NoResources)?;
+            .ok_or(ListenError::NoResources)?;
         // No more connections can wait to be accepted than the table holds.
         let backlog = backlog.clamp(1, self.cfg.max_accept_queue.min(self.cfg.max_connections));
         self.listeners[index] = Some(Listener {
@@ -442,7 +242,12 @@ impl Stack {
     }
 
     /// Opens a connection to `ip:port` from an ephemeral port (RFC 9293 3.10.1, active OPEN).
-    pub fn connect(&mut self, now: Instant, ip: Ipv4Addr, port: u16) -> Result<ConnId, Error> {
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        ip: Ipv4Addr,
+        port: u16,
+    ) -> Result<ConnId, ConnectError> {
         self.connect_with(now, ip, port, None)
     }
 
@@ -455,7 +260,7 @@ impl Stack {
         ip: Ipv4Addr,
         port: u16,
         algorithm: Option<crate::Algorithm>,
-    ) -> Result<ConnId, Error> {
+    ) -> Result<ConnId, ConnectError> {
         self.now = now;
         if port == 0
             || ip == self.cfg.ip
@@ -463,7 +268,7 @@ impl Stack {
             || ip.is_unspecified()
             || ip.is_multicast()
         {
-            return Err(Error::InvalidArgument);
+            return Err(ConnectError::InvalidArgument);
         }
         let (lo, hi) = self.cfg.ephemeral_ports;
         let span = (hi - lo) as u32 + 1;
@@ -491,7 +296,7 @@ impl Stack {
                 break;
             }
         }
-        let (slot, tuple) = found.ok_or(Error::NoResources)?;
+        let (slot, tuple) = found.ok_or(ConnectError::NoResources)?;
         self.open_slot(slot, tuple);
         self.conns[slot as usize].app_owned = true;
         if let Some(algorithm) = algorithm {
@@ -873,7 +678,7 @@ impl Stack {
         self.dp.pre[s].active = false;
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
-        self.timers.disarm(slot);
+        self.timer_queue.disarm(slot);
         self.dp.wheel.remove(slot);
         self.events.clear(slot);
         // A connection closed while waiting for ARP must leave the wait list, or
@@ -888,11 +693,7 @@ impl Stack {
         let c = &mut self.conns[slot as usize];
         c.state = TcpState::Closed;
         self.dp.pre[slot as usize].active = false;
-        c.rto_deadline = Instant::MAX;
-        c.persist_deadline = Instant::MAX;
-        c.delack_deadline = Instant::MAX;
-        c.time_wait_deadline = Instant::MAX;
-        c.cc_deadline = Instant::MAX;
+        c.timers.stop_all();
         if c.app_owned {
             self.events.raise(slot, bits::CLOSED);
         } else if c.listener.is_none() {
@@ -950,8 +751,19 @@ impl Stack {
     pub(crate) fn arm_orphan_timer(&mut self, slot: u32) {
         let deadline = self.now + self.cfg.time_wait.max(Duration::from_secs(1));
         let c = &mut self.conns[slot as usize];
-        c.time_wait_deadline = c.time_wait_deadline.min(deadline);
-        self.timers.arm(slot, c.next_deadline());
+        let deadline = c
+            .timers
+            .get(Timer::TimeWait)
+            .map_or(deadline, |d| d.min(deadline));
+        c.timers.set(Timer::TimeWait, deadline);
+        self.timer_queue.arm(slot, c.next_deadline());
+    }
+
+    /// Sets the connection's `timer` to `at` and makes sure the timer queue wakes it by then.
+    #[inline]
+    pub(crate) fn arm_timer(&mut self, slot: u32, timer: Timer, at: Instant) {
+        self.conns[slot as usize].timers.set(timer, at);
+        self.timer_queue.arm(slot, at);
     }
 
     /// HC workflow: the application consumed `n` bytes; the window grows. A window update is
@@ -970,27 +782,11 @@ impl Stack {
     }
 }
 
-/// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
-/// of `tx_memory` if smaller, never below the initial size.
-pub(crate) fn tx_limit(cfg: &Config, open: usize) -> usize {
-    let share = cfg.tx_memory / open.max(1);
-    let floor = cfg.tx_buffer_initial.min(cfg.tx_buffer);
-    cfg.tx_buffer.min(share).max(floor)
-}
-
 /// The largest power of two at most `n` (1 for 0).
 fn pow2_floor(n: usize) -> usize {
     if n.is_power_of_two() {
         n
     } else {
         (n.next_power_of_two() / 2).max(1)
-    }
-}
-
-fn placeholder_tuple() -> FourTuple {
-    FourTuple {
-        remote_ip: Ipv4Addr::UNSPECIFIED,
-        remote_port: 0,
-        local_port: 0,
     }
 }

@@ -8,7 +8,7 @@ use hashbrown::HashMap;
 
 /// A connection's identity as seen from this host (our IP is implicit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FourTuple {
+pub(crate) struct FourTuple {
     /// Peer's IP.
     pub remote_ip: Ipv4Addr,
     /// Peer's port.
@@ -27,7 +27,7 @@ impl FourTuple {
 }
 
 /// Slots and the lookup map, both bounded by the configured connection count.
-pub struct ConnTable {
+pub(crate) struct ConnTable {
     map: HashMap<u64, u32, RandomState>,
     free: Vec<u32>,
     generation: Box<[u32]>,
@@ -36,7 +36,7 @@ pub struct ConnTable {
 impl ConnTable {
     /// Creates a table of `slots` slots; the hash is keyed from `seed` so that peers cannot
     /// aim collisions at it.
-    pub fn new(slots: usize, seed: u64) -> Self {
+    pub(crate) fn new(slots: usize, seed: u64) -> Self {
         let hasher = RandomState::with_seeds(seed, seed.rotate_left(17), !seed, seed ^ 0x9e37_79b9);
         ConnTable {
             map: HashMap::with_capacity_and_hasher(slots, hasher),
@@ -47,12 +47,12 @@ impl ConnTable {
 
     /// The slot of a connection.
     #[inline]
-    pub fn lookup(&self, tuple: &FourTuple) -> Option<u32> {
+    pub(crate) fn lookup(&self, tuple: &FourTuple) -> Option<u32> {
         self.map.get(&tuple.key()).copied()
     }
 
     /// Allocates a slot for `tuple`. None if the tuple exists or no slot is free.
-    pub fn insert(&mut self, tuple: &FourTuple) -> Option<u32> {
+    pub(crate) fn insert(&mut self, tuple: &FourTuple) -> Option<u32> {
         if self.map.contains_key(&tuple.key()) {
             return None;
         }
@@ -62,7 +62,7 @@ impl ConnTable {
     }
 
     /// Frees `tuple`'s slot; handles to it become stale.
-    pub fn remove(&mut self, tuple: &FourTuple) -> Option<u32> {
+    pub(crate) fn remove(&mut self, tuple: &FourTuple) -> Option<u32> {
         let slot = self.map.remove(&tuple.key())?;
         self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
         self.free.push(slot);
@@ -71,7 +71,7 @@ impl ConnTable {
 
     /// The current generation of `slot`, which tells a live handle from a stale one.
     #[inline]
-    pub fn generation(&self, slot: u32) -> u32 {
+    pub(crate) fn generation(&self, slot: u32) -> u32 {
         self.generation
             .get(slot as usize)
             .copied()
@@ -79,17 +79,12 @@ impl ConnTable {
     }
 
     /// Connections in the table.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    /// Whether the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
     /// Free slots.
-    pub fn free_slots(&self) -> usize {
+    pub(crate) fn free_slots(&self) -> usize {
         self.free.len()
     }
 }

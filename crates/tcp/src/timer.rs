@@ -1,4 +1,6 @@
-//! Connection timers: one lazily-updated deadline per connection slot in a bounded min-heap.
+//! Connection timers: each connection's [`TimerTable`] of deadlines keyed by [`Timer`]
+//! (quinn-proto's pattern), and one lazily-updated deadline per connection slot in a
+//! bounded min-heap, the [`TimerQueue`].
 //!
 //! Re-arming a timer later (the RTO restarting on every ACK) costs nothing: the earlier heap
 //! entry fires, the owner finds nothing due and arms again. Only an earlier deadline pushes.
@@ -9,15 +11,91 @@ use std::collections::BinaryHeap;
 
 use crate::time::Instant;
 
+/// The timers of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Retransmission (handshake, data, FIN).
+    Rto = 0,
+    /// Delayed ACK.
+    DelayedAck = 1,
+    /// Zero-window probe, or the silly-window override.
+    Persist = 2,
+    /// TIME-WAIT expiry, or an orphan's bounded lifetime in FIN-WAIT.
+    TimeWait = 3,
+    /// The next congestion-control iteration (control/congestion.rs).
+    Congestion = 4,
+}
+
+impl Timer {
+    /// How many timers a connection has.
+    const COUNT: usize = 5;
+}
+
+/// A connection's deadlines, one per [`Timer`]; `Instant::MAX` is a stopped timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimerTable([Instant; Timer::COUNT]);
+
+impl Default for TimerTable {
+    fn default() -> Self {
+        TimerTable([Instant::MAX; Timer::COUNT])
+    }
+}
+
+impl TimerTable {
+    /// The timer's deadline, if it runs.
+    #[inline]
+    pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
+        let at = self.0[timer as usize];
+        (at != Instant::MAX).then_some(at)
+    }
+
+    /// Whether the timer runs.
+    #[inline]
+    pub(crate) fn is_set(&self, timer: Timer) -> bool {
+        self.0[timer as usize] != Instant::MAX
+    }
+
+    /// Whether the timer's deadline is at or before `now` (never for a stopped one short of
+    /// the end of time).
+    #[inline]
+    pub(crate) fn is_expired(&self, timer: Timer, now: Instant) -> bool {
+        self.0[timer as usize] <= now
+    }
+
+    /// Sets (or moves) the timer's deadline.
+    #[inline]
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
+        self.0[timer as usize] = at;
+    }
+
+    /// Stops the timer.
+    #[inline]
+    pub(crate) fn stop(&mut self, timer: Timer) {
+        self.0[timer as usize] = Instant::MAX;
+    }
+
+    /// Stops every timer.
+    #[inline]
+    pub(crate) fn stop_all(&mut self) {
+        self.0 = [Instant::MAX; Timer::COUNT];
+    }
+
+    /// The earliest deadline, `Instant::MAX` when every timer is stopped.
+    #[inline]
+    pub(crate) fn next_deadline(&self) -> Instant {
+        self.0.iter().copied().fold(Instant::MAX, Instant::min)
+    }
+}
+
 /// A min-heap of (deadline, slot) with at most one live entry per slot.
-pub struct TimerQueue {
+pub(crate) struct TimerQueue {
     heap: BinaryHeap<Reverse<(Instant, u32)>>,
     armed: Box<[Instant]>,
 }
 
 impl TimerQueue {
     /// Creates a queue for `slots` slots.
-    pub fn new(slots: usize) -> Self {
+    pub(crate) fn new(slots: usize) -> Self {
         TimerQueue {
             heap: BinaryHeap::with_capacity(2 * slots + 1),
             armed: vec![Instant::MAX; slots].into_boxed_slice(),
@@ -26,7 +104,7 @@ impl TimerQueue {
 
     /// Ensures `slot` is woken no later than `deadline`.
     #[inline]
-    pub fn arm(&mut self, slot: u32, deadline: Instant) {
+    pub(crate) fn arm(&mut self, slot: u32, deadline: Instant) {
         let Some(armed) = self.armed.get_mut(slot as usize) else {
             return;
         };
@@ -41,19 +119,19 @@ impl TimerQueue {
     }
 
     /// Forgets `slot`'s deadline (its entry goes stale).
-    pub fn disarm(&mut self, slot: u32) {
+    pub(crate) fn disarm(&mut self, slot: u32) {
         if let Some(armed) = self.armed.get_mut(slot as usize) {
             *armed = Instant::MAX;
         }
     }
 
     /// The earliest deadline (possibly of a stale entry, which only causes an early wake-up).
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Pops a slot whose deadline is at or before `now`.
-    pub fn pop_expired(&mut self, now: Instant) -> Option<u32> {
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<u32> {
         while let Some(&Reverse((deadline, slot))) = self.heap.peek() {
             if deadline > now {
                 return None;
@@ -80,6 +158,22 @@ impl TimerQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_keeps_one_deadline_per_timer() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next_deadline(), Instant::MAX);
+        t.set(Timer::Rto, Instant::from_millis(30));
+        t.set(Timer::DelayedAck, Instant::from_millis(10));
+        assert_eq!(t.next_deadline(), Instant::from_millis(10));
+        assert!(t.is_expired(Timer::DelayedAck, Instant::from_millis(10)));
+        assert!(!t.is_expired(Timer::Persist, Instant::from_millis(10)));
+        t.stop(Timer::DelayedAck);
+        assert_eq!(t.get(Timer::DelayedAck), None);
+        assert_eq!(t.get(Timer::Rto), Some(Instant::from_millis(30)));
+        t.stop_all();
+        assert!(!t.is_set(Timer::Rto));
+    }
 
     #[test]
     fn earliest_fires_first_and_later_rearm_is_lazy() {

@@ -4,7 +4,7 @@
 mod harness;
 
 use harness::*;
-use sluice_tcp::{Error, Event, TcpState};
+use sluice_tcp::{ConnectError, Error, Event, ListenError, TcpState};
 use sluice_wire::tcp::{SeqNumber, TcpOptions};
 
 #[test]
@@ -330,4 +330,29 @@ fn rfc9293_connection_reset_before_accept_is_never_returned() {
     peer.recv_nothing(&mut stack, ms(2));
     assert_eq!(stack.accept(l), Err(Error::WouldBlock));
     assert_eq!(stack.connection_count(), 0);
+}
+
+#[test]
+fn listen_and_connect_errors_name_their_cause() {
+    let mut cfg = config();
+    cfg.max_listeners = 1;
+    let mut stack = stack_with(cfg);
+    assert_eq!(stack.listen(0, 16), Err(ListenError::InvalidArgument));
+    stack.listen(LISTEN_PORT, 16).unwrap();
+    assert_eq!(stack.listen(LISTEN_PORT, 16), Err(ListenError::AddrInUse));
+    assert_eq!(
+        stack.listen(LISTEN_PORT + 1, 16),
+        Err(ListenError::NoResources)
+    );
+    assert_eq!(
+        stack.connect(ms(0), PEER_IP, 0),
+        Err(ConnectError::InvalidArgument)
+    );
+    assert_eq!(
+        stack.connect(ms(0), OUR_IP, 80),
+        Err(ConnectError::InvalidArgument)
+    );
+    // Callers that keep one error type convert.
+    assert_eq!(Error::from(ListenError::AddrInUse), Error::AddrInUse);
+    assert_eq!(Error::from(ConnectError::NoResources), Error::NoResources);
 }

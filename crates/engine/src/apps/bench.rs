@@ -112,8 +112,12 @@ impl App for BenchServerApp {
                 // 1024 streams at once, and a connection the listener had no room for is
                 // never served.
                 echo: EchoServer::listen(stack, self.ports.echo, BACKLOG)?,
-                sink: stack.listen(self.ports.sink, BACKLOG)?,
-                source: stack.listen(self.ports.source, BACKLOG)?,
+                sink: stack
+                    .listen(self.ports.sink, BACKLOG)
+                    .map_err(Error::from)?,
+                source: stack
+                    .listen(self.ports.source, BACKLOG)
+                    .map_err(Error::from)?,
                 sinks: Vec::new(),
                 sources: Vec::new(),
             });

@@ -6,11 +6,11 @@ use super::newreno::Reno;
 use super::{CcInput, CongestionControl};
 
 /// RFC 9438 5: C = 0.4.
-pub const C: f64 = 0.4;
+pub(super) const C: f64 = 0.4;
 /// RFC 9438 5: β_cubic = 0.7.
-pub const BETA: f64 = 0.7;
+pub(super) const BETA: f64 = 0.7;
 /// RFC 9438 4.3: α_cubic = 3 (1 - β) / (1 + β).
-pub const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+pub(super) const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
 
 /// CUBIC state. Windows in the cubic arithmetic are in segments, as in the RFC.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,12 +27,12 @@ pub struct Cubic {
 }
 
 /// RFC 9438 eq. 1: W_cubic(t) = C (t - K)^3 + W_max.
-pub fn w_cubic(t: f64, k: f64, w_max: f64) -> f64 {
+pub(super) fn w_cubic(t: f64, k: f64, w_max: f64) -> f64 {
     C * (t - k).powi(3) + w_max
 }
 
 /// RFC 9438 eq. 2: K = cbrt((W_max - cwnd_epoch) / C).
-pub fn k_of(w_max: f64, cwnd_epoch: f64) -> f64 {
+pub(super) fn k_of(w_max: f64, cwnd_epoch: f64) -> f64 {
     ((w_max - cwnd_epoch).max(0.0) / C).cbrt()
 }
 

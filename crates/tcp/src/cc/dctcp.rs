@@ -8,7 +8,7 @@ use super::newreno::Reno;
 use super::{CcInput, CongestionControl};
 
 /// RFC 8257 3.3: the estimation gain g = 1/16.
-pub const G: f64 = 1.0 / 16.0;
+pub(super) const G: f64 = 1.0 / 16.0;
 
 /// DCTCP state.
 #[derive(Clone, Debug, PartialEq)]

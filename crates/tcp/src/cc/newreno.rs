@@ -16,7 +16,7 @@ pub(crate) struct Reno {
 }
 
 impl Reno {
-    pub fn new(cwnd: u32, ssthresh: u32) -> Self {
+    pub(super) fn new(cwnd: u32, ssthresh: u32) -> Self {
         Reno {
             cwnd,
             ssthresh,
@@ -26,7 +26,7 @@ impl Reno {
 
     /// Grows the window by `acked` bytes' worth: slow start below ssthresh, then one MSS per
     /// window of data. Returns the bytes left over for congestion avoidance.
-    pub fn slow_start(&mut self, acked: u32) -> u32 {
+    pub(super) fn slow_start(&mut self, acked: u32) -> u32 {
         if self.cwnd >= self.ssthresh {
             return acked;
         }
@@ -40,7 +40,7 @@ impl Reno {
 
     /// Grows the window for `acked` bytes, to at most `cap` (see [`CcInput::growth_cap`]):
     /// a window at the cap already is not growing because the sender does not use it.
-    pub fn grow(&mut self, acked: u32, mss: u32, cap: u32) {
+    pub(super) fn grow(&mut self, acked: u32, mss: u32, cap: u32) {
         if self.cwnd >= cap {
             return;
         }
@@ -63,7 +63,7 @@ impl Reno {
 
     /// RFC 5681 eq. 4: ssthresh = max(FlightSize / 2, 2 SMSS); RFC 6582 3.2 step 2 (without
     /// the inflation go-back-N does not need): cwnd = ssthresh.
-    pub fn halve(&mut self, flight: u32, mss: u32) {
+    pub(super) fn halve(&mut self, flight: u32, mss: u32) {
         self.ssthresh = (flight / 2).max(2 * mss);
         self.cwnd = self.ssthresh;
         self.acked_in_ca = 0;
@@ -71,7 +71,7 @@ impl Reno {
 
     /// RFC 5681 3.1 after a retransmission timeout: ssthresh as eq. 4, cwnd = the loss window
     /// of one segment.
-    pub fn timeout(&mut self, flight: u32, mss: u32) {
+    pub(super) fn timeout(&mut self, flight: u32, mss: u32) {
         self.ssthresh = (flight / 2).max(2 * mss);
         self.cwnd = mss;
         self.acked_in_ca = 0;

@@ -1,6 +1,6 @@
 //! The control plane's congestion-control loop (TAS, FlexTOE appendix D, Laminar 4.2.1).
 //!
-//! Each connection has a control-plane deadline, `ConnControl::cc_deadline`, on the same
+//! Each connection has a control-plane deadline, its `Timer::Congestion`, on the same
 //! timer heap as its other timers, so an iteration costs O(log n) and never scans the
 //! connection table. An iteration runs about once per smoothed RTT:
 //!
@@ -29,8 +29,10 @@ use crate::cc::{Algorithm, CcInput, CongestionControl, Policy};
 use crate::datapath::ecn;
 use crate::datapath::post;
 use crate::datapath::state::SchedState;
-use crate::stack::{ConnId, Error, Stack};
-use crate::time::Instant;
+use crate::error::Error;
+use crate::handle::ConnId;
+use crate::host::Stack;
+use crate::timer::Timer;
 
 impl Stack {
     /// The control interval: one smoothed RTT, at least `Config::cc_interval_min`.
@@ -50,7 +52,7 @@ impl Stack {
         self.dp.sched[s] = SchedState::default();
         self.program_rate(slot);
         self.set_echo_mode(slot, algorithm);
-        self.conns[s].cc_deadline = Instant::MAX;
+        self.conns[s].timers.stop(Timer::Congestion);
     }
 
     fn set_echo_mode(&mut self, slot: u32, algorithm: Algorithm) {
@@ -67,13 +69,13 @@ impl Stack {
     /// follows the ACK clock however late the timer is served.
     #[inline]
     pub(crate) fn cc_arm(&mut self, slot: u32) {
-        let deadline = self.conns[slot as usize].cc_deadline;
-        if deadline == Instant::MAX {
-            let deadline = self.now + self.cc_interval(slot);
-            self.conns[slot as usize].cc_deadline = deadline;
-            self.timers.arm(slot, deadline);
-        } else if deadline <= self.now {
-            self.cc_expire(slot);
+        match self.conns[slot as usize].timers.get(Timer::Congestion) {
+            None => {
+                let deadline = self.now + self.cc_interval(slot);
+                self.arm_timer(slot, Timer::Congestion, deadline);
+            }
+            Some(deadline) if deadline <= self.now => self.cc_expire(slot),
+            Some(_) => {}
         }
     }
 
@@ -103,7 +105,7 @@ impl Stack {
 
     /// The connection's control deadline passed.
     pub(crate) fn cc_expire(&mut self, slot: u32) {
-        self.conns[slot as usize].cc_deadline = Instant::MAX;
+        self.conns[slot as usize].timers.stop(Timer::Congestion);
         self.cc_iteration(slot, 0);
     }
 
@@ -111,7 +113,7 @@ impl Stack {
     fn cc_iteration(&mut self, slot: u32, timeouts: u32) {
         let s = slot as usize;
         if !self.dp.pre[s].active {
-            self.conns[s].cc_deadline = Instant::MAX;
+            self.conns[s].timers.stop(Timer::Congestion);
             return;
         }
         let counters = post::take_cc_counters(&mut self.dp.post[s]);
@@ -147,10 +149,9 @@ impl Stack {
         // retransmission the next ACKs answer: the first of them, overdue, runs it at once).
         if counters.acked_bytes > 0 || timeouts > 0 || counters.fast_retransmits > 0 {
             let deadline = self.now + self.cc_interval(slot);
-            self.conns[s].cc_deadline = deadline;
-            self.timers.arm(slot, deadline);
+            self.arm_timer(slot, Timer::Congestion, deadline);
         } else {
-            self.conns[s].cc_deadline = Instant::MAX;
+            self.conns[s].timers.stop(Timer::Congestion);
         }
     }
 

@@ -20,7 +20,7 @@ const MSS_TABLE: [u16; 8] = [536, 1220, 1300, 1360, 1400, 1440, 1460, 8960];
 
 /// The handshake options a cookie preserves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CookieOptions {
+pub(crate) struct CookieOptions {
     /// Peer's MSS (rounded down to a table value).
     pub mss: u16,
     /// Peer's window scale.
@@ -40,7 +40,7 @@ fn hash24(secret: &Secret, ip: Ipv4Addr, tuple: &FourTuple, peer_isn: SeqNumber,
 }
 
 /// The cookie ISN for a SYN with sequence number `peer_isn`.
-pub fn encode_isn(
+pub(crate) fn encode_isn(
     secret: &Secret,
     ip: Ipv4Addr,
     tuple: &FourTuple,
@@ -60,7 +60,7 @@ const OPTION_BITS: u32 = 0x3f;
 /// of the clock. The peer keeps this TSval as TS.Recent; a TSval later than the clock would
 /// make our next segments look older and the peer's PAWS would drop them (RFC 7323 5.3),
 /// so when the option bits exceed the clock's, the previous 64-tick slot is used.
-pub fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool, ecn: bool) -> u32 {
+pub(crate) fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool, ecn: bool) -> u32 {
     let bits = (ecn as u32) << 5 | (sack as u32) << 4 | wscale.map_or(15, |w| w.min(14) as u32);
     let tsval = (ts_clock & !OPTION_BITS) | bits;
     if (tsval.wrapping_sub(ts_clock) as i32) > 0 {
@@ -72,7 +72,7 @@ pub fn encode_tsval(ts_clock: u32, wscale: Option<u8>, sack: bool, ecn: bool) ->
 
 /// Validates the ACK of a cookie SYN-ACK: `cookie` is SEG.ACK - 1, `peer_isn` SEG.SEQ - 1,
 /// `ts_ecr` the echoed TSval. Returns the preserved options, or None for a forged or stale cookie.
-pub fn decode(
+pub(crate) fn decode(
     secret: &Secret,
     ip: Ipv4Addr,
     tuple: &FourTuple,

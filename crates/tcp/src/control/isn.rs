@@ -11,11 +11,11 @@ use crate::time::Instant;
 
 /// A secret key for the keyed hashes, derived from the caller's seed.
 #[derive(Clone, Copy, Debug)]
-pub struct Secret(u64, u64);
+pub(crate) struct Secret(u64, u64);
 
 impl Secret {
     /// Derives a secret for `purpose` from `seed`.
-    pub fn derive(seed: u64, purpose: u64) -> Self {
+    pub(crate) fn derive(seed: u64, purpose: u64) -> Self {
         let mut h = SipHasher13::new_with_keys(seed, purpose);
         h.write_u64(0x51u64);
         let a = h.finish();
@@ -24,7 +24,7 @@ impl Secret {
     }
 
     /// The keyed hash of a 4-tuple (and our address) plus `extra`.
-    pub fn hash(&self, local_ip: Ipv4Addr, tuple: &FourTuple, extra: u32) -> u32 {
+    pub(crate) fn hash(&self, local_ip: Ipv4Addr, tuple: &FourTuple, extra: u32) -> u32 {
         let mut h = SipHasher13::new_with_keys(self.0, self.1);
         h.write_u32(u32::from(local_ip));
         h.write_u32(u32::from(tuple.remote_ip));
@@ -39,7 +39,7 @@ impl Secret {
 /// remoteport, secretkey), where M is a clock ticking every 4 microseconds, so that
 /// successive incarnations of a connection use increasing sequence numbers (MUST-9 is met
 /// by the same clock for a peer reconnecting after TIME-WAIT).
-pub fn initial_sequence(
+pub(crate) fn initial_sequence(
     secret: &Secret,
     local_ip: Ipv4Addr,
     tuple: &FourTuple,
@@ -51,7 +51,7 @@ pub fn initial_sequence(
 
 /// RFC 7323 5.4: a per-connection offset added to the timestamp clock, so that TSvals leak
 /// no host uptime and differ between connections.
-pub fn timestamp_offset(secret: &Secret, local_ip: Ipv4Addr, tuple: &FourTuple) -> u32 {
+pub(crate) fn timestamp_offset(secret: &Secret, local_ip: Ipv4Addr, tuple: &FourTuple) -> u32 {
     secret.hash(local_ip, tuple, 0x7473)
 }
 

@@ -4,10 +4,15 @@
 //! fast path: the data-path hands it exceptions and state-change events, and it installs
 //! synchronized connections into the data-path's stage tables.
 
+mod arp;
 mod congestion;
-pub mod cookie;
+pub(crate) mod cookie;
+mod handshake;
 mod input;
-pub mod isn;
-pub mod neighbor;
-pub mod state;
+pub(crate) mod isn;
+pub(crate) mod neighbor;
+mod reset;
+pub(crate) mod state;
+mod syn_cookie;
+mod teardown;
 mod timers;

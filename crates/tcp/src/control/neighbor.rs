@@ -8,14 +8,14 @@ use sluice_wire::EthernetAddress;
 use crate::time::Instant;
 
 /// IPv4 → MAC mappings learned from ARP and from peers that open connections to us.
-pub struct NeighborCache {
+pub(crate) struct NeighborCache {
     entries: HashMap<Ipv4Addr, (EthernetAddress, Instant), ahash::RandomState>,
     capacity: usize,
 }
 
 impl NeighborCache {
     /// Creates a cache holding up to `capacity` entries.
-    pub fn new(capacity: usize, seed: u64) -> Self {
+    pub(crate) fn new(capacity: usize, seed: u64) -> Self {
         NeighborCache {
             entries: HashMap::with_capacity_and_hasher(
                 capacity,
@@ -26,7 +26,7 @@ impl NeighborCache {
     }
 
     /// Records `ip` at `mac`, evicting the least recently learned entry if full.
-    pub fn learn(&mut self, ip: Ipv4Addr, mac: EthernetAddress, now: Instant) {
+    pub(crate) fn learn(&mut self, ip: Ipv4Addr, mac: EthernetAddress, now: Instant) {
         if mac.is_multicast() || ip.is_broadcast() || ip.is_unspecified() {
             return;
         }
@@ -50,18 +50,14 @@ impl NeighborCache {
     }
 
     /// The MAC of `ip`, if known.
-    pub fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+    pub(crate) fn lookup(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
         self.entries.get(&ip).map(|(mac, _)| *mac)
     }
 
     /// Entries held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

@@ -7,6 +7,7 @@ use sluice_wire::tcp::SeqNumber;
 use crate::cc::Algorithm;
 use crate::table::FourTuple;
 use crate::time::Instant;
+use crate::timer::TimerTable;
 
 /// RFC 9293 3.3.2 connection states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +70,7 @@ impl core::fmt::Display for ConnError {
 
 /// Options agreed in the handshake.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Negotiated {
+pub(crate) struct Negotiated {
     /// Peer's MSS (RFC 9293 MUST-15: 536 when absent).
     pub peer_mss: u16,
     /// Shift for the peer's windows, if scaling was agreed (ours is then
@@ -85,7 +86,7 @@ pub struct Negotiated {
 
 /// The control plane's record of one connection.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnControl {
+pub(crate) struct ConnControl {
     /// RFC 9293 state.
     pub state: TcpState,
     /// Identity.
@@ -98,8 +99,8 @@ pub struct ConnControl {
     pub irs: SeqNumber,
     /// Agreed options.
     pub negotiated: Negotiated,
-    /// Retransmission deadline (handshake, data, FIN), or MAX.
-    pub rto_deadline: Instant,
+    /// Deadlines: retransmission, delayed ACK, persist, TIME-WAIT, congestion control.
+    pub timers: TimerTable,
     /// Current retransmission timeout (with backoff).
     pub rto: Duration,
     /// Consecutive retransmissions of the same data.
@@ -108,14 +109,8 @@ pub struct ConnControl {
     pub stalled_since: Instant,
     /// When the peer last sent an acceptable segment (liveness while its window is zero).
     pub last_heard: Instant,
-    /// Delayed-ACK deadline, or MAX.
-    pub delack_deadline: Instant,
-    /// Zero-window probe deadline, or MAX.
-    pub persist_deadline: Instant,
     /// Current probe interval.
     pub persist_interval: Duration,
-    /// TIME-WAIT expiry, or MAX.
-    pub time_wait_deadline: Instant,
     /// Start of the current one-second challenge-ACK window (RFC 5961 7).
     pub challenge_window: Instant,
     /// Challenge ACKs sent in the current window.
@@ -130,8 +125,6 @@ pub struct ConnControl {
     pub fin_deferred: bool,
     /// The error to report, once the connection failed.
     pub error: Option<ConnError>,
-    /// Next congestion-control iteration (control/congestion.rs), or MAX while idle.
-    pub cc_deadline: Instant,
     /// The congestion-control algorithm chosen for the connection.
     pub cc_algorithm: Algorithm,
     /// What our SYNs asked (RFC 3168 6.1.1): None before the first, Some(true) while every
@@ -143,7 +136,7 @@ pub struct ConnControl {
 
 impl ConnControl {
     /// A fresh record.
-    pub fn new(tuple: FourTuple, rto: Duration) -> Self {
+    pub(crate) fn new(tuple: FourTuple, rto: Duration) -> Self {
         ConnControl {
             state: TcpState::Closed,
             tuple,
@@ -151,22 +144,18 @@ impl ConnControl {
             iss: SeqNumber(0),
             irs: SeqNumber(0),
             negotiated: Negotiated::default(),
-            rto_deadline: Instant::MAX,
+            timers: TimerTable::default(),
             rto,
             retries: 0,
             stalled_since: Instant::MAX,
             last_heard: Instant::ZERO,
-            delack_deadline: Instant::MAX,
-            persist_deadline: Instant::MAX,
             persist_interval: rto,
-            time_wait_deadline: Instant::MAX,
             challenge_window: Instant::ZERO,
             challenge_count: 0,
             app_closed: false,
             app_owned: false,
             fin_deferred: false,
             error: None,
-            cc_deadline: Instant::MAX,
             cc_algorithm: Algorithm::default(),
             syn_ecn: None,
             fixed_rate_bps: 0,
@@ -174,16 +163,12 @@ impl ConnControl {
     }
 
     /// The earliest of this connection's deadlines.
-    pub fn next_deadline(&self) -> Instant {
-        self.rto_deadline
-            .min(self.delack_deadline)
-            .min(self.persist_deadline)
-            .min(self.time_wait_deadline)
-            .min(self.cc_deadline)
+    pub(crate) fn next_deadline(&self) -> Instant {
+        self.timers.next_deadline()
     }
 
     /// RFC 5961 7: whether another challenge ACK fits this second's per-connection budget.
-    pub fn allow_challenge_ack(&mut self, now: Instant, limit: u32) -> bool {
+    pub(crate) fn allow_challenge_ack(&mut self, now: Instant, limit: u32) -> bool {
         if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
             self.challenge_window = now;
             self.challenge_count = 0;

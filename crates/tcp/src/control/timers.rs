@@ -5,8 +5,9 @@
 use super::state::{ConnError, TcpState};
 use crate::datapath::scoreboard;
 use crate::datapath::state::{flags, sack_flags, RtoProbe};
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::time::Instant;
+use crate::timer::Timer;
 
 impl Stack {
     /// Runs every timer due at or before `now`.
@@ -17,13 +18,13 @@ impl Stack {
             // next `poll_transmit`.
             self.dp.wheel.advance(now.as_nanos(), &mut self.dp.ready);
         }
-        while let Some(slot) = self.timers.pop_expired(now) {
+        while let Some(slot) = self.timer_queue.pop_expired(now) {
             self.expire(slot);
             let c = &self.conns[slot as usize];
             if c.state != TcpState::Closed || c.app_owned {
                 let next = c.next_deadline();
                 if next != Instant::MAX {
-                    self.timers.arm(slot, next);
+                    self.timer_queue.arm(slot, next);
                 }
             }
         }
@@ -33,25 +34,25 @@ impl Stack {
         let s = slot as usize;
         let now = self.now;
         let c = self.conns[s];
-        if c.time_wait_deadline <= now {
-            self.conns[s].time_wait_deadline = Instant::MAX;
+        if c.timers.is_expired(Timer::TimeWait, now) {
+            self.conns[s].timers.stop(Timer::TimeWait);
             self.enter_closed(slot);
             return;
         }
-        if c.delack_deadline <= now {
-            self.conns[s].delack_deadline = Instant::MAX;
+        if c.timers.is_expired(Timer::DelayedAck, now) {
+            self.conns[s].timers.stop(Timer::DelayedAck);
             if self.dp.pre[s].active && self.dp.post[s].unacked_segments > 0 {
                 self.send_ack(slot);
             }
         }
-        if c.persist_deadline <= now {
+        if c.timers.is_expired(Timer::Persist, now) {
             self.persist(slot);
         }
-        if c.cc_deadline <= now {
+        if c.timers.is_expired(Timer::Congestion, now) {
             self.cc_expire(slot);
         }
-        if c.rto_deadline <= now {
-            self.conns[s].rto_deadline = Instant::MAX;
+        if c.timers.is_expired(Timer::Rto, now) {
+            self.conns[s].timers.stop(Timer::Rto);
             match c.state {
                 TcpState::SynSent | TcpState::SynReceived => self.retransmit_syn(slot),
                 TcpState::Closed | TcpState::TimeWait => {}
@@ -91,7 +92,7 @@ impl Stack {
         {
             self.send_arp_request(self.conns[s].tuple.remote_ip);
             let c = &mut self.conns[s];
-            c.rto_deadline = self.now + c.rto;
+            c.timers.set(Timer::Rto, self.now + c.rto);
             return;
         }
         self.send_syn(slot, state == TcpState::SynReceived);
@@ -151,7 +152,7 @@ impl Stack {
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
         self.backoff(slot);
         let c = &mut self.conns[s];
-        c.rto_deadline = now + c.rto;
+        c.timers.set(Timer::Rto, now + c.rto);
         self.dp.ready.push(slot);
     }
 
@@ -162,7 +163,7 @@ impl Stack {
         let s = slot as usize;
         let ps = self.dp.proto[s];
         let c = &mut self.conns[s];
-        c.persist_deadline = Instant::MAX;
+        c.timers.stop(Timer::Persist);
         if !self.dp.pre[s].active || !ps.tx_end.seq_gt(ps.snd_nxt) || ps.in_flight() != 0 {
             return;
         }
@@ -179,7 +180,7 @@ impl Stack {
             return;
         }
         c.persist_interval = (c.persist_interval * 2).min(self.cfg.rto_max);
-        c.persist_deadline = self.now + c.persist_interval;
+        c.timers.set(Timer::Persist, self.now + c.persist_interval);
         let ack = crate::datapath::tx::AckFields::current(&ps);
         if self.push_pure_ack(slot, ps.snd_una - 1u32, ack) {
             self.counters.window_probes += 1;

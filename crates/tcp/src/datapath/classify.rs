@@ -15,7 +15,7 @@ use crate::table::{ConnTable, FourTuple};
 
 /// A TCP segment for the control plane, already parsed.
 #[derive(Clone, Copy, Debug)]
-pub struct TcpInput<'a> {
+pub(crate) struct TcpInput<'a> {
     /// Sender's MAC (the next hop back).
     pub src_mac: EthernetAddress,
     /// IPv4 header.
@@ -30,7 +30,7 @@ pub struct TcpInput<'a> {
 
 /// Why the pre-processor dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
+pub(crate) enum DropReason {
     /// A header failed to parse.
     Malformed,
     /// A checksum did not verify.
@@ -43,7 +43,7 @@ pub enum DropReason {
 
 /// Where a frame goes next.
 #[derive(Debug)]
-pub enum Classified<'a> {
+pub(crate) enum Classified<'a> {
     /// The common case of an established connection: straight down the pipeline. Its
     /// header summary was written to the slot [`classify`] was given.
     FastPath,
@@ -66,7 +66,7 @@ impl From<WireError> for DropReason {
 
 /// Which received checksums the pre-processor verifies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Checks {
+pub(crate) struct Checks {
     /// The IPv4 header checksum (RFC 1122 3.2.1.2: a device's "checksum valid" covers the
     /// transport checksum only, so this is kept even for frames a device vouched for).
     pub ip: bool,
@@ -78,7 +78,7 @@ pub struct Checks {
 /// `summary` (its place in the batch) rather than returned: moving the freshly built
 /// summary would read it back through a store-to-load forwarding stall.
 #[inline]
-pub fn classify<'a>(
+pub(crate) fn classify<'a>(
     frame: &'a [u8],
     frame_index: u16,
     our_ip: Ipv4Addr,

@@ -10,23 +10,23 @@ use super::state::ProtoState;
 use super::summary::HeaderSummary;
 
 /// Bits of `ProtoState::ecn`.
-pub mod bits {
+pub(crate) mod bits {
     /// ECN was negotiated in the handshake (RFC 3168 6.1.1).
-    pub const ON: u8 = 1 << 0;
+    pub(crate) const ON: u8 = 1 << 0;
     /// Receiver: set ECE on our ACKs (RFC 3168 6.1.3; the DCTCP.CE state of RFC 8257 3.2).
-    pub const ECE: u8 = 1 << 1;
+    pub(crate) const ECE: u8 = 1 << 1;
     /// Receiver: echo per segment as DCTCP does (RFC 8257 3.2), not latched until CWR.
-    pub const DCTCP_ECHO: u8 = 1 << 2;
+    pub(crate) const DCTCP_ECHO: u8 = 1 << 2;
     /// Sender: the window was reduced for an echo; set CWR on the next new data segment
     /// (RFC 3168 6.1.2).
-    pub const CWR_PENDING: u8 = 1 << 3;
+    pub(crate) const CWR_PENDING: u8 = 1 << 3;
 }
 
 /// The receiver's side for one arriving segment. Returns true when an ACK must go out at
 /// once: RFC 8257 3.2, the DCTCP CE state changed (so the sender's count of marked bytes
 /// stays exact under delayed ACKs), or RFC 3168 6.1.3, a first CE.
 #[inline]
-pub fn on_receive(ps: &mut ProtoState, s: &HeaderSummary) -> bool {
+pub(crate) fn on_receive(ps: &mut ProtoState, s: &HeaderSummary) -> bool {
     if dctcp_ce_change(ps, s) {
         // RFC 8257 3.2: ECE reflects the CE codepoint of the latest data segment.
         ps.ecn ^= bits::ECE;
@@ -54,7 +54,7 @@ pub fn on_receive(ps: &mut ProtoState, s: &HeaderSummary) -> bool {
 /// Whether this segment changes a DCTCP receiver's CE state (RFC 8257 3.2, DCTCP.CE): the
 /// ACK owed for earlier segments must then go out first, with the old ECE (Figure 1).
 #[inline]
-pub fn dctcp_ce_change(ps: &ProtoState, s: &HeaderSummary) -> bool {
+pub(crate) fn dctcp_ce_change(ps: &ProtoState, s: &HeaderSummary) -> bool {
     let on = bits::ON | bits::DCTCP_ECHO;
     ps.ecn & on == on && s.payload_len > 0 && (ps.ecn & bits::ECE != 0) != s.ecn_ce
 }
@@ -62,7 +62,7 @@ pub fn dctcp_ce_change(ps: &ProtoState, s: &HeaderSummary) -> bool {
 /// The sender's side: the bytes this ACK newly acknowledged if it carried ECE (RFC 8257 3.3
 /// DCTCP.BytesMarked; RFC 3168 6.1.2 treats any echo as congestion).
 #[inline]
-pub fn marked_bytes(ps: &ProtoState, s: &HeaderSummary) -> u32 {
+pub(crate) fn marked_bytes(ps: &ProtoState, s: &HeaderSummary) -> u32 {
     if ps.ecn & bits::ON != 0 && s.flags.contains(TcpFlags::ECE) {
         s.tx_freed
     } else {
@@ -72,7 +72,7 @@ pub fn marked_bytes(ps: &ProtoState, s: &HeaderSummary) -> u32 {
 
 /// ECE for every segment we send while echoing (RFC 3168 6.1.3).
 #[inline]
-pub fn ack_flags(ps: &ProtoState) -> TcpFlags {
+pub(crate) fn ack_flags(ps: &ProtoState) -> TcpFlags {
     if ps.ecn & bits::ECE != 0 {
         TcpFlags::ECE
     } else {
@@ -84,7 +84,7 @@ pub fn ack_flags(ps: &ProtoState) -> TcpFlags {
 /// (RFC 3168 6.1.2); RFC 3168 6.1.5: never for retransmissions; pure ACKs, window probes
 /// and SYNs never take this path (6.1.4, 6.1.6, 6.1.1).
 #[inline]
-pub fn data_codepoint(ps: &ProtoState, retransmission: bool) -> Ecn {
+pub(crate) fn data_codepoint(ps: &ProtoState, retransmission: bool) -> Ecn {
     if ps.ecn & bits::ON != 0 && !retransmission {
         Ecn::Ect0
     } else {
@@ -95,7 +95,7 @@ pub fn data_codepoint(ps: &ProtoState, retransmission: bool) -> Ecn {
 /// CWR on the first new data segment after a reduction (RFC 3168 6.1.2); once it is sent,
 /// [`cwr_sent`] clears the request.
 #[inline]
-pub fn cwr_flag(ps: &ProtoState, retransmission: bool) -> TcpFlags {
+pub(crate) fn cwr_flag(ps: &ProtoState, retransmission: bool) -> TcpFlags {
     if ps.ecn & bits::CWR_PENDING != 0 && !retransmission {
         TcpFlags::CWR
     } else {
@@ -105,7 +105,7 @@ pub fn cwr_flag(ps: &ProtoState, retransmission: bool) -> TcpFlags {
 
 /// A segment carrying CWR left.
 #[inline]
-pub fn cwr_sent(ps: &mut ProtoState) {
+pub(crate) fn cwr_sent(ps: &mut ProtoState) {
     ps.ecn &= !bits::CWR_PENDING;
 }
 

@@ -5,26 +5,27 @@
 //! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
 //! Nothing here allocates after construction.
 
-pub mod classify;
-pub mod ecn;
-mod pipeline;
-pub mod post;
-pub mod protocol;
-pub mod scheduler;
-pub mod scoreboard;
-pub mod state;
-pub mod summary;
-pub mod tx;
+pub(crate) mod classify;
+pub(crate) mod ecn;
+pub(crate) mod pipeline;
+pub(crate) mod post;
+pub(crate) mod protocol;
+pub(crate) mod scheduler;
+pub(crate) mod scoreboard;
+pub(crate) mod state;
+pub(crate) mod summary;
+pub(crate) mod tx;
 
+pub(crate) use crate::queue::ReadyQueue;
 use scheduler::TimingWheel;
 use state::{Interval, PostState, PreState, ProtoState, SackedRange, SchedState};
 use summary::HeaderSummary;
 
 /// Segments processed together by each stage.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// The data-path's per-connection tables and scratch space.
-pub struct DataPath {
+pub(crate) struct DataPath {
     /// Pre-processor state.
     pub pre: Box<[PreState]>,
     /// Protocol-stage state.
@@ -53,7 +54,7 @@ impl DataPath {
     /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
     /// scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
     /// `granularity_ns` nanoseconds.
-    pub fn new(
+    pub(crate) fn new(
         slots: usize,
         ooo: usize,
         sacked: usize,
@@ -75,16 +76,9 @@ impl DataPath {
         }
     }
 
-    /// The out-of-order interval slots of `slot`.
-    #[inline]
-    pub fn ooo_of(&mut self, slot: u32) -> &mut [Interval] {
-        let at = slot as usize * self.ooo_stride;
-        &mut self.ooo[at..at + self.ooo_stride]
-    }
-
     /// The SACK scoreboard of `slot`.
     #[inline]
-    pub fn sacked_of(&self, slot: u32) -> &[SackedRange] {
+    pub(crate) fn sacked_of(&self, slot: u32) -> &[SackedRange] {
         let at = slot as usize * self.sacked_stride;
         &self.sacked[at..at + self.sacked_stride]
     }
@@ -93,7 +87,7 @@ impl DataPath {
     /// congestion-control counters and the flow scheduler's rate, timestamp and wheel node,
     /// interval tables: out-of-order intervals and the SACK scoreboard). The
     /// congestion-control policy itself is the control plane's.
-    pub fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
+    pub(crate) fn state_bytes(ooo: usize, sacked: usize) -> (usize, usize, usize, usize) {
         (
             core::mem::size_of::<PreState>(),
             core::mem::size_of::<ProtoState>(),
@@ -102,70 +96,5 @@ impl DataPath {
                 + TimingWheel::PER_CONNECTION_BYTES,
             ooo * core::mem::size_of::<Interval>() + sacked * core::mem::size_of::<SackedRange>(),
         )
-    }
-}
-
-/// A FIFO of connection slots with at most one entry per slot: the scheduler's run queue.
-/// Bounded by the slot count, so it never grows.
-pub struct ReadyQueue {
-    ring: Box<[u32]>,
-    queued: Box<[bool]>,
-    head: usize,
-    len: usize,
-}
-
-impl ReadyQueue {
-    /// Creates a queue for `slots` slots.
-    pub fn new(slots: usize) -> Self {
-        ReadyQueue {
-            ring: vec![0; slots.max(1)].into_boxed_slice(),
-            queued: vec![false; slots].into_boxed_slice(),
-            head: 0,
-            len: 0,
-        }
-    }
-
-    /// Queues `slot` unless it is already queued.
-    #[inline]
-    pub fn push(&mut self, slot: u32) {
-        let Some(q) = self.queued.get_mut(slot as usize) else {
-            return;
-        };
-        if *q {
-            return;
-        }
-        *q = true;
-        let at = wrap(self.head + self.len, self.ring.len());
-        self.ring[at] = slot;
-        self.len += 1;
-    }
-
-    /// Takes the slot at the head.
-    #[inline]
-    pub fn pop(&mut self) -> Option<u32> {
-        if self.len == 0 {
-            return None;
-        }
-        let slot = self.ring[self.head];
-        self.head = wrap(self.head + 1, self.ring.len());
-        self.len -= 1;
-        self.queued[slot as usize] = false;
-        Some(slot)
-    }
-
-    /// Whether no slot is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// `i % len` for `i < 2 * len`, the only case ring indices meet: a compare instead of a
-/// division on every push and pop.
-#[inline(always)]
-pub(crate) fn wrap(i: usize, len: usize) -> usize {
-    if i >= len {
-        i - len
-    } else {
-        i
     }
 }

@@ -1,88 +1,46 @@
-//! Driving the pipeline: RX batches through pre → protocol → post, and the TX workflow
+//! The pipeline's stages on a batch: protocol → post, each post outcome reported to the
+//! control plane as a [`StageOutcome`] (control/input.rs drives RX), and the TX workflow
 //! (scheduler → segment generation) behind `poll_transmit`: the ready queue serves
 //! connections round-robin; a rate-limited one is admitted only at its Carousel send time
 //! and otherwise waits in the timing wheel (flextoe.txt 3.4, datapath/scheduler.rs).
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::classify::{classify, Checks, Classified, DropReason};
 use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, scheduler, scoreboard, tx, BATCH};
+use super::{ecn, post, protocol, scheduler, scoreboard, tx};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
-use crate::stack::Stack;
+use crate::host::Stack;
 use crate::time::Instant;
+use crate::timer::Timer;
+
+/// The post stage's configuration, computed once per batch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PostRules {
+    /// When received data is acknowledged.
+    pub(crate) ack: post::AckRule,
+    /// RFC 6298 2.4-2.5 RTO bounds, microseconds.
+    pub(crate) rto_bounds: (u32, u32),
+}
+
+/// What the post stage made of one segment: the message from the data-path to the control
+/// plane, which owns timers, congestion control and connection state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum StageOutcome {
+    /// The protocol stage refused the segment (out of window, PAWS, bad ACK): the control
+    /// plane answers it.
+    Exception(HeaderSummary),
+    /// The segment went through; its summary's actions (FIN received or acknowledged,
+    /// spurious RTO) and the post-processor's outcome say what follows.
+    Posted(HeaderSummary, post::PostOutcome),
+}
 
 impl Stack {
-    /// Handles one received frame.
-    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        self.handle_frames(now, &[frame]);
-    }
-
-    /// Handles a batch of received frames. Established connections' common-case segments go
-    /// through the data-path stages a batch at a time; anything else goes to the control
-    /// plane in arrival order (the batch collected so far is finished first, so per-connection
-    /// order is kept).
-    pub fn handle_frames(&mut self, now: Instant, frames: &[&[u8]]) {
-        self.receive(now, frames, self.cfg.verify_checksums);
-    }
-
-    /// [`Stack::handle_frames`] for frames whose TCP checksum needs no verification: the
-    /// device verified it, or a sender on this host left it to offload (Linux's
-    /// CHECKSUM_UNNECESSARY and CHECKSUM_PARTIAL: the bytes never crossed a wire). The IPv4
-    /// header checksum is still verified (RFC 1122 3.2.1.2), as Linux does.
-    pub fn handle_frames_checksum_ok(&mut self, now: Instant, frames: &[&[u8]]) {
-        self.receive(now, frames, false);
-    }
-
-    /// The receive path: classify each frame, batch the fast path, hand the rest on.
-    fn receive(&mut self, now: Instant, frames: &[&[u8]], verify_tcp_checksums: bool) {
-        self.now = now;
-        for chunk in frames.chunks(BATCH) {
-            let mut n = 0;
-            for (i, frame) in chunk.iter().enumerate() {
-                self.counters.frames_rx += 1;
-                match classify(
-                    frame,
-                    i as u16,
-                    self.cfg.ip,
-                    Checks {
-                        ip: self.cfg.verify_checksums,
-                        tcp: verify_tcp_checksums,
-                    },
-                    &self.table,
-                    &self.dp.pre,
-                    &mut self.dp.batch[n],
-                ) {
-                    Classified::FastPath => n += 1,
-                    Classified::Exception(input) => {
-                        self.run_stages(n, chunk);
-                        n = 0;
-                        self.counters.exceptions += 1;
-                        self.handle_exception(input);
-                    }
-                    Classified::Arp(arp) => self.handle_arp(&arp),
-                    Classified::Drop(reason) => match reason {
-                        DropReason::Malformed => self.counters.malformed += 1,
-                        DropReason::Checksum => self.counters.bad_checksum += 1,
-                        DropReason::NotForUs => self.counters.not_for_us += 1,
-                        DropReason::Fragment => self.counters.fragments += 1,
-                    },
-                }
-            }
-            self.run_stages(n, chunk);
-        }
-    }
-
-    /// Runs the protocol and post stages over the first `n` summaries of the batch.
-    pub(crate) fn run_stages(&mut self, n: usize, frames: &[&[u8]]) {
-        if n == 0 {
-            return;
-        }
+    /// The protocol stage: one pass over the first `n` summaries of the batch.
+    pub(crate) fn protocol_stage(&mut self, n: usize) {
         let now_us = self.now.as_micros() as u32;
-        // Protocol stage: one pass over the batch.
         for i in 0..n {
             let s = &mut self.dp.batch[i];
             let slot = s.slot as usize;
@@ -96,8 +54,12 @@ impl Stack {
                 now_us,
             );
         }
-        // Post stage and its effects on buffers, timers and notifications.
-        let ack_rule = post::AckRule {
+    }
+
+    /// The post stage's rules from the configuration: when to acknowledge, and the RTO
+    /// bounds in microseconds.
+    pub(crate) fn post_rules(&self) -> PostRules {
+        let ack = post::AckRule {
             segments: match self.cfg.ack_policy {
                 AckPolicy::EverySegment => 1,
                 AckPolicy::Delayed { segments, .. } => segments,
@@ -107,27 +69,27 @@ impl Stack {
         // The estimator keeps microseconds in 32 bits (about 71 minutes); longer bounds
         // saturate there rather than wrap (a wrapped rto_max below rto_min would panic).
         let micros = |d: std::time::Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
-        let rto_bounds = (micros(self.cfg.rto_min), micros(self.cfg.rto_max));
-        for i in 0..n {
-            let s = self.dp.batch[i];
-            self.counters.fast_path += 1;
-            if s.actions.contains(Actions::EXCEPTION) {
-                self.datapath_exception(&s);
-                continue;
-            }
-            self.post_segment(&s, frames, ack_rule, rto_bounds);
+        PostRules {
+            ack,
+            rto_bounds: (micros(self.cfg.rto_min), micros(self.cfg.rto_max)),
         }
     }
 
-    /// The post-processor for one segment, and carrying out its outcome.
+    /// The post stage for the batch's `i`th summary, after the protocol stage: payload
+    /// placement, notifications and the post-processor. Returns its outcome for the control
+    /// plane, which acts on it and then calls [`Stack::acknowledge`].
     #[inline]
-    fn post_segment(
+    pub(crate) fn post_stage(
         &mut self,
-        s: &HeaderSummary,
+        i: usize,
         frames: &[&[u8]],
-        ack_rule: post::AckRule,
-        rto_bounds: (u32, u32),
-    ) {
+        rules: PostRules,
+    ) -> StageOutcome {
+        let s = self.dp.batch[i];
+        self.counters.fast_path += 1;
+        if s.actions.contains(Actions::EXCEPTION) {
+            return StageOutcome::Exception(s);
+        }
         let slot = s.slot;
         let i = slot as usize;
         if s.ecn_ce {
@@ -177,23 +139,23 @@ impl Stack {
                 b.tx_head += s.tx_freed;
                 // Only when `send` would take something: a ring above today's share waits.
                 if b.want_writable
-                    && b.tx_room(crate::stack::tx_limit(&self.cfg, self.table.len())) > 0
+                    && b.tx_room(crate::buffer::tx_limit(&self.cfg, self.table.len())) > 0
                 {
                     b.want_writable = false;
                     self.events.raise(slot, bits::WRITABLE);
                 }
             }
         }
-        if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], s) {
+        if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], &s) {
             // RFC 8257 3.2: acknowledge what came before the CE change with the old ECE.
             self.send_ack_as_of(slot, ack.rcv_nxt, ack.rx_avail);
         }
         let out = post::process(
             &mut self.dp.proto[i],
             &mut self.dp.post[i],
-            s,
-            ack_rule,
-            rto_bounds,
+            &s,
+            rules.ack,
+            rules.rto_bounds,
         );
         if out.fast_retransmit {
             self.counters.fast_retransmits += 1;
@@ -201,62 +163,23 @@ impl Stack {
                 self.counters.sack_recoveries += 1;
             }
         }
-        // Congestion control: the control plane runs its policy once per RTT over the
-        // counters post::process kept; a loss makes it run now (control/congestion.rs).
-        if s.actions.contains(Actions::SPURIOUS_RTO) {
-            self.cc_undo_timeout(slot);
-        }
-        if out.fast_retransmit {
-            self.cc_on_loss(slot);
-        } else if s.tx_freed > 0 {
-            self.cc_arm(slot);
-        }
-        let conn = &mut self.conns[i];
-        conn.last_heard = self.now;
-        if out.rto_stop {
-            conn.rto_deadline = Instant::MAX;
-            conn.retries = 0;
-            conn.stalled_since = Instant::MAX;
-            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
-        } else if out.rto_restart {
-            conn.retries = 0;
-            if s.tx_freed > 0 || s.actions.contains(Actions::FIN_ACKED) {
-                // The user timeout counts from the last forward progress (RFC 9293 3.8.3
-                // R2, TCP_USER_TIMEOUT semantics: how long sent data may stay
-                // unacknowledged); a fast retransmit restarts the timer, not this clock.
-                conn.stalled_since = self.now;
-            }
-            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
-            conn.rto_deadline = self.now + conn.rto;
-            self.timers.arm(slot, conn.rto_deadline);
-        }
         if s.actions.contains(Actions::WAKE_TX) || s.actions.contains(Actions::FAST_RETRANSMIT) {
             self.dp.ready.push(slot);
         }
-        if s.actions.contains(Actions::FIN_ACKED) {
-            self.on_fin_acked(slot);
-        }
-        if s.actions.contains(Actions::FIN_RECEIVED) {
-            if let Some(b) = self.bufs[i].as_mut() {
-                b.eof = true;
-            }
-            self.events.raise(slot, bits::READABLE);
-            self.on_fin_received(slot);
-        }
-        if s.rx_advance > 0 && self.conns[i].app_closed {
-            // RFC 9293 3.10.7.4 (and RFC 2525 2.17): data for a connection the application
-            // has closed cannot be delivered; reset.
-            self.abort_slot(slot, crate::control::state::ConnError::Aborted);
-            return;
-        }
+        StageOutcome::Posted(s, out)
+    }
+
+    /// The ACK the post-processor decided on for a segment: now, or by the delayed-ACK
+    /// timer.
+    #[inline]
+    pub(crate) fn acknowledge(&mut self, s: &HeaderSummary, out: post::PostOutcome) {
+        let slot = s.slot;
         if out.ack_now {
             self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
         } else if out.arm_delack {
             if let AckPolicy::Delayed { timeout, .. } = self.cfg.ack_policy {
-                let c = &mut self.conns[i];
-                if c.delack_deadline == Instant::MAX {
-                    c.delack_deadline = self.now + timeout;
-                    self.timers.arm(slot, c.delack_deadline);
+                if !self.conns[slot as usize].timers.is_set(Timer::DelayedAck) {
+                    self.arm_timer(slot, Timer::DelayedAck, self.now + timeout);
                 }
             }
         }
@@ -338,7 +261,7 @@ impl Stack {
         let i = slot as usize;
         self.dp.post[i].ack_pending = false;
         self.dp.post[i].unacked_segments = 0;
-        self.conns[i].delack_deadline = Instant::MAX;
+        self.conns[i].timers.stop(Timer::DelayedAck);
     }
 
     /// Writes the next frame to send into `buf` and returns its length. Control frames
@@ -551,11 +474,10 @@ impl Stack {
                 self.counters.retransmitted_bytes += seg.len as u64;
             }
             self.ack_sent(slot);
-            let c = &mut self.conns[i];
-            if c.rto_deadline == Instant::MAX {
-                c.rto_deadline = self.now + c.rto;
-                self.timers.arm(slot, c.rto_deadline);
+            if !self.conns[i].timers.is_set(Timer::Rto) {
+                self.arm_timer(slot, Timer::Rto, self.now + self.conns[i].rto);
             }
+            let c = &mut self.conns[i];
             if c.stalled_since == Instant::MAX {
                 c.stalled_since = self.now;
             }
@@ -572,10 +494,10 @@ impl Stack {
         let ps = &self.dp.proto[i];
         if ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
             let c = &mut self.conns[i];
-            if c.persist_deadline == Instant::MAX {
-                c.persist_deadline = self.now + c.rto;
+            if !c.timers.is_set(Timer::Persist) {
+                c.timers.set(Timer::Persist, self.now + c.rto);
                 c.persist_interval = c.rto;
-                self.timers.arm(slot, c.persist_deadline);
+                self.timer_queue.arm(slot, self.now + c.rto);
             }
         }
         if self.dp.post[i].ack_pending {

@@ -16,7 +16,7 @@ use super::summary::{Actions, HeaderSummary};
 /// What the post-processor decided for one segment, for the caller to carry out on buffers,
 /// timers and the control plane.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PostOutcome {
+pub(crate) struct PostOutcome {
     /// Send an ACK now.
     pub ack_now: bool,
     /// Arm the delayed-ACK timer.
@@ -33,7 +33,7 @@ pub struct PostOutcome {
 /// The congestion-control counters since the last call, which resets them: the message
 /// from the post-processor, which owns them, to the control plane's policy.
 #[inline]
-pub fn take_cc_counters(post: &mut PostState) -> CcCounters {
+pub(crate) fn take_cc_counters(post: &mut PostState) -> CcCounters {
     let c = CcCounters {
         acked_bytes: post.cnt_ackb,
         ecn_bytes: post.cnt_ecnb,
@@ -65,7 +65,7 @@ fn may_fast_retransmit(post: &PostState, snd_una: SeqNumber) -> bool {
 /// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
 /// recomputes the RTO.
 #[inline]
-pub fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max_us: u32) {
+pub(crate) fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max_us: u32) {
     if post.srtt_us == 0 {
         post.srtt_us = sample_us;
         post.rttvar_us = sample_us / 2;
@@ -86,7 +86,7 @@ pub fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max
 
 /// When received data is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AckRule {
+pub(crate) struct AckRule {
     /// ACK once this many segments are unacknowledged (1: every segment).
     pub segments: u8,
     /// The MSS we announced: a segment longer than this is a receive-offload aggregate.
@@ -98,7 +98,7 @@ pub struct AckRule {
 /// the sender counts exactly the marked bytes. Returns that ACK, to send before
 /// [`process`] takes the segment (and flips ECE).
 #[inline]
-pub fn ack_before_ce_change(
+pub(crate) fn ack_before_ce_change(
     ps: &ProtoState,
     post: &PostState,
     s: &HeaderSummary,
@@ -111,7 +111,7 @@ pub fn ack_before_ce_change(
 
 /// Processes one segment's summary after the protocol stage.
 #[inline]
-pub fn process(
+pub(crate) fn process(
     ps: &mut ProtoState,
     post: &mut PostState,
     s: &HeaderSummary,

@@ -14,7 +14,7 @@ use super::summary::{Actions, HeaderSummary};
 /// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
 /// slice of the sender's SACK scoreboard.
 #[inline]
-pub fn process(
+pub(crate) fn process(
     ps: &mut ProtoState,
     ooo: &mut [Interval],
     sacked: &mut [SackedRange],

@@ -45,7 +45,7 @@ impl Default for Node {
 
 /// A Carousel timing wheel over connection slots. Time is in nanoseconds, cut into ticks of
 /// the granularity; a connection due in tick `t` is released once `now` reaches tick `t`.
-pub struct TimingWheel {
+pub(crate) struct TimingWheel {
     /// First and last connection of each wheel slot's list (FIFO within a slot).
     head: Box<[u32]>,
     tail: Box<[u32]>,
@@ -67,11 +67,11 @@ pub struct TimingWheel {
 
 impl TimingWheel {
     /// The wheel's state per connection, in bytes.
-    pub const PER_CONNECTION_BYTES: usize = core::mem::size_of::<Node>();
+    pub(crate) const PER_CONNECTION_BYTES: usize = core::mem::size_of::<Node>();
 
     /// A wheel for `conns` connections with `slots` slots (rounded up to a power of two, at
     /// least 2) of `granularity_ns` nanoseconds (at least 1).
-    pub fn new(conns: usize, slots: usize, granularity_ns: u64) -> Self {
+    pub(crate) fn new(conns: usize, slots: usize, granularity_ns: u64) -> Self {
         let slots = slots.max(2).next_power_of_two();
         TimingWheel {
             head: vec![NONE; slots].into_boxed_slice(),
@@ -88,50 +88,51 @@ impl TimingWheel {
 
     /// The tick of `now_ns`.
     #[inline]
-    pub fn tick(&self, now_ns: u64) -> u64 {
+    pub(crate) fn tick(&self, now_ns: u64) -> u64 {
         now_ns / self.granularity_ns
     }
 
     /// The tick length in nanoseconds.
     #[inline]
-    pub fn granularity_ns(&self) -> u64 {
+    pub(crate) fn granularity_ns(&self) -> u64 {
         self.granularity_ns
     }
 
     /// Whether a connection due at `due_ns` may send at `now_ns`: its tick has come.
     #[inline]
-    pub fn eligible(&self, due_ns: u64, now_ns: u64) -> bool {
+    pub(crate) fn eligible(&self, due_ns: u64, now_ns: u64) -> bool {
         self.tick(due_ns) <= self.tick(now_ns)
     }
 
     /// Connections in the wheel.
     #[inline]
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Whether no connection waits in the wheel.
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Whether `conn` waits in the wheel.
-    pub fn contains(&self, conn: u32) -> bool {
+    pub(crate) fn contains(&self, conn: u32) -> bool {
         self.nodes
             .get(conn as usize)
             .is_some_and(|n| n.slot != NONE)
     }
 
     /// When the earliest occupied slot comes due (the start of its tick), in nanoseconds.
-    pub fn next_due_ns(&self) -> Option<u64> {
+    pub(crate) fn next_due_ns(&self) -> Option<u64> {
         (self.len != 0).then(|| self.next_tick.saturating_mul(self.granularity_ns))
     }
 
     /// Places `conn` to become eligible at `due_ns`; `now_ns` is the current time. A
     /// connection already in the wheel keeps its place (each connection is in the wheel at
     /// most once); returns whether it was placed.
-    pub fn insert(&mut self, conn: u32, due_ns: u64, now_ns: u64) -> bool {
+    pub(crate) fn insert(&mut self, conn: u32, due_ns: u64, now_ns: u64) -> bool {
         match self.nodes.get(conn as usize) {
             Some(n) if n.slot == NONE => {}
             _ => return false,
@@ -148,7 +149,7 @@ impl TimingWheel {
     }
 
     /// Takes `conn` out of the wheel, if it is there.
-    pub fn remove(&mut self, conn: u32) {
+    pub(crate) fn remove(&mut self, conn: u32) {
         let Some(&node) = self.nodes.get(conn as usize) else {
             return;
         };
@@ -162,7 +163,7 @@ impl TimingWheel {
     /// Moves every connection due at or before `now_ns` to `ready`, in due order (FIFO
     /// within a slot). Connections clamped to a slot short of their time are re-placed.
     /// Returns how many were released. Costs the occupied slots passed plus slots / 64.
-    pub fn advance(&mut self, now_ns: u64, ready: &mut ReadyQueue) -> usize {
+    pub(crate) fn advance(&mut self, now_ns: u64, ready: &mut ReadyQueue) -> usize {
         let now = self.tick(now_ns);
         if self.len == 0 {
             self.cursor = self.cursor.max(now.saturating_add(1));
@@ -273,13 +274,13 @@ impl TimingWheel {
             // To the end of this word or of the ring, whichever is first.
             let step = (64 - i % 64).min(slots - i);
             dist += step;
-            i = super::wrap(i + step, slots);
+            i = crate::queue::wrap(i + step, slots);
         }
         None
     }
 
     /// Checks the lists against the bitmap and the count (for `Stack::check_invariants`).
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let mut count = 0;
         for s in 0..self.head.len() {
             let bit = self.occupied[s / 64] >> (s % 64) & 1 == 1;
@@ -321,7 +322,7 @@ impl TimingWheel {
 /// next interval from the previous timestamp rather than from the release keeps the
 /// long-term rate exact, while an idle connection still banks at most one tick of credit.
 #[inline]
-pub fn charge(sched: &mut SchedState, bytes: u64, now_ns: u64, credit_ns: u64) {
+pub(crate) fn charge(sched: &mut SchedState, bytes: u64, now_ns: u64, credit_ns: u64) {
     if sched.rate_bps == 0 {
         return;
     }

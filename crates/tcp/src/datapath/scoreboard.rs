@@ -15,18 +15,18 @@ use super::summary::SackReport;
 use super::tx::{self, Segment};
 
 /// RFC 6675 2: DupThresh, the duplicate ACKs (or SACKed segments) that signal a loss.
-pub const DUP_THRESH: u32 = 3;
+pub(crate) const DUP_THRESH: u32 = 3;
 
 /// Whether `ps` is in SACK-based loss recovery.
 #[inline]
-pub fn in_recovery(ps: &ProtoState) -> bool {
+pub(crate) fn in_recovery(ps: &ProtoState) -> bool {
     ps.sack.has(sack_flags::IN_RECOVERY)
 }
 
 /// Whether a new recovery may begin: SACK recovery is on, none is running, and no timeout
 /// is being recovered from (RFC 6675 5.1: not before snd_una reaches the RecoveryPoint).
 #[inline]
-pub fn may_enter_recovery(ps: &ProtoState) -> bool {
+pub(crate) fn may_enter_recovery(ps: &ProtoState) -> bool {
     let f = ps.sack.flags;
     f & sack_flags::ENABLED != 0 && f & (sack_flags::IN_RECOVERY | sack_flags::AFTER_RTO) == 0
 }
@@ -34,7 +34,7 @@ pub fn may_enter_recovery(ps: &ProtoState) -> bool {
 /// RFC 6675 Update(): validates `blocks` (one ACK's SACK option; snd_una already reflects
 /// its cumulative ACK) and records the valid ones. Returns the bytes newly SACKed and what
 /// became of the blocks.
-pub fn update(
+pub(crate) fn update(
     ps: &mut ProtoState,
     board: &mut [SackedRange],
     blocks: &[(SeqNumber, SeqNumber)],
@@ -123,7 +123,7 @@ fn overlap(r: SackedRange, start: SeqNumber, end: SeqNumber) -> u32 {
 
 /// The cumulative ACK moved snd_una: forget what it covers, and end recovery or handle a
 /// partial ACK (RFC 6675 5 (A)).
-pub fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) {
+pub(crate) fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) {
     let una = ps.snd_una;
     let count = usize::from(ps.sack.count).min(board.len());
     // Ranges the ACK covered go. So does one it reached into, which only a receiver that
@@ -179,7 +179,7 @@ fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
 /// still unSACKed below HighRxt lost theirs. HighRxt goes back to snd_una and NextSeg()
 /// retransmits them again (as Linux does with its per-segment retransmission marks).
 /// Returns whether that happened.
-pub fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
     let sb = &ps.sack;
     if !sb.has(sack_flags::IN_RECOVERY)
         || sb.has(sack_flags::RXT_FIRST)
@@ -230,7 +230,7 @@ fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
 
 /// RFC 6675 IsLost(seq) for an unSACKed `seq`.
 #[inline]
-pub fn is_lost(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
+pub(crate) fn is_lost(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
     seq.seq_lt(lost_boundary(ps, board))
 }
 
@@ -266,7 +266,7 @@ fn holes<'a>(
 /// RFC 6675 SetPipe(): the sender's estimate of the bytes in the network. Every unSACKed
 /// byte in [snd_una, snd_max) counts once unless it is lost, and once more if it was
 /// retransmitted in this recovery (below HighRxt).
-pub fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
+pub(crate) fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
     let lost = lost_boundary(ps, board);
     let high_rxt = ps.sack.high_rxt.max(ps.snd_una);
     let mut pipe = 0u32;
@@ -280,7 +280,7 @@ pub fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
 
 /// Starts SACK-based loss recovery (RFC 6675 5 step 4) if this connection uses it: the
 /// caller has told congestion control (step 4.2). Returns false for go-back-N.
-pub fn enter_recovery(ps: &mut ProtoState) -> bool {
+pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     // Nothing outstanding: a later ACK of the same batch (the protocol stage runs over the
     // whole batch before this stage) acknowledged everything; no recovery could end.
     if !may_enter_recovery(ps) || !ps.snd_una.seq_lt(ps.snd_max) {
@@ -303,7 +303,7 @@ pub fn enter_recovery(ps: &mut ProtoState) -> bool {
 /// none starts again until snd_una passes it. RFC 2018 8: the SACKed ranges are forgotten,
 /// as the receiver may have reneged; go-back-N resends from snd_una, skipping what new
 /// SACK blocks report.
-pub fn on_timeout(ps: &mut ProtoState) {
+pub(crate) fn on_timeout(ps: &mut ProtoState) {
     let sb = &mut ps.sack;
     if !sb.has(sack_flags::ENABLED) {
         return;
@@ -315,12 +315,12 @@ pub fn on_timeout(ps: &mut ProtoState) {
 }
 
 /// The timeout proved spurious (RFC 3522/5682): no recovery point to wait for.
-pub fn on_spurious_timeout(ps: &mut ProtoState) {
+pub(crate) fn on_spurious_timeout(ps: &mut ProtoState) {
     ps.sack.set(sack_flags::AFTER_RTO, false);
 }
 
 /// The highest sequence number the scoreboard reports SACKed, if any.
-pub fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumber> {
+pub(crate) fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumber> {
     board[..usize::from(ps.sack.count).min(board.len())]
         .iter()
         .map(|r| r.end)
@@ -329,7 +329,7 @@ pub fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumbe
 
 /// What the TX workflow sends next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// New data (or a FIN, or go-back-N): commit with `tx::commit`.
     Send(Segment),
     /// A retransmission chosen by NextSeg() in recovery: commit with
@@ -341,7 +341,11 @@ pub enum Next {
 /// segmentation-offload device): NextSeg() in recovery, else the usual segment from snd_nxt
 /// (after a timeout, go-back-N stepping over SACKed ranges).
 #[inline]
-pub fn next_segment(ps: &mut ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next> {
+pub(crate) fn next_segment(
+    ps: &mut ProtoState,
+    board: &[SackedRange],
+    max_len: u32,
+) -> Option<Next> {
     if ps.sack.has(sack_flags::IN_RECOVERY) {
         if ps.snd_una.seq_lt(ps.sack.recovery_point) {
             return next_seg(ps, board, max_len);
@@ -464,7 +468,7 @@ fn retransmission(ps: &ProtoState, start: SeqNumber, end: SeqNumber, cap: u32) -
 
 /// Records that NextSeg()'s retransmission `seg` was sent (RFC 6675 5 step C.2: HighRxt).
 #[inline]
-pub fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
+pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
     let end = seg.seq + seg.len + seg.fin as u32;
     let sb = &mut ps.sack;
     if end.seq_gt(sb.high_rxt) {

@@ -8,7 +8,7 @@ use sluice_wire::EthernetAddress;
 
 /// Pre-processor state: connection identification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PreState {
+pub(crate) struct PreState {
     /// Next hop's MAC address.
     pub peer_mac: EthernetAddress,
     /// Peer's IP address.
@@ -24,7 +24,7 @@ pub struct PreState {
 /// Flow-scheduler state: what the control plane programmed for the scheduler to enforce,
 /// and the scheduler's own timestamp (Carousel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SchedState {
+pub(crate) struct SchedState {
     /// The rate to pace the connection to, bits per second of Ethernet frames handed to the
     /// device; 0: unlimited, the window alone limits the flow and the scheduler serves it
     /// round-robin without the wheel (flextoe.txt 3.4). Programmed by the control plane
@@ -48,28 +48,28 @@ impl Default for PreState {
 }
 
 /// Flags of the protocol stage.
-pub mod flags {
+pub(crate) mod flags {
     /// Timestamps negotiated.
-    pub const TIMESTAMPS: u8 = 1 << 0;
+    pub(crate) const TIMESTAMPS: u8 = 1 << 0;
     /// SACK negotiated.
-    pub const SACK: u8 = 1 << 1;
+    pub(crate) const SACK: u8 = 1 << 1;
     /// The application closed its sending side: a FIN follows the data.
-    pub const FIN_QUEUED: u8 = 1 << 2;
+    pub(crate) const FIN_QUEUED: u8 = 1 << 2;
     /// The peer's FIN was consumed (rcv_nxt is past it).
-    pub const FIN_RECEIVED: u8 = 1 << 3;
+    pub(crate) const FIN_RECEIVED: u8 = 1 << 3;
     /// The peer's FIN arrived out of order and waits at `rx_fin_seq`.
-    pub const FIN_PENDING: u8 = 1 << 4;
+    pub(crate) const FIN_PENDING: u8 = 1 << 4;
     /// Nagle's algorithm is on.
-    pub const NAGLE: u8 = 1 << 5;
+    pub(crate) const NAGLE: u8 = 1 << 5;
     /// An RTT measurement is running (`rtt_seq`, `rtt_sent_us`).
-    pub const RTT_TIMING: u8 = 1 << 6;
+    pub(crate) const RTT_TIMING: u8 = 1 << 6;
     /// The sender's silly-window override timer fired: send what the window allows, once.
-    pub const FORCE_SEND: u8 = 1 << 7;
+    pub(crate) const FORCE_SEND: u8 = 1 << 7;
 }
 
 /// Protocol-stage state: sequence space, windows, out-of-order bookkeeping.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ProtoState {
+pub(crate) struct ProtoState {
     /// Next sequence number expected from the peer.
     pub rcv_nxt: SeqNumber,
     /// Receive-buffer bytes free beyond rcv_nxt (the window we accept).
@@ -129,7 +129,7 @@ pub struct ProtoState {
 
 /// What a timeout leaves for the first ACK after it to judge it by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RtoProbe {
+pub(crate) struct RtoProbe {
     /// The TSval the retransmission carries (RFC 3522 Eifel detection; with timestamps).
     pub tsval: u32,
     /// RFC 5682 F-RTO's test, where it is sound: an ACK beyond both snd_nxt and this
@@ -142,13 +142,13 @@ pub struct RtoProbe {
 impl ProtoState {
     /// Whether `flag` is set.
     #[inline]
-    pub fn has(&self, flag: u8) -> bool {
+    pub(crate) fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
 
     /// Sets or clears `flag`.
     #[inline]
-    pub fn set(&mut self, flag: u8, on: bool) {
+    pub(crate) fn set(&mut self, flag: u8, on: bool) {
         if on {
             self.flags |= flag;
         } else {
@@ -158,32 +158,26 @@ impl ProtoState {
 
     /// Bytes sent and not yet acknowledged.
     #[inline]
-    pub fn in_flight(&self) -> u32 {
+    pub(crate) fn in_flight(&self) -> u32 {
         self.snd_nxt.diff(self.snd_una).max(0) as u32
     }
 
     /// Sequence number of our FIN, if queued: it follows the last data byte.
     #[inline]
-    pub fn fin_seq(&self) -> Option<SeqNumber> {
+    pub(crate) fn fin_seq(&self) -> Option<SeqNumber> {
         self.has(flags::FIN_QUEUED).then_some(self.tx_end)
-    }
-
-    /// The window to advertise, scaled down (RFC 7323 2.3).
-    #[inline]
-    pub fn advertised_window(&self) -> u16 {
-        self.window_field(self.rx_avail)
     }
 
     /// The window field for `rx_avail` free bytes, scaled down (RFC 7323 2.3).
     #[inline]
-    pub fn window_field(&self, rx_avail: u32) -> u16 {
+    pub(crate) fn window_field(&self, rx_avail: u32) -> u16 {
         (rx_avail >> self.rcv_wscale).min(u16::MAX as u32) as u16
     }
 }
 
 /// An out-of-order interval [start, end) of received data beyond rcv_nxt.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Interval {
+pub(crate) struct Interval {
     /// First sequence number.
     pub start: SeqNumber,
     /// One past the last.
@@ -196,7 +190,7 @@ pub struct Interval {
 /// entry of the sender's scoreboard (RFC 6675). Ranges are sorted, disjoint, and lie within
 /// (snd_una, snd_max].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SackedRange {
+pub(crate) struct SackedRange {
     /// First SACKed sequence number.
     pub start: SeqNumber,
     /// One past the last.
@@ -204,24 +198,24 @@ pub struct SackedRange {
 }
 
 /// Flags of [`SackSender`].
-pub mod sack_flags {
+pub(crate) mod sack_flags {
     /// SACK was negotiated and `Recovery::Sack` configured: the scoreboard is kept and loss
     /// recovery follows RFC 6675; otherwise go-back-N.
-    pub const ENABLED: u8 = 1 << 0;
+    pub(crate) const ENABLED: u8 = 1 << 0;
     /// In loss recovery (RFC 6675 5) until snd_una reaches the RecoveryPoint.
-    pub const IN_RECOVERY: u8 = 1 << 1;
+    pub(crate) const IN_RECOVERY: u8 = 1 << 1;
     /// The first segment of this recovery is yet to be retransmitted (RFC 6675 5 step 4.3:
     /// it goes regardless of pipe).
-    pub const RXT_FIRST: u8 = 1 << 2;
+    pub(crate) const RXT_FIRST: u8 = 1 << 2;
     /// A retransmission timeout happened: no new recovery until snd_una reaches the
     /// RecoveryPoint (RFC 6675 5.1).
-    pub const AFTER_RTO: u8 = 1 << 3;
+    pub(crate) const AFTER_RTO: u8 = 1 << 3;
 }
 
 /// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
 /// space (the TX workflow reads it to choose what to send, as it reads snd_nxt).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SackSender {
+pub(crate) struct SackSender {
     /// RFC 6675 RecoveryPoint: snd_max when recovery (or the last timeout) began.
     pub recovery_point: SeqNumber,
     /// RFC 6675 HighRxt, held as one past the highest sequence number retransmitted.
@@ -244,13 +238,13 @@ pub struct SackSender {
 impl SackSender {
     /// Whether `flag` is set.
     #[inline]
-    pub fn has(&self, flag: u8) -> bool {
+    pub(crate) fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
 
     /// Sets or clears `flag`.
     #[inline]
-    pub fn set(&mut self, flag: u8, on: bool) {
+    pub(crate) fn set(&mut self, flag: u8, on: bool) {
         if on {
             self.flags |= flag;
         } else {
@@ -264,7 +258,7 @@ impl SackSender {
 /// The `cnt_*` and `rtt_*` counters are the congestion-control input: the control plane
 /// takes and resets them once per iteration ([`super::post::take_cc_counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PostState {
+pub(crate) struct PostState {
     /// Smoothed RTT in microseconds (0 before the first sample).
     pub srtt_us: u32,
     /// RTT variation in microseconds.

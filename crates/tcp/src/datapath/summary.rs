@@ -5,51 +5,51 @@ use sluice_wire::tcp::{SeqNumber, TcpFlags, MAX_SACK_BLOCKS};
 
 /// Actions a stage asks later stages (or the control plane) to take for a segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Actions(pub u16);
+pub(crate) struct Actions(pub u16);
 
 impl Actions {
     /// Acknowledge immediately (out-of-order, duplicate, FIN, window update).
-    pub const ACK_NOW: Actions = Actions(1 << 0);
+    pub(crate) const ACK_NOW: Actions = Actions(1 << 0);
     /// The segment carried new data: count it toward the ACK policy.
-    pub const ACK_DATA: Actions = Actions(1 << 1);
+    pub(crate) const ACK_DATA: Actions = Actions(1 << 1);
     /// Three duplicate ACKs: start a fast retransmit.
-    pub const FAST_RETRANSMIT: Actions = Actions(1 << 2);
+    pub(crate) const FAST_RETRANSMIT: Actions = Actions(1 << 2);
     /// The peer's FIN was received in order (a state change for the control plane).
-    pub const FIN_RECEIVED: Actions = Actions(1 << 3);
+    pub(crate) const FIN_RECEIVED: Actions = Actions(1 << 3);
     /// Our FIN was acknowledged (a state change for the control plane).
-    pub const FIN_ACKED: Actions = Actions(1 << 4);
+    pub(crate) const FIN_ACKED: Actions = Actions(1 << 4);
     /// The send window opened or data was acknowledged: the scheduler may send more.
-    pub const WAKE_TX: Actions = Actions(1 << 5);
+    pub(crate) const WAKE_TX: Actions = Actions(1 << 5);
     /// Drop the segment and let the control plane answer it (out-of-window, PAWS, bad ACK).
-    pub const EXCEPTION: Actions = Actions(1 << 6);
+    pub(crate) const EXCEPTION: Actions = Actions(1 << 6);
     /// The ACK field was beyond anything sent (RFC 5961 5.2 / RFC 9293 "ACK of unsent data").
-    pub const ACK_UNSENT: Actions = Actions(1 << 7);
+    pub(crate) const ACK_UNSENT: Actions = Actions(1 << 7);
     /// The ACK field was below snd_una - max window (RFC 5961 5.2).
-    pub const ACK_TOO_OLD: Actions = Actions(1 << 8);
+    pub(crate) const ACK_TOO_OLD: Actions = Actions(1 << 8);
     /// The segment failed PAWS (RFC 7323 5.3).
-    pub const PAWS: Actions = Actions(1 << 9);
+    pub(crate) const PAWS: Actions = Actions(1 << 9);
     /// A duplicate ACK (RFC 5681 2), counted for congestion control.
-    pub const DUPACK: Actions = Actions(1 << 10);
+    pub(crate) const DUPACK: Actions = Actions(1 << 10);
     /// The ACK echoes a timestamp older than the timeout's retransmission: the original
     /// arrived, and the timeout was spurious (RFC 3522).
-    pub const SPURIOUS_RTO: Actions = Actions(1 << 11);
+    pub(crate) const SPURIOUS_RTO: Actions = Actions(1 << 11);
 
     /// Whether every bit of `other` is set.
     #[inline]
-    pub fn contains(self, other: Actions) -> bool {
+    pub(crate) fn contains(self, other: Actions) -> bool {
         self.0 & other.0 == other.0
     }
 
     /// Sets the bits of `other`.
     #[inline]
-    pub fn insert(&mut self, other: Actions) {
+    pub(crate) fn insert(&mut self, other: Actions) {
         self.0 |= other.0;
     }
 }
 
 /// One received segment on its way through the pipeline.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct HeaderSummary {
+pub(crate) struct HeaderSummary {
     /// Connection slot (from the pre-processor's lookup).
     pub slot: u32,
     /// Index of the frame in the batch.
@@ -105,7 +105,7 @@ pub struct HeaderSummary {
 
 /// The protocol stage's verdict on one ACK's SACK blocks (RFC 2018, RFC 6675 Update()).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SackReport {
+pub(crate) struct SackReport {
     /// Blocks looked at.
     pub received: u8,
     /// Blocks refused: empty, reversed, or outside (snd_una, snd_max].

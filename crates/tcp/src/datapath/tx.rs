@@ -7,7 +7,7 @@ use super::state::{flags, Interval, PreState, ProtoState};
 
 /// What the next segment of a connection carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// First sequence number.
     pub seq: SeqNumber,
     /// Payload bytes.
@@ -21,7 +21,7 @@ pub struct Segment {
 /// Decides the next data (or FIN) segment the connection may send now, if any, carrying at
 /// most `max_len` payload bytes: the MSS, or more for a device that segments large ones.
 #[inline]
-pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
+pub(crate) fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
     let window = ps.snd_wnd.min(ps.cwnd);
     let usable = window.saturating_sub(ps.in_flight());
     segment_within(ps, max_len, usable)
@@ -31,7 +31,7 @@ pub fn next_segment(ps: &ProtoState, max_len: u32) -> Option<Segment> {
 /// flow and congestion windows less what is in flight, or, in SACK recovery, cwnd less the
 /// RFC 6675 pipe (NextSeg() rule 2).
 #[inline]
-pub fn segment_within(ps: &ProtoState, max_len: u32, usable: u32) -> Option<Segment> {
+pub(crate) fn segment_within(ps: &ProtoState, max_len: u32, usable: u32) -> Option<Segment> {
     let mss = ps.mss as u32;
     let in_flight = ps.in_flight();
     let unsent = ps.tx_end.diff(ps.snd_nxt).max(0) as u32;
@@ -70,7 +70,13 @@ pub fn segment_within(ps: &ProtoState, max_len: u32, usable: u32) -> Option<Segm
 /// when more data is queued behind it, or when Nagle holds a small segment while data is in
 /// flight (RFC 9293 3.7.4, SHLD-7; a FIN or a forced send goes with it anyway).
 #[inline]
-pub fn whole_segments(ps: &ProtoState, len: u32, unsent: u32, seg_size: u32, exempt: bool) -> u32 {
+pub(crate) fn whole_segments(
+    ps: &ProtoState,
+    len: u32,
+    unsent: u32,
+    seg_size: u32,
+    exempt: bool,
+) -> u32 {
     let nagle_holds = ps.has(flags::NAGLE) && ps.in_flight() > 0 && !exempt;
     if len > seg_size && (len < unsent || nagle_holds) {
         len - len % seg_size
@@ -81,7 +87,7 @@ pub fn whole_segments(ps: &ProtoState, len: u32, unsent: u32, seg_size: u32, exe
 
 /// Records that `seg` was sent at `now_us`.
 #[inline]
-pub fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
+pub(crate) fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
     let end = seg.seq + seg.len + seg.fin as u32;
     let retransmission = seg.seq.seq_lt(ps.snd_max);
     ps.set(flags::FORCE_SEND, false);
@@ -100,7 +106,7 @@ pub fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {
 /// The receive state a segment acknowledges: normally the connection's current one, or the
 /// state one segment of a batch left (see `HeaderSummary::ack_rcv_nxt`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AckFields {
+pub(crate) struct AckFields {
     /// The acknowledgment number.
     pub rcv_nxt: SeqNumber,
     /// Free receive-buffer bytes, advertised as the window.
@@ -110,7 +116,7 @@ pub struct AckFields {
 impl AckFields {
     /// The connection's current receive state.
     #[inline]
-    pub fn current(ps: &ProtoState) -> Self {
+    pub(crate) fn current(ps: &ProtoState) -> Self {
         AckFields {
             rcv_nxt: ps.rcv_nxt,
             rx_avail: ps.rx_avail,
@@ -121,7 +127,7 @@ impl AckFields {
 /// The header of a segment from this connection with the given flags at `seq`,
 /// acknowledging `ack`.
 #[inline]
-pub fn header(
+pub(crate) fn header(
     pre: &PreState,
     ps: &ProtoState,
     ooo: &[Interval],

@@ -1,0 +1,508 @@
+//! The three-way handshake (RFC 9293 3.5): active and passive opens, options negotiation,
+//! SYN-SENT and SYN-RECEIVED, and installing the connection into the data-path.
+
+use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions};
+use sluice_wire::EthernetAddress;
+
+use super::input::{rest_of_segment, Handback};
+use super::isn;
+use super::state::{ConnError, Negotiated, TcpState};
+use crate::datapath::classify::TcpInput;
+use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
+use crate::events::bits;
+use crate::host::Stack;
+use crate::table::FourTuple;
+use crate::timer::Timer;
+
+/// RFC 7323 2.3: window scale shifts above 14 are treated as 14 (MUST, with a counter-free log).
+const MAX_WSCALE: u8 = 14;
+
+impl Stack {
+    /// Our window scale: the smallest shift that lets the receive buffer be advertised.
+    pub(super) fn our_wscale(&self) -> u8 {
+        let mut shift = 0;
+        while shift < MAX_WSCALE && (self.cfg.rx_buffer >> shift) > u16::MAX as usize {
+            shift += 1;
+        }
+        shift
+    }
+
+    pub(super) fn ts_clock(&self) -> u32 {
+        self.now.as_millis() as u32
+    }
+
+    /// SYN or SYN-ACK options we offer, given what the peer offered (None for an active open).
+    pub(super) fn syn_options(&self, slot: u32, peer: Option<&Negotiated>) -> TcpOptions {
+        let mut o = TcpOptions {
+            mss: Some(self.cfg.local_mss()),
+            ..Default::default()
+        };
+        let offer = |ours: bool, theirs: bool| ours && peer.is_none_or(|_| theirs);
+        if offer(
+            self.cfg.window_scaling,
+            peer.is_some_and(|p| p.snd_wscale.is_some()),
+        ) {
+            o.window_scale = Some(self.our_wscale());
+        }
+        if offer(self.cfg.sack, peer.is_some_and(|p| p.sack)) {
+            o.sack_permitted = true;
+        }
+        if offer(
+            self.cfg.timestamps,
+            peer.is_some_and(|p| p.ts_recent.is_some()),
+        ) {
+            let ps = &self.dp.proto[slot as usize];
+            o.timestamp = Some((
+                self.ts_clock().wrapping_add(ps.ts_offset),
+                peer.and_then(|p| p.ts_recent).unwrap_or(0),
+            ));
+        }
+        o
+    }
+
+    /// Sends (or resends) our SYN (active open) or SYN-ACK (passive open / simultaneous open).
+    pub(crate) fn send_syn(&mut self, slot: u32, with_ack: bool) {
+        let s = slot as usize;
+        let c = self.conns[s];
+        let peer = with_ack.then_some(&c.negotiated);
+        let options = self.syn_options(slot, peer);
+        let mut tcp_flags = TcpFlags::SYN;
+        if with_ack {
+            tcp_flags |= TcpFlags::ACK;
+            if c.negotiated.ecn {
+                // RFC 3168 6.1.1: an ECN-setup SYN-ACK has ECE set and CWR clear.
+                tcp_flags |= TcpFlags::ECE;
+            }
+        } else {
+            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR set. ECT is allowed only if
+            // no non-ECN-setup SYN was sent, so a retransmission asks only if every SYN
+            // before it did (an algorithm chosen meanwhile can withdraw ECN, not add it).
+            let ask = self.ecn_wanted(slot) && self.conns[s].syn_ecn != Some(false);
+            self.conns[s].syn_ecn = Some(ask);
+            if ask {
+                tcp_flags |= TcpFlags::ECE | TcpFlags::CWR;
+            }
+        }
+        let header = TcpHeader {
+            src_port: c.tuple.local_port,
+            dst_port: c.tuple.remote_port,
+            seq: c.iss,
+            ack: if with_ack { c.irs + 1u32 } else { SeqNumber(0) },
+            flags: tcp_flags,
+            // RFC 7323 2.2: the window in a SYN is never scaled.
+            window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            urgent: 0,
+            options,
+        };
+        let route = self.route_of_tuple(slot);
+        self.push_segment(&route, &header);
+        let c = &self.conns[s];
+        let rto = c.timers.get(Timer::Rto).unwrap_or(self.now + c.rto);
+        self.arm_timer(slot, Timer::Rto, rto);
+    }
+
+    /// Fills the pre-processor's identification of a new connection and its timestamp
+    /// offset; the data-path does not own it until `install`.
+    pub(super) fn identify(&mut self, slot: u32, tuple: &FourTuple, peer_mac: EthernetAddress) {
+        let s = slot as usize;
+        self.dp.pre[s] = PreState {
+            peer_mac,
+            peer_ip: tuple.remote_ip,
+            local_port: tuple.local_port,
+            remote_port: tuple.remote_port,
+            active: false,
+        };
+        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple);
+    }
+
+    pub(crate) fn start_active_open(&mut self, slot: u32) {
+        let s = slot as usize;
+        let tuple = self.conns[s].tuple;
+        let c = &mut self.conns[s];
+        c.state = TcpState::SynSent;
+        c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
+        self.identify(slot, &tuple, EthernetAddress::default());
+        match self.neighbors.lookup(tuple.remote_ip) {
+            Some(mac) => {
+                self.dp.pre[s].peer_mac = mac;
+                self.send_syn(slot, false);
+            }
+            None => {
+                self.awaiting_arp.push(slot);
+                self.send_arp_request(tuple.remote_ip);
+                self.arm_timer(slot, Timer::Rto, self.now + self.conns[s].rto);
+            }
+        }
+    }
+
+    /// Options the peer offered in its SYN, sanitized.
+    pub(super) fn peer_options(&self, t: &TcpHeader) -> Negotiated {
+        let o = &t.options;
+        Negotiated {
+            // RFC 9293 MUST-15: 536 when the option is absent. Values below 88 would make
+            // segments mostly header; clamp (RFC 9293 3.7.1 leaves the floor to the host).
+            peer_mss: o.mss.unwrap_or(536).max(88),
+            // RFC 7323 2.3: a shift above 14 is used as 14.
+            snd_wscale: if self.cfg.window_scaling {
+                o.window_scale.map(|w| w.min(MAX_WSCALE))
+            } else {
+                None
+            },
+            sack: self.cfg.sack && o.sack_permitted,
+            ts_recent: if self.cfg.timestamps {
+                o.timestamp.map(|(v, _)| v)
+            } else {
+                None
+            },
+            // Decided by the caller: it depends on which SYN this is (RFC 3168 6.1.1).
+            ecn: false,
+        }
+    }
+
+    /// LISTEN, or no connection at all (RFC 9293 3.10.7.1-2).
+    pub(super) fn no_connection(&mut self, input: &TcpInput<'_>) -> Handback {
+        let t = &input.tcp;
+        let listener = self.listener_by_port.get(&t.dst_port).copied();
+        let Some(index) = listener else {
+            // RFC 9293 3.10.7.1 (CLOSED): reset anything but a RST.
+            self.reply_rst(input);
+            return Handback::Done;
+        };
+        if t.flags.contains(TcpFlags::RST) {
+            return Handback::Done;
+        }
+        if t.flags.contains(TcpFlags::ACK) {
+            if !t.flags.contains(TcpFlags::SYN) {
+                if let Some(handback) = self.try_cookie(index, input) {
+                    return handback;
+                }
+            }
+            // RFC 9293 3.10.7.2: an ACK in LISTEN is answered with a RST.
+            self.reply_rst(input);
+            return Handback::Done;
+        }
+        if !t.flags.contains(TcpFlags::SYN) || t.flags.contains(TcpFlags::FIN) {
+            return Handback::Done;
+        }
+        if input.ip.src.is_broadcast()
+            || input.ip.src.is_multicast()
+            || input.src_mac.is_multicast()
+        {
+            self.counters.syn_dropped += 1;
+            return Handback::Done;
+        }
+        let tuple = FourTuple {
+            remote_ip: input.ip.src,
+            remote_port: t.src_port,
+            local_port: t.dst_port,
+        };
+        let Some(Some(l)) = self.listeners.get(index as usize) else {
+            return Handback::Done;
+        };
+        let backlog_full = l.syn_pending >= self.cfg.syn_backlog;
+        let slot = if backlog_full {
+            None
+        } else {
+            self.table.insert(&tuple)
+        };
+        let algorithm = l.cc_algorithm;
+        let Some(slot) = slot else {
+            self.send_cookie_syn_ack(input, &tuple, algorithm);
+            return Handback::Done;
+        };
+        if let Some(Some(l)) = self.listeners.get_mut(index as usize) {
+            l.syn_pending += 1;
+        }
+        self.open_slot(slot, tuple);
+        let s = slot as usize;
+        let negotiated = Negotiated {
+            ecn: self.ecn_accepted(t, algorithm),
+            ..self.peer_options(t)
+        };
+        let c = &mut self.conns[s];
+        c.cc_algorithm = algorithm;
+        c.state = TcpState::SynReceived;
+        c.listener = Some(index);
+        c.irs = t.seq;
+        c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
+        c.negotiated = negotiated;
+        self.identify(slot, &tuple, input.src_mac);
+        self.neighbors
+            .learn(tuple.remote_ip, input.src_mac, self.now);
+        self.send_syn(slot, true);
+        Handback::Done
+    }
+
+    /// RFC 9293 3.10.7.3: SYN-SENT.
+    pub(super) fn syn_sent(&mut self, slot: u32, input: &TcpInput<'_>) {
+        let t = &input.tcp;
+        let s = slot as usize;
+        let iss = self.conns[s].iss;
+        let has_ack = t.flags.contains(TcpFlags::ACK);
+        if has_ack && (t.ack.seq_le(iss) || t.ack.seq_gt(iss + 1u32)) {
+            // RFC 9293 3.10.7.3: an unacceptable ACK in SYN-SENT gets a RST (unless it is one).
+            self.reply_rst(input);
+            return;
+        }
+        if t.flags.contains(TcpFlags::RST) {
+            if has_ack {
+                // RFC 9293 3.10.7.3: "connection reset" (refused).
+                self.counters.rst_received += 1;
+                self.conns[s].error = Some(ConnError::Refused);
+                self.events.raise(slot, bits::ERROR);
+                self.enter_closed(slot);
+            }
+            return;
+        }
+        if !t.flags.contains(TcpFlags::SYN) {
+            return;
+        }
+        // Options apply only if we offered them too (RFC 7323 1.3, RFC 2018): our SYN
+        // offered exactly what the configuration enables, which peer_options checks.
+        // RFC 3168 6.1.1: ECN is on if our SYNs asked for it (what they asked, not what
+        // the algorithm now wants) and the SYN-ACK is ECN-setup (ECE without CWR); a
+        // simultaneous open (a SYN without ACK) runs without ECN.
+        let negotiated = Negotiated {
+            ecn: has_ack
+                && self.conns[s].syn_ecn == Some(true)
+                && t.flags.contains(TcpFlags::ECE)
+                && !t.flags.contains(TcpFlags::CWR),
+            ..self.peer_options(t)
+        };
+        let c = &mut self.conns[s];
+        c.irs = t.seq;
+        c.negotiated = negotiated;
+        self.dp.pre[s].peer_mac = input.src_mac;
+        if has_ack {
+            self.install(slot, t.ack, t.window, false);
+            self.conns[s].state = TcpState::Established;
+            self.conns[s].timers.stop(Timer::Rto);
+            self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
+            self.send_ack(slot);
+        } else {
+            // Simultaneous open (RFC 9293 3.5, figure 7; MUST-10).
+            self.conns[s].state = TcpState::SynReceived;
+            self.conns[s].timers.stop(Timer::Rto);
+            self.send_syn(slot, true);
+        }
+    }
+
+    /// RFC 9293 3.10.7.4 in SYN-RECEIVED.
+    pub(super) fn syn_received(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
+        let t = &input.tcp;
+        let s = slot as usize;
+        let c = self.conns[s];
+        let rcv_nxt = c.irs + 1u32;
+        if t.flags.contains(TcpFlags::SYN) && t.seq == c.irs && !t.flags.contains(TcpFlags::ACK) {
+            // The peer retransmitted its SYN: our SYN-ACK was lost.
+            self.send_syn(slot, true);
+            return Handback::Done;
+        }
+        if t.flags.contains(TcpFlags::RST) {
+            // RFC 5961 3.2 applies here as in every synchronized state: exact match only.
+            if t.seq == rcv_nxt {
+                self.counters.rst_received += 1;
+                if c.listener.is_some() {
+                    self.free_slot(slot); // passive open: back to LISTEN
+                } else {
+                    self.conns[s].error = Some(ConnError::Refused);
+                    self.events.raise(slot, bits::ERROR);
+                    self.enter_closed(slot);
+                }
+            }
+            return Handback::Done;
+        }
+        if t.flags.contains(TcpFlags::SYN) {
+            // RFC 9293 3.5 figure 7 (line 6): in a simultaneous open the peer's SYN-ACK,
+            // its SYN again now acknowledging ours, completes the handshake. Its window is
+            // a SYN's, never scaled (RFC 7323 2.2).
+            if c.listener.is_none()
+                && t.flags.contains(TcpFlags::ACK)
+                && t.seq == c.irs
+                && t.ack == c.iss + 1u32
+            {
+                self.establish_simultaneous(slot, t.ack, t.window, false);
+            }
+            return Handback::Done; // RFC 5961 4: no challenge ACK before synchronization; just drop
+        }
+        if !t.flags.contains(TcpFlags::ACK) {
+            return Handback::Done;
+        }
+        if t.ack != c.iss + 1u32 {
+            // A SYN first answered by a cookie (backlog full) and, retransmitted, by this
+            // half-open entry has two ISNs in play. An ACK that carries a valid cookie proves
+            // the peer took the cookie SYN-ACK and is established on it: the cookie wins,
+            // where a RST would kill a connection the peer already uses (AccelTCP 4.1).
+            if let Some(index) = c.listener {
+                // The same SYN (its ISN) only: a stale cookie of an earlier incarnation of
+                // the 4-tuple must not replace a newer half-open entry.
+                if t.seq - 1u32 == c.irs && self.decode_cookie(input).is_some() {
+                    let room = matches!(
+                        self.listeners.get(index as usize),
+                        Some(Some(l)) if l.accept.len() < l.backlog
+                    );
+                    if !room {
+                        // Keep the half-open entry: its SYN-ACK retransmission makes the
+                        // peer resend this ACK once the accept queue drains.
+                        self.counters.accept_queue_overflow += 1;
+                        return Handback::Done;
+                    }
+                    self.counters.half_open_replaced_by_cookie += 1;
+                    self.free_slot(slot);
+                    if let Some(handback) = self.try_cookie(index, input) {
+                        return handback;
+                    }
+                }
+            }
+            // RFC 9293 3.10.7.4: an unacceptable ACK in SYN-RECEIVED gets a RST.
+            self.reply_rst(input);
+            return Handback::Done;
+        }
+        if c.listener.is_some() {
+            self.establish_passive(slot, input)
+        } else {
+            self.establish_simultaneous(slot, t.ack, t.window, true);
+            rest_of_segment(slot, input)
+        }
+    }
+
+    /// A simultaneous open completes (RFC 9293 3.5 figure 7): the data-path takes over, and
+    /// a FIN the application asked for in SYN-RECEIVED is queued now (RFC 9293 3.10.4).
+    pub(super) fn establish_simultaneous(
+        &mut self,
+        slot: u32,
+        ack: SeqNumber,
+        window: u16,
+        window_scaled: bool,
+    ) {
+        let s = slot as usize;
+        self.install(slot, ack, window, window_scaled);
+        let c = &mut self.conns[s];
+        c.state = TcpState::Established;
+        c.timers.stop(Timer::Rto);
+        self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
+        if std::mem::take(&mut self.conns[s].fin_deferred) {
+            // From ESTABLISHED this cannot fail.
+            let _ = self.queue_fin(slot);
+        }
+    }
+
+    /// The final ACK of a passive open: into the accept queue, and the segment's data and
+    /// FIN through the data-path.
+    pub(super) fn establish_passive(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
+        let s = slot as usize;
+        let Some(index) = self.conns[s].listener else {
+            return Handback::Done;
+        };
+        let Some(Some(l)) = self.listeners.get_mut(index as usize) else {
+            self.abort_slot(slot, ConnError::Aborted);
+            return Handback::Done;
+        };
+        if l.accept.len() >= l.backlog {
+            // Drop the ACK and stay in SYN-RECEIVED; our SYN-ACK retransmission retries.
+            self.counters.accept_queue_overflow += 1;
+            return Handback::Done;
+        }
+        l.syn_pending = l.syn_pending.saturating_sub(1);
+        l.accept.push_back(slot);
+        let t = &input.tcp;
+        self.install(slot, t.ack, t.window, true);
+        self.conns[s].state = TcpState::Established;
+        self.conns[s].timers.stop(Timer::Rto);
+        self.conns[s].retries = 0;
+        self.events.raise_listener(index);
+        rest_of_segment(slot, input)
+    }
+
+    /// Hands the connection to the data-path: the stage tables get their initial state.
+    /// `window_scaled` says whether the peer's window field is already subject to scaling
+    /// (it never is in a SYN, RFC 7323 2.2).
+    pub(super) fn install(&mut self, slot: u32, ack: SeqNumber, window: u16, window_scaled: bool) {
+        let s = slot as usize;
+        let c = self.conns[s];
+        let n = c.negotiated;
+        // RFC 7323 2.2: scaling applies in both directions only when both SYNs offered it.
+        let (snd_wscale, rcv_wscale) = match n.snd_wscale {
+            Some(snd) => (snd, self.our_wscale()),
+            None => (0, 0),
+        };
+        let snd_wnd = if window_scaled {
+            (window as u32) << snd_wscale
+        } else {
+            window as u32
+        };
+        let ts = n.ts_recent.is_some();
+        // Effective send MSS: the peer's, bounded by our MTU, less the timestamp option.
+        let mss = n.peer_mss.min(self.cfg.local_mss()) - if ts { 12 } else { 0 };
+        let rx_cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
+        let ts_offset = self.dp.proto[s].ts_offset;
+        let mut fl = 0;
+        if ts {
+            fl |= flags::TIMESTAMPS;
+        }
+        if n.sack {
+            fl |= flags::SACK;
+        }
+        if self.cfg.nagle {
+            fl |= flags::NAGLE;
+        }
+        let snd = c.iss + 1u32;
+        let rcv = c.irs + 1u32;
+        self.dp.proto[s] = ProtoState {
+            rcv_nxt: rcv,
+            rx_avail: rx_cap,
+            rx_fin_seq: rcv,
+            ts_recent: n.ts_recent.unwrap_or(0),
+            snd_una: ack.max(snd),
+            snd_nxt: ack.max(snd),
+            snd_max: ack.max(snd),
+            tx_end: snd,
+            snd_wnd,
+            max_snd_wnd: snd_wnd,
+            snd_wl1: c.irs,
+            snd_wl2: ack,
+            cwnd: 0,
+            ts_offset,
+            rtt_seq: snd,
+            rtt_sent_us: 0,
+            mss,
+            snd_wscale,
+            rcv_wscale,
+            dupacks: 0,
+            ooo_count: 0,
+            flags: fl,
+            ecn: if n.ecn {
+                crate::datapath::ecn::bits::ON
+            } else {
+                0
+            },
+            ooo_seen: 0,
+            rto_probe: None,
+            sack: SackSender {
+                // RFC 6675 needs the peer's SACK blocks: without SACK-permitted (RFC 2018 2)
+                // the connection recovers by go-back-N.
+                flags: if n.sack && self.dp.sacked_stride > 0 {
+                    sack_flags::ENABLED
+                } else {
+                    0
+                },
+                recovery_point: snd,
+                high_rxt: snd,
+                lost_below: snd,
+                rxt_snd_max: snd,
+                count: 0,
+            },
+        };
+        self.counters.ecn_connections += u64::from(n.ecn);
+        self.dp.post[s] = Default::default();
+        self.cc_start(slot);
+        self.dp.pre[s].active = true;
+        if let Some(b) = self.bufs[s].as_mut() {
+            b.reset_at(rcv, snd);
+        }
+        let c = &mut self.conns[s];
+        c.rto = self.cfg.rto_initial;
+        c.retries = 0;
+        c.last_heard = self.now;
+    }
+}

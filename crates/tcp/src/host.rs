@@ -1,0 +1,112 @@
+//! The state of one host's TCP core: the tables of the control plane and of the data-path
+//! in one struct. It is defined below both planes so that their `impl Stack` blocks import
+//! it downwards; the application API is in stack.rs.
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+use hashbrown::HashMap;
+
+use crate::buffer::ConnBuffers;
+use crate::cc::{Algorithm, Policy};
+use crate::config::{Config, ConfigError};
+use crate::control::isn::Secret;
+use crate::control::neighbor::NeighborCache;
+use crate::control::state::ConnControl;
+use crate::counters::Counters;
+use crate::datapath::DataPath;
+use crate::events::EventQueue;
+use crate::frame::ControlQueue;
+use crate::table::{ConnTable, FourTuple};
+use crate::time::Instant;
+use crate::timer::TimerQueue;
+
+/// A listening port.
+pub(crate) struct Listener {
+    pub port: u16,
+    pub backlog: usize,
+    pub accept: VecDeque<u32>,
+    pub syn_pending: usize,
+    /// The algorithm its connections run from the SYN on (their SYN-ACK's ECN follows it).
+    pub cc_algorithm: Algorithm,
+}
+
+/// One host's TCP core: hand it frames and the time, take frames to send and its next
+/// deadline; the application API is documented on its methods (stack.rs).
+pub struct Stack {
+    pub(crate) cfg: Config,
+    pub(crate) now: Instant,
+    pub(crate) dp: DataPath,
+    pub(crate) conns: Box<[ConnControl]>,
+    /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
+    pub(crate) cc: Box<[Policy]>,
+    /// Each connection's policy as it was before its latest timeout, to undo a spurious
+    /// one (RFC 4015); control-plane state like `cc`.
+    pub(crate) cc_before_rto: Box<[Option<Policy>]>,
+    pub(crate) table: ConnTable,
+    pub(crate) bufs: Box<[Option<ConnBuffers>]>,
+    pub(crate) listeners: Box<[Option<Listener>]>,
+    pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
+    pub(crate) neighbors: NeighborCache,
+    pub(crate) isn_secret: Secret,
+    pub(crate) cookie_secret: Secret,
+    pub(crate) ts_secret: Secret,
+    pub(crate) timer_queue: TimerQueue,
+    pub(crate) out: ControlQueue,
+    pub(crate) events: EventQueue,
+    pub(crate) counters: Counters,
+    pub(crate) ip_ident: u16,
+    pub(crate) next_port: u16,
+    pub(crate) awaiting_arp: Vec<u32>,
+}
+
+impl Stack {
+    /// Creates a core. Fails if the configuration is invalid.
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let slots = cfg.max_connections;
+        let (lo, hi) = cfg.ephemeral_ports;
+        let span = (hi - lo) as u64 + 1;
+        Ok(Stack {
+            now: Instant::ZERO,
+            dp: DataPath::new(
+                slots,
+                cfg.ooo_intervals,
+                cfg.scoreboard_ranges(),
+                cfg.sched_wheel_slots,
+                cfg.sched_granularity.as_nanos() as u64,
+            ),
+            conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
+                .into_boxed_slice(),
+            cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
+            cc_before_rto: vec![None; slots].into_boxed_slice(),
+            table: ConnTable::new(slots, cfg.seed),
+            bufs: (0..slots).map(|_| None).collect(),
+            listeners: (0..cfg.max_listeners).map(|_| None).collect(),
+            listener_by_port: HashMap::with_capacity_and_hasher(
+                cfg.max_listeners,
+                ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
+            ),
+            neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
+            isn_secret: Secret::derive(cfg.seed, 1),
+            cookie_secret: Secret::derive(cfg.seed, 2),
+            ts_secret: Secret::derive(cfg.seed, 3),
+            timer_queue: TimerQueue::new(slots),
+            out: ControlQueue::new(cfg.control_frame_queue),
+            events: EventQueue::new(slots, cfg.max_listeners),
+            counters: Counters::default(),
+            ip_ident: (cfg.seed >> 16) as u16,
+            next_port: lo + (cfg.seed % span) as u16,
+            awaiting_arp: Vec::with_capacity(slots),
+            cfg,
+        })
+    }
+}
+
+fn placeholder_tuple() -> FourTuple {
+    FourTuple {
+        remote_ip: Ipv4Addr::UNSPECIFIED,
+        remote_port: 0,
+        local_port: 0,
+    }
+}
