@@ -11,7 +11,6 @@
 //! the Linux helpers ([`loadgen`], [`kserve`]), and the pieces the experiments build their
 //! lab runs from (engine sites and servers, the kernel servers, the load generator).
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod apps;
 mod engine_client;

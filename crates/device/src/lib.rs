@@ -33,9 +33,6 @@
 //! `sluice-a`) before a backend is opened there.
 //!
 //! This crate touches the OS, so `unsafe` is allowed here, each block with a SAFETY comment.
-#![warn(missing_docs)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
 
 /// The end of the [`Device`] impl of a backend with a descriptor of its own (AF_PACKET,
 /// TAP), written once: sleep in poll(2) on `self.$fd` (and an extra descriptor), woken at

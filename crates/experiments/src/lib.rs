@@ -2,7 +2,6 @@
 //! PNG plot, and comparing its variants side by side in one run.
 //! The lab experiments build their runs from sluice-bench's public API.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod error;
 pub mod fabric;

@@ -11,7 +11,6 @@
 //! Sans-IO and deterministic: no clock (the caller says when serialization ends) and all
 //! randomness from a seeded [`rand_chacha::ChaCha8Rng`] the caller supplies.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod bridge;
 mod ecn;

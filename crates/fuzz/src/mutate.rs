@@ -12,22 +12,39 @@ use crate::options::{random_options, Anchors};
 /// The kinds of damage, for traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutation {
+    /// One to three bit flips anywhere in the frame (also what a frame without a TCP layout gets).
     BitFlips,
+    /// One bit flip in the IPv4 or TCP header.
     HeaderBitFlips,
+    /// The frame cut short at a random length.
     Truncate,
+    /// Random bytes appended, sometimes claimed by the IPv4 total length.
     Extend,
+    /// The TCP flags replaced, or one of them toggled.
     Flags,
+    /// The sequence number nudged or replaced.
     Seq,
+    /// The acknowledgment number nudged or replaced.
     Ack,
+    /// The window set to zero, the maximum, a tiny or a random value.
     Window,
+    /// A random urgent pointer, with URG set.
     Urgent,
+    /// A random TCP data offset.
     DataOffset,
+    /// The TCP options rewritten.
     Options,
+    /// One payload byte replaced.
     Payload,
+    /// The IPv4 total length made random, too long or too short.
     IpTotalLen,
+    /// The IPv4 version/IHL byte made random.
     IpHeaderLen,
+    /// Random IPv4 fragment flags and offset.
     IpFragment,
+    /// Random IPv4 DSCP/ECN and TTL bytes.
     IpEcnTtl,
+    /// The Ethertype replaced (ARP, VLAN, IPv6 or IPv4).
     Ethertype,
 }
 

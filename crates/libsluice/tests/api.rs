@@ -726,8 +726,8 @@ fn a_forked_child_does_not_keep_the_parents_attachment_alive() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    // SAFETY: closing our write end lets the child exit; then we reap it.
     let mut status = 0;
+    // SAFETY: closing our write end lets the child exit; then we reap it.
     unsafe {
         libc::close(pipe[1]);
         assert_eq!(libc::waitpid(pid, &mut status, 0), pid);

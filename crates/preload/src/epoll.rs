@@ -405,8 +405,8 @@ pub unsafe extern "C" fn epoll_ctl(
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real::epoll_ctl(epfd, op, fd, ev) };
     }
-    // SAFETY: the caller's event pointer.
     crate::guard("epoll_ctl", -1, || {
+        // SAFETY: the caller's event pointer.
         crate::ret_int(unsafe { ctl(epfd, op, fd, ev) })
     })
 }

@@ -318,8 +318,8 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         // SAFETY: as above.
         Route::Kernel => unsafe { real::read(fd, buf, n) },
         Route::Stale => ret_size(Err(libc::EBADF)),
-        // SAFETY: the caller's buffer.
         Route::Engine(_, s) => {
+            // SAFETY: the caller's buffer, valid for n bytes by the call's contract.
             ret_size(unsafe { bytes_mut(buf, n) }.and_then(|b| engine_recv(s, b, 0)))
         }
     })
@@ -355,8 +355,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         // SAFETY: as above.
         Route::Kernel => unsafe { real::write(fd, buf, n) },
         Route::Stale => ret_size(Err(libc::EBADF)),
-        // SAFETY: the caller's buffer.
         Route::Engine(_, s) => {
+            // SAFETY: the caller's buffer, valid for n bytes by the call's contract.
             ret_size(unsafe { bytes(buf, n) }.and_then(|b| engine_send(s, b, 0)))
         }
     })
@@ -411,8 +411,8 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
         // SAFETY: as above.
         Route::Kernel => unsafe { real::send(fd, buf, n, flags) },
         Route::Stale => ret_size(Err(libc::EBADF)),
-        // SAFETY: the caller's buffer.
         Route::Engine(_, s) => {
+            // SAFETY: the caller's buffer, valid for n bytes by the call's contract.
             ret_size(unsafe { bytes(buf, n) }.and_then(|b| engine_send(s, b, flags)))
         }
     })
@@ -440,8 +440,8 @@ pub unsafe extern "C" fn sendto(
             crate::log_once!("MSG_FASTOPEN on an engine socket is not supported (EOPNOTSUPP)");
             ret_size(Err(libc::EOPNOTSUPP))
         }
-        // SAFETY: the caller's buffer.
         Route::Engine(_, s) => {
+            // SAFETY: the caller's buffer, valid for n bytes by the call's contract.
             ret_size(unsafe { bytes(buf, n) }.and_then(|b| engine_send(s, b, flags)))
         }
     })
@@ -458,8 +458,8 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         // SAFETY: as above.
         Route::Kernel => unsafe { real::recv(fd, buf, n, flags) },
         Route::Stale => ret_size(Err(libc::EBADF)),
-        // SAFETY: the caller's buffer.
         Route::Engine(_, s) => {
+            // SAFETY: the caller's buffer, valid for n bytes by the call's contract.
             ret_size(unsafe { bytes_mut(buf, n) }.and_then(|b| engine_recv(s, b, flags)))
         }
     })

@@ -12,7 +12,6 @@
 //! The entry points are only exported from the cdylib (`cfg(not(test))`), so that unit-test
 //! binaries do not interpose on themselves.
 #![cfg_attr(test, allow(dead_code))]
-#![warn(missing_docs)]
 
 mod blocking;
 pub mod decide;

@@ -308,8 +308,8 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: libc::nfds_t, timeout: c_int)
     let Some(set) = (unsafe { pollfds(fds, n) }) else {
         return real_call();
     };
-    // SAFETY: no mask.
     crate::guard("poll", -1, || {
+        // SAFETY: the caller's array, checked above; no signal mask.
         match unsafe { poll_mixed(set, ms_timeout(timeout), std::ptr::null()) } {
             None => real_call(),
             Some(r) => crate::ret_int(r),

@@ -63,10 +63,10 @@ macro_rules! real_fns {
             let cname = unsafe { CStr::from_bytes_with_nul_unchecked(name.as_bytes()) };
             match resolve(&SLOT, cname) {
                 Some(addr) => {
+                    type Real = unsafe extern "C" fn($($ty),*) -> $ret;
                     // SAFETY: addr is libc's definition of this symbol, whose C prototype
                     // is the signature written here (taken from the libc crate).
-                    let f: unsafe extern "C" fn($($ty),*) -> $ret =
-                        unsafe { std::mem::transmute::<usize, _>(addr) };
+                    let f = unsafe { std::mem::transmute::<usize, Real>(addr) };
                     // SAFETY: the caller upholds the function's contract.
                     unsafe { f($($arg),*) }
                 }

@@ -107,8 +107,8 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real::bind(fd, addr, len) };
     };
-    // SAFETY: addr is the caller's, valid for len bytes.
     guard("bind", -1, || {
+        // SAFETY: addr is the caller's, valid for len bytes.
         ret_int(unsafe { bind_managed(&obj, fd, addr, len) })
     })
 }
@@ -242,8 +242,8 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real::connect(fd, addr, len) };
     };
-    // SAFETY: addr is the caller's, valid for len bytes.
     guard("connect", -1, || {
+        // SAFETY: addr is the caller's, valid for len bytes.
         ret_int(unsafe { connect_managed(&obj, fd, addr, len) })
     })
 }
@@ -355,8 +355,8 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real::accept(fd, addr, len) };
     };
-    // SAFETY: addr/len are the caller's.
     guard("accept", -1, || {
+        // SAFETY: addr/len are the caller's.
         ret_int(unsafe { accept_managed(&obj, fd, addr, len, 0, false) })
     })
 }
@@ -373,8 +373,8 @@ pub unsafe extern "C" fn accept4(
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real::accept4(fd, addr, len, flags) };
     };
-    // SAFETY: addr/len are the caller's.
     guard("accept4", -1, || {
+        // SAFETY: addr/len are the caller's.
         ret_int(unsafe { accept_managed(&obj, fd, addr, len, flags, true) })
     })
 }

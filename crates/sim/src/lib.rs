@@ -11,7 +11,6 @@
 //! [`sim_wire`] puts the simulator's wire under the engine runtime as a device backend
 //! (`--backend sim`): the real engine against simulated peers, in virtual time, no root.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod error;
 mod host;

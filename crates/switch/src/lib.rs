@@ -12,7 +12,6 @@
 //!   them as on SIGTERM (written and read back in one place).
 //! - [`PortSpec`], [`set_param`]: ports and egress parameters as the command line spells them.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod config;
 mod core;

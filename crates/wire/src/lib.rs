@@ -6,7 +6,6 @@
 //! zero-copy *view* over a byte buffer. Parsing never panics on any input and
 //! neither parsing nor emitting allocates.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod arp;
 pub mod checksum;
