@@ -1,8 +1,9 @@
 //! Unmodified programs from Debian's packages served in the namespace lab and checked by
 //! clients in sluice-b (issue 4): redis-server, memcached, nginx, iperf3, python3's
 //! http.server and a python echo server; and iperf3 as a client on a side against a server
-//! in sluice-b. Each test runs its check on every side in [`sides`]. Needs root (skipped
-//! otherwise) and the programs (scripts/setup.sh installs them). No timing assertion:
+//! in sluice-b. Each test runs its check on every side in [`sides`]. Needs root (the tests
+//! are `#[ignore]`d; scripts/test.sh runs them as root) and the programs (scripts/setup.sh
+//! installs them). No timing assertion:
 //! benchmarks here only have to complete (house rule 5).
 
 use sluice_bench::apps::{checks, AppsError, Harness, Side};
@@ -19,11 +20,7 @@ const BACKEND: &str = "af_packet";
 
 /// Holds the lab, runs `check` on every side, tears the lab down.
 fn on_every_side(name: &str, check: fn(&Harness, Side) -> Result<String, AppsError>) {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let lab = LabGuard::up().expect("lab up");
+    let lab = LabGuard::require();
     let harness = Harness::new(env!("CARGO_BIN_EXE_sluice"), BACKEND).expect("harness");
     let mut failures = Vec::new();
     for side in sides() {
@@ -39,36 +36,43 @@ fn on_every_side(name: &str, check: fn(&Harness, Side) -> Result<String, AppsErr
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn redis_stores_10k_values_and_redis_benchmark_completes() {
     on_every_side("redis", checks::redis);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn memcached_stores_10k_values() {
     on_every_side("memcached", checks::memcached);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn nginx_serves_10mb_file_and_wrk_runs() {
     on_every_side("nginx", checks::nginx);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn iperf3_both_directions() {
     on_every_side("iperf3", checks::iperf3);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn iperf3_client_on_the_engine_both_directions() {
     on_every_side("iperf3 client", checks::iperf3_client);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn python_http_server_serves_10mb_file() {
     on_every_side("python http.server", checks::python_http);
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn python_echo_server_with_100_concurrent_clients() {
     on_every_side("python echo", checks::python_echo);
 }

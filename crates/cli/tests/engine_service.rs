@@ -1,4 +1,5 @@
-//! `sluice engine --lab` end to end (needs root; skipped otherwise): the real binary owns
+//! `sluice engine --lab` end to end (needs root: the test is
+//! `#[ignore]`d, and scripts/test.sh runs it as root): the real binary owns
 //! sl-a in sluice-a, a test application attaches over the Unix socket from the root
 //! namespace (written on sluice-shm, not libsluice), and Linux in sluice-b talks to it:
 //! a Linux client through the application's listener, the application as a client of a
@@ -225,12 +226,9 @@ fn pause() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn sluice_engine_serves_an_attached_application_to_linux_in_the_lab() {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let lab = LabGuard::up().expect("lab up");
+    let lab = LabGuard::require();
     let (socket, dir) = socket_path("af-packet");
     let mut engine = start_engine(&socket, "af_packet");
 
@@ -309,12 +307,9 @@ fn sluice_engine_serves_an_attached_application_to_linux_in_the_lab() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn sluice_engine_sleeps_and_wakes_over_tap_and_af_xdp_too() {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let lab = LabGuard::up().expect("lab up");
+    let lab = LabGuard::require();
     for backend in ["tap", "af_xdp"] {
         let (socket, dir) = socket_path(backend);
         let mut engine = start_engine(&socket, backend);

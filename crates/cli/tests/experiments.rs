@@ -54,12 +54,9 @@ fn ooo_quick_writes_a_table_csv_and_plot_and_go_back_n_retransmits_more() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn fairness_quick_serves_every_connection_on_the_engine_and_measures_linux_beside_it() {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let lab = sluice_lab::LabGuard::up().expect("lab up");
+    let lab = sluice_lab::LabGuard::require();
     let (stdout, out) = experiment(
         "fair",
         &[
@@ -103,11 +100,9 @@ fn fairness_quick_serves_every_connection_on_the_engine_and_measures_linux_besid
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn loss_quick_measures_every_pairing_and_the_switch_really_drops() {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    sluice_lab::require_lab();
     let lab = sluice_lab::LabGuard::up_switched(1).expect("switched lab up");
     let (stdout, out) = experiment("loss", &["experiment", "loss", "--quick", "--no-lock"]);
     eprintln!("{stdout}");
@@ -157,11 +152,9 @@ fn loss_quick_measures_every_pairing_and_the_switch_really_drops() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn incast_quick_measures_every_cell_and_reads_the_switch_counters() {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    sluice_lab::require_lab();
     // The experiment builds (and tears down) the switched lab itself; the guard holds the
     // lock around it and tears down whatever a failure left behind.
     let lab = sluice_lab::LabGuard::up_switched(2).expect("switched lab up");

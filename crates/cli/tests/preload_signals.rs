@@ -7,9 +7,10 @@
 //! flag must make the server exit within a second: a C server (epoll_wait, epoll_pwait,
 //! poll, select, accept, read), a python one (epoll), and nginx (`master_process off`).
 //!
-//! Skipped, with the reason printed, when the lab is unavailable (not root, no ip(8)) or
-//! a program a test needs is missing. The preload library must have been built (`cargo
-//! test --workspace` and `cargo build` of the workspace build it next to `sluice`).
+//! The tests are `#[ignore]`d (scripts/test.sh runs them as root); when asked for, they fail
+//! if the lab is unavailable (not root, no ip(8)) or a program a test needs is missing. The
+//! preload library must have been built (`cargo test --workspace` and `cargo build` of the
+//! workspace build it next to `sluice`).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -24,31 +25,18 @@ use sluice_lab::LabGuard;
 
 mod common;
 
-use common::{have, preload, ENGINE_IP, SLUICE};
+use common::{preload, ENGINE_IP, SLUICE};
 
 /// Longer than any test: every wait of the program stays in its spin.
 const SPIN_FOREVER_US: &str = "60000000";
 /// How soon a signalled server must be gone.
 const EXIT_WITHIN: Duration = Duration::from_secs(1);
 
-/// Why a test cannot run here, if it cannot.
-fn skip_reason(programs: &[&str]) -> Option<String> {
-    if let Some(r) = sluice_lab::unavailable_reason() {
-        return Some(r);
-    }
-    programs
-        .iter()
-        .find(|p| !have(p))
-        .map(|p| format!("{p} is not installed"))
-}
-
-macro_rules! skip_unless {
-    ($($program:expr),*) => {
-        if let Some(reason) = skip_reason(&[$($program),*]) {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+/// Panics unless the lab and every one of `programs` are here: the tests are `#[ignore]`d,
+/// and when asked for they run or fail.
+fn require(programs: &[&str]) {
+    sluice_lab::require_lab();
+    sluice_lab::require_programs(programs);
 }
 
 /// A child process whose output lines are collected; killed when dropped.
@@ -444,8 +432,9 @@ fn c_server_scenario(setup: &Setup, bin: &str, mode: &str, port: u16) {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn c_servers_blocked_on_engine_sockets_get_eintr_while_spinning() {
-    skip_unless!("cc", "python3");
+    require(&["cc", "python3"]);
     let setup = Setup::up("c-spin", Some(SPIN_FOREVER_US));
     let bin = setup.c_server();
     for (i, mode) in [
@@ -465,8 +454,9 @@ fn c_servers_blocked_on_engine_sockets_get_eintr_while_spinning() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn c_servers_blocked_on_engine_sockets_get_eintr_while_sleeping() {
-    skip_unless!("cc", "python3");
+    require(&["cc", "python3"]);
     let setup = Setup::up("c-sleep", None);
     let bin = setup.c_server();
     for (i, mode) in ["epoll", "poll", "accept", "read", "connect"]
@@ -503,8 +493,9 @@ except Term:
 "#;
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn a_python_epoll_server_exits_on_sigterm_while_spinning() {
-    skip_unless!("python3");
+    require(&["python3"]);
     let setup = Setup::up("python-spin", Some(SPIN_FOREVER_US));
     let mut server = setup.run(
         "python epoll server",
@@ -580,13 +571,15 @@ fn nginx_scenario(test: &str, app_idle_us: Option<&str>) {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab and nginx (scripts/test.sh runs it as root)"]
 fn nginx_exits_on_sigterm_while_spinning() {
-    skip_unless!("nginx", "python3");
+    require(&["nginx", "python3"]);
     nginx_scenario("nginx-spin", Some(SPIN_FOREVER_US));
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab and nginx (scripts/test.sh runs it as root)"]
 fn nginx_exits_on_sigterm_while_sleeping() {
-    skip_unless!("nginx", "python3");
+    require(&["nginx", "python3"]);
     nginx_scenario("nginx-sleep", None);
 }

@@ -1,4 +1,5 @@
-//! `sluice switch --lab` end to end (needs root; skipped otherwise): the switched lab with
+//! `sluice switch --lab` end to end (needs root: the test is
+//! `#[ignore]`d, and scripts/test.sh runs it as root): the switched lab with
 //! two Linux client namespaces, Linux TCP transfers through the real binary, and the
 //! switch's counters on SIGTERM.
 //!
@@ -57,19 +58,6 @@ while left:
 s.close()
 print("sent", n, h.hexdigest(), flush=True)
 "#;
-
-/// Why this test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    if let Some(r) = sluice_lab::unavailable_reason() {
-        return Some(r);
-    }
-    for tool in ["python3", "ethtool"] {
-        if !common::have(tool) {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
 
 fn python_in(ns: &str, name: &str, script: &str, args: &[String]) -> Proc {
     let mut cmd = Command::new("ip");
@@ -134,11 +122,10 @@ fn transfer(from_ns: &str, to_ns: &str, to_ip: &str, port: u16, bytes: u64) -> f
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn linux_tcp_through_the_switch_under_loss_and_ecn() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    sluice_lab::require_lab();
+    sluice_lab::require_programs(&["python3", "ethtool"]);
     let lab = LabGuard::up_switched(2).expect("switched lab up");
     let (c1, c2) = (client_ns(1), client_ns(2));
     let c2_ip = client_ip(2).to_string();

@@ -64,6 +64,14 @@ fn search(tool: Tool, system_first: bool) -> Result<PathBuf, LabError> {
         })
 }
 
+/// Whether the program `name` is on $PATH or in the sbin/bin directories.
+pub fn is_installed(name: &str) -> bool {
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path_var)
+        .chain(FALLBACK_DIRS.iter().map(PathBuf::from))
+        .any(|dir| is_executable(&dir.join(name)))
+}
+
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     p.metadata()

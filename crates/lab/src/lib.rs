@@ -45,8 +45,6 @@ pub fn check_root() -> Result<(), LabError> {
 }
 
 /// Why the lab cannot be used here (not root, `ip` missing), or None if it can.
-///
-/// Root-only tests call this first and return early, printing the reason.
 pub fn unavailable_reason() -> Option<String> {
     if let Err(e) = check_root() {
         return Some(e.to_string());
@@ -58,6 +56,37 @@ pub fn unavailable_reason() -> Option<String> {
         return Some("the kernel has no network namespaces".into());
     }
     None
+}
+
+/// Panics unless the lab can be used here (root, `ip`, network namespaces).
+///
+/// Root tests are `#[ignore]`d, so they run only when asked for (scripts/test.sh does, as
+/// root); once asked, a test must run or fail, never pass without running.
+pub fn require_lab() {
+    if let Some(why) = unavailable_reason() {
+        panic!(
+            "this test needs root and the namespace lab: {why}; run it as root, as \
+             scripts/test.sh does"
+        );
+    }
+}
+
+/// Panics unless every one of `programs` is installed (on $PATH or in the system
+/// directories): the root tests that run python3, nginx or a C compiler fail, rather than
+/// pass, without them.
+pub fn require_programs(programs: &[&str]) {
+    let missing: Vec<&str> = programs
+        .iter()
+        .copied()
+        .filter(|p| !command::is_installed(p))
+        .collect();
+    if !missing.is_empty() {
+        panic!(
+            "this test needs {} installed; install it (scripts/setup.sh does) and run the test \
+             as root, as scripts/test.sh does",
+            missing.join(", ")
+        );
+    }
 }
 
 /// Exclusive use of a built lab: locks, builds, and tears the lab down when dropped.
@@ -73,6 +102,12 @@ impl LabGuard {
     /// Takes the lab lock (waiting for other users) and builds the lab.
     pub fn up() -> Result<LabGuard, LabError> {
         LabGuard::build(Lab::up)
+    }
+
+    /// For the root tests: [`require_lab`], then [`LabGuard::up`], panicking if it fails.
+    pub fn require() -> LabGuard {
+        require_lab();
+        LabGuard::up().expect("lab up")
     }
 
     /// Takes the lab lock and builds the switched lab with `clients` client namespaces

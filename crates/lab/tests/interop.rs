@@ -1,4 +1,5 @@
-//! Linux kernel TCP against the engine through the lab (needs root; skipped otherwise):
+//! Linux kernel TCP against the engine through the lab (needs root: the tests are
+//! `#[ignore]`d, and scripts/test.sh runs them as root):
 //! 64 MiB each way verified by SHA-256, echo, and a closed port refusing.
 
 use std::thread;
@@ -13,12 +14,10 @@ use sluice_lab::{LabGuard, CLIENT_IP, ENGINE_IP, NS_CLIENT};
 
 const MIB: u64 = 1 << 20;
 
-fn lab_or_skip() -> Option<LabGuard> {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    Some(LabGuard::up().expect("lab up"))
+/// Takes the lab (builds it, tears it down on drop); panics when it cannot run here.
+fn lab() -> LabGuard {
+    sluice_lab::require_programs(&["python3"]);
+    LabGuard::require()
 }
 
 /// Runs `app` on the engine in sluice-a on its own thread for at most `limit`.
@@ -57,8 +56,9 @@ fn expected_digest(bytes: u64, seed: u64) -> String {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn linux_client_to_engine_server_and_engine_client_to_linux_server() {
-    let Some(lab) = lab_or_skip() else { return };
+    let lab = lab();
     // Linux sends 64 MiB to the engine's sink.
     let mut sink = SinkApp::new(5001);
     sink.stop_after = Some(1);
@@ -117,8 +117,9 @@ fn linux_client_to_engine_server_and_engine_client_to_linux_server() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn echo_for_many_linux_clients_and_refusal_on_a_closed_port() {
-    let Some(lab) = lab_or_skip() else { return };
+    let lab = lab();
     let mut echo = EchoApp::new(7);
     echo.stop_after = Some(21);
     let engine = spawn_engine(Backend::AfPacket, echo, Duration::from_secs(60));

@@ -1,6 +1,7 @@
 //! Root-only tests of the namespace lab and of the device backends on it.
 //!
-//! Each test skips (printing why) when not root or when ip(8) is missing; CI runs as root.
+//! Each test is `#[ignore]`d (run them with `--ignored`, as root, as scripts/test.sh does) and
+//! fails, never passes without running, when not root or when ip(8) is missing.
 //! Every test holds the lab lock through `LabGuard`/`LabLock`, so they run one at a time
 //! even though cargo runs the tests of this binary in parallel, and the guard tears the lab
 //! down even when an assertion fails.
@@ -26,16 +27,6 @@ use sluice_wire::tcp::{self, TcpFlags, TcpSegment};
 /// The port the test's TCP SYN is sent to.
 const SYN_PORT: u16 = 7;
 
-fn skip(test: &str) -> bool {
-    match sluice_lab::unavailable_reason() {
-        Some(reason) => {
-            eprintln!("skipping {test}: {reason}");
-            true
-        }
-        None => false,
-    }
-}
-
 /// Pings from `ns` until it answers (bridge ports and neighbours settle in a moment).
 fn ping_ok(lab: &Lab, ns: &str, addr: Ipv4Addr) -> bool {
     let addr = addr.to_string();
@@ -47,10 +38,9 @@ fn ping_ok(lab: &Lab, ns: &str, addr: Ipv4Addr) -> bool {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn lab_up_is_idempotent_and_down_removes_everything() {
-    if skip("lab_up_is_idempotent_and_down_removes_everything") {
-        return;
-    }
+    sluice_lab::require_lab();
     let _lock = LabLock::acquire().unwrap();
     let lab = Lab::new();
     // Clean up whatever a killed run may have left, then build twice.
@@ -270,20 +260,18 @@ fn check_exchange(lab: &Lab, seen: &Seen, engine_mac: [u8; 6]) {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn engine_answers_arp_over_af_packet() {
-    if skip("engine_answers_arp_over_af_packet") {
-        return;
-    }
+    sluice_lab::require_lab();
     arp_over_af_packet(AfPacketConfig::default());
 }
 
 /// The same exchange with virtio-net headers both ways and the reply sent through a
 /// mapped transmit ring (PACKET_TX_RING) instead of sendmmsg.
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring() {
-    if skip("engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring") {
-        return;
-    }
+    sluice_lab::require_lab();
     arp_over_af_packet(AfPacketConfig {
         tx_ring_frames: 64,
         ..AfPacketConfig::offload()
@@ -292,10 +280,9 @@ fn engine_answers_arp_over_af_packet_with_offloads_and_a_tx_ring() {
 
 /// The same exchange received through a mapped receive ring (PACKET_RX_RING).
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn engine_answers_arp_over_af_packet_with_an_rx_ring() {
-    if skip("engine_answers_arp_over_af_packet_with_an_rx_ring") {
-        return;
-    }
+    sluice_lab::require_lab();
     arp_over_af_packet(AfPacketConfig {
         rx_ring_frames: 64,
         ..AfPacketConfig::offload()
@@ -336,10 +323,9 @@ fn arp_over_af_packet(config: AfPacketConfig) {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn engine_answers_arp_over_tap() {
-    if skip("engine_answers_arp_over_tap") {
-        return;
-    }
+    sluice_lab::require_lab();
     let lab = LabGuard::up().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
     let engine = thread::spawn(move || -> Result<Seen, String> {
@@ -372,10 +358,9 @@ fn engine_answers_arp_over_tap() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn engine_answers_arp_over_af_xdp() {
-    if skip("engine_answers_arp_over_af_xdp") {
-        return;
-    }
+    sluice_lab::require_lab();
     let lab = LabGuard::up().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
     let engine = thread::spawn(move || -> Result<Seen, String> {
@@ -419,10 +404,9 @@ fn engine_answers_arp_over_af_xdp() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn af_xdp_refuses_clearly() {
-    if skip("af_xdp_refuses_clearly") {
-        return;
-    }
+    sluice_lab::require_lab();
     let lab = LabGuard::up().unwrap();
     thread::spawn(|| {
         // sl-a exists only inside sluice-a.
@@ -477,10 +461,9 @@ fn af_xdp_refuses_clearly() {
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn devices_refuse_clearly_outside_the_lab() {
-    if skip("devices_refuse_clearly_outside_the_lab") {
-        return;
-    }
+    sluice_lab::require_lab();
     let _lab = LabGuard::up().unwrap();
     thread::spawn(|| {
         // sl-a exists only inside sluice-a.
@@ -507,10 +490,9 @@ fn engine_result(engine: thread::JoinHandle<Result<Seen, String>>) -> Result<See
 }
 
 #[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn a_failing_test_still_tears_the_lab_down() {
-    if skip("a_failing_test_still_tears_the_lab_down") {
-        return;
-    }
+    sluice_lab::require_lab();
     let result = std::panic::catch_unwind(|| {
         let lab = LabGuard::up().unwrap();
         assert_eq!(lab.namespaces_present().unwrap().len(), 3);

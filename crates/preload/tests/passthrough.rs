@@ -25,12 +25,18 @@ fn preload() -> PathBuf {
         .unwrap_or_else(|| panic!("libsluice_preload.so not found near {}", exe.display()))
 }
 
-fn have(program: &str) -> bool {
-    Command::new("sh")
+/// Panics unless `program` is installed: a test that needs it fails without it, rather than
+/// passing without running (scripts/setup.sh installs them all).
+fn require(program: &str) {
+    let found = Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .stdout(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "this test needs `{program}` installed (scripts/setup.sh installs it)"
+    );
 }
 
 /// A command under the preload, with no engine configured.
@@ -208,10 +214,7 @@ fn fork_and_exec_are_untouched() {
 
 #[test]
 fn curl_downloads_from_a_python_http_server() {
-    if !have("curl") {
-        eprintln!("skipped: curl is not installed");
-        return;
-    }
+    require("curl");
     let dir = scratch("http");
     let body: Vec<u8> = (0..3_000_000u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -333,10 +336,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_c_program_through_fcntl_ioctl_dup_and_sendfile_is_untouched() {
-    if !have("cc") {
-        eprintln!("skipped: no C compiler");
-        return;
-    }
+    require("cc");
     let dir = scratch("c");
     let src = dir.join("t.c");
     std::fs::write(&src, C_PROGRAM).expect("write C source");
@@ -427,8 +427,7 @@ fn the_library_exports_every_interposed_call() {
         .arg(preload())
         .output()
     else {
-        eprintln!("skipped: nm is not installed");
-        return;
+        panic!("this test needs `nm` installed (binutils; scripts/setup.sh installs it)");
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let exported: std::collections::HashSet<&str> = text

@@ -22,12 +22,18 @@ fn preload() -> PathBuf {
         .unwrap_or_else(|| panic!("libsluice_preload.so not found near {}", exe.display()))
 }
 
-fn have(program: &str) -> bool {
-    Command::new("sh")
+/// Panics unless `program` is installed: a test that needs it fails without it, rather than
+/// passing without running (scripts/setup.sh installs them all).
+fn require(program: &str) {
+    let found = Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .stdout(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "this test needs `{program}` installed (scripts/setup.sh installs it)"
+    );
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -212,10 +218,7 @@ int main(void) {
 
 #[test]
 fn c_handlers_run_and_old_actions_report_what_the_program_installed() {
-    if !have("cc") {
-        eprintln!("skipped: no C compiler");
-        return;
-    }
+    require("cc");
     let dir = scratch("signals-c");
     let src = dir.join("sig.c");
     std::fs::write(&src, C_SIGNALS).expect("write C source");
@@ -278,10 +281,7 @@ print("ok")
 
 #[test]
 fn python_handlers_run_under_the_preload() {
-    if !have("python3") {
-        eprintln!("skipped: python3 is not installed");
-        return;
-    }
+    require("python3");
     let out = preloaded("python3")
         .args(["-c", PYTHON_SIGNALS])
         .output()
@@ -296,8 +296,7 @@ fn the_library_exports_the_signal_calls() {
         .arg(preload())
         .output()
     else {
-        eprintln!("skipped: nm is not installed");
-        return;
+        panic!("this test needs `nm` installed (binutils; scripts/setup.sh installs it)");
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let exported: std::collections::HashSet<&str> = text

@@ -2,7 +2,7 @@
 //! service_apps.rs): the lab and an engine in it ([`Setup`]), programs attached to it with
 //! `sluice run --lab` or `$SLUICE_SOCKET`, Linux programs in the lab's namespaces, and
 //! their output ([`Proc`]). Each test binary uses a part of it.
-#![allow(dead_code, unused_macros)]
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -30,25 +30,12 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Why these tests cannot run here, if they cannot.
-pub fn skip_reason() -> Option<String> {
-    if let Some(r) = sluice_lab::unavailable_reason() {
-        return Some(r);
-    }
-    if !have("python3") {
-        return Some("python3 is not installed".into());
-    }
-    None
-}
-
-/// Returns from the test (printing why) when [`skip_reason`] says so.
-macro_rules! skip_unless_lab {
-    () => {
-        if let Some(reason) = $crate::common::skip_reason() {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+/// Panics unless the lab, python3 and every one of `programs` are here: the tests are
+/// `#[ignore]`d, and when asked for they run or fail, never pass without running.
+pub fn require_lab(programs: &[&str]) {
+    sluice_lab::require_lab();
+    sluice_lab::require_programs(&["python3"]);
+    sluice_lab::require_programs(programs);
 }
 
 /// libsluice_preload.so: next to the sluice binary (`cargo build` copies it there) or in
@@ -215,7 +202,7 @@ impl Setup {
 
     /// As [`Setup::up`], with extra `sluice engine` flags.
     pub fn up_with(test: &str, engine_args: &[&str]) -> Setup {
-        let lab = LabGuard::up().expect("lab up");
+        let lab = LabGuard::require();
         let dir = std::env::temp_dir().join(format!("sluice-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");

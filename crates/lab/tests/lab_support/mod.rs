@@ -28,13 +28,10 @@ pub const ENGINE_LIMIT: Duration = Duration::from_secs(120);
 /// Socket timeout of the Linux peers (each blocking call).
 pub const PEER_TIMEOUT_S: u32 = 60;
 
-/// Takes the lab (builds it, tears it down on drop), or None when it cannot run here.
-pub fn lab_or_skip() -> Option<LabGuard> {
-    if let Some(why) = sluice_lab::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    Some(LabGuard::up().expect("lab up"))
+/// Takes the lab (builds it, tears it down on drop); panics when it cannot run here.
+pub fn lab() -> LabGuard {
+    sluice_lab::require_programs(&["python3"]);
+    LabGuard::require()
 }
 
 /// Engine-side fault injection for a case.
@@ -375,7 +372,7 @@ pub fn run_case(backend: Backend, impair: Option<Impair>, peer: &[Peer]) {
 
 /// [`run_case`] with the engine's options given in full (e.g. an XDP mode).
 pub fn run_case_with(opts: EngineOptions, impair: Option<Impair>, peer: &[Peer]) {
-    let Some(lab) = lab_or_skip() else { return };
+    let lab = lab();
     for p in peer {
         apply(&lab, *p);
     }
