@@ -16,7 +16,6 @@
 //! Tests hold a [`LabGuard`]: it takes the lab lock (one user at a time, across threads and
 //! processes), builds the lab, and tears it down when dropped, also when the test panics.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod command;
 mod error;
