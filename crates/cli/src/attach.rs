@@ -198,10 +198,11 @@ mod tests {
         attach: Attach,
     }
 
-    fn transport(args: &[&str]) -> Result<Transport, String> {
+    /// The transport the flags give; a flag clap refuses is a usage error with clap's text.
+    fn transport(args: &[&str]) -> Result<Transport, CliError> {
         let cli = Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        cli.attach.transport.transport().map_err(|e| e.to_string())
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        cli.attach.transport.transport()
     }
 
     #[test]
@@ -245,14 +246,16 @@ mod tests {
 
     #[test]
     fn bad_transport_flags_are_refused_clearly() {
-        let e = transport(&["--cc", "bbr"]).unwrap_err();
+        let e = transport(&["--cc", "bbr"]).unwrap_err().to_string();
         assert!(e.contains("unknown congestion control"), "{e}");
-        let e = transport(&["--ooo-intervals", "65"]).unwrap_err();
+        let e = transport(&["--ooo-intervals", "65"])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("--ooo-intervals") && e.contains("ooo_intervals must be in 0..=64"),
             "{e}"
         );
-        let e = transport(&["--recovery", "fast"]).unwrap_err();
+        let e = transport(&["--recovery", "fast"]).unwrap_err().to_string();
         assert!(e.contains("go-back-n"), "{e}");
     }
 }

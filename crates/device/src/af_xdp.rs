@@ -672,6 +672,7 @@ mod tests {
         assert!("native"
             .parse::<XdpMode>()
             .unwrap_err()
+            .to_string()
             .contains("skb, drv"));
         assert_eq!(XdpMode::Drv.to_string(), "drv");
     }

@@ -100,7 +100,7 @@ pub use af_packet::{AfPacket, AfPacketConfig};
 pub use af_xdp::AfXdp;
 pub use checksum::{complete_checksum_at, complete_if_partial, complete_partial_checksum};
 pub use error::DeviceError;
-pub use xdp_config::{AfXdpConfig, XdpMode, ZeroCopy};
+pub use xdp_config::{AfXdpConfig, ParseXdpModeError, XdpMode, ZeroCopy};
 
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};

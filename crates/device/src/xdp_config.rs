@@ -30,15 +30,32 @@ impl XdpMode {
 }
 
 impl std::str::FromStr for XdpMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseXdpModeError;
+    fn from_str(s: &str) -> Result<Self, ParseXdpModeError> {
         match s {
             "skb" => Ok(XdpMode::Skb),
             "drv" => Ok(XdpMode::Drv),
-            other => Err(format!("unknown XDP mode {other:?} (skb, drv)")),
+            other => Err(ParseXdpModeError {
+                given: other.to_owned(),
+            }),
         }
     }
 }
+
+/// An XDP mode name that names no [`XdpMode`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseXdpModeError {
+    /// The name given.
+    pub given: String,
+}
+
+impl std::fmt::Display for ParseXdpModeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown XDP mode {:?} (skb, drv)", self.given)
+    }
+}
+
+impl std::error::Error for ParseXdpModeError {}
 
 impl std::fmt::Display for XdpMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -130,5 +147,23 @@ impl AfXdpConfig {
     #[cfg(feature = "af_xdp")]
     pub(crate) fn umem_frames(&self) -> u32 {
         self.rx_frames + self.tx_frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CLI prints the refusal as clap's "invalid value" reason: the wording is kept.
+    #[test]
+    fn an_unknown_xdp_mode_is_refused_by_name() {
+        let e = "nope".parse::<XdpMode>().unwrap_err();
+        assert_eq!(
+            e,
+            ParseXdpModeError {
+                given: "nope".into()
+            }
+        );
+        assert_eq!(e.to_string(), "unknown XDP mode \"nope\" (skb, drv)");
     }
 }

@@ -12,10 +12,8 @@ use crate::violation::Violation;
 
 /// The core's internal invariants and the connection-table bound.
 pub fn check_stack(s: &Stack, side: Side) -> Result<(), Violation> {
-    s.check_invariants().map_err(|e| Violation::Core {
-        side,
-        detail: e.to_string(),
-    })?;
+    s.check_invariants()
+        .map_err(|violation| Violation::Core { side, violation })?;
     let max = s.config().max_connections;
     if s.connection_count() > max {
         return Err(Violation::TooManyConnections {

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use sluice_tcp::Instant;
+use sluice_tcp::{Instant, InvariantViolation};
 
 use crate::flows::StreamViolation;
 use crate::net::Side;
@@ -35,8 +35,8 @@ pub enum Violation {
     Core {
         /// The stack.
         side: Side,
-        /// The core's description.
-        detail: String,
+        /// The first invariant it found broken.
+        violation: InvariantViolation,
     },
     /// More connections than the configured bound.
     TooManyConnections {
@@ -249,7 +249,7 @@ impl From<StreamViolation> for Violation {
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Violation::Core { side, detail } => write!(f, "{side:?}: {detail}"),
+            Violation::Core { side, violation } => write!(f, "{side:?}: {violation}"),
             Violation::TooManyConnections { side, count, max } => {
                 write!(f, "{side:?}: {count} connections > max_connections {max}")
             }
@@ -381,6 +381,7 @@ impl fmt::Display for Violation {
 mod tests {
     use super::*;
     use crate::flows::{StreamAt, C2S, S2C};
+    use sluice_tcp::WheelViolation;
 
     /// The campaign's report lines are read by people and scripts: the wording is kept.
     #[test]
@@ -444,6 +445,24 @@ mod tests {
                     next_timer: None,
                 },
                 &leak,
+            ),
+            (
+                Violation::Core {
+                    side: Side::A,
+                    violation: InvariantViolation::TooManyIntervals {
+                        slot: 2,
+                        count: 9,
+                        bound: 8,
+                    },
+                },
+                "A: slot 2: 9 intervals > bound",
+            ),
+            (
+                Violation::Core {
+                    side: Side::B,
+                    violation: WheelViolation::CountDisagrees { queued: 2, len: 1 }.into(),
+                },
+                "B: wheel: 2 queued, len says 1",
             ),
             (Violation::Panic("boom".into()), "panic: boom"),
         ];

@@ -19,6 +19,7 @@ use crate::error::{ConnectError, Error, ListenError};
 use crate::events::bits;
 use crate::handle::{ConnId, ListenerId};
 use crate::host::{Listener, Stack};
+use crate::invariant::InvariantViolation;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -562,71 +563,103 @@ impl Stack {
         DataPath::state_bytes(self.cfg.ooo_intervals, self.cfg.scoreboard_ranges())
     }
 
-    /// Checks internal invariants; used by the fuzzer and tests. Returns a description of the
-    /// first violation.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// Checks internal invariants; used by the fuzzer and tests. Returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.dp.wheel.check()?;
-        for slot in 0..self.conns.len() {
-            let pre = &self.dp.pre[slot];
+        for s in 0..self.conns.len() {
+            let pre = &self.dp.pre[s];
             if !pre.active {
                 continue;
             }
-            let ps = &self.dp.proto[slot];
+            let slot = s as u32;
+            let ps = &self.dp.proto[s];
             if ps.snd_una.seq_gt(ps.snd_nxt) {
-                return Err(format!(
-                    "slot {slot}: snd_una {} > snd_nxt {}",
-                    ps.snd_una, ps.snd_nxt
-                ));
+                return Err(InvariantViolation::SndUnaPastSndNxt {
+                    slot,
+                    snd_una: ps.snd_una,
+                    snd_nxt: ps.snd_nxt,
+                });
             }
             if ps.snd_nxt.seq_gt(ps.snd_max) {
-                return Err(format!("slot {slot}: snd_nxt > snd_max"));
+                return Err(InvariantViolation::SndNxtPastSndMax {
+                    slot,
+                    snd_nxt: ps.snd_nxt,
+                    snd_max: ps.snd_max,
+                });
             }
             if ps.ooo_count as usize > self.cfg.ooo_intervals {
-                return Err(format!("slot {slot}: {} intervals > bound", ps.ooo_count));
+                return Err(InvariantViolation::TooManyIntervals {
+                    slot,
+                    count: ps.ooo_count,
+                    bound: self.cfg.ooo_intervals,
+                });
             }
-            if let Some(b) = &self.bufs[slot] {
+            if let Some(b) = &self.bufs[s] {
                 let unread = b.rx_tail.diff(b.rx_head);
-                if unread < 0 || unread as u32 > b.rx.capacity() {
-                    return Err(format!("slot {slot}: rx ring holds {unread} bytes"));
+                let capacity = b.rx.capacity();
+                if unread < 0 || unread as u32 > capacity {
+                    return Err(InvariantViolation::RxRingOverfull {
+                        slot,
+                        unread,
+                        capacity,
+                    });
                 }
-                if ps.rx_avail as i64 + unread as i64 > b.rx.capacity() as i64 {
-                    return Err(format!(
-                        "slot {slot}: window {} + unread {unread} > ring",
-                        ps.rx_avail
-                    ));
+                if ps.rx_avail as i64 + unread as i64 > capacity as i64 {
+                    return Err(InvariantViolation::WindowOverRing {
+                        slot,
+                        rx_avail: ps.rx_avail,
+                        unread,
+                        capacity,
+                    });
                 }
                 let unacked = b.tx_tail.diff(ps.snd_una.max(b.tx_head));
                 // Our FIN takes the sequence number after the last data byte (RFC 9293 3.4),
                 // so once it is acknowledged snd_una is one past tx_tail.
                 let fin = ps.has(flags::FIN_QUEUED) as i32;
-                if unacked < -fin || unacked > 0 && unacked as u32 > b.tx.capacity() {
-                    return Err(format!("slot {slot}: tx ring holds {unacked} bytes"));
+                let capacity = b.tx.capacity();
+                if unacked < -fin || unacked > 0 && unacked as u32 > capacity {
+                    return Err(InvariantViolation::TxRingOverfull {
+                        slot,
+                        unacked,
+                        capacity,
+                    });
                 }
             }
-            let board = self.dp.sacked_of(slot as u32);
-            let used = board
-                .get(..usize::from(ps.sack.count))
-                .ok_or_else(|| format!("slot {slot}: {} SACKed ranges > bound", ps.sack.count))?;
+            let board = self.dp.sacked_of(slot);
+            let used = board.get(..usize::from(ps.sack.count)).ok_or(
+                InvariantViolation::TooManySackedRanges {
+                    slot,
+                    count: ps.sack.count,
+                    bound: board.len(),
+                },
+            )?;
             let mut prev = ps.snd_una;
             for r in used {
                 // Sorted, disjoint, within (snd_una, snd_max] (RFC 6675 Update()).
                 if !(r.start.seq_gt(prev) && r.start.seq_lt(r.end) && r.end.seq_le(ps.snd_max)) {
-                    return Err(format!(
-                        "slot {slot}: SACKed range {r:?} not sorted within ({}, {}]",
-                        ps.snd_una, ps.snd_max
-                    ));
+                    return Err(InvariantViolation::SackedRangeOutOfOrder {
+                        slot,
+                        start: r.start,
+                        end: r.end,
+                        snd_una: ps.snd_una,
+                        snd_max: ps.snd_max,
+                    });
                 }
                 prev = r.end;
             }
-            let ooo = &self.dp.ooo[slot * self.dp.ooo_stride..][..ps.ooo_count as usize];
+            let ooo = &self.dp.ooo[s * self.dp.ooo_stride..][..ps.ooo_count as usize];
             let right = ps.rcv_nxt + ps.rx_avail;
             for iv in ooo {
                 if !(iv.start.seq_gt(ps.rcv_nxt) && iv.end.seq_le(right) && iv.start.seq_lt(iv.end))
                 {
-                    return Err(format!(
-                        "slot {slot}: interval {iv:?} outside ({}, {right}]",
-                        ps.rcv_nxt
-                    ));
+                    return Err(InvariantViolation::IntervalOutsideWindow {
+                        slot,
+                        start: iv.start,
+                        end: iv.end,
+                        seen: iv.seen,
+                        rcv_nxt: ps.rcv_nxt,
+                        right,
+                    });
                 }
             }
         }

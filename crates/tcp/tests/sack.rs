@@ -391,7 +391,9 @@ proptest! {
                 prop_assert!(h.seq.seq_ge(before.snd_una), "{} below snd_una {}", h.seq, before.snd_una);
                 prop_assert!(h.seq.seq_le(before.snd_max), "{} beyond snd_max {}", h.seq, before.snd_max);
             }
-            stack.check_invariants().map_err(TestCaseError::fail)?;
+            stack
+                .check_invariants()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             t += 1;
             if t % 7 == 0 {
                 // Now and then the retransmission timer fires too.

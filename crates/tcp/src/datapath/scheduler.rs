@@ -17,6 +17,7 @@
 
 use super::state::SchedState;
 use super::ReadyQueue;
+use crate::invariant::WheelViolation;
 
 /// No connection / not in the wheel.
 const NONE: u32 = u32::MAX;
@@ -280,35 +281,39 @@ impl TimingWheel {
     }
 
     /// Checks the lists against the bitmap and the count (for `Stack::check_invariants`).
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), WheelViolation> {
         let mut count = 0;
         for s in 0..self.head.len() {
             let bit = self.occupied[s / 64] >> (s % 64) & 1 == 1;
             if bit != (self.head[s] != NONE) {
-                return Err(format!(
-                    "wheel slot {s}: bitmap {bit} disagrees with its list"
-                ));
+                return Err(WheelViolation::BitmapDisagrees { slot: s, bit });
             }
             let mut conn = self.head[s];
             let mut prev = NONE;
             while conn != NONE {
-                let node = self.nodes.get(conn as usize).ok_or("wheel: bad node")?;
+                let node = self
+                    .nodes
+                    .get(conn as usize)
+                    .ok_or(WheelViolation::BadNode { conn })?;
                 if node.slot != s as u32 || node.prev != prev {
-                    return Err(format!("wheel: connection {conn} mislinked in slot {s}"));
+                    return Err(WheelViolation::Mislinked { conn, slot: s });
                 }
                 count += 1;
                 if count > self.nodes.len() {
-                    return Err("wheel: a list loops".into());
+                    return Err(WheelViolation::ListLoops);
                 }
                 prev = conn;
                 conn = node.next;
             }
             if self.tail[s] != prev {
-                return Err(format!("wheel slot {s}: tail is not the last node"));
+                return Err(WheelViolation::TailNotLast { slot: s });
             }
         }
         if count != self.len {
-            return Err(format!("wheel: {count} queued, len says {}", self.len));
+            return Err(WheelViolation::CountDisagrees {
+                queued: count,
+                len: self.len,
+            });
         }
         Ok(())
     }
