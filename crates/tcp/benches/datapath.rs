@@ -309,12 +309,17 @@ struct AckBench {
     acks: u64,
     fast_path_before: u64,
     exceptions_before: u64,
+    /// The sender's clock: the warm-up lets time pass, so that the control plane's
+    /// congestion-control iterations (on the timer heap, about once per RTT) grow cwnd.
+    now: Instant,
 }
 
 impl AckBench {
     fn new() -> Self {
         let mut ca = config(A_MAC, A_IP, 3);
         ca.tx_buffer = 8 << 20;
+        // A fixed send buffer: this measures ACK processing, not send-buffer autotuning.
+        ca.tx_buffer_initial = ca.tx_buffer;
         let mut cb = config(B_MAC, B_IP, 4);
         cb.rx_buffer = 8 << 20; // offers an 8 MB window, so the flight is not window-limited
         let mut p = Pair::new(ca, cb);
@@ -338,11 +343,15 @@ impl AckBench {
             acks: 0,
             fast_path_before: 0,
             exceptions_before: 0,
+            now: NOW,
         };
-        // Slow start grows cwnd one MSS per ACK: run until the flight is window-limited.
-        for _ in 0..100 {
+        // Slow start grows cwnd with each congestion-control iteration: run, letting time
+        // pass, until the flight covers a chunk.
+        for _ in 0..1000 {
             let k = bench.prepare(CHUNK);
             bench.run(k);
+            bench.now = bench.now + Duration::from_millis(1);
+            bench.p.a.handle_timeout(bench.now);
         }
         let info = bench.p.a.info(bench.p.a_conn).unwrap();
         assert!(
@@ -368,7 +377,7 @@ impl AckBench {
             }
             while a.send(conn, &self.data).is_ok() {}
             let mut sent = false;
-            while a.poll_transmit(NOW, &mut self.p.buf).is_some() {
+            while a.poll_transmit(self.now, &mut self.p.buf).is_some() {
                 sent = true;
             }
             if !sent {
@@ -388,10 +397,10 @@ impl AckBench {
     }
 
     fn run(&mut self, k: usize) -> Duration {
-        let a = &mut self.p.a;
+        let (a, now) = (&mut self.p.a, self.now);
         let start = WallClock::now();
         for frame in &self.frames.frames[..k] {
-            a.handle_frame(NOW, black_box(frame));
+            a.handle_frame(now, black_box(frame));
         }
         start.elapsed()
     }
