@@ -350,7 +350,7 @@ impl AckBench {
         for _ in 0..1000 {
             let k = bench.prepare(CHUNK);
             bench.run(k);
-            bench.now = bench.now + Duration::from_millis(1);
+            bench.now += Duration::from_millis(1);
             bench.p.a.handle_timeout(bench.now);
         }
         let info = bench.p.a.info(bench.p.a_conn).unwrap();

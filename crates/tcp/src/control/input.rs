@@ -95,9 +95,10 @@ impl Stack {
         self.protocol_stage(n);
         let rules = self.post_rules();
         for i in 0..n {
-            match self.post_stage(i, frames, rules) {
-                StageOutcome::Exception(s) => self.datapath_exception(&s),
-                StageOutcome::Posted(s, out) => self.on_posted(&s, out),
+            let s = self.dp.batch[i];
+            match self.post_stage(&s, frames, rules) {
+                StageOutcome::Exception => self.datapath_exception(&s),
+                StageOutcome::Posted(out) => self.on_posted(&s, out),
             }
         }
     }

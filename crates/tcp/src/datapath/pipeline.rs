@@ -26,15 +26,16 @@ pub(crate) struct PostRules {
 }
 
 /// What the post stage made of one segment: the message from the data-path to the control
-/// plane, which owns timers, congestion control and connection state.
+/// plane, which owns timers, congestion control and connection state. It travels beside the
+/// segment's header summary (which the caller holds), so the summary is not copied again.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum StageOutcome {
     /// The protocol stage refused the segment (out of window, PAWS, bad ACK): the control
     /// plane answers it.
-    Exception(HeaderSummary),
-    /// The segment went through; its summary's actions (FIN received or acknowledged,
+    Exception,
+    /// The segment went through; the summary's actions (FIN received or acknowledged,
     /// spurious RTO) and the post-processor's outcome say what follows.
-    Posted(HeaderSummary, post::PostOutcome),
+    Posted(post::PostOutcome),
 }
 
 impl Stack {
@@ -75,20 +76,19 @@ impl Stack {
         }
     }
 
-    /// The post stage for the batch's `i`th summary, after the protocol stage: payload
-    /// placement, notifications and the post-processor. Returns its outcome for the control
-    /// plane, which acts on it and then calls [`Stack::acknowledge`].
+    /// The post stage for a summary of the batch (`s`, the caller's copy), after the protocol
+    /// stage: payload placement, notifications and the post-processor. Returns its outcome
+    /// for the control plane, which acts on it and then calls [`Stack::acknowledge`].
     #[inline]
     pub(crate) fn post_stage(
         &mut self,
-        i: usize,
+        s: &HeaderSummary,
         frames: &[&[u8]],
         rules: PostRules,
     ) -> StageOutcome {
-        let s = self.dp.batch[i];
         self.counters.fast_path += 1;
         if s.actions.contains(Actions::EXCEPTION) {
-            return StageOutcome::Exception(s);
+            return StageOutcome::Exception;
         }
         let slot = s.slot;
         let i = slot as usize;
@@ -146,14 +146,14 @@ impl Stack {
                 }
             }
         }
-        if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], &s) {
+        if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], s) {
             // RFC 8257 3.2: acknowledge what came before the CE change with the old ECE.
             self.send_ack_as_of(slot, ack.rcv_nxt, ack.rx_avail);
         }
         let out = post::process(
             &mut self.dp.proto[i],
             &mut self.dp.post[i],
-            &s,
+            s,
             rules.ack,
             rules.rto_bounds,
         );
@@ -166,7 +166,7 @@ impl Stack {
         if s.actions.contains(Actions::WAKE_TX) || s.actions.contains(Actions::FAST_RETRANSMIT) {
             self.dp.ready.push(slot);
         }
-        StageOutcome::Posted(s, out)
+        StageOutcome::Posted(out)
     }
 
     /// The ACK the post-processor decided on for a segment: now, or by the delayed-ACK
