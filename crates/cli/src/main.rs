@@ -4,6 +4,8 @@
 //! the experiments' own in sluice-bench and sluice-experiments), and the one place that
 //! prints an error.
 
+#![forbid(unsafe_code)]
+
 mod attach;
 mod cmd;
 mod error;

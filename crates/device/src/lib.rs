@@ -16,7 +16,7 @@
 //!   types ([`AfXdpConfig`], [`XdpMode`]) are there without it.
 //! - [`pair()`]: two in-memory ends joined back to back, for tests without root.
 //! - The simulator's wire (`sluice_sim::sim_wire`, `--backend sim`) implements the trait
-//!   too; it lives in the engine so this crate need not depend on the simulator.
+//!   too; it lives beside the simulator so this crate need not depend on it.
 //!
 //! [`Impaired`] wraps any of them with seeded loss and reordering (fault injection on the
 //! engine's side, since the kernel here has no netem).

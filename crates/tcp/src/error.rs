@@ -51,13 +51,10 @@ pub enum ListenError {
     NoResources,
 }
 
+// The same words as the shared Error, so messages built from either read alike.
 impl core::fmt::Display for ListenError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            ListenError::InvalidArgument => "cannot listen on port 0",
-            ListenError::AddrInUse => "address in use",
-            ListenError::NoResources => "no free listener",
-        })
+        Error::from(*self).fmt(f)
     }
 }
 
@@ -85,10 +82,7 @@ pub enum ConnectError {
 
 impl core::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            ConnectError::InvalidArgument => "invalid destination",
-            ConnectError::NoResources => "no free connection slot or port",
-        })
+        Error::from(*self).fmt(f)
     }
 }
 

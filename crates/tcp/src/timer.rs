@@ -27,8 +27,8 @@ pub(crate) enum Timer {
 }
 
 impl Timer {
-    /// How many timers a connection has.
-    const COUNT: usize = 5;
+    /// How many timers a connection has (the last variant's index plus one).
+    const COUNT: usize = Timer::Congestion as usize + 1;
 }
 
 /// A connection's deadlines, one per [`Timer`]; `Instant::MAX` is a stopped timer.

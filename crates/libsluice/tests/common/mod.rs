@@ -53,15 +53,21 @@ pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
 }
 
 /// The executable of one of this crate's examples: `cargo test` builds them beside the test
-/// executables; a test binary built alone asks cargo for it.
+/// executables (target/<profile>/examples); a test binary built alone asks cargo for it, in
+/// the same profile directory. (After editing an example, run `cargo test` whole, or build
+/// the example, so that a stale one is not used.)
 pub fn example(name: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let examples = exe.parent().unwrap().parent().unwrap().join("examples");
-    let path = examples.join(name);
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let path = profile_dir.join("examples").join(name);
     if !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut args = vec!["build", "-p", env!("CARGO_PKG_NAME"), "--example", name];
+        if profile_dir.file_name().is_some_and(|d| d == "release") {
+            args.push("--release");
+        }
         let status = std::process::Command::new(cargo)
-            .args(["build", "-p", env!("CARGO_PKG_NAME"), "--example", name])
+            .args(&args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .unwrap();
