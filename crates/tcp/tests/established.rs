@@ -165,6 +165,42 @@ fn rfc9293_3_10_7_4_duplicate_segments_are_acked_and_not_delivered_twice() {
 }
 
 #[test]
+fn rfc9293_3_10_7_4_every_duplicate_data_segment_is_acked_beyond_the_challenge_ack_limit() {
+    // A sender whose ACKs were lost retransmits what we already have (a timeout, a tail-loss
+    // probe); each is answered, as Linux does: the RFC 5961 7 budget is for challenge ACKs
+    // (RST, SYN, bad ACK, pure ACKs out of window), not for data. Throttled, the sender only
+    // learns at its next, backed-off, timeout (issue 14's stall).
+    let mut cfg = config();
+    cfg.challenge_ack_limit = 2;
+    let mut stack = stack_with(cfg);
+    let c = established(&mut stack, ms(0));
+    let data = pattern(200, 3);
+    c.peer.send(&mut stack, ms(1), c.data_seg(&data));
+    c.peer.recv_one(&mut stack, ms(1));
+    for i in 0..10 {
+        c.peer.send(&mut stack, ms(2 + i), c.data_seg(&data[..100]));
+        let (ack, p) = c.peer.recv_one(&mut stack, ms(2 + i));
+        assert!(p.is_empty());
+        assert_eq!(
+            (ack.flags, ack.ack),
+            (ACK, c.peer_nxt + 200u32),
+            "retransmission {i}"
+        );
+    }
+    let counters = stack.counters();
+    assert_eq!(counters.out_of_window, 10);
+    assert_eq!(counters.challenge_acks_suppressed, 0);
+    // A pure ACK out of window still draws on the budget (no ACK loop between two hosts).
+    for _ in 0..3 {
+        c.peer
+            .send(&mut stack, ms(20), c.ack_seg().seq(c.peer_nxt + 100_000u32));
+    }
+    assert_eq!(c.peer.recv_all(&mut stack, ms(20)).len(), 2);
+    assert_eq!(stack.counters().challenge_acks_suppressed, 1);
+    assert_eq!(read_all(&mut stack, c.id), data);
+}
+
+#[test]
 fn rfc9293_3_10_7_4_partially_duplicate_segment_delivers_only_the_new_part() {
     let mut stack = stack();
     let c = established(&mut stack, ms(0));
