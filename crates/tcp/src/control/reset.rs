@@ -150,7 +150,14 @@ impl Stack {
             // data): it is how a sender whose ACKs were lost learns what arrived. Throttled,
             // the sender is left to its backed-off retransmission timer (issue 14's stall).
             // One ACK per data segment cannot form the ACK loop RFC 5961 7 guards against.
-            self.send_ack(s.slot);
+            let rcv_nxt = self.dp.proto[s.slot as usize].rcv_nxt;
+            let end = s.seq + u32::from(s.payload_len);
+            if s.payload_len > 0 && s.seq.seq_lt(rcv_nxt) {
+                // RFC 2883 4: data we already had is reported in a D-SACK block.
+                self.send_dsack(s.slot, (s.seq, end.min(rcv_nxt)));
+            } else {
+                self.send_ack(s.slot);
+            }
             return;
         }
         // RFC 9293 3.10.7.4 first check: an unacceptable pure ACK is answered with an ACK;
