@@ -165,6 +165,84 @@ fn rfc9293_3_10_7_4_duplicate_segments_are_acked_and_not_delivered_twice() {
 }
 
 #[test]
+fn rfc9293_3_10_7_4_every_duplicate_data_segment_is_acked_beyond_the_challenge_ack_limit() {
+    // A sender whose ACKs were lost retransmits what we already have (a timeout, a tail-loss
+    // probe); each is answered, as Linux does: the RFC 5961 7 budget is for challenge ACKs
+    // (RST, SYN, bad ACK, pure ACKs out of window), not for data. Throttled, the sender only
+    // learns at its next, backed-off, timeout (issue 14's stall).
+    let mut cfg = config();
+    cfg.challenge_ack_limit = 2;
+    let mut stack = stack_with(cfg);
+    let c = established(&mut stack, ms(0));
+    let data = pattern(200, 3);
+    c.peer.send(&mut stack, ms(1), c.data_seg(&data));
+    c.peer.recv_one(&mut stack, ms(1));
+    for i in 0..10 {
+        c.peer.send(&mut stack, ms(2 + i), c.data_seg(&data[..100]));
+        let (ack, p) = c.peer.recv_one(&mut stack, ms(2 + i));
+        assert!(p.is_empty());
+        assert_eq!(
+            (ack.flags, ack.ack),
+            (ACK, c.peer_nxt + 200u32),
+            "retransmission {i}"
+        );
+    }
+    let counters = stack.counters();
+    assert_eq!(counters.out_of_window, 10);
+    assert_eq!(counters.challenge_acks_suppressed, 0);
+    // A pure ACK out of window still draws on the budget (no ACK loop between two hosts).
+    for _ in 0..3 {
+        c.peer
+            .send(&mut stack, ms(20), c.ack_seg().seq(c.peer_nxt + 100_000u32));
+    }
+    assert_eq!(c.peer.recv_all(&mut stack, ms(20)).len(), 2);
+    assert_eq!(stack.counters().challenge_acks_suppressed, 1);
+    assert_eq!(read_all(&mut stack, c.id), data);
+}
+
+#[test]
+fn rfc2883_4_a_segment_wholly_below_rcv_nxt_is_answered_with_a_dsack_block_first() {
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 16).expect("listen");
+    let sack_only = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    };
+    let c = passive_open(
+        &mut stack,
+        l,
+        Peer::new(40000, LISTEN_PORT),
+        ms(0),
+        1000,
+        sack_only,
+        65535,
+    );
+    let data = pattern(400, 4);
+    c.peer.send(&mut stack, ms(1), c.data_seg(&data[..200]));
+    c.peer.recv_one(&mut stack, ms(1));
+    // Out of order: [300, 400) is held in an interval and SACKed.
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&data[300..]).seq(c.peer_nxt + 300u32),
+    );
+    c.peer.recv_one(&mut stack, ms(2));
+    // [0, 100) again: the answer acknowledges 200 and reports the duplicate first, then
+    // the interval (RFC 2883 4: the D-SACK block, then the usual SACK blocks).
+    c.peer.send(&mut stack, ms(3), c.data_seg(&data[..100]));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!(ack.ack, c.peer_nxt + 200u32);
+    assert_eq!(
+        ack.options.sacks(),
+        &[
+            (c.peer_nxt, c.peer_nxt + 100u32),
+            (c.peer_nxt + 300u32, c.peer_nxt + 400u32)
+        ]
+    );
+}
+
+#[test]
 fn rfc9293_3_10_7_4_partially_duplicate_segment_delivers_only_the_new_part() {
     let mut stack = stack();
     let c = established(&mut stack, ms(0));

@@ -123,6 +123,8 @@ impl Stack {
 
     /// Answers a segment the protocol stage refused (out of window, PAWS, bad ACK).
     pub(crate) fn datapath_exception(&mut self, s: &HeaderSummary) {
+        let bad_ack =
+            s.actions.contains(Actions::ACK_UNSENT) || s.actions.contains(Actions::ACK_TOO_OLD);
         if s.actions.contains(Actions::PAWS) {
             self.counters.paws_drops += 1;
             let ps = &self.dp.proto[s.slot as usize];
@@ -136,15 +138,30 @@ impl Stack {
                 // ACK"); answering every one would double the ACK traffic under reordering.
                 return;
             }
-        } else if s.actions.contains(Actions::ACK_UNSENT)
-            || s.actions.contains(Actions::ACK_TOO_OLD)
-        {
+        } else if bad_ack {
             self.counters.bad_acks += 1;
         } else {
             self.counters.out_of_window += 1;
         }
-        // RFC 9293 3.10.7.4 first check: an unacceptable segment is answered with an ACK;
-        // RFC 5961 5.2: so is a bad ACK. Both are rate-limited per connection.
+        if !bad_ack && (s.payload_len > 0 || s.flags.contains(TcpFlags::FIN)) {
+            // RFC 9293 3.10.7.4 first check: an unacceptable segment that occupies sequence
+            // space (a retransmission of data we already have, a tail-loss probe) is
+            // answered with an ACK every time, as Linux does (tcp_oow_rate_limited exempts
+            // data): it is how a sender whose ACKs were lost learns what arrived. Throttled,
+            // the sender is left to its backed-off retransmission timer (issue 14's stall).
+            // One ACK per data segment cannot form the ACK loop RFC 5961 7 guards against.
+            let rcv_nxt = self.dp.proto[s.slot as usize].rcv_nxt;
+            let end = s.seq + u32::from(s.payload_len);
+            if s.payload_len > 0 && s.seq.seq_lt(rcv_nxt) {
+                // RFC 2883 4: data we already had is reported in a D-SACK block.
+                self.send_dsack(s.slot, (s.seq, end.min(rcv_nxt)));
+            } else {
+                self.send_ack(s.slot);
+            }
+            return;
+        }
+        // RFC 9293 3.10.7.4 first check: an unacceptable pure ACK is answered with an ACK;
+        // RFC 5961 5.2: so is a bad ACK. Both are rate-limited per connection (RFC 5961 7).
         self.challenge_ack(s.slot);
     }
 }

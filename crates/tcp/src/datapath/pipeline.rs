@@ -217,16 +217,50 @@ impl Stack {
         }
     }
 
+    /// Sends a pure ACK of the current receive state whose first SACK block reports `dup`,
+    /// data that arrived again: a D-SACK (RFC 2883 4). It tells the sender that its
+    /// retransmission was needless, as Linux's answer to a duplicate does; counted as a
+    /// duplicate ACK instead, it would make F-RTO take a spurious timeout for a real one.
+    pub(crate) fn send_dsack(&mut self, slot: u32, dup: (SeqNumber, SeqNumber)) {
+        let ps = &self.dp.proto[slot as usize];
+        if !ps.has(flags::SACK) {
+            self.send_ack(slot);
+            return;
+        }
+        let mut header = self.pure_ack_header(slot, ps.snd_nxt, tx::AckFields::current(ps));
+        let o = &mut header.options;
+        let room = if o.timestamp.is_some() {
+            3
+        } else {
+            o.sack_blocks.len()
+        };
+        let n = usize::from(o.sack_count).min(room - 1);
+        o.sack_blocks.copy_within(0..n, 1);
+        o.sack_blocks[0] = dup;
+        o.sack_count = (n + 1) as u8;
+        if self.push_header(slot, &header) {
+            self.ack_sent(slot);
+        } else {
+            self.dp.post[slot as usize].ack_pending = true;
+            self.dp.ready.push(slot);
+        }
+    }
+
     /// Queues a pure ACK (or, with an old `seq`, a zero-window probe) on the control queue.
     /// Returns false, counting it, if the queue is full.
     pub(crate) fn push_pure_ack(&mut self, slot: u32, seq: SeqNumber, ack: tx::AckFields) -> bool {
-        let route = self.route_of(slot);
         let header = self.pure_ack_header(slot, seq, ack);
+        self.push_header(slot, &header)
+    }
+
+    /// Queues a header-only segment of `slot` on the control queue; false, counted, if full.
+    fn push_header(&mut self, slot: u32, header: &sluice_wire::tcp::TcpHeader) -> bool {
+        let route = self.route_of(slot);
         self.ip_ident = self.ip_ident.wrapping_add(1);
         let ident = self.ip_ident;
-        let queued = self.out.push_with(|buf| {
-            emit_segment(buf, &route, ident, &header, 0, TxChecksum::Full, |_| {})
-        });
+        let queued = self
+            .out
+            .push_with(|buf| emit_segment(buf, &route, ident, header, 0, TxChecksum::Full, |_| {}));
         if !queued {
             self.counters.control_queue_full += 1;
         }

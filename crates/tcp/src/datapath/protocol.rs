@@ -248,9 +248,13 @@ fn process_ack(
     };
     if !advanced && ack == ps.snd_una && ps.snd_max != ps.snd_una {
         // RFC 5681 2: a duplicate ACK. RFC 6675 2 also counts an ACK whose SACK blocks
-        // report new data, whatever else it carries.
-        let rfc5681 =
-            s.payload_len == 0 && !s.flags.contains(TcpFlags::FIN) && window == ps.snd_wnd;
+        // report new data, whatever else it carries. An ACK that reports a D-SACK (RFC 2883:
+        // a segment the receiver already had) and nothing new signals a needless
+        // retransmission, not a loss: it is not counted.
+        let rfc5681 = s.payload_len == 0
+            && !s.flags.contains(TcpFlags::FIN)
+            && window == ps.snd_wnd
+            && s.sack.old == 0;
         if rfc5681 || newly_sacked > 0 {
             ps.dupacks = ps.dupacks.saturating_add(1);
             s.actions.insert(Actions::DUPACK);
