@@ -29,64 +29,28 @@ type Get = fn(&PortReport) -> u64;
 /// Sets one counter of a report.
 type Set = fn(&mut PortReport, u64);
 
+/// One `u64` counter of the report: its key and the field it reads and writes.
+macro_rules! counter {
+    ($key:literal, $($field:ident).+) => {
+        ($key, |r: &PortReport| r.$($field).+, |r: &mut PortReport, v| r.$($field).+ = v)
+    };
+}
+
 /// The line's counters in the order printed: (key, read, write).
 const COUNTERS: [(&str, Get, Set); 21] = [
-    ("rx", |r| r.stats.rx_frames, |r, v| r.stats.rx_frames = v),
-    (
-        "rx_bytes",
-        |r| r.stats.rx_bytes,
-        |r, v| r.stats.rx_bytes = v,
-    ),
-    (
-        "forwarded",
-        |r| r.stats.forwarded,
-        |r, v| r.stats.forwarded = v,
-    ),
-    (
-        "forwarded_bytes",
-        |r| r.stats.forwarded_bytes,
-        |r, v| r.stats.forwarded_bytes = v,
-    ),
-    (
-        "tail_drops",
-        |r| r.stats.egress.link.queue_drops,
-        |r, v| r.stats.egress.link.queue_drops = v,
-    ),
-    (
-        "ecn_marked",
-        |r| r.stats.egress.link.ecn_marked,
-        |r, v| r.stats.egress.link.ecn_marked = v,
-    ),
-    (
-        "lost",
-        |r| r.stats.egress.link.lost,
-        |r, v| r.stats.egress.link.lost = v,
-    ),
-    (
-        "lost_random",
-        |r| r.stats.egress.link.lost_random,
-        |r, v| r.stats.egress.link.lost_random = v,
-    ),
-    (
-        "lost_burst",
-        |r| r.stats.egress.link.lost_burst,
-        |r, v| r.stats.egress.link.lost_burst = v,
-    ),
-    (
-        "duplicated",
-        |r| r.stats.egress.link.duplicated,
-        |r, v| r.stats.egress.link.duplicated = v,
-    ),
-    (
-        "reordered",
-        |r| r.stats.egress.link.reordered,
-        |r, v| r.stats.egress.link.reordered = v,
-    ),
-    (
-        "corrupted",
-        |r| r.stats.egress.link.corrupted,
-        |r, v| r.stats.egress.link.corrupted = v,
-    ),
+    counter!("rx", stats.rx_frames),
+    counter!("rx_bytes", stats.rx_bytes),
+    counter!("forwarded", stats.forwarded),
+    counter!("forwarded_bytes", stats.forwarded_bytes),
+    counter!("tail_drops", stats.egress.link.queue_drops),
+    counter!("ecn_marked", stats.egress.link.ecn_marked),
+    counter!("lost", stats.egress.link.lost),
+    counter!("lost_random", stats.egress.link.lost_random),
+    counter!("lost_burst", stats.egress.link.lost_burst),
+    counter!("duplicated", stats.egress.link.duplicated),
+    counter!("reordered", stats.egress.link.reordered),
+    counter!("corrupted", stats.egress.link.corrupted),
+    // The queue depths are usize in the link model; a value beyond usize saturates.
     (
         "max_queue_bytes",
         |r| r.stats.egress.link.max_queue_bytes as u64,
@@ -97,41 +61,13 @@ const COUNTERS: [(&str, Get, Set); 21] = [
         |r| r.stats.egress.link.max_queue_packets as u64,
         |r, v| r.stats.egress.link.max_queue_packets = usize::try_from(v).unwrap_or(usize::MAX),
     ),
-    (
-        "segmented",
-        |r| r.stats.segmented,
-        |r, v| r.stats.segmented = v,
-    ),
-    (
-        "oversize_drops",
-        |r| r.stats.oversize_drops,
-        |r, v| r.stats.oversize_drops = v,
-    ),
-    (
-        "delay_line_drops",
-        |r| r.stats.egress.delay_line_drops,
-        |r, v| r.stats.egress.delay_line_drops = v,
-    ),
-    (
-        "tx_errors",
-        |r| r.stats.tx_errors,
-        |r, v| r.stats.tx_errors = v,
-    ),
-    (
-        "tx_error_drops",
-        |r| r.stats.tx_error_drops,
-        |r, v| r.stats.tx_error_drops = v,
-    ),
-    (
-        "rx_truncated",
-        |r| r.device.rx_truncated,
-        |r, v| r.device.rx_truncated = v,
-    ),
-    (
-        "tx_dropped",
-        |r| r.device.tx_dropped,
-        |r, v| r.device.tx_dropped = v,
-    ),
+    counter!("segmented", stats.segmented),
+    counter!("oversize_drops", stats.oversize_drops),
+    counter!("delay_line_drops", stats.egress.delay_line_drops),
+    counter!("tx_errors", stats.tx_errors),
+    counter!("tx_error_drops", stats.tx_error_drops),
+    counter!("rx_truncated", device.rx_truncated),
+    counter!("tx_dropped", device.tx_dropped),
 ];
 
 /// Why a line is not a port's report.
