@@ -77,8 +77,12 @@ pub struct Counters {
     /// Half-open connections replaced by the cookie connection of the same SYN (the SYN was
     /// answered by a cookie first, and by the half-open entry when retransmitted).
     pub half_open_replaced_by_cookie: u64,
-    /// SYNs dropped (no free slot, accept queue full, bad options).
+    /// SYNs dropped (broadcast or multicast source).
     pub syn_dropped: u64,
+    /// Connection requests refused with a RST because the connection table was full: a SYN,
+    /// or a SYN cookie's ACK that found no slot (the client learns at once, instead of
+    /// holding a connection the engine never accepted).
+    pub conn_table_full: u64,
     /// Connections dropped because the accept queue was full.
     pub accept_queue_overflow: u64,
     /// Connections aborted because the user timeout expired.

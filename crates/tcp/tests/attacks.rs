@@ -839,3 +839,62 @@ fn acceltcp_4_1_cookie_ack_wins_over_a_half_open_entry_from_the_retransmitted_sy
     assert_eq!(rst.flags, RST);
     assert_eq!(stack.counters().half_open_replaced_by_cookie, 1);
 }
+
+#[test]
+fn a_full_table_refuses_syns_and_late_cookie_acks_with_rst() {
+    let mut cfg = config();
+    cfg.max_connections = 4;
+    cfg.syn_backlog = 2;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    // Two half-open connections fill the SYN backlog; the next three SYNs get cookies
+    // while the table still has two free slots.
+    let half_open = syn_burst(&mut stack, 100, 2);
+    let cookies = syn_burst(&mut stack, 102, 3);
+    assert!(half_open.iter().chain(&cookies).all(|h| h.flags == SYN | ACK));
+    assert_eq!(stack.counters().syn_cookies_sent, 3);
+    assert_eq!(stack.connection_count(), 2);
+    let cookie_ack = |stack: &mut Stack, port: u16, synack: &TcpHeader| {
+        let p = Peer::new(port, LISTEN_PORT);
+        p.send(
+            stack,
+            ms(2),
+            p.seg(ACK)
+                .seq(SeqNumber(port as u32 * 1000 + 1))
+                .ack(synack.seq + 1u32),
+        );
+        p.recv_all(stack, ms(2))
+    };
+    // Two cookies come back and take the last slots.
+    for (port, synack) in [(102, &cookies[0]), (103, &cookies[1])] {
+        assert!(cookie_ack(&mut stack, port, synack).is_empty());
+    }
+    assert_eq!(stack.connection_count(), 4);
+    assert_eq!(stack.counters().syn_cookies_accepted, 2);
+    // The third cookie finds the table full: the client, which believes it is connected,
+    // is told it is not (no black hole).
+    let answer = cookie_ack(&mut stack, 104, &cookies[2]);
+    assert_eq!(answer.len(), 1);
+    assert_eq!(answer[0].0.flags, RST);
+    assert_eq!(answer[0].0.seq, cookies[2].seq + 1u32);
+    assert_eq!(stack.connection_count(), 4);
+    // A new SYN is refused at once, with no SYN-ACK and no cookie.
+    let p = Peer::new(105, LISTEN_PORT);
+    p.send(&mut stack, ms(3), p.seg(SYN).seq(SeqNumber(105_000)));
+    let answer = p.recv_all(&mut stack, ms(3));
+    assert_eq!(answer.len(), 1);
+    assert_eq!(answer[0].0.flags, RST | ACK);
+    assert_eq!(answer[0].0.ack, SeqNumber(105_001));
+    let counters = stack.counters();
+    assert_eq!(counters.conn_table_full, 2);
+    assert_eq!(counters.syn_cookies_sent, 3, "no cookie for a table that is full");
+    // Once a connection is gone, SYNs are served again.
+    let accepted = stack.accept(l).unwrap();
+    stack.abort(accepted).unwrap();
+    let rst = Peer::new(102, LISTEN_PORT).recv_all(&mut stack, ms(4));
+    assert_eq!(rst.len(), 1, "the aborted connection's RST");
+    let p = Peer::new(106, LISTEN_PORT);
+    p.send(&mut stack, ms(4), p.seg(SYN).seq(SeqNumber(106_000)));
+    let (synack, _) = p.recv_one(&mut stack, ms(4));
+    assert_eq!(synack.flags, SYN | ACK);
+}

@@ -199,6 +199,13 @@ impl Stack {
         let Some(Some(l)) = self.listeners.get(index as usize) else {
             return Handback::Done;
         };
+        if self.table.free_slots() == 0 {
+            // No slot for it now or when a cookie comes back: refuse at the SYN, not after
+            // the client believes it is connected.
+            self.counters.conn_table_full += 1;
+            self.reply_rst(input);
+            return Handback::Done;
+        }
         let backlog_full = l.syn_pending >= self.cfg.syn_backlog;
         let slot = if backlog_full {
             None

@@ -120,7 +120,10 @@ impl Stack {
         }
         let algorithm = l.cc_algorithm;
         let Some(slot) = self.table.insert(&tuple) else {
-            self.counters.syn_dropped += 1;
+            // The table filled after the cookie went out. The client thinks it is
+            // connected: tell it it is not, or its data goes into a black hole.
+            self.counters.conn_table_full += 1;
+            self.reply_rst(input);
             return Some(Handback::Done);
         };
         self.counters.syn_cookies_accepted += 1;
