@@ -20,10 +20,10 @@ pub(crate) struct ConnMap {
 }
 
 impl ConnMap {
-    /// A map for a core of `max_connections` slots.
+    /// A map for a core of up to `max_connections` slots; rows are added as slots are used.
     pub fn new(max_connections: usize) -> ConnMap {
         ConnMap {
-            by_slot: vec![None; max_connections],
+            by_slot: Vec::with_capacity(max_connections),
         }
     }
 
@@ -31,7 +31,7 @@ impl ConnMap {
     pub fn insert(&mut self, id: ConnId, owner: Owner) {
         let i = id.slot() as usize;
         if i >= self.by_slot.len() {
-            // Never past the core's table size; grows only if the core was reconfigured.
+            // Grows with the core's highest slot in use, never past its table size.
             self.by_slot.resize(i + 1, None);
         }
         self.by_slot[i] = Some((id, owner));

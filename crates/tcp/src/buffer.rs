@@ -1,9 +1,12 @@
 //! Payload rings: per-connection RX and TX buffers addressed by sequence number.
 //!
-//! A ring's capacity is a power of two no larger than 2^30, so `seq & mask` maps a sequence
-//! number to its byte in the ring consistently across sequence wrap-around (2^32 is a multiple
-//! of the capacity). This is Laminar's sequence-to-address translation (4.3): the data-path
-//! writes a segment straight to its place, in order or not, and never keeps a separate offset.
+//! A ring's capacity is a power of two no larger than 2^30, so `(seq - base) & mask` maps a
+//! sequence number to its byte in the ring consistently across sequence wrap-around (2^32 is
+//! a multiple of the capacity). This is Laminar's sequence-to-address translation (4.3): the
+//! data-path writes a segment straight to its place, in order or not, and never keeps a
+//! separate offset. The base is the connection's initial sequence number, so every connection
+//! starts at the ring's first byte: a ring reused by many short connections touches only the
+//! pages their bytes need, where random ISNs would touch a new page with each connection.
 
 use sluice_wire::tcp::SeqNumber;
 
@@ -13,6 +16,8 @@ use crate::config::Config;
 pub(crate) struct PayloadRing {
     bytes: Box<[u8]>,
     mask: u32,
+    /// The sequence number stored at the ring's first byte (modulo its capacity).
+    base: u32,
 }
 
 impl PayloadRing {
@@ -22,7 +27,19 @@ impl PayloadRing {
         PayloadRing {
             bytes: vec![0; capacity].into_boxed_slice(),
             mask: (capacity - 1) as u32,
+            base: 0,
         }
+    }
+
+    /// Makes `seq` the sequence number of the ring's first byte (a new connection's start).
+    pub(crate) fn rebase(&mut self, seq: SeqNumber) {
+        self.base = seq.0;
+    }
+
+    /// The ring offset of `seq`.
+    #[inline(always)]
+    fn index(&self, seq: SeqNumber) -> usize {
+        (seq.0.wrapping_sub(self.base) & self.mask) as usize
     }
 
     /// Capacity in bytes.
@@ -39,6 +56,7 @@ impl PayloadRing {
             return;
         }
         let mut grown = PayloadRing::new(capacity);
+        grown.base = self.base;
         let (a, b) = self.slices(seq, len as usize);
         grown.write(seq, a);
         grown.write(seq + a.len() as u32, b);
@@ -50,7 +68,7 @@ impl PayloadRing {
     #[inline]
     pub(crate) fn write(&mut self, seq: SeqNumber, data: &[u8]) {
         let data = &data[..data.len().min(self.bytes.len())];
-        let start = (seq.0 & self.mask) as usize;
+        let start = self.index(seq);
         let first = data.len().min(self.bytes.len() - start);
         self.bytes[start..start + first].copy_from_slice(&data[..first]);
         if first < data.len() {
@@ -64,7 +82,7 @@ impl PayloadRing {
     #[inline]
     pub(crate) fn read(&self, seq: SeqNumber, out: &mut [u8]) {
         let len = out.len().min(self.bytes.len());
-        let start = (seq.0 & self.mask) as usize;
+        let start = self.index(seq);
         let first = len.min(self.bytes.len() - start);
         out[..first].copy_from_slice(&self.bytes[start..start + first]);
         if first < len {
@@ -75,7 +93,7 @@ impl PayloadRing {
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.
     pub(crate) fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
         let len = len.min(self.bytes.len());
-        let start = (seq.0 & self.mask) as usize;
+        let start = self.index(seq);
         let first = len.min(self.bytes.len() - start);
         (
             &self.bytes[start..start + first],
@@ -130,8 +148,11 @@ impl ConnBuffers {
             .saturating_sub(self.tx_used())
     }
 
-    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged.
+    /// Empty rings positioned at `rcv`/`snd`: nothing to read, nothing unacknowledged, and
+    /// each ring's first byte for its first sequence number.
     pub(crate) fn reset_at(&mut self, rcv: SeqNumber, snd: SeqNumber) {
+        self.rx.rebase(rcv);
+        self.tx.rebase(snd);
         self.rx_head = rcv;
         self.rx_tail = rcv;
         self.tx_head = snd;
@@ -139,6 +160,14 @@ impl ConnBuffers {
         self.eof = false;
         self.want_writable = false;
     }
+}
+
+/// A receive buffer's limit with `open` connections in the table: `rx_buffer`, or an equal
+/// share of `rx_memory` if smaller, never below the initial size.
+pub(crate) fn rx_limit(cfg: &Config, open: usize) -> usize {
+    let share = cfg.rx_memory / open.max(1);
+    let floor = cfg.rx_buffer_initial.min(cfg.rx_buffer);
+    cfg.rx_buffer.min(share).max(floor)
 }
 
 /// A send buffer's limit with `open` connections in the table: `tx_buffer`, or an equal share
@@ -184,6 +213,21 @@ mod tests {
         assert_eq!(&out, b"wxyz12more");
         ring.grow(seq, 10, 16);
         assert_eq!(ring.capacity(), 32, "never shrinks");
+    }
+
+    #[test]
+    fn a_rebased_ring_starts_each_connection_at_its_first_byte() {
+        let mut ring = PayloadRing::new(16);
+        let isn = SeqNumber(0x8765_4329);
+        ring.rebase(isn);
+        ring.write(isn, b"abc");
+        assert_eq!(&ring.bytes[..3], b"abc", "the first bytes, whatever the ISN");
+        // Growing keeps the base: bytes stay readable at their sequence numbers.
+        ring.grow(isn, 3, 64);
+        let mut out = [0u8; 3];
+        ring.read(isn, &mut out);
+        assert_eq!(&out, b"abc");
+        assert_eq!(&ring.bytes[..3], b"abc");
     }
 
     #[test]

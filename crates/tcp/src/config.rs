@@ -49,8 +49,17 @@ pub struct Config {
     pub syn_backlog: usize,
     /// Upper bound on any listener's accept queue.
     pub max_accept_queue: usize,
-    /// Receive buffer per connection in bytes (rounded up to a power of two).
+    /// Receive buffer per connection in bytes (rounded up to a power of two): the most it
+    /// grows to. The window scale offered in the SYN is chosen for this size.
     pub rx_buffer: usize,
+    /// First size of a connection's receive buffer. It doubles, up to `rx_buffer`, when the
+    /// application reads a window that the sender had nearly filled (the ring, not the
+    /// application, was the limit), as Linux's receive-buffer autotuning does; a closed
+    /// connection's grown buffer is released. At or above `rx_buffer`: a fixed `rx_buffer`.
+    pub rx_buffer_initial: usize,
+    /// Receive-buffer memory the connections share: growth stops at an equal share of it
+    /// per open connection (never below `rx_buffer_initial`), as Linux's tcp_mem bounds it.
+    pub rx_memory: usize,
     /// Send buffer per connection in bytes (rounded up to a power of two): the most it grows to.
     pub tx_buffer: usize,
     /// First size of a connection's send buffer. It doubles, up to `tx_buffer`, when the
@@ -141,6 +150,8 @@ impl Config {
             syn_backlog: 128,
             max_accept_queue: 1024,
             rx_buffer: 256 * 1024,
+            rx_buffer_initial: 64 * 1024,
+            rx_memory: 256 << 20,
             tx_buffer: 256 * 1024,
             tx_buffer_initial: 64 * 1024,
             tx_memory: 256 << 20,
@@ -191,6 +202,12 @@ impl Config {
             if !(4096..=(1 << 30)).contains(&size) {
                 return Err(ConfigError::Range(name, "4096..=1073741824"));
             }
+        }
+        if self.rx_memory < 4096 {
+            return Err(ConfigError::Range("rx_memory", ">= 4096"));
+        }
+        if self.rx_buffer_initial < 4096 {
+            return Err(ConfigError::Range("rx_buffer_initial", ">= 4096"));
         }
         if self.tx_memory < 4096 {
             return Err(ConfigError::Range("tx_memory", ">= 4096"));
@@ -282,6 +299,16 @@ impl Config {
             Recovery::Sack => self.sack_scoreboard,
             Recovery::GoBackN => 0,
         }
+    }
+
+    /// A new connection's receive-buffer size: `rx_buffer_initial`, at most `rx_buffer`.
+    pub fn rx_initial(&self) -> usize {
+        self.rx_buffer_initial.min(self.rx_buffer)
+    }
+
+    /// A new connection's send-buffer size: `tx_buffer_initial`, at most `tx_buffer`.
+    pub fn tx_initial(&self) -> usize {
+        self.tx_buffer_initial.min(self.tx_buffer)
     }
 
     /// The MSS this host announces: MTU less IPv4 and TCP headers.

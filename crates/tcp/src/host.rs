@@ -37,14 +37,14 @@ pub struct Stack {
     pub(crate) cfg: Config,
     pub(crate) now: Instant,
     pub(crate) dp: DataPath,
-    pub(crate) conns: Box<[ConnControl]>,
+    pub(crate) conns: Vec<ConnControl>,
     /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
-    pub(crate) cc: Box<[Policy]>,
+    pub(crate) cc: Vec<Policy>,
     /// Each connection's policy as it was before its latest timeout, to undo a spurious
     /// one (RFC 4015); control-plane state like `cc`.
-    pub(crate) cc_before_rto: Box<[Option<Policy>]>,
+    pub(crate) cc_before_rto: Vec<Option<Policy>>,
     pub(crate) table: ConnTable,
-    pub(crate) bufs: Box<[Option<ConnBuffers>]>,
+    pub(crate) bufs: Vec<Option<ConnBuffers>>,
     pub(crate) listeners: Box<[Option<Listener>]>,
     pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
     pub(crate) neighbors: NeighborCache,
@@ -76,12 +76,13 @@ impl Stack {
                 cfg.sched_wheel_slots,
                 cfg.sched_granularity.as_nanos() as u64,
             ),
-            conns: vec![ConnControl::new(placeholder_tuple(), cfg.rto_initial); slots]
-                .into_boxed_slice(),
-            cc: vec![Policy::new(cfg.congestion_control, 1460); slots].into_boxed_slice(),
-            cc_before_rto: vec![None; slots].into_boxed_slice(),
+            // Per-slot rows: room reserved for every slot, rows added as slots are first
+            // used (`add_slots_through`), so memory follows the connections that exist.
+            conns: Vec::with_capacity(slots),
+            cc: Vec::with_capacity(slots),
+            cc_before_rto: Vec::with_capacity(slots),
             table: ConnTable::new(slots, cfg.seed),
-            bufs: (0..slots).map(|_| None).collect(),
+            bufs: Vec::with_capacity(slots),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
             listener_by_port: HashMap::with_capacity_and_hasher(
                 cfg.max_listeners,
@@ -100,6 +101,23 @@ impl Stack {
             awaiting_arp: Vec::with_capacity(slots),
             cfg,
         })
+    }
+}
+
+impl Stack {
+    /// Adds per-slot rows until `slot` has one. The table hands out never-used slots in
+    /// increasing order (its free list is a stack), so rows grow with the most
+    /// connections ever open at once, and a slot's rows are reused after it is freed.
+    pub(crate) fn add_slots_through(&mut self, slot: u32) {
+        while self.conns.len() <= slot as usize {
+            self.conns
+                .push(ConnControl::new(placeholder_tuple(), self.cfg.rto_initial));
+            self.cc
+                .push(Policy::new(self.cfg.congestion_control, 1460));
+            self.cc_before_rto.push(None);
+            self.bufs.push(None);
+            self.dp.add_slot();
+        }
     }
 }
 

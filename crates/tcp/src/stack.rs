@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_wire::tcp::SeqNumber;
 
-use crate::buffer::{tx_limit, ConnBuffers, PayloadRing};
+use crate::buffer::{rx_limit, tx_limit, ConnBuffers, PayloadRing};
 use crate::cc::Algorithm;
 use crate::config::Config;
 use crate::control::state::{ConnControl, ConnError, TcpState};
@@ -133,6 +133,15 @@ impl Stack {
     /// Connections in the table (any state).
     pub fn connection_count(&self) -> usize {
         self.table.len()
+    }
+
+    /// Bytes of payload rings held, (receive, send), over every slot: the open
+    /// connections' and the initial-size rings freed slots keep for reuse. Walks the slots:
+    /// for statistics, not the data-path.
+    pub fn buffer_memory(&self) -> (usize, usize) {
+        self.bufs.iter().flatten().fold((0, 0), |(rx, tx), b| {
+            (rx + b.rx.capacity() as usize, tx + b.tx.capacity() as usize)
+        })
     }
 
     // ---- application API -------------------------------------------------------------
@@ -312,7 +321,11 @@ impl Stack {
     }
 
     pub(crate) fn slot_of(&self, id: ConnId) -> Result<u32, Error> {
-        if self.table.generation(id.slot) == id.generation && self.conns[id.slot as usize].app_owned
+        if self.table.generation(id.slot) == id.generation
+            && self
+                .conns
+                .get(id.slot as usize)
+                .is_some_and(|c| c.app_owned)
         {
             Ok(id.slot)
         } else {
@@ -670,6 +683,7 @@ impl Stack {
 
     /// Takes a fresh slot into use for `tuple`: control record, buffers, cleared stage state.
     pub(crate) fn open_slot(&mut self, slot: u32, tuple: FourTuple) {
+        self.add_slots_through(slot);
         let s = slot as usize;
         self.conns[s] = ConnControl::new(tuple, self.cfg.rto_initial);
         self.conns[s].cc_algorithm = self.cfg.congestion_control;
@@ -682,18 +696,10 @@ impl Stack {
         // The rings are kept for the next connection in the slot, but never its positions:
         // until `install` sets them, the new connection has nothing to read and is not at
         // end of stream (the previous one may have been freed with unread data).
-        let (rx, tx) = (
-            self.cfg.rx_buffer,
-            self.cfg.tx_buffer_initial.min(self.cfg.tx_buffer),
-        );
+        let (rx, tx) = (self.cfg.rx_initial(), self.cfg.tx_initial());
         let b = self.bufs[s]
             .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)));
         b.reset_at(SeqNumber(0), SeqNumber(0));
-        if b.tx.capacity() as usize > tx.next_power_of_two() {
-            // A ring the previous connection grew goes back to the initial size, so slots
-            // do not keep memory `tx_memory` no longer accounts for.
-            b.tx = PayloadRing::new(tx);
-        }
     }
 
     /// Returns a slot to the free list (the connection is gone for everyone).
@@ -711,6 +717,7 @@ impl Stack {
         self.dp.pre[s].active = false;
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
+        self.release_grown_buffers(s);
         self.timer_queue.disarm(slot);
         self.dp.wheel.remove(slot);
         self.events.clear(slot);
@@ -718,6 +725,20 @@ impl Stack {
         // connect/close to an unanswered address grows it without bound.
         self.awaiting_arp.retain(|&x| x != slot);
         self.table.remove(&tuple);
+    }
+
+    /// A freed slot keeps its rings for the next connection only at their initial sizes:
+    /// grown ones are released, so a burst of busy connections gives its memory back, and
+    /// what the slots keep is bounded by the initial sizes (and, as rings are rebased to
+    /// each connection's ISN, by the pages its connections' bytes touched).
+    fn release_grown_buffers(&mut self, s: usize) {
+        let grown = self.bufs[s].as_ref().is_some_and(|b| {
+            b.rx.capacity() as usize > self.cfg.rx_initial().next_power_of_two()
+                || b.tx.capacity() as usize > self.cfg.tx_initial().next_power_of_two()
+        });
+        if grown {
+            self.bufs[s] = None;
+        }
     }
 
     /// Moves a connection to CLOSED: freed now if the application holds no handle, else
@@ -806,12 +827,47 @@ impl Stack {
         let ps = &mut self.dp.proto[s];
         let before = ps.rx_avail;
         ps.rx_avail = ps.rx_avail.saturating_add(n);
+        let rcv_nxt = ps.rcv_nxt;
+        let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
+        let grown = self.conns[s].rcv_space.sample(rcv_nxt, cap, self.now) && self.grow_rx(slot);
+        let ps = &mut self.dp.proto[s];
         let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
         let threshold = (cap / 2).min(ps.mss as u32);
-        if self.dp.pre[s].active && before < threshold.max(1) * 2 && ps.rx_avail >= threshold * 2 {
+        let opened = before < threshold.max(1) * 2 && ps.rx_avail >= threshold * 2;
+        if self.dp.pre[s].active && (opened || grown) {
             self.dp.post[s].ack_pending = true;
             self.dp.ready.push(slot);
         }
+    }
+}
+
+impl Stack {
+    /// Receive-buffer autotuning: doubles the ring, up to today's share of `rx_memory`, and
+    /// opens the window by what it adds (never shrinking it: RFC 9293 3.8.6.2.1). True if
+    /// it grew.
+    fn grow_rx(&mut self, slot: u32) -> bool {
+        let s = slot as usize;
+        let limit = rx_limit(&self.cfg, self.table.len());
+        let ps = &mut self.dp.proto[s];
+        let Some(b) = self.bufs[s].as_mut() else {
+            return false;
+        };
+        let cap = b.rx.capacity() as usize;
+        // Without window scaling the window field cannot say more than 64 KiB.
+        let most = if ps.rcv_wscale == 0 { limit.min(65536) } else { limit };
+        let grown = pow2_floor((cap * 2).min(most));
+        if grown <= cap {
+            return false;
+        }
+        // All the ring holds lies in [rx_head, rx_head + cap): unread bytes, then the
+        // window with any out-of-order data.
+        b.rx.grow(b.rx_head, cap as u32, grown);
+        ps.rx_avail += (grown - cap) as u32;
+        self.conns[s]
+            .rcv_space
+            .restart(ps.rcv_nxt, grown as u32, self.now);
+        self.counters.rx_buffer_grown += 1;
+        true
     }
 }
 

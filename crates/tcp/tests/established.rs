@@ -523,6 +523,7 @@ fn rfc9293_3_8_3_must_20_user_timeout_reports_timed_out() {
 fn rfc7323_2_window_updates_are_scaled_both_ways() {
     let mut cfg = config();
     cfg.rx_buffer = 256 * 1024;
+    cfg.rx_buffer_initial = 256 * 1024;
     let mut stack = stack_with(cfg);
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
     let peer = Peer::new(40000, LISTEN_PORT);

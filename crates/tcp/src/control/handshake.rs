@@ -90,7 +90,7 @@ impl Stack {
             ack: if with_ack { c.irs + 1u32 } else { SeqNumber(0) },
             flags: tcp_flags,
             // RFC 7323 2.2: the window in a SYN is never scaled.
-            window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            window: self.cfg.rx_initial().min(u16::MAX as usize) as u16,
             urgent: 0,
             options,
         };
@@ -511,5 +511,6 @@ impl Stack {
         c.rto = self.cfg.rto_initial;
         c.retries = 0;
         c.last_heard = self.now;
+        c.rcv_space.restart(rcv, rx_cap, self.now);
     }
 }

@@ -11,6 +11,7 @@ mod handshake;
 mod input;
 pub(crate) mod isn;
 pub(crate) mod neighbor;
+pub(crate) mod rcv_space;
 mod reset;
 pub(crate) mod state;
 mod syn_cookie;

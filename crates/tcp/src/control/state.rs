@@ -5,6 +5,7 @@ use std::time::Duration;
 use sluice_wire::tcp::SeqNumber;
 
 use crate::cc::Algorithm;
+use crate::control::rcv_space::RcvSpace;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::TimerTable;
@@ -132,6 +133,8 @@ pub(crate) struct ConnControl {
     pub syn_ecn: Option<bool>,
     /// A rate fixed through the API (`Stack::set_rate`), bits per second; 0: the policy's.
     pub fixed_rate_bps: u64,
+    /// Receive-buffer autotuning: how fast whole rings of data arrive.
+    pub rcv_space: RcvSpace,
 }
 
 impl ConnControl {
@@ -159,6 +162,7 @@ impl ConnControl {
             cc_algorithm: Algorithm::default(),
             syn_ecn: None,
             fixed_rate_bps: 0,
+            rcv_space: RcvSpace::default(),
         }
     }
 

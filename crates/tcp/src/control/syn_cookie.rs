@@ -64,7 +64,7 @@ impl Stack {
             seq: isn,
             ack: t.seq + 1u32,
             flags,
-            window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            window: self.cfg.rx_initial().min(u16::MAX as usize) as u16,
             urgent: 0,
             options,
         };

@@ -27,21 +27,21 @@ pub(crate) const BATCH: usize = 32;
 /// The data-path's per-connection tables and scratch space.
 pub(crate) struct DataPath {
     /// Pre-processor state.
-    pub pre: Box<[PreState]>,
+    pub pre: Vec<PreState>,
     /// Protocol-stage state.
-    pub proto: Box<[ProtoState]>,
+    pub proto: Vec<ProtoState>,
     /// Out-of-order intervals, `ooo_stride` per slot.
-    pub ooo: Box<[Interval]>,
+    pub ooo: Vec<Interval>,
     /// Interval slots per connection.
     pub ooo_stride: usize,
     /// The sender's SACK scoreboards (protocol stage), `sacked_stride` ranges per slot.
-    pub sacked: Box<[SackedRange]>,
+    pub sacked: Vec<SackedRange>,
     /// Scoreboard ranges per connection.
     pub sacked_stride: usize,
     /// Post-processor state.
-    pub post: Box<[PostState]>,
+    pub post: Vec<PostState>,
     /// Flow-scheduler state: rates programmed by the control plane, next send times.
-    pub sched: Box<[SchedState]>,
+    pub sched: Vec<SchedState>,
     /// Header summaries of the batch in flight.
     pub batch: Box<[HeaderSummary; BATCH]>,
     /// Scheduler: slots that may have something to send, each at most once.
@@ -51,9 +51,11 @@ pub(crate) struct DataPath {
 }
 
 impl DataPath {
-    /// Creates tables for `slots` connections with `ooo` interval slots and `sacked`
+    /// Creates tables with room for `slots` connections, `ooo` interval slots and `sacked`
     /// scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
-    /// `granularity_ns` nanoseconds.
+    /// `granularity_ns` nanoseconds. The per-connection rows are added by
+    /// [`DataPath::add_slot`] as the connection table first hands each slot out, so a large
+    /// `slots` reserves address space but touches memory only for connections that exist.
     pub(crate) fn new(
         slots: usize,
         ooo: usize,
@@ -62,18 +64,31 @@ impl DataPath {
         granularity_ns: u64,
     ) -> Self {
         DataPath {
-            pre: vec![PreState::default(); slots].into_boxed_slice(),
-            proto: vec![ProtoState::default(); slots].into_boxed_slice(),
-            ooo: vec![Interval::default(); slots * ooo].into_boxed_slice(),
+            pre: Vec::with_capacity(slots),
+            proto: Vec::with_capacity(slots),
+            ooo: Vec::with_capacity(slots * ooo),
             ooo_stride: ooo,
-            sacked: vec![SackedRange::default(); slots * sacked].into_boxed_slice(),
+            sacked: Vec::with_capacity(slots * sacked),
             sacked_stride: sacked,
-            post: vec![PostState::default(); slots].into_boxed_slice(),
-            sched: vec![SchedState::default(); slots].into_boxed_slice(),
+            post: Vec::with_capacity(slots),
+            sched: Vec::with_capacity(slots),
             batch: Box::new([HeaderSummary::default(); BATCH]),
             ready: ReadyQueue::new(slots),
             wheel: TimingWheel::new(slots, wheel_slots, granularity_ns),
         }
+    }
+
+    /// Adds the rows of the next slot, in their reset state.
+    pub(crate) fn add_slot(&mut self) {
+        self.pre.push(PreState::default());
+        self.proto.push(ProtoState::default());
+        self.ooo
+            .extend(core::iter::repeat_n(Interval::default(), self.ooo_stride));
+        self.sacked
+            .extend(core::iter::repeat_n(SackedRange::default(), self.sacked_stride));
+        self.post.push(PostState::default());
+        self.sched.push(SchedState::default());
+        self.wheel.add_node();
     }
 
     /// The SACK scoreboard of `slot`.

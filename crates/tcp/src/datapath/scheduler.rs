@@ -53,7 +53,7 @@ pub(crate) struct TimingWheel {
     /// One bit per wheel slot: its list is not empty.
     occupied: Box<[u64]>,
     /// Per connection.
-    nodes: Box<[Node]>,
+    nodes: Vec<Node>,
     /// `slots - 1` (the slot count is a power of two).
     mask: u64,
     granularity_ns: u64,
@@ -78,13 +78,18 @@ impl TimingWheel {
             head: vec![NONE; slots].into_boxed_slice(),
             tail: vec![NONE; slots].into_boxed_slice(),
             occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
-            nodes: vec![Node::default(); conns].into_boxed_slice(),
+            nodes: Vec::with_capacity(conns),
             mask: slots as u64 - 1,
             granularity_ns: granularity_ns.max(1),
             cursor: 0,
             next_tick: u64::MAX,
             len: 0,
         }
+    }
+
+    /// Adds the node of the next connection slot.
+    pub(crate) fn add_node(&mut self) {
+        self.nodes.push(Node::default());
     }
 
     /// The tick of `now_ns`.
@@ -341,6 +346,13 @@ pub(crate) fn charge(sched: &mut SchedState, bytes: u64, now_ns: u64, credit_ns:
 mod tests {
     use super::*;
 
+    /// A wheel with the nodes of `conns` connections.
+    fn wheel(conns: usize, slots: usize) -> TimingWheel {
+        let mut w = TimingWheel::new(conns, slots, G);
+        (0..conns).for_each(|_| w.add_node());
+        w
+    }
+
     const G: u64 = 1_000; // 1 us ticks
 
     fn drain(ready: &mut ReadyQueue) -> Vec<u32> {
@@ -370,7 +382,7 @@ mod tests {
 
     #[test]
     fn releases_in_due_order_and_fifo_within_a_slot() {
-        let mut w = TimingWheel::new(8, 16, G);
+        let mut w = wheel(8, 16);
         let mut ready = ReadyQueue::new(8);
         assert!(w.insert(3, 5 * G, 0));
         assert!(w.insert(1, 2 * G + 999, 0)); // tick 2
@@ -393,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_connection_is_in_the_wheel_at_most_once() {
-        let mut w = TimingWheel::new(4, 16, G);
+        let mut w = wheel(4, 16);
         let mut ready = ReadyQueue::new(4);
         assert!(w.insert(2, 3 * G, 0));
         assert!(!w.insert(2, G, 0), "already queued: keeps its place");
@@ -419,7 +431,7 @@ mod tests {
     #[test]
     fn beyond_the_horizon_clamps_to_the_last_slot_and_is_rechecked() {
         // 8 slots of 1 us: a horizon of 8 us.
-        let mut w = TimingWheel::new(2, 8, G);
+        let mut w = wheel(2, 8);
         let mut ready = ReadyQueue::new(2);
         assert!(w.insert(0, 20 * G, 0)); // 20 us: beyond the horizon
         assert!(w.insert(1, 4 * G, 0));
@@ -441,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_late_advance_releases_everything_due_even_after_many_rotations() {
-        let mut w = TimingWheel::new(64, 8, G);
+        let mut w = wheel(64, 8);
         let mut ready = ReadyQueue::new(64);
         for c in 0..64 {
             w.insert(c, u64::from(c) * 3 * G, 0);
@@ -469,7 +481,7 @@ mod tests {
 
     #[test]
     fn an_idle_wheel_follows_time_so_a_new_far_time_is_not_released_early() {
-        let mut w = TimingWheel::new(2, 8, G);
+        let mut w = wheel(2, 8);
         let mut ready = ReadyQueue::new(2);
         // Long idle: the cursor is at 0, now is 1 ms.
         let now = 1_000 * G;
@@ -491,7 +503,7 @@ mod tests {
         // Many connections re-inserted at different rates: each is released every time
         // its period passes, and no slower one is starved by faster ones.
         let conns = 16u32;
-        let mut w = TimingWheel::new(conns as usize, 32, G);
+        let mut w = wheel(conns as usize, 32);
         let mut ready = ReadyQueue::new(conns as usize);
         let period = |c: u32| u64::from(c + 1) * 5 * G; // 5 us .. 80 us, beyond the 32 us horizon
         let mut due: Vec<u64> = (0..conns).map(period).collect();
