@@ -175,6 +175,11 @@ pub fn core_config(mac: EthernetAddress, ip: Ipv4Addr, mtu: u16) -> Config {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0x5eed, |d| d.as_nanos() as u64);
     c.rto_min = Duration::from_millis(5);
+    // Room for the connections of a busy host; the tables are reserved, and filled only
+    // as far as connections are open at once.
+    c.max_connections = 1 << 16;
+    // What buffers may grow to. They start at 64 KiB (Config::rx_buffer_initial and
+    // tx_buffer_initial) and grow with need within rx_memory/tx_memory.
     c.rx_buffer = 4 << 20;
     c.tx_buffer = 4 << 20;
     c.time_wait = Duration::from_secs(5);
