@@ -72,7 +72,14 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
     );
     let ip = sluice_lab::command::find(sluice_lab::command::IP).expect("ip(8)");
     let mut child = Command::new(ip)
-        .args(["netns", "exec", sluice_lab::NS_CLIENT, "python3", "-u", "-c"])
+        .args([
+            "netns",
+            "exec",
+            sluice_lab::NS_CLIENT,
+            "python3",
+            "-u",
+            "-c",
+        ])
         .arg(&script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -101,7 +108,11 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
     }
     assert!(child.wait().expect("python exits").success());
     let (_, status, _, counters) = engine.join();
-    assert_eq!(status, AppStatus::Done, "the engine saw every connection close");
+    assert_eq!(
+        status,
+        AppStatus::Done,
+        "the engine saw every connection close"
+    );
     assert_eq!(counters.conn_table_full, 0, "no connection refused");
     for (burst, (peak, after)) in figures.iter().enumerate() {
         eprintln!(

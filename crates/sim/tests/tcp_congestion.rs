@@ -34,7 +34,11 @@ fn incast(
 ) -> Incast {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let sw = sim.add_switch();
-    let receiver = sim.add_host(Stack::new(config(1)).unwrap());
+    // Fixed receive windows (no autotuning): what fills the queue is the senders'
+    // congestion control, up to the windows, as the tests below compare.
+    let mut rc = config(1);
+    rc.rx_buffer_initial = rc.rx_buffer;
+    let receiver = sim.add_host(Stack::new(rc).unwrap());
     // Direction b -> a of this link (switch -> receiver) is the bottleneck queue.
     let bottleneck = sim.connect(receiver, sw, bottleneck).unwrap();
     let mut hosts = Vec::new();

@@ -38,7 +38,10 @@ fn simultaneous_transfers_in_both_directions() {
 fn four_senders_to_one_receiver_through_a_switch() {
     let mut sim: Sim<Stack> = Sim::new(77);
     let sw = sim.add_switch();
-    let receiver = sim.add_host(Stack::new(config(1)).unwrap());
+    // Fixed receive windows (no autotuning), large enough together to overflow the queue.
+    let mut rc = config(1);
+    rc.rx_buffer_initial = rc.rx_buffer;
+    let receiver = sim.add_host(Stack::new(rc).unwrap());
     // The receiver's port is the bottleneck: 10 Gbps with a 512 KB queue.
     sim.connect(
         receiver,

@@ -221,7 +221,11 @@ mod tests {
         let isn = SeqNumber(0x8765_4329);
         ring.rebase(isn);
         ring.write(isn, b"abc");
-        assert_eq!(&ring.bytes[..3], b"abc", "the first bytes, whatever the ISN");
+        assert_eq!(
+            &ring.bytes[..3],
+            b"abc",
+            "the first bytes, whatever the ISN"
+        );
         // Growing keeps the base: bytes stay readable at their sequence numbers.
         ring.grow(isn, 3, 64);
         let mut out = [0u8; 3];

@@ -112,8 +112,7 @@ impl Stack {
         while self.conns.len() <= slot as usize {
             self.conns
                 .push(ConnControl::new(placeholder_tuple(), self.cfg.rto_initial));
-            self.cc
-                .push(Policy::new(self.cfg.congestion_control, 1460));
+            self.cc.push(Policy::new(self.cfg.congestion_control, 1460));
             self.cc_before_rto.push(None);
             self.bufs.push(None);
             self.dp.add_slot();

@@ -854,7 +854,11 @@ impl Stack {
         };
         let cap = b.rx.capacity() as usize;
         // Without window scaling the window field cannot say more than 64 KiB.
-        let most = if ps.rcv_wscale == 0 { limit.min(65536) } else { limit };
+        let most = if ps.rcv_wscale == 0 {
+            limit.min(65536)
+        } else {
+            limit
+        };
         let grown = pow2_floor((cap * 2).min(most));
         if grown <= cap {
             return false;

@@ -851,7 +851,10 @@ fn a_full_table_refuses_syns_and_late_cookie_acks_with_rst() {
     // while the table still has two free slots.
     let half_open = syn_burst(&mut stack, 100, 2);
     let cookies = syn_burst(&mut stack, 102, 3);
-    assert!(half_open.iter().chain(&cookies).all(|h| h.flags == SYN | ACK));
+    assert!(half_open
+        .iter()
+        .chain(&cookies)
+        .all(|h| h.flags == SYN | ACK));
     assert_eq!(stack.counters().syn_cookies_sent, 3);
     assert_eq!(stack.connection_count(), 2);
     let cookie_ack = |stack: &mut Stack, port: u16, synack: &TcpHeader| {
@@ -887,7 +890,10 @@ fn a_full_table_refuses_syns_and_late_cookie_acks_with_rst() {
     assert_eq!(answer[0].0.ack, SeqNumber(105_001));
     let counters = stack.counters();
     assert_eq!(counters.conn_table_full, 2);
-    assert_eq!(counters.syn_cookies_sent, 3, "no cookie for a table that is full");
+    assert_eq!(
+        counters.syn_cookies_sent, 3,
+        "no cookie for a table that is full"
+    );
     // Once a connection is gone, SYNs are served again.
     let accepted = stack.accept(l).unwrap();
     stack.abort(accepted).unwrap();

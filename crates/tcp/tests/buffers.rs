@@ -25,7 +25,15 @@ fn scaled_conn(stack: &mut Stack, l: ListenerId, port: u16) -> Conn {
         window_scale: Some(0),
         ..Default::default()
     };
-    let c = passive_open(stack, l, Peer::new(port, LISTEN_PORT), ms(0), 5000, opts, 65535);
+    let c = passive_open(
+        stack,
+        l,
+        Peer::new(port, LISTEN_PORT),
+        ms(0),
+        5000,
+        opts,
+        65535,
+    );
     while stack.poll_event().is_some() {}
     c
 }
@@ -64,7 +72,11 @@ fn the_receive_ring_doubles_while_whole_rings_arrive_as_fast_as_ever() {
         assert_eq!(update.ack, c.peer_nxt);
         assert_eq!(update.window as usize, grown >> 3);
     }
-    assert_eq!(stack.counters().rx_buffer_grown, 4, "16 KiB doubles to 256 KiB");
+    assert_eq!(
+        stack.counters().rx_buffer_grown,
+        4,
+        "16 KiB doubles to 256 KiB"
+    );
     stack.check_invariants().unwrap();
 }
 
@@ -157,7 +169,11 @@ fn growth_stops_at_the_share_of_rx_memory() {
         fill(&mut stack, &mut a, cap, round);
         read_all(&mut stack, a.id);
     }
-    assert_eq!(stack.counters().rx_buffer_grown, 1, "16 -> 32 KiB, then the share");
+    assert_eq!(
+        stack.counters().rx_buffer_grown,
+        1,
+        "16 -> 32 KiB, then the share"
+    );
     assert_eq!(stack.buffer_memory().0, 32 * 1024 + INITIAL);
 }
 

@@ -398,3 +398,64 @@ fn new_connection_in_a_reused_slot_is_not_at_end_of_stream() {
     assert_eq!(id.slot(), old.id.slot(), "the test needs the slot reused");
     assert_eq!(stack.recv(id, &mut buf), Err(Error::WouldBlock));
 }
+
+#[test]
+fn rfc6298_2_2_the_handshake_round_trip_is_the_first_rtt_measurement() {
+    // A 2 ms handshake: the first data's RTO comes from it (SRTT 2 ms, RTTVAR 1 ms:
+    // 6 ms), not from the 100 ms initial RTO, so a loss in the first flight costs a few
+    // round trips rather than a second in a real configuration.
+    let mut stack = stack();
+    let id = stack.connect(ms(0), PEER_IP, 80).expect("connect");
+    let probe = Peer::new(80, 0);
+    let (syn, _) = probe.recv_one(&mut stack, ms(0));
+    let peer = Peer::new(80, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(2),
+        peer.seg(SYN | ACK)
+            .seq(SeqNumber(9000))
+            .ack(syn.seq + 1u32)
+            .win(65535)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_all(&mut stack, ms(2));
+    stack.send(id, b"first flight").unwrap();
+    let (data, _) = peer.recv_one(&mut stack, ms(2));
+    assert_eq!(data.seq, syn.seq + 1u32);
+    // Lost: retransmitted once the handshake's RTO runs out, not RTO_INITIAL.
+    let resent = run_until(&mut stack, ms(50));
+    let (at, (h, p)) = &resent[0];
+    assert_eq!((h.seq, p.len()), (data.seq, 12));
+    assert_eq!(*at, ms(2 + 6), "RTO = 2 ms + 4 x 1 ms");
+}
+
+#[test]
+fn karns_rule_a_retransmitted_syn_gives_no_rtt_measurement() {
+    let mut stack = stack();
+    let id = stack.connect(ms(0), PEER_IP, 80).expect("connect");
+    let probe = Peer::new(80, 0);
+    let (syn, _) = probe.recv_one(&mut stack, ms(0));
+    // The SYN is retransmitted after RTO_INITIAL; the SYN-ACK that follows could answer
+    // either copy.
+    let resent = run_until(&mut stack, ms(100));
+    assert_eq!(resent.len(), 1);
+    let peer = Peer::new(80, syn.src_port);
+    peer.send(
+        &mut stack,
+        ms(101),
+        peer.seg(SYN | ACK)
+            .seq(SeqNumber(9000))
+            .ack(syn.seq + 1u32)
+            .win(65535)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_all(&mut stack, ms(101));
+    stack.send(id, b"first flight").unwrap();
+    peer.recv_one(&mut stack, ms(101));
+    let resent = run_until(&mut stack, ms(400));
+    assert_eq!(
+        resent[0].0,
+        ms(101 + 100),
+        "the initial RTO again (RFC 6298 5.7)"
+    );
+}

@@ -8,10 +8,13 @@ use super::input::{rest_of_segment, Handback};
 use super::isn;
 use super::state::{ConnError, Negotiated, TcpState};
 use crate::datapath::classify::TcpInput;
+use crate::datapath::pipeline::rto_of;
+use crate::datapath::post;
 use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::events::bits;
 use crate::host::Stack;
 use crate::table::FourTuple;
+use crate::time::Instant;
 use crate::timer::Timer;
 
 /// RFC 7323 2.3: window scale shifts above 14 are treated as 14 (MUST, with a counter-free log).
@@ -96,6 +99,9 @@ impl Stack {
         };
         let route = self.route_of_tuple(slot);
         self.push_segment(&route, &header);
+        if c.retries == 0 {
+            self.conns[s].syn_sent_at = self.now;
+        }
         let c = &self.conns[s];
         let rto = c.timers.get(Timer::Rto).unwrap_or(self.now + c.rto);
         self.arm_timer(slot, Timer::Rto, rto);
@@ -507,8 +513,22 @@ impl Stack {
         if let Some(b) = self.bufs[s].as_mut() {
             b.reset_at(rcv, snd);
         }
+        let (rto_min, rto_max) = self.post_rules().rto_bounds;
         let c = &mut self.conns[s];
-        c.rto = self.cfg.rto_initial;
+        // RFC 6298 2.2: the handshake's round trip is the first RTT measurement, unless
+        // the SYN (SYN-ACK) was retransmitted (Karn's rule). Without it the RTO stays at
+        // rto_initial (1 s) until the first data is acknowledged, and a loss in the first
+        // flight waits that second out (5 % loss in the simulator: 226 Mbit/s, with the
+        // sample 1.4 Gbit/s).
+        if c.retries == 0 && c.syn_sent_at != Instant::MAX {
+            let sample = self.now.saturating_since(c.syn_sent_at).as_micros();
+            let sample = u32::try_from(sample).unwrap_or(u32::MAX).max(1);
+            post::rtt_update(&mut self.dp.post[s], sample, rto_min, rto_max);
+            c.rto = rto_of(&self.dp.post[s], self.cfg.rto_initial);
+        } else {
+            c.rto = self.cfg.rto_initial;
+        }
+        c.syn_sent_at = Instant::MAX;
         c.retries = 0;
         c.last_heard = self.now;
         c.rcv_space.restart(rcv, rx_cap, self.now);

@@ -68,8 +68,14 @@ mod tests {
     fn a_window_limited_sender_keeps_the_ring_growing_and_a_paced_one_stops_it() {
         let mut r = RcvSpace::default();
         let cap = 1000;
-        assert!(!r.sample(SeqNumber(0), cap, us(0)), "the first look starts timing");
-        assert!(!r.sample(SeqNumber(999), cap, us(50)), "not a whole ring yet");
+        assert!(
+            !r.sample(SeqNumber(0), cap, us(0)),
+            "the first look starts timing"
+        );
+        assert!(
+            !r.sample(SeqNumber(999), cap, us(50)),
+            "not a whole ring yet"
+        );
         // A ring per 100 us round trip: the first window is the fastest so far.
         assert!(r.sample(SeqNumber(1000), cap, us(100)));
         // The ring doubled; the window-limited sender fills it in a round trip again.

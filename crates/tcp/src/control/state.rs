@@ -135,6 +135,9 @@ pub(crate) struct ConnControl {
     pub fixed_rate_bps: u64,
     /// Receive-buffer autotuning: how fast whole rings of data arrive.
     pub rcv_space: RcvSpace,
+    /// When our SYN (or SYN-ACK) was first sent: the handshake's round trip is the first
+    /// RTT measurement if it was not retransmitted (RFC 6298 2.2 and Karn's rule, 3).
+    pub syn_sent_at: Instant,
 }
 
 impl ConnControl {
@@ -163,6 +166,7 @@ impl ConnControl {
             syn_ecn: None,
             fixed_rate_bps: 0,
             rcv_space: RcvSpace::default(),
+            syn_sent_at: Instant::MAX,
         }
     }
 

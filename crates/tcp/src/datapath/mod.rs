@@ -84,8 +84,10 @@ impl DataPath {
         self.proto.push(ProtoState::default());
         self.ooo
             .extend(core::iter::repeat_n(Interval::default(), self.ooo_stride));
-        self.sacked
-            .extend(core::iter::repeat_n(SackedRange::default(), self.sacked_stride));
+        self.sacked.extend(core::iter::repeat_n(
+            SackedRange::default(),
+            self.sacked_stride,
+        ));
         self.post.push(PostState::default());
         self.sched.push(SchedState::default());
         self.wheel.add_node();
