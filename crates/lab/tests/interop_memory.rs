@@ -14,8 +14,65 @@ use sluice_engine::apps::EchoApp;
 use sluice_engine::setup::Backend;
 use sluice_engine::AppStatus;
 
-const CONNECTIONS: usize = 6000;
+/// Connections per burst; `SLUICE_LAB_CONNECTIONS` asks for another count (up to 64,000:
+/// the client's ephemeral ports are widened to 1024-65535) for a measurement by hand.
+fn connections() -> usize {
+    std::env::var("SLUICE_LAB_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6000)
+}
 const BURSTS: usize = 2;
+
+/// The Linux clients (see the test).
+const CLIENT: &str = r#"
+import os,resource,socket,sys,time
+N={n}; B={bursts}; W=max(1,(N+15999)//16000)
+soft,hard=resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE,(hard,hard))
+open('/proc/sys/net/ipv4/ip_local_port_range','w').write('1024 65535')
+def connect():
+    for attempt in range(50):
+        try:
+            return socket.create_connection(('{ip}',{port}),timeout=30)
+        except ConnectionRefusedError:
+            time.sleep(0.2)
+    raise SystemExit('refused')
+def worker(k,r,w):
+    for burst in range(B):
+        socks=[connect() for i in range(k)]
+        ok=0
+        for s in socks:
+            d=os.urandom(64)
+            s.sendall(d)
+            b=b''
+            while len(b)<64:
+                x=s.recv(64-len(b))
+                if not x: break
+                b+=x
+            ok+=b==d
+        os.write(w,b'%d\n'%ok)
+        os.read(r,1)
+        for s in socks: s.close()
+        os.write(w,b'c\n')
+        os.read(r,1)
+    os._exit(0)
+kids=[]
+for j in range(W):
+    k=N//W+(1 if j<N%W else 0)
+    r1,w1=os.pipe(); r2,w2=os.pipe()
+    if os.fork()==0: worker(k,r1,w2)
+    kids.append((w1,os.fdopen(r2)))
+for burst in range(B):
+    print('held',sum(int(f.readline()) for _,f in kids),flush=True)
+    sys.stdin.readline()
+    for w,_ in kids: os.write(w,b'g')
+    for _,f in kids: f.readline()
+    print('closed',flush=True)
+    sys.stdin.readline()
+    for w,_ in kids: os.write(w,b'g')
+for _ in kids: os.wait()
+"#;
 
 /// This process's resident set in KiB.
 fn rss_kib() -> u64 {
@@ -32,44 +89,19 @@ fn rss_kib() -> u64 {
 fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reused() {
     let lab = lab();
     let port = 7;
+    let connections = connections();
     let mut echo = EchoApp::new(port);
-    echo.stop_after = Some((BURSTS * CONNECTIONS) as u64);
+    echo.stop_after = Some((BURSTS * connections) as u64);
     let engine = start_engine(Backend::AfPacket, NO_IMPAIR, echo, true);
     let idle = rss_kib();
     // Python in sluice-b: per burst, open every connection, echo 64 bytes on each, hold
-    // them all, say how many were held, wait for the word, close them all.
-    let script = format!(
-        "import os,resource,socket,sys,time\n\
-         resource.setrlimit(resource.RLIMIT_NOFILE,({n}+100,{n}+100))\n\
-         for burst in range({bursts}):\n\
-         \x20   socks=[]\n\
-         \x20   for i in range({n}):\n\
-         \x20       for attempt in range(50):\n\
-         \x20           try:\n\
-         \x20               s=socket.create_connection(('{ip}',{port}),timeout=30)\n\
-         \x20               break\n\
-         \x20           except ConnectionRefusedError:\n\
-         \x20               time.sleep(0.2)\n\
-         \x20       socks.append(s)\n\
-         \x20   ok=0\n\
-         \x20   for s in socks:\n\
-         \x20       d=os.urandom(64)\n\
-         \x20       s.sendall(d)\n\
-         \x20       b=b''\n\
-         \x20       while len(b)<64:\n\
-         \x20           x=s.recv(64-len(b))\n\
-         \x20           if not x: break\n\
-         \x20           b+=x\n\
-         \x20       ok+=b==d\n\
-         \x20   print('held',ok,flush=True)\n\
-         \x20   sys.stdin.readline()\n\
-         \x20   for s in socks: s.close()\n\
-         \x20   print('closed',flush=True)\n\
-         \x20   sys.stdin.readline()\n",
-        n = CONNECTIONS,
-        bursts = BURSTS,
-        ip = sluice_lab::ENGINE_IP,
-    );
+    // them all, say how many were held, wait for the word, close them all. Worker
+    // processes of at most 16,000 connections each stay under the descriptor limit.
+    let script = CLIENT
+        .replace("{n}", &connections.to_string())
+        .replace("{bursts}", &BURSTS.to_string())
+        .replace("{ip}", &sluice_lab::ENGINE_IP.to_string())
+        .replace("{port}", &port.to_string());
     let ip = sluice_lab::command::find(sluice_lab::command::IP).expect("ip(8)");
     let mut child = Command::new(ip)
         .args([
@@ -93,7 +125,7 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
         let held = next_line();
         assert_eq!(
             held,
-            format!("held {CONNECTIONS}"),
+            format!("held {connections}"),
             "burst {burst}: every connection held and echoed"
         );
         let peak = rss_kib();
@@ -116,10 +148,10 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
     assert_eq!(counters.conn_table_full, 0, "no connection refused");
     for (burst, (peak, after)) in figures.iter().enumerate() {
         eprintln!(
-            "burst {burst}: {CONNECTIONS} connections, engine RSS idle {idle} KiB, held {peak} \
+            "burst {burst}: {connections} connections, engine RSS idle {idle} KiB, held {peak} \
              KiB (+{} KiB, {:.1} KiB per connection), after closing {after} KiB",
             peak - idle,
-            (peak - idle) as f64 / CONNECTIONS as f64
+            (peak - idle) as f64 / connections as f64
         );
     }
     // The second burst reuses the slots and rings the first left: it does not grow the
@@ -131,6 +163,6 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
         second_peak <= first_peak + growth / 10,
         "the second burst grew the engine again: {figures:?} from {idle} KiB"
     );
-    assert!(second_after <= second_peak);
+    assert!(second_after <= second_peak + growth / 10);
     lab.teardown().expect("lab down");
 }
