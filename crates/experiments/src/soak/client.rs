@@ -344,6 +344,12 @@ impl Worker {
             seed,
             len,
         })?;
+        let r = Self::upload(&mut s, seed, len, buf);
+        self.finish(r, &mut s, buf, 1, len)
+    }
+
+    /// An upload's bytes and its verdict.
+    fn upload(s: &mut TcpStream, seed: u64, len: u64, buf: &mut [u8]) -> Result<(), Failure> {
         let mut offset = 0u64;
         while offset < len {
             let n = (len - offset).min(buf.len() as u64) as usize;
@@ -368,8 +374,6 @@ impl Worker {
                 format!("the server checked {} of {len} bytes", v.matched),
             ));
         }
-        Self::close(&mut s, buf)?;
-        self.count(1, len, 0);
         Ok(())
     }
 
@@ -381,6 +385,18 @@ impl Worker {
             seed,
             len,
         })?;
+        let r = Self::download(&mut s, seed, len, buf, scratch);
+        self.finish(r, &mut s, buf, 1, len)
+    }
+
+    /// A download's bytes, each checked.
+    fn download(
+        s: &mut TcpStream,
+        seed: u64,
+        len: u64,
+        buf: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), Failure> {
         let mut offset = 0u64;
         while offset < len {
             let want = (len - offset).min(buf.len() as u64) as usize;
@@ -402,8 +418,6 @@ impl Worker {
             }
             offset += n as u64;
         }
-        Self::close(&mut s, buf)?;
-        self.count(1, len, 0);
         Ok(())
     }
 
@@ -414,6 +428,18 @@ impl Worker {
             seed,
             len: 0,
         })?;
+        let r = self.requests(&mut s, seed, buf, scratch);
+        self.finish(r, &mut s, buf, 1, 0)
+    }
+
+    /// An echo connection's requests, each response checked.
+    fn requests(
+        &self,
+        s: &mut TcpStream,
+        seed: u64,
+        buf: &mut [u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), Failure> {
         let requests = match self.workload {
             Workload::Churn => 1,
             _ => RPC_PER_CONN,
@@ -444,8 +470,30 @@ impl Worker {
             done += 1;
             self.count(0, size as u64, 1);
         }
-        Self::close(&mut s, buf)?;
-        self.count(1, 0, 0);
         Ok(())
+    }
+
+    /// Closes a connection whose exchange went as `result` says and counts it complete;
+    /// a failure names the connection's local address, to find it in a capture.
+    fn finish(
+        &self,
+        result: Result<(), Failure>,
+        s: &mut TcpStream,
+        buf: &mut [u8],
+        connections: u64,
+        bytes: u64,
+    ) -> Result<(), Failure> {
+        match result.and_then(|()| Self::close(s, buf)) {
+            Ok(()) => {
+                self.count(connections, bytes, 0);
+                Ok(())
+            }
+            Err(mut f) => {
+                if let Ok(local) = s.local_addr() {
+                    f.detail = format!("{local}: {}", f.detail);
+                }
+                Err(f)
+            }
+        }
     }
 }
