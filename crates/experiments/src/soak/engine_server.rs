@@ -298,3 +298,189 @@ fn start(h: Header) -> Phase {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    use sluice_device::{pair, PairConfig};
+    use sluice_engine::setup::core_config;
+    use sluice_engine::Engine;
+    use sluice_tcp::TcpState;
+
+    use super::*;
+
+    const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const PORT: u16 = 7300;
+
+    /// One connection of the test client: what it sends, and what came back.
+    struct Job {
+        send: Vec<u8>,
+        expect: usize,
+        conn: Option<ConnId>,
+        sent: usize,
+        got: Vec<u8>,
+        shut: bool,
+        done: bool,
+    }
+
+    /// Runs its jobs one after another on the engine's sockets-like calls.
+    struct ScriptClient {
+        jobs: Vec<Job>,
+        next: usize,
+    }
+
+    impl App for ScriptClient {
+        fn poll(&mut self, stack: &mut Stack, now: Instant) -> Result<AppStatus, EngineError> {
+            let Some(job) = self.jobs.get_mut(self.next) else {
+                return Ok(AppStatus::Done);
+            };
+            let c = match job.conn {
+                Some(c) => c,
+                None => {
+                    let c = stack
+                        .connect(now, SERVER_IP, PORT)
+                        .map_err(|e| EngineError::App(e.to_string()))?;
+                    job.conn = Some(c);
+                    c
+                }
+            };
+            if matches!(stack.state(c)?, TcpState::SynSent | TcpState::SynReceived) {
+                return Ok(AppStatus::Running);
+            }
+            if job.sent < job.send.len() {
+                match stack.send(c, &job.send[job.sent..]) {
+                    Ok(n) => job.sent += n,
+                    Err(Error::WouldBlock) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let mut buf = [0u8; 4096];
+            loop {
+                match stack.recv(c, &mut buf) {
+                    Ok(0) => {
+                        job.done = true;
+                        let _ = stack.close(c);
+                        self.next += 1;
+                        break;
+                    }
+                    Ok(n) => job.got.extend_from_slice(&buf[..n]),
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if !job.shut && job.sent == job.send.len() && job.got.len() >= job.expect {
+                stack.shutdown(c)?;
+                job.shut = true;
+            }
+            Ok(AppStatus::Busy)
+        }
+    }
+
+    fn job(header: Header, payload: &[u8], expect: usize) -> Job {
+        let mut send = header.encode().to_vec();
+        send.extend_from_slice(payload);
+        Job {
+            send,
+            expect,
+            conn: None,
+            sent: 0,
+            got: Vec::new(),
+            shut: false,
+            done: false,
+        }
+    }
+
+    fn pattern(seed: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        pattern_fill(seed, 0, &mut v);
+        v
+    }
+
+    #[test]
+    fn the_engine_server_checks_uploads_sends_downloads_and_echoes() {
+        let cfg = PairConfig::default();
+        let (a, b) = pair(cfg).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let server = std::thread::spawn(move || {
+            let mut stack = Stack::new(core_config(cfg.macs[0], SERVER_IP, 1500)).unwrap();
+            stack.add_neighbor(CLIENT_IP, cfg.macs[1]);
+            let mut engine = Engine::new(stack, a);
+            engine.idle_before_sleep = Duration::from_millis(1);
+            let mut app = SoakServerApp::new(PORT, flag);
+            engine.run(&mut app, Some(Duration::from_secs(60))).unwrap();
+            (app.finished, app.failed)
+        });
+        let len = 300_000;
+        let mut corrupted = pattern(7, len);
+        corrupted[12_345] ^= 1;
+        let upload = |seed| Header {
+            mode: Mode::Upload,
+            seed,
+            len: len as u64,
+        };
+        let request = pattern(9, 3000);
+        let mut client = ScriptClient {
+            jobs: vec![
+                job(upload(5), &pattern(5, len), VERDICT_LEN),
+                job(upload(7), &corrupted, VERDICT_LEN),
+                job(
+                    Header {
+                        mode: Mode::Download,
+                        seed: 11,
+                        len: len as u64,
+                    },
+                    &[],
+                    len,
+                ),
+                job(
+                    Header {
+                        mode: Mode::Echo,
+                        seed: 0,
+                        len: 0,
+                    },
+                    &request,
+                    request.len(),
+                ),
+            ],
+            next: 0,
+        };
+        let mut stack = Stack::new(core_config(cfg.macs[1], CLIENT_IP, 1500)).unwrap();
+        stack.add_neighbor(SERVER_IP, cfg.macs[0]);
+        let mut engine = Engine::new(stack, b);
+        engine.idle_before_sleep = Duration::from_millis(1);
+        let status = engine
+            .run(&mut client, Some(Duration::from_secs(30)))
+            .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let (finished, failed) = server.join().unwrap();
+        assert_eq!(status, AppStatus::Done, "the client did not finish");
+        assert!(client.jobs.iter().all(|j| j.done));
+        let verdict = |j: &Job| {
+            let mut v = [0; VERDICT_LEN];
+            v.copy_from_slice(&j.got);
+            Verdict::decode(&v)
+        };
+        let len = len as u64;
+        assert_eq!(
+            verdict(&client.jobs[0]),
+            Verdict {
+                matched: len,
+                mismatched: 0
+            }
+        );
+        assert_eq!(
+            verdict(&client.jobs[1]),
+            Verdict {
+                matched: len - 1,
+                mismatched: 1
+            }
+        );
+        assert_eq!(client.jobs[2].got, pattern(11, len as usize));
+        assert_eq!(client.jobs[3].got, request);
+        assert_eq!((finished, failed), (4, 0));
+    }
+}
