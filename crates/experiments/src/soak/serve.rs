@@ -61,8 +61,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), ExperimentError> {
             ready(move || flag.store(true, Ordering::Relaxed))?;
             engine.run(&mut app, None).map_err(|e| fail(&e))?;
             eprintln!(
-                "sluice soak-server: engine stopped; {} connections finished, {} failed",
-                app.finished, app.failed
+                "sluice soak-server: engine stopped; {} connections finished, {} failed; \
+                 core counters: {:?}",
+                app.finished,
+                app.failed,
+                engine.stack.counters()
             );
             Ok(())
         }
