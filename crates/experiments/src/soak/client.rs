@@ -107,7 +107,11 @@ impl Failure {
             ErrorKind::UnexpectedEof => FailureKind::Protocol,
             _ => FailureKind::Io,
         };
-        Failure::new(kind, format!("{what}: {e}"))
+        let detail = match kind {
+            FailureKind::Stall => format!("{what}: nothing moved for {STALL:?}"),
+            _ => format!("{what}: {e}"),
+        };
+        Failure::new(kind, detail)
     }
 }
 
