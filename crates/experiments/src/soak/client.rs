@@ -14,10 +14,15 @@ use serde::Serialize;
 
 use super::protocol::{mismatches, pattern_fill, Header, Mode, Verdict, VERDICT_LEN};
 
-/// A read or write that waits this long is a stall, counted as an error.
-pub const STALL: Duration = Duration::from_secs(30);
-/// A connect that takes longer fails (SYN retransmissions at 1, 3 and 7 s fit in it).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A read or write that waits this long is a stall, counted as an error. Retransmission
+/// timeouts that back off from 200 ms to 1 s reach it only after five or six round trips
+/// in a row failed: at 5 % loss each way (about 10 % a round trip) that is one in a
+/// million, so a stall in a soak is the transport's, not the dice's.
+pub const STALL: Duration = Duration::from_secs(60);
+/// A connect that takes longer fails. Linux sends its SYN at 0, 1, 3, 7, 15 and 31 s: six
+/// tries fail together about once in a million at 5 % loss each way, where the 4 tries of
+/// 15 s would fail once in 10,000 (a few times in a 30-minute soak's churn).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Requests per RPC connection before it closes and reconnects.
 const RPC_PER_CONN: u64 = 500;
 /// The first error messages kept, with when they happened.
