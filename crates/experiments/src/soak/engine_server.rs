@@ -405,15 +405,20 @@ mod tests {
         let (a, b) = pair(cfg).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let (listening_tx, listening) = std::sync::mpsc::channel();
         let server = std::thread::spawn(move || {
             let mut stack = Stack::new(core_config(cfg.macs[0], SERVER_IP, 1500)).unwrap();
             stack.add_neighbor(CLIENT_IP, cfg.macs[1]);
             let mut engine = Engine::new(stack, a);
             engine.idle_before_sleep = Duration::from_millis(1);
             let mut app = SoakServerApp::new(PORT, flag);
+            // The first poll listens; a SYN before it would be refused.
+            engine.poll_once(&mut app).unwrap();
+            listening_tx.send(()).unwrap();
             engine.run(&mut app, Some(Duration::from_secs(60))).unwrap();
             (app.finished, app.failed)
         });
+        listening.recv().unwrap();
         let len = 300_000;
         let mut corrupted = pattern(7, len);
         corrupted[12_345] ^= 1;
