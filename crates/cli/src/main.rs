@@ -13,7 +13,7 @@ mod sim;
 mod sim_args;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, demo, echo, engine, lab, run, sink, source, switch};
+use cmd::{bench, demo, echo, engine, lab, run, sink, soak, source, switch};
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
 
@@ -50,6 +50,12 @@ enum Command {
     Experiment(experiment::ExperimentCommand),
     /// Every workload against the engine and against Linux TCP in the lab (needs root).
     Bench(bench::BenchCli),
+    /// Mixed traffic against the engine and Linux side by side, impairments on and off, for
+    /// a chosen time: bytes verified, connections, errors and memory (needs root).
+    Soak(experiment::soak::SoakArgs),
+    /// A soak server, the engine's or Linux's (run by `sluice soak`).
+    #[command(hide = true)]
+    SoakServer(experiment::soak::ServeArgs),
     /// The bench's Linux client (run by `sluice bench` inside a lab namespace).
     #[command(hide = true)]
     Loadgen(loadgen::LoadgenArgs),
@@ -73,6 +79,8 @@ fn main() {
         Command::Switch(args) => switch::run(&args).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(&cmd).map_err(|e| e.to_string()),
         Command::Bench(cli) => bench::run(&cli).map_err(|e| e.to_string()),
+        Command::Soak(args) => soak::run(&args).map_err(|e| e.to_string()),
+        Command::SoakServer(args) => experiment::soak::serve(&args).map_err(|e| e.to_string()),
         Command::Loadgen(args) => loadgen::run(&args).map_err(|e| e.to_string()),
         Command::Kserve(args) => kserve::run(&args).map_err(|e| e.to_string()),
         Command::Experiment(cmd) => experiment::run(&cmd).map_err(|e| e.to_string()),

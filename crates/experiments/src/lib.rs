@@ -12,6 +12,8 @@ pub mod loss;
 pub mod ooo;
 pub mod plot;
 pub mod report;
+pub mod soak;
+pub mod switch_thread;
 
 use std::path::PathBuf;
 

@@ -35,9 +35,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -45,13 +43,14 @@ use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::presets::LabPreset;
 use sluice_lab::switched::switch_port;
 use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
-use sluice_switch::{default_egress, PortReport, PortSpec, Runner, SwitchError};
+use sluice_switch::{default_egress, PortReport, PortSpec};
 use sluice_tcp::cc::Algorithm;
 use sluice_tcp::{Config, Recovery};
 
 use crate::error::ExperimentError;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::switch_thread::SwitchThread;
 use crate::{lab_workload, Common, LabRun};
 use sluice_bench::{
     run_client_at, run_loadgen, BenchError, EngineServer, EngineSite, EngineSpec, KernelServers,
@@ -238,7 +237,7 @@ fn measure(
         let mut row = Vec::new();
         for (i, &p) in losses.iter().enumerate() {
             let seed = args.common.seed.wrapping_add(i as u64);
-            let switch = SwitchThread::start(&ports, &lossy, p / 100.0, seed)?;
+            let switch = SwitchThread::start(lossy_ports(&ports, &lossy, p / 100.0)?, seed)?;
             eprintln!("sluice experiment loss: {} at {p} % loss", pairing.name());
             let measured = transfer(pairing, spec, &config, timing);
             let reports = switch.stop()?;
@@ -273,6 +272,24 @@ fn other_drops(r: &PortReport) -> u64 {
         + r.device.tx_dropped
 }
 
+/// The lab's ports for the switch, the one towards the receivers dropping frames with
+/// probability `loss`.
+fn lossy_ports(ports: &[String], lossy: &str, loss: f64) -> Result<Vec<PortSpec>, ExperimentError> {
+    let defaults = default_egress();
+    ports
+        .iter()
+        .map(|name| {
+            let spec = if name == lossy {
+                format!("{name},loss={loss}")
+            } else {
+                name.clone()
+            };
+            PortSpec::parse(&spec, &defaults)
+                .map_err(|e| ExperimentError::Usage(format!("switch port {spec}: {e}")))
+        })
+        .collect()
+}
+
 /// One measured bulk transfer from the pairing's sender to its receiver in sluice-c1.
 fn transfer(
     pairing: Pairing,
@@ -305,86 +322,6 @@ fn transfer(
         run_loadgen(&client_ns(RECEIVER_CLIENT), workload, target, timing)?
     };
     Ok(m.gbps() * 1e3)
-}
-
-/// `sluice switch` over the lab's ports on a thread of this process, the port towards the
-/// receivers dropping frames with probability `loss`.
-struct SwitchThread {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<Vec<PortReport>, SwitchError>>>,
-}
-
-impl SwitchThread {
-    fn start(
-        ports: &[String],
-        lossy: &str,
-        loss: f64,
-        seed: u64,
-    ) -> Result<SwitchThread, ExperimentError> {
-        let defaults = default_egress();
-        let specs = ports
-            .iter()
-            .map(|name| {
-                let spec = if name == lossy {
-                    format!("{name},loss={loss}")
-                } else {
-                    name.clone()
-                };
-                PortSpec::parse(&spec, &defaults)
-                    .map_err(|e| ExperimentError::Usage(format!("switch port {spec}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let handle = std::thread::Builder::new()
-            .name("switch".into())
-            .spawn(move || {
-                let runner = Runner::open(&specs, seed);
-                // A failure to open comes back through the join in `stop`.
-                let _ = ready_tx.send(runner.is_ok());
-                let mut runner = runner?;
-                runner.run(&flag)?;
-                Ok(runner.report())
-            })
-            .map_err(|e| ExperimentError::Io("spawn the switch thread".into(), e))?;
-        let switch = SwitchThread {
-            stop,
-            handle: Some(handle),
-        };
-        match ready_rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(true) => Ok(switch),
-            Ok(false) => Err(switch
-                .stop()
-                .err()
-                .unwrap_or_else(|| ExperimentError::Workload("the switch did not start".into()))),
-            Err(_) => {
-                let _ = switch.stop();
-                Err(ExperimentError::Workload("the switch did not start".into()))
-            }
-        }
-    }
-
-    /// Stops the switch and returns its ports' counters.
-    fn stop(mut self) -> Result<Vec<PortReport>, ExperimentError> {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.handle.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r.map_err(|e| ExperimentError::Workload(format!("the switch: {e}"))),
-            Some(Err(_)) => Err(ExperimentError::Workload(
-                "the switch thread panicked".into(),
-            )),
-            None => Ok(Vec::new()),
-        }
-    }
-}
-
-impl Drop for SwitchThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 /// Goodput as a percentage of the same pairing's no-loss goodput (NaN without a 0 % run).

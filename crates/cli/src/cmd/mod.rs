@@ -7,5 +7,6 @@ pub mod engine;
 pub mod lab;
 pub mod run;
 pub mod sink;
+pub mod soak;
 pub mod source;
 pub mod switch;
