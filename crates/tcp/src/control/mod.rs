@@ -14,5 +14,5 @@ pub(crate) mod neighbor;
 mod reset;
 pub(crate) mod state;
 mod syn_cookie;
-mod teardown;
+pub(crate) mod teardown;
 mod timers;
