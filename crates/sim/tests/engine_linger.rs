@@ -7,12 +7,11 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError, DeviceStats, RxMeta, TxFrame};
+use sluice_device::{Device, TxFilter};
 use sluice_engine::apps::{SinkApp, SourceApp};
 use sluice_engine::{AppStatus, Engine, DEFAULT_LINGER};
 use sluice_sim::sim_wire::{PeerRole, SimWire, SimWireConfig};
 use sluice_tcp::{Closing, Instant};
-use sluice_wire::EthernetAddress;
 
 const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
@@ -26,54 +25,12 @@ fn is_fin(frame: &[u8]) -> bool {
     frame.get(tcp + 13).is_some_and(|flags| flags & 0x01 != 0)
 }
 
-/// The simulated wire, but the first `drop` FIN segments the engine sends are lost.
-struct DropFins {
-    inner: SimWire,
-    drop: usize,
-    dropped: usize,
-}
-
-impl Device for DropFins {
-    fn receive(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
-        self.inner.receive(f)
-    }
-    fn transmit_with(
-        &mut self,
-        f: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
-    ) -> Result<bool, DeviceError> {
-        let (drop, dropped) = (self.drop, &mut self.dropped);
-        self.inner.transmit_with(&mut |buf| {
-            let frame = f(buf)?;
-            if *dropped < drop && frame.gso_size == 0 && is_fin(&buf[..frame.len]) {
-                *dropped += 1;
-                return None;
-            }
-            Some(frame)
-        })
-    }
-    fn flush(&mut self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        self.inner.wait(timeout)
-    }
-    fn max_frame(&self) -> usize {
-        self.inner.max_frame()
-    }
-    fn max_tso_frame(&self) -> usize {
-        self.inner.max_tso_frame()
-    }
-    fn mac(&self) -> EthernetAddress {
-        self.inner.mac()
-    }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-}
+/// The simulated wire, losing what the engine sends that a predicate picks.
+type Lossy = TxFilter<SimWire, Box<dyn FnMut(&[u8]) -> bool>>;
 
 /// The engine over a wire with one simulated peer playing `role`, losing its first `drop`
 /// FINs (no TSO, so a FIN is always a frame of its own to look at).
-fn engine_with_peer(role: PeerRole, drop: usize) -> Engine<DropFins> {
+fn engine_with_peer(role: PeerRole, drop: usize) -> Engine<Lossy> {
     let mut wire = SimWire::new(SimWireConfig {
         seed: 3,
         tso: false,
@@ -84,24 +41,22 @@ fn engine_with_peer(role: PeerRole, drop: usize) -> Engine<DropFins> {
     let engine = wire.into_engine(ENGINE).expect("engine on the wire");
     let clock = engine.clock();
     let Engine { stack, device, .. } = engine;
-    Engine::with_clock(
-        stack,
-        DropFins {
-            inner: device,
-            drop,
-            dropped: 0,
-        },
-        clock,
-    )
+    let mut left = drop;
+    let first_fins = move |frame: &[u8]| {
+        let lose = left > 0 && is_fin(frame);
+        left -= usize::from(lose);
+        lose
+    };
+    Engine::with_clock(stack, TxFilter::new(device, Box::new(first_fins)), clock)
 }
 
 /// What the peer's core still has closing (FIN-WAIT-2 there is what a lost FIN leaves).
-fn peer_closing(engine: &Engine<DropFins>) -> Closing {
-    engine.device.inner.peer_stack(0).expect("peer").closing()
+fn peer_closing(engine: &Engine<Lossy>) -> Closing {
+    engine.device.inner().peer_stack(0).expect("peer").closing()
 }
 
 /// `sluice sink --count 1`: a simulated source sends and closes, the sink closes in turn.
-fn sink_engine(drop: usize) -> (Engine<DropFins>, SinkApp) {
+fn sink_engine(drop: usize) -> (Engine<Lossy>, SinkApp) {
     let engine = engine_with_peer(
         PeerRole::Source {
             server: SocketAddrV4::new(ENGINE, 5001),
@@ -124,7 +79,7 @@ fn sink_with_count_does_not_return_before_its_lost_fin_is_acknowledged() {
     assert_eq!(status, AppStatus::Done);
     assert_eq!(sink.reports.len(), 1);
     assert_eq!(sink.reports[0].bytes, 100_000);
-    assert_eq!(engine.device.dropped, 1, "the sink's first FIN was lost");
+    assert_eq!(engine.device.dropped(), 1, "the sink's first FIN was lost");
     // Without the linger, run returned right after the first FIN: LAST-ACK here, FIN-WAIT-2
     // at the peer. With it, the FIN was retransmitted on the RTO and acknowledged.
     assert_eq!(engine.stack.closing(), Closing::default());
@@ -144,7 +99,7 @@ fn sink_with_count_does_not_return_before_its_lost_fin_is_acknowledged() {
 fn sink_without_loss_returns_once_its_fin_is_acknowledged() {
     let (mut engine, mut sink) = sink_engine(0);
     engine.run(&mut sink, None).expect("engine runs");
-    assert_eq!(engine.device.dropped, 0);
+    assert_eq!(engine.device.dropped(), 0);
     assert_eq!(engine.stack.closing(), Closing::default());
     assert_eq!(peer_closing(&engine), Closing::default());
     // One round trip on a 10 us link: nowhere near an RTO, let alone the linger.
@@ -158,7 +113,7 @@ fn the_linger_is_bounded_when_the_fin_is_never_acknowledged() {
     engine.linger = Duration::from_secs(2);
     let status = engine.run(&mut sink, None).expect("engine runs");
     assert_eq!(status, AppStatus::Done);
-    assert!(engine.device.dropped >= 2, "the FIN was retransmitted");
+    assert!(engine.device.dropped() >= 2, "the FIN was retransmitted");
     assert_eq!(
         engine.stack.closing(),
         Closing {
@@ -202,7 +157,7 @@ fn source_waits_for_the_peers_fin_and_acknowledges_it() {
     engine.device.wait(Some(Duration::from_millis(1))).unwrap();
     assert_eq!(peer_closing(&engine), Closing::default());
     assert!(
-        engine.device.inner.peers()[0].done(),
+        engine.device.inner().peers()[0].done(),
         "the peer sink finished"
     );
 }
