@@ -19,14 +19,21 @@ use sluice_engine::{AppStatus, Engine};
 use sluice_lab::presets::LabPreset;
 use sluice_lab::ENGINE_IP;
 use sluice_tcp::Closing;
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
+use sluice_wire::tcp::{TcpFlags, TcpSegment};
 
 /// Whether an Ethernet frame is an IPv4 TCP segment with FIN set.
 fn is_fin(frame: &[u8]) -> bool {
-    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] || frame[14 + 9] != 6 {
+    let Ok((eth, packet)) = EthernetRepr::parse(frame) else {
         return false;
-    }
-    let tcp = 14 + usize::from(frame[14] & 0x0f) * 4;
-    frame.get(tcp + 13).is_some_and(|flags| flags & 0x01 != 0)
+    };
+    let Ok((ip, segment)) = Ipv4Repr::parse(packet, false) else {
+        return false;
+    };
+    eth.ethertype == EtherType::Ipv4
+        && ip.protocol == PROTOCOL_TCP
+        && TcpSegment::new_checked(segment).is_ok_and(|t| t.flags().contains(TcpFlags::FIN))
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! An engine application that closes finishes the close before the engine returns (issue 14,
 //! "Also fix"): `Engine::run` lingers after the application is done until every connection
 //! it closed has its FIN acknowledged, retransmitting a lost FIN on the RTO, within a bounded
-//! linger. Over the simulator's wire with a device wrapper that drops the engine's FINs, in
+//! linger. Over the simulator's wire with a device wrapper (`TxFilter`) that loses the engine's FINs, in
 //! virtual time, so every run is exact.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -12,17 +12,24 @@ use sluice_engine::apps::{SinkApp, SourceApp};
 use sluice_engine::{AppStatus, Engine, DEFAULT_LINGER};
 use sluice_sim::sim_wire::{PeerRole, SimWire, SimWireConfig};
 use sluice_tcp::{Closing, Instant};
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
+use sluice_wire::tcp::{TcpFlags, TcpSegment};
 
 const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 
 /// Whether an Ethernet frame is an IPv4 TCP segment with FIN set.
 fn is_fin(frame: &[u8]) -> bool {
-    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] || frame[14 + 9] != 6 {
+    let Ok((eth, packet)) = EthernetRepr::parse(frame) else {
         return false;
-    }
-    let tcp = 14 + usize::from(frame[14] & 0x0f) * 4;
-    frame.get(tcp + 13).is_some_and(|flags| flags & 0x01 != 0)
+    };
+    let Ok((ip, segment)) = Ipv4Repr::parse(packet, false) else {
+        return false;
+    };
+    eth.ethertype == EtherType::Ipv4
+        && ip.protocol == PROTOCOL_TCP
+        && TcpSegment::new_checked(segment).is_ok_and(|t| t.flags().contains(TcpFlags::FIN))
 }
 
 /// The simulated wire, losing what the engine sends that a predicate picks.
