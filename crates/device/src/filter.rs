@@ -5,9 +5,26 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
+use sluice_wire::tcp::{TcpFlags, TcpSegment};
 use sluice_wire::EthernetAddress;
 
 use crate::{Device, DeviceError, DeviceStats, RxMeta, TxFrame};
+
+/// Whether an Ethernet frame is an IPv4 TCP segment with FIN set: the predicate of the
+/// tests that lose a FIN.
+pub fn is_tcp_fin(frame: &[u8]) -> bool {
+    let Ok((eth, packet)) = EthernetRepr::parse(frame) else {
+        return false;
+    };
+    let Ok((ip, segment)) = Ipv4Repr::parse(packet, false) else {
+        return false;
+    };
+    eth.ethertype == EtherType::Ipv4
+        && ip.protocol == PROTOCOL_TCP
+        && TcpSegment::new_checked(segment).is_ok_and(|t| t.flags().contains(TcpFlags::FIN))
+}
 
 /// Wraps a device; every frame handed to it for transmission that `drop` returns true for is
 /// lost (counted in `impaired_tx_dropped`). Large segments (a GSO size) are passed whole.

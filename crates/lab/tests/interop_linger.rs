@@ -12,29 +12,13 @@ use std::thread;
 use std::time::Duration;
 
 use lab_support::{lab, linux, MIB};
-use sluice_device::TxFilter;
+use sluice_device::{is_tcp_fin, TxFilter};
 use sluice_engine::apps::SinkApp;
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::{AppStatus, Engine};
 use sluice_lab::presets::LabPreset;
 use sluice_lab::ENGINE_IP;
 use sluice_tcp::Closing;
-use sluice_wire::ethernet::{EtherType, EthernetRepr};
-use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
-use sluice_wire::tcp::{TcpFlags, TcpSegment};
-
-/// Whether an Ethernet frame is an IPv4 TCP segment with FIN set.
-fn is_fin(frame: &[u8]) -> bool {
-    let Ok((eth, packet)) = EthernetRepr::parse(frame) else {
-        return false;
-    };
-    let Ok((ip, segment)) = Ipv4Repr::parse(packet, false) else {
-        return false;
-    };
-    eth.ethertype == EtherType::Ipv4
-        && ip.protocol == PROTOCOL_TCP
-        && TcpSegment::new_checked(segment).is_ok_and(|t| t.flags().contains(TcpFlags::FIN))
-}
 
 #[test]
 #[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
@@ -47,7 +31,7 @@ fn sink_count_retransmits_its_lost_fin_before_it_exits() {
         let Engine { stack, device, .. } = engine;
         let mut first = true;
         let lose_first_fin = move |frame: &[u8]| {
-            let lose = first && is_fin(frame);
+            let lose = first && is_tcp_fin(frame);
             first &= !lose;
             lose
         };

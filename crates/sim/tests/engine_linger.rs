@@ -7,30 +7,14 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use sluice_device::{Device, TxFilter};
+use sluice_device::{is_tcp_fin, Device, TxFilter};
 use sluice_engine::apps::{SinkApp, SourceApp};
 use sluice_engine::{AppStatus, Engine, DEFAULT_LINGER};
 use sluice_sim::sim_wire::{PeerRole, SimWire, SimWireConfig};
 use sluice_tcp::{Closing, Instant};
-use sluice_wire::ethernet::{EtherType, EthernetRepr};
-use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
-use sluice_wire::tcp::{TcpFlags, TcpSegment};
 
 const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-
-/// Whether an Ethernet frame is an IPv4 TCP segment with FIN set.
-fn is_fin(frame: &[u8]) -> bool {
-    let Ok((eth, packet)) = EthernetRepr::parse(frame) else {
-        return false;
-    };
-    let Ok((ip, segment)) = Ipv4Repr::parse(packet, false) else {
-        return false;
-    };
-    eth.ethertype == EtherType::Ipv4
-        && ip.protocol == PROTOCOL_TCP
-        && TcpSegment::new_checked(segment).is_ok_and(|t| t.flags().contains(TcpFlags::FIN))
-}
 
 /// The simulated wire, losing what the engine sends that a predicate picks.
 type Lossy = TxFilter<SimWire, Box<dyn FnMut(&[u8]) -> bool>>;
@@ -50,7 +34,7 @@ fn engine_with_peer(role: PeerRole, drop: usize) -> Engine<Lossy> {
     let Engine { stack, device, .. } = engine;
     let mut left = drop;
     let first_fins = move |frame: &[u8]| {
-        let lose = left > 0 && is_fin(frame);
+        let lose = left > 0 && is_tcp_fin(frame);
         left -= usize::from(lose);
         lose
     };
