@@ -22,8 +22,8 @@ pub enum AppStatus {
     /// requests), so the engine keeps polling instead of counting toward its idle spell.
     Busy,
     /// Finished successfully: the engine sends what is queued, lingers until the
-    /// connections the application closed have finished closing (see [`Engine::linger`]),
-    /// and returns.
+    /// connections the application closed have finished closing (at most the engine's
+    /// `linger`), and returns.
     Done,
 }
 
@@ -116,7 +116,8 @@ pub struct Engine<D: Device> {
     /// Poll this long with nothing to do before sleeping on the device.
     pub idle_before_sleep: Duration,
     /// After the application is done, drive the core at most this long for the connections
-    /// it closed to finish closing ([`DEFAULT_LINGER`]; zero returns at once).
+    /// it closed to finish closing ([`DEFAULT_LINGER`]; zero returns at once; see
+    /// [`Engine::finish_closing`]).
     pub linger: Duration,
     stats: RunStats,
 }
@@ -175,7 +176,7 @@ impl<D: Device> Engine<D> {
 
     /// Drives the core alone (frames in, timers, frames out: a lost FIN is retransmitted on
     /// the RTO) until no close is under way or `limit` passes; returns what is still closing.
-    pub fn linger(&mut self, limit: Duration) -> Result<Closing, EngineError> {
+    pub fn finish_closing(&mut self, limit: Duration) -> Result<Closing, EngineError> {
         let until = self.clock.now() + limit;
         self.linger_until(until)
     }

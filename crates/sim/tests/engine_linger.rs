@@ -126,6 +126,12 @@ fn a_zero_linger_returns_at_once() {
     engine.linger = Duration::ZERO;
     engine.run(&mut sink, None).expect("engine runs");
     assert_eq!(engine.stack.closing().fin_unacked, 1);
+    // An embedder may finish the closes later, on its own terms.
+    let left = engine
+        .finish_closing(Duration::from_secs(5))
+        .expect("engine runs");
+    assert_eq!(left, Closing::default());
+    assert_eq!(peer_closing(&engine), Closing::default());
 }
 
 #[test]
