@@ -3,11 +3,12 @@
 
 use std::net::Ipv4Addr;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use sluice_device::XdpMode;
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
-use sluice_engine::App;
+use sluice_engine::{App, DEFAULT_LINGER};
 use sluice_lab::presets::LabPreset;
 use sluice_tcp::{Algorithm, Recovery};
 
@@ -41,6 +42,11 @@ pub struct Attach {
     /// Seed of the fault injection's random choices.
     #[arg(long, default_value_t = 1)]
     pub(crate) impair_seed: u64,
+    /// Once the application is done (e.g. `sink --count`), keep the engine running at most
+    /// this many seconds for the connections it closed to finish closing (a lost FIN is
+    /// retransmitted); 0 exits at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_LINGER.as_secs_f64())]
+    pub(crate) linger: f64,
     #[command(flatten)]
     pub(crate) sim: SimLinkArgs,
     #[command(flatten)]
@@ -130,6 +136,17 @@ impl Attach {
         Ok(opts)
     }
 
+    /// `--linger` as a duration (checked: a number of seconds within 0..=3600).
+    pub(crate) fn linger(&self) -> Result<Duration, CliError> {
+        if !(0.0..=3600.0).contains(&self.linger) {
+            return Err(CliError::usage(format!(
+                "--linger: {} is not a number of seconds within 0..=3600",
+                self.linger
+            )));
+        }
+        Ok(Duration::from_secs_f64(self.linger))
+    }
+
     fn attachment(&self) -> Result<EngineOptions, CliError> {
         if self.lab {
             return Ok(EngineOptions::lab(self.backend));
@@ -174,7 +191,9 @@ pub(crate) fn parse_ip(spec: &str) -> Result<(Ipv4Addr, u8), CliError> {
 /// Opens the engine where `attach` says and runs `app` on it until it is done.
 pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), CliError> {
     let opts = attach.options()?;
+    let linger = attach.linger()?;
     let mut engine = setup::open(&opts)?;
+    engine.linger = linger;
     eprintln!(
         "sluice: engine at {}/{} on {} ({:?} backend; {})",
         opts.ip,
@@ -242,6 +261,26 @@ mod tests {
             transport(&["--cc", "timely"]).unwrap().congestion_control,
             Algorithm::Timely
         );
+    }
+
+    #[test]
+    fn linger_flag_defaults_to_the_engines_and_is_checked() {
+        let linger = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+                .map_err(|e| CliError::usage(e.to_string()))
+                .and_then(|cli| cli.attach.linger())
+        };
+        assert_eq!(linger(&[]).unwrap(), DEFAULT_LINGER);
+        assert_eq!(
+            linger(&["--linger", "0.5"]).unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(linger(&["--linger", "0"]).unwrap(), Duration::ZERO);
+        for bad in ["-1", "NaN", "1e9"] {
+            let flag = format!("--linger={bad}");
+            let e = linger(&[&flag]).unwrap_err().to_string();
+            assert!(e.contains("--linger"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -80,6 +80,7 @@ mod af_packet;
 mod af_xdp;
 pub mod checksum;
 mod error;
+mod filter;
 mod impair;
 pub mod netns;
 mod pair;
@@ -102,6 +103,7 @@ pub use checksum::{complete_checksum_at, complete_if_partial, complete_partial_c
 pub use error::DeviceError;
 pub use xdp_config::{AfXdpConfig, ParseXdpModeError, XdpMode, ZeroCopy};
 
+pub use filter::{is_tcp_fin, TxFilter};
 pub use impair::{ImpairConfig, ImpairStats, Impaired, Impairment};
 pub use pair::{pair, PairConfig, PairEnd};
 pub use sluice_wire::EthernetAddress;

@@ -12,4 +12,4 @@ mod runtime;
 pub mod setup;
 
 pub use clock::Clock;
-pub use runtime::{App, AppStatus, Engine, EngineError, RunStats};
+pub use runtime::{App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER};

@@ -8,7 +8,7 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use sluice_device::{Device, DeviceError};
-use sluice_tcp::{Instant, Stack};
+use sluice_tcp::{Closing, Instant, Stack};
 
 use crate::clock::Clock;
 use crate::pump;
@@ -21,7 +21,9 @@ pub enum AppStatus {
     /// Keep running; the application did work this iteration (moved bytes, answered
     /// requests), so the engine keeps polling instead of counting toward its idle spell.
     Busy,
-    /// Finished successfully: the engine flushes what is queued and returns.
+    /// Finished successfully: the engine sends what is queued, lingers until the
+    /// connections the application closed have finished closing (at most the engine's
+    /// `linger`), and returns.
     Done,
 }
 
@@ -91,6 +93,19 @@ pub struct RunStats {
     pub sleeps: u64,
 }
 
+/// How long an engine whose application finished keeps driving the core, by default, for the
+/// connections it closed to finish closing.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
+
+/// Drives nothing: the core alone runs while the engine lingers.
+struct Idle;
+
+impl App for Idle {
+    fn poll(&mut self, _stack: &mut Stack, _now: Instant) -> Result<AppStatus, EngineError> {
+        Ok(AppStatus::Running)
+    }
+}
+
 /// The core and a device, driven by the real clock (or a virtual one, see [`Engine::with_clock`]).
 pub struct Engine<D: Device> {
     /// The TCP core.
@@ -100,6 +115,10 @@ pub struct Engine<D: Device> {
     clock: Clock,
     /// Poll this long with nothing to do before sleeping on the device.
     pub idle_before_sleep: Duration,
+    /// After the application is done, drive the core at most this long for the connections
+    /// it closed to finish closing ([`DEFAULT_LINGER`]; zero returns at once; see
+    /// [`Engine::finish_closing`]).
+    pub linger: Duration,
     stats: RunStats,
 }
 
@@ -117,6 +136,7 @@ impl<D: Device> Engine<D> {
             device,
             clock,
             idle_before_sleep: Duration::from_millis(10),
+            linger: DEFAULT_LINGER,
             stats: RunStats::default(),
         }
     }
@@ -154,6 +174,34 @@ impl<D: Device> Engine<D> {
         Ok(sent)
     }
 
+    /// Drives the core alone (frames in, timers, frames out: a lost FIN is retransmitted on
+    /// the RTO) until no close is under way or `limit` passes; returns what is still closing.
+    pub fn finish_closing(&mut self, limit: Duration) -> Result<Closing, EngineError> {
+        let until = self.clock.now() + limit;
+        self.linger_until(until)
+    }
+
+    fn linger_until(&mut self, until: Instant) -> Result<Closing, EngineError> {
+        loop {
+            let left = self.stack.closing();
+            let now = self.clock.now();
+            if left.is_empty() || now >= until {
+                return Ok(left);
+            }
+            let (busy, _) = self.poll_once(&mut Idle)?;
+            if busy {
+                continue;
+            }
+            // Nothing moved: sleep until a frame, the core's next deadline or the end.
+            let mut wait = self.clock.until(until).min(Duration::from_millis(100));
+            if let Some(t) = self.stack.poll_timeout() {
+                wait = wait.min(self.clock.until(t));
+            }
+            self.stats.sleeps += 1;
+            self.device.wait(Some(wait))?;
+        }
+    }
+
     /// Runs until the application is done or `deadline` (wall time from now) passes.
     pub fn run(
         &mut self,
@@ -167,6 +215,20 @@ impl<D: Device> Engine<D> {
             if status == AppStatus::Done {
                 // Let the core send what the application's last calls queued.
                 self.transmit(self.clock.now())?;
+                // Then finish the closes, so that a lost FIN is retransmitted (RFC 9293 3.6)
+                // rather than leaving the peer in FIN-WAIT-2 when this process exits.
+                let own = self.clock.now() + self.linger;
+                let until = stop.map_or(own, |s| s.min(own));
+                let left = self.linger_until(until)?;
+                if !left.is_empty() && stop.is_none_or(|s| own <= s) {
+                    eprintln!(
+                        "sluice: the linger of {:.1} s expired with {} connection(s) whose FIN \
+                         is unacknowledged and {} still waiting for the peer's FIN",
+                        self.linger.as_secs_f64(),
+                        left.fin_unacked,
+                        left.awaiting_peer_fin
+                    );
+                }
                 return Ok(status);
             }
             let now = self.clock.now();

@@ -12,17 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// libsluice_preload.so, built by cargo with this test (in deps/ beside the test binary;
-/// `cargo build` also copies it one level up): the newer one.
+/// `cargo build` also copies it one level up): the newer one, by the rule `sluice run`
+/// follows (`sluice_shm::preload_library`); any other build it falls back to is named on
+/// stderr.
 fn preload() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps dir");
-    [deps, deps.parent().unwrap_or(deps)]
-        .into_iter()
-        .map(|dir| dir.join("libsluice_preload.so"))
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("libsluice_preload.so not found near {}", exe.display()))
+    sluice_shm::preload_library::locate(None, None, &exe)
+        .unwrap_or_else(|missing| panic!("{missing}"))
+        .announce("tests")
 }
 
 /// Panics unless `program` is installed: a test that needs it fails without it, rather than

@@ -7,6 +7,7 @@
 //!   pair per application thread; [`Command`] and [`Completion`] are what the entries say.
 //! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
+//! - [`preload_library`]: where `libsluice_preload.so` is, for `sluice run` and the tests.
 //!
 //! Trust: the engine treats everything an application can write (queue entries, its line of
 //! each socket block, the published head of its completion queues, ring contents) as
@@ -25,6 +26,7 @@ mod socket;
 
 pub mod control;
 pub mod entry;
+pub mod preload_library;
 
 pub use congestion::{Congestion, CONGESTION_NAME_MAX};
 pub use entry::{Command, Completion, EntryError, Opcode, Payload, Shut};

@@ -29,6 +29,7 @@ mod timer;
 pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, Recovery};
 pub use control::state::{ConnError, TcpState};
+pub use control::teardown::Closing;
 pub use counters::Counters;
 pub use error::{ConnectError, Error, ListenError};
 pub use frame::{Transmit, TxChecksum};

@@ -70,7 +70,9 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
         .validate()
         .map_err(|e| CliError::usage(format!("--ring-size/--max-sockets/--max-contexts: {e}")))?;
     let opts = args.attach.options()?;
+    let linger = args.attach.linger()?;
     let mut engine = setup::open(&opts)?;
+    engine.linger = linger;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
     let mut config = ServiceConfig::new(&args.socket, opts.ip, opts.prefix);
     config.layout = layout;

@@ -1,7 +1,8 @@
 //! `sluice run [--socket PATH] [--lab] [--preload PATH] -- PROGRAM ARGS...`: runs an
 //! unmodified program over the engine.
 //!
-//! It finds `libsluice_preload.so` (next to the `sluice` executable unless told otherwise),
+//! It finds `libsluice_preload.so` (next to the `sluice` executable unless told otherwise;
+//! the rule is `sluice_shm::preload_library`'s, shared with the tests),
 //! puts it first in `LD_PRELOAD`, points `SLUICE_SOCKET` at the engine, optionally enters
 //! the lab's engine namespace, and then execs the program: the process becomes the
 //! program, so its signals, exit status and parent are exactly the program's own.
@@ -12,11 +13,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use sluice_shm::preload_library::{locate, Missing};
 
-/// The preload library's file name.
-pub const PRELOAD_NAME: &str = "libsluice_preload.so";
-/// Environment variable that overrides where the preload library is.
-pub const PRELOAD_ENV: &str = "SLUICE_PRELOAD";
+use sluice_shm::preload_library::PRELOAD_ENV;
 /// The engine's control socket for applications (read by libsluice).
 const SOCKET_ENV: &str = sluice_shm::control::SOCKET_ENV;
 
@@ -69,13 +68,13 @@ pub enum RunError {
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RunError::PreloadMissing { path, how } => write!(
-                f,
-                "the preload library {} ({how}) does not exist; build it with \
-                 `cargo build --release -p sluice-preload` (it lands next to the sluice \
-                 executable), or give its path with --preload or ${PRELOAD_ENV}",
-                path.display()
-            ),
+            RunError::PreloadMissing { path, how } => {
+                let missing = Missing {
+                    path: path.clone(),
+                    how,
+                };
+                write!(f, "{missing}")
+            }
             RunError::Io { what, source } => write!(f, "{what}: {source}"),
             RunError::Netns(e) => write!(
                 f,
@@ -98,34 +97,6 @@ impl std::error::Error for RunError {
     }
 }
 
-/// Where the preload library is: `--preload`, else `$SLUICE_PRELOAD`, else next to `exe`.
-///
-/// Next to `exe` means the file beside it or, in a cargo target directory, the one in
-/// `deps/` beside it (`cargo test` builds the library there without copying it up), the
-/// newer of the two if both exist.
-pub fn preload_path(
-    flag: Option<&Path>,
-    env: Option<&OsStr>,
-    exe: &Path,
-) -> (PathBuf, &'static str) {
-    if let Some(p) = flag {
-        return (p.to_path_buf(), "--preload");
-    }
-    if let Some(p) = env.filter(|p| !p.is_empty()) {
-        return (PathBuf::from(p), "$SLUICE_PRELOAD");
-    }
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let beside = dir.join(PRELOAD_NAME);
-    let in_deps = dir.join("deps").join(PRELOAD_NAME);
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let chosen = match (modified(&beside), modified(&in_deps)) {
-        (Some(a), Some(b)) if b > a => in_deps,
-        (None, Some(_)) => in_deps,
-        _ => beside,
-    };
-    (chosen, "next to the sluice executable")
-}
-
 /// `LD_PRELOAD` with `lib` first and whatever was there after it.
 pub fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> OsString {
     let mut v = OsString::from(lib.as_os_str());
@@ -144,10 +115,9 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         source,
     })?;
     let env_preload = std::env::var_os(PRELOAD_ENV);
-    let (path, how) = preload_path(args.preload.as_deref(), env_preload.as_deref(), &exe);
-    if !path.is_file() {
-        return Err(RunError::PreloadMissing { path, how });
-    }
+    let path = locate(args.preload.as_deref(), env_preload.as_deref(), &exe)
+        .map_err(|Missing { path, how }| RunError::PreloadMissing { path, how })?
+        .announce("sluice run");
     // Absolute paths: the program may change directory before it opens a socket.
     let lib = std::path::absolute(&path).map_err(|source| RunError::Io {
         what: "resolving the preload library's path",
@@ -186,6 +156,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_shm::preload_library::{preload_path, PRELOAD_NAME};
 
     #[test]
     fn the_flag_beats_the_environment_which_beats_the_executables_directory() {

@@ -38,24 +38,14 @@ pub fn require_lab(programs: &[&str]) {
     sluice_lab::require_programs(programs);
 }
 
-/// libsluice_preload.so: next to the sluice binary (`cargo build` copies it there) or in
-/// deps/ (where `cargo test` leaves it), the newer one.
+/// libsluice_preload.so for the sluice binary under test, found by the rule `sluice run`
+/// itself follows (`sluice_shm::preload_library`): next to it (`cargo build` copies it there)
+/// or in deps/ (where `cargo test` leaves it), the newer one; any other build it falls back
+/// to is named on stderr.
 pub fn preload() -> PathBuf {
-    let dir = Path::new(SLUICE).parent().expect("the binary's directory");
-    let found = [
-        dir.join("libsluice_preload.so"),
-        dir.join("deps/libsluice_preload.so"),
-    ]
-    .into_iter()
-    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-    .max();
-    if let Some((_, p)) = found {
-        return p;
-    }
-    panic!(
-        "libsluice_preload.so is not next to {SLUICE}: build it with `cargo build -p sluice-preload` \
-         (with the same profile), or run the whole workspace's tests"
-    );
+    sluice_shm::preload_library::locate(None, None, Path::new(SLUICE))
+        .unwrap_or_else(|missing| panic!("{missing} (or run the whole workspace's tests)"))
+        .announce("tests")
 }
 
 /// A child process whose output lines (stdout and stderr) are collected; killed when

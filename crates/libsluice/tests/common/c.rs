@@ -11,20 +11,38 @@ pub fn library_dir() -> PathBuf {
     let deps = exe.parent().unwrap();
     // deps/ holds the library built with this test run; target/<profile>/ only what the
     // last `cargo build` made (possibly older).
-    for dir in [deps, deps.parent().unwrap()] {
-        if dir.join("libsluice.so").exists() {
-            return dir.to_path_buf();
-        }
+    let profile_dir = deps.parent().unwrap();
+    if deps.join("libsluice.so").exists() {
+        return deps.to_path_buf();
     }
-    // Not built yet (a test binary built alone): ask cargo for the library.
+    if profile_dir.join("libsluice.so").exists() {
+        eprintln!(
+            "tests: libsluice.so is not in {} (built with this test run); using {}, from the \
+             last `cargo build` (possibly older)",
+            deps.display(),
+            profile_dir.display()
+        );
+        return profile_dir.to_path_buf();
+    }
+    // Not built yet (a test binary built alone): ask cargo for the library, in this test's
+    // profile.
+    let mut args = vec!["build", "-p", "sluice", "--lib"];
+    if profile_dir.file_name().is_some_and(|d| d == "release") {
+        args.push("--release");
+    }
+    eprintln!(
+        "tests: no libsluice.so near {}; building it with `cargo {}`",
+        exe.display(),
+        args.join(" ")
+    );
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "-p", "sluice", "--lib"])
+        .args(&args)
         .current_dir(CRATE)
         .status()
         .unwrap();
     assert!(status.success());
-    let dir = deps.parent().unwrap().to_path_buf();
+    let dir = profile_dir.to_path_buf();
     assert!(
         dir.join("libsluice.so").exists(),
         "no libsluice.so in {}",

@@ -66,6 +66,11 @@ pub fn example(name: &str) -> std::path::PathBuf {
         if profile_dir.file_name().is_some_and(|d| d == "release") {
             args.push("--release");
         }
+        eprintln!(
+            "tests: no example {} yet; building it with `cargo {}`",
+            path.display(),
+            args.join(" ")
+        );
         let status = std::process::Command::new(cargo)
             .args(&args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))

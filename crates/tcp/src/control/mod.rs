@@ -15,5 +15,5 @@ pub(crate) mod rcv_space;
 mod reset;
 pub(crate) mod state;
 mod syn_cookie;
-mod teardown;
+pub(crate) mod teardown;
 mod timers;

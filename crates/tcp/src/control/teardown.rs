@@ -10,7 +10,39 @@ use crate::events::bits;
 use crate::host::Stack;
 use crate::timer::Timer;
 
+/// Connections whose close is under way (RFC 9293 3.6), counted by what they wait for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Closing {
+    /// Our FIN is not yet acknowledged: FIN-WAIT-1, CLOSING or LAST-ACK (the FIN, and any
+    /// data queued before it, is still retransmitted on the RTO).
+    pub fin_unacked: usize,
+    /// Our FIN is acknowledged and the peer's has not come: FIN-WAIT-2.
+    pub awaiting_peer_fin: usize,
+}
+
+impl Closing {
+    /// Whether no close is under way (every connection is open, in TIME-WAIT or gone).
+    pub fn is_empty(&self) -> bool {
+        self.fin_unacked == 0 && self.awaiting_peer_fin == 0
+    }
+}
+
 impl Stack {
+    /// Connections whose close is under way: a host that is about to stop keeps driving
+    /// the core until this is empty, so that a lost FIN is retransmitted and the peer is
+    /// not left in FIN-WAIT-2 (a scan of every slot: call it at shutdown, not per packet).
+    pub fn closing(&self) -> Closing {
+        let mut n = Closing::default();
+        for c in self.conns.iter() {
+            match c.state {
+                TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck => n.fin_unacked += 1,
+                TcpState::FinWait2 => n.awaiting_peer_fin += 1,
+                _ => {}
+            }
+        }
+        n
+    }
+
     /// TIME-WAIT (RFC 9293 3.10.7.4): a retransmitted FIN is acknowledged and restarts the
     /// 2 MSL timer; a new SYN with a higher sequence number may reopen (RFC 6191 spirit,
     /// RFC 9293 MAY-2); RSTs are ignored (RFC 1337).
