@@ -386,7 +386,12 @@ fn rfc9293_3_8_6_1_must_37_zero_window_forever_keeps_probing_with_backoff_and_ne
     assert_eq!(stack.send(c.id, &pattern(5000, 2)).unwrap(), 5000);
     c.peer.recv_nothing(&mut stack, ms(10));
     let first = stack.info(c.id).unwrap().rto;
-    assert_eq!(first.as_millis(), 30, "RTO from one 10 ms RTT sample");
+    // RFC 6298 2.2-2.3: the handshake's ~0 us sample, then 10 ms: SRTT 1.25 ms, RTTVAR 2.5 ms.
+    assert_eq!(
+        first.as_millis(),
+        11,
+        "RTO from the handshake and one 10 ms RTT sample"
+    );
 
     // Answer every probe with a zero window for 20 user timeouts of virtual time.
     let end = ms(10) + USER_TIMEOUT * 20;

@@ -432,8 +432,10 @@ fn rfc6298_5_rto_expiry_retransmits_from_snd_una_with_exponential_backoff() {
     let (first, p) = c.peer.recv_one(&mut stack, ms(0));
     assert_eq!((first.seq, p.len()), (c.our_nxt, 1000));
     let mut at = 0;
-    let mut rto = RTO_INITIAL.as_millis() as u64;
-    for n in 1..=5u64 {
+    // The handshake, at one instant, measured an RTT of about zero (RFC 6298 2.2): the
+    // first RTO is the floor.
+    let mut rto = RTO_MIN.as_millis() as u64;
+    for n in 1..=10u64 {
         assert!(run_until(&mut stack, ms(at + rto - 1)).is_empty());
         at += rto;
         stack.handle_timeout(ms(at));
@@ -453,8 +455,9 @@ fn rfc6298_5_rto_expiry_retransmits_from_snd_una_with_exponential_backoff() {
         );
         assert_eq!(stack.counters().timeouts, n);
     }
-    assert_eq!(at, 100 + 200 + 400 + 800 + 1600);
-    assert_eq!(stack.counters().retransmitted_bytes, 5000);
+    // Doubling from 5 ms, the last interval held at RTO_MAX (1.6 s).
+    assert_eq!(at, 5 + 10 + 20 + 40 + 80 + 160 + 320 + 640 + 1280 + 1600);
+    assert_eq!(stack.counters().retransmitted_bytes, 10_000);
     // The ACK ends it: the timer stops.
     c.peer
         .send(&mut stack, ms(at + 5), c.ack_seg().ack(c.our_nxt + 1000u32));

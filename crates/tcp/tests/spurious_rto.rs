@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use sluice_wire::tcp::TcpOptions;
 
+/// The RTO of the first data: the handshake (at one instant) measured an RTT of about
+/// zero (RFC 6298 2.2), so the RTO is its floor.
+const FIRST_RTO: Duration = RTO_MIN;
+
 /// An established connection with timestamps (and SACK) negotiated.
 fn ts_conn(stack: &mut sluice_tcp::Stack) -> Conn {
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
@@ -32,7 +36,7 @@ fn timeout_after_four_segments(stack: &mut sluice_tcp::Stack, c: &Conn) -> (u32,
     assert_eq!(sent.len(), 4);
     let original_tsval = sent[0].0.options.timestamp.unwrap().0;
     let cwnd_before = stack.info(c.id).unwrap().cwnd;
-    let resent = run_until(stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
+    let resent = run_until(stack, ms(10) + FIRST_RTO + Duration::from_millis(1));
     assert_eq!(resent.len(), 1, "one retransmission from snd_una");
     let (h, _) = &resent[0].1;
     assert_eq!(h.seq, c.our_nxt);
@@ -51,7 +55,7 @@ fn rfc3522_an_ack_echoing_the_original_timestamp_undoes_the_timeout() {
     let mut stack = stack();
     let c = ts_conn(&mut stack);
     let (original, _, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
-    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    let now = ms(10) + FIRST_RTO + Duration::from_millis(2);
     // The originals were only late: the peer acknowledges the first two, echoing their
     // timestamp (RFC 7323 TS.Recent), not the retransmission's.
     c.peer.send(
@@ -81,7 +85,7 @@ fn rfc3522_an_ack_echoing_the_retransmission_keeps_the_timeout_response() {
     let mut stack = stack();
     let c = ts_conn(&mut stack);
     let (_, rtx, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
-    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    let now = ms(10) + FIRST_RTO + Duration::from_millis(2);
     // The original was lost; the retransmission filled the hole.
     c.peer.send(
         &mut stack,
@@ -104,7 +108,7 @@ fn rfc5682_an_ack_for_data_never_retransmitted_undoes_the_timeout_whatever_it_ec
     let mut stack = stack();
     let c = ts_conn(&mut stack);
     let (_, rtx, cwnd_before, mss) = timeout_after_four_segments(&mut stack, &c);
-    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    let now = ms(10) + FIRST_RTO + Duration::from_millis(2);
     c.peer.send(
         &mut stack,
         now,
@@ -150,10 +154,10 @@ fn three_segments_then_timeout(
     assert_eq!(c.peer.recv_all(&mut stack, ms(10)).len(), 3);
     before_timeout(&mut stack, &c, mss);
     let cwnd_before = stack.info(c.id).unwrap().cwnd;
-    let resent = run_until(&mut stack, ms(10) + RTO_INITIAL + Duration::from_millis(1));
+    let resent = run_until(&mut stack, ms(10) + FIRST_RTO + Duration::from_millis(1));
     assert_eq!(resent.len(), 1, "one retransmission from snd_una");
     assert_eq!(resent[0].1 .0.seq, c.our_nxt);
-    let now = ms(10) + RTO_INITIAL + Duration::from_millis(2);
+    let now = ms(10) + FIRST_RTO + Duration::from_millis(2);
     c.peer.send(
         &mut stack,
         now,
