@@ -68,6 +68,9 @@ pub struct Counters {
     pub window_probes: u64,
     /// Times a send buffer doubled because the congestion window needed more room.
     pub tx_buffer_grown: u64,
+    /// Fast recoveries undone because D-SACKs showed every retransmission needless
+    /// (reordering, not loss; RFC 3708).
+    pub spurious_recoveries: u64,
     /// Times a receive buffer doubled because the sender had nearly filled its window.
     pub rx_buffer_grown: u64,
     /// SYN cookies sent because the SYN backlog was full.

@@ -43,6 +43,9 @@ pub struct Stack {
     /// Each connection's policy as it was before its latest timeout, to undo a spurious
     /// one (RFC 4015); control-plane state like `cc`.
     pub(crate) cc_before_rto: Vec<Option<Policy>>,
+    /// Each connection's policy as it was before its latest fast recovery, to undo the
+    /// cut if D-SACKs show the recovery needless (RFC 3708).
+    pub(crate) cc_before_recovery: Vec<Option<Policy>>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Vec<Option<ConnBuffers>>,
     pub(crate) listeners: Box<[Option<Listener>]>,
@@ -81,6 +84,7 @@ impl Stack {
             conns: Vec::with_capacity(slots),
             cc: Vec::with_capacity(slots),
             cc_before_rto: Vec::with_capacity(slots),
+            cc_before_recovery: Vec::with_capacity(slots),
             table: ConnTable::new(slots, cfg.seed),
             bufs: Vec::with_capacity(slots),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
@@ -114,6 +118,7 @@ impl Stack {
                 .push(ConnControl::new(placeholder_tuple(), self.cfg.rto_initial));
             self.cc.push(Policy::new(self.cfg.congestion_control, 1460));
             self.cc_before_rto.push(None);
+            self.cc_before_recovery.push(None);
             self.bufs.push(None);
             self.dp.add_slot();
         }

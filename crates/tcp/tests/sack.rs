@@ -404,3 +404,74 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rfc3708_a_d_sack_for_every_retransmission_undoes_the_window_cut() {
+    let (mut stack, c, _) = sender(config(), 8);
+    // Segment 1 is only late: 2, 3 and 4 overtake it.
+    c.peer.send(&mut stack, ms(2), c.ack_seg().ack(seg(&c, 1)));
+    for (i, upto) in [3u32, 4, 5].into_iter().enumerate() {
+        let at = ms(3 + i as u64);
+        c.peer.send(&mut stack, at, sack_ack(&c, 1, &[(2, upto)]));
+    }
+    let cwnd_before = {
+        // The window at recovery entry is the one the cut is measured from.
+        let out = c.peer.recv_all(&mut stack, ms(5));
+        assert_eq!(
+            out.iter().map(|(h, _)| h.seq).collect::<Vec<_>>(),
+            vec![seg(&c, 1)]
+        );
+        stack.info(c.id).unwrap().cwnd
+    };
+    assert_eq!(stack.counters().sack_recoveries, 1);
+    // The late original arrives, then the retransmission: the peer acknowledges all and
+    // reports the retransmission as a duplicate (RFC 2883).
+    c.peer.send(&mut stack, ms(6), c.ack_seg().ack(seg(&c, 8)));
+    let cut = stack.info(c.id).unwrap().cwnd;
+    let mut dsack = TcpOptions::default();
+    dsack.push_sack(seg(&c, 1), seg(&c, 2));
+    c.peer
+        .send(&mut stack, ms(7), c.ack_seg().ack(seg(&c, 8)).opts(dsack));
+    let k = stack.counters();
+    assert_eq!(k.spurious_recoveries, 1);
+    let undone = stack.info(c.id).unwrap().cwnd;
+    assert!(
+        undone > cut && undone >= cwnd_before,
+        "the cut is undone: {cwnd_before} at recovery, {cut} after, {undone} now"
+    );
+    // A second D-SACK for the same data undoes nothing more.
+    c.peer
+        .send(&mut stack, ms(8), c.ack_seg().ack(seg(&c, 8)).opts(dsack));
+    assert_eq!(stack.counters().spurious_recoveries, 1);
+}
+
+#[test]
+fn rfc3708_a_recovery_with_a_retransmission_not_reported_twice_keeps_its_cut() {
+    let (mut stack, c, _) = sender(config(), 8);
+    // Segments 1 and 2 are lost; 3 to 6 arrive.
+    c.peer.send(&mut stack, ms(2), c.ack_seg().ack(seg(&c, 1)));
+    let mut resent = Vec::new();
+    for (i, upto) in [4u32, 5, 6, 7].into_iter().enumerate() {
+        let at = ms(3 + i as u64);
+        c.peer.send(&mut stack, at, sack_ack(&c, 1, &[(3, upto)]));
+        resent.extend(
+            c.peer
+                .recv_all(&mut stack, at)
+                .into_iter()
+                .map(|(h, _)| h.seq),
+        );
+    }
+    assert!(
+        resent.contains(&seg(&c, 1)) && resent.contains(&seg(&c, 2)),
+        "both holes resent: {resent:?}"
+    );
+    c.peer.send(&mut stack, ms(8), c.ack_seg().ack(seg(&c, 8)));
+    let cut = stack.info(c.id).unwrap().cwnd;
+    // Only the first retransmission turns out needless.
+    let mut dsack = TcpOptions::default();
+    dsack.push_sack(seg(&c, 1), seg(&c, 2));
+    c.peer
+        .send(&mut stack, ms(9), c.ack_seg().ack(seg(&c, 8)).opts(dsack));
+    assert_eq!(stack.counters().spurious_recoveries, 0);
+    assert_eq!(stack.info(c.id).unwrap().cwnd, cut);
+}

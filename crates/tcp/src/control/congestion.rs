@@ -48,6 +48,9 @@ impl Stack {
         let algorithm = self.conns[s].cc_algorithm;
         let mss = u32::from(self.dp.proto[s].mss);
         self.cc[s] = Policy::new(algorithm, mss);
+        // Nothing of an earlier connection in the slot may be undone into this one.
+        self.cc_before_rto[s] = None;
+        self.cc_before_recovery[s] = None;
         self.dp.proto[s].cwnd = self.cc[s].window();
         self.dp.sched[s] = SchedState::default();
         self.program_rate(slot);
@@ -79,9 +82,28 @@ impl Stack {
         }
     }
 
-    /// A fast retransmit started: react now.
+    /// A fast retransmit started: react now, keeping the policy of before to undo the cut
+    /// if the recovery proves needless.
     pub(crate) fn cc_on_loss(&mut self, slot: u32) {
+        self.cc_before_recovery[slot as usize] = Some(self.cc[slot as usize].clone());
         self.cc_iteration(slot, 0);
+    }
+
+    /// D-SACKs showed the latest fast recovery needless (RFC 3708): the window and threshold
+    /// of before it come back if larger than today's (as Linux's tcp_undo_cwnd_reduction).
+    pub(crate) fn cc_undo_recovery(&mut self, slot: u32) {
+        let s = slot as usize;
+        let Some(before) = self.cc_before_recovery[s].take() else {
+            return;
+        };
+        self.counters.spurious_recoveries += 1;
+        if before.window() > self.cc[s].window() {
+            self.cc[s] = before;
+            let cwnd = self.cc[s].window().max(u32::from(self.dp.proto[s].mss));
+            self.dp.proto[s].cwnd = cwnd;
+            self.program_rate(slot);
+            self.dp.ready.push(slot);
+        }
     }
 
     /// The retransmission timer expired: react now.
@@ -175,6 +197,7 @@ impl Stack {
             self.cc[s] = Policy::with_window(algorithm, u32::from(ps.mss), ps.cwnd, ssthresh);
             // An undo must not bring the previous algorithm back.
             self.cc_before_rto[s] = None;
+            self.cc_before_recovery[s] = None;
             self.program_rate(slot);
             self.set_echo_mode(slot, algorithm);
         }

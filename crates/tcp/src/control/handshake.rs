@@ -504,6 +504,7 @@ impl Stack {
                 lost_below: snd,
                 rxt_snd_max: snd,
                 count: 0,
+                undo_rxt: 0,
             },
         };
         self.counters.ecn_connections += u64::from(n.ecn);

@@ -114,6 +114,9 @@ impl Stack {
         if s.actions.contains(Actions::SPURIOUS_RTO) {
             self.cc_undo_timeout(slot);
         }
+        if s.actions.contains(Actions::SPURIOUS_RECOVERY) {
+            self.cc_undo_recovery(slot);
+        }
         if out.fast_retransmit {
             self.cc_on_loss(slot);
         } else if s.tx_freed > 0 {

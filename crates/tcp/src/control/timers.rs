@@ -140,6 +140,8 @@ impl Stack {
                 frto_above,
             });
             self.cc_before_rto[s] = Some(self.cc[s].clone());
+            // The timeout's detection decides from now on (RFC 3522, 5682).
+            self.cc_before_recovery[s] = None;
         }
         // The policy answers the timeout at once (RFC 5681 3.1: one segment) and programs
         // the window; the recovery a fast retransmit began is over.

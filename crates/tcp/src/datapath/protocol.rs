@@ -241,6 +241,9 @@ fn process_ack(
         if newly > 0 {
             report.rxt_lost = scoreboard::detect_lost_retransmissions(ps, sacked);
         }
+        if report.spurious_recovery {
+            s.actions.insert(Actions::SPURIOUS_RECOVERY);
+        }
         s.sack = report;
         newly
     } else {

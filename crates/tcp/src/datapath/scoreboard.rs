@@ -48,8 +48,9 @@ pub(crate) fn update(
             // reversed one means nothing.
             report.invalid = report.invalid.saturating_add(1);
         } else if right.seq_le(ps.snd_una) {
-            // A D-SACK (RFC 2883, not used) or an old ACK overtaken by a newer one.
+            // A D-SACK (RFC 2883) or an old ACK overtaken by a newer one.
             report.old = report.old.saturating_add(1);
+            report.spurious_recovery |= dsack_undo(ps, left, right);
         } else if !left.seq_gt(ps.snd_una) || right.seq_gt(ps.snd_max) {
             // RFC 6675 Update() records only octets between HighACK and HighData: a block
             // that claims snd_una itself (then the ACK would cover it) or data never sent
@@ -62,6 +63,26 @@ pub(crate) fn update(
         }
     }
     (newly, report)
+}
+
+/// RFC 3708 2 with RFC 2883: a D-SACK for [left, right), data the latest fast recovery
+/// retransmitted, shows that many of its retransmissions needless. True when that was the
+/// last of them: the loss was reordering, and the window cut is to be undone (as Linux's
+/// tcp_try_undo_dsack). A duplicate made by the network counts too, as in Linux.
+fn dsack_undo(ps: &mut ProtoState, left: SeqNumber, right: SeqNumber) -> bool {
+    let sb = &mut ps.sack;
+    if !sb.has(sack_flags::UNDO_ARMED) || right.seq_gt(sb.recovery_point) {
+        return false;
+    }
+    let mss = u32::from(ps.mss).max(1);
+    let segments = (right.diff(left) as u32).div_ceil(mss);
+    let left_over = u32::from(sb.undo_rxt).saturating_sub(segments);
+    sb.undo_rxt = left_over as u16;
+    if left_over > 0 {
+        return false;
+    }
+    sb.set(sack_flags::UNDO_ARMED, false);
+    true
 }
 
 /// Adds [start, end) to the sorted, disjoint ranges, merging what it overlaps or touches.
@@ -294,6 +315,8 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     // scoreboard says (three plain duplicate ACKs may carry no SACK block).
     sb.lost_below = ps.snd_una + u32::from(ps.mss);
     sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, true);
+    sb.set(sack_flags::UNDO_ARMED, true);
+    sb.undo_rxt = 0;
     // New data goes out from HighData; the scoreboard, not snd_nxt, says what to resend.
     ps.snd_nxt = ps.snd_max;
     true
@@ -310,7 +333,12 @@ pub(crate) fn on_timeout(ps: &mut ProtoState) {
     }
     sb.count = 0;
     sb.recovery_point = ps.snd_max;
-    sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
+    // The timeout's go-back-N resends what D-SACKs would count: undo is the timeout's
+    // detection's business now (RFC 3522, 5682).
+    sb.set(
+        sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST | sack_flags::UNDO_ARMED,
+        false,
+    );
     sb.set(sack_flags::AFTER_RTO, true);
 }
 
@@ -476,6 +504,13 @@ pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
     }
     sb.rxt_snd_max = ps.snd_max;
     sb.set(sack_flags::RXT_FIRST, false);
+    if sb.has(sack_flags::UNDO_ARMED) {
+        match sb.undo_rxt.checked_add(1) {
+            Some(n) => sb.undo_rxt = n,
+            // Too many to account for: no undo for this recovery.
+            None => sb.set(sack_flags::UNDO_ARMED, false),
+        }
+    }
     ps.set(flags::FORCE_SEND, false);
 }
 

@@ -210,6 +210,9 @@ pub(crate) mod sack_flags {
     /// A retransmission timeout happened: no new recovery until snd_una reaches the
     /// RecoveryPoint (RFC 6675 5.1).
     pub(crate) const AFTER_RTO: u8 = 1 << 3;
+    /// The latest fast recovery's window cut may still be undone: every retransmission it
+    /// made so far may yet be shown needless by a D-SACK (RFC 3708 2, RFC 2883).
+    pub(crate) const UNDO_ARMED: u8 = 1 << 4;
 }
 
 /// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
@@ -233,6 +236,9 @@ pub(crate) struct SackSender {
     pub count: u8,
     /// See [`sack_flags`].
     pub flags: u8,
+    /// Segments the latest fast recovery retransmitted that no D-SACK has reported yet
+    /// (Linux's undo_retrans): with UNDO_ARMED, reaching 0 means every one was needless.
+    pub undo_rxt: u16,
 }
 
 impl SackSender {

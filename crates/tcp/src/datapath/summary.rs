@@ -33,6 +33,9 @@ impl Actions {
     /// The ACK echoes a timestamp older than the timeout's retransmission: the original
     /// arrived, and the timeout was spurious (RFC 3522).
     pub(crate) const SPURIOUS_RTO: Actions = Actions(1 << 11);
+    /// D-SACKs showed every retransmission of the latest fast recovery needless (RFC 3708):
+    /// its window cut is undone.
+    pub(crate) const SPURIOUS_RECOVERY: Actions = Actions(1 << 12);
 
     /// Whether every bit of `other` is set.
     #[inline]
@@ -116,4 +119,6 @@ pub(crate) struct SackReport {
     pub overflow: u8,
     /// The blocks showed that retransmissions were lost again.
     pub rxt_lost: bool,
+    /// A D-SACK accounted for the last needless retransmission of the latest recovery.
+    pub spurious_recovery: bool,
 }

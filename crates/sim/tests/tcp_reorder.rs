@@ -1,0 +1,82 @@
+//! Reordering is not loss: the engine's defaults send 32 MiB through a link that holds
+//! 1 % of data frames back 500 µs (as `sluice switch`'s reorder default does), in virtual
+//! time. Fast recoveries that reordering sets off are undone when D-SACKs show every
+//! retransmission needless (RFC 3708 with RFC 2883), so the window is not halved for
+//! nothing; no retransmission timeout is needed.
+
+mod support;
+
+use std::time::Duration;
+
+use sluice_apps::BulkTransfer;
+use sluice_sim::{Impairment, LinkConfig, Sim};
+use sluice_tcp::{Config, Counters, Stack};
+use support::*;
+
+/// The engine's configuration for a real network.
+fn engine(i: u8) -> Config {
+    let c = config(i);
+    let mut e = sluice_engine::setup::core_config(c.mac, c.ip, 1500);
+    e.seed = c.seed;
+    e
+}
+
+/// 32 MiB from host 1 to host 2 with `data` on the data direction; the sender's counters.
+fn transfer(seed: u64, data: Impairment) -> Counters {
+    let bytes = 32u64 << 20;
+    let mut sim = Sim::new(seed);
+    let a = sim.add_host(Stack::new(engine(1)).unwrap());
+    let b = sim.add_host(Stack::new(engine(2)).unwrap());
+    let link = |imp: Impairment| {
+        LinkConfig::new(10_000_000_000, Duration::from_micros(20))
+            .with_queue(4 << 20)
+            .with_impairment(imp)
+    };
+    sim.connect_asymmetric(a, b, link(data), link(Impairment::default()))
+        .unwrap();
+    let mut t = BulkTransfer::new(bytes, 42);
+    t.listen(sim.host_mut(b).unwrap(), 5001).unwrap();
+    let start = sim.now();
+    t.connect(start, sim.host_mut(a).unwrap(), B_IP, 5001)
+        .unwrap();
+    let r = sim.run_until(start + Duration::from_secs(10), |now, hosts| {
+        let (s, r) = hosts.get_pair_mut(a, b).expect("two hosts");
+        t.step(now, s, r);
+        t.done()
+    });
+    assert!(
+        r.is_ok() && t.verified(),
+        "seed {seed}: {r:?} {:?}",
+        t.error
+    );
+    sim.host(a).unwrap().counters().clone()
+}
+
+#[test]
+fn recoveries_set_off_by_reordering_are_undone_by_d_sacks() {
+    for seed in 1..=3 {
+        let k = transfer(
+            seed,
+            Impairment::default().with_reorder(0.01, Duration::from_micros(500)),
+        );
+        println!(
+            "seed {seed}: {} fast retransmits, {} undone, {} timeouts",
+            k.fast_retransmits, k.spurious_recoveries, k.timeouts
+        );
+        assert!(k.fast_retransmits > 0, "reordering set off recoveries");
+        assert!(
+            k.spurious_recoveries * 2 > k.fast_retransmits,
+            "seed {seed}: most recoveries were needless and undone: {k:?}"
+        );
+        assert_eq!(k.timeouts, 0);
+    }
+}
+
+#[test]
+fn a_duplicated_frame_is_not_a_loss_and_a_real_loss_is_never_undone() {
+    let k = transfer(4, Impairment::default().with_duplicate(0.01));
+    assert_eq!((k.fast_retransmits, k.retransmitted_bytes), (0, 0), "{k:?}");
+    let k = transfer(4, Impairment::default().with_loss(0.01));
+    assert!(k.fast_retransmits > 0);
+    assert_eq!(k.spurious_recoveries, 0, "losses are real: {k:?}");
+}
