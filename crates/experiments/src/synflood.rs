@@ -350,7 +350,9 @@ impl EngineThread {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(std::thread::JoinHandle::join) {
             Some(Ok(r)) => r.map_err(|e| ExperimentError::Workload(format!("the engine: {e}"))),
-            _ => Err(ExperimentError::Workload("the engine thread panicked".into())),
+            _ => Err(ExperimentError::Workload(
+                "the engine thread panicked".into(),
+            )),
         }
     }
 }

@@ -176,7 +176,15 @@ impl SynSource {
             },
         };
         self.ident = self.ident.wrapping_add(1);
-        emit_segment(buf, &route, self.ident, &header, 0, TxChecksum::Full, |_| {})
+        emit_segment(
+            buf,
+            &route,
+            self.ident,
+            &header,
+            0,
+            TxChecksum::Full,
+            |_| {},
+        )
     }
 }
 
@@ -263,8 +271,8 @@ mod tests {
             let (ip, segment) = Ipv4Repr::parse(rest, true).expect("ipv4 with a valid checksum");
             assert_eq!(u32::from(ip.src) >> 17, u32::from(DEFAULT_SOURCES.0) >> 17);
             assert_eq!(ip.dst, Ipv4Addr::new(10, 77, 0, 1));
-            let (tcp, payload) =
-                TcpHeader::parse(segment, ip.src, ip.dst, ChecksumCheck::Verify).expect("tcp with a valid checksum");
+            let (tcp, payload) = TcpHeader::parse(segment, ip.src, ip.dst, ChecksumCheck::Verify)
+                .expect("tcp with a valid checksum");
             assert!(payload.is_empty());
             assert_eq!(tcp.flags, TcpFlags::SYN);
             assert_eq!(tcp.dst_port, 7001);
