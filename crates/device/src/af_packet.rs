@@ -100,9 +100,11 @@ impl Default for AfPacketConfig {
 }
 
 impl AfPacketConfig {
-    /// The SYN lane's buffer for an engine: a few hundred SYNs, about a millisecond at a
-    /// few hundred thousand a second, so a SYN that is kept is answered promptly.
-    pub const SYN_LANE_BUFFER: usize = 256 << 10;
+    /// The SYN lane's buffer for an engine: about two thousand SYNs, 20 ms of a flood of
+    /// 100k a second. It rides out the spells when the engine's thread is not running (a
+    /// dropped SYN costs its client a 1 s retransmission; in the lab, 256 KiB lost 1.4 %
+    /// of a 100k/s flood and legitimate connects waited 1 s at p99, 4 MiB none).
+    pub const SYN_LANE_BUFFER: usize = 2 << 20;
 
     /// The default configuration with receive buffers large enough for 64 KB GSO frames.
     pub fn large_frames() -> Self {
@@ -623,6 +625,10 @@ impl AfPacket {
         s.rx_dropped += after.rx_dropped - before.rx_dropped;
         s.rx_checksum_completed += after.rx_checksum_completed - before.rx_checksum_completed;
         s.rx_checksum_incomplete += after.rx_checksum_incomplete - before.rx_checksum_incomplete;
+        if n > 0 {
+            // Only while SYNs arrive: one more system call per burst of them.
+            s.rx_syns_shed += sys::packet_drops(lane.fd.as_raw_fd());
+        }
         Ok(n)
     }
 

@@ -148,6 +148,9 @@ pub struct DeviceStats {
     pub rx_checksum_incomplete: u64,
     /// Frames dropped on receive for another reason (short virtio-net header, GSO not enabled).
     pub rx_dropped: u64,
+    /// SYNs the kernel dropped because the SYN lane's buffer was full (AF_PACKET with
+    /// [`AfPacketConfig::syn_lane`]; PACKET_STATISTICS): the share of a flood shed unread.
+    pub rx_syns_shed: u64,
     /// Frames the kernel accepted for transmission.
     pub tx_frames: u64,
     /// Frames dropped on transmit (refused by the kernel, queue full, no peer).

@@ -289,6 +289,31 @@ pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+/// Frames a packet socket dropped (its buffer full) since the last call; 0 if unknown.
+pub(crate) fn packet_drops(fd: RawFd) -> u64 {
+    let mut stats = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `stats` and `len` live for the duration of the call and `len` is the size of
+    // the buffer; the kernel writes at most that many bytes (and resets its counters).
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut stats as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        u64::from(stats.tp_drops)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -409,7 +409,7 @@ pub fn report(args: &SynfloodArgs, cycles: usize, seconds: f64, runs: &[Run]) ->
             notes.push(format!(
                 "  {}: syn_cookies_sent {} accepted {} rejected {}, syn_dropped {}, \
                  accept_queue_overflow {}, control_queue_full {}, frames_rx {}, device rx {} \
-                 tx {} tx_dropped {}",
+                 tx {} tx_dropped {}, SYNs shed by the device {}",
                 server.name(),
                 c.syn_cookies_sent,
                 c.syn_cookies_accepted,
@@ -421,6 +421,7 @@ pub fn report(args: &SynfloodArgs, cycles: usize, seconds: f64, runs: &[Run]) ->
                 d.rx_frames,
                 d.tx_frames,
                 d.tx_dropped,
+                d.rx_syns_shed,
             ));
         }
         if r.flood.dropped > 0 {
