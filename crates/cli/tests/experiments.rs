@@ -250,8 +250,9 @@ fn synflood_quick_serves_legitimate_connections_during_the_flood() {
     assert!(stdout.contains("served in flood"), "{stdout}");
     let rows = csv_rows(&out.join("synflood.csv"));
     let servers: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
-    assert_eq!(servers, ["engine", "linux"], "{stdout}");
-    for row in &rows {
+    assert_eq!(servers, ["engine", "engine-one-queue", "linux"], "{stdout}");
+    // The engine before its SYN lane is measured, not held to the bound.
+    for row in rows.iter().filter(|r| r[0] != "engine-one-queue") {
         let rate: f64 = row[1].parse().unwrap();
         assert!(rate > 1000.0, "the flood ran: {stdout}");
         // A liveness check, not a timing one: every cycle completes, and most of them while

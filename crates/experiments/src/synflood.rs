@@ -6,7 +6,9 @@
 //!            legitimate client (kernel TCP): connect, 64 B echo, close   or Linux 10.77.0.3:7001
 //! ```
 //!
-//! For each server: `--cycles` connect/echo/close cycles unloaded, then the same number
+//! Three servers: the engine, the engine with one receive queue for every frame (its
+//! AF_PACKET device without the SYN lane, as before it), and Linux.
+//! For each: `--cycles` connect/echo/close cycles unloaded, then the same number
 //! during a flood of `--rate` spoofed SYNs a second ([`sluice_lab::flood`]). A cycle counts
 //! as served during the flood if it finished before the flood ended. The table gives both
 //! latency sets, the success counts, the p99 ratio (the target: within 2x of unloaded) and
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use sluice_bench::{cpu_seconds, current_thread_stat, open_with, EngineSpec, KernelServers};
-use sluice_device::{Device, DeviceStats};
+use sluice_device::{AfPacket, AfPacketConfig, Device, DeviceStats};
 use sluice_engine::apps::BenchServerApp;
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::flood::{FloodReport, FloodSpec, FloodThread, DEFAULT_SOURCES};
@@ -75,32 +77,36 @@ pub struct SynfloodArgs {
 pub enum Server {
     /// The engine's echo in sluice-a.
     Engine,
+    /// The same with one receive queue for every frame (AF_PACKET without its SYN lane):
+    /// the engine before the lane, for comparison.
+    EngineOneQueue,
     /// `sluice kserve echo` in sluice-k.
     Linux,
 }
 
 impl Server {
-    /// Both, in the order they run.
-    pub const ALL: [Server; 2] = [Server::Engine, Server::Linux];
+    /// Every server, in the order they run.
+    pub const ALL: [Server; 3] = [Server::Engine, Server::EngineOneQueue, Server::Linux];
 
     /// Its name in the table.
     pub fn name(self) -> &'static str {
         match self {
             Server::Engine => "engine",
+            Server::EngineOneQueue => "engine-one-queue",
             Server::Linux => "linux",
         }
     }
 
     fn addr(self) -> SocketAddrV4 {
         match self {
-            Server::Engine => SocketAddrV4::new(ENGINE_IP, PORTS.echo),
+            Server::Engine | Server::EngineOneQueue => SocketAddrV4::new(ENGINE_IP, PORTS.echo),
             Server::Linux => SocketAddrV4::new(KERNEL_IP, PORTS.echo),
         }
     }
 
     fn mac(self) -> EthernetAddress {
         EthernetAddress(match self {
-            Server::Engine => ENGINE_MAC,
+            Server::Engine | Server::EngineOneQueue => ENGINE_MAC,
             Server::Linux => KERNEL_MAC,
         })
     }
@@ -189,13 +195,13 @@ pub fn measure(
 ) -> Result<Run, ExperimentError> {
     eprintln!("sluice experiment synflood: {}", server.name());
     let fail = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
-    let engine = match server {
-        Server::Engine => Some(EngineThread::start()?),
-        Server::Linux => None,
-    };
-    let kernel = match server {
-        Server::Linux => Some(KernelServers::start(NS_KERNEL).map_err(|e| fail(&e))?),
-        Server::Engine => None,
+    let (engine, kernel) = match server {
+        Server::Engine => (Some(EngineThread::start(false)?), None),
+        Server::EngineOneQueue => (Some(EngineThread::start(true)?), None),
+        Server::Linux => (
+            None,
+            Some(KernelServers::start(NS_KERNEL).map_err(|e| fail(&e))?),
+        ),
     };
     std::thread::sleep(Duration::from_millis(200));
     let target = server.addr();
@@ -301,7 +307,8 @@ struct EngineThread {
 }
 
 impl EngineThread {
-    fn start() -> Result<EngineThread, ExperimentError> {
+    /// The engine's echo; with `one_queue`, on an AF_PACKET device without its SYN lane.
+    fn start(one_queue: bool) -> Result<EngineThread, ExperimentError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -312,11 +319,27 @@ impl EngineThread {
                     backend: BACKEND,
                     idle_before_sleep: Some(Duration::from_micros(100)),
                 };
-                let mut engine = match open_with(&EngineOptions::lab(BACKEND), spec, None) {
+                let options = EngineOptions::lab(BACKEND);
+                let opened = open_with(&options, spec, None)
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut engine| {
+                        if one_queue {
+                            // The engine's device as it was before the lane.
+                            let config = AfPacketConfig {
+                                complete_partial: false,
+                                syn_lane: None,
+                                ..AfPacketConfig::offload()
+                            };
+                            let device = AfPacket::open(&options.iface, config);
+                            engine.device = Box::new(device.map_err(|e| e.to_string())?);
+                        }
+                        Ok(engine)
+                    });
+                let mut engine = match opened {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = ready_tx.send(None);
-                        return Err(e.to_string());
+                        return Err(e);
                     }
                 };
                 let _ = ready_tx.send(Some(current_thread_stat()));
@@ -432,7 +455,7 @@ pub fn report(args: &SynfloodArgs, cycles: usize, seconds: f64, runs: &[Run]) ->
             ));
         }
     }
-    if let [e, l] = runs {
+    if let [e, _, l] = runs {
         notes.push(format!(
             "engine/linux: served in flood {}, flood p99 {}",
             fmt_ratio(e.flooded.during_flood as f64, l.flooded.during_flood as f64),
@@ -445,7 +468,7 @@ pub fn report(args: &SynfloodArgs, cycles: usize, seconds: f64, runs: &[Run]) ->
             format!(
                 "sluice experiment synflood: {cycles} connect/64 B echo/close cycles from \
                  sluice-b unloaded, then {cycles} during {seconds} s of spoofed SYNs at {} /s \
-                 (sources {}/{}), against the engine's echo ({BACKEND:?}) and Linux's",
+                 (sources {}/{}), against the engine's echo ({BACKEND:?}; with and without its SYN lane) and Linux's",
                 if args.rate == 0 {
                     "as many as one core sends".to_string()
                 } else {
@@ -511,8 +534,10 @@ mod tests {
             },
             ..Run::default()
         };
-        let r = report(&args, 4, 3.0, &[run(&[1, 2, 4]), run(&[1, 1, 2, 2])]);
-        assert_eq!(r.rows.len(), 2);
+        let runs = [run(&[1, 2, 4]), run(&[5, 5]), run(&[1, 1, 2, 2])];
+        let r = report(&args, 4, 3.0, &runs);
+        assert_eq!(r.rows.len(), 3);
+        assert_eq!(r.rows[1][0], "engine-one-queue");
         assert_eq!(r.rows[0][1], "1000");
         assert_eq!(r.rows[0][2], "3/4");
         assert_eq!(r.rows[0][3], "1");
