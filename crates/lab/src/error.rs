@@ -55,6 +55,8 @@ pub enum LabError {
     },
     /// A packet socket the lab opened itself (the SYN flood's) failed.
     Device(sluice_device::DeviceError),
+    /// A thread the lab started (the SYN flood's) panicked.
+    Panicked(&'static str),
 }
 
 impl fmt::Display for LabError {
@@ -101,6 +103,7 @@ impl fmt::Display for LabError {
                 write!(f, "cannot lock the lab ({}): {source}", path.display())
             }
             LabError::Device(e) => write!(f, "{e}"),
+            LabError::Panicked(what) => write!(f, "{what} panicked"),
         }
     }
 }

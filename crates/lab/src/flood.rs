@@ -222,9 +222,7 @@ impl FloodThread {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(LabError::InvalidArgument(
-                "the SYN flood thread panicked".into(),
-            )),
+            Some(Err(_)) => Err(LabError::Panicked("the SYN flood thread")),
             None => Ok(FloodReport::default()),
         }
     }
