@@ -36,7 +36,7 @@ use sluice_lab::{Lab, LabLock, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KE
 pub use engine_side::{open_with, run_client, run_client_at, EngineServer, EngineSite, EngineSpec};
 pub use error::{BenchError, EngineFailure};
 pub use helpers::{run_loadgen, KernelServers};
-pub use measure::{Latency, Measurement};
+pub use measure::{cpu_seconds, current_thread_stat, Latency, Measurement};
 pub use plan::{Kind, Timing, Workload, PORTS, WORKLOADS};
 use report::{Report, Role, Row, Side};
 

@@ -13,7 +13,7 @@ mod sim;
 mod sim_args;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, demo, echo, engine, lab, run, sink, soak, source, switch};
+use cmd::{bench, demo, echo, engine, flood, lab, run, sink, soak, source, switch};
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
 
@@ -42,6 +42,8 @@ enum Command {
     /// A userspace software switch between interfaces (in any namespaces) with shaped,
     /// ECN-marking, impaired egress queues; SIGTERM prints its counters (needs root).
     Switch(switch::SwitchArgs),
+    /// Spoofed SYNs at a set rate from a lab namespace, for SYN-flood tests (needs root).
+    Flood(flood::FloodArgs),
     /// The namespace lab (needs root).
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -77,6 +79,7 @@ fn main() {
         Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),
         Command::Source(args) => source::run(&args).map_err(|e| e.to_string()),
         Command::Switch(args) => switch::run(&args).map_err(|e| e.to_string()),
+        Command::Flood(args) => flood::run(&args).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(&cmd).map_err(|e| e.to_string()),
         Command::Bench(cli) => bench::run(&cli).map_err(|e| e.to_string()),
         Command::Soak(args) => soak::run(&args).map_err(|e| e.to_string()),

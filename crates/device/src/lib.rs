@@ -35,13 +35,19 @@
 //! This crate touches the OS, so `unsafe` is allowed here, each block with a SAFETY comment.
 
 /// The end of the [`Device`] impl of a backend with a descriptor of its own (AF_PACKET,
-/// TAP), written once: sleep in poll(2) on `self.$fd` (and an extra descriptor), woken at
-/// once while frames wait to be flushed (`self.pending()`), and the device's fixed facts
-/// (`max_frame`, `mac`, `stats` fields; `$tso` gives the largest TSO frame).
+/// TAP), written once: sleep in poll(2) on `self.$fd` (its SYN lane's, `$lane`, and an
+/// extra descriptor), woken at once while frames wait to be flushed (`self.pending()`), and
+/// the device's fixed facts (`max_frame`, `mac`, `stats` fields; `$tso` gives the largest
+/// TSO frame).
 macro_rules! fd_device_tail {
-    (fd: $fd:ident, max_tso_frame: $tso:expr) => {
+    (fd: $fd:ident, lane: $lane:expr, max_tso_frame: $tso:expr) => {
         fn wait(&mut self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-            sys::wait_device(self.$fd.as_raw_fd(), self.pending() > 0, None, timeout)
+            sys::wait_device(
+                self.$fd.as_raw_fd(),
+                self.pending() > 0,
+                [($lane)(self), None],
+                timeout,
+            )
         }
 
         fn wait_also(
@@ -52,7 +58,7 @@ macro_rules! fd_device_tail {
             sys::wait_device(
                 self.$fd.as_raw_fd(),
                 self.pending() > 0,
-                Some(extra.as_raw_fd()),
+                [($lane)(self), Some(extra.as_raw_fd())],
                 timeout,
             )
         }
@@ -86,6 +92,7 @@ pub mod netns;
 mod pair;
 mod ring;
 mod rx_ring;
+mod syn_lane;
 mod sys;
 mod tap;
 mod tx_batch;
@@ -143,6 +150,9 @@ pub struct DeviceStats {
     pub rx_checksum_incomplete: u64,
     /// Frames dropped on receive for another reason (short virtio-net header, GSO not enabled).
     pub rx_dropped: u64,
+    /// SYNs the kernel dropped because the SYN lane's buffer was full (AF_PACKET with
+    /// [`AfPacketConfig::syn_lane`]; PACKET_STATISTICS): the share of a flood shed unread.
+    pub rx_syns_shed: u64,
     /// Frames the kernel accepted for transmission.
     pub tx_frames: u64,
     /// Frames dropped on transmit (refused by the kernel, queue full, no peer).

@@ -173,18 +173,47 @@ pub(crate) fn poll_millis(timeout: Option<Duration>) -> libc::c_int {
 }
 
 /// Sleeps until a device socket `fd` is readable, writable while `frames_waiting` (frames
-/// queued that the kernel has not taken), or `extra` (if any) is readable, or `timeout`.
+/// queued that the kernel has not taken), or one of `extra` (a SYN lane, an application's
+/// descriptor) is readable, or `timeout`.
 pub(crate) fn wait_device(
     fd: RawFd,
     frames_waiting: bool,
-    extra: Option<RawFd>,
+    extra: [Option<RawFd>; 2],
     timeout: Option<Duration>,
 ) -> Result<(), DeviceError> {
     let mut events = libc::POLLIN;
     if frames_waiting {
         events |= libc::POLLOUT;
     }
-    poll_fds(fd, events, extra, timeout).map(|_| ())
+    match extra {
+        [None, e] => poll_fds(fd, events, e, timeout).map(|_| ()),
+        [Some(lane), e] => {
+            let pollin = |fd: Option<RawFd>| libc::pollfd {
+                // A negative descriptor is ignored by poll(2).
+                fd: fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let mut pfds = [
+                libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                },
+                pollin(Some(lane)),
+                pollin(e),
+            ];
+            // SAFETY: `pfds` holds three valid pollfds and the count passed is 3.
+            let r = unsafe { libc::poll(pfds.as_mut_ptr(), 3, poll_millis(timeout)) };
+            if r < 0 && errno() != libc::EINTR {
+                return Err(DeviceError::Os {
+                    op: "wait for the device",
+                    source: io::Error::last_os_error(),
+                });
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Blocks in poll(2) until `fd` has one of `events`, `extra` (if any) is readable, or
@@ -258,6 +287,31 @@ pub(crate) fn set_int_option(
 /// The errno of the last failed call.
 pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Frames a packet socket dropped (its buffer full) since the last call; 0 if unknown.
+pub(crate) fn packet_drops(fd: RawFd) -> u64 {
+    let mut stats = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `stats` and `len` live for the duration of the call and `len` is the size of
+    // the buffer; the kernel writes at most that many bytes (and resets its counters).
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut stats as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        u64::from(stats.tp_drops)
+    }
 }
 
 #[cfg(test)]

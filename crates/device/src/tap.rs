@@ -347,7 +347,11 @@ impl Device for Tap {
         Ok(())
     }
 
-    fd_device_tail!(fd: file, max_tso_frame: |d: &Tap| d.max_tx_frame);
+    fd_device_tail!(
+        fd: file,
+        lane: |_: &Tap| None,
+        max_tso_frame: |d: &Tap| d.max_tx_frame
+    );
 }
 
 #[cfg(test)]

@@ -216,6 +216,8 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
             let config = AfPacketConfig {
                 // The core trusts partial checksums (RxChecksum::Partial).
                 complete_partial: false,
+                // A SYN flood delays and drops only SYNs (sluice_device's syn_lane).
+                syn_lane: Some(AfPacketConfig::SYN_LANE_BUFFER),
                 ..AfPacketConfig::offload()
             };
             Box::new(AfPacket::open(&opts.iface, config)?)

@@ -14,6 +14,7 @@ pub mod plot;
 pub mod report;
 pub mod soak;
 pub mod switch_thread;
+pub mod synflood;
 
 use std::path::PathBuf;
 
@@ -101,6 +102,9 @@ pub enum ExperimentCommand {
     /// 1 to 16 bulk senders into one receiver through the switch's ECN-marking bottleneck,
     /// beside an RPC flow: DCTCP against NewReno (flextoe.txt Table 4; needs root: the lab).
     Incast(incast::IncastArgs),
+    /// Legitimate connect/echo/close cycles through a spoofed SYN flood, the engine's echo
+    /// against Linux's: success during the flood and connect latency (needs root: the lab).
+    Synflood(synflood::SynfloodArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -110,6 +114,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
         ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
         ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
+        ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

@@ -53,6 +53,10 @@ pub enum LabError {
         /// Why.
         source: io::Error,
     },
+    /// A packet socket the lab opened itself (the SYN flood's) failed.
+    Device(sluice_device::DeviceError),
+    /// A thread the lab started (the SYN flood's) panicked.
+    Panicked(&'static str),
 }
 
 impl fmt::Display for LabError {
@@ -98,6 +102,8 @@ impl fmt::Display for LabError {
             LabError::Lock { path, source } => {
                 write!(f, "cannot lock the lab ({}): {source}", path.display())
             }
+            LabError::Device(e) => write!(f, "{e}"),
+            LabError::Panicked(what) => write!(f, "{what} panicked"),
         }
     }
 }
@@ -106,7 +112,14 @@ impl std::error::Error for LabError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LabError::Spawn { source, .. } | LabError::Lock { source, .. } => Some(source),
+            LabError::Device(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<sluice_device::DeviceError> for LabError {
+    fn from(e: sluice_device::DeviceError) -> Self {
+        LabError::Device(e)
     }
 }

@@ -19,6 +19,7 @@
 
 pub mod command;
 mod error;
+pub mod flood;
 mod lock;
 pub mod netns;
 pub mod presets;

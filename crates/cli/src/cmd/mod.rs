@@ -4,6 +4,7 @@ pub mod bench;
 pub mod demo;
 pub mod echo;
 pub mod engine;
+pub mod flood;
 pub mod lab;
 pub mod run;
 pub mod sink;
