@@ -204,3 +204,34 @@ fn rfc5682_a_real_loss_reported_by_sack_before_the_timeout_is_not_undone() {
     assert_eq!(spurious, 0);
     assert!(cwnd < before);
 }
+
+#[test]
+fn rfc4015_3_2_6_a_spurious_timeout_teaches_the_estimator_the_late_round_trip() {
+    // A peer that holds its ACK 10 ms (a delayed ACK) after the handshake's ~0 RTT set a
+    // 5 ms RTO: the timeout fires once, and the late ACK shows it spurious. The next RTO
+    // covers the 10 ms, so the following exchange does not time out again.
+    let mut stack = stack();
+    let c = ts_conn(&mut stack);
+    let mss = stack.info(c.id).unwrap().mss as usize;
+    stack.send(c.id, &pattern(mss, 1)).unwrap();
+    let sent = c.peer.recv_all(&mut stack, ms(10));
+    let original = sent[0].0.options.timestamp.unwrap().0;
+    let resent = run_until(&mut stack, ms(19));
+    assert_eq!(resent.len(), 1, "the 5 ms RTO fired once");
+    c.peer.send(
+        &mut stack,
+        ms(20),
+        c.ack_seg().ack(c.our_nxt + mss as u32).ts(300, original),
+    );
+    assert_eq!(stack.counters().spurious_timeouts, 1);
+    // SRTT = 10 ms, RTTVAR = 5 ms: RTO = 30 ms.
+    assert_eq!(stack.info(c.id).unwrap().rto, Duration::from_millis(30));
+    let before = stack.counters().timeouts;
+    stack.send(c.id, &pattern(mss, 2)).unwrap();
+    c.peer.recv_all(&mut stack, ms(20));
+    assert!(
+        run_until(&mut stack, ms(20 + 29)).is_empty(),
+        "no retransmission within the learned RTO"
+    );
+    assert_eq!(stack.counters().timeouts, before);
+}

@@ -113,6 +113,9 @@ impl Stack {
         // counters post::process kept; a loss makes it run now (control/congestion.rs).
         if s.actions.contains(Actions::SPURIOUS_RTO) {
             self.cc_undo_timeout(slot);
+            if s.has_timestamp {
+                self.reinit_rto_after_spurious_timeout(slot, s.ts_ecr);
+            }
         }
         if s.actions.contains(Actions::SPURIOUS_RECOVERY) {
             self.cc_undo_recovery(slot);

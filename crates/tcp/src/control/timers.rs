@@ -10,6 +10,36 @@ use crate::time::Instant;
 use crate::timer::Timer;
 
 impl Stack {
+    /// RFC 4015 3.2 (6): after a timeout found spurious by its timestamps, the estimator
+    /// takes the late ACK's round trip (our clock less the TSval it echoes), so the next
+    /// RTO covers what made this one fire early: a peer's delayed ACK (Linux holds the ACK
+    /// of a lone response up to 40 ms, far past a 5 ms rto_min), a path's sudden delay.
+    /// SRTT = max(SRTT, R), RTTVAR = max(RTTVAR, R/2).
+    pub(super) fn reinit_rto_after_spurious_timeout(&mut self, slot: u32, ts_ecr: u32) {
+        let i = slot as usize;
+        let ps = &self.dp.proto[i];
+        // Only after a single timeout: after backoffs, the echo may belong to an older
+        // segment than the late original (the peer's TS.Recent lags under loss), and a
+        // sample of the backed-off time would inflate every later RTO.
+        if !ps.has(flags::TIMESTAMPS) || ts_ecr == 0 || self.conns[i].retries > 1 {
+            return; // F-RTO's detection gives no sample to learn from
+        }
+        let now_ts = (self.now.as_millis() as u32).wrapping_add(ps.ts_offset);
+        let r_ms = now_ts.wrapping_sub(ts_ecr);
+        if r_ms == 0 || r_ms > 1000 {
+            return; // within the timestamp clock's tick, or not a round trip's echo
+        }
+        let r_us = r_ms.saturating_mul(1000);
+        let (rto_min, rto_max) = self.post_rules().rto_bounds;
+        let post = &mut self.dp.post[i];
+        post.srtt_us = post.srtt_us.max(r_us);
+        post.rttvar_us = post.rttvar_us.max(r_us / 2);
+        let rto = post
+            .srtt_us
+            .saturating_add(post.rttvar_us.saturating_mul(4).max(1));
+        post.rto_us = rto.clamp(rto_min, rto_max);
+    }
+
     /// Runs every timer due at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
