@@ -250,18 +250,20 @@ pub fn run_client_counted(
     let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 15.0);
     let handle = thread::Builder::new()
         .name("engine-client".into())
-        .spawn(move || -> Result<(Measurement, EngineCounters), EngineFailure> {
-            let mut engine = open(spec, &site, Some(workload.kind))?;
-            let mut app = EngineClient::new(workload, ip, port, timing);
-            engine
-                .run(&mut app, Some(limit))
-                .map_err(EngineFailure::Run)?;
-            let m = app.measurement.ok_or_else(|| EngineFailure::Unfinished {
-                workload: workload.name(),
-                limit,
-            })?;
-            Ok((m, EngineCounters::of(&engine)))
-        })
+        .spawn(
+            move || -> Result<(Measurement, EngineCounters), EngineFailure> {
+                let mut engine = open(spec, &site, Some(workload.kind))?;
+                let mut app = EngineClient::new(workload, ip, port, timing);
+                engine
+                    .run(&mut app, Some(limit))
+                    .map_err(EngineFailure::Run)?;
+                let m = app.measurement.ok_or_else(|| EngineFailure::Unfinished {
+                    workload: workload.name(),
+                    limit,
+                })?;
+                Ok((m, EngineCounters::of(&engine)))
+            },
+        )
         .map_err(|e| BenchError::io("spawn the engine thread", e))?;
     match handle.join() {
         Ok(r) => r.map_err(BenchError::Engine),

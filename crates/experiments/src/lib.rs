@@ -14,6 +14,7 @@ pub mod plot;
 pub mod report;
 pub mod soak;
 pub mod switch_thread;
+pub mod switched_bulk;
 
 use std::path::PathBuf;
 
