@@ -18,6 +18,7 @@ use sluice_lab::Lab;
 use sluice_tcp::Counters;
 
 use crate::error::ExperimentError;
+use crate::netstat;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::switched_bulk::{configure, run_once, Outcome, Pairing, Wire, RECEIVER_CLIENT};
@@ -168,6 +169,29 @@ fn engine_fields(c: &EngineCounters) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
+/// Linux's counters of a run ([`netstat::KEYS`] without the group), by name.
+fn linux_fields(values: &[u64]) -> Vec<(&'static str, u64)> {
+    netstat::KEYS
+        .iter()
+        .map(|k| k.split_once(':').map_or(*k, |(_, n)| n))
+        .zip(values.iter().copied())
+        .collect()
+}
+
+/// Cells of a CSV row: the values, or empty cells when the end was not there.
+fn cells_or_empty(fields: &[(&str, u64)], present: bool) -> Vec<String> {
+    fields
+        .iter()
+        .map(|(_, v)| {
+            if present {
+                v.to_string()
+            } else {
+                String::new()
+            }
+        })
+        .collect()
+}
+
 /// The switch's impaired-port counters of a run, by name.
 fn switch_fields(o: &Outcome) -> Vec<(&'static str, u64)> {
     let l = &o.port.egress.link;
@@ -293,6 +317,11 @@ fn nonzero_line(o: &Outcome) -> String {
             ));
         }
     }
+    for (role, v) in [("sender", &o.linux_sender), ("receiver", &o.linux_receiver)] {
+        if let Some(v) = v {
+            parts.push(format!("{role} linux: {}", join_nonzero(&linux_fields(v))));
+        }
+    }
     parts.join("; ")
 }
 
@@ -353,6 +382,14 @@ fn runs_report(impairments: &[Impairment], pairings: &[Pairing], cells: &[Vec<Ru
                 .map(|(n, _)| format!("{role} {n}")),
         );
     }
+    let no_linux = vec![0; netstat::KEYS.len()];
+    for role in ["sender", "receiver"] {
+        columns.extend(
+            linux_fields(&no_linux)
+                .iter()
+                .map(|(n, _)| format!("{role} linux {n}")),
+        );
+    }
     let mut rows = Vec::new();
     for (imp, row) in impairments.iter().zip(cells) {
         for (pairing, runs) in pairings.iter().zip(row) {
@@ -371,13 +408,11 @@ fn runs_report(impairments: &[Impairment], pairings: &[Pairing], cells: &[Vec<Ru
                 r.extend(switch_fields(o).iter().map(|(_, v)| v.to_string()));
                 for c in [&o.sender, &o.receiver] {
                     let values = engine_fields(c.as_ref().unwrap_or(&empty));
-                    r.extend(values.iter().map(|(_, v)| {
-                        if c.is_some() {
-                            v.to_string()
-                        } else {
-                            String::new()
-                        }
-                    }));
+                    r.extend(cells_or_empty(&values, c.is_some()));
+                }
+                for v in [&o.linux_sender, &o.linux_receiver] {
+                    let values = linux_fields(v.as_deref().unwrap_or(&no_linux));
+                    r.extend(cells_or_empty(&values, v.is_some()));
                 }
                 rows.push(r);
             }
@@ -434,6 +469,31 @@ fn where_it_goes(runs: &[Outcome]) -> String {
             .join(", ");
         parts.push(format!("{role}: {text}"));
     }
+    for (role, pick) in [
+        (
+            "linux sender",
+            (|o: &Outcome| o.linux_sender.clone()) as fn(&Outcome) -> Option<Vec<u64>>,
+        ),
+        ("linux receiver", |o: &Outcome| o.linux_receiver.clone()),
+    ] {
+        let counted: Vec<Vec<u64>> = runs.iter().filter_map(pick).collect();
+        if counted.is_empty() {
+            continue;
+        }
+        let mut sums = vec![0u64; netstat::KEYS.len()];
+        for v in &counted {
+            for (s, x) in sums.iter_mut().zip(v) {
+                *s += x;
+            }
+        }
+        let text = linux_fields(&sums)
+            .iter()
+            .filter(|(n, v)| *v > 0 && !matches!(*n, "InSegs" | "OutSegs"))
+            .map(|(n, v)| format!("{n} {}/MB", fmt_num(*v as f64 / mb)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        parts.push(format!("{role}: {text}"));
+    }
     parts.join("; ")
 }
 
@@ -471,8 +531,8 @@ fn report(
              switch lost, held back, corrupted or duplicated, over every run of the row; other \
              drops: what it dropped besides"
         ),
-        "where it goes (engine counters summed over a cell's runs, per MB that crossed the \
-         impaired port):"
+        "where it goes (engine and Linux counters summed over a cell's runs, per MB that \
+         crossed the impaired port):"
             .to_string(),
     ];
     for (imp, row) in impairments.iter().zip(cells) {
@@ -496,6 +556,13 @@ fn report(
                     where_it_goes(&row[*j])
                 ));
             }
+        }
+        if let Some(l) = linux {
+            notes.push(format!(
+                "  {} linux->linux: {}",
+                imp.label(),
+                where_it_goes(&row[l])
+            ));
         }
         for (j, _) in &engines {
             r.push(fmt_num(median(

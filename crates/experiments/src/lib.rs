@@ -10,6 +10,7 @@ pub mod flows;
 pub mod impair;
 pub mod incast;
 pub mod loss;
+pub mod netstat;
 pub mod ooo;
 pub mod plot;
 pub mod report;

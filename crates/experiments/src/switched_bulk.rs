@@ -43,12 +43,13 @@ use sluice_bench::{
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_lab::presets::LabPreset;
 use sluice_lab::switched::switch_port;
-use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP};
+use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
 use sluice_switch::{default_egress, PortReport, PortSpec, PortStats};
 use sluice_tcp::cc::Algorithm;
 use sluice_tcp::{Config, Recovery};
 
 use crate::error::ExperimentError;
+use crate::netstat;
 use crate::switch_thread::SwitchThread;
 
 /// The receiving engine's address on sl-c1 (sluice-c1's kernel owns 10.77.0.101).
@@ -194,6 +195,11 @@ pub struct Outcome {
     pub sender: Option<EngineCounters>,
     /// The receiving engine's counters over its whole run, if an engine received.
     pub receiver: Option<EngineCounters>,
+    /// Linux's counters in the sender's namespace over the run ([`netstat::KEYS`]), if
+    /// Linux sent.
+    pub linux_sender: Option<Vec<u64>>,
+    /// Linux's counters in the receivers' namespace over the run, if Linux received.
+    pub linux_receiver: Option<Vec<u64>>,
     /// The sending engine's thread CPU over the whole run (setup and warm-up included).
     pub sender_cpu_s: Option<f64>,
     /// The receiving engine's thread CPU over the measured window.
@@ -246,10 +252,28 @@ pub fn run_once(
         None
     };
     let switch = SwitchThread::start(wire.specs(impairment)?, seed)?;
+    // Linux's counters where Linux is an end: its namespace holds this run's flow alone.
+    let linux_ns = [
+        (!pairing.engine_sends()).then_some(NS_KERNEL.to_string()),
+        (!pairing.engine_receives()).then(|| client_ns(RECEIVER_CLIENT)),
+    ];
+    let before = linux_ns
+        .iter()
+        .map(|ns| ns.as_deref().map(netstat::snapshot).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
     let cpu0 = server.as_ref().map(EngineServer::cpu_seconds);
     let t0 = Instant::now();
     let measured = transfer(pairing, spec, config, timing);
     let wall_s = t0.elapsed().as_secs_f64();
+    let mut linux = Vec::new();
+    for (ns, b) in linux_ns.iter().zip(before) {
+        linux.push(match (ns, b) {
+            (Some(ns), Some(b)) => Some(netstat::delta(&b, &netstat::snapshot(ns)?)),
+            _ => None,
+        });
+    }
+    let linux_receiver = linux.pop().flatten();
+    let linux_sender = linux.pop().flatten();
     let sender_cpu_s = server
         .as_ref()
         .zip(cpu0)
@@ -274,6 +298,8 @@ pub fn run_once(
         sender,
         receiver,
         sender_cpu_s,
+        linux_sender,
+        linux_receiver,
         wall_s,
     })
 }
