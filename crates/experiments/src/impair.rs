@@ -467,7 +467,9 @@ fn where_it_goes(runs: &[Outcome]) -> String {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        parts.push(format!("{role}: {text}"));
+        if !text.is_empty() {
+            parts.push(format!("{role}: {text}"));
+        }
     }
     for (role, pick) in [
         (
@@ -492,7 +494,9 @@ fn where_it_goes(runs: &[Outcome]) -> String {
             .map(|(n, v)| format!("{n} {}/MB", fmt_num(*v as f64 / mb)))
             .collect::<Vec<_>>()
             .join(", ");
-        parts.push(format!("{role}: {text}"));
+        if !text.is_empty() {
+            parts.push(format!("{role}: {text}"));
+        }
     }
     parts.join("; ")
 }
