@@ -171,6 +171,10 @@ impl EngineClient {
             Kind::StreamDown => {
                 let (a, b) = stack.peek(c).map_err(|e| self.fail(e))?;
                 let n = a.len() + b.len();
+                // Every source sends SOURCE_BYTE only: anything else arrived damaged.
+                if !measure::all_source_bytes(a) || !measure::all_source_bytes(b) {
+                    return Err(self.fail("a stream byte differs from what the source sent"));
+                }
                 if n > 0 {
                     stack.consume(c, n).map_err(|e| self.fail(e))?;
                     if measuring {

@@ -9,12 +9,12 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use sluice_device::Device;
+use sluice_device::{Device, DeviceStats};
 use sluice_engine::apps::BenchServerApp;
 use sluice_engine::setup::{self, Backend, EngineOptions};
 use sluice_engine::Engine;
 use sluice_lab::presets::LabPreset;
-use sluice_tcp::{Config, Stack};
+use sluice_tcp::{Config, Counters, Stack};
 
 use crate::engine_client::EngineClient;
 use crate::error::{BenchError, EngineFailure};
@@ -98,10 +98,29 @@ fn open(
     Ok(engine)
 }
 
+/// What an engine counted over its whole run: its core's counters and its device's.
+#[derive(Clone, Debug, Default)]
+pub struct EngineCounters {
+    /// The TCP core's event and drop counters.
+    pub core: Counters,
+    /// The device backend's counters (drops, truncation, blocked flushes).
+    pub device: DeviceStats,
+}
+
+impl EngineCounters {
+    /// The counters of an engine that has finished running.
+    fn of(engine: &Engine<Box<dyn Device>>) -> Self {
+        EngineCounters {
+            core: engine.stack.counters().clone(),
+            device: engine.device.stats(),
+        }
+    }
+}
+
 /// The engine serving echo, sink and source on [`PORTS`] until stopped.
 pub struct EngineServer {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<(), EngineFailure>>>,
+    handle: Option<JoinHandle<Result<EngineCounters, EngineFailure>>>,
     stat_path: String,
 }
 
@@ -136,7 +155,7 @@ impl EngineServer {
                 let _ = tx.send(Some(measure::current_thread_stat()));
                 let mut app = BenchServerApp::new(PORTS, flag);
                 engine.run(&mut app, None).map_err(EngineFailure::Run)?;
-                Ok(())
+                Ok(EngineCounters::of(&engine))
             })
             .map_err(|e| BenchError::io("spawn the engine thread", e))?;
         let stat_path = match rx.recv_timeout(Duration::from_secs(20)) {
@@ -145,7 +164,7 @@ impl EngineServer {
             Ok(None) => {
                 return Err(BenchError::Engine(match handle.join() {
                     Ok(Err(e)) => e,
-                    Ok(Ok(())) => EngineFailure::NotStarted,
+                    Ok(Ok(_)) => EngineFailure::NotStarted,
                     Err(_) => EngineFailure::Panicked,
                 }))
             }
@@ -164,12 +183,17 @@ impl EngineServer {
     }
 
     /// Stops the engine and reports how it ended.
-    pub fn stop(mut self) -> Result<(), BenchError> {
+    pub fn stop(self) -> Result<(), BenchError> {
+        self.stop_counted().map(|_| ())
+    }
+
+    /// Stops the engine and returns what it counted over its whole run.
+    pub fn stop_counted(mut self) -> Result<EngineCounters, BenchError> {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(r)) => r.map_err(BenchError::Engine),
             Some(Err(_)) => Err(BenchError::Engine(EngineFailure::Panicked)),
-            None => Ok(()),
+            None => Ok(EngineCounters::default()),
         }
     }
 }
@@ -211,20 +235,35 @@ pub fn run_client_at(
     port: u16,
     timing: Timing,
 ) -> Result<Measurement, BenchError> {
+    run_client_counted(spec, site, workload, ip, port, timing).map(|(m, _)| m)
+}
+
+/// [`run_client_at`], also returning what the client engine counted over its whole run.
+pub fn run_client_counted(
+    spec: EngineSpec,
+    site: EngineSite,
+    workload: Workload,
+    ip: std::net::Ipv4Addr,
+    port: u16,
+    timing: Timing,
+) -> Result<(Measurement, EngineCounters), BenchError> {
     let limit = Duration::from_secs_f64(timing.seconds + timing.warmup + 15.0);
     let handle = thread::Builder::new()
         .name("engine-client".into())
-        .spawn(move || -> Result<Measurement, EngineFailure> {
-            let mut engine = open(spec, &site, Some(workload.kind))?;
-            let mut app = EngineClient::new(workload, ip, port, timing);
-            engine
-                .run(&mut app, Some(limit))
-                .map_err(EngineFailure::Run)?;
-            app.measurement.ok_or_else(|| EngineFailure::Unfinished {
-                workload: workload.name(),
-                limit,
-            })
-        })
+        .spawn(
+            move || -> Result<(Measurement, EngineCounters), EngineFailure> {
+                let mut engine = open(spec, &site, Some(workload.kind))?;
+                let mut app = EngineClient::new(workload, ip, port, timing);
+                engine
+                    .run(&mut app, Some(limit))
+                    .map_err(EngineFailure::Run)?;
+                let m = app.measurement.ok_or_else(|| EngineFailure::Unfinished {
+                    workload: workload.name(),
+                    limit,
+                })?;
+                Ok((m, EngineCounters::of(&engine)))
+            },
+        )
         .map_err(|e| BenchError::io("spawn the engine thread", e))?;
     match handle.join() {
         Ok(r) => r.map_err(BenchError::Engine),

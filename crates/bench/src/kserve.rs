@@ -69,7 +69,7 @@ fn serve(service: Service, mut s: TcpStream) {
         }
         Service::Sink => while matches!(s.read(&mut buf), Ok(n) if n > 0) {},
         Service::Source => {
-            buf.fill(0x5a);
+            buf.fill(crate::measure::SOURCE_BYTE);
             while s.write_all(&buf).is_ok() {}
         }
     }

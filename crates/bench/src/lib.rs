@@ -33,7 +33,10 @@ use sluice_engine::setup::Backend;
 use sluice_lab::{Lab, LabLock, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
 
 // The bench's public API: what the experiments build their runs from.
-pub use engine_side::{open_with, run_client, run_client_at, EngineServer, EngineSite, EngineSpec};
+pub use engine_side::{
+    open_with, run_client, run_client_at, run_client_counted, EngineCounters, EngineServer,
+    EngineSite, EngineSpec,
+};
 pub use error::{BenchError, EngineFailure};
 pub use helpers::{run_loadgen, KernelServers};
 pub use measure::{cpu_seconds, current_thread_stat, Latency, Measurement};

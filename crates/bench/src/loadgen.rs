@@ -238,6 +238,15 @@ fn client(
                         ))
                     }
                 };
+                if !measure::all_source_bytes(&buf[..n]) {
+                    return Err(BenchError::Helper {
+                        what: format!("stream from {}", args.target),
+                        detail: format!(
+                            "a byte within {received}..{} differs from what the source sent",
+                            received + n as u64
+                        ),
+                    });
+                }
                 received += n as u64;
                 if n == 0 {
                     return Err(BenchError::Helper {

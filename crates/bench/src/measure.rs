@@ -47,6 +47,15 @@ impl Measurement {
     }
 }
 
+/// The byte every bench source sends (`sluice kserve`, and the engine's `BenchServerApp`, which
+/// fills its chunk with the same value).
+pub const SOURCE_BYTE: u8 = 0x5a;
+
+/// Whether `data` is what a source sends: SOURCE_BYTE only (a receiver's content check).
+pub fn all_source_bytes(data: &[u8]) -> bool {
+    data.iter().all(|&b| b == SOURCE_BYTE)
+}
+
 /// A latency histogram in nanoseconds (1 ns to 10 s, three significant digits).
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("static histogram bounds are valid")

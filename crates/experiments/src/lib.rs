@@ -7,13 +7,16 @@ pub mod error;
 pub mod fabric;
 pub mod fairness;
 pub mod flows;
+pub mod impair;
 pub mod incast;
 pub mod loss;
+pub mod netstat;
 pub mod ooo;
 pub mod plot;
 pub mod report;
 pub mod soak;
 pub mod switch_thread;
+pub mod switched_bulk;
 pub mod synflood;
 
 use std::path::PathBuf;
@@ -99,6 +102,10 @@ pub enum ExperimentCommand {
     /// Goodput of one connection against random loss at the switch, engine and Linux as
     /// sender and receiver, and the go-back-N baseline (needs root: the switched lab).
     Loss(loss::LossArgs),
+    /// Goodput of one connection under each of the switch's impairments (loss, reordering,
+    /// corruption, duplication), the engine as sender and receiver beside Linux->Linux, with
+    /// the ratio, CPU per byte and where the engine's time goes (needs root: the switched lab).
+    Impair(impair::ImpairArgs),
     /// 1 to 16 bulk senders into one receiver through the switch's ECN-marking bottleneck,
     /// beside an RPC flow: DCTCP against NewReno (flextoe.txt Table 4; needs root: the lab).
     Incast(incast::IncastArgs),
@@ -113,6 +120,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
         ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
+        ExperimentCommand::Impair(args) => (impair::run(args)?, &args.common),
         ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
     };

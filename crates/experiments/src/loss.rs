@@ -8,61 +8,29 @@
 //!  Linux    sluice-k sl-k 10.77.0.3  ─┘       (lossless)                └ engine sluice-c1 10.77.0.201
 //! ```
 //!
-//! Every flow goes from a server in the default lab to a client in sluice-c1, the one client
-//! namespace behind the switch, so its data crosses the switch's egress towards sluice-c1,
-//! which drops each frame with probability p (independent, `loss=p`). Loss is applied in the
-//! data direction only: the ACKs go back through the uplink's lossless egress. The same
-//! lossy port carries every pairing, so they are compared on the same wire:
-//!
-//! - engine→linux: the engine serves its source in sluice-a; `sluice loadgen stream-down` in
-//!   sluice-c1 receives on Linux's stack;
-//! - linux→engine: `sluice kserve source` in sluice-k; a second engine receives in sluice-c1;
-//! - engine→engine: the engine's source in sluice-a; the engine in sluice-c1 receives;
-//! - linux→linux: `sluice kserve source` in sluice-k; `sluice loadgen` in sluice-c1;
-//! - gbn→gbn, the papers' baseline: engine→engine with both ends configured with
-//!   `Recovery::GoBackN` and no out-of-order intervals (the receiver drops what arrives
-//!   beyond a hole, the sender goes back to snd_una).
-//!
-//! The receiving engine shares sl-c1 with sluice-c1's kernel, which owns 10.77.0.101: the
-//! engine takes another address on the same subnet, 10.77.0.201, which the kernel neither
-//! answers ARP for nor accepts (it does not forward), so the engine alone speaks for it.
-//!
-//! Each (pairing, loss) run gets a fresh switch (in-process, on its own thread) whose egress
-//! counters give the frames really lost; a fresh engine serves each pairing. The engines run
-//! on AF_PACKET (the one backend that opens sl-c1 as it is) with the core's default
-//! configuration (SACK, `Config::ooo_intervals`, DCTCP; `--ooo-intervals` overrides the
-//! intervals); Linux uses its defaults (CUBIC, SACK).
+//! Each (pairing, loss) run is one [`crate::switched_bulk`] run: the port towards sluice-c1
+//! drops each frame with probability p (independent, `loss=p`), in the data direction only
+//! (the ACKs go back through the uplink's lossless egress), and the same port carries every
+//! pairing. The engines use the core's default configuration (SACK, `Config::ooo_intervals`,
+//! DCTCP; `--ooo-intervals` and `--cc` override); Linux uses its defaults (CUBIC, SACK); the
+//! gbn->gbn baseline's engines use go-back-N and no out-of-order intervals (the receiver
+//! drops what arrives beyond a hole, the sender goes back to snd_una).
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
-use sluice_engine::setup::{Backend, EngineOptions};
-use sluice_lab::presets::LabPreset;
-use sluice_lab::switched::switch_port;
-use sluice_lab::{client_iface, client_ns, Lab, ENGINE_IP, KERNEL_IP, NS_KERNEL};
-use sluice_switch::{default_egress, PortReport, PortSpec};
+use sluice_lab::Lab;
 use sluice_tcp::cc::Algorithm;
-use sluice_tcp::{Config, Recovery};
 
 use crate::error::ExperimentError;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
-use crate::switch_thread::SwitchThread;
+use crate::switched_bulk::{configure, run_once, Wire, BACKEND, RECEIVER_CLIENT};
 use crate::{lab_workload, Common, LabRun};
-use sluice_bench::{
-    run_client_at, run_loadgen, BenchError, EngineServer, EngineSite, EngineSpec, KernelServers,
-    Kind, Timing, Workload, PORTS,
-};
+use sluice_bench::Timing;
 
-/// The receiving engine's address on sl-c1 (sluice-c1's kernel owns 10.77.0.101).
-pub const RECEIVER_ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 201);
-/// The engines' device backend: AF_PACKET opens any interface, sl-c1 included.
-const BACKEND: Backend = Backend::AfPacket;
-/// The client namespace the receivers run in (behind the lossy port).
-const RECEIVER_CLIENT: u8 = 1;
+pub use crate::switched_bulk::{Pairing, RECEIVER_ENGINE_IP};
+
 /// The loss rates of a full run, in percent.
 pub const FULL_LOSS: [f64; 7] = [0.0, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0];
 /// The loss rates of a quick run, in percent.
@@ -86,76 +54,6 @@ pub struct LossArgs {
     /// Run length and the lab lock.
     #[command(flatten)]
     pub lab: LabRun,
-}
-
-/// Who sends and who receives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pairing {
-    /// The engine in sluice-a sends to Linux in sluice-c1.
-    EngineToLinux,
-    /// Linux in sluice-k sends to the engine in sluice-c1.
-    LinuxToEngine,
-    /// The engine in sluice-a sends to the engine in sluice-c1.
-    EngineToEngine,
-    /// Linux in sluice-k sends to Linux in sluice-c1.
-    LinuxToLinux,
-    /// Engine to engine, both with go-back-N and no out-of-order intervals: the baseline.
-    GoBackN,
-}
-
-impl Pairing {
-    /// Every pairing, in the order they run and appear.
-    pub const ALL: [Pairing; 5] = [
-        Pairing::EngineToLinux,
-        Pairing::LinuxToEngine,
-        Pairing::EngineToEngine,
-        Pairing::LinuxToLinux,
-        Pairing::GoBackN,
-    ];
-
-    /// Its name in the table, the CSV and the plot.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pairing::EngineToLinux => "engine->linux",
-            Pairing::LinuxToEngine => "linux->engine",
-            Pairing::EngineToEngine => "engine->engine",
-            Pairing::LinuxToLinux => "linux->linux",
-            Pairing::GoBackN => "gbn->gbn",
-        }
-    }
-
-    /// Whether an engine sends (from sluice-a), else Linux (from sluice-k).
-    fn engine_sends(self) -> bool {
-        matches!(
-            self,
-            Pairing::EngineToLinux | Pairing::EngineToEngine | Pairing::GoBackN
-        )
-    }
-
-    /// Whether an engine receives (in sluice-c1), else Linux.
-    fn engine_receives(self) -> bool {
-        !matches!(self, Pairing::EngineToLinux | Pairing::LinuxToLinux)
-    }
-}
-
-/// The engines' configuration for a pairing: go-back-N with no out-of-order intervals for
-/// the baseline, else the default with `ooo_intervals` if given.
-fn configure(
-    go_back_n: bool,
-    ooo_intervals: Option<usize>,
-    cc: Option<Algorithm>,
-) -> Arc<dyn Fn(&mut Config) + Send + Sync> {
-    Arc::new(move |c: &mut Config| {
-        if let Some(cc) = cc {
-            c.congestion_control = cc;
-        }
-        if go_back_n {
-            c.recovery = Recovery::GoBackN;
-            c.ooo_intervals = 0;
-        } else if let Some(n) = ooo_intervals {
-            c.ooo_intervals = n;
-        }
-    })
 }
 
 /// One run's result.
@@ -207,121 +105,29 @@ fn measure(
     losses: &[f64],
     timing: Timing,
 ) -> Result<Vec<Vec<Cell>>, ExperimentError> {
-    let fail = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
-    let ports = lab.switch_ports().map_err(|e| fail(&e))?;
-    let lossy = format!("{}:{}", sluice_lab::NS_SWITCH, switch_port(RECEIVER_CLIENT));
-    if !ports.contains(&lossy) {
-        return Err(ExperimentError::Workload(format!(
-            "the switched lab has no port {lossy}: {ports:?}"
-        )));
-    }
-    let spec = EngineSpec {
-        backend: BACKEND,
-        idle_before_sleep: Some(Duration::from_micros(100)),
-    };
-    let kernel = KernelServers::start(NS_KERNEL).map_err(|e| fail(&e))?;
+    let wire = Wire::of(lab)?;
+    let kernel =
+        sluice_bench::KernelServers::start(sluice_lab::NS_KERNEL).map_err(|e| lab_workload(&e))?;
     let mut cells = Vec::new();
     for pairing in Pairing::ALL {
-        let config = configure(pairing == Pairing::GoBackN, args.ooo_intervals, args.cc);
-        let server = if pairing.engine_sends() {
-            let site = EngineSite {
-                configure: Arc::clone(&config),
-                ..EngineSite::lab(BACKEND)
-            };
-            let s = EngineServer::start_at(spec, site).map_err(|e| fail(&e))?;
-            std::thread::sleep(Duration::from_millis(200));
-            Some(s)
-        } else {
-            None
-        };
+        let config = configure(pairing, args.ooo_intervals, args.cc);
         let mut row = Vec::new();
         for (i, &p) in losses.iter().enumerate() {
             let seed = args.common.seed.wrapping_add(i as u64);
-            let switch = SwitchThread::start(lossy_ports(&ports, &lossy, p / 100.0)?, seed)?;
             eprintln!("sluice experiment loss: {} at {p} % loss", pairing.name());
-            let measured = transfer(pairing, spec, &config, timing);
-            let reports = switch.stop()?;
-            let mbps = measured.map_err(|e| fail(&e))?;
-            let port = reports
-                .iter()
-                .find(|r| r.name == lossy)
-                .ok_or_else(|| fail(&"the switch did not report the lossy port"))?;
+            let impairment = format!("loss={}", p / 100.0);
+            let run = run_once(&wire, pairing, &config, &impairment, seed, timing)?;
             row.push(Cell {
-                mbps,
-                lost: port.stats.egress.link.lost,
-                forwarded: port.stats.forwarded,
-                other_drops: reports.iter().map(other_drops).sum(),
+                mbps: run.mbps,
+                lost: run.port.egress.link.lost,
+                forwarded: run.port.forwarded,
+                other_drops: run.other_drops,
             });
-        }
-        if let Some(s) = server {
-            s.stop().map_err(|e| fail(&e))?;
         }
         cells.push(row);
     }
     drop(kernel);
     Ok(cells)
-}
-
-/// Frames a port of the switch dropped other than by its configured loss.
-fn other_drops(r: &PortReport) -> u64 {
-    r.stats.egress.link.queue_drops
-        + r.stats.oversize_drops
-        + r.stats.tx_error_drops
-        + r.device.rx_truncated
-        + r.device.rx_dropped
-        + r.device.tx_dropped
-}
-
-/// The lab's ports for the switch, the one towards the receivers dropping frames with
-/// probability `loss`.
-fn lossy_ports(ports: &[String], lossy: &str, loss: f64) -> Result<Vec<PortSpec>, ExperimentError> {
-    let defaults = default_egress();
-    ports
-        .iter()
-        .map(|name| {
-            let spec = if name == lossy {
-                format!("{name},loss={loss}")
-            } else {
-                name.clone()
-            };
-            PortSpec::parse(&spec, &defaults)
-                .map_err(|e| ExperimentError::Usage(format!("switch port {spec}: {e}")))
-        })
-        .collect()
-}
-
-/// One measured bulk transfer from the pairing's sender to its receiver in sluice-c1.
-fn transfer(
-    pairing: Pairing,
-    spec: EngineSpec,
-    config: &Arc<dyn Fn(&mut Config) + Send + Sync>,
-    timing: Timing,
-) -> Result<f64, BenchError> {
-    let workload = Workload {
-        kind: Kind::StreamDown,
-        conns: 1,
-    };
-    let sender = if pairing.engine_sends() {
-        ENGINE_IP
-    } else {
-        KERNEL_IP
-    };
-    let m = if pairing.engine_receives() {
-        let site = EngineSite {
-            options: EngineOptions {
-                iface: client_iface(RECEIVER_CLIENT),
-                ip: RECEIVER_ENGINE_IP,
-                netns: Some(client_ns(RECEIVER_CLIENT)),
-                ..EngineOptions::lab(spec.backend)
-            },
-            configure: Arc::clone(config),
-        };
-        run_client_at(spec, site, workload, sender, PORTS.source, timing)?
-    } else {
-        let target = SocketAddr::V4(SocketAddrV4::new(sender, PORTS.source));
-        run_loadgen(&client_ns(RECEIVER_CLIENT), workload, target, timing)?
-    };
-    Ok(m.gbps() * 1e3)
 }
 
 /// Goodput as a percentage of the same pairing's no-loss goodput (NaN without a 0 % run).
