@@ -399,6 +399,29 @@ fn new_connection_in_a_reused_slot_is_not_at_end_of_stream() {
     assert_eq!(stack.recv(id, &mut buf), Err(Error::WouldBlock));
 }
 
+/// The peer on port 80 answers `syn` with a SYN-ACK at `at`; the application then sends 12
+/// bytes, whose segment is returned (and left unacknowledged).
+fn synack_then_first_flight(
+    stack: &mut sluice_tcp::Stack,
+    id: sluice_tcp::ConnId,
+    syn: &sluice_wire::tcp::TcpHeader,
+    at: sluice_tcp::Instant,
+) -> sluice_wire::tcp::TcpHeader {
+    let peer = Peer::new(80, syn.src_port);
+    peer.send(
+        stack,
+        at,
+        peer.seg(SYN | ACK)
+            .seq(SeqNumber(9000))
+            .ack(syn.seq + 1u32)
+            .win(65535)
+            .opts(mss_only(1460)),
+    );
+    peer.recv_all(stack, at);
+    stack.send(id, b"first flight").unwrap();
+    peer.recv_one(stack, at).0
+}
+
 #[test]
 fn rfc6298_2_2_the_handshake_round_trip_is_the_first_rtt_measurement() {
     // A 2 ms handshake: the first data's RTO comes from it (SRTT 2 ms, RTTVAR 1 ms:
@@ -408,19 +431,7 @@ fn rfc6298_2_2_the_handshake_round_trip_is_the_first_rtt_measurement() {
     let id = stack.connect(ms(0), PEER_IP, 80).expect("connect");
     let probe = Peer::new(80, 0);
     let (syn, _) = probe.recv_one(&mut stack, ms(0));
-    let peer = Peer::new(80, syn.src_port);
-    peer.send(
-        &mut stack,
-        ms(2),
-        peer.seg(SYN | ACK)
-            .seq(SeqNumber(9000))
-            .ack(syn.seq + 1u32)
-            .win(65535)
-            .opts(mss_only(1460)),
-    );
-    peer.recv_all(&mut stack, ms(2));
-    stack.send(id, b"first flight").unwrap();
-    let (data, _) = peer.recv_one(&mut stack, ms(2));
+    let data = synack_then_first_flight(&mut stack, id, &syn, ms(2));
     assert_eq!(data.seq, syn.seq + 1u32);
     // Lost: retransmitted once the handshake's RTO runs out, not RTO_INITIAL.
     let resent = run_until(&mut stack, ms(50));
@@ -439,19 +450,7 @@ fn karns_rule_a_retransmitted_syn_gives_no_rtt_measurement() {
     // either copy.
     let resent = run_until(&mut stack, ms(100));
     assert_eq!(resent.len(), 1);
-    let peer = Peer::new(80, syn.src_port);
-    peer.send(
-        &mut stack,
-        ms(101),
-        peer.seg(SYN | ACK)
-            .seq(SeqNumber(9000))
-            .ack(syn.seq + 1u32)
-            .win(65535)
-            .opts(mss_only(1460)),
-    );
-    peer.recv_all(&mut stack, ms(101));
-    stack.send(id, b"first flight").unwrap();
-    peer.recv_one(&mut stack, ms(101));
+    synack_then_first_flight(&mut stack, id, &syn, ms(101));
     let resent = run_until(&mut stack, ms(400));
     assert_eq!(
         resent[0].0,
