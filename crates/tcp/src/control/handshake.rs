@@ -505,6 +505,8 @@ impl Stack {
                 rxt_snd_max: snd,
                 count: 0,
                 undo_rxt: 0,
+                reordering: crate::datapath::scoreboard::DUP_THRESH as u8,
+                reorder_seen: 0,
             },
         };
         self.counters.ecn_connections += u64::from(n.ecn);

@@ -182,7 +182,8 @@ fn process_ack(
     }
 
     let window = (s.window as u32) << ps.snd_wscale;
-    let advanced = ack.seq_gt(ps.snd_una);
+    let old_una = ps.snd_una;
+    let advanced = ack.seq_gt(old_una);
     if advanced {
         let mut acked = ack.diff(ps.snd_una) as u32;
         if let Some(fin_seq) = ps.fin_seq() {
@@ -232,7 +233,7 @@ fn process_ack(
     let sack = ps.sack.has(sack_flags::ENABLED);
     if sack && advanced {
         // RFC 6675 5 (A): the cumulative ACK may end recovery, or be a partial ACK.
-        scoreboard::on_cumulative_ack(ps, sacked);
+        scoreboard::on_cumulative_ack(ps, sacked, old_una);
     }
     // RFC 6675 Update(): record what the SACK blocks newly report.
     let newly_sacked = if sack && s.sack_count > 0 {
@@ -266,7 +267,7 @@ fn process_ack(
                 s.actions.insert(Actions::WAKE_TX);
                 // RFC 6675 5 steps 2.a-2.b: DupThresh duplicates, or IsLost(HighACK + 1).
                 if scoreboard::may_enter_recovery(ps)
-                    && (u32::from(ps.dupacks) >= scoreboard::DUP_THRESH
+                    && (u32::from(ps.dupacks) >= scoreboard::dup_thresh(ps)
                         || scoreboard::is_lost(ps, sacked, ps.snd_una))
                 {
                     s.actions.insert(Actions::FAST_RETRANSMIT);

@@ -14,8 +14,21 @@ use super::state::{flags, sack_flags, ProtoState, SackSender, SackedRange};
 use super::summary::SackReport;
 use super::tx::{self, Segment};
 
-/// RFC 6675 2: DupThresh, the duplicate ACKs (or SACKed segments) that signal a loss.
+/// RFC 6675 2: DupThresh, the duplicate ACKs (or SACKed segments) that signal a loss,
+/// until the connection has seen reordering.
 pub(crate) const DUP_THRESH: u32 = 3;
+
+/// The largest DupThresh reordering may raise a connection's to (Linux's
+/// tcp_max_reordering is 300): a larger one leaves more losses to the timer.
+pub(crate) const MAX_REORDERING: u32 = 127;
+
+/// This connection's DupThresh. RFC 6675 2 lets a sender adapt it to the reordering it
+/// measures (as RFC 4653 and Linux's tcp_check_sack_reordering do): after D-SACKs proved a
+/// recovery needless, it is one more than the segments SACKed beyond the late original.
+#[inline]
+pub(crate) fn dup_thresh(ps: &ProtoState) -> u32 {
+    u32::from(ps.sack.reordering).max(DUP_THRESH)
+}
 
 /// Whether `ps` is in SACK-based loss recovery.
 #[inline]
@@ -82,6 +95,10 @@ fn dsack_undo(ps: &mut ProtoState, left: SeqNumber, right: SeqNumber) -> bool {
         return false;
     }
     sb.set(sack_flags::UNDO_ARMED, false);
+    // The originals arrived after `reorder_seen` later segments: a DupThresh above that
+    // would not have set this recovery off.
+    let degree = (u32::from(sb.reorder_seen) + 1).min(MAX_REORDERING);
+    sb.reordering = sb.reordering.max(degree as u8);
     true
 }
 
@@ -142,11 +159,27 @@ fn overlap(r: SackedRange, start: SeqNumber, end: SeqNumber) -> u32 {
     hi.diff(lo).max(0) as u32
 }
 
-/// The cumulative ACK moved snd_una: forget what it covers, and end recovery or handle a
-/// partial ACK (RFC 6675 5 (A)).
-pub(crate) fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) {
+/// The cumulative ACK moved snd_una from `old_una`: forget what it covers, and end recovery
+/// or handle a partial ACK (RFC 6675 5 (A)).
+pub(crate) fn on_cumulative_ack(
+    ps: &mut ProtoState,
+    board: &mut [SackedRange],
+    old_una: SeqNumber,
+) {
     let una = ps.snd_una;
     let count = usize::from(ps.sack.count).min(board.len());
+    if count > 0
+        && ps
+            .sack
+            .has(sack_flags::IN_RECOVERY | sack_flags::UNDO_ARMED)
+    {
+        // A hole filled while SACKed data lay this far beyond it: if the recovery proves
+        // needless, an original came this late (Linux's tcp_check_sack_reordering).
+        let mss = u32::from(ps.mss).max(1);
+        let beyond = (board[count - 1].end.diff(old_una).max(0) as u32 / mss).saturating_sub(1);
+        let sb = &mut ps.sack;
+        sb.reorder_seen = sb.reorder_seen.max(beyond.min(u32::from(u8::MAX)) as u8);
+    }
     // Ranges the ACK covered go. So does one it reached into, which only a receiver that
     // reneged (RFC 2018 8) or a broken one sends: SACK information is advisory, and what
     // is forgotten is at worst sent again.
@@ -183,11 +216,12 @@ pub(crate) fn on_cumulative_ack(ps: &mut ProtoState, board: &mut [SackedRange]) 
 #[inline]
 fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
     let used = &board[..usize::from(ps.sack.count).min(board.len())];
-    let threshold = (DUP_THRESH - 1) * u32::from(ps.mss);
+    let dup_thresh = dup_thresh(ps);
+    let threshold = (dup_thresh - 1) * u32::from(ps.mss);
     let mut bytes = 0u32;
     for (n, r) in used.iter().rev().enumerate() {
         bytes = bytes.saturating_add(r.end.diff(r.start) as u32);
-        if n as u32 + 1 >= DUP_THRESH || bytes > threshold {
+        if n as u32 + 1 >= dup_thresh || bytes > threshold {
             return r.start;
         }
     }
@@ -223,14 +257,15 @@ pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRa
 /// are SACKed at or beyond `seq` (IsLost() of the sequence number just below it).
 fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
     let used = &board[..usize::from(ps.sack.count).min(board.len())];
-    let threshold = (DUP_THRESH - 1) * u32::from(ps.mss);
+    let dup_thresh = dup_thresh(ps);
+    let threshold = (dup_thresh - 1) * u32::from(ps.mss);
     let mut bytes = 0u32;
     for (n, r) in used.iter().rev().enumerate() {
         if r.end.seq_le(seq) {
             break;
         }
         bytes = bytes.saturating_add(r.end.diff(r.start.max(seq)) as u32);
-        if n as u32 + 1 >= DUP_THRESH || bytes > threshold {
+        if n as u32 + 1 >= dup_thresh || bytes > threshold {
             return true;
         }
     }
@@ -317,6 +352,7 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, true);
     sb.set(sack_flags::UNDO_ARMED, true);
     sb.undo_rxt = 0;
+    sb.reorder_seen = 0;
     // New data goes out from HighData; the scoreboard, not snd_nxt, says what to resend.
     ps.snd_nxt = ps.snd_max;
     true
@@ -384,11 +420,13 @@ pub(crate) fn next_segment(
             .set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
     }
     if !ps.snd_nxt.seq_lt(ps.snd_max) {
-        if ps.sack.has(sack_flags::ENABLED) && (1..DUP_THRESH).contains(&u32::from(ps.dupacks)) {
+        if ps.sack.has(sack_flags::ENABLED) && (1..dup_thresh(ps)).contains(&u32::from(ps.dupacks))
+        {
             // RFC 6675 5 step 3, RFC 3042 (RFC 5681 3.2 step 1) Limited Transmit: on the
-            // first two duplicate ACKs a new segment may go if the flight stays within
-            // cwnd + 2 SMSS. Its ACK is the duplicate that a small window would otherwise
-            // lack, leaving loss to the retransmission timer.
+            // first DupThresh - 1 duplicate ACKs a new segment may go if the flight stays
+            // within cwnd + that many SMSS (RFC 4653 4.2 extends it to a raised DupThresh).
+            // Its ACK is the duplicate that a small window would otherwise lack, leaving
+            // loss to the retransmission timer.
             let extra = u32::from(ps.dupacks) * u32::from(ps.mss);
             let window = ps.snd_wnd.min(ps.cwnd.saturating_add(extra));
             let usable = window.saturating_sub(ps.in_flight());
@@ -650,10 +688,10 @@ mod tests {
         assert_eq!(pipe(&ps, &b), 10 * MSS);
         // A partial ACK to 5, then the ACK of everything up to the RecoveryPoint ends it.
         ps.snd_una = seg(5);
-        on_cumulative_ack(&mut ps, &mut b);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
         assert!(in_recovery(&ps));
         ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
         assert!(!in_recovery(&ps));
         assert_eq!(ps.sack.count, 0);
     }
@@ -672,7 +710,7 @@ mod tests {
         assert_eq!(next_segment(&mut ps, &b, MSS), None, "pipe is full");
         let mut b = b;
         ps.snd_una = seg(1);
-        on_cumulative_ack(&mut ps, &mut b);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
         let mut rxt = vec![];
         while let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) {
             commit_retransmission(&mut ps, &s);
@@ -715,7 +753,7 @@ mod tests {
         assert_eq!(ps.sack.count, 0);
         assert!(!in_recovery(&ps) && !may_enter_recovery(&ps));
         ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
         assert!(may_enter_recovery(&ps));
     }
 
@@ -734,5 +772,59 @@ mod tests {
             }
         }
         assert_eq!(sent, vec![1, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_recovery_that_d_sacks_prove_needless_raises_dup_thresh_to_the_reordering_seen() {
+        // Segment 0 is held back; 1..12 are SACKed and set off a recovery.
+        let (mut ps, mut b) = conn();
+        assert_eq!(dup_thresh(&ps), DUP_THRESH);
+        update(&mut ps, &mut b, &[(seg(1), seg(12))]);
+        assert!(is_lost(&ps, &b, seg(0)));
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        // The original arrives: the cumulative ACK jumps over the 11 SACKed segments.
+        ps.snd_una = seg(12);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
+        assert_eq!(
+            dup_thresh(&ps),
+            DUP_THRESH,
+            "not yet known to be reordering"
+        );
+        // The retransmission arrives as a duplicate: D-SACK, recovery needless.
+        let (_, report) = update(&mut ps, &mut b, &[(seg(0), seg(1))]);
+        assert!(report.spurious_recovery);
+        assert_eq!(dup_thresh(&ps), 12);
+        ps.snd_una = seg(20);
+        on_cumulative_ack(&mut ps, &mut b, seg(12));
+        assert!(!in_recovery(&ps));
+        // Eleven segments SACKed above a hole no longer make it lost; twelve do.
+        ps.snd_max = seg(40);
+        ps.snd_nxt = seg(40);
+        update(&mut ps, &mut b, &[(seg(21), seg(32))]);
+        assert!(!is_lost(&ps, &b, seg(20)));
+        update(&mut ps, &mut b, &[(seg(32), seg(33))]);
+        assert!(is_lost(&ps, &b, seg(20)));
+    }
+
+    #[test]
+    fn a_real_loss_leaves_dup_thresh_alone() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(1), seg(12))]);
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        ps.snd_una = seg(12);
+        on_cumulative_ack(&mut ps, &mut b, seg(0));
+        // No D-SACK ever comes: the retransmission was needed.
+        ps.snd_una = seg(20);
+        on_cumulative_ack(&mut ps, &mut b, seg(12));
+        assert!(!in_recovery(&ps));
+        assert_eq!(dup_thresh(&ps), DUP_THRESH);
     }
 }

@@ -239,6 +239,13 @@ pub(crate) struct SackSender {
     /// Segments the latest fast recovery retransmitted that no D-SACK has reported yet
     /// (Linux's undo_retrans): with UNDO_ARMED, reaching 0 means every one was needless.
     pub undo_rxt: u16,
+    /// DupThresh for this connection, in segments: 3 (RFC 6675 2) until reordering is seen,
+    /// then the reordering degree measured (see `scoreboard::dup_thresh`).
+    pub reordering: u8,
+    /// The farthest, in segments, that SACKed data reached beyond a hole the cumulative
+    /// ACK filled during the latest recovery: the reordering degree, if D-SACKs later show
+    /// that recovery needless.
+    pub reorder_seen: u8,
 }
 
 impl SackSender {
