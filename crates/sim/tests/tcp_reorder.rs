@@ -69,9 +69,12 @@ fn recoveries_set_off_by_reordering_are_undone_by_d_sacks() {
             k.fast_retransmits, k.spurious_recoveries, k.timeouts
         );
         assert!(k.fast_retransmits > 0, "reordering set off recoveries");
+        // At 10 Gbit/s a held frame is ~430 segments late, past MAX_REORDERING: every
+        // recovery is needless. Those that begin while an earlier one's retransmissions
+        // are still in flight cannot be judged by D-SACKs; a third or more are undone.
         assert!(
-            k.spurious_recoveries * 2 > k.fast_retransmits,
-            "seed {seed}: most recoveries were needless and undone: {k:?}"
+            k.spurious_recoveries * 3 > k.fast_retransmits,
+            "seed {seed}: needless recoveries were undone: {k:?}"
         );
         assert_eq!(k.timeouts, 0);
     }
@@ -104,5 +107,28 @@ fn dup_thresh_rises_to_the_reordering_d_sacks_show() {
         );
         assert!(k.fast_retransmits <= 10, "seed {seed}: {k:?}");
         assert_eq!(k.timeouts, 0);
+    }
+}
+
+#[test]
+fn under_heavy_loss_no_recovery_is_undone_and_lost_retransmissions_do_not_wait_for_the_timer() {
+    // 5 % of data frames lost at 2 Gbit/s. Before: a recovery begun right after another
+    // resent the holes whose retransmissions were still in flight, their D-SACKs "undid"
+    // real losses and raised DupThresh, and the hole at snd_una whose retransmission was
+    // lost waited for the timer: 3-4 undone recoveries and 17-30 timeouts on seed 2.
+    for seed in 1..=2 {
+        let (k, t) = transfer_at(seed, Impairment::default().with_loss(0.05), 2_000_000_000);
+        println!(
+            "seed {seed}: {:.0} Mbit/s, {} fast retransmits, {} lost retransmissions found, {} timeouts",
+            (32u64 << 23) as f64 / t.as_secs_f64() / 1e6,
+            k.fast_retransmits,
+            k.sack_lost_retransmissions,
+            k.timeouts
+        );
+        assert_eq!(
+            k.spurious_recoveries, 0,
+            "seed {seed}: losses are real: {k:?}"
+        );
+        assert!(k.timeouts <= 3, "seed {seed}: {k:?}");
     }
 }

@@ -503,6 +503,7 @@ impl Stack {
                 high_rxt: snd,
                 lost_below: snd,
                 rxt_snd_max: snd,
+                una_rxt_snd_max: snd,
                 count: 0,
                 undo_rxt: 0,
                 reordering: crate::datapath::scoreboard::DUP_THRESH as u8,

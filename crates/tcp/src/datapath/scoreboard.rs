@@ -84,7 +84,8 @@ pub(crate) fn update(
 /// tcp_try_undo_dsack). A duplicate made by the network counts too, as in Linux.
 fn dsack_undo(ps: &mut ProtoState, left: SeqNumber, right: SeqNumber) -> bool {
     let sb = &mut ps.sack;
-    if !sb.has(sack_flags::UNDO_ARMED) || right.seq_gt(sb.recovery_point) {
+    if !sb.has(sack_flags::UNDO_ARMED) || sb.undo_rxt == 0 || right.seq_gt(sb.recovery_point) {
+        // Only D-SACKs of this recovery's retransmissions judge it.
         return false;
     }
     let mss = u32::from(ps.mss).max(1);
@@ -95,9 +96,9 @@ fn dsack_undo(ps: &mut ProtoState, left: SeqNumber, right: SeqNumber) -> bool {
         return false;
     }
     sb.set(sack_flags::UNDO_ARMED, false);
-    // The originals arrived after `reorder_seen` later segments: a DupThresh above that
-    // would not have set this recovery off.
-    let degree = (u32::from(sb.reorder_seen) + 1).min(MAX_REORDERING);
+    // The original arrived after `reorder_seen` - 1 later segments: a DupThresh of
+    // `reorder_seen` would not have set this recovery off.
+    let degree = u32::from(sb.reorder_seen).min(MAX_REORDERING);
     sb.reordering = sb.reordering.max(degree as u8);
     true
 }
@@ -168,17 +169,14 @@ pub(crate) fn on_cumulative_ack(
 ) {
     let una = ps.snd_una;
     let count = usize::from(ps.sack.count).min(board.len());
-    if count > 0
-        && ps
-            .sack
-            .has(sack_flags::IN_RECOVERY | sack_flags::UNDO_ARMED)
-    {
-        // A hole filled while SACKed data lay this far beyond it: if the recovery proves
-        // needless, an original came this late (Linux's tcp_check_sack_reordering).
+    let armed = sack_flags::IN_RECOVERY | sack_flags::UNDO_ARMED;
+    if count > 0 && ps.sack.flags & armed == armed && ps.sack.reorder_seen == 0 {
+        // The hole that began the recovery is filled while SACKed data lies this far beyond
+        // it: if the recovery proves needless, its original came this late (Linux's
+        // tcp_check_sack_reordering). Later holes of a long recovery say less.
         let mss = u32::from(ps.mss).max(1);
         let beyond = (board[count - 1].end.diff(old_una).max(0) as u32 / mss).saturating_sub(1);
-        let sb = &mut ps.sack;
-        sb.reorder_seen = sb.reorder_seen.max(beyond.min(u32::from(u8::MAX)) as u8);
+        ps.sack.reorder_seen = (beyond + 1).min(u32::from(u8::MAX)) as u8;
     }
     // Ranges the ACK covered go. So does one it reached into, which only a receiver that
     // reneged (RFC 2018 8) or a broken one sends: SACK information is advisory, and what
@@ -192,6 +190,11 @@ pub(crate) fn on_cumulative_ack(
         ps.sack.count -= gone as u8;
     }
     let sb = &mut ps.sack;
+    if una.seq_lt(sb.high_rxt) {
+        // snd_una moved onto a hole retransmitted at some time up to the latest
+        // retransmission: take the latest, which can only make the loss test later.
+        sb.una_rxt_snd_max = sb.rxt_snd_max;
+    }
     if sb.has(sack_flags::IN_RECOVERY) {
         if una.seq_ge(sb.recovery_point) {
             // RFC 6675 5 (A): a cumulative ACK of the RecoveryPoint ends recovery.
@@ -239,11 +242,19 @@ pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRa
     if !sb.has(sack_flags::IN_RECOVERY)
         || sb.has(sack_flags::RXT_FIRST)
         || !sb.high_rxt.seq_gt(ps.snd_una)
-        || !sb.rxt_snd_max.seq_gt(sb.high_rxt)
     {
         return false;
     }
-    if !sacked_beyond(ps, board, sb.rxt_snd_max) {
+    if !sb.rxt_snd_max.seq_gt(sb.high_rxt) || !sacked_beyond(ps, board, sb.rxt_snd_max) {
+        // Under steady loss new retransmissions keep moving rxt_snd_max on, and the test
+        // above may never pass while the hole at snd_una, whose retransmission was lost,
+        // holds the window until the timer fires. Its own test: data sent after its
+        // retransmission is SACKed. It goes again at once (as RXT_FIRST, one segment).
+        if sb.una_rxt_snd_max.seq_gt(ps.snd_una) && sacked_beyond(ps, board, sb.una_rxt_snd_max) {
+            ps.sack.una_rxt_snd_max = ps.snd_max;
+            ps.sack.set(sack_flags::RXT_FIRST, true);
+            return true;
+        }
         return false;
     }
     // snd_una itself is below HighRxt and never SACKed: NextSeg() retransmitted every hole
@@ -345,12 +356,23 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     let sb = &mut ps.sack;
     // RFC 6675 5 step 4.1: RecoveryPoint = HighData.
     sb.recovery_point = ps.snd_max;
-    sb.high_rxt = ps.snd_una;
-    // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
-    // scoreboard says (three plain duplicate ACKs may carry no SACK block).
-    sb.lost_below = ps.snd_una + u32::from(ps.mss);
-    sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, true);
-    sb.set(sack_flags::UNDO_ARMED, true);
+    // Data sent during the last recovery, above its RecoveryPoint, may have been lost and
+    // retransmitted already: those retransmissions are in flight and the holes they fill
+    // are what set this recovery off. They are not sent again (as Linux keeps its
+    // retransmitted marks), unless found lost (`detect_lost_retransmissions`); nor can
+    // D-SACKs judge a recovery whose repairs began before it.
+    let repairing = sb.high_rxt.seq_gt(ps.snd_una) && sb.high_rxt.seq_le(ps.snd_max);
+    if repairing {
+        sb.lost_below = ps.snd_una;
+    } else {
+        sb.high_rxt = ps.snd_una;
+        // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
+        // scoreboard says (three plain duplicate ACKs may carry no SACK block).
+        sb.lost_below = ps.snd_una + u32::from(ps.mss);
+        sb.set(sack_flags::RXT_FIRST, true);
+    }
+    sb.set(sack_flags::IN_RECOVERY, true);
+    sb.set(sack_flags::UNDO_ARMED, !repairing);
     sb.undo_rxt = 0;
     sb.reorder_seen = 0;
     // New data goes out from HighData; the scoreboard, not snd_nxt, says what to resend.
@@ -541,9 +563,17 @@ pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
         sb.high_rxt = end;
     }
     sb.rxt_snd_max = ps.snd_max;
+    if seg.seq == ps.snd_una {
+        sb.una_rxt_snd_max = ps.snd_max;
+    }
     sb.set(sack_flags::RXT_FIRST, false);
     if sb.has(sack_flags::UNDO_ARMED) {
-        match sb.undo_rxt.checked_add(1) {
+        // Counted in segments, as D-SACKs are: a retransmission may be several (TSO).
+        let segments = seg.len.div_ceil(u32::from(ps.mss).max(1)).max(1);
+        match u16::try_from(segments)
+            .ok()
+            .and_then(|n| sb.undo_rxt.checked_add(n))
+        {
             Some(n) => sb.undo_rxt = n,
             // Too many to account for: no undo for this recovery.
             None => sb.set(sack_flags::UNDO_ARMED, false),
@@ -826,5 +856,72 @@ mod tests {
         on_cumulative_ack(&mut ps, &mut b, seg(12));
         assert!(!in_recovery(&ps));
         assert_eq!(dup_thresh(&ps), DUP_THRESH);
+    }
+
+    #[test]
+    fn a_lost_retransmission_at_snd_una_goes_again_while_later_retransmissions_continue() {
+        // Holes at 0, 5 and 9; cwnd lets all three go, then new data.
+        let (mut ps, mut b) = conn();
+        update(
+            &mut ps,
+            &mut b,
+            &[(seg(1), seg(5)), (seg(6), seg(9)), (seg(10), seg(20))],
+        );
+        ps.cwnd = 10 * MSS;
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        assert_eq!(ps.sack.una_rxt_snd_max, seg(20));
+        // New data goes, and another hole is retransmitted later: rxt_snd_max moves on.
+        ps.snd_max = seg(24);
+        ps.snd_nxt = seg(24);
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("second retransmission")
+        };
+        assert_eq!(s.seq, seg(5));
+        commit_retransmission(&mut ps, &s);
+        assert_eq!(ps.sack.rxt_snd_max, seg(24));
+        // Three segments sent after the first retransmission (20..23) are SACKed; snd_una
+        // has not moved: that one was lost, though not all data after the latest was SACKed.
+        update(&mut ps, &mut b, &[(seg(20), seg(23))]);
+        assert!(detect_lost_retransmissions(&mut ps, &b));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("snd_una again")
+        };
+        assert_eq!((s.seq, s.len), (seg(0), MSS));
+        commit_retransmission(&mut ps, &s);
+        // The hole at 5 is not resent: its retransmission may yet arrive.
+        assert_eq!(ps.sack.high_rxt, seg(6));
+        assert!(!detect_lost_retransmissions(&mut ps, &b));
+    }
+
+    #[test]
+    fn a_recovery_that_begins_on_holes_already_retransmitted_does_not_resend_them() {
+        // The last recovery retransmitted 20 (new data it had sent, lost) and ended when
+        // snd_una reached its RecoveryPoint, 20.
+        let (mut ps, mut b) = conn();
+        ps.snd_una = seg(20);
+        ps.snd_max = seg(32);
+        ps.snd_nxt = seg(32);
+        ps.sack.high_rxt = seg(21);
+        ps.sack.rxt_snd_max = seg(28);
+        ps.sack.una_rxt_snd_max = seg(28);
+        update(&mut ps, &mut b, &[(seg(21), seg(24))]);
+        assert!(is_lost(&ps, &b, seg(20)));
+        assert!(enter_recovery(&mut ps));
+        // Nothing is resent at once, nor may D-SACKs of earlier repairs undo this one.
+        assert!(!ps.sack.has(sack_flags::RXT_FIRST | sack_flags::UNDO_ARMED));
+        ps.cwnd = 0;
+        assert_eq!(next_segment(&mut ps, &b, MSS), None);
+        // If data sent after that retransmission is SACKed, 20 goes again.
+        ps.cwnd = 10 * MSS;
+        update(&mut ps, &mut b, &[(seg(28), seg(31))]);
+        assert!(detect_lost_retransmissions(&mut ps, &b));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("the hole again")
+        };
+        assert_eq!(s.seq, seg(20));
     }
 }

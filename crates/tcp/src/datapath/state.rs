@@ -232,6 +232,11 @@ pub(crate) struct SackSender {
     /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
     /// unSACKed hole below HighRxt means a retransmission was lost too.
     pub rxt_snd_max: SeqNumber,
+    /// snd_max when the segment at snd_una was last retransmitted (at the latest, when
+    /// snd_una moved onto a hole retransmitted earlier): the same test for that one hole,
+    /// which holds the window's left edge, while later retransmissions keep moving
+    /// `rxt_snd_max` on.
+    pub una_rxt_snd_max: SeqNumber,
     /// SACKed ranges in use in this connection's slice of `DataPath::sacked`.
     pub count: u8,
     /// See [`sack_flags`].
@@ -242,9 +247,9 @@ pub(crate) struct SackSender {
     /// DupThresh for this connection, in segments: 3 (RFC 6675 2) until reordering is seen,
     /// then the reordering degree measured (see `scoreboard::dup_thresh`).
     pub reordering: u8,
-    /// The farthest, in segments, that SACKed data reached beyond a hole the cumulative
-    /// ACK filled during the latest recovery: the reordering degree, if D-SACKs later show
-    /// that recovery needless.
+    /// One more than the segments SACKed beyond the hole that began the latest recovery
+    /// when the cumulative ACK filled it (0: not yet): the reordering degree, if D-SACKs
+    /// later show that recovery needless.
     pub reorder_seen: u8,
 }
 
