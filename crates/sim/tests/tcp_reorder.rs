@@ -119,10 +119,11 @@ fn under_heavy_loss_no_recovery_is_undone_and_lost_retransmissions_do_not_wait_f
     for seed in 1..=2 {
         let (k, t) = transfer_at(seed, Impairment::default().with_loss(0.05), 2_000_000_000);
         println!(
-            "seed {seed}: {:.0} Mbit/s, {} fast retransmits, {} lost retransmissions found, {} timeouts",
+            "seed {seed}: {:.0} Mbit/s, {} fast retransmits, {} lost retransmissions found ({} by the timer), {} timeouts",
             (32u64 << 23) as f64 / t.as_secs_f64() / 1e6,
             k.fast_retransmits,
             k.sack_lost_retransmissions,
+            k.rxt_lost_by_timer,
             k.timeouts
         );
         assert_eq!(

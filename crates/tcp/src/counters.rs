@@ -62,6 +62,9 @@ pub struct Counters {
     /// Times SACK blocks for data sent after a retransmission showed it lost again, so the
     /// holes went once more without waiting for the timer.
     pub sack_lost_retransmissions: u64,
+    /// Times the retransmission timer found recovery stuck on a lost retransmission at
+    /// snd_una while later data was SACKed, and resent it without a timeout (RFC 8985 6.2).
+    pub rxt_lost_by_timer: u64,
     /// Large segments handed to a device's segmentation offload (TSO/GSO).
     pub large_segments_tx: u64,
     /// Zero-window probes sent.

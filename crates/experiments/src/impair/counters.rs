@@ -26,7 +26,7 @@ const CORE: &[Field<Counters>] = fields!(Counters;
     challenge_acks, challenge_acks_suppressed, ooo_stored, ooo_dropped, duplicate_segments,
     timeouts, spurious_timeouts, fast_retransmits, retransmitted_bytes, sack_blocks_rx,
     sack_blocks_invalid, sack_blocks_old, sack_scoreboard_full, sack_recoveries,
-    sack_retransmits, sack_lost_retransmissions, large_segments_tx, window_probes,
+    sack_retransmits, sack_lost_retransmissions, rxt_lost_by_timer, large_segments_tx, window_probes,
     rx_buffer_grown, tx_buffer_grown, ecn_ce,
 );
 /// The device counters that count drops.

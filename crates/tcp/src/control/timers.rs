@@ -154,6 +154,19 @@ impl Stack {
             self.abort_slot(slot, ConnError::TimedOut);
             return;
         }
+        let stride = self.dp.sacked_stride;
+        let board = &self.dp.sacked[s * stride..(s + 1) * stride];
+        if c.retries == 0 && scoreboard::una_retransmission_overtaken(&mut self.dp.proto[s], board)
+        {
+            // Recovery is stuck on a lost retransmission at snd_una: it goes again, and
+            // recovery goes on under its window (RFC 8985 6.2), rather than collapsing the
+            // window and the scoreboard for a path that is delivering.
+            self.counters.rxt_lost_by_timer += 1;
+            let c = &mut self.conns[s];
+            c.timers.set(Timer::Rto, now + c.rto);
+            self.dp.ready.push(slot);
+            return;
+        }
         self.counters.timeouts += 1;
         if ps.rto_probe.is_none() {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015

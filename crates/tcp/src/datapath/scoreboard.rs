@@ -264,6 +264,33 @@ pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRa
     true
 }
 
+/// RFC 8985 6.2's test for the retransmission of the segment at snd_una, when the
+/// retransmission timer finds recovery stuck there: data sent after it was SACKed, so the
+/// path delivers and that retransmission, older than a round trip, is lost. Marks it to go
+/// again at once, the recovery and its window kept (RACK would have found it a reordering
+/// window after a round trip; the timer found it later). False when nothing says so: the
+/// timeout is then a timeout.
+pub(crate) fn una_retransmission_overtaken(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+    let sb = &ps.sack;
+    if !sb.has(sack_flags::IN_RECOVERY)
+        || sb.has(sack_flags::RXT_FIRST)
+        || !sb.high_rxt.seq_gt(ps.snd_una)
+        || !sb.una_rxt_snd_max.seq_gt(ps.snd_una)
+    {
+        return false;
+    }
+    let used = &board[..usize::from(sb.count).min(board.len())];
+    if !used
+        .last()
+        .is_some_and(|r| r.end.seq_gt(sb.una_rxt_snd_max))
+    {
+        return false;
+    }
+    ps.sack.una_rxt_snd_max = ps.snd_max;
+    ps.sack.set(sack_flags::RXT_FIRST, true);
+    true
+}
+
 /// Whether DupThresh discontiguous ranges, or more than (DupThresh - 1) * SMSS bytes,
 /// are SACKed at or beyond `seq` (IsLost() of the sequence number just below it).
 fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
@@ -923,5 +950,33 @@ mod tests {
             panic!("the hole again")
         };
         assert_eq!(s.seq, seg(20));
+    }
+
+    #[test]
+    fn the_timer_finds_a_lost_retransmission_at_snd_una_once_one_later_segment_is_sacked() {
+        let (mut ps, mut b) = conn();
+        update(&mut ps, &mut b, &[(seg(1), seg(20))]);
+        ps.cwnd = 4 * MSS;
+        assert!(enter_recovery(&mut ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("first retransmission")
+        };
+        commit_retransmission(&mut ps, &s);
+        // Nothing sent after it is SACKed: the timeout is a timeout.
+        assert!(!una_retransmission_overtaken(&mut ps, &b));
+        // One segment sent after it is SACKed (too few for DupThresh): it was lost.
+        ps.snd_max = seg(21);
+        ps.snd_nxt = seg(21);
+        update(&mut ps, &mut b, &[(seg(20), seg(21))]);
+        assert!(!detect_lost_retransmissions(&mut ps, &b));
+        assert!(una_retransmission_overtaken(&mut ps, &b));
+        assert!(in_recovery(&ps));
+        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
+            panic!("snd_una again")
+        };
+        assert_eq!(s.seq, seg(0));
+        commit_retransmission(&mut ps, &s);
+        // Once only until data sent after this one is SACKed.
+        assert!(!una_retransmission_overtaken(&mut ps, &b));
     }
 }
