@@ -85,6 +85,20 @@ pub struct Counters {
     /// Half-open connections replaced by the cookie connection of the same SYN (the SYN was
     /// answered by a cookie first, and by the half-open entry when retransmitted).
     pub half_open_replaced_by_cookie: u64,
+    /// SYNs with a new ISN that met a half-open (SYN-RECEIVED) connection of the same
+    /// 4-tuple, a stale entry: answered with an ACK, so that the peer's RST frees it and its
+    /// next SYN is accepted (RFC 9293 3.10.7.4).
+    pub syn_in_syn_received: u64,
+    /// Half-open connections whose next hop's MAC a retransmitted SYN changed: the first
+    /// SYN's Ethernet source (which no checksum covers) differed, so the SYN-ACKs had
+    /// gone to another address.
+    pub handshake_mac_relearned: u64,
+    /// TIME-WAIT connections reopened by a new SYN (RFC 6191, RFC 9293 MAY-2).
+    pub time_wait_reopened: u64,
+    /// SYNs that met a TIME-WAIT connection and did not reopen it (RFC 6191 could not tell
+    /// them from old duplicates, or the application still holds the connection); answered
+    /// with an ACK.
+    pub time_wait_syn_refused: u64,
     /// SYNs dropped (broadcast or multicast source).
     pub syn_dropped: u64,
     /// Connection requests refused with a RST because the connection table was full: a SYN,

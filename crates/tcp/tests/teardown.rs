@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use harness::*;
 use sluice_tcp::{Error, Instant, Stack, TcpState};
+use sluice_wire::tcp::SeqNumber;
 
 /// Shuts down our side at `now` and returns the FIN we sent.
 fn send_fin(stack: &mut Stack, c: &Conn, now: Instant) -> sluice_wire::tcp::TcpHeader {
@@ -416,4 +417,159 @@ fn rfc9293_3_10_5_abort_sends_rst_and_frees_the_connection() {
     );
     assert_eq!(stack.connection_count(), 0);
     assert_eq!(stack.state(c.id), Err(Error::InvalidHandle));
+}
+
+/// A connection whose peer (port 40000, ISN 1000) offered timestamps (TSval 500 in its SYN,
+/// 600 on its FIN), brought to TIME-WAIT by our close at 10 ms, its handle released.
+fn time_wait_with_timestamps(stack: &mut Stack) -> Conn {
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let peer = Peer::new(40000, LISTEN_PORT);
+    let c = passive_open(
+        stack,
+        l,
+        peer,
+        ms(0),
+        1000,
+        full_syn_options(1460, 7, 500),
+        65535,
+    );
+    while stack.poll_event().is_some() {}
+    stack.close(c.id).unwrap();
+    let (fin, _) = c.peer.recv_one(stack, ms(10));
+    assert_eq!(fin.flags, FIN | ACK);
+    let their = fin.options.timestamp.expect("timestamps in use").0;
+    let fin_ack = c.ack_seg().ack(c.our_nxt + 1u32).flags_fin().ts(600, their);
+    c.peer.send(stack, ms(10), fin_ack);
+    c.peer.recv_one(stack, ms(10));
+    assert_eq!(stack.connection_count(), 1, "held in TIME-WAIT");
+    c
+}
+
+#[test]
+fn rfc6191_a_syn_with_a_newer_timestamp_reopens_time_wait_whatever_its_isn() {
+    let mut stack = stack();
+    let c = time_wait_with_timestamps(&mut stack);
+    // ISN 10 lies below RCV.NXT (1002), as a Linux client's ISN for a reused port can
+    // after a fast transfer; its TSval (700) is newer than the last one seen (600).
+    let syn = c
+        .peer
+        .seg(SYN)
+        .seq(SeqNumber(10))
+        .opts(full_syn_options(1460, 7, 700));
+    c.peer.send(&mut stack, ms(20), syn);
+    let (synack, _) = c.peer.recv_one(&mut stack, ms(20));
+    assert_eq!((synack.flags, synack.ack), (SYN | ACK, SeqNumber(11)));
+    // RFC 1122 4.2.2.13 (1): the new ISS lies above everything the old incarnation sent
+    // (its FIN was our_nxt), by Linux's margin of 65535 + 2.
+    assert_eq!(synack.seq, c.our_nxt + 1u32 + 65537u32);
+    assert_eq!(stack.counters().time_wait_reopened, 1);
+    assert_eq!(
+        stack.connection_count(),
+        1,
+        "the new incarnation replaced the old"
+    );
+}
+
+#[test]
+fn rfc6191_a_syn_with_an_older_timestamp_does_not_reopen_time_wait() {
+    let mut stack = stack();
+    let c = time_wait_with_timestamps(&mut stack);
+    // A higher sequence number, but an older TSval (550 < 600): an old duplicate for all
+    // RFC 6191 can tell. It stays in TIME-WAIT, and the SYN is answered with an ACK.
+    let syn = c
+        .peer
+        .seg(SYN)
+        .seq(c.peer_nxt + 100_000u32)
+        .opts(full_syn_options(1460, 7, 550));
+    c.peer.send(&mut stack, ms(20), syn);
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(20));
+    assert_eq!(
+        (ack.flags, ack.seq, ack.ack),
+        (ACK, c.our_nxt + 1u32, c.peer_nxt + 1u32)
+    );
+    assert_eq!(stack.counters().time_wait_reopened, 0);
+    assert_eq!(stack.counters().time_wait_syn_refused, 1);
+    // Equal timestamps: the sequence number decides (RFC 6191 2, second rule).
+    let same = c
+        .peer
+        .seg(SYN)
+        .seq(c.peer_nxt + 100_000u32)
+        .opts(full_syn_options(1460, 7, 600));
+    c.peer.send(&mut stack, ms(30), same);
+    let (synack, _) = c.peer.recv_one(&mut stack, ms(30));
+    assert_eq!(synack.flags, SYN | ACK);
+    assert_eq!(stack.counters().time_wait_reopened, 1);
+}
+
+#[test]
+fn rfc1122_4_2_2_13_without_timestamps_only_a_higher_isn_reopens_time_wait() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    to_time_wait(&mut stack, &c, ms(10));
+    stack.close(c.id).unwrap();
+    // At or below RCV.NXT: refused (an ACK), the connection stays.
+    c.peer
+        .send(&mut stack, ms(20), c.peer.seg(SYN).seq(c.peer_nxt + 1u32));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(20));
+    assert_eq!(ack.flags, ACK);
+    assert_eq!(stack.counters().time_wait_syn_refused, 1);
+    // Above it: reopened.
+    c.peer
+        .send(&mut stack, ms(30), c.peer.seg(SYN).seq(c.peer_nxt + 50u32));
+    let (synack, _) = c.peer.recv_one(&mut stack, ms(30));
+    assert_eq!((synack.flags, synack.ack), (SYN | ACK, c.peer_nxt + 51u32));
+    assert_eq!(stack.counters().time_wait_reopened, 1);
+}
+
+#[test]
+fn rfc9293_may_2_time_wait_is_not_reopened_while_the_application_holds_the_handle() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    to_time_wait(&mut stack, &c, ms(10));
+    c.peer
+        .send(&mut stack, ms(20), c.peer.seg(SYN).seq(c.peer_nxt + 50u32));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(20));
+    assert_eq!(ack.flags, ACK);
+    assert_eq!(
+        stack.state(c.id),
+        Ok(TcpState::TimeWait),
+        "the handle stays valid"
+    );
+}
+
+#[test]
+fn rfc5961_4_a_reused_port_frees_the_old_connection_in_every_synchronized_state() {
+    // A peer that forgot the connection (its TIME-WAIT reused, a lost RST) opens a new one
+    // from the same port. RFC 5961 4.2: the SYN gets a challenge ACK; the peer, in SYN-SENT,
+    // answers <SEQ=SEG.ACK><CTL=RST>, which is exactly RCV.NXT (RFC 5961 3.2), and the
+    // old connection goes; the peer's next SYN then finds LISTEN.
+    for target in SYNCHRONIZED {
+        let mut stack = stack();
+        let c = in_state(&mut stack, target);
+        let held = matches!(target, TcpState::Established | TcpState::CloseWait);
+        if !held {
+            stack.close(c.id).unwrap();
+        }
+        let new_syn = c.peer.seg(SYN).seq(SeqNumber(77_000_000));
+        c.peer.send(&mut stack, ms(5), new_syn.clone());
+        let (challenge, _) = c.peer.recv_one(&mut stack, ms(5));
+        assert_eq!(challenge.flags, ACK, "{target:?}");
+        c.peer
+            .send(&mut stack, ms(6), c.peer.seg(RST).seq(challenge.ack));
+        c.peer.recv_nothing(&mut stack, ms(6));
+        if held {
+            // The application is told, and its close releases the 4-tuple.
+            assert_eq!(stack.state(c.id), Ok(TcpState::Closed), "{target:?}");
+            assert_eq!(stack.error(c.id), Ok(Some(sluice_tcp::ConnError::Reset)));
+            stack.close(c.id).unwrap();
+        }
+        assert_eq!(stack.connection_count(), 0, "{target:?}");
+        c.peer.send(&mut stack, ms(7), new_syn);
+        let (synack, _) = c.peer.recv_one(&mut stack, ms(7));
+        assert_eq!(
+            (synack.flags, synack.ack),
+            (SYN | ACK, SeqNumber(77_000_001)),
+            "{target:?}"
+        );
+    }
 }

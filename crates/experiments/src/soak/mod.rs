@@ -46,8 +46,9 @@ pub use serve::{serve, ServeArgs, ServerSide};
 const ENGINE_CLIENT: u8 = 1;
 /// The client namespace of Linux's clients.
 const LINUX_CLIENT: u8 = 2;
-/// How long a server process may take to stop before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a server process may take to stop before it is killed: longer than the
+/// engine's linger, which lets its last closes finish.
+const STOP_GRACE: Duration = sluice_engine::DEFAULT_LINGER.saturating_add(Duration::from_secs(5));
 
 /// `sluice soak`.
 #[derive(Args, Debug, Clone)]
@@ -221,6 +222,11 @@ fn soak(lab: &Lab, args: &SoakArgs, run_for: Duration) -> Result<SoakReport, Exp
         sides.into_iter().map(|(n, c)| (n, c.stop())).collect();
     let now = Instant::now();
     samples.push(memory::sample(since(now), engine.pid()));
+    // The engine stops while the switch still runs: a close under way (the last phase lost
+    // a final ACK) then finishes, where behind a stopped switch it lingered until killed.
+    if let Err(e) = engine.stop() {
+        failures.push(e);
+    }
     let reports = switch.take().map_or(Ok(Vec::new()), SwitchThread::stop)?;
     phases.push(PhaseRecord::new(
         schedule::phase(phase).0,
@@ -228,9 +234,6 @@ fn soak(lab: &Lab, args: &SoakArgs, run_for: Duration) -> Result<SoakReport, Exp
         (now - phase_began).as_secs_f64(),
         &reports,
     ));
-    if let Err(e) = engine.stop() {
-        failures.push(e);
-    }
     drop(linux);
     let sides = tallies
         .into_iter()

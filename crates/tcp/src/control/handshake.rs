@@ -12,6 +12,7 @@ use crate::datapath::pipeline::rto_of;
 use crate::datapath::post;
 use crate::datapath::state::{flags, sack_flags, PreState, ProtoState, SackSender};
 use crate::events::bits;
+use crate::frame::Route;
 use crate::host::Stack;
 use crate::table::FourTuple;
 use crate::time::Instant;
@@ -107,6 +108,62 @@ impl Stack {
         self.arm_timer(slot, Timer::Rto, rto);
     }
 
+    /// The ACK of a SYN-RECEIVED connection for an unacceptable segment (RFC 9293 3.10.7.4
+    /// first check), `<SEQ=ISS+1><ACK=IRS+1><CTL=ACK>`, rate-limited per connection as
+    /// challenge ACKs are (RFC 5961 7), to `dst_mac` (the sender of the segment it answers).
+    /// The data-path does not own the connection yet, so the segment is built here from
+    /// the handshake's state.
+    fn syn_received_ack(&mut self, slot: u32, dst_mac: EthernetAddress) {
+        let s = slot as usize;
+        let limit = self.cfg.challenge_ack_limit;
+        if !self.conns[s].allow_challenge_ack(self.now, limit) {
+            self.counters.challenge_acks_suppressed += 1;
+            return;
+        }
+        let c = self.conns[s];
+        let mut options = TcpOptions::default();
+        if let Some(ts_recent) = c.negotiated.ts_recent.filter(|_| self.cfg.timestamps) {
+            let tsval = self.ts_clock().wrapping_add(self.dp.proto[s].ts_offset);
+            options.timestamp = Some((tsval, ts_recent));
+        }
+        // RFC 7323 2.2: past the SYNs, the window is scaled if both offered scaling.
+        let shift = if c.negotiated.snd_wscale.is_some() {
+            self.our_wscale()
+        } else {
+            0
+        };
+        let header = TcpHeader {
+            src_port: c.tuple.local_port,
+            dst_port: c.tuple.remote_port,
+            seq: c.iss + 1u32,
+            ack: c.irs + 1u32,
+            flags: TcpFlags::ACK,
+            window: (self.cfg.rx_initial() >> shift).min(u16::MAX as usize) as u16,
+            urgent: 0,
+            options,
+        };
+        let route = Route {
+            dst_mac,
+            ..self.route_of_tuple(slot)
+        };
+        if self.push_segment(&route, &header) {
+            self.counters.challenge_acks += 1;
+        }
+    }
+
+    /// Takes the next hop's MAC of a half-open connection from a retransmission of its SYN
+    /// (a multicast source is never a next hop, as for the first SYN).
+    fn relearn_peer_mac(&mut self, slot: u32, input: &TcpInput<'_>) {
+        let s = slot as usize;
+        let mac = input.src_mac;
+        if mac.is_multicast() || mac == self.dp.pre[s].peer_mac {
+            return;
+        }
+        self.counters.handshake_mac_relearned += 1;
+        self.dp.pre[s].peer_mac = mac;
+        self.neighbors.learn(input.ip.src, mac, self.now);
+    }
+
     /// Fills the pre-processor's identification of a new connection and its timestamp
     /// offset; the data-path does not own it until `install`.
     pub(super) fn identify(&mut self, slot: u32, tuple: &FourTuple, peer_mac: EthernetAddress) {
@@ -167,6 +224,16 @@ impl Stack {
 
     /// LISTEN, or no connection at all (RFC 9293 3.10.7.1-2).
     pub(super) fn no_connection(&mut self, input: &TcpInput<'_>) -> Handback {
+        self.open_passive(input, None)
+    }
+
+    /// [`Stack::no_connection`], with the ISS a connection opened from a SYN must use (one
+    /// reopening a TIME-WAIT 4-tuple, RFC 1122 4.2.2.13), or None for a fresh one.
+    pub(super) fn open_passive(
+        &mut self,
+        input: &TcpInput<'_>,
+        iss: Option<SeqNumber>,
+    ) -> Handback {
         let t = &input.tcp;
         let listener = self.listener_by_port.get(&t.dst_port).copied();
         let Some(index) = listener else {
@@ -237,7 +304,9 @@ impl Stack {
         c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq;
-        c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
+        c.iss = iss.unwrap_or_else(|| {
+            isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now)
+        });
         c.negotiated = negotiated;
         self.identify(slot, &tuple, input.src_mac);
         self.neighbors
@@ -306,9 +375,26 @@ impl Stack {
         let s = slot as usize;
         let c = self.conns[s];
         let rcv_nxt = c.irs + 1u32;
-        if t.flags.contains(TcpFlags::SYN) && t.seq == c.irs && !t.flags.contains(TcpFlags::ACK) {
-            // The peer retransmitted its SYN: our SYN-ACK was lost.
-            self.send_syn(slot, true);
+        if t.flags.contains(TcpFlags::SYN) && !t.flags.contains(TcpFlags::ACK) {
+            if t.seq == c.irs {
+                // The peer retransmitted its SYN: our SYN-ACK did not arrive, perhaps
+                // because the next hop's MAC, taken from the first SYN's Ethernet header
+                // (no checksum covers it), was damaged: every SYN-ACK then went astray
+                // until the entry timed out (issue 14's soak). The retransmission is as
+                // good a witness, and newer.
+                self.relearn_peer_mac(slot, input);
+                self.send_syn(slot, true);
+            } else if c.listener.is_some() {
+                // Another ISN: the peer is opening a new incarnation of the 4-tuple and
+                // this entry is stale (an old SYN that came late, after its connection
+                // had closed). RFC 9293 3.10.7.4 first check: an unacceptable segment is
+                // answered <SEQ=ISS+1><ACK=IRS+1><CTL=ACK>, as Linux's tcp_check_req
+                // does; the peer, in SYN-SENT, resets it (SEQ=IRS+1, accepted below)
+                // and its next SYN finds LISTEN. Dropped silently, every SYN of the
+                // new connection went unanswered until this entry timed out.
+                self.counters.syn_in_syn_received += 1;
+                self.syn_received_ack(slot, input.src_mac);
+            }
             return Handback::Done;
         }
         if t.flags.contains(TcpFlags::RST) {

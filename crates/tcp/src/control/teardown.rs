@@ -6,6 +6,7 @@ use sluice_wire::tcp::TcpFlags;
 use super::input::Handback;
 use super::state::TcpState;
 use crate::datapath::classify::TcpInput;
+use crate::datapath::state::flags;
 use crate::events::bits;
 use crate::host::Stack;
 use crate::timer::Timer;
@@ -44,29 +45,36 @@ impl Stack {
     }
 
     /// TIME-WAIT (RFC 9293 3.10.7.4): a retransmitted FIN is acknowledged and restarts the
-    /// 2 MSL timer; a new SYN with a higher sequence number may reopen (RFC 6191 spirit,
-    /// RFC 9293 MAY-2); RSTs are ignored (RFC 1337).
+    /// 2 MSL timer; a new SYN may reopen the connection (RFC 9293 MAY-2, under RFC 6191's
+    /// rules); RSTs are ignored (RFC 1337).
     pub(super) fn time_wait(&mut self, slot: u32, input: &TcpInput<'_>) -> Handback {
         let t = &input.tcp;
         let s = slot as usize;
-        let rcv_nxt = self.dp.proto[s].rcv_nxt;
         if t.flags.contains(TcpFlags::RST) {
             return Handback::Done;
         }
         if t.flags.contains(TcpFlags::SYN) && !t.flags.contains(TcpFlags::ACK) {
             // Reopening frees the slot, so only when the application no longer holds a
             // handle to it (the handle must stay valid until close; MAY-2 is optional).
-            if t.seq.seq_gt(rcv_nxt)
+            if self.syn_may_reopen(slot, input)
                 && !self.conns[s].app_owned
                 && self.listener_by_port.contains_key(&t.dst_port)
             {
+                self.counters.time_wait_reopened += 1;
+                // RFC 1122 4.2.2.13 (1): the new incarnation's ISS lies above every
+                // sequence number the old one used, so none of its segments still in
+                // flight falls in the new window (Linux: tw_snd_nxt + 65535 + 2).
+                let iss = self.dp.proto[s].snd_max + 65537u32;
                 self.free_slot(slot);
                 let mut again = *input;
                 again.slot = None;
-                return self.no_connection(&again);
-            } else {
-                self.challenge_ack(slot);
+                return self.open_passive(&again, Some(iss));
             }
+            // RFC 6191: an old duplicate, or a new SYN that cannot be told from one. It is
+            // answered with an ACK (RFC 5961 4.2), as Linux answers it, rather than dropped;
+            // the connection stays in TIME-WAIT until its timer ends.
+            self.counters.time_wait_syn_refused += 1;
+            self.challenge_ack(slot);
             return Handback::Done;
         }
         if t.flags.contains(TcpFlags::FIN) {
@@ -74,6 +82,25 @@ impl Stack {
             self.challenge_ack(slot);
         }
         Handback::Done
+    }
+
+    /// RFC 6191 2: whether a SYN may reopen a connection in TIME-WAIT. With timestamps on
+    /// both the old connection and the SYN, a newer TSval says it is new (an equal one, a
+    /// higher sequence number too), whatever its ISN: a Linux peer's ISN for a reused port
+    /// can lie below what a fast transfer reached. Without them, only a sequence number
+    /// above RCV.NXT does (RFC 1122 4.2.2.13 (2)).
+    fn syn_may_reopen(&self, slot: u32, input: &TcpInput<'_>) -> bool {
+        let t = &input.tcp;
+        let ps = &self.dp.proto[slot as usize];
+        let seq_above = t.seq.seq_gt(ps.rcv_nxt);
+        let ts = t.options.timestamp.filter(|_| self.cfg.timestamps);
+        match ts {
+            Some((tsval, _)) if ps.has(flags::TIMESTAMPS) => {
+                let newer = tsval.wrapping_sub(ps.ts_recent) as i32;
+                newer > 0 || (newer == 0 && seq_above)
+            }
+            _ => seq_above,
+        }
     }
 
     pub(crate) fn on_fin_received(&mut self, slot: u32) {
