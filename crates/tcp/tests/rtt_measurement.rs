@@ -1,5 +1,6 @@
-//! RTT measurement across a host that ran late (issue 24): an ACK handled after the
-//! retransmission timer's deadline, before `handle_timeout` ran it, gives no RTT sample.
+//! RTT measurement across a host that ran late (issue 24): a segment handled after the
+//! retransmission timer's deadline, before `handle_timeout` ran it, ends the measurement
+//! without a sample (and so does a handshake completed so).
 //! A host that ran the timer on time would have retransmitted the timed segment, and Karn's
 //! rule (RFC 6298 3) would have discarded the sample; the late ACK's round trip measures how
 //! long the host was away (a clock jump, a suspended VM), not the path. Taken, it made the
