@@ -492,9 +492,10 @@ impl Case {
             let d = self.quiet_step()?;
             self.clean_round(d)?;
             // A FIN sent now gets the whole healing time to arrive: a round may jump the
-            // clock to a far timer (a congestion-control tick once per srtt, after an RTT
-            // sampled across a long outage), and a shutdown made after such a jump must not
-            // find the time already spent (issue 24's simultaneous-close failures).
+            // clock to a far timer (once a congestion-control tick after an RTT sampled
+            // across an outage, which the core no longer takes; a stale timer-queue entry
+            // still may), and a shutdown made after such a jump must not find the time
+            // already spent (issue 24's simultaneous-close failures).
             if shut_at_end && self.shutdown_finished_senders()? > 0 {
                 limit = limit.max(self.now + HEALING);
             }

@@ -213,6 +213,8 @@ fn data_segments_with_sack_blocks_fit_the_mtu_and_the_peer_mss() {
 #[test]
 fn an_rtt_sample_after_a_long_outage_does_not_overflow() {
     // Tests build with overflow checks: 4 * RTTVAR overflowed u32 for samples over ~36 min.
+    // (Since issue 24 this late ACK, past A's RTO deadline, gives no sample at all; the
+    // saturating arithmetic has its own unit test in sluice-tcp's datapath/post.rs.)
     let mut p = Pair::new(|c| c.user_timeout = Duration::from_secs(7200));
     let (ca, _, _) = p.connect();
     p.a.send(ca, &[1; 100]).unwrap();
@@ -297,4 +299,67 @@ fn a_zero_challenge_ack_budget_is_refused_by_the_config() {
     );
     c.challenge_ack_limit = 0;
     assert!(c.validate().is_err());
+}
+
+// ---- RTT samples across an outage (issue 24) ----------------------------------------------
+
+/// Whether a frame from `from` carries a FIN.
+fn is_fin(from: Side, frame: &[u8]) -> bool {
+    parse_tcp(frame, from.other().ip(), true)
+        .is_some_and(|s| s.tcp.flags.contains(sluice_wire::tcp::TcpFlags::FIN))
+}
+
+#[test]
+fn an_ack_after_a_long_outage_gives_no_rtt_sample_and_a_simultaneous_close_completes() {
+    // Issue 24's first seed, reduced: B's data and A's ACK of it are held up by a 12,795 s
+    // outage through which B's retransmission timer is never run. B took the late ACK as an
+    // RTT sample (wrapped in 32-bit microseconds to 4,205 s), its congestion tick went hours
+    // away, and the fuzzer's healing phase jumped the clock there and ran out of time with
+    // both ends of the simultaneous close in FIN-WAIT-1. RFC 6298 3 (Karn): the timer was
+    // overdue, so the late ACK measures the outage, not the path.
+    let mut p = Pair::new(|c| c.user_timeout = Duration::from_secs(7200));
+    let (ca, cb, _) = p.connect();
+    let srtt_before = p.b.info(cb).unwrap().srtt;
+    p.b.send(cb, &[7; 1114]).unwrap();
+    let now = p.now;
+    let n =
+        p.b.poll_transmit(now, &mut p.buf)
+            .expect("B's data segment");
+    let data = p.buf[..n].to_vec();
+    p.now += Duration::from_secs(12_795);
+    let now = p.now;
+    assert!(
+        p.b.poll_timeout().is_some_and(|t| t < now),
+        "B's RTO is overdue"
+    );
+    p.a.handle_frame(now, &data);
+    p.exchange(all); // A's ACK reaches B before B's overdue timer runs
+    let info = p.b.info(cb).unwrap();
+    assert_eq!(info.unacked, 0, "B took the ACK");
+    assert_eq!(info.srtt, srtt_before, "the outage is not a round trip");
+    let rto_max = p.b.config().rto_max;
+    let next = p.b.poll_timeout();
+    assert!(
+        next.is_none_or(|t| t <= now + rto_max),
+        "B's next timer {next:?} is past the RTO bound from {now:?}"
+    );
+    // Both ends shut down at once and lose their first FIN: each retransmits its FIN from
+    // FIN-WAIT-1 (RFC 9293 3.10.7.4), goes through CLOSING and reaches TIME-WAIT within a
+    // few RTOs.
+    p.a.shutdown(ca).unwrap();
+    p.b.shutdown(cb).unwrap();
+    let mut lost = [false; 2];
+    p.run_for(4 * rto_max, |from, f| {
+        let first_fin = is_fin(from, f) && !lost[from.index()];
+        lost[from.index()] |= first_fin;
+        !first_fin
+    });
+    assert_eq!(lost, [true; 2], "each end's first FIN was lost");
+    assert_eq!(p.a.state(ca).unwrap(), TcpState::TimeWait);
+    assert_eq!(p.b.state(cb).unwrap(), TcpState::TimeWait);
+    let mut buf = [0u8; 2048];
+    assert_eq!(p.a.recv(ca, &mut buf), Ok(1114));
+    assert_eq!(p.a.recv(ca, &mut buf), Ok(0), "A read B's end of stream");
+    assert_eq!(p.b.recv(cb, &mut buf), Ok(0), "B read A's end of stream");
+    p.check();
 }

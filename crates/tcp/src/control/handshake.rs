@@ -609,8 +609,12 @@ impl Stack {
         // the SYN (SYN-ACK) was retransmitted (Karn's rule). Without it the RTO stays at
         // rto_initial (1 s) until the first data is acknowledged, and a loss in the first
         // flight waits that second out (5 % loss in the simulator: 226 Mbit/s, with the
-        // sample 1.4 Gbit/s).
-        if c.retries == 0 && c.syn_sent_at != Instant::MAX {
+        // sample 1.4 Gbit/s). Nor when the SYN's timer is overdue: the host was away, and
+        // one on time would have retransmitted (see `Stack::protocol_stage`).
+        if c.retries == 0
+            && c.syn_sent_at != Instant::MAX
+            && !c.timers.is_expired(Timer::Rto, self.now)
+        {
             let sample = self.now.saturating_since(c.syn_sent_at).as_micros();
             let sample = u32::try_from(sample).unwrap_or(u32::MAX).max(1);
             post::rtt_update(&mut self.dp.post[s], sample, rto_min, rto_max);

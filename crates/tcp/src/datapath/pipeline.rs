@@ -47,8 +47,19 @@ impl Stack {
             let slot = s.slot as usize;
             let stride = self.dp.ooo_stride;
             let sacked = self.dp.sacked_stride;
+            let ps = &mut self.dp.proto[slot];
+            // RFC 6298 5.4 and 3 (Karn): past the retransmission timer's deadline the timed
+            // segment is due for retransmission, and a host serving its timers on time would
+            // have resent it and stopped timing (control/timers.rs). A segment handled
+            // before the overdue timer stops timing too: its ACK, or a later one after this
+            // one restarts the timer, would measure how long the host was away (a clock
+            // jump), not the path (issue 24: SRTT of hours, the congestion tick hours away).
+            if ps.has(flags::RTT_TIMING) && self.conns[slot].timers.is_expired(Timer::Rto, self.now)
+            {
+                ps.set(flags::RTT_TIMING, false);
+            }
             protocol::process(
-                &mut self.dp.proto[slot],
+                ps,
                 &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
                 &mut self.dp.sacked[slot * sacked..(slot + 1) * sacked],
                 s,

@@ -192,3 +192,24 @@ pub(crate) fn process(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc6298_a_sample_of_hours_saturates_and_the_rto_stays_within_its_bounds() {
+        // Since issue 24 an ACK handled past the RTO deadline gives no sample, but a timed
+        // segment whose timer ACKs of earlier data kept restarting may still be measured
+        // late: 4 * RTTVAR of a 40-minute sample overflows 32 bits and must saturate.
+        let (min, max) = (200_000, 60_000_000);
+        let mut post = PostState::default();
+        rtt_update(&mut post, 1_000, min, max);
+        rtt_update(&mut post, 40 * 60 * 1_000_000, min, max);
+        assert_eq!(post.rto_us, max);
+        let mut fresh = PostState::default();
+        rtt_update(&mut fresh, 40 * 60 * 1_000_000, min, max);
+        assert_eq!(fresh.srtt_us, 40 * 60 * 1_000_000);
+        assert_eq!(fresh.rto_us, max);
+    }
+}
