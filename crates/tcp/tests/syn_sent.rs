@@ -458,3 +458,35 @@ fn karns_rule_a_retransmitted_syn_gives_no_rtt_measurement() {
         "the initial RTO again (RFC 6298 5.7)"
     );
 }
+
+#[test]
+fn a_syn_ack_from_a_damaged_ethernet_source_does_not_move_the_next_hop() {
+    // No checksum covers the Ethernet header: the next hop is the neighbor table's, resolved
+    // before the SYN went, not whatever source the SYN-ACK arrived with.
+    let mut stack = stack();
+    let (id, peer, syn) = open(&mut stack);
+    let mut damaged = PEER_MAC;
+    damaged.0[4] ^= 0x01;
+    let bent = Peer {
+        mac: damaged,
+        ..peer
+    };
+    bent.send(
+        &mut stack,
+        ms(10),
+        peer.seg(SYN | ACK)
+            .seq(SeqNumber(5000))
+            .ack(syn.seq + 1u32)
+            .opts(mss_only(1400)),
+    );
+    // The harness's drain insists the ACK and the data go to PEER_MAC.
+    let (ack, _) = peer.recv_one(&mut stack, ms(10));
+    assert_eq!((ack.flags, ack.ack), (ACK, SeqNumber(5001)));
+    assert_eq!(stack.state(id), Ok(TcpState::Established));
+    stack.send(id, b"hello").unwrap();
+    let (data, payload) = peer.recv_one(&mut stack, ms(11));
+    assert_eq!(
+        (data.seq, payload.as_slice()),
+        (syn.seq + 1u32, &b"hello"[..])
+    );
+}

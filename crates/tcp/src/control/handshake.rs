@@ -354,7 +354,12 @@ impl Stack {
         let c = &mut self.conns[s];
         c.irs = t.seq;
         c.negotiated = negotiated;
-        self.dp.pre[s].peer_mac = input.src_mac;
+        // The next hop stays the one the neighbor table resolved before the SYN went: the
+        // SYN-ACK's Ethernet source is covered by no checksum, and one damaged bit there
+        // would send the whole connection astray (the soak's corrupted frames).
+        if self.dp.pre[s].peer_mac == EthernetAddress::default() {
+            self.dp.pre[s].peer_mac = input.src_mac;
+        }
         if has_ack {
             self.install(slot, t.ack, t.window, false);
             self.conns[s].state = TcpState::Established;
