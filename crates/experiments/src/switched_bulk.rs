@@ -238,7 +238,7 @@ pub fn run_once(
     let fail = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
     let spec = EngineSpec {
         backend: BACKEND,
-        idle_before_sleep: Some(Duration::from_micros(100)),
+        idle_before_sleep: Some(Duration::from_micros(std::env::var("SLUICE_IDLE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(100))),
     };
     let server = if pairing.engine_sends() {
         let site = EngineSite {
