@@ -116,7 +116,8 @@ fn measure(
             let seed = args.common.seed.wrapping_add(i as u64);
             eprintln!("sluice experiment loss: {} at {p} % loss", pairing.name());
             let impairment = format!("loss={}", p / 100.0);
-            let run = run_once(&wire, pairing, &config, &impairment, seed, timing)?;
+            let idle = std::time::Duration::from_micros(100);
+            let run = run_once(&wire, pairing, &config, &impairment, seed, timing, idle)?;
             row.push(Cell {
                 mbps: run.mbps,
                 lost: run.port.egress.link.lost,

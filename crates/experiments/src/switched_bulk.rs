@@ -226,7 +226,8 @@ impl Outcome {
 }
 
 /// One run: a fresh switch with `impairment` on the receivers' port (its draws seeded with
-/// `seed`), a fresh engine server if an engine sends, and one bulk transfer.
+/// `seed`), a fresh engine server if an engine sends (polling `idle_before_sleep` before
+/// it sleeps), and one bulk transfer.
 pub fn run_once(
     wire: &Wire,
     pairing: Pairing,
@@ -234,11 +235,12 @@ pub fn run_once(
     impairment: &str,
     seed: u64,
     timing: Timing,
+    idle_before_sleep: Duration,
 ) -> Result<Outcome, ExperimentError> {
     let fail = |e: &dyn std::fmt::Display| ExperimentError::Workload(e.to_string());
     let spec = EngineSpec {
         backend: BACKEND,
-        idle_before_sleep: Some(Duration::from_micros(std::env::var("SLUICE_IDLE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(100))),
+        idle_before_sleep: Some(idle_before_sleep),
     };
     let server = if pairing.engine_sends() {
         let site = EngineSite {

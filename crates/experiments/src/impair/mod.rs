@@ -62,6 +62,10 @@ pub struct ImpairArgs {
     /// Print every run's nonzero counters (engine core and device, switch) as it ends.
     #[arg(long)]
     pub verbose: bool,
+    /// How long a sending engine polls with nothing to do before it sleeps, in
+    /// microseconds: its core is shared with the switch and the Linux end (0: at once).
+    #[arg(long, default_value_t = 100)]
+    pub engine_idle_us: u64,
     /// Run length and the lab lock.
     #[command(flatten)]
     pub lab: LabRun,
@@ -219,7 +223,8 @@ fn measure(
                     .common
                     .seed
                     .wrapping_add((rep * impairments.len() + i) as u64);
-                let o = run_once(&wire, pairing, &config, &params, seed, timing)?;
+                let idle = std::time::Duration::from_micros(args.engine_idle_us);
+                let o = run_once(&wire, pairing, &config, &params, seed, timing, idle)?;
                 eprintln!(
                     "sluice experiment impair: {} {} run {}/{reps}: {} Mbit/s",
                     imp.label(),
@@ -446,6 +451,7 @@ mod tests {
             pairings: Vec::new(),
             reps: None,
             verbose: false,
+            engine_idle_us: 100,
             lab: LabRun::default(),
         };
         let imps = [
