@@ -49,6 +49,10 @@ impl Stack {
     /// listener is a freed slot).
     #[inline]
     fn holds_connection(&self, s: usize) -> bool {
+        // The data-path's own flag answers for every segment of the fast path.
+        if self.dp.pre[s].active {
+            return true;
+        }
         let c = &self.conns[s];
         c.state != TcpState::Closed || c.app_owned || c.listener.is_some()
     }
