@@ -368,7 +368,7 @@ impl Stack {
             // Empty and above today's share: give the memory back (writes cycle through the
             // whole ring, so holding it would touch all of it).
             b.tx = PayloadRing::new(pow2_floor(keep));
-            self.counters.memory_rings_released += u64::from(keep < limit);
+            self.counters.memory_rings_released += u64::from(pressured);
         }
         if (b.tx.capacity() as usize).min(limit) < used + data.len() {
             // Send-buffer autotuning: room for twice what the windows let fly, so the flight
