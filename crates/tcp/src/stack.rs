@@ -400,7 +400,7 @@ impl Stack {
         // Doorbell (FlexTOE HC workflow): the protocol stage learns of the new data.
         self.dp.proto[slot as usize].tx_end = b.tx_tail;
         self.dp.ready.push(slot);
-        self.recharge(slot);
+        self.charge_delta(slot, n as i64);
         Ok(n)
     }
 
@@ -850,7 +850,7 @@ impl Stack {
         let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
         let grown = self.conns[s].rcv_space.sample(rcv_nxt, cap, self.now) && self.grow_rx(slot);
         self.release_idle_rx(slot);
-        self.recharge(slot);
+        self.charge_delta(slot, -i64::from(n));
         let ps = &mut self.dp.proto[s];
         let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
         let threshold = (cap / 2).min(ps.mss as u32);

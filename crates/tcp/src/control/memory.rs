@@ -15,9 +15,10 @@
 
 use crate::buffer::PayloadRing;
 use crate::control::state::TcpState;
+use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::host::Stack;
 use crate::invariant::InvariantViolation;
-use crate::pressure::MemoryState;
+use crate::pressure::{Crossed, MemoryState};
 
 /// Under pressure a read reopens the window to at most this many segments (Linux's
 /// tcp_adjust_rcv_ssthresh: 4 * advmss): enough to keep the connection going.
@@ -55,6 +56,34 @@ impl Stack {
         }
         let c = &self.conns[s];
         c.state != TcpState::Closed || c.app_owned || c.listener.is_some()
+    }
+
+    /// Changes the bytes `slot` holds by `delta`, known exactly (bytes written, read,
+    /// delivered in order or acknowledged): no recount on the fast path. A freed slot stays
+    /// at nothing.
+    #[inline]
+    pub(crate) fn charge_delta(&mut self, slot: u32, delta: i64) {
+        if !self.holds_connection(slot as usize) {
+            return;
+        }
+        let crossed = self.memory.add(slot, delta);
+        if crossed != Crossed::default() {
+            self.counters.memory_pressure_entered += u64::from(crossed.pressure);
+            self.counters.memory_over_limit_entered += u64::from(crossed.over_limit);
+        }
+    }
+
+    /// The post stage's update for a segment that changed what its connection holds.
+    /// Intervals changed: recount. Otherwise it delivered `rx_advance` bytes in order and
+    /// freed `tx_freed`, exactly what the count changes by. Kept out of line: inlined, it
+    /// slowed the single-segment receive path by more than its own work.
+    #[inline(never)]
+    pub(crate) fn count_segment(&mut self, s: &HeaderSummary) {
+        if s.actions.contains(Actions::OOO_CHANGED) {
+            self.recharge(s.slot);
+        } else {
+            self.charge_delta(s.slot, i64::from(s.rx_advance) - i64::from(s.tx_freed));
+        }
     }
 
     /// Takes `slot`'s bytes out of the total: its connection is gone, or just begun.

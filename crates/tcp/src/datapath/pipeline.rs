@@ -151,8 +151,8 @@ impl Stack {
                     self.events.raise(slot, bits::WRITABLE);
                 }
             }
-            if s.place_len > 0 || s.tx_freed > 0 || s.actions.contains(Actions::FIN_RECEIVED) {
-                self.recharge(slot);
+            if s.rx_advance > 0 || s.tx_freed > 0 || s.actions.contains(Actions::OOO_CHANGED) {
+                self.count_segment(s);
             }
         }
         if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], s) {

@@ -113,7 +113,9 @@ fn process_segment(
             s.place_len = len as u16;
             let before = ps.rcv_nxt;
             ps.rcv_nxt += len;
-            merge_intervals(ps, ooo);
+            if merge_intervals(ps, ooo) {
+                s.actions.insert(Actions::OOO_CHANGED);
+            }
             let advance = ps.rcv_nxt.diff(before) as u32;
             ps.rx_avail -= advance.min(ps.rx_avail);
             s.rx_advance = advance;
@@ -124,6 +126,7 @@ fn process_segment(
             }
         } else {
             if insert_interval(ps, ooo, seq, seq + len, admit_ooo) {
+                s.actions.insert(Actions::OOO_CHANGED);
                 s.place_seq = seq;
                 s.place_offset = offset as u16;
                 s.place_len = len as u16;
@@ -154,6 +157,9 @@ fn process_segment(
         ps.rcv_nxt += 1u32;
         // Nothing follows the FIN: out-of-order data stored beyond it (which only a
         // misbehaving peer sends) is discarded rather than left in the interval list.
+        if ps.ooo_count > 0 {
+            s.actions.insert(Actions::OOO_CHANGED);
+        }
         ps.ooo_count = 0;
         ps.set(flags::FIN_PENDING, false);
         ps.set(flags::FIN_RECEIVED, true);
@@ -356,12 +362,12 @@ fn insert_interval(
     true
 }
 
-/// Advances rcv_nxt over intervals the in-order data has reached.
+/// Advances rcv_nxt over intervals the in-order data has reached; true if it took any.
 #[inline]
-fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) {
+fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) -> bool {
     let count = ps.ooo_count as usize;
     if count == 0 {
-        return;
+        return false;
     }
     let mut merged = 0;
     while merged < count && ooo[merged].start.seq_le(ps.rcv_nxt) {
@@ -372,4 +378,5 @@ fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) {
         ooo.copy_within(merged..count, 0);
         ps.ooo_count -= merged as u8;
     }
+    merged > 0
 }
