@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use sluice_tcp::{AckPolicy, Config};
+use sluice_tcp::{AckPolicy, Config, MemoryLimits};
 
 use crate::net::Side;
 
@@ -79,6 +79,17 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
     // Small wheels, so that paced connections clamp to the horizon and are re-placed.
     c.sched_wheel_slots = *[16, 256, 4096].choose(rng).unwrap_or(&16);
     c.sched_granularity = Duration::from_micros(*[1, 10].choose(rng).unwrap_or(&1));
+    // Sometimes a global limit on buffered bytes that a few connections reach: memory
+    // pressure (windows held back, rings kept small) and the limit (SYNs and new
+    // out-of-order data refused).
+    if rng.gen_bool(0.3) {
+        let low = rng.gen_range(1024..=32 * 1024);
+        c.tcp_mem = Some(MemoryLimits {
+            low,
+            pressure: low * 2,
+            high: low * 3,
+        });
+    }
     c
 }
 

@@ -8,11 +8,13 @@ mod lab_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use lab_support::{lab, start_engine, NO_IMPAIR};
+use lab_support::{lab, start_engine_for, ENGINE_LIMIT, NO_IMPAIR};
 use sluice_engine::apps::EchoApp;
-use sluice_engine::setup::Backend;
+use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_engine::AppStatus;
+use sluice_lab::presets::LabPreset;
 
 /// Connections per burst; `SLUICE_LAB_CONNECTIONS` asks for another count (up to 64,000:
 /// the client's ephemeral ports are widened to 1024-65535) for a measurement by hand.
@@ -27,10 +29,11 @@ const BURSTS: usize = 2;
 /// The Linux clients (see the test).
 const CLIENT: &str = r#"
 import os,resource,socket,sys,time
-N={n}; B={bursts}; W=max(1,(N+15999)//16000)
+N={n}; B={bursts}; W=max((N+15999)//16000,min(16,(N+999)//1000))
 soft,hard=resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE,(hard,hard))
 open('/proc/sys/net/ipv4/ip_local_port_range','w').write('1024 65535')
+open('/proc/sys/net/ipv4/tcp_tw_reuse','w').write('1')
 def connect():
     for attempt in range(50):
         try:
@@ -38,13 +41,22 @@ def connect():
         except ConnectionRefusedError:
             time.sleep(0.2)
     raise SystemExit('refused')
-def worker(k,r,w):
+def worker(j,k,r,w):
+    socks=[]
+    try:
+        work(k,r,w,socks)
+    except BaseException as e:
+        sys.stderr.write('worker %d: %d of %d connections open: %r\n'%(j,len(socks),k,e))
+        os._exit(1)
+    os._exit(0)
+def work(k,r,w,socks):
     for burst in range(B):
-        socks=[connect() for i in range(k)]
+        socks.clear()
+        for i in range(k): socks.append(connect())
         ok=0
-        for s in socks:
-            d=os.urandom(64)
-            s.sendall(d)
+        sent=[os.urandom(64) for s in socks]
+        for s,d in zip(socks,sent): s.sendall(d)
+        for s,d in zip(socks,sent):
             b=b''
             while len(b)<64:
                 x=s.recv(64-len(b))
@@ -56,18 +68,23 @@ def worker(k,r,w):
         for s in socks: s.close()
         os.write(w,b'c\n')
         os.read(r,1)
-    os._exit(0)
 kids=[]
 for j in range(W):
     k=N//W+(1 if j<N%W else 0)
     r1,w1=os.pipe(); r2,w2=os.pipe()
-    if os.fork()==0: worker(k,r1,w2)
+    if os.fork()==0: worker(j,k,r1,w2)
+    # Only the worker writes its pipe: one that dies is seen as the end of it.
+    os.close(r1); os.close(w2)
     kids.append((w1,os.fdopen(r2)))
+def heard(f):
+    line=f.readline()
+    if not line: raise SystemExit('a worker exited early (its error is above)')
+    return line
 for burst in range(B):
-    print('held',sum(int(f.readline()) for _,f in kids),flush=True)
+    print('held',sum(int(heard(f)) for _,f in kids),flush=True)
     sys.stdin.readline()
     for w,_ in kids: os.write(w,b'g')
-    for _,f in kids: f.readline()
+    for _,f in kids: heard(f)
     print('closed',flush=True)
     sys.stdin.readline()
     for w,_ in kids: os.write(w,b'g')
@@ -92,7 +109,17 @@ fn six_thousand_concurrent_connections_twice_and_the_memory_comes_back_or_is_reu
     let connections = connections();
     let mut echo = EchoApp::new(port);
     echo.stop_after = Some((BURSTS * connections) as u64);
-    let engine = start_engine(Backend::AfPacket, NO_IMPAIR, echo, true);
+    // Connects and echoes take a round trip each, a few milliseconds on a busy machine:
+    // the engine's time limit grows with the count (the lab default would end a run of
+    // 64,000 halfway, its clients' connects timing out).
+    let limit = ENGINE_LIMIT + Duration::from_millis(15 * (BURSTS * connections) as u64);
+    let engine = start_engine_for(
+        EngineOptions::lab(Backend::AfPacket),
+        NO_IMPAIR,
+        echo,
+        true,
+        limit,
+    );
     let idle = rss_kib();
     // Python in sluice-b: per burst, open every connection, echo 64 bytes on each, hold
     // them all, say how many were held, wait for the word, close them all. Worker

@@ -71,6 +71,12 @@ pub struct Config {
     /// open connection (never below `tx_buffer_initial`), so many connections cannot take
     /// gigabytes (as Linux's tcp_mem bounds its buffers).
     pub tx_memory: usize,
+    /// Global thresholds on bytes buffered by all connections (received and not read, out
+    /// of order, sent and not acknowledged), as Linux's tcp_mem: above `pressure`, rings stop
+    /// growing and windows reopen only a little; above `high`, SYNs and new out-of-order
+    /// data are refused (control/memory.rs). None: derived from `rx_memory + tx_memory`
+    /// ([`Config::memory_limits`]).
+    pub tcp_mem: Option<MemoryLimits>,
     /// Interface MTU (IPv4 packet size).
     pub mtu: u16,
     /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
@@ -155,6 +161,7 @@ impl Config {
             tx_buffer: 256 * 1024,
             tx_buffer_initial: 64 * 1024,
             tx_memory: 256 << 20,
+            tcp_mem: None,
             mtu: 1500,
             ooo_intervals: 1,
             sack_scoreboard: 8,
@@ -214,6 +221,11 @@ impl Config {
         }
         if self.tx_buffer_initial < 4096 {
             return Err(ConfigError::Range("tx_buffer_initial", ">= 4096"));
+        }
+        if let Some(m) = self.tcp_mem {
+            if m.low == 0 || m.low > m.pressure || m.pressure > m.high {
+                return Err(ConfigError::Range("tcp_mem", "0 < low <= pressure <= high"));
+            }
         }
         if self.ooo_intervals > 64 {
             return Err(ConfigError::Range("ooo_intervals", "0..=64"));
@@ -311,10 +323,36 @@ impl Config {
         self.tx_buffer_initial.min(self.tx_buffer)
     }
 
+    /// The thresholds on buffered bytes: `tcp_mem`, or by default Linux's proportions
+    /// (tcp_mem is 3/4, 1 and 3/2 of a base: low half of high, pressure two thirds) with
+    /// high the memory the rings may grow into, `rx_memory + tx_memory`.
+    pub fn memory_limits(&self) -> MemoryLimits {
+        self.tcp_mem.unwrap_or_else(|| {
+            let high = self.rx_memory.saturating_add(self.tx_memory);
+            MemoryLimits {
+                low: high / 2,
+                pressure: high / 3 * 2,
+                high,
+            }
+        })
+    }
+
     /// The MSS this host announces: MTU less IPv4 and TCP headers.
     pub fn local_mss(&self) -> u16 {
         self.mtu - 40
     }
+}
+
+/// Thresholds on the bytes all connections buffer, as Linux's tcp_mem (low, pressure,
+/// high), in bytes rather than pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryLimits {
+    /// Pressure ends when the buffered bytes fall below this.
+    pub low: usize,
+    /// Pressure begins when the buffered bytes rise above this.
+    pub pressure: usize,
+    /// Above this, new connections and new out-of-order data are refused.
+    pub high: usize,
 }
 
 /// A configuration value out of range.

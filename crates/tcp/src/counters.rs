@@ -126,4 +126,20 @@ pub struct Counters {
     /// Times the flow scheduler held a rate-limited connection in its timing wheel until
     /// its send time.
     pub sched_paced: u64,
+    /// Times the bytes buffered by all connections rose above `tcp_mem`'s pressure
+    /// threshold (rings stop growing, windows reopen only a little; control/memory.rs).
+    pub memory_pressure_entered: u64,
+    /// Times the bytes buffered rose above `tcp_mem`'s high threshold.
+    pub memory_over_limit_entered: u64,
+    /// Window updates after a read held to a few segments by memory pressure.
+    pub memory_window_clamped: u64,
+    /// Ring doublings (receive or send) refused under memory pressure.
+    pub memory_growth_refused: u64,
+    /// Grown rings of idle connections returned to the initial size under pressure.
+    pub memory_rings_released: u64,
+    /// SYNs not answered because the bytes buffered were over the high threshold.
+    pub memory_syn_refused: u64,
+    /// Out-of-order segments dropped because the bytes buffered were over the high
+    /// threshold (in-order data within the window is always taken).
+    pub memory_ooo_dropped: u64,
 }

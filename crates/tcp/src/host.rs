@@ -17,6 +17,7 @@ use crate::counters::Counters;
 use crate::datapath::DataPath;
 use crate::events::EventQueue;
 use crate::frame::ControlQueue;
+use crate::pressure::BufferedBytes;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
 use crate::timer::TimerQueue;
@@ -58,6 +59,8 @@ pub struct Stack {
     pub(crate) out: ControlQueue,
     pub(crate) events: EventQueue,
     pub(crate) counters: Counters,
+    /// Bytes buffered by all connections against `Config::tcp_mem` (control/memory.rs).
+    pub(crate) memory: BufferedBytes,
     pub(crate) ip_ident: u16,
     pub(crate) next_port: u16,
     pub(crate) awaiting_arp: Vec<u32>,
@@ -100,6 +103,7 @@ impl Stack {
             out: ControlQueue::new(cfg.control_frame_queue),
             events: EventQueue::new(slots, cfg.max_listeners),
             counters: Counters::default(),
+            memory: BufferedBytes::new(cfg.memory_limits(), slots),
             ip_ident: (cfg.seed >> 16) as u16,
             next_port: lo + (cfg.seed % span) as u16,
             awaiting_arp: Vec::with_capacity(slots),

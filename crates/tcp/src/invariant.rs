@@ -106,6 +106,16 @@ pub enum InvariantViolation {
         /// The right edge of the receive window.
         right: SeqNumber,
     },
+    /// The bytes counted against `Config::tcp_mem` for a connection are not what it holds
+    /// (unread, unacknowledged and out-of-order bytes; none once it is freed).
+    BufferedBytes {
+        /// The connection slot.
+        slot: u32,
+        /// Bytes in the global count for it.
+        counted: u32,
+        /// Bytes it holds.
+        held: u32,
+    },
 }
 
 impl fmt::Display for InvariantViolation {
@@ -162,6 +172,11 @@ impl fmt::Display for InvariantViolation {
                 "slot {slot}: interval Interval {{ start: {start:?}, end: {end:?}, seen: {seen} }} \
                  outside ({rcv_nxt}, {right}]"
             ),
+            InvariantViolation::BufferedBytes {
+                slot,
+                counted,
+                held,
+            } => write!(f, "slot {slot}: {counted} bytes counted, {held} held"),
         }
     }
 }

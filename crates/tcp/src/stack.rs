@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_wire::tcp::SeqNumber;
 
-use crate::buffer::{rx_limit, tx_limit, ConnBuffers, PayloadRing};
+use crate::buffer::{rx_limit, ConnBuffers, PayloadRing};
 use crate::cc::Algorithm;
 use crate::config::Config;
 use crate::control::state::{ConnControl, ConnError, TcpState};
@@ -20,6 +20,7 @@ use crate::events::bits;
 use crate::handle::{ConnId, ListenerId};
 use crate::host::{Listener, Stack};
 use crate::invariant::InvariantViolation;
+use crate::pressure::send_limit;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -352,14 +353,22 @@ impl Stack {
             );
         }
         let limit = self.tx_limit();
+        // Under memory pressure an empty ring keeps only the initial size.
+        let pressured = self.memory.pressured();
+        let keep = if pressured {
+            limit.min(self.cfg.tx_initial())
+        } else {
+            limit
+        };
         let b = self.bufs[slot as usize]
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
         let used = b.tx_used();
-        if used == 0 && b.tx.capacity() as usize > limit {
+        if used == 0 && b.tx.capacity() as usize > keep {
             // Empty and above today's share: give the memory back (writes cycle through the
             // whole ring, so holding it would touch all of it).
-            b.tx = PayloadRing::new(pow2_floor(limit));
+            b.tx = PayloadRing::new(pow2_floor(keep));
+            self.counters.memory_rings_released += u64::from(pressured);
         }
         if (b.tx.capacity() as usize).min(limit) < used + data.len() {
             // Send-buffer autotuning: room for twice what the windows let fly, so the flight
@@ -368,8 +377,12 @@ impl Stack {
             let target = 2 * ps.cwnd.min(ps.snd_wnd) as usize;
             let grown = pow2_floor(target.next_power_of_two().min(limit));
             if grown > b.tx.capacity() as usize {
-                b.tx.grow(b.tx_head, used as u32, grown);
-                self.counters.tx_buffer_grown += 1;
+                if pressured {
+                    self.counters.memory_growth_refused += 1;
+                } else {
+                    b.tx.grow(b.tx_head, used as u32, grown);
+                    self.counters.tx_buffer_grown += 1;
+                }
             }
         }
         // A ring grown while fewer connections shared the memory is used only up to today's
@@ -387,13 +400,15 @@ impl Stack {
         // Doorbell (FlexTOE HC workflow): the protocol stage learns of the new data.
         self.dp.proto[slot as usize].tx_end = b.tx_tail;
         self.dp.ready.push(slot);
+        self.charge_delta(slot, n as i64);
         Ok(n)
     }
 
     /// The most a connection's send buffer may hold now: `tx_buffer`, or an equal share of
-    /// `tx_memory` among the open connections if smaller, but never below the initial size.
+    /// `tx_memory` among the open connections if smaller, but never below the initial size
+    /// (nor above it while buffered bytes are over `tcp_mem`'s high threshold).
     pub(crate) fn tx_limit(&self) -> usize {
-        tx_limit(&self.cfg, self.table.len())
+        send_limit(&self.cfg, self.table.len(), self.memory.state())
     }
 
     /// Copies received bytes into `buf`. Ok(0) means the peer closed (end of stream).
@@ -579,6 +594,7 @@ impl Stack {
     /// Checks internal invariants; used by the fuzzer and tests. Returns the first violation.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.dp.wheel.check()?;
+        self.check_buffered()?;
         for s in 0..self.conns.len() {
             let pre = &self.dp.pre[s];
             if !pre.active {
@@ -700,6 +716,7 @@ impl Stack {
         let b = self.bufs[s]
             .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)));
         b.reset_at(SeqNumber(0), SeqNumber(0));
+        self.uncharge(slot);
     }
 
     /// Returns a slot to the free list (the connection is gone for everyone).
@@ -718,6 +735,7 @@ impl Stack {
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
         self.release_grown_buffers(s);
+        self.uncharge(slot);
         self.timer_queue.disarm(slot);
         self.dp.wheel.remove(slot);
         self.events.clear(slot);
@@ -824,17 +842,22 @@ impl Stack {
     /// sent when it opens by enough to matter (RFC 9293 3.8.6.2.2, MUST-39 receiver SWS).
     pub(crate) fn rx_consumed(&mut self, slot: u32, n: u32) {
         let s = slot as usize;
+        let before = self.dp.proto[s].rx_avail;
+        let window = self.window_after_read(slot, before, n);
         let ps = &mut self.dp.proto[s];
-        let before = ps.rx_avail;
-        ps.rx_avail = ps.rx_avail.saturating_add(n);
+        ps.rx_avail = window;
         let rcv_nxt = ps.rcv_nxt;
         let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
         let grown = self.conns[s].rcv_space.sample(rcv_nxt, cap, self.now) && self.grow_rx(slot);
+        self.release_idle_rx(slot);
+        self.charge_delta(slot, -i64::from(n));
         let ps = &mut self.dp.proto[s];
         let cap = self.bufs[s].as_ref().map_or(0, |b| b.rx.capacity());
         let threshold = (cap / 2).min(ps.mss as u32);
         let opened = before < threshold.max(1) * 2 && ps.rx_avail >= threshold * 2;
-        if self.dp.pre[s].active && (opened || grown) {
+        // A window held back under pressure and now given its room back is news too.
+        let restored = window > before.saturating_add(n);
+        if self.dp.pre[s].active && (opened || grown || restored) {
             self.dp.post[s].ack_pending = true;
             self.dp.ready.push(slot);
         }
@@ -861,6 +884,10 @@ impl Stack {
         };
         let grown = pow2_floor((cap * 2).min(most));
         if grown <= cap {
+            return false;
+        }
+        if self.memory.pressured() {
+            self.counters.memory_growth_refused += 1;
             return false;
         }
         // All the ring holds lies in [rx_head, rx_head + cap): unread bytes, then the

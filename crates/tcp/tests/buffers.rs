@@ -5,8 +5,8 @@
 mod harness;
 
 use harness::*;
-use sluice_tcp::{Config, ListenerId, Stack};
-use sluice_wire::tcp::TcpOptions;
+use sluice_tcp::{Config, ConfigError, ListenerId, MemoryLimits, MemoryState, Stack};
+use sluice_wire::tcp::{SeqNumber, TcpOptions};
 
 const INITIAL: usize = 16 * 1024;
 const MOST: usize = 256 * 1024;
@@ -207,4 +207,309 @@ fn a_closed_connection_gives_its_grown_ring_back_and_keeps_a_small_one_for_the_n
     stack.abort(c.id).unwrap();
     c.peer.recv_all(&mut stack, ms(21));
     assert_eq!(stack.buffer_memory().0, INITIAL);
+}
+
+// ---- the global limit on buffered bytes (Config::tcp_mem, control/memory.rs) ----------
+
+const KIB: usize = 1024;
+/// Under pressure a read reopens a window to four segments (Linux's 4 * advmss).
+const CLAMP: usize = 4 * 1460;
+
+fn limited(low: usize, pressure: usize, high: usize) -> Config {
+    let mut cfg = autotuned();
+    cfg.tcp_mem = Some(MemoryLimits {
+        low,
+        pressure,
+        high,
+    });
+    cfg
+}
+
+/// Reads `n` bytes (all must be there) and returns the window field of the update the
+/// read sent, if it sent one.
+fn read_n(stack: &mut Stack, c: &Conn, n: usize, now: u64) -> (Vec<u8>, Option<u16>) {
+    let mut buf = vec![0; n];
+    let mut got = 0;
+    while got < n {
+        got += stack.recv(c.id, &mut buf[got..]).expect("readable");
+    }
+    let update = c
+        .peer
+        .recv_all(stack, ms(now))
+        .last()
+        .map(|(h, _)| h.window);
+    (buf, update)
+}
+
+#[test]
+fn applications_that_never_read_bring_pressure_windows_clamp_and_reading_ends_it() {
+    let mut stack = stack_with(limited(64 * KIB, 128 * KIB, 256 * KIB));
+    let l = stack.listen(LISTEN_PORT, 32).unwrap();
+    let mut conns: Vec<Conn> = (0..12)
+        .map(|i| scaled_conn(&mut stack, l, 41000 + i))
+        .collect();
+    // Every peer fills its 16 KiB window; nobody reads. The ninth passes 128 KiB.
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(fill(&mut stack, c, INITIAL, 1), 0, "window closed");
+        let expected = if i < 8 {
+            MemoryState::Normal
+        } else {
+            MemoryState::Pressure
+        };
+        assert_eq!(
+            stack.memory_state(),
+            expected,
+            "after {} connections",
+            i + 1
+        );
+    }
+    assert_eq!(stack.buffered_bytes(), 12 * INITIAL as u64);
+    assert_eq!(stack.counters().memory_pressure_entered, 1);
+    // Each application reads half. Under pressure the window reopens to four segments,
+    // not to the 8 KiB the read freed (our window shift is 3).
+    for c in &conns {
+        let (_, update) = read_n(&mut stack, c, INITIAL / 2, 2);
+        assert_eq!(update, Some((CLAMP >> 3) as u16), "clamped window update");
+    }
+    assert_eq!(stack.counters().memory_window_clamped, 12);
+    assert_eq!(
+        stack.memory_state(),
+        MemoryState::Pressure,
+        "96 KiB: above low"
+    );
+    // The peers send all they can: only the clamped windows are taken, and the total
+    // stays under the high threshold.
+    for c in conns.iter_mut() {
+        let before = c.peer_nxt;
+        let window = fill(&mut stack, c, 4 * 1460, 3);
+        assert_eq!(window, 0);
+        assert_eq!(c.peer_nxt.diff(before), 4 * 1460);
+        // What did not fit is dropped at the window's edge: the peer would resend it.
+        c.peer.send(&mut stack, ms(3), c.data_seg(&[7; 1460]));
+        let (ack, _) = c.peer.recv_one(&mut stack, ms(3));
+        assert_eq!((ack.ack, ack.window), (c.peer_nxt, 0));
+    }
+    let held = 12 * (INITIAL / 2 + CLAMP) as u64;
+    assert_eq!(stack.buffered_bytes(), held);
+    assert!(held < 256 * KIB as u64);
+    assert_eq!(stack.counters().memory_over_limit_entered, 0);
+    // Reading drains it: pressure ends below 64 KiB, during the eighth connection's read.
+    let mut windows = Vec::new();
+    for c in &conns {
+        let (_, update) = read_n(&mut stack, c, INITIAL / 2 + CLAMP, 4);
+        windows.push(update.expect("a window update"));
+    }
+    assert_eq!(stack.buffered_bytes(), 0);
+    assert_eq!(stack.memory_state(), MemoryState::Normal);
+    assert_eq!(
+        windows[..7],
+        [(CLAMP >> 3) as u16; 7],
+        "still under pressure"
+    );
+    assert_eq!(
+        windows[8..],
+        [(INITIAL >> 3) as u16; 4],
+        "the whole ring again"
+    );
+    // A window held back under pressure gets its room back at the next read.
+    let c = &mut conns[0];
+    fill(&mut stack, c, 1460, 5);
+    let (data, update) = read_n(&mut stack, c, 1460, 5);
+    assert_eq!(data, pattern(1460, 1));
+    assert_eq!(update, Some((INITIAL >> 3) as u16));
+    stack.check_invariants().unwrap();
+}
+
+#[test]
+fn over_the_high_threshold_syns_and_new_out_of_order_data_are_refused_not_in_order_data() {
+    let mut cfg = limited(16 * KIB, 32 * KIB, 40 * KIB);
+    cfg.tx_buffer = 64 * KIB;
+    cfg.tx_buffer_initial = 4 * KIB;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 32).unwrap();
+    let mut a = scaled_conn(&mut stack, l, 41000);
+    let mut b = scaled_conn(&mut stack, l, 41001);
+    let mut c = scaled_conn(&mut stack, l, 41002);
+    fill(&mut stack, &mut a, INITIAL, 1);
+    fill(&mut stack, &mut b, INITIAL, 1);
+    // c: 1460 bytes in order, a hole, and out-of-order data held before the limit.
+    fill(&mut stack, &mut c, 1460, 1);
+    let hole = c.peer_nxt;
+    let held = pattern(1460, 3);
+    c.peer
+        .send(&mut stack, ms(1), c.data_seg(&held).seq(hole + 1460u32));
+    c.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(stack.memory_state(), MemoryState::Pressure);
+    // Under pressure, out-of-order data is still taken; this passes 40 KiB.
+    let more = pattern(6000, 4);
+    c.peer
+        .send(&mut stack, ms(1), c.data_seg(&more).seq(hole + 2920u32));
+    c.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(stack.memory_state(), MemoryState::OverLimit);
+    assert_eq!(stack.counters().memory_over_limit_entered, 1);
+    let total = stack.buffered_bytes();
+    // A new SYN gets no SYN-ACK (the client will send it again).
+    let newcomer = Peer::new(42000, LISTEN_PORT);
+    let syn = newcomer.seg(SYN).seq(SeqNumber(7000)).opts(TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(0),
+        ..Default::default()
+    });
+    newcomer.send(&mut stack, ms(2), syn.clone());
+    newcomer.recv_nothing(&mut stack, ms(2));
+    assert_eq!(stack.counters().memory_syn_refused, 1);
+    // Out-of-order data that would add bytes is dropped; a duplicate of what is held is not
+    // news either way; the ACKs still report the hole.
+    c.peer
+        .send(&mut stack, ms(2), c.data_seg(&[5; 500]).seq(hole + 9000u32));
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.ack, hole);
+    assert_eq!(stack.counters().memory_ooo_dropped, 1);
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.data_seg(&held[..500]).seq(hole + 1460u32),
+    );
+    c.peer.recv_all(&mut stack, ms(2));
+    assert_eq!(stack.counters().memory_ooo_dropped, 1, "already held");
+    assert_eq!(stack.buffered_bytes(), total);
+    // In-order data within the window offered is always taken, filling the hole.
+    let gap = pattern(1460, 2);
+    c.peer.send(&mut stack, ms(2), c.data_seg(&gap));
+    c.peer_nxt = hole + 2920u32 + 6000u32;
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(ack.ack, c.peer_nxt, "the hole filled up to the data held");
+    assert_eq!(stack.buffered_bytes(), total + 1460);
+    let got = read_all(&mut stack, c.id);
+    assert_eq!(
+        got,
+        [&pattern(1460, 1)[..], &gap[..], &held[..], &more[..]].concat()
+    );
+    // A connection may keep only an initial send ring's worth unacknowledged.
+    assert_eq!(stack.send(a.id, &[1; 8 * KIB]), Ok(4 * KIB));
+    a.peer.recv_all(&mut stack, ms(2));
+    // Reading brings the total down: the SYN, sent again, is answered.
+    read_all(&mut stack, a.id);
+    read_all(&mut stack, b.id);
+    assert_eq!(stack.memory_state(), MemoryState::Normal);
+    a.peer.recv_all(&mut stack, ms(3));
+    newcomer.send(&mut stack, ms(3), syn);
+    let (synack, _) = newcomer.recv_one(&mut stack, ms(3));
+    assert_eq!(synack.flags, SYN | ACK);
+    stack.check_invariants().unwrap();
+}
+
+#[test]
+fn under_pressure_rings_do_not_grow_and_an_emptied_grown_ring_goes_back_to_its_initial_size() {
+    let mut stack = stack_with(limited(32 * KIB, 64 * KIB, 512 * KIB));
+    let l = stack.listen(LISTEN_PORT, 32).unwrap();
+    let mut g = scaled_conn(&mut stack, l, 41000);
+    // Two fast rounds grow g's ring to 64 KiB.
+    for round in 1..=2u64 {
+        let cap = stack.buffer_memory().0;
+        fill(&mut stack, &mut g, cap, round);
+        read_all(&mut stack, g.id);
+    }
+    g.peer.recv_all(&mut stack, ms(2));
+    assert_eq!(stack.buffer_memory().0, 4 * INITIAL);
+    // Five other connections that do not read bring pressure.
+    let mut others: Vec<Conn> = (1..=5)
+        .map(|i| scaled_conn(&mut stack, l, 41000 + i))
+        .collect();
+    for c in others.iter_mut() {
+        fill(&mut stack, c, INITIAL, 3);
+    }
+    assert_eq!(stack.memory_state(), MemoryState::Pressure);
+    let rings = stack.buffer_memory().0;
+    // g's sender fills its 64 KiB window as fast as before: the ring would double, but
+    // not under pressure; read empty, it goes back to 16 KiB with a clamped window.
+    fill(&mut stack, &mut g, 4 * INITIAL, 3);
+    let (data, update) = read_n(&mut stack, &g, 4 * INITIAL, 3);
+    assert_eq!(data, pattern(4 * INITIAL, 1));
+    assert_eq!(update, Some((CLAMP >> 3) as u16));
+    assert_eq!(stack.counters().memory_growth_refused, 1);
+    assert_eq!(stack.counters().memory_rings_released, 1);
+    assert_eq!(stack.buffer_memory().0, rings - 3 * INITIAL);
+    // The smaller ring carries on: data at its sequence numbers, window within it.
+    fill(&mut stack, &mut g, CLAMP, 5);
+    let (data, _) = read_n(&mut stack, &g, CLAMP, 5);
+    assert_eq!(data, pattern(CLAMP, 1));
+    stack.check_invariants().unwrap();
+    // Once pressure ends, reads give g its whole (initial) ring again.
+    for c in &others {
+        read_all(&mut stack, c.id);
+    }
+    assert_eq!(stack.memory_state(), MemoryState::Normal);
+    fill(&mut stack, &mut g, 1460, 6);
+    let (_, update) = read_n(&mut stack, &g, 1460, 6);
+    assert_eq!(update, Some((INITIAL >> 3) as u16));
+}
+
+#[test]
+fn memory_limits_are_derived_from_the_ring_memory_and_checked() {
+    let mut cfg = config();
+    cfg.rx_memory = 300 << 20;
+    cfg.tx_memory = 300 << 20;
+    assert_eq!(
+        cfg.memory_limits(),
+        MemoryLimits {
+            low: 300 << 20,
+            pressure: 400 << 20,
+            high: 600 << 20
+        }
+    );
+    for (low, pressure, high) in [(0, 1, 2), (3, 2, 4), (1, 5, 4)] {
+        cfg.tcp_mem = Some(MemoryLimits {
+            low,
+            pressure,
+            high,
+        });
+        assert!(matches!(
+            Stack::new(cfg.clone()),
+            Err(ConfigError::Range("tcp_mem", _))
+        ));
+    }
+    cfg.tcp_mem = Some(MemoryLimits {
+        low: 1,
+        pressure: 1,
+        high: 1,
+    });
+    assert!(Stack::new(cfg).is_ok());
+}
+
+#[test]
+fn buffered_bytes_are_unread_unacknowledged_and_out_of_order_and_leave_with_the_connection() {
+    let mut stack = stack_with(autotuned());
+    let l = stack.listen(LISTEN_PORT, 32).unwrap();
+    let mut c = scaled_conn(&mut stack, l, 41000);
+    let mut d = scaled_conn(&mut stack, l, 41001);
+    fill(&mut stack, &mut c, 1000, 1);
+    c.peer.send(
+        &mut stack,
+        ms(1),
+        c.data_seg(&[2; 500]).seq(c.peer_nxt + 100u32),
+    );
+    c.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(stack.buffered_bytes(), 1500);
+    assert_eq!(stack.send(c.id, &[3; 3000]), Ok(3000));
+    c.peer.recv_all(&mut stack, ms(1));
+    assert_eq!(stack.buffered_bytes(), 4500);
+    // The peer acknowledges 1000 of them; the application reads 600.
+    c.peer
+        .send(&mut stack, ms(2), c.ack_seg().ack(c.our_nxt + 1000u32));
+    let mut buf = [0; 600];
+    assert_eq!(stack.recv(c.id, &mut buf), Ok(600));
+    assert_eq!(stack.buffered_bytes(), 2900);
+    // d's unread bytes leave with d when the application aborts it.
+    fill(&mut stack, &mut d, 2000, 3);
+    assert_eq!(stack.buffered_bytes(), 4900);
+    stack.abort(d.id).unwrap();
+    assert_eq!(stack.buffered_bytes(), 2900);
+    // c is reset by its peer: what it held counts until the application closes it.
+    c.peer
+        .send(&mut stack, ms(4), c.peer.seg(RST).seq(c.peer_nxt));
+    assert_eq!(stack.buffered_bytes(), 2900);
+    stack.close(c.id).unwrap();
+    assert_eq!(stack.buffered_bytes(), 0);
+    assert_eq!(stack.connection_count(), 0);
 }

@@ -143,6 +143,18 @@ pub fn start_engine_with<A: App + Send + 'static>(
     app: A,
     linger: bool,
 ) -> EngineRun<A> {
+    start_engine_for(opts, impair, app, linger, ENGINE_LIMIT)
+}
+
+/// [`start_engine_with`] for at most `limit` instead of [`ENGINE_LIMIT`], for a run whose
+/// length grows with what it is asked (tens of thousands of connections).
+pub fn start_engine_for<A: App + Send + 'static>(
+    opts: EngineOptions,
+    impair: Option<Impair>,
+    app: A,
+    linger: bool,
+    limit: Duration,
+) -> EngineRun<A> {
     let (tx, rx) = mpsc::channel();
     let handle = thread::spawn(move || {
         let mut opts = opts;
@@ -156,9 +168,7 @@ pub fn start_engine_with<A: App + Send + 'static>(
             linger,
             done_at: None,
         };
-        let status = engine
-            .run(&mut app, Some(ENGINE_LIMIT))
-            .expect("engine runs");
+        let status = engine.run(&mut app, Some(limit)).expect("engine runs");
         eprintln!("engine counters: {:?}", engine.stack.counters());
         let counters = engine.stack.counters().clone();
         (app.inner, status, engine.device.stats(), counters)

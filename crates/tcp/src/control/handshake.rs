@@ -264,6 +264,9 @@ impl Stack {
             self.counters.syn_dropped += 1;
             return Handback::Done;
         }
+        if !self.admit_syn() {
+            return Handback::Done;
+        }
         let tuple = FourTuple {
             remote_ip: input.ip.src,
             remote_port: t.src_port,

@@ -10,6 +10,7 @@ pub(crate) mod cookie;
 mod handshake;
 mod input;
 pub(crate) mod isn;
+mod memory;
 pub(crate) mod neighbor;
 pub(crate) mod rcv_space;
 mod reset;

@@ -13,6 +13,7 @@ use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
 use crate::host::Stack;
+use crate::pressure::{send_limit, MemoryState};
 use crate::time::Instant;
 use crate::timer::Timer;
 
@@ -42,6 +43,8 @@ impl Stack {
     /// The protocol stage: one pass over the first `n` summaries of the batch.
     pub(crate) fn protocol_stage(&mut self, n: usize) {
         let now_us = self.now.as_micros() as u32;
+        // Over the memory limit, out-of-order data may not add bytes (control/memory.rs).
+        let admit_ooo = self.memory.state() != MemoryState::OverLimit;
         for i in 0..n {
             let s = &mut self.dp.batch[i];
             let slot = s.slot as usize;
@@ -64,6 +67,7 @@ impl Stack {
                 &mut self.dp.sacked[slot * sacked..(slot + 1) * sacked],
                 s,
                 now_us,
+                admit_ooo,
             );
         }
     }
@@ -135,6 +139,8 @@ impl Stack {
                 if s.rx_advance == 0 {
                     self.counters.ooo_stored += 1;
                 }
+            } else if s.actions.contains(Actions::OOO_OVER_LIMIT) {
+                self.counters.memory_ooo_dropped += 1;
             } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
             {
                 // Out-of-order data that found no interval slot.
@@ -150,11 +156,14 @@ impl Stack {
                 b.tx_head += s.tx_freed;
                 // Only when `send` would take something: a ring above today's share waits.
                 if b.want_writable
-                    && b.tx_room(crate::buffer::tx_limit(&self.cfg, self.table.len())) > 0
+                    && b.tx_room(send_limit(&self.cfg, self.table.len(), self.memory.state())) > 0
                 {
                     b.want_writable = false;
                     self.events.raise(slot, bits::WRITABLE);
                 }
+            }
+            if s.rx_advance > 0 || s.tx_freed > 0 || s.actions.contains(Actions::OOO_CHANGED) {
+                self.count_segment(s);
             }
         }
         if let Some(ack) = post::ack_before_ce_change(&self.dp.proto[i], &self.dp.post[i], s) {

@@ -12,7 +12,8 @@ use super::state::{flags, sack_flags, Interval, ProtoState, SackedRange};
 use super::summary::{Actions, HeaderSummary};
 
 /// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
-/// slice of the sender's SACK scoreboard.
+/// slice of the sender's SACK scoreboard. Without `admit_ooo` (the control plane's memory
+/// limit), out-of-order data is kept only where it adds no bytes to what is held.
 #[inline]
 pub(crate) fn process(
     ps: &mut ProtoState,
@@ -20,8 +21,9 @@ pub(crate) fn process(
     sacked: &mut [SackedRange],
     s: &mut HeaderSummary,
     now_us: u32,
+    admit_ooo: bool,
 ) {
-    process_segment(ps, ooo, sacked, s, now_us);
+    process_segment(ps, ooo, sacked, s, now_us, admit_ooo);
     // The ACK for this segment reports the receive state this segment left, not the one the
     // rest of its batch leaves: one ACK per segment, each acknowledging that segment
     // (RFC 9293 3.10.7.4, RFC 5681 4.2); identical ACKs would be duplicate ACKs to the peer.
@@ -36,6 +38,7 @@ fn process_segment(
     sacked: &mut [SackedRange],
     s: &mut HeaderSummary,
     now_us: u32,
+    admit_ooo: bool,
 ) {
     // RFC 7323 5.3: PAWS. A segment whose TSval is older than TS.Recent is a replay from a
     // previous incarnation of the sequence space: drop it and acknowledge (R1-R2).
@@ -110,7 +113,9 @@ fn process_segment(
             s.place_len = len as u16;
             let before = ps.rcv_nxt;
             ps.rcv_nxt += len;
-            merge_intervals(ps, ooo);
+            if merge_intervals(ps, ooo) {
+                s.actions.insert(Actions::OOO_CHANGED);
+            }
             let advance = ps.rcv_nxt.diff(before) as u32;
             ps.rx_avail -= advance.min(ps.rx_avail);
             s.rx_advance = advance;
@@ -120,10 +125,13 @@ fn process_segment(
                 s.actions.insert(Actions::ACK_NOW);
             }
         } else {
-            if insert_interval(ps, ooo, seq, seq + len) {
+            if insert_interval(ps, ooo, seq, seq + len, admit_ooo) {
+                s.actions.insert(Actions::OOO_CHANGED);
                 s.place_seq = seq;
                 s.place_offset = offset as u16;
                 s.place_len = len as u16;
+            } else if !admit_ooo {
+                s.actions.insert(Actions::OOO_OVER_LIMIT);
             }
             if fin {
                 ps.rx_fin_seq = seq + len;
@@ -149,6 +157,9 @@ fn process_segment(
         ps.rcv_nxt += 1u32;
         // Nothing follows the FIN: out-of-order data stored beyond it (which only a
         // misbehaving peer sends) is discarded rather than left in the interval list.
+        if ps.ooo_count > 0 {
+            s.actions.insert(Actions::OOO_CHANGED);
+        }
         ps.ooo_count = 0;
         ps.set(flags::FIN_PENDING, false);
         ps.set(flags::FIN_RECEIVED, true);
@@ -300,12 +311,15 @@ fn process_ack(
 }
 
 /// Records [start, end) as received out of order. Returns false (drop the data) if it is
-/// disjoint from every interval and all interval slots are in use.
+/// disjoint from every interval and all interval slots are in use, or, without `admit_new`,
+/// if any of it lies outside the intervals held (a receiver may drop out-of-order data:
+/// the sender keeps it until it is acknowledged, RFC 9293 3.10.7.4).
 fn insert_interval(
     ps: &mut ProtoState,
     ooo: &mut [Interval],
     start: SeqNumber,
     end: SeqNumber,
+    admit_new: bool,
 ) -> bool {
     let count = ps.ooo_count as usize;
     ps.ooo_seen = ps.ooo_seen.wrapping_add(1);
@@ -315,6 +329,13 @@ fn insert_interval(
     let mut i = 0;
     while i < used.len() && used[i].end.seq_lt(start) {
         i += 1;
+    }
+    if !admit_new {
+        let held = i < used.len() && used[i].start.seq_le(start) && end.seq_le(used[i].end);
+        if held {
+            used[i].seen = seen;
+        }
+        return held;
     }
     if i < used.len() && used[i].start.seq_le(end) {
         // Overlaps or touches interval i: widen it, then absorb any later ones it reaches.
@@ -342,12 +363,12 @@ fn insert_interval(
     true
 }
 
-/// Advances rcv_nxt over intervals the in-order data has reached.
+/// Advances rcv_nxt over intervals the in-order data has reached; true if it took any.
 #[inline]
-fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) {
+fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) -> bool {
     let count = ps.ooo_count as usize;
     if count == 0 {
-        return;
+        return false;
     }
     let mut merged = 0;
     while merged < count && ooo[merged].start.seq_le(ps.rcv_nxt) {
@@ -358,4 +379,5 @@ fn merge_intervals(ps: &mut ProtoState, ooo: &mut [Interval]) {
         ooo.copy_within(merged..count, 0);
         ps.ooo_count -= merged as u8;
     }
+    merged > 0
 }

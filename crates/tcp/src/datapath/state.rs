@@ -72,7 +72,8 @@ pub(crate) mod flags {
 pub(crate) struct ProtoState {
     /// Next sequence number expected from the peer.
     pub rcv_nxt: SeqNumber,
-    /// Receive-buffer bytes free beyond rcv_nxt (the window we accept).
+    /// The window we accept beyond rcv_nxt: the receive buffer's free bytes, or fewer while
+    /// memory pressure holds a window back (control/memory.rs).
     pub rx_avail: u32,
     /// Where the peer's out-of-order FIN sits (valid with FIN_PENDING).
     pub rx_fin_seq: SeqNumber,

@@ -36,6 +36,12 @@ impl Actions {
     /// D-SACKs showed every retransmission of the latest fast recovery needless (RFC 3708):
     /// its window cut is undone.
     pub(crate) const SPURIOUS_RECOVERY: Actions = Actions(1 << 12);
+    /// Out-of-order data dropped because the bytes all connections buffer are over
+    /// `tcp_mem`'s high threshold (control/memory.rs).
+    pub(crate) const OOO_OVER_LIMIT: Actions = Actions(1 << 13);
+    /// The segment stored, merged or discarded out-of-order intervals: the bytes its
+    /// connection holds are recounted, not updated by the in-order and ACKed amounts.
+    pub(crate) const OOO_CHANGED: Actions = Actions(1 << 14);
 
     /// Whether every bit of `other` is set.
     #[inline]
