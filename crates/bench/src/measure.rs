@@ -52,8 +52,15 @@ impl Measurement {
 pub const SOURCE_BYTE: u8 = 0x5a;
 
 /// Whether `data` is what a source sends: SOURCE_BYTE only (a receiver's content check).
+/// Compared 16 bytes at a time: byte by byte, the check cost a receiving engine's thread
+/// more than its TCP processing.
 pub fn all_source_bytes(data: &[u8]) -> bool {
-    data.iter().all(|&b| b == SOURCE_BYTE)
+    const WIDE: u128 = u128::from_ne_bytes([SOURCE_BYTE; 16]);
+    let mut chunks = data.chunks_exact(16);
+    let wide = chunks.by_ref().fold(0u128, |diff, c| {
+        diff | (u128::from_ne_bytes(c.try_into().unwrap_or([0; 16])) ^ WIDE)
+    }) == 0;
+    wide && chunks.remainder().iter().all(|&b| b == SOURCE_BYTE)
 }
 
 /// A latency histogram in nanoseconds (1 ns to 10 s, three significant digits).
@@ -133,6 +140,19 @@ mod tests {
         };
         assert_eq!(m.ops_per_sec(), 5.0);
         assert_eq!(m.gbps(), 1.0);
+    }
+
+    #[test]
+    fn the_content_check_finds_any_wrong_byte() {
+        for len in [0, 1, 15, 16, 17, 100, 1448] {
+            let mut data = vec![SOURCE_BYTE; len];
+            assert!(all_source_bytes(&data), "len {len}");
+            for at in 0..len {
+                data[at] ^= 1;
+                assert!(!all_source_bytes(&data), "len {len}, byte {at}");
+                data[at] ^= 1;
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! VLAN: the kernel may strip an 802.1Q tag into the auxdata; such frames are handed up
 //! untagged (the lab uses no VLANs).
 
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr;
 use std::time::Duration;
@@ -50,6 +51,12 @@ const MAX_BATCH: usize = 1024;
 /// EINVALs in a row from recvmmsg taken as dropped frames before it is reported as an error
 /// (a persistent one is not about a frame).
 const MAX_EINVAL_STREAK: u32 = 1024;
+/// After a read that found the SYN lane empty, the bursts that go by before it is read
+/// again. An empty read is a system call for nothing (a fifth of a receiving engine's
+/// CPU when it was read after every burst); a lane that had SYNs is read after every
+/// burst until it is empty, so a flood is drained as fast as before, and a SYN waits at
+/// most this many bursts longer.
+const SYN_LANE_IDLE_SKIP: u8 = 8;
 
 /// Configuration of an [`AfPacket`] device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +85,9 @@ pub struct AfPacketConfig {
     /// engine uses recvmmsg.
     pub rx_ring_frames: usize,
     /// Receive TCP SYNs (without ACK) on a second socket with this buffer in bytes, read
-    /// after each burst of other frames ([`crate::syn_lane`]): a SYN flood then delays and
-    /// drops only SYNs, never the frames of established connections. None: one socket.
+    /// after each burst of other frames while it has SYNs, and after every few bursts or a
+    /// sleep when it had none ([`crate::syn_lane`]): a SYN flood then delays and drops only
+    /// SYNs, never the frames of established connections. None: one socket.
     pub syn_lane: Option<usize>,
 }
 
@@ -167,6 +175,9 @@ pub struct AfPacket {
     rx_einval_streak: u32,
     /// The socket that receives SYNs, when they have a lane of their own.
     syn_lane: Option<Box<AfPacket>>,
+    /// Bursts left before the SYN lane is read again (see [`SYN_LANE_IDLE_SKIP`]); a
+    /// cell, so that going to sleep (which takes `&self`) can clear it.
+    syn_lane_skip: Cell<u8>,
     stats: DeviceStats,
 }
 
@@ -406,6 +417,7 @@ impl AfPacket {
             rx_ring,
             rx_einval_streak: 0,
             syn_lane: None,
+            syn_lane_skip: Cell::new(0),
             stats: DeviceStats::default(),
         };
         for i in 0..batch {
@@ -606,16 +618,24 @@ impl std::os::fd::AsFd for AfPacket {
 }
 
 impl AfPacket {
-    /// The SYN lane's descriptor, if SYNs have one.
+    /// The SYN lane's descriptor, if SYNs have one, for a sleep: a SYN may be what ends
+    /// it, so the lane is read in the first burst after it.
     fn lane_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.syn_lane_skip.set(0);
         self.syn_lane.as_ref().map(|l| l.fd.as_raw_fd())
     }
 
-    /// A burst from the SYN lane, if any, counted in this device's statistics.
+    /// A burst from the SYN lane, if any and if it is the lane's turn, counted in this
+    /// device's statistics.
     fn receive_syns(&mut self, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, DeviceError> {
         let Some(lane) = self.syn_lane.as_mut() else {
             return Ok(0);
         };
+        let skip = self.syn_lane_skip.get();
+        if skip > 0 {
+            self.syn_lane_skip.set(skip - 1);
+            return Ok(0);
+        }
         let before = lane.stats;
         let n = lane.receive_own(f)?;
         let after = lane.stats;
@@ -628,6 +648,8 @@ impl AfPacket {
         if n > 0 {
             // Only while SYNs arrive: one more system call per burst of them.
             s.rx_syns_shed += sys::packet_drops(lane.fd.as_raw_fd());
+        } else {
+            self.syn_lane_skip.set(SYN_LANE_IDLE_SKIP);
         }
         Ok(n)
     }

@@ -191,11 +191,33 @@ impl Stack {
 
     /// The ACK the post-processor decided on for a segment: now, or by the delayed-ACK
     /// timer.
+    ///
+    /// With delayed ACKs, "now" means once for the whole receive burst (the frames handled
+    /// before the driver next polls for frames to send): the ACK is owed, and the TX
+    /// workflow sends it, on data or alone, with the state the burst left. The segments of
+    /// a burst arrived together, as those of a GRO aggregate do, which Linux acknowledges
+    /// with one ACK; every ACK on the wire costs the sender, the network and this host a
+    /// frame. RFC 5681 4.2's "at least every second full-sized segment" (a SHOULD) holds
+    /// at the end of each burst: no two full segments wait for the timer, and one ACK
+    /// stands for at most `post::ACK_SEGMENTS_MAX` segments. Not for FIN changes, which
+    /// the control plane acts on at once, nor for a rate-limited connection, whose owed
+    /// ACK would wait for its send time.
     #[inline]
     pub(crate) fn acknowledge(&mut self, s: &HeaderSummary, out: post::PostOutcome) {
         let slot = s.slot;
+        let i = slot as usize;
         if out.ack_now {
-            self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
+            let burst = matches!(self.cfg.ack_policy, AckPolicy::Delayed { .. })
+                && !out.ack_at_once
+                && self.dp.sched[i].rate_bps == 0
+                && !s.actions.contains(Actions::FIN_RECEIVED)
+                && !s.actions.contains(Actions::FIN_ACKED);
+            if burst {
+                self.dp.post[i].ack_pending = true;
+                self.dp.ready.push(slot);
+            } else {
+                self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
+            }
         } else if out.arm_delack {
             if let AckPolicy::Delayed { timeout, .. } = self.cfg.ack_policy {
                 if !self.conns[slot as usize].timers.is_set(Timer::DelayedAck) {
@@ -315,6 +337,7 @@ impl Stack {
         let i = slot as usize;
         self.dp.post[i].ack_pending = false;
         self.dp.post[i].unacked_segments = 0;
+        self.dp.post[i].sack_news = 0;
         self.conns[i].timers.stop(Timer::DelayedAck);
     }
 

@@ -28,6 +28,11 @@ pub(crate) struct PostOutcome {
     /// A fast retransmit began loss recovery (go-back-N or SACK): the control plane reacts
     /// now rather than at the end of the interval.
     pub fast_retransmit: bool,
+    /// The ACK goes before the next segment is taken, not at the end of the receive
+    /// burst: out-of-order data touched as many intervals since the last ACK as one ACK's
+    /// SACK blocks can report, it stands for `ACK_SEGMENTS_MAX` segments, or it is a
+    /// duplicate ACK for a sender without SACK.
+    pub ack_at_once: bool,
 }
 
 /// The congestion-control counters since the last call, which resets them: the message
@@ -92,6 +97,11 @@ pub(crate) struct AckRule {
     /// The MSS we announced: a segment longer than this is a receive-offload aggregate.
     pub rcv_mss: u32,
 }
+
+/// Segments one ACK may stand for while it waits for the end of their receive burst:
+/// past it the ACK goes at once. 44 full segments are what a 64 KB GRO aggregate holds,
+/// which Linux acknowledges with one ACK.
+pub(crate) const ACK_SEGMENTS_MAX: u8 = 44;
 
 /// RFC 8257 3.2 (Figure 1): when a segment changes a DCTCP receiver's CE state while an
 /// ACK is delayed, the segments before it are acknowledged first, with the old ECE, so
@@ -171,26 +181,62 @@ pub(crate) fn process(
         out.rto_restart = true;
         out.fast_retransmit = true;
     }
-    if s.actions.contains(Actions::ACK_NOW) || ecn_ack_now {
+    let ack_now = s.actions.contains(Actions::ACK_NOW);
+    if !(ack_now || ecn_ack_now || s.actions.contains(Actions::ACK_DATA)) {
+        return out;
+    }
+    if s.actions.contains(Actions::NEW_SACK_BLOCK) {
+        post.sack_news = post.sack_news.saturating_add(1);
+    }
+    // The segment is unacknowledged until an ACK leaves (`Stack::ack_sent` resets the
+    // count), and the ACK owed for it acknowledges the state it left.
+    post.unacked_segments = post.unacked_segments.saturating_add(1);
+    post.delack_rcv_nxt = s.ack_rcv_nxt;
+    post.delack_rx_avail = s.ack_rx_avail;
+    let sack = ps.has(super::state::flags::SACK);
+    let out_of_order = s.payload_len > 0 && s.seq.seq_gt(s.ack_rcv_nxt);
+    if sack && sack_news_fill_an_ack(ps, post) {
+        // RFC 2018 4: every block must be reported; one more would push one out unseen.
         out.ack_now = true;
-    } else if s.actions.contains(Actions::ACK_DATA) {
-        post.unacked_segments = post.unacked_segments.saturating_add(1);
+        out.ack_at_once = true;
+    } else if post.unacked_segments >= ACK_SEGMENTS_MAX {
+        out.ack_now = true;
+        out.ack_at_once = true;
+    } else if ecn_ack_now {
+        out.ack_now = true;
+    } else if ack_now {
+        // RFC 5681 4.2: out-of-order data, a filled gap, a duplicate. A sender without
+        // SACK counts the duplicate ACKs (RFC 5681 3.2), so without SACK each
+        // out-of-order segment gets its own; with SACK the burst's one ACK reports every
+        // interval its segments touched (see `sack_news_fill_an_ack`).
+        out.ack_now = true;
+        out.ack_at_once = out_of_order && !sack;
+    } else if post.unacked_segments >= ack_rule.segments
+        || u32::from(s.payload_len) > ack_rule.rcv_mss
+    {
         // RFC 9293 3.8.6.3 (SHLD-19): an ACK for at least every second full-sized segment;
         // a receive-offload aggregate (GRO/LRO) of more than one segment is acknowledged
         // at once, as Linux does.
-        if post.unacked_segments >= ack_rule.segments || u32::from(s.payload_len) > ack_rule.rcv_mss
-        {
-            out.ack_now = true;
-        } else {
-            out.arm_delack = true;
-            post.delack_rcv_nxt = s.ack_rcv_nxt;
-            post.delack_rx_avail = s.ack_rx_avail;
-        }
-    }
-    if out.ack_now {
-        post.unacked_segments = 0;
+        out.ack_now = true;
+    } else {
+        out.arm_delack = true;
     }
     out
+}
+
+/// Whether the intervals touched since the last ACK fill the SACK option of the next one
+/// (three blocks beside a timestamp, four without, RFC 2018 3), the latest reported block
+/// kept: a later segment of the burst in another interval would push one of them out
+/// before any ACK reported it, and the sender would resend data that arrived. Linux sends
+/// a held ACK for the same reason (`tcp_sack_compress_send_ack` in `tcp_sack_new_ofo_skb`).
+#[inline]
+fn sack_news_fill_an_ack(ps: &ProtoState, post: &PostState) -> bool {
+    let room = if ps.has(super::state::flags::TIMESTAMPS) {
+        3
+    } else {
+        sluice_wire::tcp::MAX_SACK_BLOCKS as u8
+    };
+    post.sack_news >= room - 1
 }
 
 #[cfg(test)]

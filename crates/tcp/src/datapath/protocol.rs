@@ -125,13 +125,17 @@ fn process_segment(
                 s.actions.insert(Actions::ACK_NOW);
             }
         } else {
-            if insert_interval(ps, ooo, seq, seq + len, admit_ooo) {
+            let (stored, new_block) = insert_interval(ps, ooo, seq, seq + len, admit_ooo);
+            if stored {
                 s.actions.insert(Actions::OOO_CHANGED);
                 s.place_seq = seq;
                 s.place_offset = offset as u16;
                 s.place_len = len as u16;
             } else if !admit_ooo {
                 s.actions.insert(Actions::OOO_OVER_LIMIT);
+            }
+            if new_block {
+                s.actions.insert(Actions::NEW_SACK_BLOCK);
             }
             if fin {
                 ps.rx_fin_seq = seq + len;
@@ -310,35 +314,41 @@ fn process_ack(
     }
 }
 
-/// Records [start, end) as received out of order. Returns false (drop the data) if it is
-/// disjoint from every interval and all interval slots are in use, or, without `admit_new`,
-/// if any of it lies outside the intervals held (a receiver may drop out-of-order data:
-/// the sender keeps it until it is acknowledged, RFC 9293 3.10.7.4).
+/// Records [start, end) as received out of order. Returns whether it was stored (false:
+/// drop the data, it is disjoint from every interval and all interval slots are in use,
+/// or, without `admit_new`, some of it lies outside the intervals held: a receiver may
+/// drop out-of-order data, the sender keeps it until it is acknowledged, RFC 9293
+/// 3.10.7.4), and whether it landed in another interval than the most recently touched
+/// one (a new SACK block for the ACKs to report, RFC 2018 4).
 fn insert_interval(
     ps: &mut ProtoState,
     ooo: &mut [Interval],
     start: SeqNumber,
     end: SeqNumber,
     admit_new: bool,
-) -> bool {
+) -> (bool, bool) {
     let count = ps.ooo_count as usize;
     ps.ooo_seen = ps.ooo_seen.wrapping_add(1);
     let seen = ps.ooo_seen;
     let used = &mut ooo[..count];
-    // Intervals are kept sorted and disjoint. Find the first that ends at or after `start`.
-    let mut i = 0;
-    while i < used.len() && used[i].end.seq_lt(start) {
-        i += 1;
-    }
+    // Intervals are kept sorted and disjoint, all within the window (so their ends
+    // increase in sequence-space order): the first that ends at or after `start`, by
+    // binary search. Under loss most segments extend the highest interval, the far end
+    // for a scan from the front.
+    let i = used.partition_point(|iv| iv.end.seq_lt(start));
+    // Whether interval i is not the one out-of-order data touched last.
+    let elsewhere = |iv: &Interval| iv.seen != seen.wrapping_sub(1);
     if !admit_new {
         let held = i < used.len() && used[i].start.seq_le(start) && end.seq_le(used[i].end);
+        let new_block = held && elsewhere(&used[i]);
         if held {
             used[i].seen = seen;
         }
-        return held;
+        return (held, new_block);
     }
     if i < used.len() && used[i].start.seq_le(end) {
         // Overlaps or touches interval i: widen it, then absorb any later ones it reaches.
+        let new_block = elsewhere(&used[i]);
         used[i].start = used[i].start.min(start);
         used[i].end = used[i].end.max(end);
         used[i].seen = seen;
@@ -352,15 +362,15 @@ fn insert_interval(
             ooo.copy_within(j..count, i + 1);
             ps.ooo_count -= absorbed as u8;
         }
-        return true;
+        return (true, new_block);
     }
     if count == ooo.len() {
-        return false;
+        return (false, false);
     }
     ooo.copy_within(i..count, i + 1);
     ooo[i] = Interval { start, end, seen };
     ps.ooo_count += 1;
-    true
+    (true, true)
 }
 
 /// Advances rcv_nxt over intervals the in-order data has reached; true if it took any.

@@ -306,13 +306,17 @@ pub(crate) struct PostState {
     pub in_recovery: bool,
     /// snd_max when the recovery began (RFC 6582 `recover`).
     pub recover: SeqNumber,
-    /// Data segments received since we last sent an ACK (delayed-ACK policy).
+    /// Segments owed an ACK since we last sent one: delayed, or waiting for the end of
+    /// their receive burst.
     pub unacked_segments: u8,
-    /// The receive state the delayed ACK owed for those segments acknowledges: rcv_nxt
-    /// and free bytes as the last of them left them (valid while `unacked_segments > 0`).
+    /// The receive state the ACK owed for those segments acknowledges: rcv_nxt and free
+    /// bytes as the last of them left them (valid while `unacked_segments > 0`).
     pub delack_rcv_nxt: SeqNumber,
     /// See `delack_rcv_nxt`.
     pub delack_rx_avail: u32,
     /// An ACK is owed and will go out with the next segment or as a pure ACK.
     pub ack_pending: bool,
+    /// Intervals out-of-order data touched since the last ACK left, besides the one the
+    /// latest ACK reported first: SACK blocks still to report.
+    pub sack_news: u8,
 }

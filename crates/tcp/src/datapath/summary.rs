@@ -42,6 +42,10 @@ impl Actions {
     /// The segment stored, merged or discarded out-of-order intervals: the bytes its
     /// connection holds are recounted, not updated by the in-order and ACKed amounts.
     pub(crate) const OOO_CHANGED: Actions = Actions(1 << 14);
+    /// Out-of-order data landed outside the interval the latest out-of-order data touched:
+    /// news for the SACK blocks of the next ACK (RFC 2018 4), which bounds how long ACKs
+    /// may be held.
+    pub(crate) const NEW_SACK_BLOCK: Actions = Actions(1 << 15);
 
     /// Whether every bit of `other` is set.
     #[inline]
