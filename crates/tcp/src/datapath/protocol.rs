@@ -24,9 +24,10 @@ pub(crate) fn process(
     admit_ooo: bool,
 ) {
     process_segment(ps, ooo, sacked, s, now_us, admit_ooo);
-    // The ACK for this segment reports the receive state this segment left, not the one the
-    // rest of its batch leaves: one ACK per segment, each acknowledging that segment
-    // (RFC 9293 3.10.7.4, RFC 5681 4.2); identical ACKs would be duplicate ACKs to the peer.
+    // An ACK sent for this segment alone (every-segment policy, FIN changes, rate-limited
+    // connections) reports the receive state this segment left, not the one the rest of its
+    // batch leaves (RFC 9293 3.10.7.4, RFC 5681 4.2): identical ACKs would be duplicate ACKs
+    // to the peer. A burst's one delayed ACK reports the state the burst left (pipeline.rs).
     s.ack_rcv_nxt = ps.rcv_nxt;
     s.ack_rx_avail = ps.rx_avail;
 }

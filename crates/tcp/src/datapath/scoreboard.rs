@@ -238,24 +238,21 @@ fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
 /// retransmits them again (as Linux does with its per-segment retransmission marks).
 /// Returns whether that happened.
 pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
-    let sb = &ps.sack;
-    if !sb.has(sack_flags::IN_RECOVERY)
-        || sb.has(sack_flags::RXT_FIRST)
-        || !sb.high_rxt.seq_gt(ps.snd_una)
-    {
+    if !repairing_in_recovery(ps) {
         return false;
     }
+    let sb = &ps.sack;
     if !sb.rxt_snd_max.seq_gt(sb.high_rxt) || !sacked_beyond(ps, board, sb.rxt_snd_max) {
         // Under steady loss new retransmissions keep moving rxt_snd_max on, and the test
         // above may never pass while the hole at snd_una, whose retransmission was lost,
         // holds the window until the timer fires. Its own test: data sent after its
-        // retransmission is SACKed. It goes again at once (as RXT_FIRST, one segment).
-        if sb.una_rxt_snd_max.seq_gt(ps.snd_una) && sacked_beyond(ps, board, sb.una_rxt_snd_max) {
-            ps.sack.una_rxt_snd_max = ps.snd_max;
-            ps.sack.set(sack_flags::RXT_FIRST, true);
-            return true;
+        // retransmission is SACKed.
+        let una_lost =
+            sb.una_rxt_snd_max.seq_gt(ps.snd_una) && sacked_beyond(ps, board, sb.una_rxt_snd_max);
+        if una_lost {
+            resend_una(ps);
         }
-        return false;
+        return una_lost;
     }
     // snd_una itself is below HighRxt and never SACKed: NextSeg() retransmitted every hole
     // below HighRxt, and at least that one is still missing.
@@ -272,23 +269,33 @@ pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRa
 /// timeout is then a timeout.
 pub(crate) fn una_retransmission_overtaken(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
     let sb = &ps.sack;
-    if !sb.has(sack_flags::IN_RECOVERY)
-        || sb.has(sack_flags::RXT_FIRST)
-        || !sb.high_rxt.seq_gt(ps.snd_una)
-        || !sb.una_rxt_snd_max.seq_gt(ps.snd_una)
-    {
-        return false;
-    }
     let used = &board[..usize::from(sb.count).min(board.len())];
-    if !used
-        .last()
-        .is_some_and(|r| r.end.seq_gt(sb.una_rxt_snd_max))
-    {
-        return false;
+    let overtaken = repairing_in_recovery(ps)
+        && sb.una_rxt_snd_max.seq_gt(ps.snd_una)
+        && used
+            .last()
+            .is_some_and(|r| r.end.seq_gt(sb.una_rxt_snd_max));
+    if overtaken {
+        resend_una(ps);
     }
+    overtaken
+}
+
+/// In recovery, with the segment at snd_una retransmitted already and not about to go again.
+#[inline]
+fn repairing_in_recovery(ps: &ProtoState) -> bool {
+    let sb = &ps.sack;
+    sb.has(sack_flags::IN_RECOVERY)
+        && !sb.has(sack_flags::RXT_FIRST)
+        && sb.high_rxt.seq_gt(ps.snd_una)
+}
+
+/// The retransmission of the segment at snd_una was lost: it goes again at once (as
+/// RXT_FIRST, one segment), and its loss test starts over from what is sent after it.
+#[inline]
+fn resend_una(ps: &mut ProtoState) {
     ps.sack.una_rxt_snd_max = ps.snd_max;
     ps.sack.set(sack_flags::RXT_FIRST, true);
-    true
 }
 
 /// Whether DupThresh discontiguous ranges, or more than (DupThresh - 1) * SMSS bytes,
