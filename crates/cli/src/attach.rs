@@ -66,8 +66,8 @@ pub enum RecoveryArg {
 /// flags for every subcommand that runs the engine).
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
-    /// Default congestion control of new connections: dctcp, timely, reno (newreno) or
-    /// cubic; applications choose per connection with TCP_CONGESTION.
+    /// Default congestion control of new connections: dctcp, timely, reno (newreno), cubic
+    /// or bbr; applications choose per connection with TCP_CONGESTION.
     #[arg(long = "cc", default_value = "dctcp", value_parser = Algorithm::from_str)]
     cc: Algorithm,
     /// Never negotiate ECN (DCTCP then sees no marks and reacts to loss only).
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn bad_transport_flags_are_refused_clearly() {
-        let e = transport(&["--cc", "bbr"]).unwrap_err().to_string();
+        let e = transport(&["--cc", "bbr2"]).unwrap_err().to_string();
         assert!(e.contains("unknown congestion control"), "{e}");
         let e = transport(&["--ooo-intervals", "65"])
             .unwrap_err()

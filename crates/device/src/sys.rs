@@ -161,14 +161,31 @@ pub(crate) fn control_socket() -> Result<OwnedFd, DeviceError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Converts a wait timeout to poll(2) milliseconds, rounding up so short waits still sleep.
-pub(crate) fn poll_millis(timeout: Option<Duration>) -> libc::c_int {
-    match timeout {
-        None => -1,
-        Some(t) => {
-            let ms = t.as_nanos().div_ceil(1_000_000);
-            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
-        }
+/// Converts a wait timeout to ppoll(2)'s timespec (None: no timeout). Nanoseconds, not
+/// poll(2)'s milliseconds: the core's next deadline may be microseconds away (a paced
+/// connection's next send time), and a wait rounded up to a millisecond stalls it.
+pub(crate) fn poll_timespec(timeout: Option<Duration>) -> Option<libc::timespec> {
+    timeout.map(|t| libc::timespec {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: t.subsec_nanos().into(),
+    })
+}
+
+/// ppoll(2) over `pfds` with `timeout`.
+fn ppoll(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> libc::c_int {
+    let ts = poll_timespec(timeout);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(core::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` is a valid slice of pollfds and its length is passed; `ts_ptr` is null
+    // or points to `ts`, which outlives the call; a null signal mask leaves it unchanged.
+    unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            ts_ptr,
+            core::ptr::null(),
+        )
     }
 }
 
@@ -203,8 +220,7 @@ pub(crate) fn wait_device(
                 pollin(Some(lane)),
                 pollin(e),
             ];
-            // SAFETY: `pfds` holds three valid pollfds and the count passed is 3.
-            let r = unsafe { libc::poll(pfds.as_mut_ptr(), 3, poll_millis(timeout)) };
+            let r = ppoll(&mut pfds, timeout);
             if r < 0 && errno() != libc::EINTR {
                 return Err(DeviceError::Os {
                     op: "wait for the device",
@@ -238,8 +254,7 @@ pub(crate) fn poll_fds(
         },
     ];
     let count = if extra.is_some() { 2 } else { 1 };
-    // SAFETY: `pfds` holds two valid pollfds and the count passed is at most 2.
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), count, poll_millis(timeout)) };
+    let r = ppoll(&mut pfds[..count], timeout);
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EINTR) {
@@ -343,14 +358,40 @@ mod tests {
     }
 
     #[test]
-    fn poll_timeouts_round_up() {
-        assert_eq!(poll_millis(None), -1);
-        assert_eq!(poll_millis(Some(Duration::ZERO)), 0);
-        assert_eq!(poll_millis(Some(Duration::from_micros(1))), 1);
-        assert_eq!(poll_millis(Some(Duration::from_millis(5))), 5);
+    fn poll_timeouts_keep_microseconds() {
+        assert!(poll_timespec(None).is_none());
+        let ts = |d| poll_timespec(Some(d)).map(|t| (t.tv_sec, t.tv_nsec));
+        assert_eq!(ts(Duration::ZERO), Some((0, 0)));
+        assert_eq!(ts(Duration::from_micros(7)), Some((0, 7_000)));
+        assert_eq!(ts(Duration::from_millis(1500)), Some((1, 500_000_000)));
         assert_eq!(
-            poll_millis(Some(Duration::from_secs(u64::MAX))),
-            libc::c_int::MAX
+            ts(Duration::from_secs(u64::MAX)).map(|t| t.0),
+            Some(libc::time_t::MAX)
+        );
+    }
+
+    #[test]
+    fn a_short_wait_is_not_rounded_up_to_a_millisecond() {
+        // An empty pipe never becomes readable: the wait ends by its timeout.
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let waits: Vec<Duration> = (0..20)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                poll_fds(fds[0], libc::POLLIN, None, Some(Duration::from_micros(50))).unwrap();
+                start.elapsed()
+            })
+            .collect();
+        for fd in fds {
+            // SAFETY: both descriptors were opened above and are closed once.
+            unsafe { libc::close(fd) };
+        }
+        // A wait rounded up to poll(2)'s millisecond never ends sooner; one that ends
+        // sooner proves the rounding gone (a loaded machine may delay some wake-ups).
+        assert!(
+            waits.iter().any(|w| *w < Duration::from_micros(900)),
+            "{waits:?}"
         );
     }
 }

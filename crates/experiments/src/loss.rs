@@ -48,7 +48,7 @@ pub struct LossArgs {
     /// Out-of-order intervals the (SACK) engines track; the engine's default if not given.
     #[arg(long)]
     pub ooo_intervals: Option<usize>,
-    /// The engines' congestion control (dctcp, timely, reno, cubic); DCTCP if not given.
+    /// The engines' congestion control (dctcp, timely, reno, cubic, bbr); DCTCP if not given.
     #[arg(long, value_parser = Algorithm::from_str)]
     pub cc: Option<Algorithm>,
     /// Run length and the lab lock.

@@ -269,7 +269,7 @@ fn congestion_control_is_chosen_by_name_per_socket() {
     let s = Socket::open(&app).unwrap();
     assert_eq!(s.congestion_control().unwrap(), "dctcp");
     assert_eq!(
-        s.set_congestion_control("bbr").unwrap_err().errno(),
+        s.set_congestion_control("bbr2").unwrap_err().errno(),
         libc::ENOENT
     );
     assert_eq!(

@@ -467,7 +467,8 @@ mod tests {
         assert_eq!(congestion_of(b"cubic"), Ok(Congestion::Cubic));
         assert_eq!(congestion_of(b"DCTCP\0\0\0"), Ok(Congestion::Dctcp));
         assert_eq!(congestion_of(b"newreno"), Ok(Congestion::Reno));
-        assert_eq!(congestion_of(b"bbr"), Err(libc::ENOENT));
+        assert_eq!(congestion_of(b"bbr"), Ok(Congestion::Bbr));
+        assert_eq!(congestion_of(b"bbr2"), Err(libc::ENOENT));
         assert_eq!(congestion_of(b"\0"), Err(libc::ENOENT));
         // Only the first 15 bytes count: a name padded past them still parses, a longer
         // name is cut and unknown.

@@ -13,6 +13,7 @@ pub(crate) fn algorithm_of(c: Congestion) -> Algorithm {
         Congestion::Timely => Algorithm::Timely,
         Congestion::Reno => Algorithm::NewReno,
         Congestion::Cubic => Algorithm::Cubic,
+        Congestion::Bbr => Algorithm::Bbr,
     }
 }
 
@@ -23,6 +24,7 @@ pub(crate) fn congestion_of(a: Algorithm) -> Congestion {
         Algorithm::Timely => Congestion::Timely,
         Algorithm::NewReno => Congestion::Reno,
         Algorithm::Cubic => Congestion::Cubic,
+        Algorithm::Bbr => Congestion::Bbr,
     }
 }
 

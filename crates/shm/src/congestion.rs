@@ -20,15 +20,18 @@ pub enum Congestion {
     Reno,
     /// CUBIC (RFC 9438).
     Cubic,
+    /// BBR v1 (model-based: bandwidth and propagation time).
+    Bbr,
 }
 
 impl Congestion {
     /// Every algorithm, in code order.
-    pub const ALL: [Congestion; 4] = [
+    pub const ALL: [Congestion; 5] = [
         Congestion::Dctcp,
         Congestion::Timely,
         Congestion::Reno,
         Congestion::Cubic,
+        Congestion::Bbr,
     ];
 
     /// The code in entries and socket blocks (0 is "none written").
@@ -38,6 +41,7 @@ impl Congestion {
             Congestion::Timely => 2,
             Congestion::Reno => 3,
             Congestion::Cubic => 4,
+            Congestion::Bbr => 5,
         }
     }
 
@@ -53,6 +57,7 @@ impl Congestion {
             Congestion::Timely => "timely",
             Congestion::Reno => "reno",
             Congestion::Cubic => "cubic",
+            Congestion::Bbr => "bbr",
         }
     }
 
@@ -96,13 +101,14 @@ mod tests {
             assert_eq!(Congestion::from_name(&c.padded_name()), Some(c));
         }
         assert_eq!(Congestion::from_code(0), None);
-        assert_eq!(Congestion::from_code(5), None);
+        assert_eq!(Congestion::from_code(6), None);
         assert_eq!(Congestion::from_name(b"CUBIC"), Some(Congestion::Cubic));
         assert_eq!(
             Congestion::from_name(b"NewReno\0junk"),
             Some(Congestion::Reno)
         );
-        assert_eq!(Congestion::from_name(b"bbr"), None);
+        assert_eq!(Congestion::from_name(b"BBR\0"), Some(Congestion::Bbr));
+        assert_eq!(Congestion::from_name(b"bbr2"), None);
         assert_eq!(Congestion::from_name(b""), None);
         assert_eq!(Congestion::from_name(b"cubic2"), None);
     }

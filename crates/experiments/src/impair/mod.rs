@@ -11,9 +11,12 @@
 //! switch's per MB that crossed the impaired port, to show where the engine loses time.
 //! Every run's counters go to `impair-runs.csv` (and to stderr with `--verbose`).
 
+use std::str::FromStr;
+
 use clap::Args;
 use sluice_bench::{KernelServers, Timing};
 use sluice_lab::Lab;
+use sluice_tcp::cc::Algorithm;
 
 use crate::error::ExperimentError;
 use crate::plot::{Plot, Series};
@@ -66,6 +69,14 @@ pub struct ImpairArgs {
     /// microseconds: its core is shared with the switch and the Linux end (0: at once).
     #[arg(long, default_value_t = 100)]
     pub engine_idle_us: u64,
+    /// The engines' congestion control (dctcp, timely, reno, cubic, bbr); the engine's default
+    /// (DCTCP) if not given. Linux's end runs its own default (CUBIC).
+    #[arg(long, value_parser = Algorithm::from_str)]
+    pub cc: Option<Algorithm>,
+    /// Linux's congestion control for its senders (set in their namespace, e.g. cubic); the
+    /// kernel's default if not given.
+    #[arg(long)]
+    pub linux_cc: Option<String>,
     /// Run length and the lab lock.
     #[command(flatten)]
     pub lab: LabRun,
@@ -184,7 +195,7 @@ pub fn run(args: &ImpairArgs) -> Result<Report, ExperimentError> {
             .map_err(|e| ExperimentError::Usage(e.to_string()))?;
     }
     let timing = args.lab.timing(quick);
-    let cells = args.lab.in_lab(
+    let (cells, linux_cc) = args.lab.in_lab(
         "impair",
         |lab| {
             lab.up_switched(RECEIVER_CLIENT)
@@ -199,7 +210,15 @@ pub fn run(args: &ImpairArgs) -> Result<Report, ExperimentError> {
         "every run's counters: {}",
         args.common.out.join("impair-runs.csv").display()
     );
-    Ok(report(args, &impairments, &pairings, reps, timing, &cells))
+    Ok(report(
+        args,
+        &impairments,
+        &pairings,
+        reps,
+        timing,
+        &cells,
+        &linux_cc,
+    ))
 }
 
 /// Every pairing under every impairment, `reps` times: `cells[impairment][pairing]`.
@@ -210,15 +229,25 @@ fn measure(
     pairings: &[Pairing],
     reps: usize,
     timing: Timing,
-) -> Result<Vec<Vec<Runs>>, ExperimentError> {
+) -> Result<(Vec<Vec<Runs>>, String), ExperimentError> {
     let wire = Wire::of(lab)?;
+    const CC_KEY: &str = "net.ipv4.tcp_congestion_control";
+    if let Some(cc) = &args.linux_cc {
+        lab.sysctl(sluice_lab::NS_KERNEL, CC_KEY, cc)
+            .map_err(|e| ExperimentError::Usage(format!("--linux-cc {cc}: {e}")))?;
+    }
+    // The namespaces inherit the kernel's default (Linux copies init_net's choice into a new
+    // namespace): it decides how Linux copes with random loss, so the report names it.
+    let linux_cc = lab
+        .sysctl_get(sluice_lab::NS_KERNEL, CC_KEY)
+        .unwrap_or_else(|_| "unknown".into());
     let kernel = KernelServers::start(sluice_lab::NS_KERNEL).map_err(|e| lab_workload(&e))?;
     let mut cells = vec![vec![Runs::new(); pairings.len()]; impairments.len()];
     for rep in 0..reps {
         for (i, imp) in impairments.iter().enumerate() {
             let params = imp.switch_params(args.reorder_delay.as_deref());
             for (j, &pairing) in pairings.iter().enumerate() {
-                let config = configure(pairing, None, None);
+                let config = configure(pairing, None, args.cc);
                 let seed = args
                     .common
                     .seed
@@ -240,7 +269,7 @@ fn measure(
         }
     }
     drop(kernel);
-    Ok(cells)
+    Ok((cells, linux_cc))
 }
 
 /// The median goodput of a cell's runs (NaN without runs).
@@ -272,6 +301,7 @@ fn report(
     reps: usize,
     timing: Timing,
     cells: &[Vec<Runs>],
+    linux_cc: &str,
 ) -> Report {
     let linux = pairings.iter().position(|&p| p == Pairing::LinuxToLinux);
     let engines: Vec<(usize, Pairing)> = pairings
@@ -371,9 +401,12 @@ fn report(
                 timing.warmup
             ),
             format!(
-                "  engine: {:?} backend, the core's defaults; linux: sluice kserve / sluice \
-                 loadgen, kernel defaults; {} shared CPU cores",
+                "  engine: {:?} backend, the core's defaults, congestion control {}; linux: \
+                 sluice kserve / sluice loadgen, kernel defaults, congestion control {}; {} \
+                 shared CPU cores",
                 crate::switched_bulk::BACKEND,
+                args.cc.unwrap_or_default(),
+                linux_cc,
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             ),
         ],
@@ -452,6 +485,8 @@ mod tests {
             reps: None,
             verbose: false,
             engine_idle_us: 100,
+            cc: None,
+            linux_cc: None,
             lab: LabRun::default(),
         };
         let imps = [
@@ -470,7 +505,7 @@ mod tests {
             seconds: 1.0,
             warmup: 0.5,
         };
-        let r = report(&args, &imps, &pairings, 3, timing, &cells);
+        let r = report(&args, &imps, &pairings, 3, timing, &cells, "cubic");
         assert_eq!(
             r.columns,
             [
@@ -488,6 +523,13 @@ mod tests {
         // 0.5 s of CPU over 300 Mbit/s for 1 s: 0.5e9 / 37.5e6 ns per byte.
         assert_eq!(r.rows[1][4], "13.3");
         assert_eq!(r.rows[1][5], "12");
+        assert!(
+            r.setup
+                .iter()
+                .any(|h| h.contains("linux: ") && h.contains("congestion control cubic")),
+            "{:?}",
+            r.setup
+        );
         let text = r.notes.join("\n");
         assert!(
             text.contains("none linux->engine: x0.90 linux->linux (met)"),

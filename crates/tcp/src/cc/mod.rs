@@ -8,11 +8,13 @@
 //! transmit stage enforces, and for rate-based policies a rate, which the flow scheduler
 //! enforces with its timing wheel (datapath/scheduler.rs). Policies are an enum, so no call is virtual; a new policy is a new variant.
 
+mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
 mod timely;
 
+pub use bbr::{Bbr, Mode as BbrMode};
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
 pub use newreno::NewReno;
@@ -35,15 +37,19 @@ pub enum Algorithm {
     NewReno,
     /// CUBIC (RFC 9438).
     Cubic,
+    /// BBR v1 (draft-cardwell-iccrg-bbr-congestion-control-00): a model of the path's
+    /// bandwidth and propagation time, not loss, sets the rate.
+    Bbr,
 }
 
 impl Algorithm {
     /// Every algorithm, in a fixed order.
-    pub const ALL: [Algorithm; 4] = [
+    pub const ALL: [Algorithm; 5] = [
         Algorithm::Dctcp,
         Algorithm::Timely,
         Algorithm::NewReno,
         Algorithm::Cubic,
+        Algorithm::Bbr,
     ];
 
     /// The name Linux's TCP_CONGESTION uses for it ("reno" for NewReno).
@@ -53,6 +59,7 @@ impl Algorithm {
             Algorithm::Timely => "timely",
             Algorithm::NewReno => "reno",
             Algorithm::Cubic => "cubic",
+            Algorithm::Bbr => "bbr",
         }
     }
 
@@ -75,7 +82,7 @@ pub struct UnknownAlgorithm;
 
 impl fmt::Display for UnknownAlgorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("unknown congestion control (dctcp, timely, reno/newreno, cubic)")
+        f.write_str("unknown congestion control (dctcp, timely, reno/newreno, cubic, bbr)")
     }
 }
 
@@ -142,6 +149,9 @@ pub struct CcInput {
     pub in_recovery: bool,
     /// The time of the iteration in microseconds.
     pub now_us: u64,
+    /// Bytes the SACK scoreboard reports received above snd_una (RFC 6675): with the
+    /// acknowledged bytes, what was delivered (BBR's delivery rate).
+    pub sacked: u32,
 }
 
 impl CcInput {
@@ -188,6 +198,8 @@ pub enum Policy {
     NewReno(NewReno),
     /// RFC 9438 CUBIC.
     Cubic(Cubic),
+    /// BBR v1.
+    Bbr(Bbr),
 }
 
 impl Policy {
@@ -205,6 +217,7 @@ impl Policy {
             Algorithm::Timely => Policy::Timely(Timely::new(cwnd, TimelyParams::default())),
             Algorithm::NewReno => Policy::NewReno(NewReno::new(cwnd, ssthresh)),
             Algorithm::Cubic => Policy::Cubic(Cubic::new(cwnd, ssthresh)),
+            Algorithm::Bbr => Policy::Bbr(Bbr::new(cwnd, mss)),
         }
     }
 
@@ -220,6 +233,7 @@ impl Policy {
             Policy::Timely(_) => Algorithm::Timely,
             Policy::NewReno(_) => Algorithm::NewReno,
             Policy::Cubic(_) => Algorithm::Cubic,
+            Policy::Bbr(_) => Algorithm::Bbr,
         }
     }
 
@@ -231,6 +245,7 @@ impl Policy {
             Policy::Timely(_) => u32::MAX,
             Policy::NewReno(p) => p.ssthresh(),
             Policy::Cubic(p) => p.ssthresh(),
+            Policy::Bbr(p) => p.ssthresh(),
         }
     }
 }
@@ -243,6 +258,7 @@ impl CongestionControl for Policy {
             Policy::Timely(p) => p.update(input),
             Policy::NewReno(p) => p.update(input),
             Policy::Cubic(p) => p.update(input),
+            Policy::Bbr(p) => p.update(input),
         }
     }
     #[inline]
@@ -252,6 +268,7 @@ impl CongestionControl for Policy {
             Policy::Timely(p) => p.window(),
             Policy::NewReno(p) => p.window(),
             Policy::Cubic(p) => p.window(),
+            Policy::Bbr(p) => p.window(),
         }
     }
     #[inline]
@@ -261,6 +278,7 @@ impl CongestionControl for Policy {
             Policy::Timely(p) => p.rate_bps(),
             Policy::NewReno(p) => p.rate_bps(),
             Policy::Cubic(p) => p.rate_bps(),
+            Policy::Bbr(p) => p.rate_bps(),
         }
     }
 }
@@ -278,7 +296,8 @@ mod tests {
         assert_eq!("NewReno".parse(), Ok(Algorithm::NewReno));
         assert_eq!("DCTCP".parse(), Ok(Algorithm::Dctcp));
         assert_eq!("cubic\0\0\0\0".parse(), Ok(Algorithm::Cubic));
-        assert_eq!("bbr".parse::<Algorithm>(), Err(UnknownAlgorithm));
+        assert_eq!("BBR".parse(), Ok(Algorithm::Bbr));
+        assert_eq!("bbr2".parse::<Algorithm>(), Err(UnknownAlgorithm));
         assert_eq!(Algorithm::default(), Algorithm::Dctcp);
         assert!(Algorithm::Dctcp.ecn_capable() && !Algorithm::Cubic.ecn_capable());
     }

@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::cc::{Algorithm, CcInput, CongestionControl, Policy};
 use crate::datapath::ecn;
 use crate::datapath::post;
+use crate::datapath::scoreboard;
 use crate::datapath::state::SchedState;
 use crate::error::Error;
 use crate::handle::ConnId;
@@ -140,6 +141,7 @@ impl Stack {
         }
         let counters = post::take_cc_counters(&mut self.dp.post[s]);
         let ps = &self.dp.proto[s];
+        let sacked = scoreboard::sacked_bytes(ps, self.dp.sacked_of(slot));
         let input = CcInput {
             counters,
             timeouts,
@@ -150,6 +152,7 @@ impl Stack {
             snd_max: ps.snd_max,
             in_recovery: self.dp.post[s].in_recovery,
             now_us: self.now.as_micros(),
+            sacked,
         };
         let before = ps.cwnd;
         let policy = &mut self.cc[s];

@@ -439,6 +439,21 @@ pub(crate) fn on_spurious_timeout(ps: &mut ProtoState) {
     ps.sack.set(sack_flags::AFTER_RTO, false);
 }
 
+/// Bytes the scoreboard holds SACKed above snd_una.
+pub(crate) fn sacked_bytes(ps: &ProtoState, board: &[SackedRange]) -> u32 {
+    board[..usize::from(ps.sack.count).min(board.len())]
+        .iter()
+        .map(|r| {
+            let start = if r.start.seq_lt(ps.snd_una) {
+                ps.snd_una
+            } else {
+                r.start
+            };
+            r.end.diff(start).max(0) as u32
+        })
+        .fold(0u32, u32::saturating_add)
+}
+
 /// The highest sequence number the scoreboard reports SACKed, if any.
 pub(crate) fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumber> {
     board[..usize::from(ps.sack.count).min(board.len())]
