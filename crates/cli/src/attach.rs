@@ -368,7 +368,10 @@ mod tests {
             let e = transport(&["--tcp-mem", bad]).unwrap_err();
             assert!(matches!(e, CliError::Usage(_)), "{bad}: {e:?}");
             let e = e.to_string();
-            assert!(e.starts_with("--tcp-mem: ") && e.contains(says), "{bad}: {e}");
+            assert!(
+                e.starts_with("--tcp-mem: ") && e.contains(says),
+                "{bad}: {e}"
+            );
         }
     }
 }

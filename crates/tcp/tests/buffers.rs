@@ -442,7 +442,10 @@ fn over_the_high_threshold_a_syn_cookies_ack_gets_a_rst_not_a_connection() {
     let counters = stack.counters();
     assert_eq!(counters.memory_cookie_refused, 1);
     assert_eq!(counters.syn_cookies_accepted, 0);
-    assert_eq!(counters.syn_cookies_rejected, 0, "the cookie itself was good");
+    assert_eq!(
+        counters.syn_cookies_rejected, 0,
+        "the cookie itself was good"
+    );
     assert_eq!(stack.connection_count(), connections);
     assert!(stack.accept(l).is_err());
     // Once reads bring the total down, the same client's next attempt gets in by the same
