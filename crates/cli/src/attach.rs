@@ -10,7 +10,8 @@ use sluice_device::XdpMode;
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::{App, DEFAULT_LINGER};
 use sluice_lab::presets::LabPreset;
-use sluice_tcp::{Algorithm, Recovery};
+use sluice_switch::parse_size;
+use sluice_tcp::{Algorithm, ConfigError, MemoryLimits, Recovery};
 
 use crate::error::CliError;
 use crate::sim_args::{refuse_sim_flags, SimLinkArgs};
@@ -62,8 +63,8 @@ pub enum RecoveryArg {
     GoBackN,
 }
 
-/// The engine core's transport choices: congestion control, ECN, loss recovery (one set of
-/// flags for every subcommand that runs the engine).
+/// The engine core's transport choices: congestion control, ECN, loss recovery, the limit on
+/// buffered bytes (one set of flags for every subcommand that runs the engine).
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
     /// Default congestion control of new connections: dctcp, timely, reno (newreno), cubic
@@ -79,6 +80,32 @@ pub struct TransportArgs {
     /// Out-of-order intervals tracked per connection (0 to 64; default the engine's, 8).
     #[arg(long)]
     ooo_intervals: Option<usize>,
+    /// Global limit on the bytes all connections buffer (unread, out of order, unacknowledged),
+    /// as Linux's tcp_mem but in bytes: above PRESSURE windows reopen only a little and rings
+    /// stop growing until the total falls below LOW; above HIGH new connections and new
+    /// out-of-order data are refused. Sizes take k, m or g (KiB, MiB, GiB), e.g.
+    /// 64m,96m,128m; default the engine's, derived from its ring memory (half, two thirds and
+    /// all of 512 MiB).
+    #[arg(long, value_name = "LOW,PRESSURE,HIGH")]
+    tcp_mem: Option<String>,
+}
+
+/// Parses `--tcp-mem LOW,PRESSURE,HIGH` (sizes as the switch's: `1500`, `64k`, `8m`, `1g`).
+/// The order of the three is the core's to check (`Config::validate`).
+fn parse_tcp_mem(spec: &str) -> Result<MemoryLimits, CliError> {
+    const FLAG: &str = "--tcp-mem";
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [low, pressure, high] = parts.as_slice() else {
+        return Err(CliError::usage(format!(
+            "{FLAG}: {spec:?} is not LOW,PRESSURE,HIGH (three sizes, e.g. 64m,96m,128m)"
+        )));
+    };
+    let size = |v: &str| parse_size(FLAG, v).map_err(|e| CliError::usage(e.to_string()));
+    Ok(MemoryLimits {
+        low: size(low)?,
+        pressure: size(pressure)?,
+        high: size(high)?,
+    })
 }
 
 impl TransportArgs {
@@ -93,9 +120,15 @@ impl TransportArgs {
                 RecoveryArg::GoBackN => Recovery::GoBackN,
             },
             ooo_intervals: self.ooo_intervals,
+            tcp_mem: self.tcp_mem.as_deref().map(parse_tcp_mem).transpose()?,
         };
         t.validate().map_err(|e| {
-            CliError::usage(format!("--cc/--no-ecn/--recovery/--ooo-intervals: {e}"))
+            let flag = match e {
+                ConfigError::Range("tcp_mem", _) => "--tcp-mem",
+                ConfigError::Range("ooo_intervals", _) => "--ooo-intervals",
+                _ => "--cc/--no-ecn/--recovery/--ooo-intervals/--tcp-mem",
+            };
+            CliError::usage(format!("{flag}: {e}"))
         })?;
         Ok(t)
     }
@@ -103,7 +136,7 @@ impl TransportArgs {
     /// One line for the startup message.
     pub(crate) fn describe(t: &Transport) -> String {
         format!(
-            "cc {}, ECN {}, {} recovery{}",
+            "cc {}, ECN {}, {} recovery{}{}",
             t.congestion_control,
             if t.ecn { "on" } else { "off" },
             match t.recovery {
@@ -111,7 +144,11 @@ impl TransportArgs {
                 Recovery::GoBackN => "go-back-N",
             },
             t.ooo_intervals
-                .map_or(String::new(), |n| format!(", {n} out-of-order intervals"))
+                .map_or(String::new(), |n| format!(", {n} out-of-order intervals")),
+            t.tcp_mem.map_or(String::new(), |m| format!(
+                ", tcp_mem {}/{}/{} bytes",
+                m.low, m.pressure, m.high
+            ))
         )
     }
 }
@@ -241,6 +278,8 @@ mod tests {
             "go-back-n",
             "--ooo-intervals",
             "4",
+            "--tcp-mem",
+            "64M,96m,1G",
         ])
         .unwrap();
         let mut config = setup::core_config(
@@ -253,6 +292,23 @@ mod tests {
         assert!(!config.ecn);
         assert_eq!(config.recovery, Recovery::GoBackN);
         assert_eq!(config.ooo_intervals, 4);
+        assert_eq!(
+            config.memory_limits(),
+            MemoryLimits {
+                low: 64 << 20,
+                pressure: 96 << 20,
+                high: 1 << 30,
+            }
+        );
+        assert_eq!(
+            transport(&["--tcp-mem", "4096,8k,12288"]).unwrap().tcp_mem,
+            Some(MemoryLimits {
+                low: 4096,
+                pressure: 8192,
+                high: 12288,
+            }),
+            "plain bytes and suffixes mix"
+        );
         assert_eq!(
             transport(&["--cc", "newreno"]).unwrap().congestion_control,
             Algorithm::NewReno
@@ -296,5 +352,26 @@ mod tests {
         );
         let e = transport(&["--recovery", "fast"]).unwrap_err().to_string();
         assert!(e.contains("go-back-n"), "{e}");
+    }
+
+    #[test]
+    fn bad_tcp_mem_is_refused_naming_the_flag() {
+        for (bad, says) in [
+            ("64m,96m", "is not LOW,PRESSURE,HIGH"),
+            ("1m,2m,3m,4m", "is not LOW,PRESSURE,HIGH"),
+            ("1m,lots,3m", "\"lots\" is not a number"),
+            ("1m,2q,3m", "unknown unit \"q\""),
+            ("1m,2m,2t", "unknown unit \"t\""),
+            ("2m,1m,3m", "tcp_mem must be in 0 < low <= pressure <= high"),
+            ("0,1m,3m", "tcp_mem must be in 0 < low <= pressure <= high"),
+        ] {
+            let e = transport(&["--tcp-mem", bad]).unwrap_err();
+            assert!(matches!(e, CliError::Usage(_)), "{bad}: {e:?}");
+            let e = e.to_string();
+            assert!(
+                e.starts_with("--tcp-mem: ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use sluice_device::{
 };
 #[cfg(feature = "af_xdp")]
 use sluice_device::{AfXdp, AfXdpConfig};
-use sluice_tcp::{AckPolicy, Algorithm, Config, ConfigError, Recovery, Stack};
+use sluice_tcp::{AckPolicy, Algorithm, Config, ConfigError, MemoryLimits, Recovery, Stack};
 use sluice_wire::EthernetAddress;
 
 use crate::runtime::{Engine, EngineError};
@@ -111,8 +111,9 @@ pub type SiteError = Box<dyn std::error::Error + Send + Sync>;
 pub type AttachTap = fn(&str) -> Result<(), SiteError>;
 
 /// The transport choices an operator makes for the engine's core: the default congestion
-/// control of new connections (each may choose its own through the API), ECN, and loss
-/// recovery. Defaults are the core's.
+/// control of new connections (each may choose its own through the API), ECN, loss
+/// recovery, out-of-order intervals and the global limit on buffered bytes. Defaults are
+/// the core's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transport {
     /// Congestion-control algorithm of new connections.
@@ -123,6 +124,9 @@ pub struct Transport {
     pub recovery: Recovery,
     /// Out-of-order intervals tracked per connection (None: the core's default).
     pub ooo_intervals: Option<usize>,
+    /// Thresholds on the bytes all connections buffer, as Linux's tcp_mem (None: the
+    /// core's, derived from its ring memory; `Config::memory_limits`).
+    pub tcp_mem: Option<MemoryLimits>,
 }
 
 impl Default for Transport {
@@ -133,6 +137,7 @@ impl Default for Transport {
             ecn: c.ecn,
             recovery: c.recovery,
             ooo_intervals: None,
+            tcp_mem: None,
         }
     }
 }
@@ -145,6 +150,9 @@ impl Transport {
         config.recovery = self.recovery;
         if let Some(n) = self.ooo_intervals {
             config.ooo_intervals = n;
+        }
+        if let Some(limits) = self.tcp_mem {
+            config.tcp_mem = Some(limits);
         }
     }
 
@@ -328,10 +336,22 @@ mod tests {
     fn transport_choices_reach_the_core_config_and_are_validated() {
         let t = Transport::default();
         let mut c = core_config(EthernetAddress::default(), Ipv4Addr::new(10, 0, 0, 1), 1500);
-        let before = (c.congestion_control, c.ecn, c.recovery, c.ooo_intervals);
+        let before = (
+            c.congestion_control,
+            c.ecn,
+            c.recovery,
+            c.ooo_intervals,
+            c.tcp_mem,
+        );
         t.apply(&mut c);
         assert_eq!(
-            (c.congestion_control, c.ecn, c.recovery, c.ooo_intervals),
+            (
+                c.congestion_control,
+                c.ecn,
+                c.recovery,
+                c.ooo_intervals,
+                c.tcp_mem
+            ),
             before,
             "the defaults are the core's"
         );
@@ -340,12 +360,18 @@ mod tests {
             ecn: false,
             recovery: Recovery::GoBackN,
             ooo_intervals: Some(4),
+            tcp_mem: Some(MemoryLimits {
+                low: 1 << 20,
+                pressure: 2 << 20,
+                high: 3 << 20,
+            }),
         };
         t.apply(&mut c);
         assert_eq!(c.congestion_control, Algorithm::Cubic);
         assert!(!c.ecn);
         assert_eq!(c.recovery, Recovery::GoBackN);
         assert_eq!(c.ooo_intervals, 4);
+        assert_eq!(c.memory_limits().high, 3 << 20);
         assert_eq!(t.validate(), Ok(()));
         let too_many = Transport {
             ooo_intervals: Some(65),
@@ -354,6 +380,18 @@ mod tests {
         assert!(matches!(
             too_many.validate(),
             Err(ConfigError::Range("ooo_intervals", _))
+        ));
+        let upside_down = Transport {
+            tcp_mem: Some(MemoryLimits {
+                low: 3 << 20,
+                pressure: 2 << 20,
+                high: 1 << 20,
+            }),
+            ..t
+        };
+        assert!(matches!(
+            upside_down.validate(),
+            Err(ConfigError::Range("tcp_mem", _))
         ));
     }
 }

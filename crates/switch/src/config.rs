@@ -163,7 +163,7 @@ pub fn parse_rate(what: &str, value: &str) -> Result<u64, ConfigError> {
     Ok(number_with_suffix(what, value, UNITS)?.round() as u64)
 }
 
-/// A size in bytes: `1500`, `64k` (KiB), `1m` (MiB).
+/// A size in bytes: `1500`, `64k` (KiB), `1m` (MiB), `2g` (GiB); at most 1 TiB.
 pub fn parse_size(what: &str, value: &str) -> Result<usize, ConfigError> {
     const UNITS: &[(&str, f64)] = &[
         ("", 1.0),
@@ -172,6 +172,8 @@ pub fn parse_size(what: &str, value: &str) -> Result<usize, ConfigError> {
         ("kb", 1024.0),
         ("m", 1048576.0),
         ("mb", 1048576.0),
+        ("g", 1073741824.0),
+        ("gb", 1073741824.0),
     ];
     let n = number_with_suffix(what, value, UNITS)?;
     if n > (1u64 << 40) as f64 {
@@ -237,6 +239,8 @@ mod tests {
         assert_eq!(parse_rate("r", "0"), Ok(0));
         assert_eq!(parse_size("s", "64k"), Ok(65536));
         assert_eq!(parse_size("s", "1500"), Ok(1500));
+        assert_eq!(parse_size("s", "2G"), Ok(2 << 30));
+        assert!(parse_size("s", "2t").is_err());
         assert_eq!(parse_duration("d", "250us"), Ok(Duration::from_micros(250)));
         assert_eq!(
             parse_duration("d", "1.5ms"),

@@ -139,6 +139,10 @@ pub struct Counters {
     pub memory_rings_released: u64,
     /// SYNs not answered because the bytes buffered were over the high threshold.
     pub memory_syn_refused: u64,
+    /// ACKs of valid SYN cookies answered with a RST because the bytes buffered were over
+    /// the high threshold: the cookie went out before the total crossed it, and the peer,
+    /// established on it, learns at once that the engine did not take the connection.
+    pub memory_cookie_refused: u64,
     /// Out-of-order segments dropped because the bytes buffered were over the high
     /// threshold (in-order data within the window is always taken).
     pub memory_ooo_dropped: u64,

@@ -400,6 +400,81 @@ fn over_the_high_threshold_syns_and_new_out_of_order_data_are_refused_not_in_ord
 }
 
 #[test]
+fn over_the_high_threshold_a_syn_cookies_ack_gets_a_rst_not_a_connection() {
+    // One half-open connection fills the SYN backlog, so the next SYN gets a cookie.
+    let mut cfg = limited(8 * KIB, 16 * KIB, 24 * KIB);
+    cfg.syn_backlog = 1;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 32).unwrap();
+    let mut a = scaled_conn(&mut stack, l, 41000);
+    let mut b = scaled_conn(&mut stack, l, 41001);
+    fill(&mut stack, &mut a, INITIAL, 1);
+    let half_open = Peer::new(41002, LISTEN_PORT);
+    half_open.send(
+        &mut stack,
+        ms(1),
+        half_open.seg(SYN).seq(SeqNumber(1)).opts(mss_only(1460)),
+    );
+    assert_eq!(half_open.recv_one(&mut stack, ms(1)).0.flags, SYN | ACK);
+    // Below the high threshold the client gets its cookie SYN-ACK and is established on
+    // it (Linux's connect() returns here).
+    let client = Peer::new(42000, LISTEN_PORT);
+    let syn = |isn: u32| client.seg(SYN).seq(SeqNumber(isn)).opts(mss_only(1460));
+    client.send(&mut stack, ms(1), syn(7000));
+    let (cookie, _) = client.recv_one(&mut stack, ms(1));
+    assert_eq!(cookie.flags, SYN | ACK);
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    // Then b's unread data takes the total over it, before the client's ACK arrives.
+    fill(&mut stack, &mut b, INITIAL, 2);
+    assert_eq!(stack.memory_state(), MemoryState::OverLimit);
+    let connections = stack.connection_count();
+    // The cookie is valid, but the connection would be one the engine takes no data for
+    // beyond what it already offered: RST <SEQ=SEG.ACK> (RFC 9293 3.10.7.2), counted, no
+    // connection, nothing to accept. Its data, had it sent any, was never acknowledged.
+    let ack = client
+        .seg(ACK)
+        .seq(SeqNumber(7001))
+        .ack(cookie.seq + 1u32)
+        .data(b"hello");
+    client.send(&mut stack, ms(3), ack);
+    let (rst, _) = client.recv_one(&mut stack, ms(3));
+    assert_eq!((rst.flags, rst.seq), (RST, cookie.seq + 1u32));
+    let counters = stack.counters();
+    assert_eq!(counters.memory_cookie_refused, 1);
+    assert_eq!(counters.syn_cookies_accepted, 0);
+    assert_eq!(
+        counters.syn_cookies_rejected, 0,
+        "the cookie itself was good"
+    );
+    assert_eq!(stack.connection_count(), connections);
+    assert!(stack.accept(l).is_err());
+    // Once reads bring the total down, the same client's next attempt gets in by the same
+    // cookie path (the half-open connection still fills the backlog).
+    read_all(&mut stack, a.id);
+    read_all(&mut stack, b.id);
+    assert_eq!(stack.memory_state(), MemoryState::Normal);
+    drain(&mut stack, ms(4), Some(client));
+    client.send(&mut stack, ms(4), syn(9000));
+    let (cookie, _) = client.recv_one(&mut stack, ms(4));
+    client.send(
+        &mut stack,
+        ms(4),
+        client
+            .seg(ACK)
+            .seq(SeqNumber(9001))
+            .ack(cookie.seq + 1u32)
+            .data(b"hello"),
+    );
+    let (ack, _) = client.recv_one(&mut stack, ms(4));
+    assert_eq!((ack.flags, ack.ack), (ACK, SeqNumber(9006)));
+    assert_eq!(stack.counters().syn_cookies_accepted, 1);
+    assert_eq!(stack.counters().memory_cookie_refused, 1);
+    let id = stack.accept(l).expect("the cookie connection is accepted");
+    assert_eq!(read_all(&mut stack, id), b"hello");
+    stack.check_invariants().unwrap();
+}
+
+#[test]
 fn under_pressure_rings_do_not_grow_and_an_emptied_grown_ring_goes_back_to_its_initial_size() {
     let mut stack = stack_with(limited(32 * KIB, 64 * KIB, 512 * KIB));
     let l = stack.listen(LISTEN_PORT, 32).unwrap();

@@ -8,7 +8,8 @@
 //!   emptied by a read, or a send ring with nothing unacknowledged, that had grown goes back
 //!   to its initial size (tcp_moderate_sndbuf, sk_mem_reclaim).
 //! - Over the limit (the hard limit, where sk_wmem_schedule and tcp_try_rmem_schedule
-//!   fail): besides that, SYNs get no SYN-ACK, out-of-order data that would add bytes is
+//!   fail): besides that, SYNs get no SYN-ACK, the ACK of a SYN cookie sent before the
+//!   crossing gets a RST instead of a connection, out-of-order data that would add bytes is
 //!   dropped (tcp_data_queue_ofo's TCPOFODrop), and a connection may keep only an initial
 //!   ring's worth unacknowledged (the tcp_wmem minimum every socket keeps). In-order data
 //!   within the window already offered is always taken.
@@ -198,6 +199,20 @@ impl Stack {
     pub(crate) fn admit_syn(&mut self) -> bool {
         if self.memory.state() == MemoryState::OverLimit {
             self.counters.memory_syn_refused += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Whether the ACK of a valid SYN cookie may open a connection now; counts a refusal.
+    /// The cookie went out while the total was below the high threshold (over it, SYNs get
+    /// no SYN-ACK: [`Stack::admit_syn`]), but the peer is already established on it: the
+    /// caller answers a refusal with a RST (RFC 9293 3.10.7.2, an ACK in LISTEN), so that
+    /// the client's next call fails at once instead of its data going unacknowledged into
+    /// a connection the engine never took. Unlike a SYN, a cookie's ACK is not sent again.
+    pub(crate) fn admit_cookie(&mut self) -> bool {
+        if self.memory.state() == MemoryState::OverLimit {
+            self.counters.memory_cookie_refused += 1;
             return false;
         }
         true

@@ -119,6 +119,12 @@ impl Stack {
             return Some(Handback::Done); // drop silently; the client retransmits
         }
         let algorithm = l.cc_algorithm;
+        if !self.admit_cookie() {
+            // Over tcp_mem's high threshold: the same admission as a SYN's, told to a
+            // peer that believes it is connected (RFC 9293 3.10.7.2: <SEQ=SEG.ACK><RST>).
+            self.reply_rst(input);
+            return Some(Handback::Done);
+        }
         let Some(slot) = self.table.insert(&tuple) else {
             // The table filled after the cookie went out. The client thinks it is
             // connected: tell it it is not, or its data goes into a black hole.
