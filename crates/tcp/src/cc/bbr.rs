@@ -45,6 +45,12 @@ const SEND_QUANTUM_MAX: u64 = 64 * 1024;
 /// the flow scheduler paces frames, the model counts payload.
 const FRAME_OVERHEAD: u64 = 14 + 20 + 20 + 12;
 
+/// Bytes still in the network: outstanding less what the receiver SACKed (what Linux's
+/// packets_in_flight counts, less its lost-packet estimate, which this form does not see).
+fn in_network(i: &CcInput) -> u32 {
+    i.flight.saturating_sub(i.sacked)
+}
+
 /// BBR's state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -274,7 +280,7 @@ impl Bbr {
                         .bdp(gain)
                         .is_none_or(|target| i.counters.max_flight >= target))
         } else if gain < 1.0 {
-            full_length || self.bdp(1.0).is_some_and(|bdp| i.flight <= bdp)
+            full_length || self.bdp(1.0).is_some_and(|bdp| in_network(i) <= bdp)
         } else {
             full_length
         };
@@ -310,7 +316,7 @@ impl Bbr {
         if self.mode == Mode::Startup && self.filled_pipe {
             self.mode = Mode::Drain;
         }
-        if self.mode == Mode::Drain && self.bdp(1.0).is_some_and(|bdp| i.flight <= bdp) {
+        if self.mode == Mode::Drain && self.bdp(1.0).is_some_and(|bdp| in_network(i) <= bdp) {
             self.enter_probe_bw(i);
         }
         if self.mode == Mode::ProbeBw {
@@ -332,7 +338,7 @@ impl Bbr {
     fn probe_rtt(&mut self, i: &CcInput) {
         let min_cwnd = MIN_CWND_SEGMENTS * i.mss;
         match self.probe_rtt_done_us {
-            None if i.flight <= min_cwnd => {
+            None if in_network(i) <= min_cwnd => {
                 self.probe_rtt_done_us = Some(i.now_us + PROBE_RTT_US);
                 self.probe_rtt_round_end = Some(i.snd_max);
             }
@@ -651,6 +657,34 @@ mod tests {
             "50 segments in two RTTs is no new maximum"
         );
         assert!(f.bbr.window() >= 2 * 50 * MSS);
+    }
+
+    #[test]
+    fn drain_ends_on_what_is_in_the_network_not_on_what_was_sacked() {
+        // A path of 50 segments per RTT that Startup overfills: the queue grows.
+        let mut f = Flow::new();
+        while f.bbr.mode() == Mode::Startup {
+            f.max += f.bbr.window();
+            f.now_us += RTT;
+            let acked = (f.max - f.una).min(50 * MSS);
+            f.una += acked;
+            f.bbr.update(&f.input(acked, RTT as u32));
+        }
+        assert_eq!(f.bbr.mode(), Mode::Drain);
+        let queued = f.max - f.una;
+        assert!(queued > 50 * MSS, "{queued}");
+        // The receiver SACKed all but 10 segments of it (a hole at snd_una): Drain is over.
+        let mut drained = f.bbr.clone();
+        let mut i = f.input(0, RTT as u32);
+        i.now_us += RTT;
+        i.sacked = queued - 10 * MSS;
+        drained.update(&i);
+        assert_eq!(drained.mode(), Mode::ProbeBw);
+        // Nothing SACKed: still draining.
+        let mut i = f.input(0, RTT as u32);
+        i.now_us += RTT;
+        f.bbr.update(&i);
+        assert_eq!(f.bbr.mode(), Mode::Drain);
     }
 
     #[test]
