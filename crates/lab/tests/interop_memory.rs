@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lab_support::{lab, start_engine_for, ENGINE_LIMIT, NO_IMPAIR};
+use lab_support::{lab, rss_kib, start_engine_for, ENGINE_LIMIT, NO_IMPAIR};
 use sluice_engine::apps::EchoApp;
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_engine::AppStatus;
@@ -90,16 +90,6 @@ for burst in range(B):
     for w,_ in kids: os.write(w,b'g')
 for _ in kids: os.wait()
 "#;
-
-/// This process's resident set in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
 
 #[test]
 #[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]

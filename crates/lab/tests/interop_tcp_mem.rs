@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant as WallClock};
 
-use lab_support::{lab, start_engine_for, ENGINE_LIMIT, NO_IMPAIR};
+use lab_support::{lab, rss_kib, start_engine_for, ENGINE_LIMIT, NO_IMPAIR};
 use sluice_engine::apps::EchoApp;
 use sluice_engine::setup::{Backend, EngineOptions};
 use sluice_engine::{App, AppStatus, EngineError};
@@ -185,16 +185,6 @@ impl App for Watched {
         }
         Ok(status)
     }
-}
-
-/// This process's resident set in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// Calls `sample` every 50 ms on a thread until stopped; the largest value it returned.

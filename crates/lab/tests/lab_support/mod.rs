@@ -390,3 +390,13 @@ pub fn run_case_with(opts: EngineOptions, impair: Option<Impair>, peer: &[Peer])
     engine_to_linux(&lab, &opts, impair, 64 * MIB);
     lab.teardown().expect("lab down");
 }
+
+/// This process's resident set in KiB.
+pub fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
