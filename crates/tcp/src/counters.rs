@@ -80,8 +80,11 @@ pub struct Counters {
     pub syn_cookies_sent: u64,
     /// Connections completed from a valid SYN cookie.
     pub syn_cookies_accepted: u64,
-    /// ACKs carrying an invalid or stale SYN cookie.
+    /// ACKs carrying an invalid or stale SYN cookie (checked while cookies are outstanding).
     pub syn_cookies_rejected: u64,
+    /// ACKs in LISTEN when no SYN cookie is outstanding (segments of connections already
+    /// gone, or forgeries): answered with a RST (RFC 9293 3.10.7.2), not checked as cookies.
+    pub listen_stray_acks: u64,
     /// Half-open connections replaced by the cookie connection of the same SYN (the SYN was
     /// answered by a cookie first, and by the half-open entry when retransmitted).
     pub half_open_replaced_by_cookie: u64,

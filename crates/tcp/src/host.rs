@@ -54,6 +54,9 @@ pub struct Stack {
     pub(crate) neighbors: NeighborCache,
     pub(crate) isn_secret: Secret,
     pub(crate) cookie_secret: Secret,
+    /// When the latest SYN cookie went out: an ACK in LISTEN is checked as a cookie only
+    /// while one may still be valid.
+    pub(crate) cookie_sent_at: Option<Instant>,
     pub(crate) ts_secret: Secret,
     pub(crate) timer_queue: TimerQueue,
     pub(crate) out: ControlQueue,
@@ -98,6 +101,7 @@ impl Stack {
             neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
             isn_secret: Secret::derive(cfg.seed, 1),
             cookie_secret: Secret::derive(cfg.seed, 2),
+            cookie_sent_at: None,
             ts_secret: Secret::derive(cfg.seed, 3),
             timer_queue: TimerQueue::new(slots),
             out: ControlQueue::new(cfg.control_frame_queue),

@@ -738,6 +738,47 @@ fn acceltcp_4_1_forged_cookie_ack_gets_rst_and_no_connection() {
 }
 
 #[test]
+fn acceltcp_4_1_acks_are_checked_as_cookies_only_while_one_may_be_valid() {
+    // Linux's tcp_synq_no_recent_overflow: with no cookie sent in the last two cookie
+    // periods (128 s), an ACK in LISTEN cannot carry a valid one; it gets its RST unchecked,
+    // so a flood of ACKs cannot search the 24-bit cookie space meanwhile.
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    syn_burst(&mut stack, 50000, 8);
+    let client = Peer::new(60000, LISTEN_PORT);
+    client.send(
+        &mut stack,
+        ms(2),
+        client.seg(SYN).seq(SeqNumber(1000)).opts(mss_only(1460)),
+    );
+    let (synack, _) = client.recv_one(&mut stack, ms(2));
+    let cookie = synack.seq;
+    assert_eq!(stack.counters().syn_cookies_sent, 1);
+    // While the cookie may be valid, a wrong one is checked and rejected.
+    let guess = client.seg(ACK).seq(SeqNumber(1001)).ack(cookie + 2u32);
+    client.send(&mut stack, ms(3), guess.clone());
+    client.recv_one(&mut stack, ms(3));
+    let c = stack.counters();
+    assert_eq!((c.syn_cookies_rejected, c.listen_stray_acks), (1, 0));
+    // 129 s later (the half-open entries expired long ago), nothing is checked: even the
+    // genuine cookie, expired by now, is a stray ACK.
+    let later = ms(129_000);
+    for seg in [
+        guess,
+        client.seg(ACK).seq(SeqNumber(1001)).ack(cookie + 1u32),
+    ] {
+        let ack = seg.ack;
+        client.send(&mut stack, later, seg);
+        let (rst, _) = client.recv_one(&mut stack, later);
+        assert_eq!((rst.flags, rst.seq), (RST, ack));
+    }
+    let c = stack.counters();
+    assert_eq!((c.syn_cookies_rejected, c.listen_stray_acks), (1, 2));
+    assert_eq!(c.syn_cookies_accepted, 0);
+    assert_eq!(stack.accept(l), Err(Error::WouldBlock));
+}
+
+#[test]
 fn rfc9293_must_3_truncated_and_corrupted_frames_are_dropped_and_counted() {
     let mut stack = stack();
     let c = established(&mut stack, ms(0));

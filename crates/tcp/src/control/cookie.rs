@@ -8,6 +8,7 @@
 //! timestamps gets no scaling, no SACK and no ECN (RFC 3168), as with Linux's cookies.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use sluice_wire::tcp::SeqNumber;
 
@@ -31,8 +32,15 @@ pub(crate) struct CookieOptions {
     pub ecn: bool,
 }
 
+/// The length of one cookie time period, in seconds.
+const PERIOD_SECS: u64 = 64;
+
+/// The longest a cookie stays valid: [`decode`] takes the current period and the one
+/// before, so a cookie sent at the start of a period lasts two.
+pub(crate) const VALID_FOR: Duration = Duration::from_secs(2 * PERIOD_SECS);
+
 fn period(now: Instant) -> u32 {
-    ((now.as_millis() / 1000 / 64) & 31) as u32
+    ((now.as_millis() / 1000 / PERIOD_SECS) & 31) as u32
 }
 
 fn hash24(secret: &Secret, ip: Ipv4Addr, tuple: &FourTuple, peer_isn: SeqNumber, t: u32) -> u32 {

@@ -76,6 +76,7 @@ impl Stack {
         };
         if self.push_segment(&route, &header) {
             self.counters.syn_cookies_sent += 1;
+            self.cookie_sent_at = Some(self.now);
         }
     }
 
@@ -99,8 +100,18 @@ impl Stack {
         )
     }
 
-    /// An ACK in LISTEN may complete a cookie handshake.
+    /// An ACK in LISTEN may complete a cookie handshake, if a cookie went out recently
+    /// enough to be valid still (`cookie::VALID_FOR`). Otherwise it cannot be one, and is
+    /// not checked: as Linux's tcp_synq_no_recent_overflow, so stray ACKs (of connections
+    /// already closed) neither cost a hash nor let a flood of them guess at cookies.
     pub(super) fn try_cookie(&mut self, index: u16, input: &TcpInput<'_>) -> Option<Handback> {
+        let recent = self
+            .cookie_sent_at
+            .is_some_and(|t| self.now.saturating_since(t) <= cookie::VALID_FOR);
+        if !recent {
+            self.counters.listen_stray_acks += 1;
+            return None;
+        }
         let t = &input.tcp;
         let tuple = FourTuple {
             remote_ip: input.ip.src,
