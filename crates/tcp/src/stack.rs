@@ -742,7 +742,7 @@ impl Stack {
         // A connection closed while waiting for ARP must leave the wait list, or
         // connect/close to an unanswered address grows it without bound.
         self.awaiting_arp.retain(|&x| x != slot);
-        self.table.remove(&tuple);
+        self.table.release(&tuple, slot);
     }
 
     /// A freed slot keeps its rings for the next connection only at their initial sizes:
@@ -766,9 +766,15 @@ impl Stack {
         c.state = TcpState::Closed;
         self.dp.pre[slot as usize].active = false;
         c.timers.stop_all();
-        if c.app_owned {
-            self.events.raise(slot, bits::CLOSED);
-        } else if c.listener.is_none() {
+        if c.app_owned || c.listener.is_some() {
+            // The slot waits for its application (or its listener's accept queue), but the
+            // tuple is free at once: a new SYN from it reaches the listener instead of a RST.
+            let tuple = c.tuple;
+            if c.app_owned {
+                self.events.raise(slot, bits::CLOSED);
+            }
+            self.table.unhash(&tuple, slot);
+        } else {
             self.free_slot(slot);
         }
     }

@@ -31,6 +31,8 @@ pub(crate) struct ConnTable {
     map: HashMap<u64, u32, RandomState>,
     free: Vec<u32>,
     generation: Box<[u32]>,
+    /// Allocated slots, hashed or not: a slot is released once.
+    live: Box<[bool]>,
 }
 
 impl ConnTable {
@@ -42,6 +44,7 @@ impl ConnTable {
             map: HashMap::with_capacity_and_hasher(slots, hasher),
             free: (0..slots as u32).rev().collect(),
             generation: vec![0; slots].into_boxed_slice(),
+            live: vec![false; slots].into_boxed_slice(),
         }
     }
 
@@ -58,15 +61,33 @@ impl ConnTable {
         }
         let slot = self.free.pop()?;
         self.map.insert(tuple.key(), slot);
+        self.live[slot as usize] = true;
         Some(slot)
     }
 
-    /// Frees `tuple`'s slot; handles to it become stale.
-    pub(crate) fn remove(&mut self, tuple: &FourTuple) -> Option<u32> {
-        let slot = self.map.remove(&tuple.key())?;
+    /// Takes `tuple` out of the lookup while `slot` stays allocated (a connection in CLOSED
+    /// that its application has not closed yet): the tuple's segments then meet no
+    /// connection, and a new connection may take it, as on Linux, where a reset socket
+    /// leaves the established hash at once.
+    pub(crate) fn unhash(&mut self, tuple: &FourTuple, slot: u32) {
+        if self.map.get(&tuple.key()) == Some(&slot) {
+            self.map.remove(&tuple.key());
+        }
+    }
+
+    /// Frees `slot`, and `tuple`'s lookup if it is still this slot's; handles to the slot
+    /// become stale. A slot already free is left alone.
+    pub(crate) fn release(&mut self, tuple: &FourTuple, slot: u32) {
+        let Some(live) = self.live.get_mut(slot as usize) else {
+            return;
+        };
+        if !*live {
+            return;
+        }
+        *live = false;
+        self.unhash(tuple, slot);
         self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
         self.free.push(slot);
-        Some(slot)
     }
 
     /// The current generation of `slot`, which tells a live handle from a stale one.
@@ -78,9 +99,9 @@ impl ConnTable {
             .unwrap_or(u32::MAX)
     }
 
-    /// Connections in the table.
+    /// Connections holding a slot (looked up by tuple or not).
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.live.len() - self.free.len()
     }
 
     /// Free slots.

@@ -406,6 +406,52 @@ fn rfc9293_3_10_7_4_rst_with_exact_seq_closes_every_synchronized_state() {
 }
 
 #[test]
+fn rfc9293_3_10_7_4_a_reset_connection_frees_its_tuple_before_its_application_closes() {
+    // After a RST the TCB is gone (RFC 9293 3.10.7.4: "enter the CLOSED state, delete the
+    // TCB"); only the application's handle remains, to report the reset. A new SYN from the
+    // same port (a client reusing it at once) reaches the listener, as on Linux, instead of
+    // being refused by the old connection's CLOSED state.
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    c.peer
+        .send(&mut stack, ms(1), c.peer.seg(RST).seq(c.peer_nxt));
+    assert_eq!(stack.state(c.id), Ok(TcpState::Closed));
+    // The same 4-tuple again, with a new ISN.
+    c.peer
+        .send(&mut stack, ms(2), c.peer.seg(SYN).seq(SeqNumber(900_000)));
+    let (synack, _) = c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!((synack.flags, synack.ack), (SYN | ACK, SeqNumber(900_001)));
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.peer
+            .seg(ACK)
+            .seq(SeqNumber(900_001))
+            .ack(synack.seq + 1u32),
+    );
+    assert_eq!(
+        stack.connection_count(),
+        2,
+        "the old handle and the new connection"
+    );
+    // The old handle still tells the reset; closing it leaves the new connection alone.
+    assert_eq!(stack.error(c.id), Ok(Some(sluice_tcp::ConnError::Reset)));
+    stack.close(c.id).unwrap();
+    assert_eq!(stack.connection_count(), 1);
+    c.peer.send(
+        &mut stack,
+        ms(3),
+        c.peer
+            .seg(ACK)
+            .seq(SeqNumber(900_001))
+            .ack(synack.seq + 1u32)
+            .data(b"hello"),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!(ack.ack, SeqNumber(900_006), "the new connection takes data");
+}
+
+#[test]
 fn rfc9293_3_10_5_abort_sends_rst_and_frees_the_connection() {
     let mut stack = stack();
     let c = established(&mut stack, ms(0));
