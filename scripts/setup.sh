@@ -3,6 +3,7 @@
 set -euo pipefail
 need=()
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # The namespace lab (crates/lab) drives ip, sysctl and ethtool; its tests ping across it.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
@@ -75,3 +76,7 @@ done
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" || true
 done
+# Coverage-guided fuzzing (scripts/fuzz.sh): cargo-fuzz drives libFuzzer on the nightly
+# toolchain; libfuzzer-sys compiles libFuzzer's C++ (g++ above, with build-essential).
+rustup run nightly rustc --version >/dev/null 2>&1 || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked

@@ -42,3 +42,15 @@ else
 fi
 # The fuzz harness for a short budget (run longer by hand: --seconds 600).
 cargo run --release --locked -p sluice-fuzz -- --seconds "${FUZZ_SECONDS:-30}"
+# The coverage-guided targets (fuzz/, cargo-fuzz on nightly), each for a short budget: the
+# total FUZZ_TARGETS_SECONDS (default 180) shared out, 10 to 30 s a target, so the build and
+# all targets stay near 5 minutes. Run longer by hand: scripts/fuzz.sh --minutes 60 TARGET.
+# fuzz.sh fails, never skips, when nightly or cargo-fuzz is missing.
+fuzz_targets=$(cargo +nightly fuzz list 2>/dev/null | grep -c . || true)
+if [ "${fuzz_targets:-0}" -eq 0 ]; then
+  echo "error: no coverage-guided fuzz target found (is cargo-fuzz on nightly installed?)" >&2
+  exit 1
+fi
+per_target=$(( ${FUZZ_TARGETS_SECONDS:-180} / fuzz_targets ))
+per_target=$(( per_target < 10 ? 10 : per_target > 30 ? 30 : per_target ))
+./scripts/fuzz.sh --seconds "$per_target"

@@ -17,6 +17,7 @@ pub mod invariants;
 pub mod mutate;
 pub mod net;
 pub mod options;
+pub mod targets;
 pub mod violation;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

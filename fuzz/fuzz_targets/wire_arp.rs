@@ -1,0 +1,4 @@
+//! ARP for Ethernet/IPv4: parse, emit byte for byte, parse again.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_fuzz::targets::wire::arp(data));
