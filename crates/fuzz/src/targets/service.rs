@@ -740,7 +740,11 @@ impl World {
             self.good_io()?;
             self.round();
             self.read_completions()?;
-            let done = self.up.fin_seen && self.down.fin_seen && self.expected_reqs.is_empty();
+            // Entries without a request id are owed no answer: the queue itself must drain.
+            let done = self.up.fin_seen
+                && self.down.fin_seen
+                && self.expected_reqs.is_empty()
+                && self.cmd[1].pending().is_ok_and(|n| n == 0);
             if done {
                 break;
             }
@@ -762,6 +766,12 @@ impl World {
                 self.down.data.len(),
                 first_difference(&self.down.read, &self.down.data),
                 self.down.fin_seen
+            ));
+        }
+        if self.cmd[1].pending().map_or(true, |n| n != 0) {
+            return Err(format!(
+                "the fuzzed context's command queue never drained: {:?}",
+                self.cmd[1].pending()
             ));
         }
         if !self.expected_reqs.is_empty() {
