@@ -3,7 +3,8 @@
 //! seed (shrinking a failure to a short input); `PROPTEST_RNG_SEED=<n>` and
 //! `PROPTEST_CASES=<n>` explore further. Two hand-written inputs show that the targets'
 //! decoders reach the deep paths: a connection that carries data, and a service that
-//! answers bad entries while a good connection delivers.
+//! answers bad entries while a good connection delivers. The checked-in seed corpora
+//! (`fuzz/corpus/{core,service}`) are replayed too.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -161,4 +162,35 @@ fn service_target_counts_bad_entries() {
     assert!(c.bad_positions >= 1 && c.resets_bad_input >= 1, "{c:?}");
     assert!(stats.failed >= 3, "{stats:?}");
     assert!(c.tx_bytes >= 20_000 && c.rx_bytes >= 20_000, "{c:?}");
+}
+
+/// Every input of a checked-in seed corpus (`fuzz/corpus/<target>`, what libFuzzer's runs
+/// kept for their coverage), replayed on stable.
+fn replay_corpus(target: &str, check: impl Fn(&[u8]) -> Result<(), String>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut n = 0;
+    for entry in entries {
+        let path = entry.expect("corpus entry").path();
+        let data = std::fs::read(&path).expect("corpus file");
+        if let Err(v) = check(&data) {
+            panic!("{}: {v}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n > 0, "{} is empty", dir.display());
+}
+
+#[test]
+fn core_corpus_replays() {
+    replay_corpus("core", |d| {
+        core::check(d).map(|_| ()).map_err(|v| v.to_string())
+    });
+}
+
+#[test]
+fn service_corpus_replays() {
+    replay_corpus("service", |d| service::check(d).map(|_| ()));
 }
