@@ -4,7 +4,8 @@
 //! client and a server with small bounds — through real traffic interleaved with loss,
 //! duplication, reordering, delay, mutated and forged frames, clock jumps and random
 //! application calls, checking invariants after every step. No coverage instrumentation, so
-//! it runs on stable Rust; a failure names the seed that replays it exactly.
+//! it runs on stable Rust; a failure names the seed that replays it exactly. [`targets`] holds
+//! the byte-driven targets a coverage-guided engine steers.
 #![forbid(unsafe_code)]
 
 mod apps;

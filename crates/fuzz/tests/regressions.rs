@@ -363,3 +363,25 @@ fn an_ack_after_a_long_outage_gives_no_rtt_sample_and_a_simultaneous_close_compl
     assert_eq!(p.b.recv(cb, &mut buf), Ok(0), "B read A's end of stream");
     p.check();
 }
+
+/// Found by the coverage-guided core target (`targets::core`): a listener stopped and then
+/// opened again on the same port took the same table index, so the stale handle of the
+/// first was indistinguishable from the second's, and unlisten through it stopped the new
+/// listener. A stale listener handle is refused, as a stale connection handle is.
+#[test]
+fn a_stale_listener_handle_does_not_reach_a_new_listener_on_the_same_port() {
+    let mut p = Pair::new(|_| {});
+    let old = p.b.listen(80, 4).unwrap();
+    p.b.unlisten(old).unwrap();
+    let new = p.b.listen(80, 4).unwrap();
+    assert!(p.b.unlisten(old).is_err(), "the stale handle is refused");
+    assert!(p.b.accept(old).is_err(), "the stale handle is refused");
+    // The new listener is untouched: a connection reaches it.
+    let ca = p.a.connect(p.now, Side::B.ip(), 80).unwrap();
+    p.exchange(all);
+    let cb = p.b.accept(new).expect("the new listener still listens");
+    assert_eq!(p.a.state(ca).unwrap(), TcpState::Established);
+    assert_eq!(p.b.state(cb).unwrap(), TcpState::Established);
+    p.b.unlisten(new).unwrap();
+    p.check();
+}

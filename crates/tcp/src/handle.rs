@@ -19,6 +19,9 @@ impl ConnId {
 pub struct ListenerId {
     pub(crate) index: u16,
     pub(crate) port: u16,
+    /// Which listener of those that held the index: a handle outliving its listener must
+    /// not reach a later one on the same index and port.
+    pub(crate) generation: u32,
 }
 
 impl ListenerId {

@@ -30,6 +30,8 @@ pub(crate) struct Listener {
     pub syn_pending: usize,
     /// The algorithm its connections run from the SYN on (their SYN-ACK's ECN follows it).
     pub cc_algorithm: Algorithm,
+    /// Its handle's generation ([`crate::ListenerId`]).
+    pub generation: u32,
 }
 
 /// One host's TCP core: hand it frames and the time, take frames to send and its next
@@ -50,6 +52,8 @@ pub struct Stack {
     pub(crate) table: ConnTable,
     pub(crate) bufs: Vec<Option<ConnBuffers>>,
     pub(crate) listeners: Box<[Option<Listener>]>,
+    /// The generation the next listener's handle gets.
+    pub(crate) next_listener_generation: u32,
     pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
     pub(crate) neighbors: NeighborCache,
     pub(crate) isn_secret: Secret,
@@ -94,6 +98,7 @@ impl Stack {
             table: ConnTable::new(slots, cfg.seed),
             bufs: Vec::with_capacity(slots),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
+            next_listener_generation: 0,
             listener_by_port: HashMap::with_capacity_and_hasher(
                 cfg.max_listeners,
                 ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),

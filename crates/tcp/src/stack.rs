@@ -182,11 +182,15 @@ impl Stack {
             accept: VecDeque::with_capacity(backlog),
             syn_pending: 0,
             cc_algorithm: algorithm.unwrap_or(self.cfg.congestion_control),
+            generation: self.next_listener_generation,
         });
         self.listener_by_port.insert(port, index as u16);
+        let generation = self.next_listener_generation;
+        self.next_listener_generation = generation.wrapping_add(1);
         Ok(ListenerId {
             index: index as u16,
             port,
+            generation,
         })
     }
 
@@ -224,7 +228,7 @@ impl Stack {
 
     fn listener(&self, id: ListenerId) -> Result<&Listener, Error> {
         match self.listeners.get(id.index as usize) {
-            Some(Some(l)) if l.port == id.port => Ok(l),
+            Some(Some(l)) if l.port == id.port && l.generation == id.generation => Ok(l),
             _ => Err(Error::InvalidHandle),
         }
     }
@@ -509,6 +513,7 @@ impl Stack {
                 return Some(Event::Acceptable(ListenerId {
                     index,
                     port: l.port,
+                    generation: l.generation,
                 }));
             }
         }
