@@ -693,19 +693,25 @@ fn rfc7323_5_4_cookie_syn_ack_tsval_never_runs_ahead_of_later_tsvals() {
     }
 }
 
+/// Fills the listener's backlog (8 half-open connections), then has port 60000 send a SYN
+/// with ISN 1000 at 2 ms: it is answered with a SYN cookie, returned with the client.
+fn cookie_from_a_full_backlog(stack: &mut Stack) -> (Peer, SeqNumber) {
+    syn_burst(stack, 50000, 8);
+    let client = Peer::new(60000, LISTEN_PORT);
+    client.send(
+        stack,
+        ms(2),
+        client.seg(SYN).seq(SeqNumber(1000)).opts(mss_only(1460)),
+    );
+    let (synack, _) = client.recv_one(stack, ms(2));
+    (client, synack.seq)
+}
+
 #[test]
 fn acceltcp_4_1_forged_cookie_ack_gets_rst_and_no_connection() {
     let mut stack = stack();
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
-    syn_burst(&mut stack, 50000, 8);
-    let client = Peer::new(60000, LISTEN_PORT);
-    client.send(
-        &mut stack,
-        ms(2),
-        client.seg(SYN).seq(SeqNumber(1000)).opts(mss_only(1460)),
-    );
-    let (synack, _) = client.recv_one(&mut stack, ms(2));
-    let cookie = synack.seq;
+    let (client, cookie) = cookie_from_a_full_backlog(&mut stack);
     let forged = [
         // A guessed cookie.
         client.seg(ACK).seq(SeqNumber(1001)).ack(cookie + 2u32),
@@ -744,15 +750,7 @@ fn acceltcp_4_1_acks_are_checked_as_cookies_only_while_one_may_be_valid() {
     // so a flood of ACKs cannot search the 24-bit cookie space meanwhile.
     let mut stack = stack();
     let l = stack.listen(LISTEN_PORT, 16).unwrap();
-    syn_burst(&mut stack, 50000, 8);
-    let client = Peer::new(60000, LISTEN_PORT);
-    client.send(
-        &mut stack,
-        ms(2),
-        client.seg(SYN).seq(SeqNumber(1000)).opts(mss_only(1460)),
-    );
-    let (synack, _) = client.recv_one(&mut stack, ms(2));
-    let cookie = synack.seq;
+    let (client, cookie) = cookie_from_a_full_backlog(&mut stack);
     assert_eq!(stack.counters().syn_cookies_sent, 1);
     // While the cookie may be valid, a wrong one is checked and rejected.
     let guess = client.seg(ACK).seq(SeqNumber(1001)).ack(cookie + 2u32);
