@@ -327,14 +327,6 @@ fn pattern(len: usize, salt: u64) -> Vec<u8> {
         .collect()
 }
 
-const ALGORITHMS: [Algorithm; 5] = [
-    Algorithm::Dctcp,
-    Algorithm::Timely,
-    Algorithm::NewReno,
-    Algorithm::Cubic,
-    Algorithm::Bbr,
-];
-
 impl Run {
     fn stack(&mut self, side: Side) -> &mut Stack {
         &mut self.stacks[side.index()]
@@ -571,7 +563,7 @@ impl Run {
             }
             Step::SetCongestion { conn, algorithm } => {
                 if let Some((side, id)) = self.conn(*conn) {
-                    let a = ALGORITHMS[usize::from(*algorithm) % ALGORITHMS.len()];
+                    let a = Algorithm::ALL[usize::from(*algorithm) % Algorithm::ALL.len()];
                     let _ = self.stack(side).set_congestion_control(id, a);
                 }
             }

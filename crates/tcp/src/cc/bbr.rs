@@ -339,7 +339,7 @@ impl Bbr {
         let min_cwnd = MIN_CWND_SEGMENTS * i.mss;
         match self.probe_rtt_done_us {
             None if in_network(i) <= min_cwnd => {
-                self.probe_rtt_done_us = Some(i.now_us + PROBE_RTT_US);
+                self.probe_rtt_done_us = Some(i.now_us.saturating_add(PROBE_RTT_US));
                 self.probe_rtt_round_end = Some(i.snd_max);
             }
             Some(done) => {
