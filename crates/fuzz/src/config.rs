@@ -90,6 +90,14 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
             high: low * 3,
         });
     }
+    // Teardown offload (closes the campaign asks to offload go to the stage): drawn from
+    // the seed's bits rather than the rng, so that earlier seeds replay the same draws.
+    let bits = c.seed >> 8;
+    c.teardown_flows = [0, 1, 3, 64][bits as usize % 4];
+    c.teardown_tail_bytes = [0, 3000, 1 << 20][(bits >> 2) as usize % 3];
+    c.teardown_retries = 1 + (bits >> 4) as u8 % 8;
+    c.teardown_wheel_slots = [64, 256][(bits >> 7) as usize % 2];
+    c.teardown_tick = Duration::from_millis(1 + (bits >> 8) % 20);
     c
 }
 
@@ -99,5 +107,7 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
 /// means `poll_transmit` does not drain.
 pub fn drain_bound(c: &Config) -> usize {
     let tx = c.tx_buffer.next_power_of_two();
-    c.control_frame_queue + c.max_connections * (tx / 64 + 4) + 8
+    // The teardown stage's flows each send at most a send buffer's tail and a FIN.
+    let offloaded = c.teardown_flows * (tx / 64 + 2);
+    c.control_frame_queue + c.max_connections * (tx / 64 + 4) + offloaded + 8
 }

@@ -139,6 +139,17 @@ pub struct Config {
     /// Length of one timing-wheel slot: the precision of rate enforcement (a connection is
     /// released at the start of the slot its send time falls in).
     pub sched_granularity: Duration,
+    /// Most connections the teardown stage holds at once (acceltcp.txt 4.2: closes over
+    /// it take the normal path); 0 turns teardown offload off.
+    pub teardown_flows: usize,
+    /// Most unacknowledged bytes the teardown stage holds, over all its flows.
+    pub teardown_tail_bytes: usize,
+    /// Retransmissions of an offloaded close's data and FIN before it gives up (RST).
+    pub teardown_retries: u8,
+    /// Ticks of the teardown stage's timer bitmap wheel (a power of two, 64..=65536).
+    pub teardown_wheel_slots: usize,
+    /// Length of one tick of that wheel: the precision of the stage's timeouts.
+    pub teardown_tick: Duration,
 }
 
 /// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
@@ -191,6 +202,14 @@ impl Config {
             // 3 Mbit/s; a 1 us slot is 8 % of a frame's time at 10 Gbit/s.
             sched_wheel_slots: 4096,
             sched_granularity: Duration::from_micros(1),
+            teardown_flows: 16384,
+            teardown_tail_bytes: 16 << 20,
+            // Linux's tcp_orphan_retries default (8 when the sysctl is 0).
+            teardown_retries: 8,
+            // 256 x 1 ms: a 256 ms horizon, longer timeouts wait their round; N bits per
+            // flow is 32 bytes.
+            teardown_wheel_slots: 256,
+            teardown_tick: Duration::from_millis(1),
         }
     }
 
@@ -271,6 +290,23 @@ impl Config {
                 "sched_granularity",
                 "0 < granularity <= 1s",
             ));
+        }
+        if self.teardown_flows > 1 << 24 || self.teardown_tail_bytes > 1 << 32 {
+            return Err(ConfigError::Range(
+                "teardown_flows/teardown_tail_bytes",
+                "at most 16777216 flows and 4 GiB",
+            ));
+        }
+        if !self.teardown_wheel_slots.is_power_of_two()
+            || !(64..=1 << 16).contains(&self.teardown_wheel_slots)
+        {
+            return Err(ConfigError::Range(
+                "teardown_wheel_slots",
+                "a power of two in 64..=65536",
+            ));
+        }
+        if self.teardown_tick.is_zero() || self.teardown_tick > Duration::from_secs(1) {
+            return Err(ConfigError::Range("teardown_tick", "0 < tick <= 1s"));
         }
         if self.challenge_ack_limit == 0 {
             // Zero-window probes are answered through this limit; 0 would deadlock a sender

@@ -149,4 +149,27 @@ pub struct Counters {
     /// Out-of-order segments dropped because the bytes buffered were over the high
     /// threshold (in-order data within the window is always taken).
     pub memory_ooo_dropped: u64,
+    /// Closes handed to the teardown stage (acceltcp.txt 4.2): the connection left the
+    /// table and the stage finishes its close.
+    pub teardown_offloaded: u64,
+    /// Closes that asked for teardown offload and took the normal path: the stage was at
+    /// its flow limit or tail budget.
+    pub teardown_refused_full: u64,
+    /// Closes that asked for teardown offload and took the normal path: the unacknowledged
+    /// tail did not fit the send window, or the connection was not open both ways or
+    /// half-closed by the peer.
+    pub teardown_refused_state: u64,
+    /// Offloaded closes that ended cleanly (LAST-ACK acknowledged, TIME-WAIT or FIN-WAIT-2
+    /// over).
+    pub teardown_completed: u64,
+    /// Offloaded closes given up after the stage's retransmissions (RST sent).
+    pub teardown_timed_out: u64,
+    /// Offloaded closes ended by a RST from the peer.
+    pub teardown_reset: u64,
+    /// Offloaded closes that received new data, which nobody can read (RST sent).
+    pub teardown_data_after_close: u64,
+    /// Segments the teardown stage sent (data, FIN and retransmissions; not ACKs).
+    pub teardown_segments_sent: u64,
+    /// Retransmission timeouts in the teardown stage.
+    pub teardown_retransmits: u64,
 }

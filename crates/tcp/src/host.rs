@@ -17,6 +17,7 @@ use crate::counters::Counters;
 use crate::datapath::DataPath;
 use crate::events::EventQueue;
 use crate::frame::ControlQueue;
+use crate::offload::teardown::{Expiry, Limits, TeardownStage};
 use crate::pressure::BufferedBytes;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
@@ -71,6 +72,10 @@ pub struct Stack {
     pub(crate) ip_ident: u16,
     pub(crate) next_port: u16,
     pub(crate) awaiting_arp: Vec<u32>,
+    /// The teardown stage: closed connections it took over (offload/teardown.rs).
+    pub(crate) teardown: TeardownStage,
+    /// The stage's timer outcomes of one `handle_timeout`, kept to reuse the allocation.
+    pub(crate) teardown_fired: Vec<(u32, Expiry)>,
 }
 
 impl Stack {
@@ -116,6 +121,20 @@ impl Stack {
             ip_ident: (cfg.seed >> 16) as u16,
             next_port: lo + (cfg.seed % span) as u16,
             awaiting_arp: Vec::with_capacity(slots),
+            teardown: TeardownStage::new(
+                Limits {
+                    flows: cfg.teardown_flows,
+                    tail_bytes: cfg.teardown_tail_bytes,
+                    retries: cfg.teardown_retries,
+                    rto_max: cfg.rto_max,
+                    time_wait: cfg.time_wait,
+                    fin_wait2: cfg.time_wait.max(std::time::Duration::from_secs(1)),
+                },
+                cfg.teardown_wheel_slots,
+                cfg.teardown_tick,
+                cfg.seed,
+            ),
+            teardown_fired: Vec::new(),
             cfg,
         })
     }

@@ -12,6 +12,8 @@ use sluice_wire::tcp::SeqNumber;
 pub enum InvariantViolation {
     /// The flow scheduler's timing wheel is inconsistent.
     Wheel(WheelViolation),
+    /// The teardown stage's records, lookup, timers or tail budget disagree.
+    Teardown(&'static str),
     /// snd_una lies beyond snd_nxt.
     SndUnaPastSndNxt {
         /// The connection slot.
@@ -122,6 +124,7 @@ impl fmt::Display for InvariantViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             InvariantViolation::Wheel(w) => write!(f, "{w}"),
+            InvariantViolation::Teardown(what) => f.write_str(what),
             InvariantViolation::SndUnaPastSndNxt {
                 slot,
                 snd_una,

@@ -20,6 +20,7 @@ pub mod frame;
 mod handle;
 mod host;
 mod invariant;
+mod offload;
 mod pressure;
 mod queue;
 mod stack;

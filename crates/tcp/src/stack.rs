@@ -119,7 +119,10 @@ impl Stack {
     /// The earliest time [`Stack::handle_timeout`] has work to do, if any: a connection
     /// timer, or a rate-limited connection's turn in the flow scheduler's wheel.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timer = self.timer_queue.next_deadline();
+        let mut timer = self.timer_queue.next_deadline();
+        if let Some(due) = self.teardown.next_due() {
+            timer = Some(timer.map_or(due, |t| t.min(due)));
+        }
         match self.dp.wheel.next_due_ns().map(Instant::from_nanos) {
             Some(due) => Some(timer.map_or(due, |t| t.min(due))),
             None => timer,
@@ -300,7 +303,7 @@ impl Stack {
                 remote_port: port,
                 local_port: candidate,
             };
-            if self.listener_by_port.contains_key(&candidate) {
+            if self.listener_by_port.contains_key(&candidate) || self.teardown_holds(&tuple) {
                 continue;
             }
             if let Some(slot) = self.table.insert(&tuple) {
@@ -466,7 +469,8 @@ impl Stack {
 
     /// Closes the connection and releases the handle. Unread data makes it an abort
     /// (RST, RFC 9293 3.10.4 and RFC 2525 2.17); otherwise a FIN follows the queued data and
-    /// the core finishes the teardown on its own.
+    /// the core finishes the teardown on its own, or its teardown stage does if the
+    /// connection asked for it ([`Stack::set_teardown_offload`]).
     pub fn close(&mut self, id: ConnId) -> Result<(), Error> {
         let slot = self.slot_of(id)?;
         let conn = &mut self.conns[slot as usize];
@@ -475,12 +479,14 @@ impl Stack {
         let unread = self.bufs[slot as usize]
             .as_ref()
             .is_some_and(|b| b.rx_tail != b.rx_head);
-        match conn.state {
+        let (state, failed) = (conn.state, conn.error.is_some());
+        match state {
             TcpState::Closed | TcpState::SynSent => self.free_slot(slot),
-            _ if conn.error.is_some() => self.free_slot(slot),
+            _ if failed => self.free_slot(slot),
             TcpState::TimeWait | TcpState::LastAck | TcpState::Closing => {}
             TcpState::FinWait1 | TcpState::FinWait2 if !unread => self.arm_orphan_timer(slot),
             _ if unread => self.abort_slot(slot, ConnError::Aborted),
+            _ if self.offload_close(slot) => {}
             _ => {
                 let _ = self.queue_fin(slot);
             }
@@ -599,6 +605,9 @@ impl Stack {
     /// Checks internal invariants; used by the fuzzer and tests. Returns the first violation.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.dp.wheel.check()?;
+        self.teardown
+            .check()
+            .map_err(InvariantViolation::Teardown)?;
         self.check_buffered()?;
         for s in 0..self.conns.len() {
             let pre = &self.dp.pre[s];

@@ -546,6 +546,10 @@ impl Run {
             }
             Step::Close { conn } => {
                 if let Some((side, id)) = self.conn(*conn) {
+                    // Odd connections ask for teardown offload (within the configured limits).
+                    if conn % 2 == 1 {
+                        let _ = self.stack(side).set_teardown_offload(id, true);
+                    }
                     let _ = self.stack(side).close(id);
                     self.release(*conn);
                 }

@@ -18,6 +18,7 @@ use crate::datapath::BATCH;
 use crate::events::bits;
 use crate::frame::{emit_segment, Route, TxChecksum};
 use crate::host::Stack;
+use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
 
@@ -188,6 +189,17 @@ impl Stack {
     /// A TCP segment the pre-processor did not put on the fast path.
     fn handle_exception(&mut self, input: &TcpInput<'_>) -> Handback {
         let Some(slot) = input.slot else {
+            // A table miss: a connection the teardown stage took over, or none.
+            if self.teardown.len() != 0 {
+                let tuple = FourTuple {
+                    remote_ip: input.ip.src,
+                    remote_port: input.tcp.src_port,
+                    local_port: input.tcp.dst_port,
+                };
+                if let Some(flow) = self.teardown.lookup(&tuple) {
+                    return self.teardown_segment(flow, input);
+                }
+            }
             return self.no_connection(input);
         };
         match self.conns[slot as usize].state {

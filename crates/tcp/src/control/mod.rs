@@ -12,6 +12,7 @@ mod input;
 pub(crate) mod isn;
 mod memory;
 pub(crate) mod neighbor;
+mod offload;
 pub(crate) mod rcv_space;
 mod reset;
 pub(crate) mod state;

@@ -138,6 +138,8 @@ pub(crate) struct ConnControl {
     /// When our SYN (or SYN-ACK) was first sent: the handshake's round trip is the first
     /// RTT measurement if it was not retransmitted (RFC 6298 2.2 and Karn's rule, 3).
     pub syn_sent_at: Instant,
+    /// The application asked for its close to be offloaded to the teardown stage.
+    pub teardown_offload: bool,
 }
 
 impl ConnControl {
@@ -167,6 +169,7 @@ impl ConnControl {
             fixed_rate_bps: 0,
             rcv_space: RcvSpace::default(),
             syn_sent_at: Instant::MAX,
+            teardown_offload: false,
         }
     }
 

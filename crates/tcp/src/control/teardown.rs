@@ -9,6 +9,7 @@ use crate::datapath::classify::TcpInput;
 use crate::datapath::state::flags;
 use crate::events::bits;
 use crate::host::Stack;
+use crate::offload::teardown::Phase;
 use crate::timer::Timer;
 
 /// Connections whose close is under way (RFC 9293 3.6), counted by what they wait for.
@@ -39,6 +40,13 @@ impl Stack {
                 TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck => n.fin_unacked += 1,
                 TcpState::FinWait2 => n.awaiting_peer_fin += 1,
                 _ => {}
+            }
+        }
+        for phase in self.teardown.phases() {
+            match phase {
+                Phase::FinWait1 | Phase::Closing | Phase::LastAck => n.fin_unacked += 1,
+                Phase::FinWait2 => n.awaiting_peer_fin += 1,
+                Phase::TimeWait => {}
             }
         }
         n

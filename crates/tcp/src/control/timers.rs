@@ -48,6 +48,9 @@ impl Stack {
             // next `poll_transmit`.
             self.dp.wheel.advance(now.as_nanos(), &mut self.dp.ready);
         }
+        if self.teardown.len() != 0 {
+            self.teardown_timeout();
+        }
         while let Some(slot) = self.timer_queue.pop_expired(now) {
             self.expire(slot);
             let c = &self.conns[slot as usize];

@@ -386,6 +386,13 @@ impl Stack {
                 csum_partial: false,
             });
         }
+        if self.teardown.has_ready() {
+            // The teardown stage's data and FINs go before the connections' (they are
+            // what is left of connections the applications closed).
+            if let Some(t) = self.teardown_transmit(buf) {
+                return Some(t);
+            }
+        }
         let now_ns = now.as_nanos();
         if !self.dp.wheel.is_empty() {
             // Rate-limited connections whose time came join the round-robin.
