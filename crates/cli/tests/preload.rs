@@ -217,6 +217,45 @@ fn when_the_engine_dies_the_program_gets_clean_errors_not_hangs() {
     assert_clean(&server);
 }
 
+/// Teardown offload through the shim (acceltcp.txt 4.2): Sluice's private TCP option on a
+/// listener (set while undecided, read back, inherited by accepted sockets) and
+/// `sluice run --teardown-offload` for an unmodified program; Linux clients check every
+/// echo byte-exact, and the engine's core counts every close as offloaded and completed.
+#[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
+fn teardown_offload_through_the_shim_option_and_the_run_flag() {
+    common::require_lab(&[]);
+    let mut setup = Setup::up("teardown");
+    let script = scripts().join("teardown.py");
+    let script = script.to_str().expect("utf-8");
+    let mut by_option = setup.run(
+        "teardown.py",
+        &["python3", "-u", script, "7120", "20"],
+        true,
+    );
+    setup.echo_clients(&by_option, 7120, 20, 8000);
+    let mut by_flag = setup.run_with(
+        "teardown.py env",
+        &["--teardown-offload"],
+        &["python3", "-u", script, "7121", "20", "env"],
+        true,
+    );
+    setup.echo_clients(&by_flag, 7121, 20, 8000);
+    for p in [&mut by_option, &mut by_flag] {
+        let status = p.wait_exit(Duration::from_secs(60));
+        let out = p.output();
+        assert!(status.success(), "teardown.py failed ({status}):\n{out}");
+        for line in ["option 1", "accepted 1", "done"] {
+            assert!(out.contains(line), "missing {line:?} in:\n{out}");
+        }
+        assert_clean(p);
+    }
+    let out = setup.stop_engine();
+    assert_eq!(common::counter(&out, "teardown_offloaded"), 40, "{out}");
+    assert_eq!(common::counter(&out, "teardown_completed"), 40, "{out}");
+    assert_eq!(common::counter(&out, "teardown_flows"), 0, "{out}");
+}
+
 /// TCP_CONGESTION through the shim over `sluice engine --cc cubic`: the engine's default
 /// (the flag reached the core) on a new socket, ENOENT for an unknown name, EINVAL for an
 /// empty value, the NUL-padded name truncated to optlen, a listener's choice inherited by

@@ -86,6 +86,13 @@ int sluice_set_nonblocking(sluice_socket *s, int on);
 /* TCP_NODELAY on (on != 0) or off. */
 int sluice_set_nodelay(sluice_socket *s, int on);
 
+/* Asks (on != 0) for the socket's close to be offloaded to the engine's teardown stage
+ * (advisory; accepted sockets inherit their listener's). */
+int sluice_set_teardown_offload(sluice_socket *s, int on);
+/* The same through the LD_PRELOAD shim: setsockopt(fd, IPPROTO_TCP,
+ * SLUICE_TCP_TEARDOWN_OFFLOAD, &one, sizeof one); a kernel socket answers ENOPROTOOPT. */
+#define SLUICE_TCP_TEARDOWN_OFFLOAD 0x5354
+
 /* Longest congestion-control name with its NUL (Linux's TCP_CA_NAME_MAX). */
 #define SLUICE_CONGESTION_NAME_MAX 16
 

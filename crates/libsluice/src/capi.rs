@@ -322,6 +322,20 @@ pub unsafe extern "C" fn sluice_set_nodelay(s: *mut SluiceSocket, on: c_int) -> 
     })
 }
 
+/// Asks (on != 0) or stops asking for the socket's close to be offloaded to the engine's
+/// teardown stage (advisory; accepted sockets inherit their listener's).
+///
+/// # Safety
+/// `s` is a live socket or null.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_set_teardown_offload(s: *mut SluiceSocket, on: c_int) -> c_int {
+    ffi(-1, Op::Open, || {
+        // SAFETY: the caller's contract.
+        let s = unsafe { socket(s)? };
+        s.sock.set_teardown_offload(on != 0).map(|()| 0)
+    })
+}
+
 /// Chooses the socket's congestion control by name (TCP_CONGESTION); ENOENT for a name the
 /// engine does not run. At most `SLUICE_CONGESTION_NAME_MAX` bytes of `name` are read.
 ///

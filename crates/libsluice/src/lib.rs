@@ -25,7 +25,7 @@ mod zero_copy;
 pub use attach::{socket_path_from_env, Sluice};
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
-pub use sluice_shm::Congestion;
+pub use sluice_shm::{Congestion, TCP_TEARDOWN_OFFLOAD};
 pub use socket::{Readiness, Socket};
 pub use wait::Wait;
 pub use zero_copy::TxSlice;

@@ -68,6 +68,8 @@ pub struct Socket {
     phase: AtomicU8,
     nonblocking: AtomicBool,
     nodelay: AtomicBool,
+    /// Teardown offload asked for (accepted sockets inherit their listener's).
+    teardown_offload: AtomicBool,
     shut_read: AtomicBool,
     shut_write: AtomicBool,
     /// The pending error was reported (SO_ERROR or a failed call); it is not reported again.
@@ -103,6 +105,13 @@ fn nanos_to_duration(n: u64) -> Option<Duration> {
     (n != 0).then(|| Duration::from_nanos(n))
 }
 
+/// Options an accepted socket takes from its listener.
+#[derive(Clone, Copy, Debug, Default)]
+struct Inherited {
+    nodelay: bool,
+    teardown_offload: bool,
+}
+
 impl Socket {
     /// Opens a new engine socket (the engine allocates a slot).
     pub fn open(sluice: &Arc<Sluice>) -> Result<Socket, Error> {
@@ -110,7 +119,7 @@ impl Socket {
         let (_, slot) = sluice
             .call(|req| Command::Open { req })
             .map_err(|e| e.for_op(Op::Open))?;
-        Socket::for_slot(sluice, slot, phase::FRESH, false)
+        Socket::for_slot(sluice, slot, phase::FRESH, Inherited::default())
     }
 
     /// A socket for a slot the engine allocated (by Open or by accepting on a listener).
@@ -118,7 +127,7 @@ impl Socket {
         sluice: &Arc<Sluice>,
         slot: u32,
         phase: u8,
-        nodelay: bool,
+        inherited: Inherited,
     ) -> Result<Socket, Error> {
         let block = SocketBlock::new(&sluice.region, slot).ok_or(Error::Os(libc::EPROTO))?;
         // The engine reset the block for the new slot; start from what it says.
@@ -133,7 +142,8 @@ impl Socket {
             line: Mutex::new(line),
             phase: AtomicU8::new(phase),
             nonblocking: AtomicBool::new(false),
-            nodelay: AtomicBool::new(nodelay),
+            nodelay: AtomicBool::new(inherited.nodelay),
+            teardown_offload: AtomicBool::new(inherited.teardown_offload),
             shut_read: AtomicBool::new(false),
             shut_write: AtomicBool::new(false),
             error_taken: AtomicBool::new(false),
@@ -332,7 +342,10 @@ impl Socket {
                 &self.sluice,
                 rec.slot,
                 phase::CONNECTED,
-                self.nodelay.load(Ordering::Relaxed),
+                Inherited {
+                    nodelay: self.nodelay.load(Ordering::Relaxed),
+                    teardown_offload: self.teardown_offload.load(Ordering::Relaxed),
+                },
             )?;
             return Ok(Some((sock, rec.peer)));
         }
@@ -730,6 +743,30 @@ impl Socket {
     /// Whether TCP_NODELAY is set.
     pub fn nodelay(&self) -> bool {
         self.nodelay.load(Ordering::Relaxed)
+    }
+
+    /// Asks for this socket's close to be offloaded to the engine's teardown stage
+    /// (AccelTCP 4.2; advisory): when the application closes, the engine's stage sends the
+    /// rest of the data and the FIN, retransmits and keeps TIME-WAIT in a 32-byte record,
+    /// and the connection's slot is freed at once. Closes that do not qualify (data beyond
+    /// the send window, stage full) take the normal path. Set on a listener, accepted
+    /// sockets inherit it; before connect, the engine remembers it.
+    pub fn set_teardown_offload(&self, on: bool) -> Result<(), Error> {
+        self.usable()?;
+        self.teardown_offload.store(on, Ordering::Relaxed);
+        match self.sluice.call(|req| Command::SetTeardownOffload {
+            req,
+            slot: self.slot,
+            on,
+        }) {
+            Ok(_) | Err(Error::EngineGone) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether teardown offload is asked for.
+    pub fn teardown_offload(&self) -> bool {
+        self.teardown_offload.load(Ordering::Relaxed)
     }
 
     /// TCP_CONGESTION by name ("dctcp", "timely", "reno"/"newreno", "cubic"; ASCII

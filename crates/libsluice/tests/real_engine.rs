@@ -190,6 +190,62 @@ fn bytes_received_before_a_reset_are_all_read_before_the_error() {
     assert_eq!(s.recv(&mut buf).unwrap(), 0, "then end of stream");
 }
 
+/// Teardown offload set on a listener is inherited by its accepted sockets: each server
+/// reads its client's request to end of stream, answers and closes, and the engine's
+/// teardown stage finishes those closes (LAST-ACK) with the answer delivered byte-exact.
+#[test]
+fn accepted_sockets_inherit_teardown_offload_and_their_closes_go_to_the_stage() {
+    let (mut e, app) = engine("teardown");
+    let l = Socket::open(&app).unwrap();
+    l.set_teardown_offload(true).unwrap();
+    assert!(l.teardown_offload());
+    l.bind(SocketAddrV4::new(ENGINE_IP, 5003)).unwrap();
+    l.listen(16).unwrap();
+    let outcomes: Vec<_> = (0..4)
+        .map(|i| {
+            e.peer_client(PeerClient {
+                port: 5003,
+                bytes: 3000 + i * 1000,
+                seed: 40 + i as u32,
+                reset: false,
+            })
+        })
+        .collect();
+    for _ in 0..4 {
+        let (s, _) = l.accept().unwrap();
+        assert!(s.teardown_offload(), "inherited from the listener");
+        let mut request = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let n = s.recv(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&buf[..n]);
+        }
+        let mut at = 0;
+        while at < request.len() {
+            at += s.send(&request[at..]).unwrap();
+        }
+        // No shutdown: close hands the connection (CLOSE-WAIT) to the stage.
+        drop(s);
+    }
+    for o in outcomes {
+        o.recv_timeout(Duration::from_secs(60))
+            .expect("the peer client finished")
+            .expect("the echo matched");
+    }
+    e.stop_engine();
+    let core = e
+        .core_counters
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("engine stopped");
+    assert_eq!(core.teardown_offloaded, 4, "{core:?}");
+    assert_eq!(core.teardown_completed, 4, "{core:?}");
+}
+
 #[test]
 fn refused_and_non_blocking_connects() {
     let (_e, app) = engine("refused");

@@ -146,6 +146,26 @@ fn required() -> bool {
     !v.is_null() && unsafe { *v } != 0
 }
 
+/// Whether `SLUICE_TEARDOWN_OFFLOAD` asks for teardown offload on every engine socket
+/// (set and neither empty nor "0"); read once.
+pub fn teardown_offload_env() -> bool {
+    static CACHED: AtomicU8 = AtomicU8::new(0);
+    match CACHED.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            // SAFETY: getenv with a NUL-terminated name; the first two bytes of the
+            // NUL-terminated value are looked at, at once.
+            let v = unsafe { libc::getenv(c"SLUICE_TEARDOWN_OFFLOAD".as_ptr()) };
+            // SAFETY: a non-null result points to a NUL-terminated string.
+            let on = !v.is_null()
+                && unsafe { *v != 0 && !(*v == b'0' as libc::c_char && *v.add(1) == 0) };
+            CACHED.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
 /// Whether an engine may be in use at all: false once it is known that none is configured
 /// (no `SLUICE_SOCKET` and nothing at the default socket), so that pass-through programs
 /// do not even record their sockets.

@@ -50,6 +50,8 @@ pub struct Undecided {
     /// TCP_CONGESTION set while undecided, for the engine socket it may become (the kernel
     /// socket got it too, if the kernel has that algorithm).
     pub congestion: Option<sluice::Congestion>,
+    /// Teardown offload asked for while undecided (the kernel has no such option).
+    pub teardown_offload: Option<bool>,
 }
 
 /// An IPv4 TCP socket: its kernel placeholder is the fd; its engine side, once decided.

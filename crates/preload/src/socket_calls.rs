@@ -70,6 +70,14 @@ fn make_engine<'a>(
             crate::log_debug!("TCP_CONGESTION {algorithm} on a new engine socket: {e}");
         }
     }
+    if und
+        .teardown_offload
+        .unwrap_or_else(decide::teardown_offload_env)
+    {
+        if let Err(e) = sock.set_teardown_offload(true) {
+            crate::log_debug!("teardown offload on a new engine socket: {e}");
+        }
+    }
     let pending = std::mem::take(&mut und.epolls);
     Ok((sf.set_engine(sock, opts), pending))
 }

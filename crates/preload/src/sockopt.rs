@@ -281,6 +281,9 @@ pub fn set(
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
             sock.set_nodelay(int_of(val)? != 0).map_err(|e| e.errno())?
         }
+        (libc::IPPROTO_TCP, sluice::TCP_TEARDOWN_OFFLOAD) => sock
+            .set_teardown_offload(int_of(val)? != 0)
+            .map_err(|e| e.errno())?,
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
             let v = int_of(val)?;
             if v != 0 && !(88..=32767).contains(&v) {
@@ -366,6 +369,9 @@ pub fn get(
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => put(out, &timeval_of(opts.rcvtimeo)),
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => put(out, &timeval_of(opts.sndtimeo)),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(out, b(sock.nodelay())),
+        (libc::IPPROTO_TCP, sluice::TCP_TEARDOWN_OFFLOAD) => {
+            put_int(out, b(sock.teardown_offload()))
+        }
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => put_int(
             out,
             if opts.maxseg > 0 {

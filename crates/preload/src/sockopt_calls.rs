@@ -26,6 +26,19 @@ pub unsafe extern "C" fn setsockopt(
     guard("setsockopt", -1, || match obj.route() {
         Route::Stale => ret_int(Err(libc::EBADF)),
         Route::Kernel => {
+            if (level, name) == (libc::IPPROTO_TCP, sluice::TCP_TEARDOWN_OFFLOAD) {
+                if let Some(sf) = obj.as_sock().filter(|sf| sf.is_undecided()) {
+                    if val.is_null() {
+                        return ret_int(Err(libc::EFAULT));
+                    }
+                    if (len as usize) < std::mem::size_of::<c_int>() {
+                        return ret_int(Err(libc::EINVAL));
+                    }
+                    // SAFETY: the caller's int option value, at least 4 bytes.
+                    let on = unsafe { val.cast::<c_int>().read_unaligned() } != 0;
+                    return set_undecided_teardown_offload(sf, on);
+                }
+            }
             if (level, name) == (libc::IPPROTO_TCP, libc::TCP_CONGESTION) {
                 if let Some(sf) = obj.as_sock().filter(|sf| sf.is_undecided()) {
                     if val.is_null() && len > 0 {
@@ -112,6 +125,23 @@ pub unsafe extern "C" fn getsockopt(
             }
         }
     })
+}
+
+/// setsockopt(TCP_TEARDOWN_OFFLOAD) on a socket not yet decided: remembered for the
+/// engine socket it may become (the kernel has no such option; a socket that stays with
+/// the kernel never uses it).
+fn set_undecided_teardown_offload(sf: &SockFile, on: bool) -> c_int {
+    let mut und = sf.undecided_state();
+    if let Some(sock) = sf.socket() {
+        drop(und);
+        return ret_int(
+            sock.set_teardown_offload(on)
+                .map(|()| 0)
+                .map_err(|e| e.errno()),
+        );
+    }
+    und.teardown_offload = Some(on);
+    0
 }
 
 /// setsockopt(TCP_CONGESTION) on a socket not yet decided: the kernel socket gets it (it

@@ -174,6 +174,13 @@ pub(crate) fn execute(
             }
             done(req, s, 0)
         }
+        Command::SetTeardownOffload { req, on, .. } => {
+            h.slot.teardown_offload = on;
+            if let SlotState::Conn { id } = state {
+                let _ = stack.set_teardown_offload(id, on);
+            }
+            done(req, s, 0)
+        }
         Command::SetCongestion { req, algorithm, .. } => {
             let algorithm = algorithm_of(algorithm);
             h.slot.congestion = Some(algorithm);
@@ -322,6 +329,9 @@ fn connect(
     h.slot.state = SlotState::Conn { id };
     if h.slot.nodelay {
         let _ = stack.set_nagle(id, false);
+    }
+    if h.slot.teardown_offload {
+        let _ = stack.set_teardown_offload(id, true);
     }
     // The choice went in with the SYN; publish what the connection runs.
     apply_congestion(stack, id, None, &h.block);

@@ -193,7 +193,7 @@ pub(crate) fn publish_closed(
 /// and the application a free slot (otherwise RX_STALLED; the rest wait in the core).
 pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
     let record_bytes = ACCEPT_RECORD_BYTES as u64;
-    let (listener, nodelay, congestion, mut rx_head) = {
+    let (listener, nodelay, offload, congestion, mut rx_head) = {
         let Some(h) = app.slot(s) else {
             return;
         };
@@ -212,7 +212,13 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
         while slot.unclaimed.front().is_some_and(|u| u.pos < head) {
             slot.unclaimed.pop_front();
         }
-        (listener, slot.nodelay, slot.congestion, head)
+        (
+            listener,
+            slot.nodelay,
+            slot.teardown_offload,
+            slot.congestion,
+            head,
+        )
     };
     loop {
         let free_slots = app.slots.free_count();
@@ -279,6 +285,11 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             // Accepted connections inherit the listener's TCP_NODELAY.
             let _ = stack.set_nagle(id, false);
             c.slot.nodelay = true;
+        }
+        if offload {
+            // And its teardown offload.
+            let _ = stack.set_teardown_offload(id, true);
+            c.slot.teardown_offload = true;
         }
         // Accepted connections inherit the listener's TCP_CONGESTION, as on Linux.
         apply_congestion(stack, id, congestion, &c.block);

@@ -75,6 +75,8 @@ pub(crate) struct Slot {
     pub core_closed: bool,
     /// TCP_NODELAY (accepted connections inherit their listener's).
     pub nodelay: bool,
+    /// Teardown offload asked for (accepted connections inherit their listener's).
+    pub teardown_offload: bool,
     /// TCP_CONGESTION as the application chose it (None: the engine's default); applied
     /// at connect, and inherited by a listener's accepted connections.
     pub congestion: Option<Algorithm>,
@@ -100,6 +102,7 @@ impl Slot {
             fin_sent: false,
             core_closed: false,
             nodelay: false,
+            teardown_offload: false,
             congestion: None,
             rx_listed: false,
             tx_listed: false,
@@ -124,6 +127,7 @@ impl Slot {
         self.fin_sent = false;
         self.core_closed = false;
         self.nodelay = false;
+        self.teardown_offload = false;
         self.congestion = None;
         self.accept_ready = false;
         self.unclaimed.clear();

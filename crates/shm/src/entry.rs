@@ -112,6 +112,17 @@ pub enum Command {
         /// The algorithm.
         algorithm: Congestion,
     },
+    /// Ask for the slot's close to be offloaded to the engine's teardown stage (AccelTCP
+    /// 4.2; advisory): applied to its connection, or remembered until it has one; accepted
+    /// connections inherit their listener's.
+    SetTeardownOffload {
+        /// Request id.
+        req: u32,
+        /// Socket slot.
+        slot: u32,
+        /// On or off.
+        on: bool,
+    },
 }
 
 /// The engine's answer to a command with a request id.
@@ -178,6 +189,8 @@ pub enum Opcode {
     SetNoDelay,
     /// [`Command::SetCongestion`].
     SetCongestion,
+    /// [`Command::SetTeardownOffload`].
+    SetTeardownOffload,
 }
 
 impl Opcode {
@@ -194,6 +207,7 @@ impl Opcode {
             Opcode::Close => 8,
             Opcode::SetNoDelay => 9,
             Opcode::SetCongestion => 10,
+            Opcode::SetTeardownOffload => 11,
         }
     }
 
@@ -210,6 +224,7 @@ impl Opcode {
             8 => Opcode::Close,
             9 => Opcode::SetNoDelay,
             10 => Opcode::SetCongestion,
+            11 => Opcode::SetTeardownOffload,
             _ => return None,
         })
     }
@@ -312,6 +327,10 @@ impl Command {
                 e[at::ARG] = algorithm.code();
                 (Opcode::SetCongestion, req, slot)
             }
+            Command::SetTeardownOffload { req, slot, on } => {
+                e[at::ARG] = on as u8;
+                (Opcode::SetTeardownOffload, req, slot)
+            }
         };
         e[0] = code.code();
         put_u32(&mut e, at::REQ, req);
@@ -373,6 +392,11 @@ impl Command {
                 algorithm: Congestion::from_code(e[at::ARG])
                     .ok_or(EntryError::BadField("algorithm"))?,
             },
+            Opcode::SetTeardownOffload => Command::SetTeardownOffload {
+                req,
+                slot,
+                on: get_bool(e, at::ARG)?,
+            },
         })
     }
 
@@ -389,6 +413,7 @@ impl Command {
             Command::Close { .. } => Opcode::Close,
             Command::SetNoDelay { .. } => Opcode::SetNoDelay,
             Command::SetCongestion { .. } => Opcode::SetCongestion,
+            Command::SetTeardownOffload { .. } => Opcode::SetTeardownOffload,
         }
     }
 
@@ -401,7 +426,8 @@ impl Command {
             | Command::Connect { req, .. }
             | Command::Shutdown { req, .. }
             | Command::SetNoDelay { req, .. }
-            | Command::SetCongestion { req, .. } => Some(req),
+            | Command::SetCongestion { req, .. }
+            | Command::SetTeardownOffload { req, .. } => Some(req),
             Command::Send { .. } | Command::Consumed { .. } | Command::Close { .. } => None,
         }
     }
@@ -418,7 +444,8 @@ impl Command {
             | Command::Shutdown { slot, .. }
             | Command::Close { slot, .. }
             | Command::SetNoDelay { slot, .. }
-            | Command::SetCongestion { slot, .. } => Some(slot),
+            | Command::SetCongestion { slot, .. }
+            | Command::SetTeardownOffload { slot, .. } => Some(slot),
         }
     }
 
@@ -531,6 +558,8 @@ mod tests {
                     slot,
                     algorithm
                 }),
+            (any::<u32>(), any::<u32>(), any::<bool>())
+                .prop_map(|(req, slot, on)| Command::SetTeardownOffload { req, slot, on }),
         ]
     }
 

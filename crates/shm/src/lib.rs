@@ -37,3 +37,13 @@ pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
 pub use region::Region;
 pub use ring::Ring;
 pub use socket::{flags, AcceptRecord, SocketBlock, ACCEPT_RECORD_BYTES};
+
+/// `setsockopt(fd, IPPROTO_TCP, TCP_TEARDOWN_OFFLOAD, &int, 4)`: Sluice's private TCP
+/// option asking for a socket's close to be offloaded to the engine's teardown stage
+/// ([`Command::SetTeardownOffload`]). The number ('S', 'T') lies far above Linux's TCP
+/// options, so a kernel socket answers it with ENOPROTOOPT.
+pub const TCP_TEARDOWN_OFFLOAD: i32 = 0x5354;
+
+/// The environment variable that turns teardown offload on for every engine socket of a
+/// program run through the preload library (`sluice run --teardown-offload` sets it).
+pub const TEARDOWN_OFFLOAD_ENV: &str = "SLUICE_TEARDOWN_OFFLOAD";

@@ -52,6 +52,32 @@ fn backend_name(b: Backend) -> &'static str {
     }
 }
 
+/// The core's counters an operator of the engine looks at, as `name value` lines like the
+/// service's.
+fn core_counters(stack: &sluice_tcp::Stack) -> String {
+    let c = stack.counters();
+    let rows: [(&str, u64); 14] = [
+        ("frames_rx", c.frames_rx),
+        ("frames_tx", c.frames_tx),
+        ("rst_sent", c.rst_sent),
+        ("timeouts", c.timeouts),
+        ("syn_cookies_sent", c.syn_cookies_sent),
+        ("teardown_offloaded", c.teardown_offloaded),
+        ("teardown_refused_state", c.teardown_refused_state),
+        ("teardown_refused_full", c.teardown_refused_full),
+        ("teardown_completed", c.teardown_completed),
+        ("teardown_timed_out", c.teardown_timed_out),
+        ("teardown_reset", c.teardown_reset),
+        ("teardown_data_after_close", c.teardown_data_after_close),
+        ("teardown_retransmits", c.teardown_retransmits),
+        ("teardown_flows", stack.teardown_flows() as u64),
+    ];
+    rows.iter()
+        .map(|(name, v)| format!("{name:<25} {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Runs `sluice engine` until SIGTERM or SIGINT.
 pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     if args.attach.backend == Backend::Sim {
@@ -98,8 +124,9 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     let _ = std::io::stdout().flush();
     let result = engine.run(&mut service, None);
     eprintln!(
-        "sluice engine: stopped; service counters:\n{}",
-        service.counters()
+        "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}",
+        service.counters(),
+        core_counters(&engine.stack)
     );
     result.map(|_| ()).map_err(CliError::from)
 }

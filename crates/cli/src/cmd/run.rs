@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// the sluice executable).
     #[arg(long)]
     preload: Option<PathBuf>,
+    /// Offload every engine socket's close to the engine's teardown stage (AccelTCP 4.2;
+    /// sets SLUICE_TEARDOWN_OFFLOAD=1 for the program).
+    #[arg(long)]
+    teardown_offload: bool,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -142,11 +146,14 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let preload = ld_preload(&lib, std::env::var_os("LD_PRELOAD").as_deref());
     // SLUICE_SOCKET is always set: a program run with `sluice run` asked for the engine, so
     // an unreachable engine is an error (ECONNREFUSED), never a silent fallback to Linux.
-    let err = std::process::Command::new(program)
-        .args(rest)
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
         .env("LD_PRELOAD", preload)
-        .env(SOCKET_ENV, &socket)
-        .exec();
+        .env(SOCKET_ENV, &socket);
+    if args.teardown_offload {
+        cmd.env(sluice_shm::TEARDOWN_OFFLOAD_ENV, "1");
+    }
+    let err = cmd.exec();
     Err(RunError::Exec {
         program: program.clone(),
         source: err,

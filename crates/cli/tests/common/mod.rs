@@ -227,11 +227,23 @@ impl Setup {
 
     /// `sluice run --lab -- PROGRAM ARGS` in sluice-a; waits for its "listening" line if asked.
     pub fn run(&self, name: &str, program: &[&str], listening: bool) -> Proc {
+        self.run_with(name, &[], program, listening)
+    }
+
+    /// [`Setup::run`] with more `sluice run` flags (`run_args`) before the program.
+    pub fn run_with(
+        &self,
+        name: &str,
+        run_args: &[&str],
+        program: &[&str],
+        listening: bool,
+    ) -> Proc {
         let mut cmd = Command::new(SLUICE);
         cmd.args(["run", "--lab", "--socket"])
             .arg(&self.socket)
             .arg("--preload")
             .arg(preload())
+            .args(run_args)
             .arg("--")
             .args(program);
         let mut p = Proc::spawn(name, &mut cmd);

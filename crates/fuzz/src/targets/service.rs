@@ -63,7 +63,7 @@ pub enum IpChoice {
 /// A well-formed command whose fields are arbitrary.
 #[derive(Arbitrary, Clone, Copy, Debug)]
 pub struct FuzzCommand {
-    /// Which command (modulo the ten opcodes).
+    /// Which command (modulo the eleven opcodes).
     pub opcode: u8,
     /// Request id.
     pub req: u32,
@@ -615,7 +615,7 @@ impl World {
         };
         let port = if f.peer_port { PEER_PORT } else { f.port };
         let req = f.req;
-        match f.opcode % 10 {
+        match f.opcode % 11 {
             0 => Command::Open { req },
             1 => Command::Bind {
                 req,
@@ -650,10 +650,15 @@ impl World {
                 slot,
                 nodelay: f.arg & 1 != 0,
             },
-            _ => Command::SetCongestion {
+            9 => Command::SetCongestion {
                 req,
                 slot,
-                algorithm: Congestion::ALL[(f.arg % 5) as usize],
+                algorithm: Congestion::ALL[f.arg as usize % Congestion::ALL.len()],
+            },
+            _ => Command::SetTeardownOffload {
+                req,
+                slot,
+                on: f.arg & 1 != 0,
             },
         }
     }

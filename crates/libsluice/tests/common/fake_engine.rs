@@ -693,7 +693,8 @@ impl Engine {
                 };
                 self.complete(a, ctx, c);
             }
-            Command::SetNoDelay { req, slot, .. } => {
+            Command::SetNoDelay { req, slot, .. }
+            | Command::SetTeardownOffload { req, slot, .. } => {
                 let c = match self.kind((a, slot)) {
                     Some(Kind::Free) | None => fail(req, libc::EBADF),
                     _ => Completion::Done {

@@ -57,6 +57,8 @@ pub struct RealEngine {
     stop: Arc<AtomicBool>,
     engine: Option<JoinHandle<Counters>>,
     pub counters: Arc<Mutex<Counters>>,
+    /// The engine core's counters, once the engine stopped.
+    pub core_counters: Arc<Mutex<Option<sluice_tcp::Counters>>>,
     peer_stop: Arc<AtomicBool>,
     peer: Option<JoinHandle<()>>,
     clients: mpsc::Sender<(PeerClient, mpsc::Sender<Result<(), String>>)>,
@@ -78,6 +80,8 @@ impl RealEngine {
         let stop = service.stop_flag();
         let counters = service.published_counters();
         let macs = cfg.macs;
+        let core_counters = Arc::new(Mutex::new(None));
+        let core_out = core_counters.clone();
         let engine = std::thread::spawn(move || {
             let mut stack = Stack::new(core(macs[0], ENGINE_IP, 0xe41)).expect("engine core");
             stack.add_neighbor(PEER_IP, macs[1]);
@@ -85,6 +89,7 @@ impl RealEngine {
             // Sleep soon when idle, so the doorbell and wake-ups are exercised.
             engine.idle_before_sleep = Duration::from_millis(1);
             engine.run(&mut service, None).expect("engine runs");
+            *core_out.lock().unwrap() = Some(engine.stack.counters().clone());
             service.counters()
         });
         let peer_stop = Arc::new(AtomicBool::new(false));
@@ -103,6 +108,7 @@ impl RealEngine {
             stop,
             engine: Some(engine),
             counters,
+            core_counters,
             peer_stop,
             peer: Some(peer),
             clients: tx,
