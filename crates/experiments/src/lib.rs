@@ -14,6 +14,7 @@ pub mod netstat;
 pub mod ooo;
 pub mod plot;
 pub mod report;
+pub mod short_conns;
 pub mod soak;
 pub mod switch_thread;
 pub mod switched_bulk;
@@ -112,6 +113,10 @@ pub enum ExperimentCommand {
     /// Legitimate connect/echo/close cycles through a spoofed SYN flood, the engine's echo
     /// against Linux's: success during the flood and connect latency (needs root: the lab).
     Synflood(synflood::SynfloodArgs),
+    /// A new connection per request (acceltcp.txt Figure 10): nginx and wrk with
+    /// `Connection: close`, on Linux and on the engine with and without teardown offload
+    /// (needs root: the lab).
+    ShortConns(short_conns::ShortConnsArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -123,6 +128,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Impair(args) => (impair::run(args)?, &args.common),
         ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
+        ExperimentCommand::ShortConns(args) => (short_conns::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

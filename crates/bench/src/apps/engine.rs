@@ -107,6 +107,12 @@ impl EngineProcess {
         self.proc.log_tail()
     }
 
+    /// Stops the engine (SIGTERM: it prints its counters) and returns its stderr log.
+    pub fn stop_with_log(mut self) -> String {
+        self.proc.stop(ENGINE_GRACE);
+        self.proc.stderr_log()
+    }
+
     /// Fails (with its log) if the engine has exited.
     pub fn check_alive(&mut self) -> Result<(), AppsError> {
         match self.proc.exited() {

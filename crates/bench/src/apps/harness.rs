@@ -74,6 +74,15 @@ impl Running {
         AppsError::client(format!("client of {}", self.server.addr()), detail)
     }
 
+    /// Stops the program and then the engine, and returns the engine's stderr log (its
+    /// counters at the end), None on Linux; fails if either had died.
+    pub fn stop_with_engine_log(mut self) -> Result<Option<String>, AppsError> {
+        self.check_alive()?;
+        let Running { server, engine } = self;
+        server.stop()?;
+        Ok(engine.map(EngineProcess::stop_with_log))
+    }
+
     /// Stops the program and then the engine; fails if either had died.
     pub fn stop(mut self) -> Result<(), AppsError> {
         self.check_alive()?;
@@ -111,7 +120,7 @@ impl ClientHost<'_> {
         limit: Duration,
     ) -> Result<Output, AppsError> {
         let mut cmd = match &self.engine {
-            Some(engine) => self.harness.run_on_engine(engine),
+            Some(engine) => self.harness.run_on_engine(engine, &[]),
             None => netns_exec(self.side.namespace())?,
         };
         cmd.arg(super::program::find(program)?)
@@ -194,10 +203,21 @@ impl Harness {
 
     /// Starts `app` on `side` and waits until it accepts connections from sluice-b.
     pub fn start(&self, app: App, side: Side) -> Result<Running, AppsError> {
+        self.start_with(app, side, &[])
+    }
+
+    /// [`Harness::start`] with more `sluice run` flags on Side::Engine (e.g.
+    /// `--teardown-offload`); ignored on Linux.
+    pub fn start_with(
+        &self,
+        app: App,
+        side: Side,
+        run_args: &[&str],
+    ) -> Result<Running, AppsError> {
         let run_dir = self.run_dir(&format!("{}-{side}", app.name()))?;
         let program = super::program::find(app.program())?;
         let args = app.args(side.server_ip(), &run_dir, &self.content)?;
-        let (engine, mut cmd) = self.launcher(side, &run_dir)?;
+        let (engine, mut cmd) = self.launcher(side, &run_dir, run_args)?;
         cmd.arg(&program).args(&args).current_dir(&run_dir);
         let server = ServerProcess::start(
             cmd,
@@ -274,23 +294,27 @@ impl Harness {
         &self,
         side: Side,
         run_dir: &Path,
+        run_args: &[&str],
     ) -> Result<(Option<EngineProcess>, Command), AppsError> {
         match side {
             Side::Linux => Ok((None, netns_exec(side.namespace())?)),
             Side::Engine => {
                 let engine = self.start_engine(run_dir)?;
-                let cmd = self.run_on_engine(&engine);
+                let cmd = self.run_on_engine(&engine, run_args);
                 Ok((Some(engine), cmd))
             }
         }
     }
 
-    /// `sluice run --socket S --lab --`: a program attached to `engine`, in sluice-a.
-    fn run_on_engine(&self, engine: &EngineProcess) -> Command {
+    /// `sluice run --socket S --lab [RUN_ARGS] --`: a program attached to `engine`, in
+    /// sluice-a.
+    fn run_on_engine(&self, engine: &EngineProcess, run_args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.sluice);
         cmd.args(["run", "--socket"])
             .arg(engine.socket())
-            .args(["--lab", "--"]);
+            .arg("--lab")
+            .args(run_args)
+            .arg("--");
         cmd
     }
 

@@ -94,6 +94,14 @@ impl Supervised {
             .join("\n")
     }
 
+    /// The whole of its stderr log (what a stopped engine printed last: its counters).
+    pub fn stderr_log(&self) -> String {
+        self.logs
+            .last()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    }
+
     /// Stops the process group (SIGTERM, then SIGKILL after `grace`) and reaps the leader;
     /// returns how it ended.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {

@@ -32,16 +32,32 @@ pub fn run(
     path: &str,
     seconds: u32,
 ) -> Result<WrkResult, AppsError> {
+    run_with(h, addr, path, seconds, 50, &[])
+}
+
+/// [`run`] with `connections` connections and extra request headers (`"Connection: close"`
+/// makes every request a new connection).
+pub fn run_with(
+    h: &Harness,
+    addr: SocketAddr,
+    path: &str,
+    seconds: u32,
+    connections: u32,
+    headers: &[&str],
+) -> Result<WrkResult, AppsError> {
     let url = format!("http://{addr}/{}", path.trim_start_matches('/'));
     let what = format!("wrk against {url}");
     let mut cmd = h.client(WRK)?;
     cmd.args([
         "-t2",
-        "-c50",
+        &format!("-c{}", connections.max(2)),
         &format!("-d{}s", seconds.max(1)),
         "--latency",
-        &url,
     ]);
+    for header in headers {
+        cmd.args(["-H", header]);
+    }
+    cmd.arg(&url);
     let limit = Duration::from_secs(u64::from(seconds) + 30);
     let out = run_bounded(cmd, &what, limit)?;
     parse(&String::from_utf8_lossy(&out.stdout)).map_err(|e| AppsError::client(what, e.to_string()))
