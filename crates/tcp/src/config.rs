@@ -150,6 +150,12 @@ pub struct Config {
     pub teardown_wheel_slots: usize,
     /// Length of one tick of that wheel: the precision of the stage's timeouts.
     pub teardown_tick: Duration,
+    /// Most connection pairs spliced at once (acceltcp.txt 4.3; pending ones included); 0
+    /// turns splicing off.
+    pub splice_max: usize,
+    /// Frames the splice stage may hold rewritten and not yet transmitted (each a frame of
+    /// the MTU); over it relayed frames are dropped and counted.
+    pub splice_relay_frames: usize,
 }
 
 /// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
@@ -210,6 +216,8 @@ impl Config {
             // flow is 32 bytes.
             teardown_wheel_slots: 256,
             teardown_tick: Duration::from_millis(1),
+            splice_max: 4096,
+            splice_relay_frames: 1024,
         }
     }
 
@@ -303,6 +311,12 @@ impl Config {
             return Err(ConfigError::Range(
                 "teardown_wheel_slots",
                 "a power of two in 64..=65536",
+            ));
+        }
+        if self.splice_max > 1 << 24 || !(1..=1 << 16).contains(&self.splice_relay_frames) {
+            return Err(ConfigError::Range(
+                "splice_max/splice_relay_frames",
+                "splice_max <= 16777216, 1 <= splice_relay_frames <= 65536",
             ));
         }
         if self.teardown_tick.is_zero() || self.teardown_tick > Duration::from_secs(1) {

@@ -172,4 +172,24 @@ pub struct Counters {
     pub teardown_segments_sent: u64,
     /// Retransmission timeouts in the teardown stage.
     pub teardown_retransmits: u64,
+    /// Splices asked for (`Stack::splice` accepted).
+    pub splices_requested: u64,
+    /// Splices handed to the splice stage.
+    pub splices_installed: u64,
+    /// Splices whose connections failed before the handover.
+    pub splices_failed: u64,
+    /// Splices that ended with both sides closed.
+    pub splices_closed: u64,
+    /// Splices that ended with a RST.
+    pub splices_reset: u64,
+    /// Frames the splice stage rewrote and relayed.
+    pub splice_frames_relayed: u64,
+    /// Their bytes (whole frames).
+    pub splice_bytes_relayed: u64,
+    /// Spliced frames dropped because the relay queue was full.
+    pub splice_relay_full: u64,
+    /// RSTs for a spliced pair outside the receiver's window, dropped (RFC 5961 3.2).
+    pub splice_rst_out_of_window: u64,
+    /// Spliced segments beyond the receiver's window, and SYNs, dropped.
+    pub splice_out_of_window: u64,
 }

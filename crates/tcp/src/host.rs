@@ -12,11 +12,14 @@ use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
 use crate::control::neighbor::NeighborCache;
+use crate::control::splice::{Pending, SpliceEvent};
 use crate::control::state::ConnControl;
 use crate::counters::Counters;
 use crate::datapath::DataPath;
 use crate::events::EventQueue;
 use crate::frame::ControlQueue;
+use crate::offload::relay::RelayQueue;
+use crate::offload::splice::{SpliceStage, SpliceStats};
 use crate::offload::teardown::{Expiry, Limits, TeardownStage};
 use crate::pressure::BufferedBytes;
 use crate::table::{ConnTable, FourTuple};
@@ -76,6 +79,20 @@ pub struct Stack {
     pub(crate) teardown: TeardownStage,
     /// The stage's timer outcomes of one `handle_timeout`, kept to reuse the allocation.
     pub(crate) teardown_fired: Vec<(u32, Expiry)>,
+    /// The splice stage: spliced pairs' rewrite rules (offload/splice.rs).
+    pub(crate) splice: SpliceStage,
+    /// Splices waiting for their connections to drain (control/splice.rs).
+    pub(crate) splice_pending: Vec<Pending>,
+    /// Splice events for the application.
+    pub(crate) splice_events: VecDeque<SpliceEvent>,
+    /// Frames the splice stage rewrote, waiting for `poll_transmit`.
+    pub(crate) relay: RelayQueue,
+    /// Where a frame goes that the full relay queue cannot take (the stage still sees it).
+    pub(crate) relay_scratch: Option<Vec<u8>>,
+    /// Splices the wheel ended in one `handle_timeout`, kept to reuse the allocation.
+    pub(crate) splice_ended: Vec<(u64, SpliceStats)>,
+    /// The last splice id given out.
+    pub(crate) next_splice_id: u64,
 }
 
 impl Stack {
@@ -135,6 +152,13 @@ impl Stack {
                 cfg.seed,
             ),
             teardown_fired: Vec::new(),
+            splice: SpliceStage::new(cfg.splice_max, cfg.time_wait, cfg.seed),
+            splice_pending: Vec::new(),
+            splice_events: VecDeque::new(),
+            relay: RelayQueue::new(cfg.splice_relay_frames, usize::from(cfg.mtu) + 18),
+            relay_scratch: None,
+            splice_ended: Vec::new(),
+            next_splice_id: 0,
             cfg,
         })
     }

@@ -12,7 +12,7 @@ use sluice_wire::tcp::SeqNumber;
 pub enum InvariantViolation {
     /// The flow scheduler's timing wheel is inconsistent.
     Wheel(WheelViolation),
-    /// The teardown stage's records, lookup, timers or tail budget disagree.
+    /// An offload stage's (teardown, splice) records, lookup, timers or budget disagree.
     Teardown(&'static str),
     /// snd_una lies beyond snd_nxt.
     SndUnaPastSndNxt {

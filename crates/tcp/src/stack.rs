@@ -120,7 +120,10 @@ impl Stack {
     /// timer, or a rate-limited connection's turn in the flow scheduler's wheel.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut timer = self.timer_queue.next_deadline();
-        if let Some(due) = self.teardown.next_due() {
+        for due in [self.teardown.next_due(), self.splice.next_due()]
+            .into_iter()
+            .flatten()
+        {
             timer = Some(timer.map_or(due, |t| t.min(due)));
         }
         match self.dp.wheel.next_due_ns().map(Instant::from_nanos) {
@@ -303,7 +306,10 @@ impl Stack {
                 remote_port: port,
                 local_port: candidate,
             };
-            if self.listener_by_port.contains_key(&candidate) || self.teardown_holds(&tuple) {
+            if self.listener_by_port.contains_key(&candidate)
+                || self.teardown_holds(&tuple)
+                || self.splice_holds(&tuple)
+            {
                 continue;
             }
             if let Some(slot) = self.table.insert(&tuple) {
@@ -527,7 +533,8 @@ impl Stack {
         // of them through Acceptable and reads whatever arrived after accepting.
         let (slot, b) = loop {
             let (slot, b) = self.events.pop_conn()?;
-            if self.conns[slot as usize].app_owned {
+            let c = &self.conns[slot as usize];
+            if c.app_owned && !c.splicing {
                 break (slot, b);
             }
         };
@@ -608,6 +615,12 @@ impl Stack {
         self.teardown
             .check()
             .map_err(InvariantViolation::Teardown)?;
+        self.splice.check().map_err(InvariantViolation::Teardown)?;
+        if self.relay.len() > self.cfg.splice_relay_frames {
+            return Err(InvariantViolation::Teardown(
+                "splice: relay queue over its bound",
+            ));
+        }
         self.check_buffered()?;
         for s in 0..self.conns.len() {
             let pre = &self.dp.pre[s];
@@ -862,6 +875,12 @@ impl Stack {
     /// sent when it opens by enough to matter (RFC 9293 3.8.6.2.2, MUST-39 receiver SWS).
     pub(crate) fn rx_consumed(&mut self, slot: u32, n: u32) {
         let s = slot as usize;
+        if self.conns[s].splicing {
+            // A splice drains the connection: its window's right edge stays where it is,
+            // so the peer stops at it and the connection empties (control/splice.rs).
+            self.charge_delta(slot, -i64::from(n));
+            return;
+        }
         let before = self.dp.proto[s].rx_avail;
         let window = self.window_after_read(slot, before, n);
         let ps = &mut self.dp.proto[s];

@@ -140,6 +140,22 @@ pub fn update_u32(old_checksum: u16, old: u32, new: u32) -> u16 {
     !fold(s)
 }
 
+/// Incrementally updates a checksum after the bytes `old` were replaced by `new` (RFC 1624
+/// eqn. 3 over every 16-bit word: HC' = ~(~HC + sum ~m + sum m')): a header rewritten in
+/// place (an L4 splice's ports, sequence numbers and options) without reading its payload.
+/// Both slices are the same length and start at an even offset of the checksummed data;
+/// an odd trailing byte is the high byte of its word. Unequal lengths leave `old_checksum`.
+#[inline]
+pub fn update_bytes(old_checksum: u16, old: &[u8], new: &[u8]) -> u16 {
+    if old.len() != new.len() {
+        return old_checksum;
+    }
+    // One's-complement sums of the old words' complements and the new words; the
+    // complement of a sum is the sum of complements in one's-complement arithmetic.
+    let s = u32::from(!old_checksum) + u32::from(!fold(sum(old))) + u32::from(fold(sum(new)));
+    !fold(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +266,31 @@ mod tests {
             let old = w[i];
             w[i] = new_word;
             prop_assert_eq!(update(hc, old, new_word), checksum(&bytes(&w)));
+        }
+
+        #[test]
+        fn incremental_update_of_a_byte_range_matches_recompute(
+            data in proptest::collection::vec(any::<u8>(), 24..200),
+            start_word in 1usize..10,
+            new in proptest::collection::vec(any::<u8>(), 1..12),
+        ) {
+            // Bytes 0..2 are the checksum field, zero while summing; a range at an even
+            // offset is rewritten (as a splice rewrites ports, sequence numbers, options),
+            // including values that make the sum wrap to 0x0000 or 0xFFFF.
+            let mut d = data;
+            d[0] = 0;
+            d[1] = 0;
+            let at = (2 * start_word).min(d.len() - 1) & !1;
+            let end = (at + new.len()).min(d.len());
+            let hc = checksum(&d);
+            let old = d[at..end].to_vec();
+            d[at..end].copy_from_slice(&new[..end - at]);
+            let want = checksum(&d);
+            let got = update_bytes(hc, &old, &d[at..end]);
+            // 0x0000 and 0xFFFF are the same one's-complement value; a receiver's check
+            // (the sum over everything folding to 0xFFFF) accepts both.
+            d[0..2].copy_from_slice(&got.to_be_bytes());
+            prop_assert_eq!(fold(sum(&d)), 0xFFFF, "want {:04x} got {:04x}", want, got);
         }
 
         #[test]

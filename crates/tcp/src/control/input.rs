@@ -65,6 +65,23 @@ impl Stack {
                     &mut self.dp.batch[n],
                 ) {
                     Classified::FastPath => n += 1,
+                    Classified::Exception(input)
+                        if input.slot.is_none()
+                            && self.splice.len() != 0
+                            && self.splice_frame(
+                                &FourTuple {
+                                    remote_ip: input.ip.src,
+                                    remote_port: input.tcp.src_port,
+                                    local_port: input.tcp.dst_port,
+                                },
+                                frame,
+                                !verify_tcp_checksums,
+                            ) =>
+                    {
+                        // A spliced pair's frame, rewritten for the other peer: it touches
+                        // no connection, so the batch collected so far goes on.
+                        self.counters.exceptions += 1;
+                    }
                     Classified::Exception(input) => {
                         self.run_stages(n, chunk);
                         n = 0;
@@ -84,6 +101,10 @@ impl Stack {
                 }
             }
             self.run_stages(n, chunk);
+        }
+        if !self.splice_pending.is_empty() {
+            // What arrived may have drained a pending splice's connections.
+            self.progress_splices();
         }
     }
 

@@ -15,6 +15,7 @@ pub(crate) mod neighbor;
 mod offload;
 pub(crate) mod rcv_space;
 mod reset;
+pub(crate) mod splice;
 pub(crate) mod state;
 mod syn_cookie;
 pub(crate) mod teardown;

@@ -140,6 +140,8 @@ pub(crate) struct ConnControl {
     pub syn_sent_at: Instant,
     /// The application asked for its close to be offloaded to the teardown stage.
     pub teardown_offload: bool,
+    /// Given up by the application to a splice that waits for it to drain.
+    pub splicing: bool,
 }
 
 impl ConnControl {
@@ -170,6 +172,7 @@ impl ConnControl {
             rcv_space: RcvSpace::default(),
             syn_sent_at: Instant::MAX,
             teardown_offload: false,
+            splicing: false,
         }
     }
 

@@ -51,6 +51,9 @@ impl Stack {
         if self.teardown.len() != 0 {
             self.teardown_timeout();
         }
+        if self.splice.len() != 0 {
+            self.splice_timeout();
+        }
         while let Some(slot) = self.timer_queue.pop_expired(now) {
             self.expire(slot);
             let c = &self.conns[slot as usize];
@@ -60,6 +63,10 @@ impl Stack {
                     self.timer_queue.arm(slot, next);
                 }
             }
+        }
+        if !self.splice_pending.is_empty() {
+            // A retransmission's ACK may come later; a timeout may have failed one.
+            self.progress_splices();
         }
     }
 

@@ -386,6 +386,19 @@ impl Stack {
                 csum_partial: false,
             });
         }
+        if let Some(n) = self.relay.pop_into(buf) {
+            // Spliced frames were received before anything the connections send now.
+            self.counters.frames_tx += 1;
+            return Some(Transmit {
+                len: n,
+                gso_size: 0,
+                csum_partial: false,
+            });
+        }
+        if !self.splice_pending.is_empty() {
+            // A pending splice's relayed bytes were acknowledged as its connections sent.
+            self.progress_splices();
+        }
         if self.teardown.has_ready() {
             // The teardown stage's data and FINs go before the connections' (they are
             // what is left of connections the applications closed).

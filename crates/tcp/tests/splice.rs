@@ -1,0 +1,195 @@
+//! Connection splicing (acceltcp.txt 4.3) at the core's API: what `Stack::splice` refuses,
+//! draining before the handover, the rewrite of each peer's frames for the other (ports,
+//! sequence and acknowledgment numbers, checksums), and a RST ending the splice only if it
+//! is in the receiver's window (RFC 5961 3.2).
+
+mod harness;
+
+use harness::*;
+use sluice_tcp::{SpliceEnd, SpliceError, SpliceEvent, Stack};
+use sluice_wire::tcp::SeqNumber;
+
+/// Two accepted connections, from peer ports 40000 and 40001 (no timestamps).
+fn pair(stack: &mut Stack) -> (Conn, Conn) {
+    let l = stack.listen(LISTEN_PORT, 8).unwrap();
+    let a = passive_open(
+        stack,
+        l,
+        Peer::new(40000, LISTEN_PORT),
+        ms(0),
+        1000,
+        mss_only(1460),
+        65535,
+    );
+    let b = passive_open(
+        stack,
+        l,
+        Peer::new(40001, LISTEN_PORT),
+        ms(0),
+        5000,
+        mss_only(1460),
+        65535,
+    );
+    while stack.poll_event().is_some() {}
+    (a, b)
+}
+
+#[test]
+fn splice_refuses_what_it_cannot_join_and_changes_nothing() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    assert_eq!(stack.splice(a.id, a.id), Err(SpliceError::SameConnection));
+    // A connection still in its handshake.
+    let c = stack.connect(ms(1), PEER_IP, 9).unwrap();
+    assert_eq!(stack.splice(a.id, c), Err(SpliceError::NotEstablished));
+    // A closed handle.
+    stack.abort(c).unwrap();
+    assert_eq!(stack.splice(a.id, c), Err(SpliceError::InvalidHandle));
+    drain(&mut stack, ms(1), None);
+    // A peer whose MSS is below ours could not take the other's segments.
+    let l = stack.listen(81, 4).unwrap();
+    let small = passive_open(
+        &mut stack,
+        l,
+        Peer::new(40002, 81),
+        ms(2),
+        1,
+        mss_only(536),
+        65535,
+    );
+    assert_eq!(stack.splice(a.id, small.id), Err(SpliceError::MssMismatch));
+    // Timestamps on one side only.
+    let ts = passive_open(
+        &mut stack,
+        l,
+        Peer::new(40003, 81),
+        ms(2),
+        1,
+        full_syn_options(1460, 7, 100),
+        65535,
+    );
+    assert_eq!(
+        stack.splice(a.id, ts.id),
+        Err(SpliceError::TimestampsMismatch)
+    );
+    assert_eq!(stack.splice_count(), 0);
+    assert_eq!(stack.poll_splice_event(), None);
+    // Still the application's.
+    stack.send(a.id, b"x").unwrap();
+    stack.send(b.id, b"y").unwrap();
+    let mut off = config();
+    off.splice_max = 0;
+    let mut off = stack_with(off);
+    let (a, b) = pair(&mut off);
+    assert_eq!(off.splice(a.id, b.id), Err(SpliceError::Full));
+}
+
+#[test]
+fn an_idle_pair_is_handed_over_at_once_and_each_peers_frames_go_to_the_other() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    let id = stack.splice(a.id, b.id).unwrap();
+    assert_eq!(stack.poll_splice_event(), Some(SpliceEvent::Installed(id)));
+    assert_eq!(stack.connection_count(), 0, "both slots freed");
+    assert_eq!(stack.splice_count(), 1);
+    // The handover's last ACKs (one per connection).
+    let acks = drain(&mut stack, ms(1), None);
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    // The first peer's data leaves towards the second, as the second connection's.
+    a.peer
+        .send(&mut stack, ms(2), a.data_seg(b"hello through the splice"));
+    let out = drain(&mut stack, ms(2), None);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (h, p) = &out[0];
+    assert_eq!((h.src_port, h.dst_port), (LISTEN_PORT, 40001));
+    assert_eq!(h.seq, b.our_nxt, "the second connection's sequence space");
+    assert_eq!(h.ack, b.peer_nxt, "acknowledging what the second peer sent");
+    assert_eq!(p.as_slice(), b"hello through the splice");
+    // The reply the other way, acknowledging it in its own space.
+    b.peer.send(
+        &mut stack,
+        ms(3),
+        b.data_seg(b"reply").ack(b.our_nxt + 24u32),
+    );
+    let out = drain(&mut stack, ms(3), None);
+    let (h, p) = &out[0];
+    assert_eq!((h.src_port, h.dst_port), (LISTEN_PORT, 40000));
+    assert_eq!((h.seq, h.ack), (a.our_nxt, a.peer_nxt + 24u32));
+    assert_eq!(p.as_slice(), b"reply");
+    assert_eq!(stack.counters().splice_frames_relayed, 2);
+    stack.check_invariants().unwrap();
+    // A new connection cannot take a spliced tuple: the SYN of one is dropped.
+    a.peer
+        .send(&mut stack, ms(4), a.peer.seg(SYN).seq(SeqNumber(7)));
+    assert!(drain(&mut stack, ms(4), None).is_empty());
+    assert_eq!(stack.counters().splice_out_of_window, 1);
+}
+
+#[test]
+fn buffered_bytes_are_relayed_and_acknowledged_before_the_handover() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    // The first peer sent bytes the application never read.
+    a.peer.send(&mut stack, ms(1), a.data_seg(b"unread"));
+    drain(&mut stack, ms(1), None);
+    let id = stack.splice(a.id, b.id).unwrap();
+    assert_eq!(
+        stack.poll_splice_event(),
+        None,
+        "waiting for the second peer's ACK"
+    );
+    let out = drain(&mut stack, ms(2), None);
+    let data: Vec<_> = out.iter().filter(|(_, p)| !p.is_empty()).collect();
+    assert_eq!(data.len(), 1, "{out:?}");
+    assert_eq!(data[0].0.dst_port, 40001);
+    assert_eq!(data[0].1.as_slice(), b"unread");
+    b.peer
+        .send(&mut stack, ms(3), b.ack_seg().ack(b.our_nxt + 6u32));
+    assert_eq!(stack.poll_splice_event(), Some(SpliceEvent::Installed(id)));
+    // Sequence spaces line up after the relayed bytes.
+    a.peer.send(
+        &mut stack,
+        ms(4),
+        a.data_seg(b"more").seq(a.peer_nxt + 6u32),
+    );
+    let out = drain(&mut stack, ms(4), None);
+    let relayed = out.iter().find(|(_, p)| p.as_slice() == b"more").unwrap();
+    assert_eq!(relayed.0.seq, b.our_nxt + 6u32);
+}
+
+#[test]
+fn rfc5961_only_a_reset_in_the_receivers_window_ends_the_splice() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    let id = stack.splice(a.id, b.id).unwrap();
+    stack.poll_splice_event();
+    drain(&mut stack, ms(1), None);
+    // Far outside the second peer's window: dropped.
+    a.peer.send(
+        &mut stack,
+        ms(2),
+        a.peer.seg(RST).seq(a.peer_nxt + 10_000_000u32),
+    );
+    assert!(drain(&mut stack, ms(2), None).is_empty());
+    assert_eq!(stack.counters().splice_rst_out_of_window, 1);
+    assert_eq!(stack.splice_count(), 1);
+    // At the edge: relayed, and the splice ends.
+    a.peer
+        .send(&mut stack, ms(3), a.peer.seg(RST).seq(a.peer_nxt));
+    let out = drain(&mut stack, ms(3), None);
+    assert_eq!(out.len(), 1);
+    assert!(out[0].0.flags.contains(RST));
+    assert_eq!((out[0].0.dst_port, out[0].0.seq), (40001, b.our_nxt));
+    match stack.poll_splice_event() {
+        Some(SpliceEvent::Ended(e, SpliceEnd::Reset(true), stats)) => {
+            assert_eq!(e, id);
+            assert_eq!((stats.a_to_b, stats.b_to_a), (0, 0));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stack.splice_count(), 0);
+    // The tuples are free again: the first peer's next segment meets no connection.
+    a.peer.send(&mut stack, ms(4), a.data_seg(b"late"));
+    let out = drain(&mut stack, ms(4), None);
+    assert!(out[0].0.flags.contains(RST), "{out:?}");
+}
