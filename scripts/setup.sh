@@ -36,6 +36,9 @@ command -v redis-benchmark >/dev/null 2>&1 || apps+=(redis-tools)
 command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || apps+=(memcached)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apps+=(nginx-light)
 command -v wrk >/dev/null 2>&1 || apps+=(wrk)
+# The L7 proxies `sluice experiment proxy` measures `sluice proxy` against.
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apps+=(haproxy)
+[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || apps+=(libnginx-mod-stream)
 command -v iperf3 >/dev/null 2>&1 || apps+=(iperf3)
 command -v curl >/dev/null 2>&1 || apps+=(curl)
 if [ ${#apps[@]} -gt 0 ]; then
@@ -62,11 +65,11 @@ if [ ${#apps[@]} -gt 0 ]; then
 fi
 # Whatever the install (or an earlier one) started must not hold the ports the harness uses.
 if [ -d /run/systemd/system ]; then
-  for s in redis-server memcached nginx iperf3; do
+  for s in redis-server memcached nginx iperf3 haproxy; do
     ${SUDO:-} systemctl disable --now "$s" >/dev/null 2>&1 || true
   done
 fi
-for d in redis-server memcached nginx iperf3; do
+for d in redis-server memcached nginx iperf3 haproxy; do
   for pid in $(pgrep -x "$d" 2>/dev/null || true); do
     # Only daemons in the root network namespace (the lab's own children live in sluice-*).
     [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$(readlink /proc/1/ns/net)" ] || continue

@@ -7,6 +7,7 @@
 mod bulk;
 mod echo;
 mod pattern;
+mod proxy;
 mod rpc;
 mod rpc_client;
 mod sink;
@@ -15,6 +16,7 @@ mod source;
 pub use bulk::{BulkTransfer, Side};
 pub use echo::EchoServer;
 pub use pattern::pattern_fill;
+pub use proxy::{Proxy, ProxyConfig, ProxyCounters, ProxyMode};
 pub use rpc::RpcEcho;
 pub use rpc_client::{RpcClient, RpcClientError};
 pub use sink::{Sink, SinkReport};

@@ -13,7 +13,7 @@ mod sim;
 mod sim_args;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, demo, echo, engine, flood, lab, run, sink, soak, source, switch};
+use cmd::{bench, demo, echo, engine, flood, lab, proxy, run, sink, soak, source, switch};
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
 
@@ -35,6 +35,8 @@ enum Command {
     Run(run::RunArgs),
     /// Echo server on the engine.
     Echo(echo::EchoArgs),
+    /// L7 proxy on the engine that splices each client to its backend (AccelTCP).
+    Proxy(proxy::ProxyArgs),
     /// Discarding server on the engine; prints bytes and SHA-256 per connection.
     Sink(sink::SinkArgs),
     /// Sends a deterministic pseudo-random stream from the engine; prints its SHA-256.
@@ -76,6 +78,7 @@ fn main() {
         Command::Engine(args) => engine::run(&args).map_err(|e| e.to_string()),
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
         Command::Echo(args) => echo::run(&args).map_err(|e| e.to_string()),
+        Command::Proxy(args) => proxy::run(&args).map_err(|e| e.to_string()),
         Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),
         Command::Source(args) => source::run(&args).map_err(|e| e.to_string()),
         Command::Switch(args) => switch::run(&args).map_err(|e| e.to_string()),

@@ -6,7 +6,10 @@ pub mod bench;
 
 pub use bench::{BenchPorts, BenchServerApp};
 
-use sluice_apps::{hex, EchoServer, Sink, SinkReport, Source};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use sluice_apps::{hex, EchoServer, Proxy, ProxyConfig, ProxyCounters, Sink, SinkReport, Source};
 use sluice_tcp::{Instant, Stack};
 
 use crate::runtime::{App, AppStatus, EngineError};
@@ -41,6 +44,48 @@ impl App for EchoApp {
             Some(n) if server.completed >= n => AppStatus::Done,
             _ => AppStatus::Running,
         })
+    }
+}
+
+/// The L7 proxy ([`Proxy`]) until `stop` is set.
+pub struct ProxyApp {
+    proxy: Option<Proxy>,
+    cfg: ProxyConfig,
+    stop: Arc<AtomicBool>,
+    /// Called once listening, with the port.
+    pub on_ready: Option<Box<dyn FnMut(u16)>>,
+}
+
+impl ProxyApp {
+    /// A proxy with `cfg` (it listens on the first poll) that ends when `stop` is set.
+    pub fn new(cfg: ProxyConfig, stop: Arc<AtomicBool>) -> Self {
+        ProxyApp {
+            proxy: None,
+            cfg,
+            stop,
+            on_ready: None,
+        }
+    }
+
+    /// What it did so far.
+    pub fn counters(&self) -> ProxyCounters {
+        self.proxy.as_ref().map(|p| p.counters).unwrap_or_default()
+    }
+}
+
+impl App for ProxyApp {
+    fn poll(&mut self, stack: &mut Stack, now: Instant) -> Result<AppStatus, EngineError> {
+        if self.proxy.is_none() {
+            self.proxy = Some(Proxy::listen(stack, self.cfg.clone())?);
+            if let Some(f) = self.on_ready.as_mut() {
+                f(self.cfg.port);
+            }
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(AppStatus::Done);
+        }
+        self.proxy.as_mut().expect("listening").poll(stack, now);
+        Ok(AppStatus::Running)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod loss;
 pub mod netstat;
 pub mod ooo;
 pub mod plot;
+pub mod proxy;
 pub mod report;
 pub mod short_conns;
 pub mod soak;
@@ -117,6 +118,9 @@ pub enum ExperimentCommand {
     /// `Connection: close`, on Linux and on the engine with and without teardown offload
     /// (needs root: the lab).
     ShortConns(short_conns::ShortConnsArgs),
+    /// An L7 proxy between wrk and nginx (acceltcp.txt Figures 12-13): `sluice proxy` with
+    /// and without splicing against HAProxy and nginx's stream proxy (needs root: the lab).
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -129,6 +133,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
         ExperimentCommand::ShortConns(args) => (short_conns::run(args)?, &args.common),
+        ExperimentCommand::Proxy(args) => (proxy::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

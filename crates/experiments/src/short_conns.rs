@@ -139,7 +139,7 @@ fn measure(h: &Harness, v: Variant, seconds: u32, conns: u32) -> Result<Row, Exp
 }
 
 /// CPU time the whole machine spent busy so far (every core; /proc/stat), seconds.
-fn machine_busy_seconds() -> f64 {
+pub(crate) fn machine_busy_seconds() -> f64 {
     let Ok(text) = std::fs::read_to_string("/proc/stat") else {
         return 0.0;
     };

@@ -216,8 +216,8 @@ impl Config {
             // flow is 32 bytes.
             teardown_wheel_slots: 256,
             teardown_tick: Duration::from_millis(1),
-            splice_max: 4096,
-            splice_relay_frames: 1024,
+            splice_max: 65536,
+            splice_relay_frames: 8192,
         }
     }
 

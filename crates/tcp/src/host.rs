@@ -89,6 +89,8 @@ pub struct Stack {
     pub(crate) relay: RelayQueue,
     /// Where a frame goes that the full relay queue cannot take (the stage still sees it).
     pub(crate) relay_scratch: Option<Vec<u8>>,
+    /// Room for one segment while a large spliced frame is cut into MTU-sized ones.
+    pub(crate) gso_scratch: Vec<u8>,
     /// Splices the wheel ended in one `handle_timeout`, kept to reuse the allocation.
     pub(crate) splice_ended: Vec<(u64, SpliceStats)>,
     /// The last splice id given out.
@@ -152,11 +154,18 @@ impl Stack {
                 cfg.seed,
             ),
             teardown_fired: Vec::new(),
-            splice: SpliceStage::new(cfg.splice_max, cfg.time_wait, cfg.seed),
+            // A spliced pair's peers keep their own TIME-WAIT; the stage only lingers long
+            // enough to relay a retransmitted FIN or its ACK.
+            splice: SpliceStage::new(
+                cfg.splice_max,
+                cfg.time_wait.min(std::time::Duration::from_secs(2)),
+                cfg.seed,
+            ),
             splice_pending: Vec::new(),
             splice_events: VecDeque::new(),
             relay: RelayQueue::new(cfg.splice_relay_frames, usize::from(cfg.mtu) + 18),
             relay_scratch: None,
+            gso_scratch: Vec::new(),
             splice_ended: Vec::new(),
             next_splice_id: 0,
             cfg,

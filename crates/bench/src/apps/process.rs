@@ -94,6 +94,14 @@ impl Supervised {
             .join("\n")
     }
 
+    /// The whole of its stdout log (empty when stdout was piped to the caller).
+    pub fn stdout_log(&self) -> String {
+        self.logs
+            .first()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    }
+
     /// The whole of its stderr log (what a stopped engine printed last: its counters).
     pub fn stderr_log(&self) -> String {
         self.logs

@@ -60,6 +60,19 @@ impl ServerProcess {
         self.addr
     }
 
+    /// Its process id (the leader of its process group).
+    pub fn pid(&self) -> u32 {
+        self.proc.id()
+    }
+
+    /// Stops it (SIGTERM) and returns everything it printed on stdout (a report it prints
+    /// when it stops); fails if it had already died.
+    pub fn stop_with_stdout(mut self) -> Result<String, AppsError> {
+        self.check_alive()?;
+        self.proc.stop(STOP_GRACE);
+        Ok(self.proc.stdout_log())
+    }
+
     /// The end of its output.
     pub fn log_tail(&self) -> String {
         self.proc.log_tail()

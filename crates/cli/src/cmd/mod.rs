@@ -6,6 +6,7 @@ pub mod echo;
 pub mod engine;
 pub mod flood;
 pub mod lab;
+pub mod proxy;
 pub mod run;
 pub mod sink;
 pub mod soak;

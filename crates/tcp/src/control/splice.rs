@@ -301,6 +301,29 @@ impl Stack {
         if !self.splice.holds(tuple) {
             return false;
         }
+        let frame_max = usize::from(self.cfg.mtu) + 18;
+        if frame.len() > frame_max {
+            // A large segment (a Linux sender's GSO across a veth): cut into segments that
+            // fit the other peer's link, as its device would have (sluice_wire::gso).
+            let mut scratch = std::mem::take(&mut self.gso_scratch);
+            scratch.resize(frame_max, 0);
+            let mss = headers_fit(frame, usize::from(self.cfg.mtu));
+            // Each segment's checksums are complete: the differential update applies.
+            let r = sluice_wire::gso::segment_tcp4(frame, mss, &mut scratch, |seg| {
+                self.splice_one(tuple, seg, false)
+            });
+            self.gso_scratch = scratch;
+            if r.is_err() {
+                self.counters.malformed += 1;
+            }
+            return true;
+        }
+        self.splice_one(tuple, frame, full_checksum);
+        true
+    }
+
+    /// Relays one frame of at most the MTU.
+    fn splice_one(&mut self, tuple: &FourTuple, frame: &[u8], full_checksum: bool) {
         let now = self.now;
         let mac = self.cfg.mac;
         let mut outcome = None;
@@ -342,7 +365,6 @@ impl Stack {
             Some(Relay::DropOutOfWindow) => self.counters.splice_out_of_window += 1,
             Some(Relay::DropMalformed) | None => self.counters.malformed += 1,
         }
-        true
     }
 
     /// Runs the splice stage's TIME-WAIT timers due by now.
@@ -360,6 +382,16 @@ impl Stack {
         }
         self.splice_ended = ended;
     }
+}
+
+/// The payload per segment that keeps a frame with `frame`'s IP and TCP headers within
+/// `mtu` (at least 1).
+fn headers_fit(frame: &[u8], mtu: usize) -> usize {
+    let ip = frame.get(14).map_or(20, |b| usize::from(b & 0x0f) * 4);
+    let tcp = frame
+        .get(14 + ip + 12)
+        .map_or(20, |b| usize::from(b >> 4) * 4);
+    mtu.saturating_sub(ip + tcp).max(1)
 }
 
 enum Progress {

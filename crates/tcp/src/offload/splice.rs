@@ -9,8 +9,9 @@
 //!
 //! The stage drops what the receiving peer would only be hurt by: a RST outside the
 //! receiver's window (RFC 5961 3.2's check, made before forwarding) and data beyond it, and
-//! any SYN. It watches FINs and RSTs, and forgets a splice a TIME-WAIT after both FINs
-//! were acknowledged, or at once after a RST.
+//! any SYN. It watches FINs and RSTs, and forgets a splice 2 s (at most TIME-WAIT) after
+//! both FINs were acknowledged, long enough to relay a retransmitted FIN or its ACK (the
+//! peers keep their own TIME-WAIT), or at once after a RST.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -1,0 +1,410 @@
+//! An L7 proxy on the core's own API (acceltcp.txt 4.3, 6.3): it accepts a client, reads
+//! its request header (HTTP mode) or nothing (TCP mode), picks a backend round-robin,
+//! connects, forwards the header with an `X-Forwarded-For` line added, and then splices
+//! the two connections, so that the core relays the rest without waking it. Without
+//! splicing it relays the bytes itself, both ways, as a user-space proxy does.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::net::SocketAddrV4;
+
+use sluice_tcp::{ConnId, Error, Event, Instant, ListenerId, SpliceEvent, SpliceId, Stack};
+
+/// What the proxy reads before choosing a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Nothing: connect as soon as the client is accepted.
+    Tcp,
+    /// The HTTP request header, up to its blank line.
+    Http,
+}
+
+/// The proxy's configuration.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// The port it listens on.
+    pub port: u16,
+    /// Backends, used round-robin.
+    pub backends: Vec<SocketAddrV4>,
+    /// What it reads first.
+    pub mode: ProxyMode,
+    /// Splice once the header is forwarded (else relay in the application).
+    pub splice: bool,
+}
+
+/// Longest request header read (a longer one is refused: the client is reset).
+pub const MAX_HEADER: usize = 16 * 1024;
+
+/// What the proxy did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyCounters {
+    /// Clients accepted.
+    pub accepted: u64,
+    /// Splices the core installed.
+    pub spliced: u64,
+    /// Splices that failed before the handover, or that the core refused.
+    pub splice_failed: u64,
+    /// Bytes the proxy copied itself (headers, and everything without splicing).
+    pub relayed_bytes: u64,
+    /// Client sessions finished (closed both ways, or the splice ended).
+    pub completed: u64,
+    /// Clients reset: a backend that refused or failed, a header too long.
+    pub failed: u64,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Reading the HTTP request header.
+    Header(Vec<u8>),
+    /// Connecting to the backend; then these bytes go first.
+    Connecting(Vec<u8>),
+    /// Relaying in the application: bytes waiting for each side's send buffer, and
+    /// whether each side's peer closed (client, backend).
+    Relaying {
+        to_backend: VecDeque<u8>,
+        to_client: VecDeque<u8>,
+        eof: [bool; 2],
+        shut: [bool; 2],
+    },
+    /// Handed to the core.
+    Spliced,
+}
+
+#[derive(Debug)]
+struct Session {
+    client: ConnId,
+    backend: Option<ConnId>,
+    phase: Phase,
+}
+
+type FixedHash = BuildHasherDefault<DefaultHasher>;
+
+/// The proxy.
+pub struct Proxy {
+    cfg: ProxyConfig,
+    listener: ListenerId,
+    sessions: HashMap<u64, Session, FixedHash>,
+    by_conn: HashMap<ConnId, u64, FixedHash>,
+    by_splice: HashMap<SpliceId, u64, FixedHash>,
+    next_session: u64,
+    next_backend: usize,
+    buf: Vec<u8>,
+    ready: Vec<u64>,
+    /// What it did so far.
+    pub counters: ProxyCounters,
+}
+
+impl Proxy {
+    /// Listens on `cfg.port` (InvalidArgument without a backend).
+    pub fn listen(stack: &mut Stack, cfg: ProxyConfig) -> Result<Proxy, Error> {
+        if cfg.backends.is_empty() {
+            return Err(Error::InvalidArgument);
+        }
+        Ok(Proxy {
+            listener: stack.listen(cfg.port, 1024)?,
+            cfg,
+            sessions: HashMap::default(),
+            by_conn: HashMap::default(),
+            by_splice: HashMap::default(),
+            next_session: 0,
+            next_backend: 0,
+            buf: vec![0; 64 * 1024],
+            ready: Vec::new(),
+            counters: ProxyCounters::default(),
+        })
+    }
+
+    /// Sessions open.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Accepts, reads headers, connects, forwards and splices (or relays) as far as the
+    /// core allows.
+    pub fn poll(&mut self, stack: &mut Stack, now: Instant) {
+        let mut ready = std::mem::take(&mut self.ready);
+        while let Ok(c) = stack.accept(self.listener) {
+            let _ = stack.set_nagle(c, false);
+            self.counters.accepted += 1;
+            let id = self.next_session;
+            self.next_session += 1;
+            let phase = match self.cfg.mode {
+                ProxyMode::Http => Phase::Header(Vec::new()),
+                ProxyMode::Tcp => Phase::Connecting(Vec::new()),
+            };
+            self.sessions.insert(
+                id,
+                Session {
+                    client: c,
+                    backend: None,
+                    phase,
+                },
+            );
+            self.by_conn.insert(c, id);
+            ready.push(id);
+        }
+        while let Some(event) = stack.poll_event() {
+            if let Event::Conn(c, _) = event {
+                if let Some(&id) = self.by_conn.get(&c) {
+                    ready.push(id);
+                }
+            }
+        }
+        while let Some(e) = stack.poll_splice_event() {
+            self.on_splice_event(e);
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        for &id in &ready {
+            self.step(stack, now, id);
+        }
+        ready.clear();
+        self.ready = ready;
+    }
+
+    fn on_splice_event(&mut self, e: SpliceEvent) {
+        match e {
+            SpliceEvent::Installed(_) => self.counters.spliced += 1,
+            SpliceEvent::Failed(s) => {
+                self.counters.splice_failed += 1;
+                if let Some(id) = self.by_splice.remove(&s) {
+                    self.sessions.remove(&id);
+                    self.counters.failed += 1;
+                }
+            }
+            SpliceEvent::Ended(s, _, _) => {
+                if let Some(id) = self.by_splice.remove(&s) {
+                    self.sessions.remove(&id);
+                    self.counters.completed += 1;
+                }
+            }
+        }
+    }
+
+    /// Moves one session on.
+    fn step(&mut self, stack: &mut Stack, now: Instant, id: u64) {
+        let Some(mut s) = self.sessions.remove(&id) else {
+            return;
+        };
+        let keep = match std::mem::replace(&mut s.phase, Phase::Connecting(Vec::new())) {
+            Phase::Header(h) => self.read_header(stack, now, &mut s, h),
+            Phase::Connecting(first) => self.connecting(stack, now, &mut s, first),
+            Phase::Relaying {
+                to_backend,
+                to_client,
+                eof,
+                shut,
+            } => self.relay(stack, &mut s, to_backend, to_client, eof, shut),
+            p @ Phase::Spliced => {
+                s.phase = p;
+                true
+            }
+        };
+        if keep {
+            self.sessions.insert(id, s);
+        } else {
+            self.by_conn.remove(&s.client);
+            if let Some(b) = s.backend {
+                self.by_conn.remove(&b);
+            }
+        }
+    }
+
+    fn fail(&mut self, stack: &mut Stack, s: &Session) -> bool {
+        let _ = stack.abort(s.client);
+        if let Some(b) = s.backend {
+            let _ = stack.abort(b);
+        }
+        self.counters.failed += 1;
+        false
+    }
+
+    fn read_header(
+        &mut self,
+        stack: &mut Stack,
+        now: Instant,
+        s: &mut Session,
+        mut h: Vec<u8>,
+    ) -> bool {
+        loop {
+            let room = (MAX_HEADER - h.len()).min(self.buf.len()).max(1);
+            match stack.recv(s.client, &mut self.buf[..room]) {
+                Ok(0) => return self.fail(stack, s),
+                Ok(n) => {
+                    // Read only up to the header's end: the rest stays for the splice.
+                    h.extend_from_slice(&self.buf[..n]);
+                    if let Some(end) = find(&h, b"\r\n\r\n") {
+                        let body = h.split_off(end + 4);
+                        let header = forwarded(&h, stack, s.client);
+                        let mut first = header;
+                        first.extend_from_slice(&body);
+                        return self.connecting(stack, now, s, first);
+                    }
+                    if h.len() >= MAX_HEADER {
+                        return self.fail(stack, s);
+                    }
+                }
+                Err(Error::WouldBlock) => {
+                    s.phase = Phase::Header(h);
+                    return true;
+                }
+                Err(_) => return self.fail(stack, s),
+            }
+        }
+    }
+
+    fn connecting(
+        &mut self,
+        stack: &mut Stack,
+        now: Instant,
+        s: &mut Session,
+        mut first: Vec<u8>,
+    ) -> bool {
+        let b = match s.backend {
+            Some(b) => b,
+            None => {
+                let addr = self.cfg.backends[self.next_backend % self.cfg.backends.len()];
+                self.next_backend += 1;
+                match stack.connect(now, *addr.ip(), addr.port()) {
+                    Ok(b) => {
+                        let _ = stack.set_nagle(b, false);
+                        s.backend = Some(b);
+                        if let Some(&id) = self.by_conn.get(&s.client) {
+                            self.by_conn.insert(b, id);
+                        }
+                        b
+                    }
+                    Err(_) => return self.fail(stack, s),
+                }
+            }
+        };
+        match stack.state(b) {
+            Ok(sluice_tcp::TcpState::Established) => {}
+            Ok(sluice_tcp::TcpState::SynSent | sluice_tcp::TcpState::SynReceived) => {
+                s.phase = Phase::Connecting(first);
+                return true;
+            }
+            _ => return self.fail(stack, s),
+        }
+        while !first.is_empty() {
+            match stack.send(b, &first) {
+                Ok(n) => {
+                    self.counters.relayed_bytes += n as u64;
+                    first.drain(..n);
+                }
+                Err(Error::WouldBlock) => {
+                    s.phase = Phase::Connecting(first);
+                    return true;
+                }
+                Err(_) => return self.fail(stack, s),
+            }
+        }
+        if self.cfg.splice {
+            match stack.splice(s.client, b) {
+                Ok(sid) => {
+                    s.phase = Phase::Spliced;
+                    if let Some(&id) = self.by_conn.get(&s.client) {
+                        self.by_splice.insert(sid, id);
+                    }
+                    self.by_conn.remove(&s.client);
+                    self.by_conn.remove(&b);
+                    // Installed at once if both were idle: its event is read next poll.
+                    return true;
+                }
+                Err(_) => {
+                    // Refused (full, options that do not match): relay instead.
+                    self.counters.splice_failed += 1;
+                }
+            }
+        }
+        self.relay(
+            stack,
+            s,
+            VecDeque::new(),
+            VecDeque::new(),
+            [false; 2],
+            [false; 2],
+        )
+    }
+
+    /// Relays both ways in the application (the no-splice baseline).
+    fn relay(
+        &mut self,
+        stack: &mut Stack,
+        s: &mut Session,
+        mut to_backend: VecDeque<u8>,
+        mut to_client: VecDeque<u8>,
+        mut eof: [bool; 2],
+        mut shut: [bool; 2],
+    ) -> bool {
+        let Some(b) = s.backend else {
+            return self.fail(stack, s);
+        };
+        let ends = [s.client, b];
+        for (from, pending) in [(0, &mut to_backend), (1, &mut to_client)] {
+            let to = ends[1 - from];
+            loop {
+                // Flush what waits, then read more.
+                while !pending.is_empty() {
+                    let (a, _) = pending.as_slices();
+                    match stack.send(to, a) {
+                        Ok(0) | Err(Error::WouldBlock) => break,
+                        Ok(n) => {
+                            pending.drain(..n);
+                        }
+                        Err(_) => return self.fail(stack, s),
+                    }
+                }
+                if !pending.is_empty() || eof[from] {
+                    break;
+                }
+                match stack.recv(ends[from], &mut self.buf) {
+                    Ok(0) => eof[from] = true,
+                    Ok(n) => {
+                        self.counters.relayed_bytes += n as u64;
+                        pending.extend(&self.buf[..n]);
+                    }
+                    Err(Error::WouldBlock) => break,
+                    Err(_) => return self.fail(stack, s),
+                }
+            }
+            if eof[from] && pending.is_empty() && !shut[1 - from] {
+                let _ = stack.shutdown(to);
+                shut[1 - from] = true;
+            }
+        }
+        if shut == [true, true] {
+            let _ = stack.close(s.client);
+            let _ = stack.close(b);
+            self.counters.completed += 1;
+            return false;
+        }
+        s.phase = Phase::Relaying {
+            to_backend,
+            to_client,
+            eof,
+            shut,
+        };
+        true
+    }
+}
+
+fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
+    h.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The header with `X-Forwarded-For: <client>` after its request line.
+fn forwarded(h: &[u8], stack: &Stack, client: ConnId) -> Vec<u8> {
+    let Some(line_end) = find(h, b"\r\n") else {
+        return h.to_vec();
+    };
+    let ip = stack
+        .endpoints(client)
+        .map(|(_, peer)| peer.ip().to_string())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(h.len() + 40);
+    out.extend_from_slice(&h[..line_end + 2]);
+    out.extend_from_slice(format!("X-Forwarded-For: {ip}\r\n").as_bytes());
+    out.extend_from_slice(&h[line_end + 2..]);
+    out
+}

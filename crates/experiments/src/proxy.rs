@@ -1,0 +1,424 @@
+//! `sluice experiment proxy`: AccelTCP's L7 proxy experiment (acceltcp.txt 6.3, Figures
+//! 12-13) against the proxies Linux users run. wrk in sluice-b fetches a small page (900 B)
+//! and a 10 MiB file from nginx, also in sluice-b (10.77.0.2:8080), through a proxy:
+//!
+//! - `sluice proxy` on the engine in sluice-a (HTTP mode: read the header, connect, forward,
+//!   splice), and the same with `--no-splice` (it copies every byte itself);
+//! - HAProxy in sluice-k (mode http, `option splice-auto`: the kernel's splice(2));
+//! - nginx's stream proxy in sluice-k (an L4 relay in user space).
+//!
+//! Each with persistent connections (wrk's keep-alive) and with a new connection per
+//! request (`Connection: close`), one after the other in one run: requests/s, Gbit/s of
+//! payload, p99, the machine's CPU per request (every core) and the proxy process's own.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+use std::process::Command;
+
+use clap::Args;
+use sluice_bench::apps::server::ServerProcess;
+use sluice_bench::apps::tools::wrk;
+use sluice_bench::apps::workdir::{BIG_FILE, BIG_FILE_BYTES, SMALL_FILE};
+use sluice_bench::apps::{App, Harness};
+use sluice_bench::cpu_seconds;
+use sluice_lab::{CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_KERNEL};
+
+use crate::error::ExperimentError;
+use crate::plot::{Plot, Series};
+use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::{lab_workload, Common, LabRun};
+
+/// The backend nginx's port in sluice-b (the apps harness's).
+const BACKEND_PORT: u16 = 8080;
+/// The proxies' port.
+const PROXY_PORT: u16 = 8090;
+/// wrk's connections.
+const CONNECTIONS: u32 = 16;
+/// The small page's size (the harness's index.html).
+const SMALL_BYTES: usize = 900;
+
+/// `sluice experiment proxy`.
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Size and output directory.
+    #[command(flatten)]
+    pub common: Common,
+    /// Seconds per run, and the lab lock.
+    #[command(flatten)]
+    pub lab: LabRun,
+}
+
+/// A proxy measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proxy {
+    /// `sluice proxy` (splice).
+    Splice,
+    /// `sluice proxy --no-splice`.
+    NoSplice,
+    /// HAProxy, mode http, splice-auto.
+    Haproxy,
+    /// nginx's stream module.
+    NginxStream,
+}
+
+impl Proxy {
+    const ALL: [Proxy; 4] = [
+        Proxy::Splice,
+        Proxy::NoSplice,
+        Proxy::Haproxy,
+        Proxy::NginxStream,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Proxy::Splice => "sluice proxy (splice)",
+            Proxy::NoSplice => "sluice proxy --no-splice",
+            Proxy::Haproxy => "haproxy (splice-auto)",
+            Proxy::NginxStream => "nginx stream",
+        }
+    }
+
+    fn ip(self) -> Ipv4Addr {
+        match self {
+            Proxy::Splice | Proxy::NoSplice => ENGINE_IP,
+            Proxy::Haproxy | Proxy::NginxStream => KERNEL_IP,
+        }
+    }
+}
+
+/// One workload: which file, and whether every request opens a connection.
+#[derive(Clone, Copy, Debug)]
+struct Load {
+    file: &'static str,
+    bytes: usize,
+    close: bool,
+}
+
+impl Load {
+    fn name(&self) -> String {
+        format!(
+            "{} {}",
+            if self.bytes >= 1 << 20 {
+                "10 MiB"
+            } else {
+                "900 B"
+            },
+            if self.close {
+                "conn/request"
+            } else {
+                "keep-alive"
+            }
+        )
+    }
+}
+
+/// One measurement.
+#[derive(Clone, Debug, Default)]
+struct Row {
+    rps: f64,
+    gbps: f64,
+    p99_ms: f64,
+    machine_us: f64,
+    proxy_us: f64,
+    errors: u64,
+}
+
+/// Runs the experiment and returns its report.
+pub fn run(args: &ProxyArgs) -> Result<Report, ExperimentError> {
+    let timing = args.lab.timing(args.common.quick);
+    let seconds = timing.seconds.ceil().max(1.0) as u32;
+    let loads: Vec<Load> = if args.common.quick {
+        vec![
+            Load {
+                file: SMALL_FILE,
+                bytes: SMALL_BYTES,
+                close: false,
+            },
+            Load {
+                file: BIG_FILE,
+                bytes: BIG_FILE_BYTES,
+                close: false,
+            },
+        ]
+    } else {
+        vec![
+            Load {
+                file: SMALL_FILE,
+                bytes: SMALL_BYTES,
+                close: false,
+            },
+            Load {
+                file: SMALL_FILE,
+                bytes: SMALL_BYTES,
+                close: true,
+            },
+            Load {
+                file: BIG_FILE,
+                bytes: BIG_FILE_BYTES,
+                close: false,
+            },
+        ]
+    };
+    let results = args.lab.in_lab(
+        "proxy",
+        |lab| lab.up().map_err(|e| lab_workload(&e)),
+        |_| {
+            let exe = std::env::current_exe()
+                .map_err(|e| ExperimentError::Io("find the sluice executable".into(), e))?;
+            let h = Harness::new(&exe, "af_packet").map_err(|e| lab_workload(&e))?;
+            let backend = h.start_peer(App::Nginx).map_err(|e| lab_workload(&e))?;
+            let mut results = Vec::new();
+            for p in Proxy::ALL {
+                eprintln!("sluice experiment proxy: {}", p.name());
+                let r = measure_proxy(&h, &exe, p, &loads, seconds);
+                if let Err(e) = &r {
+                    eprintln!("sluice experiment proxy: {} failed: {e}", p.name());
+                }
+                results.push((p, r));
+            }
+            backend.stop().map_err(|e| lab_workload(&e))?;
+            Ok(results)
+        },
+    )?;
+    Ok(report(seconds, &loads, &results))
+}
+
+type Measured = (Proxy, Result<(Vec<Row>, String), ExperimentError>);
+
+/// Starts proxy `p`, runs every load through it, stops it; returns the rows and the
+/// proxy's own report (sluice proxy's counters).
+fn measure_proxy(
+    h: &Harness,
+    exe: &Path,
+    p: Proxy,
+    loads: &[Load],
+    seconds: u32,
+) -> Result<(Vec<Row>, String), ExperimentError> {
+    let server = start(h, exe, p).map_err(|e| lab_workload(&e))?;
+    let addr = SocketAddr::V4(SocketAddrV4::new(p.ip(), PROXY_PORT));
+    let stat = format!("/proc/{}/stat", server.pid());
+    let mut rows = Vec::new();
+    for load in loads {
+        let close = ["Connection: close"];
+        let headers: &[&str] = if load.close { &close } else { &[] };
+        // Warm-up (connections, caches), not measured.
+        wrk::run_with(h, addr, load.file, 1, CONNECTIONS, headers).map_err(|e| lab_workload(&e))?;
+        let (machine0, proxy0) = (machine_busy_seconds(), cpu_seconds(&stat));
+        let w = wrk::run_with(h, addr, load.file, seconds, CONNECTIONS, headers)
+            .map_err(|e| lab_workload(&e))?;
+        let (machine1, proxy1) = (machine_busy_seconds(), cpu_seconds(&stat));
+        let requests = w.requests.max(1) as f64;
+        rows.push(Row {
+            rps: w.requests_per_sec,
+            gbps: w.requests_per_sec * load.bytes as f64 * 8.0 / 1e9,
+            p99_ms: w.p99_ms,
+            machine_us: (machine1 - machine0) / requests * 1e6,
+            proxy_us: (proxy1 - proxy0) / requests * 1e6,
+            errors: w.socket_errors + w.non_2xx_3xx,
+        });
+    }
+    let out = server.stop_with_stdout().map_err(|e| lab_workload(&e))?;
+    Ok((rows, out))
+}
+
+/// Starts proxy `p` and waits until it accepts from sluice-b.
+fn start(
+    h: &Harness,
+    exe: &Path,
+    p: Proxy,
+) -> Result<ServerProcess, sluice_bench::apps::AppsError> {
+    let backend = format!("{CLIENT_IP}:{BACKEND_PORT}");
+    let dir = h.dir().join(format!(
+        "proxy-{}",
+        p.name().replace([' ', '(', ')', '-'], "")
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| sluice_bench::apps::AppsError::io("create the proxy's directory", e))?;
+    let mut cmd;
+    match p {
+        Proxy::Splice | Proxy::NoSplice => {
+            cmd = Command::new(exe);
+            cmd.args(["proxy", "--lab", "--listen"])
+                .arg(format!("{ENGINE_IP}:{PROXY_PORT}"))
+                .args(["--upstream", &backend, "--mode", "http", "--linger", "0"]);
+            if p == Proxy::NoSplice {
+                cmd.arg("--no-splice");
+            }
+        }
+        Proxy::Haproxy => {
+            let conf = dir.join("haproxy.cfg");
+            std::fs::write(
+                &conf,
+                format!(
+                    "global\n    maxconn 2000\n\
+                     defaults\n    mode http\n    option splice-auto\n    option http-keep-alive\n\
+                     \x20   timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\
+                     frontend f\n    bind {KERNEL_IP}:{PROXY_PORT}\n    default_backend b\n\
+                     backend b\n    server s1 {backend}\n"
+                ),
+            )
+            .map_err(|e| sluice_bench::apps::AppsError::io("write haproxy.cfg", e))?;
+            cmd = Command::new("ip");
+            cmd.args(["netns", "exec", NS_KERNEL, "haproxy", "-db", "-f"])
+                .arg(&conf);
+        }
+        Proxy::NginxStream => {
+            let conf = dir.join("nginx.conf");
+            let d = dir.display();
+            std::fs::write(
+                &conf,
+                format!(
+                    "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n\
+                     daemon off;\nmaster_process off;\nworker_processes 1;\n\
+                     error_log {d}/error.log;\npid {d}/nginx.pid;\n\
+                     events {{ worker_connections 4096; }}\n\
+                     stream {{ server {{ listen {KERNEL_IP}:{PROXY_PORT}; proxy_pass {backend}; }} }}\n"
+                ),
+            )
+            .map_err(|e| sluice_bench::apps::AppsError::io("write nginx.conf", e))?;
+            cmd = Command::new("ip");
+            cmd.args(["netns", "exec", NS_KERNEL, "nginx", "-c"])
+                .arg(&conf);
+        }
+    }
+    ServerProcess::start(
+        cmd,
+        p.name(),
+        "the lab",
+        SocketAddr::V4(SocketAddrV4::new(p.ip(), PROXY_PORT)),
+        &dir.join("proxy"),
+    )
+}
+
+/// CPU time the whole machine spent busy so far (every core; /proc/stat), seconds.
+fn machine_busy_seconds() -> f64 {
+    crate::short_conns::machine_busy_seconds()
+}
+
+/// `key=value` from a report (0 if absent).
+fn value(out: &str, key: &str) -> u64 {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('=')?.trim().parse().ok())
+        .next_back()
+        .unwrap_or(0)
+}
+
+fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let best_linux = |li: usize, f: fn(&Row) -> f64| {
+        results
+            .iter()
+            .filter(|(p, _)| matches!(p, Proxy::Haproxy | Proxy::NginxStream))
+            .filter_map(|(_, r)| r.as_ref().ok().and_then(|(rows, _)| rows.get(li)).map(f))
+            .fold(0.0f64, f64::max)
+    };
+    for (li, load) in loads.iter().enumerate() {
+        let linux_rps = best_linux(li, |r| r.rps);
+        for (p, r) in results {
+            match r {
+                Ok((measured, _)) => {
+                    let Some(m) = measured.get(li) else { continue };
+                    rows.push(vec![
+                        load.name(),
+                        p.name().to_string(),
+                        fmt_num(m.rps),
+                        if linux_rps > 0.0 {
+                            fmt_ratio(m.rps, linux_rps)
+                        } else {
+                            "-".into()
+                        },
+                        fmt_num(m.gbps),
+                        fmt_num(m.p99_ms),
+                        fmt_num(m.machine_us),
+                        fmt_num(m.proxy_us),
+                        m.errors.to_string(),
+                    ]);
+                }
+                Err(e) => rows.push(vec![
+                    load.name(),
+                    p.name().to_string(),
+                    format!("failed: {e}"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]),
+            }
+        }
+    }
+    for (p, r) in results {
+        if let (Proxy::Splice | Proxy::NoSplice, Ok((_, out))) = (p, r) {
+            notes.push(format!(
+                "{}: accepted={} spliced={} splice_failed={} relayed_bytes={} (copied by the \
+                 proxy) splice_frames_relayed={}",
+                p.name(),
+                value(out, "accepted"),
+                value(out, "spliced"),
+                value(out, "splice_failed"),
+                value(out, "relayed_bytes"),
+                value(out, "splice_frames_relayed"),
+            ));
+        }
+    }
+    notes.push(
+        "vs best linux: requests/s over the better of HAProxy and nginx stream for the same \
+         load; machine us/req counts every core (wrk and nginx's share too); proxy us/req is \
+         the proxy process's own CPU (for the Linux proxies, kernel TCP work done in softirq \
+         is only partly theirs)."
+            .into(),
+    );
+    let plot = Plot {
+        title: "L7 proxy: requests/s by load".into(),
+        x_label: "load".into(),
+        y_label: "thousand requests/s".into(),
+        x_categories: Some(loads.iter().map(Load::name).collect()),
+        series: results
+            .iter()
+            .filter_map(|(p, r)| {
+                let (rows, _) = r.as_ref().ok()?;
+                Some(Series {
+                    name: p.name().to_string(),
+                    points: rows
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| (i as f64, m.rps / 1000.0))
+                        .collect(),
+                })
+            })
+            .collect(),
+    };
+    Report {
+        name: "proxy".into(),
+        setup: vec![
+            format!(
+                "sluice experiment proxy: wrk -t2 -c{CONNECTIONS} for {seconds} s (after 1 s of \
+                 warm-up) from sluice-b, through each proxy, to nginx in sluice-b \
+                 ({CLIENT_IP}:{BACKEND_PORT}); {} shared CPU cores",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            format!(
+                "  sluice proxy: --mode http on `--lab` ({ENGINE_IP}); haproxy and nginx stream \
+                 in sluice-k ({KERNEL_IP}) on kernel TCP"
+            ),
+        ],
+        columns: [
+            "load",
+            "proxy",
+            "req/s",
+            "vs best linux",
+            "Gbit/s",
+            "p99 ms",
+            "machine us/req",
+            "proxy us/req",
+            "errors",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        notes,
+        plot: Some(plot),
+    }
+}
