@@ -72,6 +72,8 @@ pub fn ethernet(data: &[u8]) {
     assert_eq!(view.payload().len(), data.len() - 14);
 
     let mut out = vec![0u8; repr.header_len() + payload.len()];
+    let short = repr.emit(&mut out[..repr.header_len() - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
     assert_eq!(repr.emit(&mut out), Ok(repr.header_len()));
     out[repr.header_len()..].copy_from_slice(payload);
     // Every header bit is represented, so nothing may change.
@@ -85,6 +87,8 @@ pub fn arp(data: &[u8]) {
         return;
     };
     let mut out = [0u8; arp::PACKET_LEN];
+    let short = repr.emit(&mut out[..arp::PACKET_LEN - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
     assert_eq!(repr.emit(&mut out), Ok(arp::PACKET_LEN));
     assert_eq!(Some(&out[..]), data.get(..arp::PACKET_LEN), "{repr:?}");
     assert_eq!(ArpRepr::parse(&out), Ok(repr));
@@ -144,6 +148,14 @@ pub fn ipv4(data: &[u8]) {
     assert_eq!(view.options().len(), view.header_len() - ipv4::HEADER_LEN);
 
     let mut out = vec![0u8; ipv4::HEADER_LEN + payload.len()];
+    let short = repr.emit(&mut out[..ipv4::HEADER_LEN - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
+    // A payload that would not fit the 16-bit total length is refused (a parsed one fits).
+    let too_long = Ipv4Repr {
+        payload_len: u16::MAX - ipv4::HEADER_LEN as u16 + 1,
+        ..repr
+    };
+    assert_eq!(too_long.emit(&mut out), Err(WireError::Malformed));
     assert_eq!(repr.emit(&mut out), Ok(ipv4::HEADER_LEN));
     out[ipv4::HEADER_LEN..].copy_from_slice(payload);
     assert_eq!(Ipv4Repr::parse(&out, true), Ok((repr, payload)));
@@ -163,6 +175,9 @@ pub fn ipv4(data: &[u8]) {
         assert!(v.verify_checksum(), "incremental update broke {repr:?}");
         let expected = Ipv4Repr { ttl, ecn, ..repr };
         assert_eq!(Ipv4Repr::parse(&m, true), Ok((expected, payload)));
+        // Cut inside the fixed header: refused, nothing marked.
+        let cut = ipv4::HEADER_LEN - 1;
+        assert_eq!(ipv4::set_ecn_ce(&mut m[..cut]), Err(WireError::Truncated));
         assert_eq!(ipv4::set_ecn_ce(&mut m), Ok(()));
         let marked = Ipv4Repr {
             ecn: Ecn::Ce,
@@ -221,6 +236,8 @@ pub fn tcp(data: &[u8]) {
     let len = h.header_len();
     assert!(len <= tcp::HEADER_LEN + tcp::MAX_OPTIONS_LEN && len % 4 == 0);
     let mut out = vec![0u8; len + payload.len()];
+    // One byte short of the header is refused, not written in part.
+    assert_eq!(h.emit(&mut out[..len - 1]), Err(WireError::BufferTooSmall));
     assert_eq!(h.emit(&mut out), Ok(len));
     out[len..].copy_from_slice(payload);
     let c = tcp::segment_checksum(h.sum(), len, payload, TCP_SRC, TCP_DST);
