@@ -94,6 +94,30 @@ fn seeds_are_accepted_by_their_parsers() {
     }
 }
 
+/// The GSO seeds reach every outcome the property distinguishes: frames cut into several
+/// segments (with a short last one), a frame passed on whole, a scratch buffer too small and
+/// a GSO size of 0.
+#[test]
+fn gso_seeds_cover_segmentation_and_its_errors() {
+    use sluice_wire::gso::segment_tcp4;
+    use sluice_wire::WireError;
+    let (mut cut, mut whole, mut small, mut zero) = (0, 0, 0, 0);
+    for s in wire::seeds("wire_gso") {
+        let (prefix, frame) = s.split_at(wire::GSO_PREFIX);
+        let gso_size = usize::from(u16::from_be_bytes([prefix[0], prefix[1]]));
+        let mut scratch = vec![0u8; usize::from(u16::from_be_bytes([prefix[2], prefix[3]]))];
+        match segment_tcp4(frame, gso_size, &mut scratch, |_| {}) {
+            Ok(1) => whole += 1,
+            Ok(_) => cut += 1,
+            Err(WireError::BufferTooSmall) => small += 1,
+            Err(WireError::Malformed) if gso_size == 0 => zero += 1,
+            Err(e) => panic!("seed {s:02x?}: {e}"),
+        }
+        wire::gso(&s);
+    }
+    assert!(cut >= 6 && whole >= 2 && small == 1 && zero == 1);
+}
+
 #[test]
 fn checked_in_corpus_replays() {
     for t in TARGETS {

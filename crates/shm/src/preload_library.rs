@@ -213,6 +213,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the file system, which Miri's isolation forbids")]
     fn an_explicit_path_must_exist() {
         let exe = Path::new("/opt/sluice/bin/sluice");
         let e = locate(Some(Path::new("/nowhere/x.so")), None, exe).unwrap_err();
@@ -225,6 +226,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the file system, which Miri's isolation forbids")]
     fn a_test_binary_in_deps_finds_its_profiles_library() {
         let d = scratch("deps");
         std::fs::create_dir_all(d.join("debug/deps")).unwrap();
@@ -237,6 +239,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the file system, which Miri's isolation forbids")]
     fn the_other_profile_is_a_fallback_that_says_so() {
         let d = scratch("profile");
         std::fs::create_dir_all(d.join("debug")).unwrap();
@@ -254,6 +257,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the file system, which Miri's isolation forbids")]
     fn the_build_command_has_the_profile_and_target_directory() {
         let c = build_command(Path::new("/t/release/libsluice_preload.so"));
         assert!(

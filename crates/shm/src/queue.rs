@@ -172,6 +172,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
     fn entries_pass_in_order_across_many_laps() {
         let r = region();
         let mut p = Producer::new(r.clone(), 1, QueueKind::Command).unwrap();
@@ -196,6 +197,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
     fn a_full_queue_refuses_until_the_consumer_publishes() {
         let r = region();
         let mut p = Producer::new(r.clone(), 0, QueueKind::Completion).unwrap();
@@ -213,6 +215,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
     fn a_garbage_published_head_is_an_error_not_space() {
         let r = region();
         let mut p = Producer::new(r.clone(), 0, QueueKind::Completion).unwrap();
@@ -225,6 +228,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
     fn out_of_range_contexts_have_no_queue() {
         let r = region();
         assert!(Producer::new(r.clone(), 2, QueueKind::Command).is_none());

@@ -82,3 +82,63 @@ impl<'a> Ring<'a> {
         unsafe { std::slice::from_raw_parts_mut(self.at(pos, len), len) }
     }
 }
+
+/// The ring's arithmetic over heap memory, which Miri can check (it cannot map a memfd): a
+/// buffer of twice the ring's size stands for the two mappings. It is not mirrored, so each
+/// run is read back with the chunking it was written with, which is all these tests need:
+/// that every access stays inside the 2 * size bytes and lands where the position says.
+#[cfg(test)]
+mod heap_tests {
+    use super::*;
+
+    const SIZE: u32 = 64;
+
+    fn heap_ring(buf: &mut [u8]) -> Ring<'_> {
+        assert_eq!(buf.len(), 2 * SIZE as usize);
+        Ring::new(
+            NonNull::new(buf.as_mut_ptr()).expect("a Vec is not null"),
+            SIZE,
+        )
+    }
+
+    #[test]
+    fn runs_up_to_the_ring_size_stay_inside_both_copies() {
+        let mut buf = vec![0u8; 2 * SIZE as usize];
+        let ring = heap_ring(&mut buf);
+        // Positions around every lap boundary and far beyond u32, runs of 0 to SIZE bytes.
+        let mut pos = u64::from(u32::MAX) - 3 * u64::from(SIZE);
+        for len in (0..=SIZE as usize).chain([SIZE as usize; 3]) {
+            let data: Vec<u8> = (0..len).map(|i| (pos as usize + i) as u8 ^ 0x5a).collect();
+            ring.write(pos, &data);
+            let mut out = vec![0u8; len];
+            ring.read(pos, &mut out);
+            assert_eq!(out, data, "run of {len} at {pos}");
+            assert_eq!(ring.with_slice(pos, len, |s| s.to_vec()), data);
+            pos += len as u64 + 1;
+        }
+        assert_eq!(ring.size(), SIZE);
+    }
+
+    #[test]
+    fn the_lent_slices_alias_the_bytes_written() {
+        let mut buf = vec![0u8; 2 * SIZE as usize];
+        let ring = heap_ring(&mut buf);
+        let pos = 3 * u64::from(SIZE) - 5;
+        // SAFETY: the only reference to these bytes while it lives.
+        let w = unsafe { ring.slice_mut(pos, 10) };
+        w.copy_from_slice(b"0123456789");
+        // SAFETY: nothing writes the bytes while the slice lives.
+        let r = unsafe { ring.slice(pos, 10) };
+        assert_eq!(r, b"0123456789");
+        let mut out = [0u8; 10];
+        ring.read(pos, &mut out);
+        assert_eq!(&out, b"0123456789");
+    }
+
+    #[test]
+    #[should_panic(expected = "a run longer than the ring")]
+    fn a_run_longer_than_the_ring_is_refused() {
+        let mut buf = vec![0u8; 2 * SIZE as usize];
+        heap_ring(&mut buf).write(1, &[0u8; SIZE as usize + 1]);
+    }
+}

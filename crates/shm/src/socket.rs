@@ -211,6 +211,7 @@ mod tests {
     use crate::{Dir, Layout};
 
     #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
     fn blocks_do_not_overlap_and_addresses_round_trip() {
         let layout = Layout {
             max_sockets: 4,

@@ -50,6 +50,7 @@ fn engine_and_app() -> (Arc<Region>, Arc<Region>) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
 fn both_mappings_see_the_same_bytes_and_rings_wrap_in_one_copy() {
     let (engine, app) = engine_and_app();
     let tx = app.ring(3, Dir::Tx).unwrap();
@@ -82,6 +83,7 @@ fn both_mappings_see_the_same_bytes_and_rings_wrap_in_one_copy() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
 fn commands_cross_from_app_to_engine() {
     let (engine, app) = engine_and_app();
     let mut p = Producer::new(app, 1, QueueKind::Command).unwrap();
@@ -98,6 +100,7 @@ fn commands_cross_from_app_to_engine() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
 fn a_short_file_is_refused() {
     let small = Region::create(
         "small",

@@ -1,7 +1,8 @@
 //! Properties of the wire parsers (sluice-wire): Ethernet with one 802.1Q tag, ARP, IPv4, the
 //! TCP header and its option area. For arbitrary bytes, parsing never panics; whatever parses
 //! is emitted, parsed again and must be equal; the checked views and the parsers agree; and
-//! the checksums computed from field values match the bytes written.
+//! the checksums computed from field values match the bytes written. Also software
+//! segmentation ([`gso`]): the segments give back the original payload and headers.
 //!
 //! Emitting is canonical, not byte-exact, where the format allows several spellings: IPv4
 //! options and the reserved flag are dropped, and TCP options are re-laid out in Linux's order
@@ -14,6 +15,7 @@ use std::net::Ipv4Addr;
 use sluice_wire::arp::{self, ArpOperation, ArpRepr};
 use sluice_wire::checksum;
 use sluice_wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use sluice_wire::gso::segment_tcp4;
 use sluice_wire::ipv4::{self, Ecn, Ipv4Packet, Ipv4Repr};
 use sluice_wire::tcp::{
     self, ChecksumCheck, SeqNumber, TcpFlags, TcpHeader, TcpOptions, TcpSegment,
@@ -21,12 +23,13 @@ use sluice_wire::tcp::{
 use sluice_wire::{EthernetAddress, WireError};
 
 /// The wire targets, by the names `cargo fuzz list` gives them.
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "wire_ethernet",
     "wire_arp",
     "wire_ipv4",
     "wire_tcp",
     "wire_tcp_options",
+    "wire_gso",
 ];
 
 /// The pseudo-header addresses the TCP properties checksum against.
@@ -42,6 +45,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "wire_ipv4" => ipv4(data),
         "wire_tcp" => tcp(data),
         "wire_tcp_options" => tcp_options(data),
+        "wire_gso" => gso(data),
         _ => return false,
     }
     true
@@ -68,6 +72,8 @@ pub fn ethernet(data: &[u8]) {
     assert_eq!(view.payload().len(), data.len() - 14);
 
     let mut out = vec![0u8; repr.header_len() + payload.len()];
+    let short = repr.emit(&mut out[..repr.header_len() - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
     assert_eq!(repr.emit(&mut out), Ok(repr.header_len()));
     out[repr.header_len()..].copy_from_slice(payload);
     // Every header bit is represented, so nothing may change.
@@ -81,6 +87,8 @@ pub fn arp(data: &[u8]) {
         return;
     };
     let mut out = [0u8; arp::PACKET_LEN];
+    let short = repr.emit(&mut out[..arp::PACKET_LEN - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
     assert_eq!(repr.emit(&mut out), Ok(arp::PACKET_LEN));
     assert_eq!(Some(&out[..]), data.get(..arp::PACKET_LEN), "{repr:?}");
     assert_eq!(ArpRepr::parse(&out), Ok(repr));
@@ -140,6 +148,14 @@ pub fn ipv4(data: &[u8]) {
     assert_eq!(view.options().len(), view.header_len() - ipv4::HEADER_LEN);
 
     let mut out = vec![0u8; ipv4::HEADER_LEN + payload.len()];
+    let short = repr.emit(&mut out[..ipv4::HEADER_LEN - 1]);
+    assert_eq!(short, Err(WireError::BufferTooSmall));
+    // A payload that would not fit the 16-bit total length is refused (a parsed one fits).
+    let too_long = Ipv4Repr {
+        payload_len: u16::MAX - ipv4::HEADER_LEN as u16 + 1,
+        ..repr
+    };
+    assert_eq!(too_long.emit(&mut out), Err(WireError::Malformed));
     assert_eq!(repr.emit(&mut out), Ok(ipv4::HEADER_LEN));
     out[ipv4::HEADER_LEN..].copy_from_slice(payload);
     assert_eq!(Ipv4Repr::parse(&out, true), Ok((repr, payload)));
@@ -159,6 +175,9 @@ pub fn ipv4(data: &[u8]) {
         assert!(v.verify_checksum(), "incremental update broke {repr:?}");
         let expected = Ipv4Repr { ttl, ecn, ..repr };
         assert_eq!(Ipv4Repr::parse(&m, true), Ok((expected, payload)));
+        // Cut inside the fixed header: refused, nothing marked.
+        let cut = ipv4::HEADER_LEN - 1;
+        assert_eq!(ipv4::set_ecn_ce(&mut m[..cut]), Err(WireError::Truncated));
         assert_eq!(ipv4::set_ecn_ce(&mut m), Ok(()));
         let marked = Ipv4Repr {
             ecn: Ecn::Ce,
@@ -217,6 +236,8 @@ pub fn tcp(data: &[u8]) {
     let len = h.header_len();
     assert!(len <= tcp::HEADER_LEN + tcp::MAX_OPTIONS_LEN && len % 4 == 0);
     let mut out = vec![0u8; len + payload.len()];
+    // One byte short of the header is refused, not written in part.
+    assert_eq!(h.emit(&mut out[..len - 1]), Err(WireError::BufferTooSmall));
     assert_eq!(h.emit(&mut out), Ok(len));
     out[len..].copy_from_slice(payload);
     let c = tcp::segment_checksum(h.sum(), len, payload, TCP_SRC, TCP_DST);
@@ -280,6 +301,221 @@ pub fn tcp_options(data: &[u8]) {
     // Both sums are nonzero, so equal modulo 0xFFFF means equal once folded.
     let bytes = checksum::sum(&out[..tcp::HEADER_LEN + len]);
     assert_eq!(checksum::fold(h.sum()), checksum::fold(bytes), "{o:?}");
+}
+
+/// The fixed part of a `wire_gso` input: the GSO size and the scratch buffer's length (two
+/// big-endian u16 each), followed by the frame.
+pub const GSO_PREFIX: usize = 4;
+
+/// Software segmentation (`sluice_wire::gso`): never panics; a frame that is an unfragmented
+/// IPv4 TCP segment is cut into segments of at most the GSO size whose payloads concatenate
+/// to the original payload, whose IPv4 and TCP checksums verify, whose sequence numbers
+/// advance by the segment lengths and whose other header bytes are the original's (ident + k,
+/// PSH/FIN on the last only, CWR on the first only); anything else is an error, and the only
+/// error a segmentable frame may give is a scratch buffer too small for its first segment.
+pub fn gso(data: &[u8]) {
+    let Some((prefix, frame)) = data.split_first_chunk::<GSO_PREFIX>() else {
+        return;
+    };
+    let gso_size = usize::from(u16::from_be_bytes([prefix[0], prefix[1]]));
+    let mut scratch = vec![0u8; usize::from(u16::from_be_bytes([prefix[2], prefix[3]]))];
+    let mut segments: Vec<Vec<u8>> = Vec::new();
+    let result = segment_tcp4(frame, gso_size, &mut scratch, |s| segments.push(s.to_vec()));
+    let original = Segmentable::parse(frame);
+    let (count, o) = match (result, original) {
+        (Err(e), o) => {
+            // Every segment after the first is no longer than it: a failure comes first.
+            assert!(
+                segments.is_empty(),
+                "{e:?} after {} segments",
+                segments.len()
+            );
+            if let (Some(o), true) = (o, gso_size > 0) {
+                let first = o.headers + o.payload.len().min(gso_size);
+                assert_eq!(e, WireError::BufferTooSmall, "a segmentable frame refused");
+                assert!(scratch.len() < first, "refused with room for {first} bytes");
+            }
+            return;
+        }
+        (Ok(_), None) => panic!("segmented a frame that is not an IPv4 TCP segment"),
+        (Ok(_), Some(_)) if gso_size == 0 => panic!("segmented with a GSO size of 0"),
+        (Ok(n), Some(o)) => (n, o),
+    };
+    assert_eq!(count, segments.len(), "the count returned");
+    assert_eq!(count, o.payload.len().div_ceil(gso_size).max(1));
+    let mut payload = Vec::with_capacity(o.payload.len());
+    for (k, seg) in segments.iter().enumerate() {
+        let (eth, packet) = EthernetRepr::parse(seg).expect("a segment's Ethernet header");
+        assert_eq!(eth, o.eth);
+        let (ip, l4) = Ipv4Repr::parse(packet, true).expect("a segment's IPv4 checksum verifies");
+        assert_eq!(
+            packet.len(),
+            usize::from(ip.payload_len) + o.ihl,
+            "no padding"
+        );
+        assert_eq!(ip.ident, o.ip.ident.wrapping_add(k as u16));
+        assert_eq!(
+            Ipv4Repr {
+                ident: o.ip.ident,
+                payload_len: 0,
+                ..ip
+            },
+            Ipv4Repr {
+                payload_len: 0,
+                ..o.ip
+            }
+        );
+        assert!(
+            tcp::verify_checksum(l4, ip.src, ip.dst),
+            "segment {k}'s TCP checksum"
+        );
+        let view = TcpSegment::new_checked(l4).expect("a segment's TCP header");
+        let body = view.payload();
+        assert!(
+            body.len() <= gso_size,
+            "segment {k} carries {} > {gso_size}",
+            body.len()
+        );
+        assert!(
+            k + 1 == count || body.len() == gso_size,
+            "only the last is short"
+        );
+        let seq = SeqNumber(o.seq.0.wrapping_add(payload.len() as u32));
+        assert_eq!(view.seq(), seq, "segment {k}'s sequence number");
+        let mut flags = o.flags.0;
+        if k + 1 < count {
+            flags &= !(TcpFlags::PSH.0 | TcpFlags::FIN.0);
+        }
+        if k > 0 {
+            flags &= !TcpFlags::CWR.0;
+        }
+        assert_eq!(view.flags().0, flags, "segment {k}'s flags");
+        // Everything else in the headers (ports, ack, window, urgent, options) is copied.
+        let h = &l4[..o.thl];
+        let oh = &o.tcp_header;
+        assert_eq!(
+            (&h[..4], &h[8..13], &h[14..16], &h[18..]),
+            (&oh[..4], &oh[8..13], &oh[14..16], &oh[18..])
+        );
+        assert_eq!(
+            &packet[ipv4::HEADER_LEN..o.ihl],
+            o.ip_options,
+            "IPv4 options copied"
+        );
+        payload.extend_from_slice(body);
+    }
+    assert_eq!(
+        payload, o.payload,
+        "the payloads concatenate to the original"
+    );
+}
+
+/// A frame `segment_tcp4` must accept, read with the parsers (the property's oracle).
+struct Segmentable<'a> {
+    eth: EthernetRepr,
+    ip: Ipv4Repr,
+    ihl: usize,
+    ip_options: &'a [u8],
+    thl: usize,
+    tcp_header: &'a [u8],
+    headers: usize,
+    seq: SeqNumber,
+    flags: TcpFlags,
+    payload: &'a [u8],
+}
+
+impl<'a> Segmentable<'a> {
+    fn parse(frame: &'a [u8]) -> Option<Segmentable<'a>> {
+        let (eth, packet) = EthernetRepr::parse(frame).ok()?;
+        if eth.ethertype != EtherType::Ipv4 {
+            return None;
+        }
+        let (ip, l4) = Ipv4Repr::parse(packet, false).ok()?;
+        if ip.protocol != ipv4::PROTOCOL_TCP || ip.is_fragment() {
+            return None;
+        }
+        let view = TcpSegment::new_checked(l4).ok()?;
+        let ihl = usize::from(packet[0] & 0x0F) * 4;
+        let thl = view.header_len();
+        Some(Segmentable {
+            eth,
+            ip,
+            ihl,
+            ip_options: &packet[ipv4::HEADER_LEN..ihl],
+            thl,
+            tcp_header: &l4[..thl],
+            headers: eth.header_len() + ihl + thl,
+            seq: view.seq(),
+            flags: view.flags(),
+            payload: &l4[thl..],
+        })
+    }
+}
+
+/// A GSO seed: which of [`tcp_headers`], the payload length, the VLAN, the IPv4 options,
+/// the GSO size and the scratch length.
+type GsoCase = (usize, usize, Option<u16>, &'static [u8], u16, u16);
+
+/// Frames for the GSO target: TCP segments with payloads of a few sizes, with and without a
+/// VLAN tag and IPv4 options, Ethernet padding after the packet; each with GSO sizes and
+/// scratch lengths around the payload's (`GSO_PREFIX` bytes before the frame).
+fn gso_inputs() -> Vec<Vec<u8>> {
+    let base = Ipv4Repr {
+        src: TCP_SRC,
+        dst: TCP_DST,
+        protocol: ipv4::PROTOCOL_TCP,
+        payload_len: 0,
+        ttl: 64,
+        dscp: 0,
+        ecn: Ecn::Ect0,
+        ident: 0xFFFE,
+        dont_fragment: true,
+        more_fragments: false,
+        fragment_offset: 0,
+    };
+    let headers = tcp_headers();
+    let cases: [GsoCase; 12] = [
+        (4, 1500, None, &[], 400, 600),
+        (5, 100, None, &[], 1000, 2000),
+        (3, 3, Some(5), &[], 1, 100),
+        (2, 64, None, &[1, 1, 1, 0], 16, 200),
+        (8, 37, None, &[], 7, 90),
+        (11, 500, Some(100), &[], 499, 600),
+        (3, 200, None, &[], 50, 60),
+        (0, 0, None, &[], 1460, 100),
+        (17, 90, None, &[148, 4, 0, 0], 30, 200),
+        (9, 6, Some(0x0FFF), &[], 3, 80),
+        (6, 10, None, &[], 0, 200),
+        (4, 256, None, &[], 128, 0xFFFF),
+    ];
+    let mut out = Vec::new();
+    for (i, (h, len, vlan, ip_options, gso_size, scratch)) in cases.into_iter().enumerate() {
+        let (mut header, _) = headers[h].clone();
+        // Every flag the segmentation treats specially, on the first input.
+        if i == 0 {
+            header.flags = header.flags | TcpFlags::CWR | TcpFlags::PSH | TcpFlags::FIN;
+        }
+        let payload: Vec<u8> = (0..len).map(|b| (b * 7) as u8).collect();
+        let packet = ip_packet(base, ip_options, &tcp_segment(header, &payload));
+        let eth = EthernetRepr {
+            dst: mac(2),
+            src: mac(1),
+            ethertype: EtherType::Ipv4,
+            vlan,
+        };
+        let mut input = Vec::new();
+        input.extend_from_slice(&gso_size.to_be_bytes());
+        input.extend_from_slice(&scratch.to_be_bytes());
+        let mut f = vec![0u8; eth.header_len()];
+        eth.emit(&mut f).expect("room");
+        input.extend_from_slice(&f);
+        input.extend_from_slice(&packet);
+        if i == 1 {
+            input.extend_from_slice(&[0; 6]);
+        }
+        out.push(input);
+    }
+    out
 }
 
 fn mac(last: u8) -> EthernetAddress {
@@ -586,6 +822,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             .into_iter()
             .map(|(h, p)| tcp_segment(h, &p))
             .collect(),
+        "wire_gso" => gso_inputs(),
         "wire_tcp_options" => {
             let mut out: Vec<Vec<u8>> = tcp_headers()
                 .into_iter()
