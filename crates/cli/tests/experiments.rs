@@ -338,7 +338,10 @@ fn proxy_quick_measures_sluice_proxy_haproxy_and_nginx_and_the_splice_carries_th
     };
     assert!(value("spliced") > 0, "{stdout}");
     assert!(value("splice_frames_relayed") > 1000, "{stdout}");
-    assert!(value("relayed_bytes") < 1 << 20, "only headers copied: {stdout}");
+    assert!(
+        value("relayed_bytes") < 1 << 20,
+        "only headers copied: {stdout}"
+    );
     std::fs::remove_dir_all(out).unwrap();
     lab.teardown().unwrap();
 }

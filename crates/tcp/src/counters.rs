@@ -192,4 +192,9 @@ pub struct Counters {
     pub splice_rst_out_of_window: u64,
     /// Spliced segments beyond the receiver's window, and SYNs, dropped.
     pub splice_out_of_window: u64,
+    /// Spliced frames larger than the MTU (a sender's GSO across a veth).
+    pub splice_large_frames: u64,
+    /// Of those, the ones cut into MTU-sized segments in software (no device segmentation,
+    /// or no large relay slot free); the rest were relayed whole for the device to cut.
+    pub splice_large_segmented: u64,
 }

@@ -163,7 +163,8 @@ impl Stack {
             ),
             splice_pending: Vec::new(),
             splice_events: VecDeque::new(),
-            relay: RelayQueue::new(cfg.splice_relay_frames, usize::from(cfg.mtu) + 18),
+            // Up to 256 slots may grow to hold a large (GSO) frame the device segments.
+            relay: RelayQueue::new(cfg.splice_relay_frames, usize::from(cfg.mtu) + 18, 256),
             relay_scratch: None,
             gso_scratch: Vec::new(),
             splice_ended: Vec::new(),

@@ -93,5 +93,8 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
     println!("splice_frames_relayed={}", c.splice_frames_relayed);
     println!("splice_bytes_relayed={}", c.splice_bytes_relayed);
     println!("splice_relay_full={}", c.splice_relay_full);
+    println!("splice_large_frames={}", c.splice_large_frames);
+    println!("splice_large_segmented={}", c.splice_large_segmented);
+    println!("tso_max_payload={}", engine.stack.config().tso_max_payload);
     Ok(())
 }

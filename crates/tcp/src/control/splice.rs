@@ -11,7 +11,7 @@ use super::state::TcpState;
 use crate::datapath::state::flags;
 use crate::handle::ConnId;
 use crate::host::Stack;
-use crate::offload::splice::{Relay, Side};
+use crate::offload::splice::{Relay, RelayChecksum, Side};
 pub use crate::offload::splice::{SpliceEnd, SpliceStats};
 use crate::table::FourTuple;
 
@@ -302,15 +302,30 @@ impl Stack {
             return false;
         }
         let frame_max = usize::from(self.cfg.mtu) + 18;
+        let csum = if full_checksum {
+            RelayChecksum::Full
+        } else {
+            RelayChecksum::Differential
+        };
         if frame.len() > frame_max {
-            // A large segment (a Linux sender's GSO across a veth): cut into segments that
-            // fit the other peer's link, as its device would have (sluice_wire::gso).
+            // A large segment (a Linux sender's GSO across a veth).
+            self.counters.splice_large_frames += 1;
+            let mss = headers_fit(frame, usize::from(self.cfg.mtu));
+            if self.cfg.tso_max_payload as usize + 94 >= frame.len() && self.cfg.tx_checksum_offload
+            {
+                // The device segments: relay it whole, its checksum left for the device.
+                if self.splice_one(tuple, frame, RelayChecksum::Partial, mss as u16) {
+                    return true;
+                }
+            }
+            self.counters.splice_large_segmented += 1;
+            // Cut into segments that fit the other peer's link, as its device would have
+            // (sluice_wire::gso); each one's checksums are complete, so the differential
+            // update applies.
             let mut scratch = std::mem::take(&mut self.gso_scratch);
             scratch.resize(frame_max, 0);
-            let mss = headers_fit(frame, usize::from(self.cfg.mtu));
-            // Each segment's checksums are complete: the differential update applies.
             let r = sluice_wire::gso::segment_tcp4(frame, mss, &mut scratch, |seg| {
-                self.splice_one(tuple, seg, false)
+                self.splice_one(tuple, seg, RelayChecksum::Differential, 0);
             });
             self.gso_scratch = scratch;
             if r.is_err() {
@@ -318,18 +333,25 @@ impl Stack {
             }
             return true;
         }
-        self.splice_one(tuple, frame, full_checksum);
+        self.splice_one(tuple, frame, csum, 0);
         true
     }
 
-    /// Relays one frame of at most the MTU.
-    fn splice_one(&mut self, tuple: &FourTuple, frame: &[u8], full_checksum: bool) {
+    /// Relays one frame (`gso_size` > 0: a large one the device is to segment). False only
+    /// if a large frame found no slot (the caller segments it instead).
+    fn splice_one(
+        &mut self,
+        tuple: &FourTuple,
+        frame: &[u8],
+        csum: RelayChecksum,
+        gso_size: u16,
+    ) -> bool {
         let now = self.now;
         let mac = self.cfg.mac;
         let mut outcome = None;
         let stage = &mut self.splice;
         let mut relay = |out: &mut [u8]| {
-            let r = stage.relay(now, tuple, frame, out, mac, full_checksum)?;
+            let r = stage.relay(now, tuple, frame, out, mac, csum)?;
             outcome = Some(r);
             match r {
                 Relay::Forward(n) | Relay::ForwardAndEnd(n, ..) => Some(n),
@@ -339,13 +361,17 @@ impl Stack {
         let queued = if self.relay.is_full() {
             // The stage still sees the frame (a RST ends the splice), but it is dropped:
             // the peers' TCPs retransmit what matters.
-            let frame_max = usize::from(self.cfg.mtu) + 18;
-            let scratch = self.relay_scratch.get_or_insert_with(|| vec![0; frame_max]);
+            let scratch = self.relay_scratch.get_or_insert_with(Vec::new);
+            scratch.resize(scratch.len().max(frame.len()), 0);
             relay(scratch);
             false
         } else {
-            self.relay.push_with(relay)
+            self.relay.push_with(frame.len(), gso_size, relay)
         };
+        if outcome.is_none() && gso_size != 0 {
+            // No large slot free: the stage did not see it; the caller segments it.
+            return false;
+        }
         match outcome {
             Some(Relay::Forward(n)) if queued => {
                 self.counters.splice_frames_relayed += 1;
@@ -365,6 +391,7 @@ impl Stack {
             Some(Relay::DropOutOfWindow) => self.counters.splice_out_of_window += 1,
             Some(Relay::DropMalformed) | None => self.counters.malformed += 1,
         }
+        true
     }
 
     /// Runs the splice stage's TIME-WAIT timers due by now.

@@ -386,14 +386,16 @@ impl Stack {
                 csum_partial: false,
             });
         }
-        if let Some(n) = self.relay.pop_into(buf) {
-            // Spliced frames were received before anything the connections send now.
-            self.counters.frames_tx += 1;
-            return Some(Transmit {
-                len: n,
-                gso_size: 0,
-                csum_partial: false,
-            });
+        if tso_max > 0 || !self.relay.next_is_large() {
+            if let Some((n, gso_size)) = self.relay.pop_into(buf) {
+                // Spliced frames were received before anything the connections send now.
+                self.counters.frames_tx += 1;
+                return Some(Transmit {
+                    len: n,
+                    gso_size,
+                    csum_partial: gso_size != 0,
+                });
+            }
         }
         if !self.splice_pending.is_empty() {
             // A pending splice's relayed bytes were acknowledged as its connections sent.

@@ -102,6 +102,19 @@ struct Splice {
     lingering: bool,
 }
 
+/// How a relayed frame's TCP checksum is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RelayChecksum {
+    /// Updated from the frame's own by the rewrite's difference (RFC 1624).
+    Differential,
+    /// Computed over the whole segment (the frame's own may be partial: a device vouched
+    /// for it).
+    Full,
+    /// Left partial (the pseudo-header sum), for a device that completes it while it
+    /// segments a large frame.
+    Partial,
+}
+
 /// What the stage did with a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Relay {
@@ -281,8 +294,7 @@ impl SpliceStage {
     }
 
     /// Rewrites `frame` (arriving on `tuple`) into `out` for the other side. `src` is our
-    /// MAC; `full_checksum`: recompute the TCP checksum over the whole segment instead of
-    /// updating it (the frame's checksum may be partial: a device vouched for it).
+    /// MAC; `csum` says how the TCP checksum is made.
     pub(crate) fn relay(
         &mut self,
         now: Instant,
@@ -290,7 +302,7 @@ impl SpliceStage {
         frame: &[u8],
         out: &mut [u8],
         src: EthernetAddress,
-        full_checksum: bool,
+        csum: RelayChecksum,
     ) -> Option<Relay> {
         let &(i, dir) = self.index.get(&key(tuple))?;
         let Some(l) = layout(frame) else {
@@ -346,19 +358,26 @@ impl SpliceStage {
         out[t + 14..t + 16].copy_from_slice(&scaled.to_be_bytes());
         let other_ts_delta = s.rules[1 - d].ts_delta;
         rewrite_options(&mut out[t + 20..t + l.tcp_len], &r, other_ts_delta);
-        let csum = if full_checksum {
-            out[t + 16..t + 18].copy_from_slice(&[0, 0]);
-            let pseudo = sluice_wire::checksum::pseudo_header_v4(
-                Ipv4Addr::from(get32(out, l.ip + 12)),
-                r.out.remote_ip,
-                6,
-                (end - t) as u16,
-            );
-            !sluice_wire::checksum::fold(pseudo + sluice_wire::checksum::sum(&out[t..end]))
-        } else {
-            let c = u16::from_be_bytes([frame[t + 16], frame[t + 17]]);
-            let c = update_bytes(c, &old_addrs, &out[l.ip + 12..l.ip + 20]);
-            update_bytes(c, &frame[t..t + l.tcp_len], &out[t..t + l.tcp_len])
+        let our_ip = Ipv4Addr::from(get32(out, l.ip + 12));
+        let csum = match csum {
+            RelayChecksum::Full => {
+                out[t + 16..t + 18].copy_from_slice(&[0, 0]);
+                let pseudo = sluice_wire::checksum::pseudo_header_v4(
+                    our_ip,
+                    r.out.remote_ip,
+                    6,
+                    (end - t) as u16,
+                );
+                !sluice_wire::checksum::fold(pseudo + sluice_wire::checksum::sum(&out[t..end]))
+            }
+            RelayChecksum::Partial => {
+                sluice_wire::tcp::pseudo_header_checksum((end - t) as u32, our_ip, r.out.remote_ip)
+            }
+            RelayChecksum::Differential => {
+                let c = u16::from_be_bytes([frame[t + 16], frame[t + 17]]);
+                let c = update_bytes(c, &old_addrs, &out[l.ip + 12..l.ip + 20]);
+                update_bytes(c, &frame[t..t + l.tcp_len], &out[t..t + l.tcp_len])
+            }
         };
         out[t + 16..t + 18].copy_from_slice(&csum.to_be_bytes());
         // Bookkeeping: bytes, FINs, the other direction's view of its receiver.
