@@ -489,10 +489,10 @@ impl Stack {
         match state {
             TcpState::Closed | TcpState::SynSent => self.free_slot(slot),
             _ if failed => self.free_slot(slot),
+            _ if !unread && self.offload_close(slot) => {}
             TcpState::TimeWait | TcpState::LastAck | TcpState::Closing => {}
             TcpState::FinWait1 | TcpState::FinWait2 if !unread => self.arm_orphan_timer(slot),
             _ if unread => self.abort_slot(slot, ConnError::Aborted),
-            _ if self.offload_close(slot) => {}
             _ => {
                 let _ = self.queue_fin(slot);
             }

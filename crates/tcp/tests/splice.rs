@@ -193,3 +193,56 @@ fn rfc5961_only_a_reset_in_the_receivers_window_ends_the_splice() {
     let out = drain(&mut stack, ms(4), None);
     assert!(out[0].0.flags.contains(RST), "{out:?}");
 }
+
+#[test]
+fn both_peers_closing_while_the_splice_drains_ends_it_without_resets() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    // The first peer's request, unread, and its FIN: the splice waits to relay them.
+    a.peer.send(&mut stack, ms(1), a.data_seg(b"GET /"));
+    a.peer.send(
+        &mut stack,
+        ms(1),
+        a.ack_seg().seq(a.peer_nxt + 5u32).flags_fin(),
+    );
+    drain(&mut stack, ms(1), None);
+    let id = stack.splice(a.id, b.id).unwrap();
+    let out = drain(&mut stack, ms(2), None);
+    let to_b: Vec<_> = out.iter().filter(|(h, _)| h.dst_port == 40001).collect();
+    assert!(
+        to_b.iter().any(|(_, p)| p.as_slice() == b"GET /"),
+        "{out:?}"
+    );
+    assert!(
+        to_b.iter().any(|(h, _)| h.flags.contains(FIN)),
+        "the FIN follows: {out:?}"
+    );
+    // The second peer answers, acknowledges and closes too.
+    b.peer.send(
+        &mut stack,
+        ms(3),
+        b.data_seg(b"200 OK").ack(b.our_nxt + 6u32).flags_fin(),
+    );
+    let out = drain(&mut stack, ms(3), None);
+    let to_a: Vec<_> = out.iter().filter(|(h, _)| h.dst_port == 40000).collect();
+    assert!(
+        to_a.iter().any(|(_, p)| p.as_slice() == b"200 OK"),
+        "{out:?}"
+    );
+    // The first peer acknowledges the answer and our FIN: its connection is closed.
+    a.peer.send(
+        &mut stack,
+        ms(4),
+        a.ack_seg().seq(a.peer_nxt + 6u32).ack(a.our_nxt + 7u32),
+    );
+    assert!(drain(&mut stack, ms(4), None)
+        .iter()
+        .all(|(h, _)| !h.flags.contains(RST)));
+    match stack.poll_splice_event() {
+        Some(SpliceEvent::Ended(e, SpliceEnd::Closed, _)) => assert_eq!(e, id),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stack.counters().splices_failed, 0);
+    assert_eq!(stack.counters().rst_sent, 0);
+    stack.check_invariants().unwrap();
+}

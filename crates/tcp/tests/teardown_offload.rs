@@ -393,3 +393,72 @@ fn connect_does_not_take_a_tuple_the_stage_holds() {
         Err(sluice_tcp::ConnectError::NoResources)
     );
 }
+
+#[test]
+fn a_close_after_shutdown_is_offloaded_in_whatever_state_it_reached() {
+    // FIN-WAIT-1: the FIN went out at shutdown; the stage only retransmits it.
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    stack.shutdown(c.id).unwrap();
+    let (fin, _) = c.peer.recv_one(&mut stack, ms(1));
+    assert_eq!(fin.flags, FIN | ACK);
+    offloaded(&mut stack, &c);
+    c.peer.recv_nothing(&mut stack, ms(1));
+    let again = run_until(&mut stack, ms(1000));
+    let (_, (h, _)) = again.first().expect("the RTO resends the FIN");
+    assert_eq!((h.flags, h.seq), (FIN | ACK, c.our_nxt));
+    assert_eq!(stack.closing().fin_unacked, 1);
+
+    // FIN-WAIT-2: the FIN was acknowledged before close.
+    let mut stack = self::stack();
+    let c = established(&mut stack, ms(0));
+    stack.shutdown(c.id).unwrap();
+    c.peer.recv_one(&mut stack, ms(1));
+    c.peer
+        .send(&mut stack, ms(2), c.ack_seg().ack(c.our_nxt + 1u32));
+    assert_eq!(stack.state(c.id), Ok(TcpState::FinWait2));
+    offloaded(&mut stack, &c);
+    assert_eq!(stack.closing().awaiting_peer_fin, 1);
+    c.peer.send(
+        &mut stack,
+        ms(3),
+        c.ack_seg().ack(c.our_nxt + 1u32).flags_fin(),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(3));
+    assert_eq!((ack.seq, ack.ack), (c.our_nxt + 1u32, c.peer_nxt + 1u32));
+    assert!(stack.closing().is_empty());
+    run_until(&mut stack, ms(10) + TIME_WAIT);
+    assert_eq!(stack.teardown_flows(), 0);
+    stack.check_invariants().unwrap();
+}
+
+#[test]
+fn a_connection_in_time_wait_moves_to_the_stage_when_its_application_closes_it() {
+    let mut stack = stack();
+    let c = established(&mut stack, ms(0));
+    stack.shutdown(c.id).unwrap();
+    c.peer.recv_one(&mut stack, ms(1));
+    c.peer.send(
+        &mut stack,
+        ms(2),
+        c.ack_seg().ack(c.our_nxt + 1u32).flags_fin(),
+    );
+    c.peer.recv_one(&mut stack, ms(2));
+    assert_eq!(stack.state(c.id), Ok(TcpState::TimeWait));
+    assert_eq!(
+        stack.connection_count(),
+        1,
+        "the handle holds the slot in TIME-WAIT"
+    );
+    offloaded(&mut stack, &c);
+    // The stage answers a retransmitted FIN as TIME-WAIT does.
+    c.peer.send(
+        &mut stack,
+        ms(5),
+        c.ack_seg().ack(c.our_nxt + 1u32).flags_fin(),
+    );
+    let (ack, _) = c.peer.recv_one(&mut stack, ms(5));
+    assert_eq!((ack.flags, ack.ack), (ACK, c.peer_nxt + 1u32));
+    run_until(&mut stack, ms(10) + TIME_WAIT);
+    assert_eq!(stack.teardown_flows(), 0);
+}

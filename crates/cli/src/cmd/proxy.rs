@@ -95,6 +95,18 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
     println!("splice_relay_full={}", c.splice_relay_full);
     println!("splice_large_frames={}", c.splice_large_frames);
     println!("splice_large_segmented={}", c.splice_large_segmented);
-    println!("tso_max_payload={}", engine.stack.config().tso_max_payload);
+    for (k, v) in [
+        ("teardown_offloaded", c.teardown_offloaded),
+        ("teardown_refused_state", c.teardown_refused_state),
+        ("teardown_refused_full", c.teardown_refused_full),
+        ("time_wait_reopened", c.time_wait_reopened),
+        ("time_wait_syn_refused", c.time_wait_syn_refused),
+        ("conn_table_full", c.conn_table_full),
+        ("syn_cookies_sent", c.syn_cookies_sent),
+        ("rst_sent", c.rst_sent),
+        ("connections", engine.stack.connection_count() as u64),
+    ] {
+        println!("{k}={v}");
+    }
     Ok(())
 }

@@ -52,18 +52,31 @@ impl Stack {
         if !c.teardown_offload || self.cfg.teardown_flows == 0 {
             return false;
         }
+        // Whatever the close has reached (a shutdown may have come first) moves over: the
+        // stage takes each closing state as it is.
         let phase = match c.state {
-            TcpState::Established => Phase::FinWait1,
-            TcpState::CloseWait => Phase::LastAck,
+            TcpState::Established | TcpState::FinWait1 => Phase::FinWait1,
+            TcpState::CloseWait | TcpState::LastAck => Phase::LastAck,
+            TcpState::Closing => Phase::Closing,
+            TcpState::FinWait2 => Phase::FinWait2,
+            TcpState::TimeWait => Phase::TimeWait,
             _ => {
                 self.counters.teardown_refused_state += 1;
                 return false;
             }
         };
         let ps = &self.dp.proto[s];
-        let tail_len = ps.tx_end.diff(ps.snd_una).max(0) as u32;
+        // Our FIN goes at the end of the data, whether queued yet or not.
+        let fin_seq = ps.tx_end;
+        let fin_acked = ps.snd_una.seq_gt(fin_seq);
+        let tail_len = if fin_acked {
+            0
+        } else {
+            fin_seq.diff(ps.snd_una).max(0) as u32
+        };
         let window = ps.snd_wnd.min(ps.cwnd.max(u32::from(ps.mss)));
-        if c.error.is_some() || !self.dp.pre[s].active || tail_len > window {
+        let in_datapath = self.dp.pre[s].active || phase == Phase::TimeWait;
+        if c.error.is_some() || !in_datapath || tail_len > window {
             self.counters.teardown_refused_state += 1;
             return false;
         }
@@ -86,6 +99,7 @@ impl Stack {
             phase,
             snd_una: ps.snd_una,
             snd_nxt: ps.snd_nxt,
+            fin_seq,
             rcv_nxt: ps.rcv_nxt,
             ts_recent: ps.has(flags::TIMESTAMPS).then_some(ps.ts_recent),
             window: ps.window_field(ps.rx_avail),

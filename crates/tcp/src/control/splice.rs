@@ -26,7 +26,8 @@ pub enum SpliceError {
     InvalidHandle,
     /// Both handles name the same connection.
     SameConnection,
-    /// A connection is not established (handshake, closing, or failed).
+    /// A connection is not established, or not half-closed by its peer only (handshake,
+    /// closing, or failed).
     NotEstablished,
     /// A connection is already being spliced.
     AlreadySpliced,
@@ -95,8 +96,10 @@ impl Stack {
             if c.splicing {
                 return Err(SpliceError::AlreadySpliced);
             }
+            // Open, or half-closed by its peer (a request followed by its FIN): the rest is
+            // relayed, the FIN too.
             if c.error.is_some()
-                || c.state != TcpState::Established
+                || !matches!(c.state, TcpState::Established | TcpState::CloseWait)
                 || self.dp.proto[s as usize].has(flags::FIN_QUEUED)
             {
                 return Err(SpliceError::NotEstablished);
@@ -164,6 +167,30 @@ impl Stack {
     }
 
     fn progress_one(&mut self, mut p: Pending) -> Progress {
+        // Both peers closed while the core relayed (a short exchange, Connection: close):
+        // one connection finished its close cleanly, so both directions ended; there is
+        // nothing left to splice. Each connection closes the core's way from here.
+        let closed_cleanly = p.conns.iter().any(|&id| {
+            self.slot_of(id).is_ok_and(|slot| {
+                let c = &self.conns[slot as usize];
+                c.state == TcpState::Closed && c.error.is_none()
+            })
+        });
+        if closed_cleanly && p.fin_relayed == [true, true] {
+            for id in p.conns {
+                if let Ok(slot) = self.slot_of(id) {
+                    self.conns[slot as usize].splicing = false;
+                    let _ = self.close(id);
+                }
+            }
+            self.counters.splices_closed += 1;
+            self.splice_events.push_back(SpliceEvent::Ended(
+                SpliceId(p.id),
+                SpliceEnd::Closed,
+                SpliceStats::default(),
+            ));
+            return Progress::Done;
+        }
         let alive = |s: &Stack, id: ConnId| {
             s.slot_of(id).ok().filter(|&slot| {
                 let c = &s.conns[slot as usize];

@@ -141,13 +141,16 @@ pub(crate) struct Handoff<'a> {
     pub tuple: FourTuple,
     /// Its next hop.
     pub peer_mac: EthernetAddress,
-    /// FIN-WAIT-1 (we close first) or LAST-ACK (the peer did).
+    /// Where the close is: FIN-WAIT-1 or LAST-ACK for a connection closed while open (we
+    /// close first, or the peer did); any later phase after a shutdown.
     pub phase: Phase,
     /// Oldest unacknowledged sequence number; `tail` starts here.
     pub snd_una: SeqNumber,
     /// The next sequence number to send: the stage sends from here on (what lies before
     /// it went out already, and is sent again only on the stage's RTO).
     pub snd_nxt: SeqNumber,
+    /// Our FIN's sequence number (the end of the data).
+    pub fin_seq: SeqNumber,
     /// Next sequence number expected from the peer.
     pub rcv_nxt: SeqNumber,
     /// TS.Recent, if timestamps are on.
@@ -160,7 +163,8 @@ pub(crate) struct Handoff<'a> {
     pub mss: u16,
     /// The current retransmission timeout.
     pub rto: Duration,
-    /// Every byte from `snd_una` on that the peer has not acknowledged, sent or not.
+    /// Every byte from `snd_una` to the FIN that the peer has not acknowledged, sent or
+    /// not (empty once the FIN is acknowledged).
     pub tail: &'a [u8],
 }
 
@@ -352,7 +356,7 @@ impl TeardownStage {
             remote_port: h.tuple.remote_port,
             local_port: h.tuple.local_port,
             snd_una: h.snd_una,
-            fin_seq: h.snd_una + h.tail.len(),
+            fin_seq: h.fin_seq,
             rcv_nxt: h.rcv_nxt,
             ts_recent: h.ts_recent.unwrap_or(0),
             window: h.window,
@@ -374,8 +378,23 @@ impl TeardownStage {
                 },
             );
         }
-        self.ready.push_back((id, h.snd_nxt));
-        self.arm_rto(id, now);
+        match h.phase {
+            Phase::FinWait1 | Phase::Closing | Phase::LastAck => {
+                if h.snd_nxt.seq_le(h.fin_seq) {
+                    // Data or the FIN not sent yet.
+                    self.ready.push_back((id, h.snd_nxt));
+                }
+                self.arm_rto(id, now);
+            }
+            Phase::FinWait2 => {
+                let at = now + self.limits.fin_wait2;
+                self.wheel.schedule(id, at.as_nanos());
+            }
+            Phase::TimeWait => {
+                let at = now + self.limits.time_wait;
+                self.wheel.schedule(id, at.as_nanos());
+            }
+        }
         Ok(id)
     }
 
