@@ -18,8 +18,9 @@ pub(crate) struct FourTuple {
 }
 
 impl FourTuple {
+    /// The tuple as one hash key (the offload stages' lookups use it too).
     #[inline]
-    fn key(&self) -> u64 {
+    pub(crate) fn key(&self) -> u64 {
         (u32::from(self.remote_ip) as u64) << 32
             | (self.remote_port as u64) << 16
             | self.local_port as u64

@@ -11,13 +11,9 @@ use super::state::TcpState;
 use crate::datapath::state::flags;
 use crate::handle::ConnId;
 use crate::host::Stack;
-use crate::offload::splice::{Relay, RelayChecksum, Side};
-pub use crate::offload::splice::{SpliceEnd, SpliceStats};
+use crate::offload::splice::{Pending, Relay, RelayChecksum, Side};
+pub use crate::offload::splice::{SpliceEnd, SpliceEvent, SpliceId, SpliceStats};
 use crate::table::FourTuple;
-
-/// A splice's handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SpliceId(pub(crate) u64);
 
 /// Why [`Stack::splice`] refused (nothing changed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,28 +50,6 @@ impl fmt::Display for SpliceError {
 }
 
 impl std::error::Error for SpliceError {}
-
-/// What happened to a splice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpliceEvent {
-    /// Both connections were drained and handed to the splice stage: frames now go from
-    /// peer to peer, and the connections' slots are free.
-    Installed(SpliceId),
-    /// A connection failed (reset, timeout) before the handover; the other was reset.
-    Failed(SpliceId),
-    /// The splice ended, with its traffic.
-    Ended(SpliceId, SpliceEnd, SpliceStats),
-}
-
-/// A splice waiting for its connections to drain.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Pending {
-    id: u64,
-    conns: [ConnId; 2],
-    /// Our FIN was queued on the connection at this index because its partner's peer
-    /// closed.
-    fin_relayed: [bool; 2],
-}
 
 impl Stack {
     /// Joins two established connections (acceltcp.txt 4.3): the application gives both

@@ -23,6 +23,7 @@ use sluice_wire::tcp::{SeqNumber, TcpFlags};
 use sluice_wire::EthernetAddress;
 
 use super::bitmap_wheel::BitmapWheel;
+use crate::handle::ConnId;
 use crate::table::FourTuple;
 use crate::time::Instant;
 
@@ -73,6 +74,34 @@ struct Rule {
     fin_end: Option<SeqNumber>,
     /// Payload bytes relayed.
     bytes: u64,
+}
+
+/// A splice's handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpliceId(pub(crate) u64);
+
+/// What happened to a splice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpliceEvent {
+    /// Both connections were drained and handed to the splice stage: frames now go from
+    /// peer to peer, and the connections' slots are free.
+    Installed(SpliceId),
+    /// A connection failed (reset, timeout) before the handover; the other was reset.
+    Failed(SpliceId),
+    /// The splice ended, with its traffic.
+    Ended(SpliceId, SpliceEnd, SpliceStats),
+}
+
+/// A splice waiting for its connections to drain.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pending {
+    /// The splice's id.
+    pub id: u64,
+    /// The two connections, in the order `splice` was given them.
+    pub conns: [ConnId; 2],
+    /// Our FIN was queued on the connection at this index because its partner's peer
+    /// closed.
+    pub fin_relayed: [bool; 2],
 }
 
 /// How a splice ended.
@@ -140,10 +169,6 @@ pub(crate) struct SpliceStage {
     expired: Vec<u32>,
     limit: usize,
     time_wait: Duration,
-}
-
-fn key(t: &FourTuple) -> u64 {
-    (u32::from(t.remote_ip) as u64) << 32 | (t.remote_port as u64) << 16 | t.local_port as u64
 }
 
 fn delta(to: SeqNumber, from: SeqNumber) -> u32 {
@@ -239,13 +264,13 @@ impl SpliceStage {
     /// Whether a tuple belongs to a splice.
     #[inline]
     pub(crate) fn holds(&self, tuple: &FourTuple) -> bool {
-        !self.index.is_empty() && self.index.contains_key(&key(tuple))
+        !self.index.is_empty() && self.index.contains_key(&tuple.key())
     }
 
     /// Installs the two rules joining `a` and `b` as splice `id`. False if full or a tuple
     /// is already spliced.
     pub(crate) fn install(&mut self, now: Instant, id: u64, a: &Side, b: &Side) -> bool {
-        let keys = [key(&a.tuple), key(&b.tuple)];
+        let keys = [a.tuple.key(), b.tuple.key()];
         if !self.has_room() || keys[0] == keys[1] || keys.iter().any(|k| self.index.contains_key(k))
         {
             return false;
@@ -304,7 +329,7 @@ impl SpliceStage {
         src: EthernetAddress,
         csum: RelayChecksum,
     ) -> Option<Relay> {
-        let &(i, dir) = self.index.get(&key(tuple))?;
+        let &(i, dir) = self.index.get(&tuple.key())?;
         let Some(l) = layout(frame) else {
             return Some(Relay::DropMalformed);
         };

@@ -262,10 +262,6 @@ pub(crate) struct TeardownStage {
     limits: Limits,
 }
 
-fn key(t: &FourTuple) -> u64 {
-    (u32::from(t.remote_ip) as u64) << 32 | (t.remote_port as u64) << 16 | t.local_port as u64
-}
-
 impl TeardownStage {
     /// An empty stage; `seed` keys its hash, the wheel has `wheel_slots` ticks of `tick`.
     pub(crate) fn new(limits: Limits, wheel_slots: usize, tick: Duration, seed: u64) -> Self {
@@ -304,7 +300,7 @@ impl TeardownStage {
         if self.index.is_empty() {
             return None;
         }
-        self.index.get(&key(tuple)).copied()
+        self.index.get(&tuple.key()).copied()
     }
 
     /// A flow's record.
@@ -331,7 +327,7 @@ impl TeardownStage {
     /// Takes a connection over: its record, its tail, its first transmission and its RTO.
     pub(crate) fn admit(&mut self, now: Instant, h: Handoff<'_>) -> Result<u32, Refusal> {
         self.check_room(h.tail.len())?;
-        let k = key(&h.tuple);
+        let k = h.tuple.key();
         if self.index.contains_key(&k) {
             return Err(Refusal::Duplicate);
         }
@@ -406,7 +402,7 @@ impl TeardownStage {
         }
         self.live[f] = false;
         let rec = self.flows[f];
-        self.index.remove(&key(&rec.tuple()));
+        self.index.remove(&rec.tuple().key());
         if let Some(t) = self.tails.remove(&flow) {
             self.tail_bytes -= t.bytes.len();
         }
@@ -713,7 +709,7 @@ impl TeardownStage {
         }
         for (&k, &id) in &self.index {
             let f = &self.flows[id as usize];
-            if !self.live[id as usize] || key(&f.tuple()) != k {
+            if !self.live[id as usize] || f.tuple().key() != k {
                 return Err("teardown: a lookup entry names another flow");
             }
             if !self.wheel.is_scheduled(id) {
