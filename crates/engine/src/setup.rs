@@ -174,14 +174,40 @@ impl EngineOptions {
     }
 }
 
+/// A seed fixed for this boot (from the kernel's boot id, else the time) and the time
+/// since boot (from /proc/uptime, else zero).
+fn boot_identity() -> (u64, Duration) {
+    use std::hash::{Hash, Hasher};
+    let seed = match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(id) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            id.trim().hash(&mut h);
+            h.finish()
+        }
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x5eed, |d| d.as_nanos() as u64),
+    };
+    let since_boot = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(Duration::ZERO, Duration::from_secs_f64);
+    (seed, since_boot)
+}
+
 /// The core's configuration for a real network: data-center timers, roomy buffers, and
 /// checksums verified (devices complete partial ones first).
 pub fn core_config(mac: EthernetAddress, ip: Ipv4Addr, mtu: u16) -> Config {
     let mut c = Config::new(mac, ip);
     c.mtu = mtu;
-    c.seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0x5eed, |d| d.as_nanos() as u64);
+    // As the kernel's: secrets fixed for the boot, and ISN and timestamp clocks that count
+    // from it, so that an engine started again continues above what the last one sent (a
+    // peer still in TIME-WAIT with its connection takes the new SYN, RFC 6191), while the
+    // next boot's are new.
+    let (seed, since_boot) = boot_identity();
+    c.seed = seed;
+    c.clock_epoch = since_boot;
     c.rto_min = Duration::from_millis(5);
     // Room for the connections of a busy host; the tables are reserved, and filled only
     // as far as connections are open at once.

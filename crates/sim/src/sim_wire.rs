@@ -509,6 +509,8 @@ impl SimWire {
         let mac = EthernetAddress([0x02, 0x53, 0x4c, 0x01, (n >> 8) as u8, n as u8]);
         let mut config = core_config(mac, ip, 1500);
         config.seed = self.seed ^ (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Virtual time from zero: a seeded run is the same every time.
+        config.clock_epoch = Duration::ZERO;
         let stack = Stack::new(config).map_err(SimWireError::Core)?;
         let node = self.sim.add_host(WireHost::Peer(Box::new(stack)));
         // Peers reach the switch over ideal links: the engine's link is the one under test.
@@ -539,6 +541,7 @@ impl SimWire {
         }
         let mut config = core_config(self.mac, ip, 1500);
         config.seed = self.seed ^ 0x5eed_e4e1_0000_0000;
+        config.clock_epoch = Duration::ZERO;
         self.transport.apply(&mut config);
         offload_config(&mut config, &self);
         let stack = Stack::new(config).map_err(SimWireError::Core)?;

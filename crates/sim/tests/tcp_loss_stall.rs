@@ -26,6 +26,8 @@ fn engine_receiver() -> Config {
     let c = config(2);
     let mut e = sluice_engine::setup::core_config(c.mac, c.ip, 1500);
     e.seed = c.seed;
+    // Virtual time from zero: a run is the same every time.
+    e.clock_epoch = std::time::Duration::ZERO;
     e
 }
 
@@ -35,6 +37,8 @@ fn linux_like_sender() -> Config {
     let c = config(1);
     let mut e = sluice_engine::setup::core_config(c.mac, c.ip, 1500);
     e.seed = c.seed;
+    // Virtual time from zero: a run is the same every time.
+    e.clock_epoch = std::time::Duration::ZERO;
     e.congestion_control = Algorithm::Cubic;
     e.ecn = false;
     e.rto_min = Duration::from_millis(200);

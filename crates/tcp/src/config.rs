@@ -150,6 +150,12 @@ pub struct Config {
     pub teardown_wheel_slots: usize,
     /// Length of one tick of that wheel: the precision of the stage's timeouts.
     pub teardown_tick: Duration,
+    /// Added to the core's clock for initial sequence numbers and timestamps only: a
+    /// wall-clock reading when the engine starts, so that a restarted engine's ISNs and
+    /// TSvals continue above the last run's (RFC 6528's M, RFC 7323 5.4) and a peer still
+    /// in TIME-WAIT with an old incarnation takes the new SYN (RFC 6191). Zero in tests and
+    /// the simulator.
+    pub clock_epoch: Duration,
     /// Most connection pairs spliced at once (acceltcp.txt 4.3; pending ones included); 0
     /// turns splicing off.
     pub splice_max: usize,
@@ -216,6 +222,7 @@ impl Config {
             // flow is 32 bytes.
             teardown_wheel_slots: 256,
             teardown_tick: Duration::from_millis(1),
+            clock_epoch: Duration::ZERO,
             splice_max: 65536,
             splice_relay_frames: 8192,
         }

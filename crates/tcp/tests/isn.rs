@@ -87,3 +87,24 @@ fn rfc9293_shld_1_isn_depends_on_the_secret_seed() {
     assert_eq!(isn_with_seed(1), a, "deterministic for a seed");
     assert_ne!(isn_with_seed(2), a, "unpredictable without the secret");
 }
+
+#[test]
+fn rfc6528_a_restarted_stack_continues_its_isn_and_timestamp_clocks_from_its_epoch() {
+    // The same host (same secrets) started again 10 s later, as the engine does with
+    // Config::clock_epoch = time since boot: its SYN for the same tuple carries an ISN
+    // 10 s of 4 us ticks higher and a TSval 10,000 ms higher, so a peer still in TIME-WAIT
+    // with the old incarnation takes it (RFC 6191).
+    let syn = |epoch_s: u64| {
+        let mut cfg = config();
+        cfg.ephemeral_ports = (40000, 40000);
+        cfg.clock_epoch = std::time::Duration::from_secs(epoch_s);
+        let mut s = stack_with(cfg);
+        s.connect(ms(0), PEER_IP, 80).unwrap();
+        let (h, _) = Peer::new(80, 40000).recv_one(&mut s, ms(0));
+        (h.seq, h.options.timestamp.unwrap().0)
+    };
+    let (isn1, ts1) = syn(100);
+    let (isn2, ts2) = syn(110);
+    assert_eq!(isn2.0.wrapping_sub(isn1.0), 10_000_000 / 4);
+    assert_eq!(ts2.wrapping_sub(ts1), 10_000);
+}

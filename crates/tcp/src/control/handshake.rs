@@ -175,7 +175,8 @@ impl Stack {
             remote_port: tuple.remote_port,
             active: false,
         };
-        self.dp.proto[s].ts_offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple);
+        self.dp.proto[s].ts_offset =
+            isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple, self.cfg.clock_epoch);
     }
 
     pub(crate) fn start_active_open(&mut self, slot: u32) {
@@ -183,7 +184,12 @@ impl Stack {
         let tuple = self.conns[s].tuple;
         let c = &mut self.conns[s];
         c.state = TcpState::SynSent;
-        c.iss = isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now);
+        c.iss = isn::initial_sequence(
+            &self.isn_secret,
+            self.cfg.ip,
+            &tuple,
+            self.now + self.cfg.clock_epoch,
+        );
         self.identify(slot, &tuple, EthernetAddress::default());
         match self.neighbors.lookup(tuple.remote_ip) {
             Some(mac) => {
@@ -308,7 +314,12 @@ impl Stack {
         c.listener = Some(index);
         c.irs = t.seq;
         c.iss = iss.unwrap_or_else(|| {
-            isn::initial_sequence(&self.isn_secret, self.cfg.ip, &tuple, self.now)
+            isn::initial_sequence(
+                &self.isn_secret,
+                self.cfg.ip,
+                &tuple,
+                self.now + self.cfg.clock_epoch,
+            )
         });
         c.negotiated = negotiated;
         self.identify(slot, &tuple, input.src_mac);

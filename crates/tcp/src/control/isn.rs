@@ -6,6 +6,8 @@ use std::net::Ipv4Addr;
 use siphasher::sip::SipHasher13;
 use sluice_wire::tcp::SeqNumber;
 
+use std::time::Duration;
+
 use crate::table::FourTuple;
 use crate::time::Instant;
 
@@ -50,9 +52,17 @@ pub(crate) fn initial_sequence(
 }
 
 /// RFC 7323 5.4: a per-connection offset added to the timestamp clock, so that TSvals leak
-/// no host uptime and differ between connections.
-pub(crate) fn timestamp_offset(secret: &Secret, local_ip: Ipv4Addr, tuple: &FourTuple) -> u32 {
-    secret.hash(local_ip, tuple, 0x7473)
+/// no host uptime and differ between connections; `epoch` (`Config::clock_epoch`) moves
+/// it on with the wall clock across restarts.
+pub(crate) fn timestamp_offset(
+    secret: &Secret,
+    local_ip: Ipv4Addr,
+    tuple: &FourTuple,
+    epoch: Duration,
+) -> u32 {
+    secret
+        .hash(local_ip, tuple, 0x7473)
+        .wrapping_add(epoch.as_millis() as u32)
 }
 
 #[cfg(test)]

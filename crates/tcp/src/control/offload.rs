@@ -124,7 +124,8 @@ impl Stack {
     /// TSval for a segment of `tuple`'s connection (the same per-connection offset the
     /// connection used, RFC 7323 5.4).
     fn teardown_tsval(&self, tuple: &FourTuple) -> u32 {
-        let offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple);
+        let offset =
+            isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple, self.cfg.clock_epoch);
         self.ts_clock().wrapping_add(offset)
     }
 

@@ -275,7 +275,8 @@ impl Stack {
         let ps = &self.dp.proto[s];
         let c = &self.conns[s];
         let ts = ps.has(flags::TIMESTAMPS).then(|| {
-            let offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, &c.tuple);
+            let offset =
+                isn::timestamp_offset(&self.ts_secret, self.cfg.ip, &c.tuple, self.cfg.clock_epoch);
             (ps.ts_recent, self.ts_clock().wrapping_add(offset))
         });
         Side {

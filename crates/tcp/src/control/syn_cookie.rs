@@ -40,7 +40,8 @@ impl Stack {
         };
         if let Some(ts_val) = peer.ts_recent {
             // Options ride in the TSval's low bits; without timestamps they are not kept.
-            let offset = isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple);
+            let offset =
+                isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple, self.cfg.clock_epoch);
             let tsval = cookie::encode_tsval(
                 self.ts_clock().wrapping_add(offset),
                 peer.snd_wscale,
