@@ -10,8 +10,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use sluice_apps::{EchoServer, Proxy, ProxyConfig, ProxyMode};
-use sluice_sim::{Impairment, LinkConfig, NodeId, Sim};
-use sluice_tcp::{ConnId, Error, Stack};
+use sluice_tcp::{ConnId, Error};
 use support::*;
 
 const HEADER: &[u8] = b"POST /upload HTTP/1.1\r\nHost: proxy\r\n\r\n";
@@ -38,17 +37,7 @@ fn run(
     bytes: usize,
     loss: f64,
 ) -> (sluice_apps::ProxyCounters, sluice_tcp::Counters) {
-    let mut sim: Sim<Stack> = Sim::new(seed);
-    let sw = sim.add_switch();
-    let mut add = |n: u8, loss: f64| -> NodeId {
-        let h = sim.add_host(Stack::new(config(n)).unwrap());
-        let link = LinkConfig::new(10_000_000_000, Duration::from_micros(5))
-            .with_queue(4 << 20)
-            .with_impairment(Impairment::default().with_loss(loss));
-        sim.connect(h, sw, link).unwrap();
-        h
-    };
-    let (c, p, s) = (add(1, loss), add(2, 0.0), add(3, loss));
+    let (mut sim, c, p, s) = client_proxy_server(seed, loss);
     let proxy_ip = sim.host(p).unwrap().config().ip;
     let server_ip = sim.host(s).unwrap().config().ip;
     let mut echo = EchoServer::listen(sim.host_mut(s).unwrap(), 7, 64).unwrap();

@@ -8,7 +8,6 @@ mod support;
 
 use std::time::Duration;
 
-use sluice_sim::{Impairment, LinkConfig, NodeId, Sim};
 use sluice_tcp::{ConnId, Error, SpliceEnd, SpliceEvent, Stack};
 use support::*;
 
@@ -88,17 +87,7 @@ struct Outcome {
 
 /// Client, proxy and server on one switch; `loss` on the client's and the server's links.
 fn run(seed: u64, bytes: u64, loss: f64) -> Outcome {
-    let mut sim: Sim<Stack> = Sim::new(seed);
-    let sw = sim.add_switch();
-    let mut add = |n: u8, loss: f64| -> NodeId {
-        let h = sim.add_host(Stack::new(config(n)).unwrap());
-        let link = LinkConfig::new(10_000_000_000, Duration::from_micros(5))
-            .with_queue(4 << 20)
-            .with_impairment(Impairment::default().with_loss(loss));
-        sim.connect(h, sw, link).unwrap();
-        h
-    };
-    let (c, p, s) = (add(1, loss), add(2, 0.0), add(3, loss));
+    let (mut sim, c, p, s) = client_proxy_server(seed, loss);
     let proxy_ip = sim.host(p).unwrap().config().ip;
     let server_ip = sim.host(s).unwrap().config().ip;
     let pl = sim.host_mut(p).unwrap().listen(PROXY_PORT, 8).unwrap();

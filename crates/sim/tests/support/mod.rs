@@ -69,3 +69,20 @@ pub fn bulk(
     });
     (t, r)
 }
+
+/// Client, proxy and server cores (configs 1, 2, 3) on one switch, 10 Gbps and 5 us per
+/// link; `loss` on the client's and the server's links, none on the proxy's.
+pub fn client_proxy_server(seed: u64, loss: f64) -> (Sim<Stack>, NodeId, NodeId, NodeId) {
+    let mut sim: Sim<Stack> = Sim::new(seed);
+    let sw = sim.add_switch();
+    let mut add = |n: u8, loss: f64| -> NodeId {
+        let h = sim.add_host(Stack::new(config(n)).unwrap());
+        let link = LinkConfig::new(10_000_000_000, Duration::from_micros(5))
+            .with_queue(4 << 20)
+            .with_impairment(Impairment::default().with_loss(loss));
+        sim.connect(h, sw, link).unwrap();
+        h
+    };
+    let (c, p, s) = (add(1, loss), add(2, 0.0), add(3, loss));
+    (sim, c, p, s)
+}
