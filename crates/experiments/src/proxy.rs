@@ -26,6 +26,7 @@ use sluice_lab::{CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_KERNEL};
 use crate::error::ExperimentError;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::short_conns::machine_busy_seconds;
 use crate::{lab_workload, Common, LabRun};
 
 /// The backend nginx's port in sluice-b (the apps harness's).
@@ -288,11 +289,6 @@ fn start(
         SocketAddr::V4(SocketAddrV4::new(p.ip(), PROXY_PORT)),
         &dir.join("proxy"),
     )
-}
-
-/// CPU time the whole machine spent busy so far (every core; /proc/stat), seconds.
-fn machine_busy_seconds() -> f64 {
-    crate::short_conns::machine_busy_seconds()
 }
 
 /// `key=value` from a report (0 if absent).

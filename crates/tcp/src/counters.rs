@@ -197,4 +197,6 @@ pub struct Counters {
     /// Of those, the ones cut into MTU-sized segments in software (no device segmentation,
     /// or no large relay slot free); the rest were relayed whole for the device to cut.
     pub splice_large_segmented: u64,
+    /// Splice events dropped, oldest first, because the application did not read them.
+    pub splice_events_dropped: u64,
 }

@@ -246,3 +246,46 @@ fn both_peers_closing_while_the_splice_drains_ends_it_without_resets() {
     assert_eq!(stack.counters().rst_sent, 0);
     stack.check_invariants().unwrap();
 }
+
+#[test]
+fn splice_events_nobody_reads_are_bounded_and_counted() {
+    let mut cfg = config();
+    cfg.splice_max = 1;
+    let mut stack = stack_with(cfg);
+    let l = stack.listen(LISTEN_PORT, 8).unwrap();
+    let mut ids = Vec::new();
+    for port in [40000u16, 40002] {
+        let a = passive_open(
+            &mut stack,
+            l,
+            Peer::new(port, LISTEN_PORT),
+            ms(0),
+            1000,
+            mss_only(1460),
+            65535,
+        );
+        let b = passive_open(
+            &mut stack,
+            l,
+            Peer::new(port + 1, LISTEN_PORT),
+            ms(0),
+            5000,
+            mss_only(1460),
+            65535,
+        );
+        while stack.poll_event().is_some() {}
+        ids.push(stack.splice(a.id, b.id).unwrap());
+        drain(&mut stack, ms(1), None);
+        a.peer
+            .send(&mut stack, ms(2), a.peer.seg(RST).seq(a.peer_nxt));
+        drain(&mut stack, ms(2), None);
+    }
+    // Two events per splice the stage may hold: the first splice's were dropped.
+    assert_eq!(stack.counters().splice_events_dropped, 2);
+    assert_eq!(
+        stack.poll_splice_event(),
+        Some(SpliceEvent::Installed(ids[1]))
+    );
+    assert!(matches!(stack.poll_splice_event(), Some(SpliceEvent::Ended(e, _, _)) if e == ids[1]));
+    assert_eq!(stack.poll_splice_event(), None);
+}

@@ -113,6 +113,17 @@ impl Stack {
         self.splice_events.pop_front()
     }
 
+    /// Queues a splice event for the application. The queue holds two events per splice
+    /// the stage may hold; an application that never reads them loses the oldest (counted),
+    /// never memory.
+    fn report_splice(&mut self, e: SpliceEvent) {
+        if self.splice_events.len() >= 2 * self.cfg.splice_max.max(1) {
+            self.splice_events.pop_front();
+            self.counters.splice_events_dropped += 1;
+        }
+        self.splice_events.push_back(e);
+    }
+
     /// Splices the stage holds (installed, not yet ended).
     pub fn splice_count(&self) -> usize {
         self.splice.len()
@@ -158,7 +169,7 @@ impl Stack {
                 }
             }
             self.counters.splices_closed += 1;
-            self.splice_events.push_back(SpliceEvent::Ended(
+            self.report_splice(SpliceEvent::Ended(
                 SpliceId(p.id),
                 SpliceEnd::Closed,
                 SpliceStats::default(),
@@ -187,8 +198,7 @@ impl Stack {
                 }
             }
             self.counters.splices_failed += 1;
-            self.splice_events
-                .push_back(SpliceEvent::Failed(SpliceId(p.id)));
+            self.report_splice(SpliceEvent::Failed(SpliceId(p.id)));
             return Progress::Done;
         };
         let slots = [sa, sb];
@@ -224,8 +234,7 @@ impl Stack {
             self.free_slot(s);
         }
         self.counters.splices_installed += 1;
-        self.splice_events
-            .push_back(SpliceEvent::Installed(SpliceId(p.id)));
+        self.report_splice(SpliceEvent::Installed(SpliceId(p.id)));
         Progress::Done
     }
 
@@ -385,8 +394,7 @@ impl Stack {
                     self.counters.splice_bytes_relayed += n as u64;
                 }
                 self.counters.splices_reset += 1;
-                self.splice_events
-                    .push_back(SpliceEvent::Ended(SpliceId(id), end, stats));
+                self.report_splice(SpliceEvent::Ended(SpliceId(id), end, stats));
             }
             Some(Relay::Forward(_)) => self.counters.splice_relay_full += 1,
             Some(Relay::DropRstOutOfWindow) => self.counters.splice_rst_out_of_window += 1,
@@ -403,11 +411,7 @@ impl Stack {
         self.splice.on_timeout(self.now, &mut ended);
         for &(id, stats) in &ended {
             self.counters.splices_closed += 1;
-            self.splice_events.push_back(SpliceEvent::Ended(
-                SpliceId(id),
-                SpliceEnd::Closed,
-                stats,
-            ));
+            self.report_splice(SpliceEvent::Ended(SpliceId(id), SpliceEnd::Closed, stats));
         }
         self.splice_ended = ended;
     }
