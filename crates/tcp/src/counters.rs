@@ -192,6 +192,9 @@ pub struct Counters {
     pub splice_rst_out_of_window: u64,
     /// Spliced segments beyond the receiver's window, and SYNs, dropped.
     pub splice_out_of_window: u64,
+    /// SYNs that ended a lingering splice because its peer opened a new connection on the
+    /// tuple (as a TIME-WAIT is reopened, RFC 9293 3.10.7.4); the SYN went to the listener.
+    pub splice_reopened: u64,
     /// Spliced frames larger than the MTU (a sender's GSO across a veth).
     pub splice_large_frames: u64,
     /// Of those, the ones cut into MTU-sized segments in software (no device segmentation,

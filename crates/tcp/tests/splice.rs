@@ -126,6 +126,54 @@ fn an_idle_pair_is_handed_over_at_once_and_each_peers_frames_go_to_the_other() {
 }
 
 #[test]
+fn rfc9293_a_new_syn_on_a_lingering_splices_tuple_reopens_it_for_the_listener() {
+    let mut stack = stack();
+    let (a, b) = pair(&mut stack);
+    let id = stack.splice(a.id, b.id).unwrap();
+    stack.poll_splice_event();
+    drain(&mut stack, ms(1), None);
+    // Both peers close, and each FIN is acknowledged by the other peer: the splice lingers
+    // (min(2 s, TIME-WAIT)) to relay retransmitted FINs.
+    a.peer.send(&mut stack, ms(2), a.ack_seg().flags_fin());
+    b.peer.send(
+        &mut stack,
+        ms(3),
+        b.ack_seg().ack(b.our_nxt + 1u32).flags_fin(),
+    );
+    a.peer.send(
+        &mut stack,
+        ms(4),
+        a.ack_seg().seq(a.peer_nxt + 1u32).ack(a.our_nxt + 1u32),
+    );
+    drain(&mut stack, ms(4), None);
+    assert_eq!(stack.splice_count(), 1, "lingering");
+    // A SYN at or before the old connection's FIN is an old duplicate: dropped.
+    a.peer
+        .send(&mut stack, ms(5), a.peer.seg(SYN).seq(a.peer_nxt));
+    assert!(drain(&mut stack, ms(5), None).is_empty());
+    assert_eq!(stack.counters().splice_reopened, 0);
+    // The first peer reuses its port for a new connection (a Linux client does within the
+    // linger): its ISN is past the old FIN, so the splice is forgotten and the listener
+    // answers, as from a TIME-WAIT (RFC 9293 3.10.7.4).
+    a.peer.send(
+        &mut stack,
+        ms(6),
+        a.peer.seg(SYN).seq(a.peer_nxt + 100_000u32),
+    );
+    let out = drain(&mut stack, ms(6), None);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(out[0].0.flags.contains(SYN) && out[0].0.flags.contains(ACK));
+    assert_eq!(out[0].0.ack, a.peer_nxt + 100_001u32);
+    assert_eq!(stack.counters().splice_reopened, 1);
+    assert_eq!(stack.splice_count(), 0);
+    match stack.poll_splice_event() {
+        Some(SpliceEvent::Ended(e, SpliceEnd::Closed, _)) => assert_eq!(e, id),
+        other => panic!("{other:?}"),
+    }
+    stack.check_invariants().unwrap();
+}
+
+#[test]
 fn buffered_bytes_are_relayed_and_acknowledged_before_the_handover() {
     let mut stack = stack();
     let (a, b) = pair(&mut stack);

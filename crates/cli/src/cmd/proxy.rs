@@ -96,6 +96,8 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
     println!("splice_large_frames={}", c.splice_large_frames);
     println!("splice_large_segmented={}", c.splice_large_segmented);
     for (k, v) in [
+        ("splice_out_of_window", c.splice_out_of_window),
+        ("splice_reopened", c.splice_reopened),
         ("teardown_offloaded", c.teardown_offloaded),
         ("teardown_refused_state", c.teardown_refused_state),
         ("teardown_refused_full", c.teardown_refused_full),

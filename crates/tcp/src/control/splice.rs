@@ -312,6 +312,12 @@ impl Stack {
         if !self.splice.holds(tuple) {
             return false;
         }
+        if let Some((id, stats)) = self.splice.reopen(tuple, frame) {
+            self.counters.splice_reopened += 1;
+            self.counters.splices_closed += 1;
+            self.report_splice(SpliceEvent::Ended(SpliceId(id), SpliceEnd::Closed, stats));
+            return false;
+        }
         let frame_max = usize::from(self.cfg.mtu) + 18;
         let csum = if full_checksum {
             RelayChecksum::Full

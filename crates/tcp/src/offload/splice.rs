@@ -318,6 +318,28 @@ impl SpliceStage {
         ))
     }
 
+    /// A SYN from a lingering splice's peer that opens a new connection on its tuple:
+    /// both FINs were acknowledged and the sequence number is past the old connection's
+    /// FIN, so, as a TIME-WAIT that takes a new SYN (RFC 9293 3.10.7.4, RFC 6191), the
+    /// splice is forgotten and the SYN goes on to the listener. Linux clients reuse a
+    /// port within the linger; dropping their SYN cost them a 1 s retransmission.
+    /// Returns the ended splice's id and traffic.
+    pub(crate) fn reopen(&mut self, tuple: &FourTuple, frame: &[u8]) -> Option<(u64, SpliceStats)> {
+        let l = layout(frame)?;
+        let flags = TcpFlags(frame[l.tcp + 13]);
+        if !flags.contains(TcpFlags::SYN) || flags.contains(TcpFlags::ACK) {
+            return None;
+        }
+        let &(i, dir) = self.index.get(&tuple.key())?;
+        let s = self.splices.get(i as usize)?.as_ref()?;
+        let r = &s.rules[usize::from(dir)];
+        let seq = SeqNumber(get32(frame, l.tcp + 4).wrapping_add(r.seq_delta));
+        if !s.lingering || !r.fin_end.is_some_and(|fin| seq.seq_gt(fin)) {
+            return None;
+        }
+        self.remove(i)
+    }
+
     /// Rewrites `frame` (arriving on `tuple`) into `out` for the other side. `src` is our
     /// MAC; `csum` says how the TCP checksum is made.
     pub(crate) fn relay(
