@@ -88,6 +88,11 @@ pub struct TransportArgs {
     /// all of 512 MiB).
     #[arg(long, value_name = "LOW,PRESSURE,HIGH")]
     tcp_mem: Option<String>,
+    /// Half-open connections per listener before SYNs are answered with SYN cookies; 0
+    /// answers every SYN with a cookie and keeps no state until the handshake completes
+    /// (AccelTCP's setup offload; as Linux's tcp_syncookies=2). Default the engine's.
+    #[arg(long)]
+    syn_backlog: Option<usize>,
 }
 
 /// Parses `--tcp-mem LOW,PRESSURE,HIGH` (sizes as the switch's: `1500`, `64k`, `8m`, `1g`).
@@ -121,6 +126,7 @@ impl TransportArgs {
             },
             ooo_intervals: self.ooo_intervals,
             tcp_mem: self.tcp_mem.as_deref().map(parse_tcp_mem).transpose()?,
+            syn_backlog: self.syn_backlog,
         };
         t.validate().map_err(|e| {
             let flag = match e {
@@ -148,8 +154,11 @@ impl TransportArgs {
             t.tcp_mem.map_or(String::new(), |m| format!(
                 ", tcp_mem {}/{}/{} bytes",
                 m.low, m.pressure, m.high
-            ))
-        )
+            )),
+        ) + &t.syn_backlog.map_or(String::new(), |n| match n {
+            0 => ", SYN cookies always".to_string(),
+            n => format!(", SYN backlog {n}"),
+        })
     }
 }
 

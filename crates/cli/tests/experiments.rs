@@ -278,7 +278,7 @@ fn synflood_quick_serves_legitimate_connections_during_the_flood() {
 
 #[test]
 #[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
-fn short_conns_quick_measures_nginx_on_linux_and_the_engine_with_and_without_teardown_offload() {
+fn short_conns_quick_measures_nginx_on_linux_and_the_engine_adding_setup_and_teardown_offload() {
     let lab = sluice_lab::LabGuard::require();
     let (stdout, out) = experiment(
         "short-conns",
@@ -288,7 +288,12 @@ fn short_conns_quick_measures_nginx_on_linux_and_the_engine_with_and_without_tea
     let servers: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(
         servers,
-        ["linux", "engine", "engine + teardown offload"],
+        [
+            "linux",
+            "engine",
+            "engine + setup offload",
+            "engine + setup + teardown offload"
+        ],
         "{stdout}"
     );
     for row in &rows {
@@ -296,13 +301,26 @@ fn short_conns_quick_measures_nginx_on_linux_and_the_engine_with_and_without_tea
             .parse()
             .unwrap_or_else(|_| panic!("{} measured: {stdout}", row[0]));
         assert!(rate > 0.0, "{stdout}");
-        assert_eq!(row[6], "0", "wrk saw no errors: {stdout}");
+        assert_eq!(row[7], "0", "wrk saw no errors: {stdout}");
     }
-    // Numbers are reported, not asserted; what must hold is that the offload happened
+    // Numbers are reported, not asserted; what must hold is that each offload happened
     // (and only where it was asked for).
-    assert_eq!(rows[1][7], "0 / 0", "{stdout}");
-    let (offloaded, _) = rows[2][7].split_once(" / ").unwrap();
-    assert!(offloaded.parse::<u64>().unwrap() > 100, "{stdout}");
+    let pair = |cell: &str| -> (u64, u64) {
+        let (a, b) = cell.split_once(" / ").unwrap();
+        (a.parse().unwrap(), b.parse().unwrap())
+    };
+    assert_eq!(pair(&rows[1][8]), (0, 0), "no cookies by default: {stdout}");
+    assert_eq!(rows[1][9], "0 / 0", "{stdout}");
+    for row in &rows[2..] {
+        let (sent, accepted) = pair(&row[8]);
+        assert!(
+            sent > 100 && accepted > 100,
+            "every SYN gets a cookie: {stdout}"
+        );
+    }
+    assert_eq!(rows[2][9], "0 / 0", "{stdout}");
+    let (offloaded, _) = pair(&rows[3][9]);
+    assert!(offloaded > 100, "{stdout}");
     assert!(out.join("short-conns.png").exists());
     std::fs::remove_dir_all(out).unwrap();
     lab.teardown().unwrap();

@@ -127,6 +127,10 @@ pub struct Transport {
     /// Thresholds on the bytes all connections buffer, as Linux's tcp_mem (None: the
     /// core's, derived from its ring memory; `Config::memory_limits`).
     pub tcp_mem: Option<MemoryLimits>,
+    /// Half-open connections per listener before SYNs are answered with cookies (None: the
+    /// core's; 0: every SYN gets a cookie and no state until the handshake completes, the
+    /// setup offload of acceltcp.txt 4.1).
+    pub syn_backlog: Option<usize>,
 }
 
 impl Default for Transport {
@@ -138,6 +142,7 @@ impl Default for Transport {
             recovery: c.recovery,
             ooo_intervals: None,
             tcp_mem: None,
+            syn_backlog: None,
         }
     }
 }
@@ -153,6 +158,9 @@ impl Transport {
         }
         if let Some(limits) = self.tcp_mem {
             config.tcp_mem = Some(limits);
+        }
+        if let Some(n) = self.syn_backlog {
+            config.syn_backlog = n;
         }
     }
 
@@ -391,8 +399,10 @@ mod tests {
                 pressure: 2 << 20,
                 high: 3 << 20,
             }),
+            syn_backlog: Some(0),
         };
         t.apply(&mut c);
+        assert_eq!(c.syn_backlog, 0);
         assert_eq!(c.congestion_control, Algorithm::Cubic);
         assert!(!c.ecn);
         assert_eq!(c.recovery, Recovery::GoBackN);

@@ -39,25 +39,53 @@ pub struct ShortConnsArgs {
     pub connections: u32,
 }
 
-/// Where nginx runs.
+/// Where nginx runs. The engine's rows add AccelTCP's offloads one at a time, as the
+/// breakdown of acceltcp.txt Table 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// Linux kernel TCP.
     Linux,
-    /// The engine, closes on the normal path.
+    /// The engine, setup and closes on the normal path.
     Engine,
-    /// The engine, closes offloaded to the teardown stage.
-    EngineTeardown,
+    /// The engine answering every SYN with a cookie (no state until the handshake
+    /// completes: the setup offload, acceltcp.txt 4.1).
+    EngineSetup,
+    /// Setup offload, and closes offloaded to the teardown stage (acceltcp.txt 4.2).
+    EngineSetupTeardown,
 }
 
 impl Variant {
-    const ALL: [Variant; 3] = [Variant::Linux, Variant::Engine, Variant::EngineTeardown];
+    const ALL: [Variant; 4] = [
+        Variant::Linux,
+        Variant::Engine,
+        Variant::EngineSetup,
+        Variant::EngineSetupTeardown,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Variant::Linux => "linux",
             Variant::Engine => "engine",
-            Variant::EngineTeardown => "engine + teardown offload",
+            Variant::EngineSetup => "engine + setup offload",
+            Variant::EngineSetupTeardown => "engine + setup + teardown offload",
+        }
+    }
+
+    /// `sluice engine` flags.
+    fn engine_args(self) -> Vec<String> {
+        match self {
+            Variant::Linux | Variant::Engine => Vec::new(),
+            Variant::EngineSetup | Variant::EngineSetupTeardown => {
+                vec!["--syn-backlog".into(), "0".into()]
+            }
+        }
+    }
+
+    /// `sluice run` flags.
+    fn run_args(self) -> &'static [&'static str] {
+        match self {
+            Variant::EngineSetupTeardown => &["--teardown-offload"],
+            _ => &[],
         }
     }
 }
@@ -75,6 +103,8 @@ pub struct Row {
     pub errors: u64,
     /// The engine's `teardown_offloaded` and `teardown_completed` (None on Linux).
     pub offloaded: Option<(u64, u64)>,
+    /// The engine's `syn_cookies_sent` and `syn_cookies_accepted` (None on Linux).
+    pub cookies: Option<(u64, u64)>,
 }
 
 /// Runs the experiment and returns its report.
@@ -87,11 +117,15 @@ pub fn run(args: &ShortConnsArgs) -> Result<Report, ExperimentError> {
         |_| {
             let exe = std::env::current_exe()
                 .map_err(|e| ExperimentError::Io("find the sluice executable".into(), e))?;
-            let h = Harness::new(exe, "af_packet").map_err(|e| lab_workload(&e))?;
             let mut rows = Vec::new();
             for v in Variant::ALL {
                 eprintln!("sluice experiment short-conns: nginx on {}", v.name());
-                let row = measure(&h, v, seconds, args.connections);
+                let row = Harness::new(&exe, "af_packet")
+                    .map_err(|e| lab_workload(&e))
+                    .and_then(|h| {
+                        let h = h.with_engine_args(&v.engine_args());
+                        measure(&h, v, seconds, args.connections)
+                    });
                 if let Err(e) = &row {
                     eprintln!("sluice experiment short-conns: {} failed: {e}", v.name());
                 }
@@ -105,12 +139,13 @@ pub fn run(args: &ShortConnsArgs) -> Result<Report, ExperimentError> {
 
 /// Starts nginx for `v`, runs wrk against it, stops it and reads the engine's report.
 fn measure(h: &Harness, v: Variant, seconds: u32, conns: u32) -> Result<Row, ExperimentError> {
-    let running = match v {
-        Variant::Linux => h.start(App::Nginx, Side::Linux),
-        Variant::Engine => h.start(App::Nginx, Side::Engine),
-        Variant::EngineTeardown => h.start_with(App::Nginx, Side::Engine, &["--teardown-offload"]),
-    }
-    .map_err(|e| lab_workload(&e))?;
+    let side = match v {
+        Variant::Linux => Side::Linux,
+        _ => Side::Engine,
+    };
+    let running = h
+        .start_with(App::Nginx, side, v.run_args())
+        .map_err(|e| lab_workload(&e))?;
     let addr = running.addr();
     let close = ["Connection: close"];
     // A short warm-up (caches, the engine's rings), not measured.
@@ -123,10 +158,16 @@ fn measure(h: &Harness, v: Variant, seconds: u32, conns: u32) -> Result<Row, Exp
     let log = running
         .stop_with_engine_log()
         .map_err(|e| lab_workload(&e))?;
-    let offloaded = log.map(|log| {
+    let offloaded = log.as_ref().map(|log| {
         (
-            counter(&log, "teardown_offloaded"),
-            counter(&log, "teardown_completed"),
+            counter(log, "teardown_offloaded"),
+            counter(log, "teardown_completed"),
+        )
+    });
+    let cookies = log.as_ref().map(|log| {
+        (
+            counter(log, "syn_cookies_sent"),
+            counter(log, "syn_cookies_accepted"),
         )
     });
     Ok(Row {
@@ -135,6 +176,7 @@ fn measure(h: &Harness, v: Variant, seconds: u32, conns: u32) -> Result<Row, Exp
         cpu_us_per_conn: cpu / w.requests.max(1) as f64 * 1e6,
         errors: w.socket_errors + w.non_2xx_3xx,
         offloaded,
+        cookies,
     })
 }
 
@@ -172,11 +214,13 @@ fn counter(log: &str, name: &str) -> u64 {
 type Measured = (Variant, Result<Row, ExperimentError>);
 
 fn report(args: &ShortConnsArgs, seconds: u32, rows: &[Measured]) -> Report {
-    let linux = rows
-        .iter()
-        .find(|(v, _)| *v == Variant::Linux)
-        .and_then(|(_, r)| r.as_ref().ok())
-        .cloned();
+    let find = |want: Variant| {
+        rows.iter()
+            .find(|(v, _)| *v == want)
+            .and_then(|(_, r)| r.as_ref().ok())
+            .cloned()
+    };
+    let (linux, engine) = (find(Variant::Linux), find(Variant::Engine));
     let mut table = Vec::new();
     for (v, r) in rows {
         match r {
@@ -186,18 +230,25 @@ fn report(args: &ShortConnsArgs, seconds: u32, rows: &[Measured]) -> Report {
                 linux
                     .as_ref()
                     .map_or("-".into(), |l| fmt_ratio(r.conns_per_sec, l.conns_per_sec)),
+                match (v, &engine) {
+                    (Variant::Linux, _) | (_, None) => "-".into(),
+                    (_, Some(e)) => fmt_ratio(r.conns_per_sec, e.conns_per_sec),
+                },
                 fmt_num(r.p99_ms),
                 fmt_num(r.cpu_us_per_conn),
                 linux.as_ref().map_or("-".into(), |l| {
                     fmt_ratio(r.cpu_us_per_conn, l.cpu_us_per_conn)
                 }),
                 r.errors.to_string(),
+                r.cookies.map_or("-".into(), |(s, a)| format!("{s} / {a}")),
                 r.offloaded
                     .map_or("-".into(), |(o, c)| format!("{o} / {c}")),
             ]),
             Err(e) => table.push(vec![
                 v.name().to_string(),
                 format!("failed: {e}"),
+                String::new(),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
@@ -245,18 +296,22 @@ fn report(args: &ShortConnsArgs, seconds: u32, rows: &[Measured]) -> Report {
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             ),
             "  linux: nginx in sluice-k on kernel TCP; engine: nginx in sluice-a through \
-             `sluice run` on `sluice engine --lab` (af_packet); + teardown offload: \
-             `sluice run --teardown-offload`"
+             `sluice run` on `sluice engine --lab` (af_packet); + setup offload: \
+             `sluice engine --syn-backlog 0` (every SYN answered with a cookie, no state \
+             until the handshake completes); + teardown offload: `sluice run \
+             --teardown-offload`"
                 .into(),
         ],
         columns: [
             "server",
             "conns/s",
             "vs linux",
+            "vs engine",
             "p99 ms",
             "CPU us/conn",
             "CPU vs linux",
             "errors",
+            "cookies sent / accepted",
             "offloaded / completed",
         ]
         .map(String::from)
@@ -265,6 +320,9 @@ fn report(args: &ShortConnsArgs, seconds: u32, rows: &[Measured]) -> Report {
         notes: vec![
             "CPU us/conn: busy time of every core (/proc/stat) over the run divided by the \
              connections wrk completed; wrk and the client kernel's share is in every row."
+                .into(),
+            "vs engine: each offload's speed-up over the engine without offloads (the \
+             breakdown of acceltcp.txt Table 3)"
                 .into(),
             format!(
                 "offloaded / completed: the engine core's teardown_offloaded and \

@@ -52,7 +52,19 @@ fn run(
     parallel: usize,
     client_closes_first: bool,
 ) -> Outcome {
-    let (mut sim, a, b, _) = pair(seed, imp);
+    run_with(seed, imp, total, parallel, client_closes_first, config(2))
+}
+
+/// [`run`] with the server's configuration.
+fn run_with(
+    seed: u64,
+    imp: Impairment,
+    total: u32,
+    parallel: usize,
+    client_closes_first: bool,
+    server_config: sluice_tcp::Config,
+) -> Outcome {
+    let (mut sim, a, b, _) = pair_with(seed, imp, config(1), server_config);
     let listener = sim.host_mut(b).unwrap().listen(PORT, 128).unwrap();
     let mut clients: Vec<Client> = Vec::new();
     let mut servers: HashMap<ConnId, Server> = HashMap::new();
@@ -231,4 +243,22 @@ fn acceltcp_4_2_a_clean_link_needs_no_retransmission_from_the_stage() {
     let o = run(9, Impairment::default(), 200, 8, false);
     check(&o, 200);
     assert_eq!(o.server.teardown_retransmits, 0);
+}
+
+#[test]
+fn acceltcp_4_1_and_4_2_setup_and_teardown_offload_together_keep_no_half_open_state() {
+    // Every SYN answered with a cookie (syn_backlog 0): the server holds no state for a
+    // connection until its handshake completes, and none after its close is offloaded.
+    let mut cfg = config(2);
+    cfg.syn_backlog = 0;
+    for seed in [6, 7] {
+        let o = run_with(seed, impaired(), 300, 16, false, cfg.clone());
+        check(&o, 300);
+        assert_eq!(
+            o.server.syn_cookies_accepted, 300,
+            "seed {seed}: every connection came through a cookie: {:?}",
+            o.server
+        );
+        assert!(o.server.syn_cookies_sent >= 300, "{:?}", o.server);
+    }
 }

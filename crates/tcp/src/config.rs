@@ -45,7 +45,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Largest number of listening ports.
     pub max_listeners: usize,
-    /// Half-open connections per listener before SYN cookies are used.
+    /// Half-open connections per listener before SYN cookies are used; 0 answers every
+    /// SYN with a cookie, so no state exists until the handshake completes (acceltcp.txt
+    /// 4.1's setup offload; Linux's tcp_syncookies=2).
     pub syn_backlog: usize,
     /// Upper bound on any listener's accept queue.
     pub max_accept_queue: usize,
@@ -356,8 +358,8 @@ impl Config {
                 "0 (off) or from the MSS to 65455",
             ));
         }
-        if self.syn_backlog == 0 || self.max_accept_queue == 0 {
-            return Err(ConfigError::Range("syn_backlog/max_accept_queue", ">= 1"));
+        if self.max_accept_queue == 0 {
+            return Err(ConfigError::Range("max_accept_queue", ">= 1"));
         }
         Ok(())
     }
