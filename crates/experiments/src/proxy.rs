@@ -1,6 +1,6 @@
 //! `sluice experiment proxy`: AccelTCP's L7 proxy experiment (acceltcp.txt 6.3, Figures
-//! 12-13) against the proxies Linux users run. wrk in sluice-b fetches a small page (900 B)
-//! and a 10 MiB file from nginx, also in sluice-b (10.77.0.2:8080), through a proxy:
+//! 12-13) against the proxies Linux users run. wrk in sluice-b fetches 64 B and 1 MiB
+//! messages and a 10 MiB file from nginx, also in sluice-b (10.77.0.2:8080), through a proxy:
 //!
 //! - `sluice proxy` on the engine in sluice-a (HTTP mode: read the header, connect, forward,
 //!   splice), and the same with `--no-splice` (it copies every byte itself);
@@ -18,7 +18,7 @@ use std::process::Command;
 use clap::Args;
 use sluice_bench::apps::server::ServerProcess;
 use sluice_bench::apps::tools::wrk;
-use sluice_bench::apps::workdir::{BIG_FILE, BIG_FILE_BYTES, SMALL_FILE};
+use sluice_bench::apps::workdir::{BIG_FILE, BIG_FILE_BYTES, MESSAGE_FILES};
 use sluice_bench::apps::{App, Harness};
 use sluice_bench::cpu_seconds;
 use sluice_lab::{CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_KERNEL};
@@ -35,8 +35,6 @@ const BACKEND_PORT: u16 = 8080;
 const PROXY_PORT: u16 = 8090;
 /// wrk's connections.
 const CONNECTIONS: u32 = 16;
-/// The small page's size (the harness's index.html).
-const SMALL_BYTES: usize = 900;
 
 /// `sluice experiment proxy`.
 #[derive(Args, Debug)]
@@ -97,13 +95,12 @@ struct Load {
 
 impl Load {
     fn name(&self) -> String {
+        let size = match self.bytes {
+            b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+            b => format!("{b} B"),
+        };
         format!(
-            "{} {}",
-            if self.bytes >= 1 << 20 {
-                "10 MiB"
-            } else {
-                "900 B"
-            },
+            "{size} {}",
             if self.close {
                 "conn/request"
             } else {
@@ -128,36 +125,22 @@ struct Row {
 pub fn run(args: &ProxyArgs) -> Result<Report, ExperimentError> {
     let timing = args.lab.timing(args.common.quick);
     let seconds = timing.seconds.ceil().max(1.0) as u32;
+    let [(tiny, tiny_bytes), (mid, mid_bytes)] = MESSAGE_FILES;
+    let load = |file, bytes, close| Load { file, bytes, close };
     let loads: Vec<Load> = if args.common.quick {
         vec![
-            Load {
-                file: SMALL_FILE,
-                bytes: SMALL_BYTES,
-                close: false,
-            },
-            Load {
-                file: BIG_FILE,
-                bytes: BIG_FILE_BYTES,
-                close: false,
-            },
+            load(tiny, tiny_bytes, false),
+            load(BIG_FILE, BIG_FILE_BYTES, false),
         ]
     } else {
+        // acceltcp.txt Figures 12-13: small and large messages, persistent and one
+        // connection per request; and a large transfer for throughput.
         vec![
-            Load {
-                file: SMALL_FILE,
-                bytes: SMALL_BYTES,
-                close: false,
-            },
-            Load {
-                file: SMALL_FILE,
-                bytes: SMALL_BYTES,
-                close: true,
-            },
-            Load {
-                file: BIG_FILE,
-                bytes: BIG_FILE_BYTES,
-                close: false,
-            },
+            load(tiny, tiny_bytes, false),
+            load(tiny, tiny_bytes, true),
+            load(mid, mid_bytes, false),
+            load(mid, mid_bytes, true),
+            load(BIG_FILE, BIG_FILE_BYTES, false),
         ]
     };
     let results = args.lab.in_lab(

@@ -215,7 +215,7 @@ mod tests {
         *h.dirty = true;
         assert!(app.dirty);
         assert_eq!(app.slot(s).map(|h| h.slot.state), Some(SlotState::Opened));
-        app.slots.release(s);
+        let _ = app.slots.release(s);
         assert!(app.slot(s).is_none(), "released");
         // Every slot can be handed out with its handle, and then none.
         for _ in 0..max {

@@ -170,11 +170,22 @@ impl Slot {
     }
 }
 
-/// All slots of one application and the free list.
+/// Freed slots whose ring pages stay resident for the next socket. Giving a slot's pages
+/// back (hole punching) costs a TLB shootdown on every core that maps the region, and the
+/// next socket in the slot faults them in again: for a connection that lives one request
+/// (acceltcp.txt 5.2's short connections) that was the engine's largest per-connection
+/// cost. The pages hold only this application's own old bytes, never another's.
+pub(crate) const WARM_SLOTS: usize = 32;
+
+/// All slots of one application and the free lists.
 pub(crate) struct Slots {
     slots: Vec<Slot>,
-    /// Free slot indices; popped from the end, so the lowest index goes first.
+    /// Free slot indices whose pages were given back; popped from the end, so the lowest
+    /// index goes first.
     free: Vec<u32>,
+    /// Free slots whose pages are still resident, oldest first; handed out before `free`,
+    /// newest first. At most [`WARM_SLOTS`].
+    warm: VecDeque<u32>,
 }
 
 impl Slots {
@@ -183,34 +194,57 @@ impl Slots {
         Slots {
             slots: (0..n).map(|_| Slot::free()).collect(),
             free: (0..n).rev().collect(),
+            warm: VecDeque::with_capacity(WARM_SLOTS + 1),
         }
     }
 
     /// How many slots are free.
     pub fn free_count(&self) -> usize {
-        self.free.len()
+        self.free.len() + self.warm.len()
     }
 
     /// Whether every slot is free.
     pub fn all_free(&self) -> bool {
-        self.free.len() == self.slots.len()
+        self.free_count() == self.slots.len()
+    }
+
+    /// Free slots whose ring pages are still resident.
+    pub fn warm_count(&self) -> usize {
+        self.warm.len()
     }
 
     /// Takes a free slot into use in `state` with `flags`; None when all are in use.
     pub fn alloc(&mut self, state: SlotState, flags: u32) -> Option<u32> {
-        let s = self.free.pop()?;
+        let s = self.warm.pop_back().or_else(|| self.free.pop())?;
         self.slots[s as usize].reopen(state, flags);
         Some(s)
     }
 
-    /// Returns a slot to the free list (a slot already free is left alone).
-    pub fn release(&mut self, s: u32) {
-        if let Some(slot) = self.slots.get_mut(s as usize) {
-            if slot.state != SlotState::Free {
-                slot.reopen(SlotState::Free, 0);
-                self.free.push(s);
-            }
+    /// Returns a slot to the free lists (a slot already free is left alone). Returns the
+    /// slot whose ring pages the caller now gives back, if any: the oldest warm one once
+    /// more than [`WARM_SLOTS`] are kept.
+    #[must_use = "the returned slot's pages are to be given back"]
+    pub fn release(&mut self, s: u32) -> Option<u32> {
+        let slot = self.slots.get_mut(s as usize)?;
+        if slot.state == SlotState::Free {
+            return None;
         }
+        slot.reopen(SlotState::Free, 0);
+        self.warm.push_back(s);
+        if self.warm.len() <= WARM_SLOTS {
+            return None;
+        }
+        let cold = self.warm.pop_front()?;
+        self.free.push(cold);
+        Some(cold)
+    }
+
+    /// Every warm slot turns cold; returns them for their pages to be given back (an
+    /// application gone, or memory wanted back).
+    pub fn cool_all(&mut self) -> Vec<u32> {
+        let cold: Vec<u32> = self.warm.drain(..).collect();
+        self.free.extend(&cold);
+        cold
     }
 
     /// Takes slot `s`'s entry off the RX pending list's books, whatever the slot's state;
@@ -263,8 +297,8 @@ mod tests {
         assert_eq!(slots.alloc(SlotState::Opened, 1), Some(1));
         assert_eq!(slots.alloc(SlotState::Opened, 1), Some(2));
         assert_eq!(slots.alloc(SlotState::Opened, 1), None);
-        slots.release(1);
-        slots.release(1);
+        assert_eq!(slots.release(1), None);
+        assert_eq!(slots.release(1), None);
         assert_eq!(slots.free_count(), 1);
         assert!(slots.get(1).is_none());
         assert_eq!(slots.alloc(SlotState::Opened, 1), Some(1));
@@ -279,7 +313,7 @@ mod tests {
         // The service listed it (its RX ring stalled), then the application closed it.
         slots.get_mut(s).unwrap().rx_listed = true;
         slots.get_mut(s).unwrap().tx_listed = true;
-        slots.release(s);
+        let _ = slots.release(s);
         assert_eq!(slots.alloc(SlotState::Opened, 1), Some(s));
         let reused = slots.get(s).unwrap();
         assert!(
@@ -290,8 +324,37 @@ mod tests {
         assert!(!slots.unlist_rx(s) && !slots.unlist_tx(s));
         // An entry for a slot that is free when retried is dropped, and so is its mark.
         slots.get_mut(s).unwrap().rx_listed = true;
-        slots.release(s);
+        let _ = slots.release(s);
         assert!(slots.unlist_rx(s));
         assert!(!slots.unlist_rx(9));
+    }
+
+    #[test]
+    fn freed_slots_stay_warm_up_to_a_bound_and_are_reused_newest_first() {
+        let n = WARM_SLOTS as u32 + 8;
+        let mut slots = Slots::new(n);
+        let all: Vec<u32> = (0..n)
+            .map(|_| slots.alloc(SlotState::Opened, 1).unwrap())
+            .collect();
+        // The first WARM_SLOTS releases keep their pages; each later one gives back the
+        // oldest warm slot's.
+        let mut cooled = Vec::new();
+        for &s in &all {
+            cooled.extend(slots.release(s));
+        }
+        assert_eq!(cooled, (0..8).collect::<Vec<u32>>());
+        assert_eq!(slots.warm_count(), WARM_SLOTS);
+        assert_eq!(slots.free_count(), n as usize);
+        assert!(slots.all_free());
+        // The newest warm slot is reused first; warm ones before cold ones.
+        assert_eq!(slots.alloc(SlotState::Opened, 1), Some(n - 1));
+        assert_eq!(slots.warm_count(), WARM_SLOTS - 1);
+        let cold = slots.cool_all();
+        assert_eq!(cold.len(), WARM_SLOTS - 1);
+        assert_eq!(slots.warm_count(), 0);
+        assert_eq!(slots.free_count(), n as usize - 1);
+        // Then cold slots are handed out.
+        assert!(slots.alloc(SlotState::Opened, 1).is_some());
+        assert_eq!(slots.warm_count(), 0);
     }
 }

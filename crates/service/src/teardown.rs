@@ -22,14 +22,16 @@ pub(crate) enum Release {
     Stop,
 }
 
-/// Returns slot `s` to the application's free list: its block reads "not allocated" and its
-/// ring pages go back to the system.
+/// Returns slot `s` to the application's free list: its block reads "not allocated"; its
+/// ring pages stay resident for the next socket while few slots are warm, else the oldest
+/// warm slot's go back to the system (slots::WARM_SLOTS).
 pub(crate) fn free_slot(app: &mut AttachedApp, s: u32) {
     if let Some(block) = SocketBlock::new(&app.region, s) {
         block.reset(0);
     }
-    app.region.release_rings(s);
-    app.slots.release(s);
+    if let Some(cold) = app.slots.release(s) {
+        app.region.release_rings(cold);
+    }
     app.dirty = true;
 }
 
@@ -159,9 +161,16 @@ pub(crate) fn release_app(
             SlotState::Bound { port } if port != 0 => sh.ports.release(port, owner(s)),
             _ => {}
         }
-        app.slots.release(s);
+        if let Some(cold) = app.slots.release(s) {
+            app.region.release_rings(cold);
+        }
     }
-    if !kept {
+    if kept {
+        // It departed but its closed connections drain: its warm pages serve nobody now.
+        for cold in app.slots.cool_all() {
+            app.region.release_rings(cold);
+        }
+    } else {
         // The application is dropped: its entries would only be skipped (its index may be
         // reused meanwhile, where they would be harmless as well).
         let index = app.index;

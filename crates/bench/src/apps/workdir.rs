@@ -19,6 +19,9 @@ pub const BIG_FILE: &str = "file.bin";
 pub const BIG_FILE_BYTES: usize = 10 * 1024 * 1024;
 /// The small page wrk requests (a request-rate benchmark, not a bandwidth one).
 pub const SMALL_FILE: &str = "index.html";
+/// Message files for request-size sweeps (the proxy experiment's 64 B to 1 MiB), each
+/// seeded random bytes: (name, size).
+pub const MESSAGE_FILES: [(&str, usize); 2] = [("msg-64.bin", 64), ("msg-1m.bin", 1 << 20)];
 /// The seed of the large file's bytes.
 const CONTENT_SEED: u64 = 0x5_11CE;
 
@@ -80,8 +83,8 @@ pub struct Content {
 }
 
 impl Content {
-    /// Writes the document root under `dir`: [`BIG_FILE`] (seeded random bytes) and
-    /// [`SMALL_FILE`].
+    /// Writes the document root under `dir`: [`BIG_FILE`] and [`MESSAGE_FILES`] (seeded
+    /// random bytes) and [`SMALL_FILE`].
     pub fn write(dir: &Path) -> Result<Content, AppsError> {
         let root = dir.join("www");
         std::fs::create_dir_all(&root)
@@ -95,6 +98,9 @@ impl Content {
                 .map_err(|e| AppsError::io(format!("write {}", p.display()), e))
         };
         write(BIG_FILE, &big)?;
+        for (name, size) in MESSAGE_FILES {
+            write(name, &big[..size])?;
+        }
         let page = format!(
             "<!doctype html>\n<title>sluice</title>\n<p>{}</p>\n",
             "Served over the lab. ".repeat(40)
