@@ -113,6 +113,13 @@ const NOT_FOUND: &[u8] =
     b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nno route\n";
 const TOO_LARGE: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 17\r\nConnection: close\r\n\r\nheader too large\n";
 
+/// A route: host, path prefix and its pool as (server host index, port).
+type RouteSpec = (
+    Option<&'static str>,
+    Option<&'static str>,
+    &'static [(usize, u16)],
+);
+
 /// Where a request should land.
 enum Want {
     /// The backend with this tag.
@@ -127,7 +134,7 @@ enum Want {
 fn run(
     seed: u64,
     splice: bool,
-    routes: &[(Option<&str>, Option<&str>, &[(usize, u16)])],
+    routes: &[RouteSpec],
     default: &[(usize, u16)],
     requests: Vec<(Vec<u8>, usize, Want)>,
 ) -> (ProxyCounters, [u64; 4]) {
@@ -291,7 +298,7 @@ fn routed_requests() -> Vec<(Vec<u8>, usize, Want)> {
     ]
 }
 
-const ROUTES: &[(Option<&str>, Option<&str>, &[(usize, u16)])] = &[
+const ROUTES: &[RouteSpec] = &[
     (Some("a.example"), None, &[A7]),
     (None, Some("/b/"), &[B7]),
     (None, Some("/b/deep/"), &[B8]),

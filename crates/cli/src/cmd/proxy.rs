@@ -9,26 +9,15 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
-use serde::Deserialize;
+use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use sluice_apps::{ProxyConfig, ProxyMode};
 use sluice_engine::apps::ProxyApp;
 use sluice_engine::setup;
 
 use crate::attach::Attach;
-use crate::cmd::proxy_file::ProxyFile;
+use crate::cmd::proxy_file::{Mode, ProxyFile};
 use crate::error::CliError;
-
-/// What the proxy reads before connecting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Nothing: splice as soon as the backend connection is up.
-    Tcp,
-    /// The HTTP request header (an X-Forwarded-For line is added).
-    Http,
-}
 
 /// `sluice proxy`.
 #[derive(Args, Debug)]

@@ -17,11 +17,21 @@
 use std::net::SocketAddrV4;
 use std::path::Path;
 
+use clap::ValueEnum;
 use serde::Deserialize;
 use sluice_apps::Route;
 
-use crate::cmd::proxy::Mode;
 use crate::error::CliError;
+
+/// What the proxy reads before connecting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Nothing: splice as soon as the backend connection is up.
+    Tcp,
+    /// The HTTP request header (an X-Forwarded-For line is added).
+    Http,
+}
 
 /// The file's keys (all optional).
 #[derive(Debug, Default, Deserialize)]
