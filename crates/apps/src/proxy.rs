@@ -1,14 +1,18 @@
 //! An L7 proxy on the core's own API (acceltcp.txt 4.3, 6.3): it accepts a client, reads
-//! its request header (HTTP mode) or nothing (TCP mode), picks a backend round-robin,
-//! connects, forwards the header with an `X-Forwarded-For` line added, and then splices
-//! the two connections, so that the core relays the rest without waking it. Without
-//! splicing it relays the bytes itself, both ways, as a user-space proxy does.
+//! its request header (HTTP mode) or nothing (TCP mode), picks a backend (by Host and path
+//! prefix, route.rs, then round-robin in the pool), connects, forwards the header with an
+//! `X-Forwarded-For` line added, and then splices the two connections, so that the core
+//! relays the rest without waking it. Without splicing it relays the bytes itself, both
+//! ways, as a user-space proxy does. A header it cannot route is answered (400, 404, 431)
+//! and the connection closed.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::net::SocketAddrV4;
 
 use sluice_tcp::{ConnId, Error, Event, Instant, ListenerId, SpliceEvent, SpliceId, Stack};
+
+use crate::route::{Decision, Route, RouteError, Router};
 
 /// What the proxy reads before choosing a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,16 +28,38 @@ pub enum ProxyMode {
 pub struct ProxyConfig {
     /// The port it listens on.
     pub port: u16,
-    /// Backends, used round-robin.
+    /// The default pool, used round-robin when no route matches (may be empty if routes
+    /// are given: an unrouted request then gets 404).
     pub backends: Vec<SocketAddrV4>,
+    /// Routing rules by Host and path prefix (HTTP mode only).
+    pub routes: Vec<Route>,
     /// What it reads first.
     pub mode: ProxyMode,
     /// Splice once the header is forwarded (else relay in the application).
     pub splice: bool,
 }
 
-/// Longest request header read (a longer one is refused: the client is reset).
+impl ProxyConfig {
+    /// Checks the pools and rules: the router the proxy will use.
+    pub fn router(&self) -> Result<Router, RouteError> {
+        if self.mode == ProxyMode::Tcp {
+            if !self.routes.is_empty() {
+                return Err(RouteError::RoutesNeedHttp);
+            }
+            if self.backends.is_empty() {
+                return Err(RouteError::NoBackends);
+            }
+        }
+        Router::new(self.routes.clone(), self.backends.clone())
+    }
+}
+
+/// Longest request header read (a longer one is answered 431 and the connection closed).
 pub const MAX_HEADER: usize = 16 * 1024;
+
+/// Bytes of a refused client's request read and discarded after the answer, before the
+/// connection is reset instead of closed.
+const MAX_DISCARD: usize = 64 * 1024;
 
 /// What the proxy did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,8 +74,19 @@ pub struct ProxyCounters {
     pub relayed_bytes: u64,
     /// Client sessions finished (closed both ways, or the splice ended).
     pub completed: u64,
-    /// Clients reset: a backend that refused or failed, a header too long.
+    /// Clients reset: a backend that refused or failed, a client gone before its header.
     pub failed: u64,
+    /// Requests sent to a route's pool.
+    pub routed: u64,
+    /// Requests (and TCP-mode clients) sent to the default pool.
+    pub routed_default: u64,
+    /// Requests no route matched, with no default pool: answered 404.
+    pub unrouted: u64,
+    /// Headers refused as malformed (RFC 9112: bad request line or header line, a missing
+    /// or repeated Host, too many lines): answered 400.
+    pub bad_request: u64,
+    /// Headers longer than [`MAX_HEADER`]: answered 431.
+    pub header_too_long: u64,
 }
 
 #[derive(Debug)]
@@ -68,11 +105,15 @@ enum Phase {
     },
     /// Handed to the core.
     Spliced,
+    /// Answered with an error and shut down: the client's bytes so far discarded.
+    Refusing(usize),
 }
 
 #[derive(Debug)]
 struct Session {
     client: ConnId,
+    /// The backend chosen for it.
+    upstream: Option<SocketAddrV4>,
     backend: Option<ConnId>,
     phase: Phase,
 }
@@ -87,7 +128,7 @@ pub struct Proxy {
     by_conn: HashMap<ConnId, u64, FixedHash>,
     by_splice: HashMap<SpliceId, u64, FixedHash>,
     next_session: u64,
-    next_backend: usize,
+    router: Router,
     buf: Vec<u8>,
     ready: Vec<u64>,
     /// What it did so far.
@@ -95,11 +136,9 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Listens on `cfg.port` (InvalidArgument without a backend).
+    /// Listens on `cfg.port` (InvalidArgument if [`ProxyConfig::router`] refuses it).
     pub fn listen(stack: &mut Stack, cfg: ProxyConfig) -> Result<Proxy, Error> {
-        if cfg.backends.is_empty() {
-            return Err(Error::InvalidArgument);
-        }
+        let router = cfg.router().map_err(|_| Error::InvalidArgument)?;
         Ok(Proxy {
             listener: stack.listen(cfg.port, 1024)?,
             cfg,
@@ -107,7 +146,7 @@ impl Proxy {
             by_conn: HashMap::default(),
             by_splice: HashMap::default(),
             next_session: 0,
-            next_backend: 0,
+            router,
             buf: vec![0; 64 * 1024],
             ready: Vec::new(),
             counters: ProxyCounters::default(),
@@ -131,14 +170,19 @@ impl Proxy {
             self.counters.accepted += 1;
             let id = self.next_session;
             self.next_session += 1;
-            let phase = match self.cfg.mode {
-                ProxyMode::Http => Phase::Header(Vec::new()),
-                ProxyMode::Tcp => Phase::Connecting(Vec::new()),
+            let (phase, upstream) = match self.cfg.mode {
+                ProxyMode::Http => (Phase::Header(Vec::new()), None),
+                ProxyMode::Tcp => {
+                    self.counters.routed_default += 1;
+                    let pool = self.router.backend(Decision::Default);
+                    (Phase::Connecting(Vec::new()), pool)
+                }
             };
             self.sessions.insert(
                 id,
                 Session {
                     client: c,
+                    upstream,
                     backend: None,
                     phase,
                 },
@@ -202,6 +246,7 @@ impl Proxy {
                 s.phase = p;
                 true
             }
+            Phase::Refusing(discarded) => self.refusing(stack, &mut s, discarded),
         };
         if keep {
             self.sessions.insert(id, s);
@@ -238,13 +283,28 @@ impl Proxy {
                     h.extend_from_slice(&self.buf[..n]);
                     if let Some(end) = find(&h, b"\r\n\r\n") {
                         let body = h.split_off(end + 4);
+                        let decision = self.router.decide(&h);
+                        match decision {
+                            Decision::Route(_) => self.counters.routed += 1,
+                            Decision::Default => self.counters.routed_default += 1,
+                            Decision::Unrouted => {
+                                self.counters.unrouted += 1;
+                                return self.refuse(stack, s, NOT_FOUND);
+                            }
+                            Decision::Refused(_) => {
+                                self.counters.bad_request += 1;
+                                return self.refuse(stack, s, BAD_REQUEST);
+                            }
+                        }
+                        s.upstream = self.router.backend(decision);
                         let header = forwarded(&h, stack, s.client);
                         let mut first = header;
                         first.extend_from_slice(&body);
                         return self.connecting(stack, now, s, first);
                     }
                     if h.len() >= MAX_HEADER {
-                        return self.fail(stack, s);
+                        self.counters.header_too_long += 1;
+                        return self.refuse(stack, s, TOO_LARGE);
                     }
                 }
                 Err(Error::WouldBlock) => {
@@ -266,8 +326,9 @@ impl Proxy {
         let b = match s.backend {
             Some(b) => b,
             None => {
-                let addr = self.cfg.backends[self.next_backend % self.cfg.backends.len()];
-                self.next_backend += 1;
+                let Some(addr) = s.upstream else {
+                    return self.fail(stack, s);
+                };
                 match stack.connect(now, *addr.ip(), addr.port()) {
                     Ok(b) => {
                         let _ = stack.set_nagle(b, false);
@@ -331,6 +392,46 @@ impl Proxy {
         )
     }
 
+    /// Answers the client with `response`, shuts its side down and reads what it still
+    /// sends (discarded), so that the close that follows is a FIN, not a reset that could
+    /// overtake the answer.
+    fn refuse(&mut self, stack: &mut Stack, s: &mut Session, response: &[u8]) -> bool {
+        match stack.send(s.client, response) {
+            Ok(n) if n == response.len() => {}
+            _ => return self.fail(stack, s),
+        }
+        let _ = stack.shutdown(s.client);
+        self.refusing(stack, s, 0)
+    }
+
+    /// Discards what a refused client sends until it closes (then closes), or resets it
+    /// past [`MAX_DISCARD`] bytes.
+    fn refusing(&mut self, stack: &mut Stack, s: &mut Session, mut discarded: usize) -> bool {
+        loop {
+            match stack.recv(s.client, &mut self.buf) {
+                Ok(0) => {
+                    let _ = stack.close(s.client);
+                    return false;
+                }
+                Ok(n) => {
+                    discarded += n;
+                    if discarded > MAX_DISCARD {
+                        let _ = stack.abort(s.client);
+                        return false;
+                    }
+                }
+                Err(Error::WouldBlock) => {
+                    s.phase = Phase::Refusing(discarded);
+                    return true;
+                }
+                Err(_) => {
+                    let _ = stack.abort(s.client);
+                    return false;
+                }
+            }
+        }
+    }
+
     /// Relays both ways in the application (the no-splice baseline).
     fn relay(
         &mut self,
@@ -392,6 +493,17 @@ impl Proxy {
         true
     }
 }
+
+/// The answer to a header that does not parse (RFC 9112 3.2: also a missing Host).
+const BAD_REQUEST: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 12\r\n\
+Connection: close\r\n\r\nbad request\n";
+/// The answer to a request no route matches, without a default pool: nothing here serves
+/// it (502 would say an upstream answered badly, RFC 9110 15.6.3; none was asked).
+const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\
+Connection: close\r\n\r\nno route\n";
+/// The answer to a header longer than [`MAX_HEADER`] (RFC 6585 5).
+const TOO_LARGE: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\n\
+Content-Length: 17\r\nConnection: close\r\n\r\nheader too large\n";
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
     h.windows(needle.len()).position(|w| w == needle)

@@ -46,6 +46,7 @@ fn run(
         ProxyConfig {
             port: 8080,
             backends: vec![SocketAddrV4::new(server_ip, 7)],
+            routes: vec![],
             mode,
             splice,
         },

@@ -8,6 +8,9 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+/// The timer structures for the timer bench (benches/timers.rs); not part of the API.
+#[doc(hidden)]
+pub mod bench_support;
 mod buffer;
 pub mod cc;
 pub mod config;

@@ -7,6 +7,8 @@ pub mod engine;
 pub mod flood;
 pub mod lab;
 pub mod proxy;
+/// `sluice proxy --config`'s file.
+pub mod proxy_file;
 pub mod run;
 pub mod sink;
 pub mod soak;

@@ -73,6 +73,16 @@ pub fn bulk(
 /// Client, proxy and server cores (configs 1, 2, 3) on one switch, 10 Gbps and 5 us per
 /// link; `loss` on the client's and the server's links, none on the proxy's.
 pub fn client_proxy_server(seed: u64, loss: f64) -> (Sim<Stack>, NodeId, NodeId, NodeId) {
+    let (sim, c, p, s) = client_proxy_servers(seed, loss, 1);
+    (sim, c, p, s[0])
+}
+
+/// As [`client_proxy_server`] with `servers` servers (configs 3, 4, ...), each with `loss`.
+pub fn client_proxy_servers(
+    seed: u64,
+    loss: f64,
+    servers: u8,
+) -> (Sim<Stack>, NodeId, NodeId, Vec<NodeId>) {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let sw = sim.add_switch();
     let mut add = |n: u8, loss: f64| -> NodeId {
@@ -83,6 +93,7 @@ pub fn client_proxy_server(seed: u64, loss: f64) -> (Sim<Stack>, NodeId, NodeId,
         sim.connect(h, sw, link).unwrap();
         h
     };
-    let (c, p, s) = (add(1, loss), add(2, 0.0), add(3, loss));
+    let (c, p) = (add(1, loss), add(2, 0.0));
+    let s = (0..servers).map(|i| add(3 + i, loss)).collect();
     (sim, c, p, s)
 }
