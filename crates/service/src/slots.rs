@@ -209,6 +209,7 @@ impl Slots {
     }
 
     /// Free slots whose ring pages are still resident.
+    #[cfg(test)]
     pub fn warm_count(&self) -> usize {
         self.warm.len()
     }
