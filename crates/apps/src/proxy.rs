@@ -35,8 +35,13 @@ pub struct ProxyConfig {
     pub routes: Vec<Route>,
     /// What it reads first.
     pub mode: ProxyMode,
-    /// Splice once the header is forwarded (else relay in the application).
+    /// Splice (else relay in the application).
     pub splice: bool,
+    /// With `splice`: bytes the proxy relays itself in a session before it splices (0:
+    /// at once after the header). Splicing costs a handover the core must drain for; a
+    /// session that ends within its first request-response is cheaper relayed, as
+    /// HAProxy's splice-auto splices only once the traffic is large.
+    pub splice_after: u64,
 }
 
 impl ProxyConfig {
@@ -116,6 +121,8 @@ struct Session {
     upstream: Option<SocketAddrV4>,
     backend: Option<ConnId>,
     phase: Phase,
+    /// Bytes the proxy relayed itself for this session.
+    relayed: u64,
 }
 
 type FixedHash = BuildHasherDefault<DefaultHasher>;
@@ -185,6 +192,7 @@ impl Proxy {
                     upstream,
                     backend: None,
                     phase,
+                    relayed: 0,
                 },
             );
             self.by_conn.insert(c, id);
@@ -364,23 +372,8 @@ impl Proxy {
                 Err(_) => return self.fail(stack, s),
             }
         }
-        if self.cfg.splice {
-            match stack.splice(s.client, b) {
-                Ok(sid) => {
-                    s.phase = Phase::Spliced;
-                    if let Some(&id) = self.by_conn.get(&s.client) {
-                        self.by_splice.insert(sid, id);
-                    }
-                    self.by_conn.remove(&s.client);
-                    self.by_conn.remove(&b);
-                    // Installed at once if both were idle: its event is read next poll.
-                    return true;
-                }
-                Err(_) => {
-                    // Refused (full, options that do not match): relay instead.
-                    self.counters.splice_failed += 1;
-                }
-            }
+        if self.cfg.splice && self.cfg.splice_after == 0 && self.splice(stack, s, b) {
+            return true;
         }
         self.relay(
             stack,
@@ -390,6 +383,30 @@ impl Proxy {
             [false; 2],
             [false; 2],
         )
+    }
+
+    /// Hands the session to the core's splice stage; false if the core refused (the
+    /// session relays on).
+    fn splice(&mut self, stack: &mut Stack, s: &mut Session, b: ConnId) -> bool {
+        match stack.splice(s.client, b) {
+            Ok(sid) => {
+                s.phase = Phase::Spliced;
+                if let Some(&id) = self.by_conn.get(&s.client) {
+                    self.by_splice.insert(sid, id);
+                }
+                self.by_conn.remove(&s.client);
+                self.by_conn.remove(&b);
+                // Installed at once if both were idle: its event is read next poll.
+                true
+            }
+            Err(_) => {
+                // Refused (full, options that do not match): relay instead (with
+                // `splice_after`, tried again after as many bytes more).
+                self.counters.splice_failed += 1;
+                s.relayed = 0;
+                false
+            }
+        }
     }
 
     /// Answers the client with `response`, shuts its side down and reads what it still
@@ -467,6 +484,7 @@ impl Proxy {
                     Ok(0) => eof[from] = true,
                     Ok(n) => {
                         self.counters.relayed_bytes += n as u64;
+                        s.relayed += n as u64;
                         pending.extend(&self.buf[..n]);
                     }
                     Err(Error::WouldBlock) => break,
@@ -483,6 +501,14 @@ impl Proxy {
             let _ = stack.close(b);
             self.counters.completed += 1;
             return false;
+        }
+        // Large enough to be worth a handover, and nothing held here or half-closed: the
+        // core takes it from here.
+        let worth =
+            self.cfg.splice && self.cfg.splice_after > 0 && s.relayed >= self.cfg.splice_after;
+        let idle = to_backend.is_empty() && to_client.is_empty() && eof == [false; 2];
+        if worth && idle && self.splice(stack, s, b) {
+            return true;
         }
         s.phase = Phase::Relaying {
             to_backend,

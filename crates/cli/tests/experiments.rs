@@ -334,9 +334,10 @@ fn proxy_quick_measures_sluice_proxy_haproxy_and_nginx_and_the_splice_carries_th
     let rows = csv_rows(&out.join("proxy.csv"));
     let proxies: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
     assert_eq!(
-        &proxies[..4],
+        &proxies[..5],
         [
             "sluice proxy (splice)",
+            "sluice proxy (splice after 64 KiB)",
             "sluice proxy --no-splice",
             "haproxy (splice-auto)",
             "nginx stream"

@@ -3,7 +3,8 @@
 //! messages and a 10 MiB file from nginx, also in sluice-b (10.77.0.2:8080), through a proxy:
 //!
 //! - `sluice proxy` on the engine in sluice-a (HTTP mode: read the header, connect, forward,
-//!   splice), and the same with `--no-splice` (it copies every byte itself);
+//!   splice), with `--splice-after 64k` (a session's first 64 KiB relayed, then spliced),
+//!   and with `--no-splice` (it copies every byte itself);
 //! - HAProxy in sluice-k (mode http, `option splice-auto`: the kernel's splice(2));
 //! - nginx's stream proxy in sluice-k (an L4 relay in user space).
 //!
@@ -52,6 +53,8 @@ pub struct ProxyArgs {
 pub enum Proxy {
     /// `sluice proxy` (splice).
     Splice,
+    /// `sluice proxy --splice-after 64k` (relay a session's first 64 KiB, then splice).
+    SpliceAuto,
     /// `sluice proxy --no-splice`.
     NoSplice,
     /// HAProxy, mode http, splice-auto.
@@ -61,8 +64,9 @@ pub enum Proxy {
 }
 
 impl Proxy {
-    const ALL: [Proxy; 4] = [
+    const ALL: [Proxy; 5] = [
         Proxy::Splice,
+        Proxy::SpliceAuto,
         Proxy::NoSplice,
         Proxy::Haproxy,
         Proxy::NginxStream,
@@ -71,6 +75,7 @@ impl Proxy {
     fn name(self) -> &'static str {
         match self {
             Proxy::Splice => "sluice proxy (splice)",
+            Proxy::SpliceAuto => "sluice proxy (splice after 64 KiB)",
             Proxy::NoSplice => "sluice proxy --no-splice",
             Proxy::Haproxy => "haproxy (splice-auto)",
             Proxy::NginxStream => "nginx stream",
@@ -79,7 +84,7 @@ impl Proxy {
 
     fn ip(self) -> Ipv4Addr {
         match self {
-            Proxy::Splice | Proxy::NoSplice => ENGINE_IP,
+            Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice => ENGINE_IP,
             Proxy::Haproxy | Proxy::NginxStream => KERNEL_IP,
         }
     }
@@ -220,11 +225,14 @@ fn start(
         .map_err(|e| sluice_bench::apps::AppsError::io("create the proxy's directory", e))?;
     let mut cmd;
     match p {
-        Proxy::Splice | Proxy::NoSplice => {
+        Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice => {
             cmd = Command::new(exe);
             cmd.args(["proxy", "--lab", "--listen"])
                 .arg(format!("{ENGINE_IP}:{PROXY_PORT}"))
                 .args(["--upstream", &backend, "--mode", "http", "--linger", "0"]);
+            if p == Proxy::SpliceAuto {
+                cmd.args(["--splice-after", "64k"]);
+            }
             if p == Proxy::NoSplice {
                 cmd.arg("--no-splice");
             }
@@ -329,7 +337,7 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         }
     }
     for (p, r) in results {
-        if let (Proxy::Splice | Proxy::NoSplice, Ok((_, out))) = (p, r) {
+        if let (Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice, Ok((_, out))) = (p, r) {
             notes.push(format!(
                 "{}: accepted={} spliced={} splice_failed={} relayed_bytes={} (copied by the \
                  proxy) splice_frames_relayed={}",

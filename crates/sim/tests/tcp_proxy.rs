@@ -37,6 +37,18 @@ fn run(
     bytes: usize,
     loss: f64,
 ) -> (sluice_apps::ProxyCounters, sluice_tcp::Counters) {
+    run_with(seed, mode, (splice, 0), clients, bytes, loss)
+}
+
+/// [`run`] with `(splice, splice_after)`.
+fn run_with(
+    seed: u64,
+    mode: ProxyMode,
+    (splice, splice_after): (bool, u64),
+    clients: usize,
+    bytes: usize,
+    loss: f64,
+) -> (sluice_apps::ProxyCounters, sluice_tcp::Counters) {
     let (mut sim, c, p, s) = client_proxy_server(seed, loss);
     let proxy_ip = sim.host(p).unwrap().config().ip;
     let server_ip = sim.host(s).unwrap().config().ip;
@@ -49,6 +61,7 @@ fn run(
             routes: vec![],
             mode,
             splice,
+            splice_after,
         },
     )
     .unwrap();
@@ -151,4 +164,25 @@ fn a_tcp_proxy_splices_at_once_and_loss_on_both_sides_is_recovered_end_to_end() 
     let bytes = 512 << 10;
     let (pc, _) = run(3, ProxyMode::Tcp, true, 4, bytes, 0.01);
     assert_eq!((pc.spliced, pc.failed), (4, 0), "{pc:?}");
+}
+
+#[test]
+fn with_splice_after_small_sessions_stay_relayed_and_large_ones_are_spliced_midway() {
+    let after = 64 << 10;
+    // Each session echoes 4 KiB: under the threshold, never spliced.
+    let (pc, core) = run_with(4, ProxyMode::Http, (true, after), 6, 4 << 10, 0.0);
+    assert_eq!((pc.spliced, pc.completed, pc.failed), (0, 6, 0), "{pc:?}");
+    assert_eq!(core.splices_requested, 0);
+    // 1 MiB each way: relayed until the threshold, then handed over with the rest of the
+    // stream in flight; the bytes still arrive exact (checked in run_with).
+    let bytes = 1 << 20;
+    let (pc, core) = run_with(5, ProxyMode::Http, (true, after), 4, bytes, 0.01);
+    assert_eq!((pc.spliced, pc.failed), (4, 0), "{pc:?}");
+    assert_eq!(pc.completed, 4, "{pc:?}");
+    assert!(pc.relayed_bytes >= 4 * after, "{pc:?}");
+    assert!(
+        pc.relayed_bytes < 4 * 2 * bytes as u64 / 2,
+        "most bytes went through the splice: {pc:?}"
+    );
+    assert!(core.splice_frames_relayed > 0);
 }

@@ -170,6 +170,7 @@ fn run(
                 .collect(),
             mode: ProxyMode::Http,
             splice,
+            splice_after: 0,
         },
     )
     .unwrap();

@@ -36,6 +36,11 @@ pub struct ProxyArgs {
     /// Relay the bytes in the proxy instead of splicing (the baseline).
     #[arg(long)]
     no_splice: bool,
+    /// Relay this many bytes of a session in the proxy before splicing it (k, m suffixes;
+    /// e.g. 64k: one-request sessions stay relayed, large ones are spliced, as HAProxy's
+    /// splice-auto) [default: 0, splice at once after the header].
+    #[arg(long, value_name = "BYTES")]
+    splice_after: Option<String>,
     /// A TOML file with listen, mode, splice, upstream and `[[route]]` tables (host,
     /// path_prefix, backends); flags given override its keys.
     #[arg(long, value_name = "FILE.toml")]
@@ -73,6 +78,11 @@ fn settings(args: &ProxyArgs) -> Result<(SocketAddrV4, ProxyConfig), CliError> {
             Mode::Http => ProxyMode::Http,
         },
         splice: !args.no_splice && file.splice.unwrap_or(true),
+        splice_after: match args.splice_after.as_deref() {
+            Some(v) => sluice_switch::parse_size("--splice-after", v)
+                .map_err(|e| CliError::usage(e.to_string()))? as u64,
+            None => file.splice_after.unwrap_or(0),
+        },
     };
     cfg.router()
         .map_err(|e| CliError::usage(format!("{origin}{e}")))?;
@@ -94,16 +104,17 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
         signal_hook::flag::register(signal, stop.clone())
             .map_err(|source| CliError::Signal { signal, source })?;
     }
-    let splice = cfg.splice;
+    let splice = match (cfg.splice, cfg.splice_after) {
+        (false, _) => "no-splice".to_string(),
+        (true, 0) => "splice".to_string(),
+        (true, n) => format!("splice after {n} bytes"),
+    };
     let mut engine = setup::open(&opts)?;
     engine.linger = args.attach.linger()?;
     let mut app = ProxyApp::new(cfg, stop);
     let ip = opts.ip;
     app.on_ready = Some(Box::new(move |port| {
-        println!(
-            "sluice proxy: ready on {ip}:{port} ({})",
-            if splice { "splice" } else { "no-splice" }
-        );
+        println!("sluice proxy: ready on {ip}:{port} ({})", splice);
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }));

@@ -6,6 +6,7 @@
 //! listen = "10.77.0.1:8090"
 //! mode = "http"            # or "tcp" (no routes then)
 //! splice = true            # false: relay in the proxy (--no-splice)
+//! splice_after = 65536     # bytes relayed before splicing (--splice-after; 0: at once)
 //! upstream = ["10.77.0.2:8080"]   # the default pool; optional when routes are given
 //!
 //! [[route]]
@@ -43,6 +44,8 @@ pub struct ProxyFile {
     pub mode: Option<Mode>,
     /// Splice (true) or relay in the proxy (false).
     pub splice: Option<bool>,
+    /// Bytes relayed in the proxy before splicing.
+    pub splice_after: Option<u64>,
     /// The default pool.
     pub upstream: Option<Vec<SocketAddrV4>>,
     /// Routing rules, `[[route]]` tables.
