@@ -325,11 +325,13 @@ impl SpliceStage {
     /// port within the linger; dropping their SYN cost them a 1 s retransmission.
     /// Returns the ended splice's id and traffic.
     pub(crate) fn reopen(&mut self, tuple: &FourTuple, frame: &[u8]) -> Option<(u64, SpliceStats)> {
-        let l = layout(frame)?;
-        let flags = TcpFlags(frame[l.tcp + 13]);
+        // Every spliced frame passes here: look at the flags byte before anything else.
+        let ihl = usize::from(*frame.get(14)? & 0x0f) * 4;
+        let flags = TcpFlags(*frame.get(14 + ihl + 13)?);
         if !flags.contains(TcpFlags::SYN) || flags.contains(TcpFlags::ACK) {
             return None;
         }
+        let l = layout(frame)?;
         let &(i, dir) = self.index.get(&tuple.key())?;
         let s = self.splices.get(i as usize)?.as_ref()?;
         let r = &s.rules[usize::from(dir)];
