@@ -225,7 +225,7 @@ fn check(o: &Outcome, bytes: u64) {
 
 #[test]
 fn acceltcp_4_3_a_spliced_pair_carries_both_streams_byte_exact() {
-    let bytes = 8 << 20;
+    let bytes = 16 << 20;
     let o = run(1, bytes, 0.0);
     check(&o, bytes);
     assert_eq!(
@@ -242,8 +242,9 @@ fn acceltcp_4_3_a_spliced_pair_carries_both_streams_byte_exact() {
 
 #[test]
 fn acceltcp_4_3_loss_on_both_sides_is_recovered_end_to_end_through_the_splice() {
-    let bytes = 8 << 20;
-    for seed in [2, 3] {
+    // Issue 15: 64 MiB both ways with loss on each side.
+    let bytes = 64 << 20;
+    for seed in [2] {
         let o = run(seed, bytes, 0.01);
         check(&o, bytes);
         assert!(
