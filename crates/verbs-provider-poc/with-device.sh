@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs a program with the Sluice verbs device visible to libibverbs 44.0: the prototype of
+# what `sluice run` will set up (issue 16, item 3). No kernel RDMA is needed.
+#   with-device.sh PROVIDER_DIR PROGRAM [ARGS...]
+# PROVIDER_DIR holds libsluice-rdmav34.so. The script
+#  - writes a fake sysfs tree (mkfake-sysfs.sh) and points SYSFS_PATH at it;
+#  - enters a private mount namespace (a user namespace too when not root) whose /dev is a
+#    tmpfs holding bind mounts of the real /dev entries plus /dev/infiniband/sluice_uverbs0
+#    -> /dev/null, because libibverbs stat()s and open()s that path under the fixed
+#    RDMA_CDEV_DIR "/dev/infiniband", which SYSFS_PATH does not move (init.c:87-100,
+#    device.c:330-339); the host's /dev is not changed;
+#  - sets RDMAV_DRIVERS to the provider's path WITHOUT the "-rdmav34.so" suffix, which
+#    libibverbs appends itself (dynamic_driver.c:170-177).
+set -euo pipefail
+dir=$(cd "${1:?usage: with-device.sh PROVIDER_DIR PROGRAM [ARGS...]}" && pwd)
+shift
+[ $# -gt 0 ] || { echo "with-device.sh: no program given" >&2; exit 2; }
+[ -f "$dir/libsluice-rdmav34.so" ] || { echo "with-device.sh: $dir/libsluice-rdmav34.so missing" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+state=$(mktemp -d /tmp/sluice-verbs.XXXXXX)
+trap 'rm -rf "$state"' EXIT
+"$here/mkfake-sysfs.sh" "$state/sys"
+mkdir "$state/old"
+export SYSFS_PATH="$state/sys" RDMAV_DRIVERS="$dir/libsluice"
+ns=(unshare --mount --propagation private)
+[ "$(id -u)" -eq 0 ] || ns=(unshare --user --map-root-user --mount --propagation private)
+# The inner script: keep a handle on the real /dev, cover /dev with a tmpfs, bind every
+# real entry back (symlinks copied), add the verbs node, drop the handle, run the program.
+"${ns[@]}" bash -c '
+set -euo pipefail
+old=$1; shift
+mount --rbind /dev "$old"
+mount -t tmpfs -o mode=755,size=64k sluice-dev /dev
+shopt -s dotglob nullglob
+for e in "$old"/*; do
+  n=${e##*/}
+  if [ -L "$e" ]; then cp -P "$e" "/dev/$n"
+  elif [ -d "$e" ]; then mkdir "/dev/$n"; mount --rbind "$e" "/dev/$n"
+  else : > "/dev/$n"; mount --bind "$e" "/dev/$n"; fi
+done
+mkdir -p /dev/infiniband
+[ -e /dev/infiniband/sluice_uverbs0 ] || ln -s /dev/null /dev/infiniband/sluice_uverbs0
+umount -l "$old"
+exec "$@"' with-device "$state/old" "$@"
