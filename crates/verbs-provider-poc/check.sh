@@ -39,4 +39,20 @@ for want in $'hca_id:\tsluice0' 'fw_ver:[[:space:]]+sluice-poc-0.1' 'node_guid:[
   'GID\[  0\]:[[:space:]]+::ffff:10.0.0.1, RoCE v2'; do
   grep -Eq "$want" <<<"$info" || fail "ibv_devinfo lacks /$want/"
 done
+
+# 3. A verb libibverbs sends to the kernel itself fails cleanly (cmd_fd is /dev/full).
+cc -O2 -Wall -Wextra -Werror -o "$out/comp_channel" "$here/probes/comp_channel.c" -libverbs \
+  || fail "probes/comp_channel.c does not build"
+chan=$("$here/with-device.sh" "$out" "$out/comp_channel" 2>&1) || fail "comp_channel: $chan"
+echo "$chan"
+grep -q 'ibv_create_comp_channel: No space left on device' <<<"$chan" \
+  || fail "ibv_create_comp_channel did not fail with ENOSPC"
+
+# 4. The LD_PRELOAD route: versioned references from ibv_devices reach a preloaded library.
+cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$out/preload.so" "$here/probes/preload.c" \
+  -Wl,--version-script="$here/probes/preload.map" || fail "probes/preload.c does not build"
+pre=$(LD_PRELOAD="$out/preload.so" ibv_devices 2>&1) || fail "ibv_devices under LD_PRELOAD exited $?: $pre"
+echo "\$ LD_PRELOAD=preload.so ibv_devices"; echo "$pre"
+grep -Eq '^[[:space:]]*sluice-preload0[[:space:]]+5c1ce000000000ff$' <<<"$pre" \
+  || fail "the preloaded ibv_get_device_list@IBVERBS_1.1 was not called"
 echo "OK: libibverbs 44.0 lists and opens sluice0 through libsluice-rdmav34.so, no kernel RDMA"

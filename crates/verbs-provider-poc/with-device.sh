@@ -6,9 +6,11 @@
 #  - writes a fake sysfs tree (mkfake-sysfs.sh) and points SYSFS_PATH at it;
 #  - enters a private mount namespace (a user namespace too when not root) whose /dev is a
 #    tmpfs holding bind mounts of the real /dev entries plus /dev/infiniband/sluice_uverbs0
-#    -> /dev/null, because libibverbs stat()s and open()s that path under the fixed
+#    -> /dev/full, because libibverbs stat()s and open()s that path under the fixed
 #    RDMA_CDEV_DIR "/dev/infiniband", which SYSFS_PATH does not move (init.c:87-100,
-#    device.c:330-339); the host's /dev is not changed;
+#    device.c:330-339); the host's /dev is not changed. /dev/full, not /dev/null: the few
+#    verbs libibverbs sends to the kernel itself (ibv_create_comp_channel, verbs.c:498-520)
+#    then fail with ENOSPC, where /dev/null would "succeed" with an unfilled response;
 #  - sets RDMAV_DRIVERS to the provider's path WITHOUT the "-rdmav34.so" suffix, which
 #    libibverbs appends itself (dynamic_driver.c:170-177).
 set -euo pipefail
@@ -39,6 +41,6 @@ for e in "$old"/*; do
   else : > "/dev/$n"; mount --bind "$e" "/dev/$n"; fi
 done
 mkdir -p /dev/infiniband
-[ -e /dev/infiniband/sluice_uverbs0 ] || ln -s /dev/null /dev/infiniband/sluice_uverbs0
+[ -e /dev/infiniband/sluice_uverbs0 ] || ln -s /dev/full /dev/infiniband/sluice_uverbs0
 umount -l "$old"
 exec "$@"' with-device "$state/old" "$@"
