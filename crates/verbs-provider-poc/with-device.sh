@@ -34,12 +34,18 @@ old=$1; shift
 mount --rbind /dev "$old"
 mount -t tmpfs -o mode=755,size=64k sluice-dev /dev
 shopt -s dotglob nullglob
-for e in "$old"/*; do
-  n=${e##*/}
-  if [ -L "$e" ]; then cp -P "$e" "/dev/$n"
-  elif [ -d "$e" ]; then mkdir "/dev/$n"; mount --rbind "$e" "/dev/$n"
-  else : > "/dev/$n"; mount --bind "$e" "/dev/$n"; fi
-done
+bind_entries() { # FROM TO: recreate the entries of FROM in TO, a directory on our tmpfs
+  local e n
+  for e in "$1"/*; do
+    n=${e##*/}
+    if [ -L "$e" ]; then cp -P "$e" "$2/$n"
+    elif [ "$e" = "$old/infiniband" ]; then mkdir "$2/$n"; bind_entries "$e" "$2/$n"
+    elif [ -d "$e" ]; then mkdir "$2/$n"; mount --rbind "$e" "$2/$n"
+    else : > "$2/$n"; mount --bind "$e" "$2/$n"; fi
+  done
+}
+# A real /dev/infiniband (an RDMA host) is rebuilt entry by entry, never written through.
+bind_entries "$old" /dev
 mkdir -p /dev/infiniband
 [ -e /dev/infiniband/sluice_uverbs0 ] || ln -s /dev/full /dev/infiniband/sluice_uverbs0
 umount -l "$old"
