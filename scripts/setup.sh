@@ -41,6 +41,10 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apps+=(haproxy
 [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || apps+=(libnginx-mod-stream)
 command -v iperf3 >/dev/null 2>&1 || apps+=(iperf3)
 command -v curl >/dev/null 2>&1 || apps+=(curl)
+# RDMA verbs (issue 16): unmodified libibverbs programs over Sluice's provider.
+pkg_ok libibverbs-dev || apps+=(libibverbs-dev)
+command -v ibv_devices >/dev/null 2>&1 || apps+=(ibverbs-utils)
+command -v ib_write_bw >/dev/null 2>&1 || apps+=(perftest)
 if [ ${#apps[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   # Debian starts a package's service on install; the harness starts these programs itself,
