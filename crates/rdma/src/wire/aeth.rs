@@ -1,4 +1,4 @@
-//! The ACK Extended Transport Header (IBA 9.3.5), 4 bytes: the responder's syndrome and
+//! The ACK Extended Transport Header (IBA vol. 1, chapter 9), 4 bytes: the responder's syndrome and
 //! message sequence number, in ACKNOWLEDGE and READ response packets.
 //!
 //! ```text
@@ -15,12 +15,12 @@ use super::error::{chunk, chunk_mut, RoceError};
 
 /// Length of the AETH.
 pub const HEADER_LEN: usize = 4;
-/// The credit count that means "no end-to-end flow control" (IBA 9.7.7.2: invalid credits).
+/// The credit count that means "no end-to-end flow control" (IBA: "invalid" credit count).
 pub const CREDITS_INVALID: u8 = 0x1F;
 /// The largest 24-bit message sequence number.
 pub const MAX_MSN: u32 = (1 << 24) - 1;
 
-/// The NAK codes (IBA Table 45) this transport sends and understands.
+/// The NAK codes (IBA's NAK code table) this transport sends and understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NakCode {
     /// PSN sequence error: the requester must retransmit from the expected PSN.
@@ -51,7 +51,7 @@ pub enum Syndrome {
         /// The credit count code, 0-31 ([`CREDITS_INVALID`] for none).
         credits: u8,
     },
-    /// Receiver not ready: retry after the encoded timer (5 bits, IBA Table 46).
+    /// Receiver not ready: retry after the encoded timer (5 bits, IBA's RNR timer table).
     RnrNak {
         /// The RNR NAK timer code, 0-31.
         timer: u8,
@@ -124,7 +124,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn syndromes_encode_as_table_44() {
+    fn syndromes_encode_as_the_spec_says() {
         let cases = [
             (Syndrome::Ack { credits: 0x1F }, 0x1F),
             (Syndrome::RnrNak { timer: 14 }, 0x2E),

@@ -1,4 +1,4 @@
-//! The InfiniBand Base Transport Header (IBA 9.2), 12 bytes, first in every RoCEv2 packet.
+//! The InfiniBand Base Transport Header (IBA vol. 1, chapter 9), 12 bytes, first in every RoCEv2 packet.
 //!
 //! ```text
 //! byte 0      opcode
@@ -76,7 +76,7 @@ impl BthRepr {
             .ok_or(RoceError::UnknownOpcode(h[offset::OPCODE]))?;
         let flags = h[offset::FLAGS];
         let tver = flags & 0x0F;
-        // IBA C9-3: a packet with a TVer the receiver does not support is dropped.
+        // IBA: a packet whose TVer the receiver does not support is dropped.
         if tver != 0 {
             return Err(RoceError::TransportVersion(tver));
         }

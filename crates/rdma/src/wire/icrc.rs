@@ -1,4 +1,4 @@
-//! The invariant CRC (ICRC, IBA 7.8.1 and the RoCEv2 annex A17.3.3): CRC-32 (the IEEE
+//! The invariant CRC (ICRC, IBA vol. 1 and its RoCEv2 annex A17): CRC-32 (the IEEE
 //! polynomial, as Ethernet's FCS) over the fields no router changes, stored little-endian
 //! as the last 4 bytes of the UDP payload.
 //!

@@ -1,4 +1,4 @@
-//! Immediate data (IBA 9.3.4), 4 bytes: a value the requester hands to the responder's
+//! Immediate data (IBA vol. 1, chapter 9), 4 bytes: a value the requester hands to the responder's
 //! completion with SEND or RDMA WRITE "with immediate".
 //!
 //! No-panic contract: [`ImmDt::parse`] takes any bytes; a short header is `Truncated`.

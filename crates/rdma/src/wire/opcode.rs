@@ -1,5 +1,5 @@
 //! The reliable-connected (RC) BTH opcodes and the extension headers each one carries
-//! (IBA Table 38, "OpCode field"; RC is transport 000, opcodes 0x00-0x1F).
+//! (the OpCode table of IBA vol. 1, chapter 9; RC is transport 000, opcodes 0x00-0x1F).
 
 /// An RC opcode this transport implements (IBA numbering; the atomic and invalidate
 /// opcodes, 0x12-0x17, are not supported and parse as an error).
@@ -119,7 +119,7 @@ impl Opcode {
         self as u8
     }
 
-    /// The extension headers that follow the BTH (IBA Table 38).
+    /// The extension headers that follow the BTH (IBA's OpCode table).
     #[inline]
     pub const fn headers(self) -> ExtHeaders {
         use Opcode::*;

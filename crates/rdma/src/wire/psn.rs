@@ -1,7 +1,8 @@
 //! 24-bit packet sequence numbers with the InfiniBand spec's wrap-around comparison: a PSN is
-//! "ahead" of another when it is less than 2^23 after it, modulo 2^24 (IBA 9.7.1).
+//! "ahead" of another when it is less than 2^23 after it, modulo 2^24 (IBA vol. 1, chapter 9, PSN validation).
 
 use core::fmt;
+use core::ops::Add;
 
 /// A packet sequence number: always below 2^24.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -24,13 +25,6 @@ impl Psn {
     #[inline]
     pub const fn value(self) -> u32 {
         self.0
-    }
-
-    /// `self + n` modulo 2^24.
-    #[inline]
-    #[allow(clippy::should_implement_trait)] // named like TCP's SeqNumber helpers, wrapping
-    pub const fn add(self, n: u32) -> Psn {
-        Psn::new(self.0.wrapping_add(n))
     }
 
     /// Signed distance `self - other` in [-2^23, 2^23): positive when `self` is ahead.
@@ -65,6 +59,15 @@ impl Psn {
     }
 }
 
+impl Add<u32> for Psn {
+    type Output = Psn;
+    /// `self + n` modulo 2^24.
+    #[inline]
+    fn add(self, n: u32) -> Psn {
+        Psn::new(self.0.wrapping_add(n))
+    }
+}
+
 impl fmt::Debug for Psn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0, f)
@@ -85,7 +88,7 @@ mod tests {
     #[test]
     fn wraps_at_2_pow_24() {
         let last = Psn::new(Psn::MODULUS - 1);
-        assert_eq!(last.add(1), Psn::new(0));
+        assert_eq!(last + 1, Psn::new(0));
         assert!(last.lt(Psn::new(0)));
         assert!(Psn::new(0).gt(last));
         assert_eq!(Psn::new(0).diff(last), 1);
@@ -98,7 +101,7 @@ mod tests {
         #[test]
         fn add_then_diff_gives_back_the_distance(a in 0u32..Psn::MODULUS, n in 0u32..Psn::HALF) {
             let p = Psn::new(a);
-            let q = p.add(n);
+            let q = p + n;
             prop_assert_eq!(q.diff(p), n as i32);
             prop_assert_eq!(p.diff(q), -(n as i32));
             prop_assert!(q.ge(p) && p.le(q));
@@ -115,7 +118,7 @@ mod tests {
                 prop_assert_eq!(q.diff(p), -d);
                 prop_assert_eq!(p.lt(q), q.gt(p));
             }
-            prop_assert_eq!(q.add(d as u32), p);
+            prop_assert_eq!(q + d as u32, p);
         }
     }
 }

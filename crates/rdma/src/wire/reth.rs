@@ -1,4 +1,4 @@
-//! The RDMA Extended Transport Header (IBA 9.3.3.3), 16 bytes: where an RDMA WRITE or READ
+//! The RDMA Extended Transport Header (IBA vol. 1, chapter 9), 16 bytes: where an RDMA WRITE or READ
 //! goes in the responder's memory.
 //!
 //! ```text
