@@ -12,13 +12,17 @@ command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || [ -x /sbin/eth
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 # Linux peers in the lab's interop tests are small Python socket programs.
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The RoCEv2 wire format is checked against tshark's dissector and scapy's ICRC
+# (crates/rdma/tests/tshark.rs, scapy.rs).
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+pkg_ok() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+pkg_ok python3-scapy || need+=(python3-scapy)
 # The AF_XDP backend (xsk-rs) builds libxdp and libbpf from source: clang compiles libxdp's
 # BPF programs and bindgen loads libclang, llc and m4 are libxdp's build tools; libbpf-dev
 # is what libxdp's configure finds (without it, it demands libpcap); libelf and zlib link in.
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llc >/dev/null 2>&1 || need+=(llvm)
 command -v m4 >/dev/null 2>&1 || need+=(m4)
-pkg_ok() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in libbpf-dev libelf-dev zlib1g-dev; do pkg_ok "$p" || need+=("$p"); done
 # `sluice experiment` draws its PNG plots with plotters, whose text goes through fontconfig
 # and FreeType and needs a font at run time.

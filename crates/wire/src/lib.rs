@@ -1,5 +1,5 @@
 //! Wire formats for Sluice: Ethernet II (with one optional 802.1Q tag), ARP
-//! (Ethernet/IPv4), IPv4, TCP and the Internet checksum.
+//! (Ethernet/IPv4), IPv4, TCP, UDP and the Internet checksum.
 //!
 //! The design follows smoltcp's `wire` module in a compact form: each protocol
 //! has a plain-data *repr* with `parse`/`emit`, and (where useful) a checked
@@ -15,6 +15,7 @@ mod field;
 pub mod gso;
 pub mod ipv4;
 pub mod tcp;
+pub mod udp;
 
 pub use error::WireError;
 pub use ethernet::EthernetAddress;

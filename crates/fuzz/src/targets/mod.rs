@@ -8,5 +8,6 @@
 //! `[[bin]]` entry in `fuzz/Cargo.toml`.
 
 pub mod core;
+pub mod roce;
 pub mod service;
 pub mod wire;

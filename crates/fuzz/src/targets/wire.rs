@@ -2,7 +2,8 @@
 //! TCP header and its option area. For arbitrary bytes, parsing never panics; whatever parses
 //! is emitted, parsed again and must be equal; the checked views and the parsers agree; and
 //! the checksums computed from field values match the bytes written. Also software
-//! segmentation ([`gso`]): the segments give back the original payload and headers.
+//! segmentation ([`gso`]): the segments give back the original payload and headers. The
+//! RoCEv2 format (sluice-rdma) is `wire_roce`, whose property lives in [`super::roce`].
 //!
 //! Emitting is canonical, not byte-exact, where the format allows several spellings: IPv4
 //! options and the reserved flag are dropped, and TCP options are re-laid out in Linux's order
@@ -23,13 +24,14 @@ use sluice_wire::tcp::{
 use sluice_wire::{EthernetAddress, WireError};
 
 /// The wire targets, by the names `cargo fuzz list` gives them.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "wire_ethernet",
     "wire_arp",
     "wire_ipv4",
     "wire_tcp",
     "wire_tcp_options",
     "wire_gso",
+    "wire_roce",
 ];
 
 /// The pseudo-header addresses the TCP properties checksum against.
@@ -46,6 +48,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "wire_tcp" => tcp(data),
         "wire_tcp_options" => tcp_options(data),
         "wire_gso" => gso(data),
+        "wire_roce" => super::roce::roce(data),
         _ => return false,
     }
     true
@@ -823,6 +826,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             .map(|(h, p)| tcp_segment(h, &p))
             .collect(),
         "wire_gso" => gso_inputs(),
+        "wire_roce" => super::roce::seeds(),
         "wire_tcp_options" => {
             let mut out: Vec<Vec<u8>> = tcp_headers()
                 .into_iter()

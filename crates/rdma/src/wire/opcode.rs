@@ -1,0 +1,186 @@
+//! The reliable-connected (RC) BTH opcodes and the extension headers each one carries
+//! (the OpCode table of IBA vol. 1, chapter 9; RC is transport 000, opcodes 0x00-0x1F).
+
+/// An RC opcode this transport implements (IBA numbering; the atomic and invalidate
+/// opcodes, 0x12-0x17, are not supported and parse as an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Opcode {
+    /// SEND First (0x00).
+    SendFirst = 0x00,
+    /// SEND Middle (0x01).
+    SendMiddle = 0x01,
+    /// SEND Last (0x02).
+    SendLast = 0x02,
+    /// SEND Last with Immediate (0x03).
+    SendLastImm = 0x03,
+    /// SEND Only (0x04).
+    SendOnly = 0x04,
+    /// SEND Only with Immediate (0x05).
+    SendOnlyImm = 0x05,
+    /// RDMA WRITE First (0x06).
+    WriteFirst = 0x06,
+    /// RDMA WRITE Middle (0x07).
+    WriteMiddle = 0x07,
+    /// RDMA WRITE Last (0x08).
+    WriteLast = 0x08,
+    /// RDMA WRITE Last with Immediate (0x09).
+    WriteLastImm = 0x09,
+    /// RDMA WRITE Only (0x0A).
+    WriteOnly = 0x0A,
+    /// RDMA WRITE Only with Immediate (0x0B).
+    WriteOnlyImm = 0x0B,
+    /// RDMA READ Request (0x0C).
+    ReadRequest = 0x0C,
+    /// RDMA READ Response First (0x0D).
+    ReadResponseFirst = 0x0D,
+    /// RDMA READ Response Middle (0x0E).
+    ReadResponseMiddle = 0x0E,
+    /// RDMA READ Response Last (0x0F).
+    ReadResponseLast = 0x0F,
+    /// RDMA READ Response Only (0x10).
+    ReadResponseOnly = 0x10,
+    /// ACKNOWLEDGE (0x11).
+    Acknowledge = 0x11,
+}
+
+/// Which extension headers follow the BTH, in wire order (RETH, AETH, ImmDt), and whether a
+/// payload may follow them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtHeaders {
+    /// An RDMA extended transport header (16 bytes).
+    pub reth: bool,
+    /// An ACK extended transport header (4 bytes).
+    pub aeth: bool,
+    /// Immediate data (4 bytes).
+    pub immdt: bool,
+    /// Whether the packet carries a payload.
+    pub payload: bool,
+}
+
+impl ExtHeaders {
+    /// The total length of the extension headers.
+    #[inline]
+    pub const fn len(self) -> usize {
+        16 * self.reth as usize + 4 * self.aeth as usize + 4 * self.immdt as usize
+    }
+
+    /// Whether there is no extension header.
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+const fn ext(reth: bool, aeth: bool, immdt: bool, payload: bool) -> ExtHeaders {
+    ExtHeaders {
+        reth,
+        aeth,
+        immdt,
+        payload,
+    }
+}
+
+impl Opcode {
+    /// Every opcode, in numbering order.
+    pub const ALL: [Opcode; 18] = [
+        Opcode::SendFirst,
+        Opcode::SendMiddle,
+        Opcode::SendLast,
+        Opcode::SendLastImm,
+        Opcode::SendOnly,
+        Opcode::SendOnlyImm,
+        Opcode::WriteFirst,
+        Opcode::WriteMiddle,
+        Opcode::WriteLast,
+        Opcode::WriteLastImm,
+        Opcode::WriteOnly,
+        Opcode::WriteOnlyImm,
+        Opcode::ReadRequest,
+        Opcode::ReadResponseFirst,
+        Opcode::ReadResponseMiddle,
+        Opcode::ReadResponseLast,
+        Opcode::ReadResponseOnly,
+        Opcode::Acknowledge,
+    ];
+
+    /// The opcode byte `b`, if it is an RC opcode this transport implements.
+    #[inline]
+    pub const fn from_u8(b: u8) -> Option<Opcode> {
+        if (b as usize) < Self::ALL.len() {
+            Some(Self::ALL[b as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The opcode byte.
+    #[inline]
+    pub const fn to_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// The extension headers that follow the BTH (IBA's OpCode table).
+    #[inline]
+    pub const fn headers(self) -> ExtHeaders {
+        use Opcode::*;
+        match self {
+            SendFirst | SendMiddle | SendLast | SendOnly => ext(false, false, false, true),
+            SendLastImm | SendOnlyImm => ext(false, false, true, true),
+            WriteFirst | WriteOnly => ext(true, false, false, true),
+            WriteMiddle | WriteLast => ext(false, false, false, true),
+            WriteLastImm => ext(false, false, true, true),
+            WriteOnlyImm => ext(true, false, true, true),
+            ReadRequest => ext(true, false, false, false),
+            ReadResponseFirst | ReadResponseLast | ReadResponseOnly => {
+                ext(false, true, false, true)
+            }
+            ReadResponseMiddle => ext(false, false, false, true),
+            Acknowledge => ext(false, true, false, false),
+        }
+    }
+
+    /// Whether the responder sends this one (READ responses and ACKNOWLEDGE), not the requester.
+    #[inline]
+    pub const fn is_response(self) -> bool {
+        (self as u8) >= Opcode::ReadResponseFirst as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_round_trips_and_unknown_bytes_are_none() {
+        for (i, op) in Opcode::ALL.iter().enumerate() {
+            assert_eq!(op.to_u8() as usize, i);
+            assert_eq!(Opcode::from_u8(i as u8), Some(*op));
+        }
+        for b in 0x12..=0xFF {
+            assert_eq!(Opcode::from_u8(b), None, "{b:#x}");
+        }
+    }
+
+    #[test]
+    fn table_38_extension_headers() {
+        assert_eq!(Opcode::WriteOnlyImm.headers().len(), 20);
+        assert_eq!(Opcode::ReadRequest.headers().len(), 16);
+        assert!(!Opcode::ReadRequest.headers().payload);
+        assert_eq!(Opcode::Acknowledge.headers().len(), 4);
+        assert!(!Opcode::Acknowledge.headers().payload);
+        assert!(Opcode::ReadResponseMiddle.headers().is_empty());
+        assert!(Opcode::ReadResponseLast.headers().aeth);
+        assert!(Opcode::SendLastImm.headers().immdt && !Opcode::SendLast.headers().immdt);
+        let with_reth: Vec<_> = Opcode::ALL.iter().filter(|o| o.headers().reth).collect();
+        assert_eq!(
+            with_reth,
+            [
+                &Opcode::WriteFirst,
+                &Opcode::WriteOnly,
+                &Opcode::WriteOnlyImm,
+                &Opcode::ReadRequest
+            ]
+        );
+        assert!(Opcode::Acknowledge.is_response() && !Opcode::ReadRequest.is_response());
+    }
+}
