@@ -25,8 +25,9 @@
 //!    a connection closed or reset, a listener stopped, an application released) and,
 //!    above it, `data` (bytes between rings and the core, accepts into a listener's ring;
 //!    it hands what it cannot move to `teardown`).
-//! 3. Acting on applications: `commands` (context-queue entries) and `events` (the core's
-//!    events), both through the movers; `wake` (poll, then sleep).
+//! 3. Acting on applications: `splice` (the Splice command and the core's splice events
+//!    routed to their owners), `commands` (context-queue entries, above `splice`) and
+//!    `events` (the core's events), through the movers; `wake` (poll, then sleep).
 //! 4. `control` (attach, contexts, hang-ups), which runs a departing application's last
 //!    commands.
 //! 5. `service`: the engine's [`sluice_engine::App`], on top.
@@ -45,6 +46,7 @@ mod owners;
 mod service;
 mod shared;
 mod slots;
+mod splice;
 mod teardown;
 mod wake;
 

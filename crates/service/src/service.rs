@@ -19,7 +19,7 @@ use crate::owners::{ConnMap, Owner, Ports};
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
-use crate::{commands, data, events, wake};
+use crate::{commands, data, events, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
@@ -51,6 +51,7 @@ impl Service {
             },
             sh: Shared {
                 conns: ConnMap::new(0),
+                splices: Default::default(),
                 ports: Ports::new((49152, 65535)),
                 counters: Counters::default(),
                 rx_pending: Vec::new(),
@@ -230,6 +231,15 @@ impl App for Service {
         // Bounded: the core keeps one pending entry per connection and listener.
         while let Some(event) = stack.poll_event() {
             events::dispatch(&mut self.apps.table, event, stack, &mut self.sh);
+        }
+        // Bounded by the core (two events per splice it may hold).
+        while let Some(e) = stack.poll_splice_event() {
+            splice::dispatch(&mut self.apps.table, e, &mut self.sh);
+        }
+        for app in self.apps.table.iter_mut().flatten() {
+            if !app.held_reports.is_empty() {
+                splice::flush(app, &mut self.sh);
+            }
         }
         self.retry_pending(stack);
         if self.apps.orphans > 0 {
