@@ -102,6 +102,9 @@ pub(crate) struct Pending {
     /// Our FIN was queued on the connection at this index because its partner's peer
     /// closed.
     pub fin_relayed: [bool; 2],
+    /// Bytes the control plane relayed from each connection's buffer to the other's
+    /// before the handover (counted in the splice's stats).
+    pub relayed: [u64; 2],
 }
 
 /// How a splice ended.
@@ -267,9 +270,16 @@ impl SpliceStage {
         !self.index.is_empty() && self.index.contains_key(&tuple.key())
     }
 
-    /// Installs the two rules joining `a` and `b` as splice `id`. False if full or a tuple
-    /// is already spliced.
-    pub(crate) fn install(&mut self, now: Instant, id: u64, a: &Side, b: &Side) -> bool {
+    /// Installs the two rules joining `a` and `b` as splice `id`, their byte counts starting
+    /// at `relayed` (what the control plane moved before). False if full or a tuple is
+    /// already spliced.
+    pub(crate) fn install(
+        &mut self,
+        now: Instant,
+        id: u64,
+        (a, b): (&Side, &Side),
+        relayed: [u64; 2],
+    ) -> bool {
         let keys = [a.tuple.key(), b.tuple.key()];
         if !self.has_room() || keys[0] == keys[1] || keys.iter().any(|k| self.index.contains_key(k))
         {
@@ -282,8 +292,11 @@ impl SpliceStage {
                 (self.splices.len() - 1) as u32
             }
         };
+        let (mut ab, mut ba) = (Rule::between(a, b), Rule::between(b, a));
+        ab.bytes = relayed[0];
+        ba.bytes = relayed[1];
         self.splices[i as usize] = Some(Splice {
-            rules: [Rule::between(a, b), Rule::between(b, a)],
+            rules: [ab, ba],
             keys,
             id,
             lingering: false,
