@@ -13,6 +13,7 @@
 
 mod attach;
 mod capi;
+mod capi_splice;
 mod command;
 mod context;
 mod error;
@@ -24,6 +25,7 @@ mod wait;
 mod zero_copy;
 
 pub use attach::{socket_path_from_env, Sluice};
+pub use capi_splice::SpliceStatsC;
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
 pub use sluice_shm::{Congestion, SpliceOutcome, SpliceReport, TCP_TEARDOWN_OFFLOAD};
