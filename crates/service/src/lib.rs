@@ -17,7 +17,7 @@
 //! it in a loop, so the engine's stack through [`Service`]'s poll only ever goes down.
 //!
 //! 1. State, at the bottom (each imports only those before it here): `error`, `counters`,
-//!    `owners` (ports and connections to their owners), `slots` (a slot's life),
+//!    `owners` (ports, connections and splices to their owners), `slots` (a slot's life),
 //!    `congestion` (an application's congestion-control choice applied to a connection),
 //!    `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).

@@ -7,8 +7,7 @@ use std::net::Ipv4Addr;
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
-use crate::owners::{ConnMap, Owner, Ports};
-use crate::splice::Splices;
+use crate::owners::{ConnMap, Owner, Ports, Splices};
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.

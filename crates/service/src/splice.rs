@@ -5,7 +5,7 @@
 //! The service is the one reader of the core's splice-event queue while it runs (the
 //! engine drives one application at a time; in `sluice proxy` the proxy app reads it).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use nix::errno::Errno;
 use sluice_shm::flags::{CONNECTED, ERROR, SPLICED, TX_SHUT};
@@ -14,40 +14,13 @@ use sluice_tcp::{ConnId, SpliceEnd, SpliceError, SpliceEvent, SpliceId, Stack};
 
 use crate::app::AttachedApp;
 use crate::data;
+use crate::owners::Route;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 
 /// Reports held for one application whose completion queue was full; over it the oldest
 /// is dropped and counted.
 pub(crate) const MAX_HELD_REPORTS: usize = 1024;
-
-/// Where a splice's reports go.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Route {
-    /// The owner's index in the application table.
-    pub app: u32,
-    /// The owner's attach id (an index may be reused by a later application).
-    pub app_id: u32,
-    /// The context that asked.
-    pub context: u32,
-    /// The handle the application was given.
-    pub handle: u32,
-}
-
-/// The service's splices: core splice id to its owner. Bounded by the core's `splice_max`
-/// (an entry leaves with its splice's final event).
-#[derive(Default)]
-pub(crate) struct Splices {
-    routes: HashMap<SpliceId, Route>,
-    next_handle: u32,
-}
-
-impl Splices {
-    fn next_handle(&mut self) -> u32 {
-        self.next_handle = self.next_handle.wrapping_add(1).max(1);
-        self.next_handle
-    }
-}
 
 /// Checks one side of a splice: an established connection of this application, not shut
 /// for writing, with nothing left in its rings for the application or the engine to move.
@@ -135,7 +108,7 @@ pub(crate) fn request(
         }
     }
     let handle = sh.splices.next_handle();
-    sh.splices.routes.insert(
+    sh.splices.insert(
         sid,
         Route {
             app: app.index,
@@ -169,9 +142,9 @@ fn report_of(e: SpliceEvent) -> (SpliceId, SpliceOutcome, u64, u64) {
 pub(crate) fn dispatch(apps: &mut [Option<AttachedApp>], e: SpliceEvent, sh: &mut Shared) {
     let (sid, outcome, a_to_b, b_to_a) = report_of(e);
     let route = if outcome.is_final() {
-        sh.splices.routes.remove(&sid)
+        sh.splices.remove(sid)
     } else {
-        sh.splices.routes.get(&sid).copied()
+        sh.splices.get(sid)
     };
     let Some(route) = route else {
         // The in-engine proxy's or a splice asked before a restart: nobody to tell.

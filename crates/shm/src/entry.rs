@@ -269,11 +269,11 @@ mod at {
     pub const PORT: usize = 16;
 }
 
-pub(crate) fn put_u32(e: &mut Payload, at: usize, v: u32) {
+fn put_u32(e: &mut Payload, at: usize, v: u32) {
     e[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-pub(crate) fn get_u32(e: &Payload, at: usize) -> u32 {
+fn get_u32(e: &Payload, at: usize) -> u32 {
     u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
 }
 
@@ -537,7 +537,9 @@ impl Completion {
                 req,
                 errno: get_u32(e, at::SLOT) as i32,
             },
-            op::SPLICE => Completion::Splice(SpliceReport::decode_from(e)?),
+            op::SPLICE => Completion::Splice(
+                SpliceReport::decode_from(e).ok_or(EntryError::BadField("outcome"))?,
+            ),
             other => return Err(EntryError::UnknownOpcode(other)),
         })
     }

@@ -4,8 +4,6 @@
 //! Layout after the completion opcode: handle u32 at 4, outcome u8 at 8, bytes relayed
 //! from the first connection's peer to the second's u64 at 16, the other way u64 at 24.
 
-use crate::entry::{get_u32, put_u32, EntryError, Payload};
-
 /// What happened to a splice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpliceOutcome {
@@ -71,26 +69,29 @@ const OUTCOME: usize = 8;
 const A_TO_B: usize = 16;
 const B_TO_A: usize = 24;
 
-fn get_u64(e: &Payload, at: usize) -> u64 {
+fn get_u64(e: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&e[at..at + 8]);
     u64::from_le_bytes(b)
 }
 
 impl SpliceReport {
-    /// Writes the report's fields (the caller writes the opcode).
-    pub(crate) fn encode_into(&self, e: &mut Payload) {
-        put_u32(e, HANDLE, self.handle);
+    /// Writes the report's fields into an entry of at least 32 bytes (the caller writes
+    /// the opcode).
+    pub(crate) fn encode_into(&self, e: &mut [u8]) {
+        e[HANDLE..HANDLE + 4].copy_from_slice(&self.handle.to_le_bytes());
         e[OUTCOME] = self.outcome.code();
         e[A_TO_B..A_TO_B + 8].copy_from_slice(&self.a_to_b.to_le_bytes());
         e[B_TO_A..B_TO_A + 8].copy_from_slice(&self.b_to_a.to_le_bytes());
     }
 
-    /// Reads the report's fields.
-    pub(crate) fn decode_from(e: &Payload) -> Result<SpliceReport, EntryError> {
-        Ok(SpliceReport {
-            handle: get_u32(e, HANDLE),
-            outcome: SpliceOutcome::from_code(e[OUTCOME]).ok_or(EntryError::BadField("outcome"))?,
+    /// Reads the report's fields from an entry of at least 32 bytes; None for an unknown
+    /// outcome.
+    pub(crate) fn decode_from(e: &[u8]) -> Option<SpliceReport> {
+        let handle = u32::from_le_bytes([e[HANDLE], e[HANDLE + 1], e[HANDLE + 2], e[HANDLE + 3]]);
+        Some(SpliceReport {
+            handle,
+            outcome: SpliceOutcome::from_code(e[OUTCOME])?,
             a_to_b: get_u64(e, A_TO_B),
             b_to_a: get_u64(e, B_TO_A),
         })
