@@ -72,8 +72,10 @@ struct Rule {
     rcv_wnd: u32,
     /// The end of this direction's FIN in the outgoing space, once seen.
     fin_end: Option<SeqNumber>,
-    /// Payload bytes relayed.
+    /// Stream bytes relayed (a retransmission counts once).
     bytes: u64,
+    /// The highest payload end relayed (outgoing space): what lies below it is counted.
+    seq_high: SeqNumber,
 }
 
 /// A splice's handle.
@@ -119,9 +121,10 @@ pub enum SpliceEnd {
 /// A splice's traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpliceStats {
-    /// Payload bytes relayed from the first connection's peer to the second's.
+    /// Stream bytes relayed from the first connection's peer to the second's (each byte
+    /// once, retransmissions not counted again).
     pub a_to_b: u64,
-    /// Payload bytes relayed the other way.
+    /// Stream bytes relayed the other way.
     pub b_to_a: u64,
 }
 
@@ -201,6 +204,7 @@ impl Rule {
             // is acknowledged: SND.NXT is past it.
             fin_end: from.peer_fin.then_some(to.snd_nxt),
             bytes: 0,
+            seq_high: to.snd_nxt,
         }
     }
 }
@@ -420,7 +424,14 @@ impl SpliceStage {
         out[t + 16..t + 18].copy_from_slice(&csum.to_be_bytes());
         // Bookkeeping: bytes, FINs, the other direction's view of its receiver.
         let r = &mut s.rules[d];
-        r.bytes += u64::from(payload);
+        // Stream bytes, not frames: a retransmitted or overlapping segment counts only
+        // what lies beyond the highest end relayed before.
+        // (An ACK after a FIN carries the FIN's sequence number + 1: no payload, no count.)
+        let seq_end = seq + payload;
+        if payload > 0 && seq_end.seq_gt(r.seq_high) {
+            r.bytes += u64::from(seq_end.0.wrapping_sub(r.seq_high.0));
+            r.seq_high = seq_end;
+        }
         if flags.contains(TcpFlags::FIN) {
             r.fin_end = Some(seq + payload + 1u32);
         }
