@@ -74,7 +74,10 @@ fn a_c_proxy_splices_linux_clients_to_a_linux_server_through_the_shim() {
     let status = proxy.wait_exit(Duration::from_secs(60));
     let report = proxy.output();
     assert!(status.success(), "the proxy failed ({status}):\n{report}");
-    let lines: Vec<&str> = report.lines().filter(|l| l.starts_with("splice ")).collect();
+    let lines: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("splice "))
+        .collect();
     assert_eq!(lines.len(), clients, "{report}");
     for l in lines {
         // Closed (3), every byte both ways.
