@@ -182,16 +182,16 @@ impl Socket {
         }
         let sluice = self.sluice().clone();
         let mut forwarded = (0, 0);
+        let mut held = false;
+        let mut outcome = Err(SpliceError::Busy);
         for _ in 0..TRIES {
-            let (ctx, r) = sluice
-                .call_on_context(|req| Command::Splice {
-                    req,
-                    slot_a: self.slot,
-                    slot_b: other.slot,
-                })
-                .map_err(SpliceError::Other)?;
+            let r = sluice.call_on_context(|req| Command::Splice {
+                req,
+                slot_a: self.slot,
+                slot_b: other.slot,
+            });
             match r {
-                Ok((_, handle)) => {
+                Ok((ctx, Ok((_, handle)))) => {
                     return Ok(Splice {
                         sluice,
                         ctx,
@@ -199,20 +199,40 @@ impl Socket {
                         forwarded,
                     })
                 }
-                Err(e) if e.errno() == libc::EAGAIN => {
-                    // The engine holds both RX rings still: forward what they have.
-                    forwarded.0 += forward(self, other).map_err(SpliceError::Other)?;
-                    forwarded.1 += forward(other, self).map_err(SpliceError::Other)?;
+                Ok((_, Err(e))) if e.errno() == libc::EAGAIN => {
+                    // The engine holds both RX rings now: forward what they have.
+                    held = true;
+                    let moved =
+                        forward(self, other).and_then(|ab| forward(other, self).map(|ba| (ab, ba)));
+                    match moved {
+                        Ok((ab, ba)) => {
+                            forwarded.0 += ab;
+                            forwarded.1 += ba;
+                        }
+                        Err(e) => {
+                            outcome = Err(SpliceError::Other(e));
+                            break;
+                        }
+                    }
                     std::thread::sleep(Duration::from_micros(200));
                 }
-                Err(e) => return Err(SpliceError::from_errno(e)),
+                Ok((_, Err(e))) => {
+                    outcome = Err(SpliceError::from_errno(e));
+                    break;
+                }
+                Err(e) => {
+                    outcome = Err(SpliceError::Other(e));
+                    break;
+                }
             }
         }
-        // Giving up: the rings flow again.
-        for s in [self, other] {
-            let _ = sluice.post(Command::Consumed { slot: s.slot });
+        if held {
+            // Not spliced after all: the engine fills the rings again.
+            for s in [self, other] {
+                let _ = sluice.post(Command::Consumed { slot: s.slot });
+            }
         }
-        Err(SpliceError::Busy)
+        outcome
     }
 }
 
