@@ -92,9 +92,12 @@ impl ContextSlot {
     }
 
     /// Reads every completion waiting, keeping splice reports (the caller holds the queues,
-    /// so no request of this context waits for the others: they are stale).
-    pub(crate) fn drain(&self, q: &mut Queues) {
+    /// so no request of this context waits for the others: they are stale); whether there
+    /// were any.
+    pub(crate) fn drain(&self, q: &mut Queues) -> bool {
+        let any = q.has_completion();
         let _ = q.completion_for(0, &self.reports);
+        any
     }
 }
 

@@ -124,7 +124,10 @@ impl Splice {
     /// then Installed, then its end (Closed, a reset or Failed) with the byte counts.
     pub fn poll(&self) -> Option<SpliceReport> {
         if let Some(mut q) = self.ctx.try_queues() {
-            self.ctx.drain(&mut q);
+            if self.ctx.drain(&mut q) {
+                // Room in the completion queue: a sleeping engine may hold reports for it.
+                self.sluice.ring_doorbell();
+            }
         }
         self.ctx.report(self.handle)
     }

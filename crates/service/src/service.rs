@@ -258,6 +258,17 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
+        // Splice reports held for a completion queue that has room now go out first.
+        let deliverable = |app: &crate::app::AttachedApp| {
+            app.held_reports.iter().any(|&(ci, _)| {
+                app.contexts
+                    .get(ci as usize)
+                    .is_some_and(|c| !c.dead && c.completions.free().is_ok_and(|room| room > 1))
+            })
+        };
+        if self.apps.table.iter().flatten().any(deliverable) {
+            return false;
+        }
         if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {
             return false;
         }
