@@ -21,6 +21,7 @@
 #define SLUICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <netinet/in.h>
 
@@ -163,6 +164,52 @@ ssize_t sluice_rx_peek(sluice_socket *s, const void **data);
 int sluice_rx_consume(sluice_socket *s, size_t n);
 ssize_t sluice_tx_reserve(sluice_socket *s, void **buf);
 int sluice_tx_commit(sluice_socket *s, size_t n);
+
+/*
+ * Splicing (AccelTCP's connection splicing): the engine joins two established sockets'
+ * peers directly and relays their bytes without waking the application.
+ *
+ * sluice_splice joins `a` and `b` and stores a handle in *out; -1 with errno on failure,
+ * nothing changed: EBADF (closed, or of another attachment), EINVAL (a socket with itself,
+ * or a listener), ENOTCONN (not connected, failed, or shut for writing), EALREADY (already
+ * spliced), EOPNOTSUPP (a peer's MSS below ours, or timestamps on one side only), ENOBUFS
+ * (the engine's splice table is full), EAGAIN (bytes kept arriving before the splice).
+ * Bytes still unread in either socket are sent on to the other first (counted in
+ * forwarded_*), as are bytes already written. Afterwards send/recv on the sockets fail with
+ * EBADFD; closing them is allowed and does not touch the splice.
+ *
+ * sluice_splice_poll waits up to timeout_ms (negative: forever, 0: just look) for the
+ * splice to end, fills *st (if not NULL) and returns 1 once it ended, 0 if not yet, -1 with
+ * errno. sluice_splice_free frees the handle (the splice goes on in the engine).
+ *
+ * The LD_PRELOAD shim (libsluice_preload.so) exports the same for file descriptors:
+ * int sluice_splice_fds(int fd_a, int fd_b) returns a handle >= 0 (-1 with errno; EBADF
+ * or ENOTSOCK for descriptors that are not engine sockets), and
+ * int sluice_splice_wait(int handle, int timeout_ms, struct sluice_splice_stats *st) is
+ * sluice_splice_poll for that handle (the handle is released once it reported the end).
+ * Find them with dlsym(RTLD_DEFAULT, "sluice_splice_fds") or declare them.
+ */
+typedef struct sluice_splice_handle sluice_splice_handle;
+
+#define SLUICE_SPLICE_INSTALLED  1 /* handed to the splice stage: bytes flow peer to peer */
+#define SLUICE_SPLICE_FAILED     2 /* a connection failed before the handover */
+#define SLUICE_SPLICE_CLOSED     3 /* both sides closed */
+#define SLUICE_SPLICE_RESET_BY_A 4 /* a RST from a's peer */
+#define SLUICE_SPLICE_RESET_BY_B 5 /* a RST from b's peer */
+
+struct sluice_splice_stats {
+    int outcome;               /* 0 (not installed yet) or SLUICE_SPLICE_* */
+    uint64_t a_to_b;           /* bytes relayed from a's peer to b's by the engine */
+    uint64_t b_to_a;           /* bytes relayed the other way */
+    uint64_t forwarded_a_to_b; /* bytes sent on from a's ring to b before the splice */
+    uint64_t forwarded_b_to_a; /* the other way */
+};
+
+int sluice_splice(sluice_socket *a, sluice_socket *b, sluice_splice_handle **out);
+int sluice_splice_poll(sluice_splice_handle *sp, int timeout_ms, struct sluice_splice_stats *st);
+void sluice_splice_free(sluice_splice_handle *sp);
+int sluice_splice_fds(int fd_a, int fd_b);
+int sluice_splice_wait(int handle, int timeout_ms, struct sluice_splice_stats *st);
 
 #ifdef __cplusplus
 }

@@ -258,6 +258,14 @@ impl Sluice {
         }
     }
 
+    /// The context with region index `index` (every context the attachment got is kept).
+    pub(crate) fn context_arc(&self, index: u32) -> Option<Arc<ContextSlot>> {
+        lock(&self.contexts.all)
+            .iter()
+            .find(|c| c.index == index)
+            .cloned()
+    }
+
     /// A context for the calling thread: a pooled one, a new one from the engine, or (when
     /// the engine has no more) one shared with other threads.
     fn acquire_context(&self) -> Result<Arc<ContextSlot>, Error> {

@@ -28,17 +28,17 @@ static ATTACHMENT: Mutex<Option<Arc<Sluice>>> = Mutex::new(None);
 
 /// An engine socket as C sees it (opaque `sluice_socket`).
 pub struct SluiceSocket {
-    sock: Socket,
+    pub(crate) sock: Socket,
 }
 
-fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, always valid to write.
     unsafe { *libc::__errno_location() = e }
 }
 
 /// Runs `f`, turning an error into errno (for a call of kind `op`) and `fail`, and a panic
 /// into EIO and `fail`.
-fn ffi<T>(fail: T, op: Op, f: impl FnOnce() -> Result<T, Error>) -> T {
+pub(crate) fn ffi<T>(fail: T, op: Op, f: impl FnOnce() -> Result<T, Error>) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
@@ -67,7 +67,7 @@ fn attachment() -> Result<Arc<Sluice>, Error> {
 
 /// # Safety
 /// `s` is null or a pointer from `sluice_socket_open`/`sluice_accept` not yet closed.
-unsafe fn socket<'a>(s: *mut SluiceSocket) -> Result<&'a SluiceSocket, Error> {
+pub(crate) unsafe fn socket<'a>(s: *mut SluiceSocket) -> Result<&'a SluiceSocket, Error> {
     // SAFETY: the caller's contract; null is checked.
     unsafe { s.as_ref() }.ok_or(Error::Os(libc::EINVAL))
 }

@@ -2,10 +2,13 @@
 //! request ids (docs/service.md "Commands"). A leaf: posting and waiting, which need the
 //! attachment, are in command.rs.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use sluice_shm::{Completion, Consumer, EventFd, Payload, Producer, QueueKind, Region};
+use sluice_shm::{
+    Completion, Consumer, EventFd, Payload, Producer, QueueKind, Region, SpliceReport,
+};
 
 use crate::error::Error;
 use crate::lock::lock;
@@ -21,7 +24,13 @@ pub(crate) struct ContextSlot {
     /// Threads using this context (more than one only when contexts ran out).
     pub(crate) users: AtomicU32,
     queues: Mutex<Queues>,
+    /// The latest splice report per handle, read from the completion queue (bounded by
+    /// [`MAX_REPORTS`]; a [`crate::Splice`] removes its own when dropped).
+    reports: Mutex<HashMap<u32, SpliceReport>>,
 }
+
+/// Splice reports a context keeps for handles nobody asked about yet.
+pub(crate) const MAX_REPORTS: usize = 4096;
 
 /// A context's queues and its next request id, reached through [`ContextSlot::queues`].
 pub(crate) struct Queues {
@@ -44,6 +53,7 @@ impl ContextSlot {
                 completions,
                 next_req: 1,
             }),
+            reports: Mutex::new(HashMap::new()),
         })
     }
 
@@ -55,6 +65,39 @@ impl ContextSlot {
     /// The context's queues, locked.
     pub(crate) fn queues(&self) -> MutexGuard<'_, Queues> {
         lock(&self.queues)
+    }
+
+    /// The context's queues if no other thread holds them.
+    pub(crate) fn try_queues(&self) -> Option<MutexGuard<'_, Queues>> {
+        match self.queues.try_lock() {
+            Ok(q) => Some(q),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The latest report for splice `handle`, if any came.
+    pub(crate) fn report(&self, handle: u32) -> Option<SpliceReport> {
+        lock(&self.reports).get(&handle).copied()
+    }
+
+    /// Where splice reports are kept.
+    pub(crate) fn reports_map(&self) -> &Mutex<HashMap<u32, SpliceReport>> {
+        &self.reports
+    }
+
+    /// Forgets splice `handle`'s report.
+    pub(crate) fn forget_report(&self, handle: u32) {
+        lock(&self.reports).remove(&handle);
+    }
+
+    /// Reads every completion waiting, keeping splice reports (the caller holds the queues,
+    /// so no request of this context waits for the others: they are stale); whether there
+    /// were any.
+    pub(crate) fn drain(&self, q: &mut Queues) -> bool {
+        let any = q.has_completion();
+        let _ = q.completion_for(0, &self.reports);
+        any
     }
 }
 
@@ -71,9 +114,14 @@ impl Queues {
         req
     }
 
-    /// Consumes completions until the one for `req`: `(slot, value)` of Done, or the errno
-    /// of Failed; None when the queue ran dry first.
-    pub(crate) fn completion_for(&mut self, req: u32) -> Option<Result<(u32, u32), Error>> {
+    /// Consumes completions until the one for `req` (0: none): `(slot, value)` of Done, or
+    /// the errno of Failed; None when the queue ran dry first. Splice reports met on the
+    /// way are kept in `reports`.
+    pub(crate) fn completion_for(
+        &mut self,
+        req: u32,
+        reports: &Mutex<HashMap<u32, SpliceReport>>,
+    ) -> Option<Result<(u32, u32), Error>> {
         while let Some(entry) = self.completions.pop() {
             self.completions.publish();
             match Completion::decode(&entry) {
@@ -84,6 +132,12 @@ impl Queues {
                 }) if r == req => return Some(Ok((slot, value))),
                 Ok(Completion::Failed { req: r, errno }) if r == req => {
                     return Some(Err(Error::Os(errno)))
+                }
+                Ok(Completion::Splice(report)) => {
+                    let mut m = lock(reports);
+                    if m.len() < MAX_REPORTS || m.contains_key(&report.handle) {
+                        m.insert(report.handle, report);
+                    }
                 }
                 // A completion for a request nobody waits for any more, or one we
                 // cannot read (the engine is trusted; skip rather than fail).

@@ -13,19 +13,23 @@
 
 mod attach;
 mod capi;
+mod capi_splice;
 mod command;
 mod context;
 mod error;
 mod fork;
 mod lock;
 mod socket;
+mod splice;
 mod wait;
 mod zero_copy;
 
 pub use attach::{socket_path_from_env, Sluice};
+pub use capi_splice::SpliceStatsC;
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
-pub use sluice_shm::{Congestion, TCP_TEARDOWN_OFFLOAD};
+pub use sluice_shm::{Congestion, SpliceOutcome, SpliceReport, TCP_TEARDOWN_OFFLOAD};
 pub use socket::{Readiness, Socket};
+pub use splice::{Splice, SpliceError};
 pub use wait::Wait;
 pub use zero_copy::TxSlice;

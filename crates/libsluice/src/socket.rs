@@ -425,6 +425,11 @@ impl Socket {
     /// Checks that the socket may send now: Ok(false) if it must wait for the handshake.
     pub(crate) fn send_allowed(&self) -> Result<bool, Error> {
         self.usable()?;
+        let f = self.block().flags().load(Ordering::Acquire);
+        if f & flags::SPLICED != 0 {
+            // The connection is the splice stage's now.
+            return Err(Error::Os(libc::EBADFD));
+        }
         if self.shut_write.load(Ordering::Relaxed) {
             return Err(Error::Os(libc::EPIPE));
         }
@@ -593,6 +598,9 @@ impl Socket {
     /// Checks that the socket may read: Err for listeners, Ok(false) after shutdown(Read).
     pub(crate) fn recv_allowed(&self) -> Result<bool, Error> {
         self.usable()?;
+        if self.block().flags().load(Ordering::Acquire) & flags::SPLICED != 0 {
+            return Err(Error::Os(libc::EBADFD));
+        }
         if self.phase.load(Ordering::Acquire) == phase::LISTENING {
             return Err(Error::Os(libc::ENOTCONN));
         }

@@ -136,3 +136,73 @@ fn a_killed_application_resets_its_peers() {
     assert_eq!(engine.stats.apps_gone.load(Ordering::Relaxed), 1);
     let _ = std::fs::remove_file(&exe);
 }
+
+/// sluice_splice/sluice_splice_poll from C: a refusal, then two pairs made in the program
+/// spliced, bytes through the joined peers and the end with its counts.
+#[test]
+fn the_c_api_splices_and_reports_the_end() {
+    let src = scratch("splice.c");
+    std::fs::write(
+        &src,
+        r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include "sluice.h"
+static sluice_socket *server_side(sluice_socket **client) {
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "10.77.0.1", &a.sin_addr);
+    sluice_socket *l = sluice_socket_open();
+    if (!l || sluice_bind(l, &a) || sluice_listen(l, 4) || sluice_getsockname(l, &a)) return NULL;
+    *client = sluice_socket_open();
+    if (!*client || sluice_connect(*client, &a)) return NULL;
+    sluice_socket *s = sluice_accept(l, NULL);
+    sluice_close(l);
+    return s;
+}
+int main(void) {
+    if (sluice_attach(NULL)) return 1;
+    sluice_socket *c1, *s2, *a = server_side(&c1), *b;
+    s2 = server_side(&b);
+    if (!a || !s2) return 2;
+    sluice_splice_handle *sp = NULL;
+    if (sluice_splice(a, a, &sp) != -1 || errno != EINVAL) return 3;
+    if (sluice_splice(a, b, &sp) != 0 || !sp) return 4;
+    char buf[16];
+    if (sluice_send(a, "x", 1) != -1 || errno != EBADFD) return 5;
+    if (sluice_send(c1, "hello", 5) != 5) return 6;
+    size_t got = 0;
+    while (got < 5) {
+        ssize_t n = sluice_recv(s2, buf + got, sizeof buf - got);
+        if (n <= 0) return 7;
+        got += (size_t)n;
+    }
+    if (memcmp(buf, "hello", 5)) return 8;
+    struct sluice_splice_stats st;
+    if (sluice_splice_poll(sp, 0, &st) != 0 || st.outcome != SLUICE_SPLICE_INSTALLED) return 9;
+    sluice_close(a);
+    sluice_close(b);
+    sluice_close(c1);
+    if (sluice_splice_poll(sp, 10000, &st) != 1) return 10;
+    printf("%d %llu %llu\n", st.outcome, (unsigned long long)st.a_to_b,
+           (unsigned long long)st.b_to_a);
+    sluice_splice_free(sp);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = scratch("splice");
+    compile(&src, &exe);
+    let engine = FakeEngine::start(Options::default());
+    let out = common::c::command(&exe)
+        .env("SLUICE_SOCKET", &engine.path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status.code());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3 5 0\n");
+    let _ = std::fs::remove_file(&exe);
+    let _ = std::fs::remove_file(&src);
+}

@@ -29,6 +29,7 @@ pub mod signals;
 mod socket_calls;
 pub mod sockopt;
 mod sockopt_calls;
+mod splice_calls;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::panic::{catch_unwind, AssertUnwindSafe};

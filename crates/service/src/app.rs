@@ -82,6 +82,9 @@ pub(crate) struct AttachedApp {
     pub ring_size: u64,
     /// Something changed for it this iteration (sleeping contexts get signalled).
     pub dirty: bool,
+    /// Splice reports its contexts' completion queues had no room for yet (bounded by
+    /// [`crate::splice::MAX_HELD_REPORTS`]).
+    pub held_reports: std::collections::VecDeque<(u32, sluice_shm::SpliceReport)>,
     /// When its control socket hung up, if it did: it is gone, and only the connections it
     /// had closed (gracefully) before are still being drained from its region.
     pub departed: Option<sluice_tcp::Instant>,
@@ -110,6 +113,7 @@ impl AttachedApp {
             slots: Slots::new(layout.max_sockets),
             ring_size: layout.ring_size as u64,
             dirty: false,
+            held_reports: std::collections::VecDeque::new(),
             departed: None,
         }
     }

@@ -13,7 +13,7 @@ use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
 use crate::shared::Shared;
 use crate::slots::SlotState;
-use crate::teardown;
+use crate::{splice, teardown};
 
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
@@ -40,7 +40,7 @@ pub(crate) fn run_contexts(app: &mut AttachedApp, batch: u64, stack: &mut Stack,
                 break;
             };
             ran += 1;
-            let completion = execute_entry(app, &entry, stack, sh);
+            let completion = execute_entry(app, ci as u32, &entry, stack, sh);
             if let Some(c) = completion {
                 match app.contexts[ci].completions.push(&c.encode()) {
                     Ok(true) => {
@@ -77,7 +77,7 @@ pub(crate) fn run_final_commands(app: &mut AttachedApp, stack: &mut Stack, sh: &
             let Some(entry) = app.contexts[ci].commands.pop() else {
                 break;
             };
-            let _ = execute_entry(app, &entry, stack, sh);
+            let _ = execute_entry(app, ci as u32, &entry, stack, sh);
         }
     }
 }
@@ -85,13 +85,14 @@ pub(crate) fn run_final_commands(app: &mut AttachedApp, stack: &mut Stack, sh: &
 /// Decodes and executes one entry.
 fn execute_entry(
     app: &mut AttachedApp,
+    ctx: u32,
     entry: &Payload,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Option<Completion> {
     sh.counters.commands += 1;
     match Command::decode(entry) {
-        Ok(cmd) => execute(app, cmd, stack, sh),
+        Ok(cmd) => execute(app, ctx, cmd, stack, sh),
         Err(_) => {
             sh.counters.bad_entries += 1;
             // Doorbells and Close are never answered, even when they do not decode.
@@ -111,9 +112,10 @@ fn done(req: u32, slot: u32, value: u32) -> Option<Completion> {
     Some(Completion::Done { req, slot, value })
 }
 
-/// Executes one command.
+/// Executes one command posted on context `ctx`.
 pub(crate) fn execute(
     app: &mut AttachedApp,
+    ctx: u32,
     cmd: Command,
     stack: &mut Stack,
     sh: &mut Shared,
@@ -152,6 +154,8 @@ pub(crate) fn execute(
             None
         }
         Command::Consumed { .. } => {
+            // The application reads on: a refused splice no longer holds the ring.
+            h.slot.splice_hold = false;
             match state {
                 SlotState::Conn { .. } => data::rx_move(app, s, stack, sh),
                 SlotState::Listening { .. } => data::accept_into(app, s, stack, sh),
@@ -181,6 +185,12 @@ pub(crate) fn execute(
             }
             done(req, s, 0)
         }
+        Command::Splice {
+            req,
+            slot_a,
+            slot_b,
+        } => splice::request(app, ctx, (slot_a, slot_b), stack, sh)
+            .map_or_else(|e| failed(req, e), |handle| done(req, s, handle)),
         Command::SetCongestion { req, algorithm, .. } => {
             let algorithm = algorithm_of(algorithm);
             h.slot.congestion = Some(algorithm);
@@ -379,7 +389,8 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
     };
     let owner = h.owner;
     match h.slot.state {
-        SlotState::Opened | SlotState::Dead => teardown::free_slot(app, s),
+        // A spliced connection is the core's: closing the slot does not touch it.
+        SlotState::Opened | SlotState::Dead | SlotState::Spliced => teardown::free_slot(app, s),
         SlotState::Bound { port } => {
             sh.ports.release(port, owner);
             teardown::free_slot(app, s);

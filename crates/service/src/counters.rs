@@ -59,11 +59,18 @@ pub struct Counters {
     pub sleeps: u64,
     /// Sleeps cancelled because a command arrived while announcing them.
     pub sleeps_cancelled: u64,
+    /// Splices handed to the core for applications.
+    pub splices: u64,
+    /// Splice reports posted to applications.
+    pub splice_reports: u64,
+    /// Splice reports nobody could take (the application left, its context died, or it
+    /// let more than the held bound pile up); the splices themselves go on.
+    pub splice_reports_dropped: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 26] = [
+        let rows: [(&str, u64); 29] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -90,12 +97,15 @@ impl fmt::Display for Counters {
             ("wakeups", self.wakeups),
             ("sleeps", self.sleeps),
             ("sleeps_cancelled", self.sleeps_cancelled),
+            ("splices", self.splices),
+            ("splice_reports", self.splice_reports),
+            ("splice_reports_dropped", self.splice_reports_dropped),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write!(f, "{name:<18} {value}")?;
+            write!(f, "{name:<22} {value}")?;
         }
         Ok(())
     }

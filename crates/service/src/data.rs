@@ -102,6 +102,11 @@ pub(crate) fn rx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
     };
     let (slot, block) = (h.slot, &h.block);
     slot.rx_head_seen = rx_head;
+    if slot.splice_hold {
+        // A refused Splice waits for the application to forward what the ring holds;
+        // the core keeps the rest (Consumed or the splice ends the hold).
+        return;
+    }
     loop {
         let room = (h.ring_size - (slot.rx_tail - rx_head)) as usize;
         let (placed, more) = {

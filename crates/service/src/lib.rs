@@ -17,7 +17,7 @@
 //! it in a loop, so the engine's stack through [`Service`]'s poll only ever goes down.
 //!
 //! 1. State, at the bottom (each imports only those before it here): `error`, `counters`,
-//!    `owners` (ports and connections to their owners), `slots` (a slot's life),
+//!    `owners` (ports, connections and splices to their owners), `slots` (a slot's life),
 //!    `congestion` (an application's congestion-control choice applied to a connection),
 //!    `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).
@@ -25,8 +25,9 @@
 //!    a connection closed or reset, a listener stopped, an application released) and,
 //!    above it, `data` (bytes between rings and the core, accepts into a listener's ring;
 //!    it hands what it cannot move to `teardown`).
-//! 3. Acting on applications: `commands` (context-queue entries) and `events` (the core's
-//!    events), both through the movers; `wake` (poll, then sleep).
+//! 3. Acting on applications: `splice` (the Splice command and the core's splice events
+//!    routed to their owners), `commands` (context-queue entries, above `splice`) and
+//!    `events` (the core's events), through the movers; `wake` (poll, then sleep).
 //! 4. `control` (attach, contexts, hang-ups), which runs a departing application's last
 //!    commands.
 //! 5. `service`: the engine's [`sluice_engine::App`], on top.
@@ -45,6 +46,7 @@ mod owners;
 mod service;
 mod shared;
 mod slots;
+mod splice;
 mod teardown;
 mod wake;
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use sluice_tcp::ConnId;
+use sluice_tcp::{ConnId, SpliceId};
 
 /// An application's slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +112,50 @@ impl Ports {
     /// Who holds `port`.
     pub fn owner(&self, port: u16) -> Option<Owner> {
         self.bound.get(&port).copied()
+    }
+}
+
+/// Where a splice's reports go.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Route {
+    /// The owner's index in the application table.
+    pub app: u32,
+    /// The owner's attach id (an index may be reused by a later application).
+    pub app_id: u32,
+    /// The context that asked.
+    pub context: u32,
+    /// The handle the application was given.
+    pub handle: u32,
+}
+
+/// The service's splices: core splice id to its owner. Bounded by the core's `splice_max`
+/// (an entry leaves with its splice's final event).
+#[derive(Default)]
+pub(crate) struct Splices {
+    routes: HashMap<SpliceId, Route>,
+    next_handle: u32,
+}
+
+impl Splices {
+    /// A fresh handle (never 0).
+    pub fn next_handle(&mut self) -> u32 {
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        self.next_handle
+    }
+
+    /// Routes splice `id` to its owner.
+    pub fn insert(&mut self, id: SpliceId, route: Route) {
+        self.routes.insert(id, route);
+    }
+
+    /// Where splice `id`'s reports go.
+    pub fn get(&self, id: SpliceId) -> Option<Route> {
+        self.routes.get(&id).copied()
+    }
+
+    /// Forgets splice `id` (its final report), returning its route.
+    pub fn remove(&mut self, id: SpliceId) -> Option<Route> {
+        self.routes.remove(&id)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::owners::{ConnMap, Owner, Ports};
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
-use crate::{commands, data, events, wake};
+use crate::{commands, data, events, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
@@ -51,6 +51,7 @@ impl Service {
             },
             sh: Shared {
                 conns: ConnMap::new(0),
+                splices: Default::default(),
                 ports: Ports::new((49152, 65535)),
                 counters: Counters::default(),
                 rx_pending: Vec::new(),
@@ -231,6 +232,15 @@ impl App for Service {
         while let Some(event) = stack.poll_event() {
             events::dispatch(&mut self.apps.table, event, stack, &mut self.sh);
         }
+        // Bounded by the core (two events per splice it may hold).
+        while let Some(e) = stack.poll_splice_event() {
+            splice::dispatch(&mut self.apps.table, e, &mut self.sh);
+        }
+        for app in self.apps.table.iter_mut().flatten() {
+            if !app.held_reports.is_empty() {
+                splice::flush(app, &mut self.sh);
+            }
+        }
         self.retry_pending(stack);
         if self.apps.orphans > 0 {
             self.reap_orphans(stack);
@@ -248,6 +258,17 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
+        // Splice reports held for a completion queue that has room now go out first.
+        let deliverable = |app: &crate::app::AttachedApp| {
+            app.held_reports.iter().any(|&(ci, _)| {
+                app.contexts
+                    .get(ci as usize)
+                    .is_some_and(|c| !c.dead && c.completions.free().is_ok_and(|room| room > 1))
+            })
+        };
+        if self.apps.table.iter().flatten().any(deliverable) {
+            return false;
+        }
         if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {
             return false;
         }

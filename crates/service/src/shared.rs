@@ -7,13 +7,15 @@ use std::net::Ipv4Addr;
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
-use crate::owners::{ConnMap, Owner, Ports};
+use crate::owners::{ConnMap, Owner, Ports, Splices};
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.
 pub(crate) struct Shared {
     /// Core connections to (application, slot).
     pub conns: ConnMap,
+    /// Splices asked for by applications, to their owners.
+    pub splices: Splices,
     /// Bound ports across applications.
     pub ports: Ports,
     /// Counters.

@@ -40,6 +40,9 @@ pub(crate) enum SlotState {
     },
     /// The core connection is gone (reset for bad input); the slot waits for Close.
     Dead,
+    /// The connection was given to a splice (the core owns it now); the slot waits for
+    /// Close, which only frees it.
+    Spliced,
 }
 
 /// An accept record placed in a listener's ring that the application has not read yet.
@@ -80,6 +83,9 @@ pub(crate) struct Slot {
     /// TCP_CONGESTION as the application chose it (None: the engine's default); applied
     /// at connect, and inherited by a listener's accepted connections.
     pub congestion: Option<Algorithm>,
+    /// A Splice was refused for bytes left in the rings: nothing more is placed in the RX
+    /// ring (RX_STALLED shows) until the next Splice or `Consumed`.
+    pub splice_hold: bool,
     /// On the service's RX pending list (data or connections the ring could not take).
     pub rx_listed: bool,
     /// On the service's TX pending list (bytes the core could not take yet).
@@ -104,6 +110,7 @@ impl Slot {
             nodelay: false,
             teardown_offload: false,
             congestion: None,
+            splice_hold: false,
             rx_listed: false,
             tx_listed: false,
             accept_ready: false,
@@ -129,6 +136,7 @@ impl Slot {
         self.nodelay = false;
         self.teardown_offload = false;
         self.congestion = None;
+        self.splice_hold = false;
         self.accept_ready = false;
         self.unclaimed.clear();
     }

@@ -8,6 +8,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use crate::queue::PAYLOAD_BYTES;
+use crate::splice::SpliceReport;
 use crate::Congestion;
 
 /// An entry's payload.
@@ -123,6 +124,17 @@ pub enum Command {
         /// On or off.
         on: bool,
     },
+    /// Splice two established connections of this application (acceltcp.txt 4.3): completes
+    /// with a splice handle (Done's value) or an errno (docs/service.md, Splice); the
+    /// splice's progress comes later as [`Completion::Splice`] entries on the same context.
+    Splice {
+        /// Request id.
+        req: u32,
+        /// The first socket slot (its peer's bytes are counted as `a_to_b`).
+        slot_a: u32,
+        /// The second socket slot.
+        slot_b: u32,
+    },
 }
 
 /// The engine's answer to a command with a request id.
@@ -144,6 +156,8 @@ pub enum Completion {
         /// Linux errno (EADDRINUSE, EINVAL, ...).
         errno: i32,
     },
+    /// Unsolicited: a splice this context asked for was installed, failed or ended.
+    Splice(SpliceReport),
 }
 
 /// Why an entry could not be decoded.
@@ -191,6 +205,8 @@ pub enum Opcode {
     SetCongestion,
     /// [`Command::SetTeardownOffload`].
     SetTeardownOffload,
+    /// [`Command::Splice`].
+    Splice,
 }
 
 impl Opcode {
@@ -208,6 +224,7 @@ impl Opcode {
             Opcode::SetNoDelay => 9,
             Opcode::SetCongestion => 10,
             Opcode::SetTeardownOffload => 11,
+            Opcode::Splice => 12,
         }
     }
 
@@ -225,6 +242,7 @@ impl Opcode {
             9 => Opcode::SetNoDelay,
             10 => Opcode::SetCongestion,
             11 => Opcode::SetTeardownOffload,
+            12 => Opcode::Splice,
             _ => return None,
         })
     }
@@ -240,6 +258,7 @@ impl Opcode {
 mod op {
     pub const DONE: u8 = 1;
     pub const FAILED: u8 = 2;
+    pub const SPLICE: u8 = 3;
 }
 
 /// Field offsets shared by every entry.
@@ -331,6 +350,14 @@ impl Command {
                 e[at::ARG] = on as u8;
                 (Opcode::SetTeardownOffload, req, slot)
             }
+            Command::Splice {
+                req,
+                slot_a,
+                slot_b,
+            } => {
+                put_u32(&mut e, at::ARG, slot_b);
+                (Opcode::Splice, req, slot_a)
+            }
         };
         e[0] = code.code();
         put_u32(&mut e, at::REQ, req);
@@ -397,6 +424,11 @@ impl Command {
                 slot,
                 on: get_bool(e, at::ARG)?,
             },
+            Opcode::Splice => Command::Splice {
+                req,
+                slot_a: slot,
+                slot_b: get_u32(e, at::ARG),
+            },
         })
     }
 
@@ -414,6 +446,7 @@ impl Command {
             Command::SetNoDelay { .. } => Opcode::SetNoDelay,
             Command::SetCongestion { .. } => Opcode::SetCongestion,
             Command::SetTeardownOffload { .. } => Opcode::SetTeardownOffload,
+            Command::Splice { .. } => Opcode::Splice,
         }
     }
 
@@ -427,12 +460,13 @@ impl Command {
             | Command::Shutdown { req, .. }
             | Command::SetNoDelay { req, .. }
             | Command::SetCongestion { req, .. }
-            | Command::SetTeardownOffload { req, .. } => Some(req),
+            | Command::SetTeardownOffload { req, .. }
+            | Command::Splice { req, .. } => Some(req),
             Command::Send { .. } | Command::Consumed { .. } | Command::Close { .. } => None,
         }
     }
 
-    /// The slot it names; None for Open (which is given one).
+    /// The slot it names (Splice's first); None for Open (which is given one).
     pub fn slot(&self) -> Option<u32> {
         match *self {
             Command::Open { .. } => None,
@@ -445,7 +479,8 @@ impl Command {
             | Command::Close { slot, .. }
             | Command::SetNoDelay { slot, .. }
             | Command::SetCongestion { slot, .. }
-            | Command::SetTeardownOffload { slot, .. } => Some(slot),
+            | Command::SetTeardownOffload { slot, .. }
+            | Command::Splice { slot_a: slot, .. } => Some(slot),
         }
     }
 
@@ -481,6 +516,10 @@ impl Completion {
                 put_u32(&mut e, at::REQ, req);
                 put_u32(&mut e, at::SLOT, errno as u32);
             }
+            Completion::Splice(r) => {
+                e[0] = op::SPLICE;
+                r.encode_into(&mut e);
+            }
         }
         e
     }
@@ -498,167 +537,21 @@ impl Completion {
                 req,
                 errno: get_u32(e, at::SLOT) as i32,
             },
+            op::SPLICE => Completion::Splice(
+                SpliceReport::decode_from(e).ok_or(EntryError::BadField("outcome"))?,
+            ),
             other => return Err(EntryError::UnknownOpcode(other)),
         })
     }
 
-    /// The request id this answers.
+    /// The request id this answers; 0 (never a request id) for an unsolicited splice report.
     pub fn req(&self) -> u32 {
         match *self {
             Completion::Done { req, .. } | Completion::Failed { req, .. } => req,
+            Completion::Splice(_) => 0,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn command() -> impl Strategy<Value = Command> {
-        let ip = any::<[u8; 4]>().prop_map(Ipv4Addr::from);
-        let how = prop_oneof![Just(Shut::Read), Just(Shut::Write), Just(Shut::Both)];
-        prop_oneof![
-            any::<u32>().prop_map(|req| Command::Open { req }),
-            (any::<u32>(), any::<u32>(), ip.clone(), any::<u16>()).prop_map(
-                |(req, slot, ip, port)| Command::Bind {
-                    req,
-                    slot,
-                    ip,
-                    port
-                }
-            ),
-            (any::<u32>(), any::<u32>(), any::<u32>())
-                .prop_map(|(req, slot, backlog)| Command::Listen { req, slot, backlog }),
-            (any::<u32>(), any::<u32>(), ip, any::<u16>()).prop_map(|(req, slot, ip, port)| {
-                Command::Connect {
-                    req,
-                    slot,
-                    ip,
-                    port,
-                }
-            }),
-            any::<u32>().prop_map(|slot| Command::Send { slot }),
-            any::<u32>().prop_map(|slot| Command::Consumed { slot }),
-            (any::<u32>(), any::<u32>(), how).prop_map(|(req, slot, how)| Command::Shutdown {
-                req,
-                slot,
-                how
-            }),
-            (any::<u32>(), any::<bool>()).prop_map(|(slot, abort)| Command::Close { slot, abort }),
-            (any::<u32>(), any::<u32>(), any::<bool>())
-                .prop_map(|(req, slot, nodelay)| { Command::SetNoDelay { req, slot, nodelay } }),
-            (
-                any::<u32>(),
-                any::<u32>(),
-                proptest::sample::select(Congestion::ALL.to_vec())
-            )
-                .prop_map(|(req, slot, algorithm)| Command::SetCongestion {
-                    req,
-                    slot,
-                    algorithm
-                }),
-            (any::<u32>(), any::<u32>(), any::<bool>())
-                .prop_map(|(req, slot, on)| Command::SetTeardownOffload { req, slot, on }),
-        ]
-    }
-
-    proptest! {
-        #[test]
-        fn commands_round_trip(c in command()) {
-            prop_assert_eq!(Command::decode(&c.encode()), Ok(c));
-        }
-
-        #[test]
-        fn completions_round_trip(req: u32, slot: u32, value: u32, errno: i32, done: bool) {
-            let c = if done {
-                Completion::Done { req, slot, value }
-            } else {
-                Completion::Failed { req, errno }
-            };
-            prop_assert_eq!(Completion::decode(&c.encode()), Ok(c));
-        }
-
-        /// Any bytes decode to a command or an error, never a panic.
-        #[test]
-        fn arbitrary_entries_never_panic(bytes in proptest::collection::vec(any::<u8>(), PAYLOAD_BYTES)) {
-            let e: Payload = bytes.try_into().unwrap();
-            let _ = Command::decode(&e);
-            let _ = Completion::decode(&e);
-        }
-    }
-
-    proptest! {
-        /// The raw-entry accessors read what decoding reads: the opcode, and the request id
-        /// exactly when the command carries one.
-        #[test]
-        fn entry_accessors_agree_with_decoding(c in command()) {
-            let e = c.encode();
-            prop_assert_eq!(Command::opcode_of(&e), Ok(c.opcode()));
-            prop_assert_eq!(Opcode::from_code(c.opcode().code()), Some(c.opcode()));
-            prop_assert_eq!(c.opcode().carries_req(), c.req().is_some());
-            prop_assert_eq!(Command::req_of(&e), c.req());
-        }
-    }
-
-    #[test]
-    fn an_entry_that_does_not_decode_still_shows_its_request_id() {
-        let mut e = [0u8; PAYLOAD_BYTES];
-        e[0] = 200;
-        e[4..8].copy_from_slice(&7u32.to_le_bytes());
-        assert_eq!(Command::opcode_of(&e), Err(EntryError::UnknownOpcode(200)));
-        assert_eq!(
-            Command::req_of(&e),
-            Some(7),
-            "an unknown opcode is answered"
-        );
-        let mut close = Command::Close {
-            slot: 3,
-            abort: false,
-        }
-        .encode();
-        close[12] = 9;
-        assert!(Command::decode(&close).is_err());
-        assert_eq!(Command::req_of(&close), None, "Close is never answered");
-        let mut shut = Command::Shutdown {
-            req: 11,
-            slot: 3,
-            how: Shut::Both,
-        }
-        .encode();
-        shut[12] = 9;
-        assert!(Command::decode(&shut).is_err());
-        assert_eq!(Command::req_of(&shut), Some(11));
-    }
-
-    #[test]
-    fn unknown_opcodes_and_bad_flags_are_errors() {
-        let mut e = [0u8; PAYLOAD_BYTES];
-        e[0] = 200;
-        assert_eq!(Command::decode(&e), Err(EntryError::UnknownOpcode(200)));
-        let mut close = Command::Close {
-            slot: 3,
-            abort: true,
-        }
-        .encode();
-        close[12] = 7;
-        assert_eq!(Command::decode(&close), Err(EntryError::BadField("flag")));
-    }
-
-    proptest! {
-        /// Every algorithm code outside the known ones is refused as a bad field, whatever
-        /// else the entry says; the known ones decode to their algorithm.
-        #[test]
-        fn congestion_codes_are_checked(req: u32, slot: u32, code: u8) {
-            let mut e = Command::SetCongestion { req, slot, algorithm: Congestion::Dctcp }.encode();
-            e[12] = code;
-            match Congestion::from_code(code) {
-                Some(algorithm) => prop_assert_eq!(
-                    Command::decode(&e),
-                    Ok(Command::SetCongestion { req, slot, algorithm })
-                ),
-                None => prop_assert_eq!(Command::decode(&e), Err(EntryError::BadField("algorithm"))),
-            }
-        }
-    }
-}
+mod tests;

@@ -23,6 +23,7 @@ mod queue;
 mod region;
 mod ring;
 mod socket;
+mod splice;
 
 pub mod control;
 pub mod entry;
@@ -37,6 +38,7 @@ pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
 pub use region::Region;
 pub use ring::Ring;
 pub use socket::{flags, AcceptRecord, SocketBlock, ACCEPT_RECORD_BYTES};
+pub use splice::{SpliceOutcome, SpliceReport};
 
 /// `setsockopt(fd, IPPROTO_TCP, TCP_TEARDOWN_OFFLOAD, &int, 4)`: Sluice's private TCP
 /// option asking for a socket's close to be offloaded to the engine's teardown stage

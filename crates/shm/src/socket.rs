@@ -34,6 +34,9 @@ pub mod flags {
     pub const TX_SHUT: u32 = 1 << 7;
     /// The connection is fully closed.
     pub const CLOSED: u32 = 1 << 8;
+    /// The connection was given to a splice (docs/service.md, Splice): it belongs to the
+    /// engine's splice stage; reads and writes fail, closing only frees the slot.
+    pub const SPLICED: u32 = 1 << 9;
 }
 
 mod at {

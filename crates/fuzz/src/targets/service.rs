@@ -455,6 +455,8 @@ impl World {
                     self.stats.failed += 1;
                     req
                 }
+                // Unsolicited: a splice the input asked for moved on.
+                Completion::Splice(_) => continue,
             };
             self.stats.completions += 1;
             match self.expected_reqs.pop_front() {
@@ -587,9 +589,17 @@ impl World {
         if Command::decode(&entry).is_ok_and(|c| c.slot() == Some(self.good_slot)) {
             entry[8] ^= 1;
         }
+        // Nor is it to splice (the second slot of a Splice is at offset 12).
+        let names_good = |c: &Command| {
+            c.slot() == Some(self.good_slot)
+                || matches!(c, Command::Splice { slot_b, .. } if *slot_b == self.good_slot)
+        };
+        if Command::decode(&entry).is_ok_and(|c| names_good(&c)) {
+            entry[12] ^= 1;
+        }
         match Command::decode(&entry) {
             Err(_) => self.undecodable += 1,
-            Ok(c) if c.slot() == Some(self.good_slot) => return Ok(()),
+            Ok(c) if names_good(&c) => return Ok(()),
             Ok(_) => {}
         }
         if let Some(req) = Command::req_of(&entry) {
@@ -615,7 +625,7 @@ impl World {
         };
         let port = if f.peer_port { PEER_PORT } else { f.port };
         let req = f.req;
-        match f.opcode % 11 {
+        match f.opcode % 12 {
             0 => Command::Open { req },
             1 => Command::Bind {
                 req,
@@ -655,10 +665,15 @@ impl World {
                 slot,
                 algorithm: Congestion::ALL[f.arg as usize % Congestion::ALL.len()],
             },
-            _ => Command::SetTeardownOffload {
+            10 => Command::SetTeardownOffload {
                 req,
                 slot,
                 on: f.arg & 1 != 0,
+            },
+            _ => Command::Splice {
+                req,
+                slot_a: slot,
+                slot_b: f.arg % (layout().max_sockets + 2),
             },
         }
     }

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use sluice_shm::control::{self, EngineInfo, Reply, Request};
 use sluice_shm::{
     flags, AcceptRecord, Command, Completion, Consumer, Dir, EventFd, Layout, Producer, QueueKind,
-    Region, Shut, SocketBlock, ACCEPT_RECORD_BYTES,
+    Region, Shut, SocketBlock, SpliceOutcome, ACCEPT_RECORD_BYTES,
 };
 
 /// The fake engine's address.
@@ -108,6 +108,8 @@ impl FakeEngine {
             stats: stats.clone(),
             stop: stop.clone(),
             wake: wake.clone(),
+            splices: HashMap::new(),
+            next_splice: 0,
         };
         let thread = std::thread::Builder::new()
             .name("fake-engine".into())
@@ -161,6 +163,8 @@ enum Kind {
     },
     /// The handshake never completes (BLACKHOLE_IP).
     Hanging,
+    /// Given to a splice: only Close is left.
+    Spliced,
 }
 
 #[derive(Debug, Default)]
@@ -207,7 +211,12 @@ struct Engine {
     stats: Arc<Stats>,
     stop: Arc<AtomicBool>,
     wake: Arc<EventFd>,
+    splices: HashMap<u32, FakeSplice>,
+    next_splice: u32,
 }
+
+mod splice;
+use splice::FakeSplice;
 
 fn bump(b: &SocketBlock<'_>) {
     b.event_seq().fetch_add(1, Ordering::Release);
@@ -693,6 +702,21 @@ impl Engine {
                 };
                 self.complete(a, ctx, c);
             }
+            Command::Splice {
+                req,
+                slot_a,
+                slot_b,
+            } => {
+                let c = match self.splice(a, ctx, slot_a, slot_b) {
+                    Ok(handle) => Completion::Done {
+                        req,
+                        slot: slot_a,
+                        value: handle,
+                    },
+                    Err(errno) => fail(req, errno),
+                };
+                self.complete(a, ctx, c);
+            }
             Command::SetNoDelay { req, slot, .. }
             | Command::SetTeardownOffload { req, slot, .. } => {
                 let c = match self.kind((a, slot)) {
@@ -813,6 +837,9 @@ impl Engine {
     }
 
     fn free(&mut self, e: Endpoint) {
+        if let Some((h, _)) = self.splice_of(e) {
+            self.report(h, SpliceOutcome::Closed);
+        }
         let Some(slot) = self.slot_mut(e) else {
             return;
         };
@@ -919,6 +946,9 @@ impl Engine {
                     bump(&b);
                     moved = n;
                     self.stats.bytes_moved.fetch_add(n, Ordering::Relaxed);
+                    if let Some((h, i)) = self.splice_of(e) {
+                        self.splices.get_mut(&h).unwrap().bytes[i] += n;
+                    }
                     self.mark_changed(e.0);
                     self.mark_changed(p.0);
                 }

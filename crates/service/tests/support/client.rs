@@ -19,7 +19,7 @@ use sluice_shm::control::{
 use sluice_shm::flags;
 use sluice_shm::{
     AcceptRecord, Command, Completion, Consumer, Dir, EventFd, Layout, Producer, QueueKind, Region,
-    SocketBlock, ACCEPT_RECORD_BYTES,
+    SocketBlock, SpliceReport, ACCEPT_RECORD_BYTES,
 };
 
 /// How long any wait may take before the test fails.
@@ -43,6 +43,8 @@ pub struct Client {
     pub app: u32,
     pub ctxs: Vec<Ctx>,
     next_req: u32,
+    /// Splice reports met while waiting for completions, in order.
+    pub reports: Vec<SpliceReport>,
 }
 
 /// Receives one reply, failing the test after [`WAIT`].
@@ -91,6 +93,7 @@ impl Client {
                     app,
                     ctxs: Vec::new(),
                     next_req: 1,
+                    reports: Vec::new(),
                 })
             }
             (Reply::Refused { reason }, _) => Err(reason),
@@ -150,14 +153,26 @@ impl Client {
         self.post_raw(c, &cmd.encode());
     }
 
-    /// Waits for the next completion on context `c`.
+    /// Takes what context `c` holds: splice reports go to [`Client::reports`]; returns the
+    /// first other completion.
+    fn take(&mut self, c: u32) -> Option<Completion> {
+        let ctx = &mut self.ctxs[c as usize];
+        while let Some(e) = ctx.comp.pop() {
+            ctx.comp.publish();
+            match Completion::decode(&e).expect("the engine writes valid completions") {
+                Completion::Splice(r) => self.reports.push(r),
+                other => return Some(other),
+            }
+        }
+        None
+    }
+
+    /// Waits for the next completion on context `c` (splice reports set aside).
     pub fn completion(&mut self, c: u32, pump: &mut dyn FnMut()) -> Completion {
         let deadline = Instant::now() + WAIT;
         loop {
-            let ctx = &mut self.ctxs[c as usize];
-            if let Some(e) = ctx.comp.pop() {
-                ctx.comp.publish();
-                return Completion::decode(&e).expect("the engine writes valid completions");
+            if let Some(done) = self.take(c) {
+                return done;
             }
             assert!(Instant::now() < deadline, "no completion within {WAIT:?}");
             pump();
@@ -185,7 +200,9 @@ impl Client {
             | Command::Connect { req, .. }
             | Command::Shutdown { req, .. }
             | Command::SetNoDelay { req, .. }
-            | Command::SetCongestion { req, .. } => req,
+            | Command::SetCongestion { req, .. }
+            | Command::SetTeardownOffload { req, .. }
+            | Command::Splice { req, .. } => req,
             other => panic!("{other:?} has no completion"),
         };
         assert_eq!(completion.req(), req, "completions come back in order");
@@ -418,6 +435,32 @@ impl Client {
                 );
                 pump();
             }
+        }
+    }
+
+    /// Waits for a splice report for `handle` on context `c` that satisfies `f`; the reports
+    /// met before it stay in [`Client::reports`].
+    pub fn report(
+        &mut self,
+        c: u32,
+        handle: u32,
+        f: impl Fn(&SpliceReport) -> bool,
+        pump: &mut dyn FnMut(),
+    ) -> SpliceReport {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(done) = self.take(c) {
+                panic!("an unexpected completion {done:?}");
+            }
+            if let Some(r) = self.reports.iter().find(|r| r.handle == handle && f(r)) {
+                return *r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no such report for splice {handle}: {:?}",
+                self.reports
+            );
+            pump();
         }
     }
 

@@ -103,6 +103,7 @@ impl Stack {
             id,
             conns: [a, b],
             fin_relayed: [false, false],
+            relayed: [0, 0],
         });
         self.progress_splices();
         Ok(SpliceId(id))
@@ -172,7 +173,10 @@ impl Stack {
             self.report_splice(SpliceEvent::Ended(
                 SpliceId(p.id),
                 SpliceEnd::Closed,
-                SpliceStats::default(),
+                SpliceStats {
+                    a_to_b: p.relayed[0],
+                    b_to_a: p.relayed[1],
+                },
             ));
             return Progress::Done;
         }
@@ -203,7 +207,7 @@ impl Stack {
         };
         let slots = [sa, sb];
         for x in 0..2 {
-            self.relay_buffered(p.conns[x], p.conns[1 - x]);
+            p.relayed[x] += self.relay_buffered(p.conns[x], p.conns[1 - x]);
             // The peer of x closed and everything it sent went to the other side: our FIN
             // follows it there.
             let eof = self.bufs[slots[x] as usize]
@@ -217,7 +221,10 @@ impl Stack {
             return Progress::Waiting(p);
         }
         let sides = [self.side_of(sa), self.side_of(sb)];
-        if !self.splice.install(self.now, p.id, &sides[0], &sides[1]) {
+        if !self
+            .splice
+            .install(self.now, p.id, (&sides[0], &sides[1]), p.relayed)
+        {
             return Progress::Waiting(p);
         }
         // Each peer's window was held while draining: a last ACK from each connection
@@ -238,19 +245,24 @@ impl Stack {
         Progress::Done
     }
 
-    /// Moves what `from` received into `to`'s send buffer, as far as it has room.
-    fn relay_buffered(&mut self, from: ConnId, to: ConnId) {
+    /// Moves what `from` received into `to`'s send buffer, as far as it has room; returns
+    /// the bytes moved.
+    fn relay_buffered(&mut self, from: ConnId, to: ConnId) -> u64 {
         let mut buf = [0u8; 4096];
+        let mut moved = 0;
         loop {
-            let Ok(room) = self.send_room(to) else { return };
+            let Ok(room) = self.send_room(to) else {
+                return moved;
+            };
             if room == 0 {
-                return;
+                return moved;
             }
             let want = room.min(buf.len());
             let n = match self.recv(from, &mut buf[..want]) {
                 Ok(n) if n > 0 => n,
-                _ => return,
+                _ => return moved,
             };
+            moved += n as u64;
             let sent = self.send(to, &buf[..n]).unwrap_or(0);
             debug_assert_eq!(sent, n, "room was checked");
         }

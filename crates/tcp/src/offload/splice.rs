@@ -72,8 +72,10 @@ struct Rule {
     rcv_wnd: u32,
     /// The end of this direction's FIN in the outgoing space, once seen.
     fin_end: Option<SeqNumber>,
-    /// Payload bytes relayed.
+    /// Stream bytes relayed (a retransmission counts once).
     bytes: u64,
+    /// The highest payload end relayed (outgoing space): what lies below it is counted.
+    seq_high: SeqNumber,
 }
 
 /// A splice's handle.
@@ -102,6 +104,9 @@ pub(crate) struct Pending {
     /// Our FIN was queued on the connection at this index because its partner's peer
     /// closed.
     pub fin_relayed: [bool; 2],
+    /// Bytes the control plane relayed from each connection's buffer to the other's
+    /// before the handover (counted in the splice's stats).
+    pub relayed: [u64; 2],
 }
 
 /// How a splice ended.
@@ -116,9 +121,10 @@ pub enum SpliceEnd {
 /// A splice's traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpliceStats {
-    /// Payload bytes relayed from the first connection's peer to the second's.
+    /// Stream bytes relayed from the first connection's peer to the second's (each byte
+    /// once, retransmissions not counted again).
     pub a_to_b: u64,
-    /// Payload bytes relayed the other way.
+    /// Stream bytes relayed the other way.
     pub b_to_a: u64,
 }
 
@@ -198,6 +204,7 @@ impl Rule {
             // is acknowledged: SND.NXT is past it.
             fin_end: from.peer_fin.then_some(to.snd_nxt),
             bytes: 0,
+            seq_high: to.snd_nxt,
         }
     }
 }
@@ -267,9 +274,16 @@ impl SpliceStage {
         !self.index.is_empty() && self.index.contains_key(&tuple.key())
     }
 
-    /// Installs the two rules joining `a` and `b` as splice `id`. False if full or a tuple
-    /// is already spliced.
-    pub(crate) fn install(&mut self, now: Instant, id: u64, a: &Side, b: &Side) -> bool {
+    /// Installs the two rules joining `a` and `b` as splice `id`, their byte counts starting
+    /// at `relayed` (what the control plane moved before). False if full or a tuple is
+    /// already spliced.
+    pub(crate) fn install(
+        &mut self,
+        now: Instant,
+        id: u64,
+        (a, b): (&Side, &Side),
+        relayed: [u64; 2],
+    ) -> bool {
         let keys = [a.tuple.key(), b.tuple.key()];
         if !self.has_room() || keys[0] == keys[1] || keys.iter().any(|k| self.index.contains_key(k))
         {
@@ -282,8 +296,11 @@ impl SpliceStage {
                 (self.splices.len() - 1) as u32
             }
         };
+        let (mut ab, mut ba) = (Rule::between(a, b), Rule::between(b, a));
+        ab.bytes = relayed[0];
+        ba.bytes = relayed[1];
         self.splices[i as usize] = Some(Splice {
-            rules: [Rule::between(a, b), Rule::between(b, a)],
+            rules: [ab, ba],
             keys,
             id,
             lingering: false,
@@ -431,7 +448,14 @@ impl SpliceStage {
         out[t + 16..t + 18].copy_from_slice(&csum.to_be_bytes());
         // Bookkeeping: bytes, FINs, the other direction's view of its receiver.
         let r = &mut s.rules[d];
-        r.bytes += u64::from(payload);
+        // Stream bytes, not frames: a retransmitted or overlapping segment counts only
+        // what lies beyond the highest end relayed before.
+        // (An ACK after a FIN carries the FIN's sequence number + 1: no payload, no count.)
+        let seq_end = seq + payload;
+        if payload > 0 && seq_end.seq_gt(r.seq_high) {
+            r.bytes += u64::from(seq_end.0.wrapping_sub(r.seq_high.0));
+            r.seq_high = seq_end;
+        }
         if flags.contains(TcpFlags::FIN) {
             r.fin_end = Some(seq + payload + 1u32);
         }
