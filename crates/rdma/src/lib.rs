@@ -7,5 +7,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod qp;
 pub mod verbs;
 pub mod wire;

@@ -1,0 +1,218 @@
+//! Reliable-connected queue pairs (IBA vol. 1 ch. 9-10, the RC transport), sans-IO: a QP is
+//! given the packets addressed to it, work requests and the time, and returns packets to
+//! send, completions and its next deadline. The two halves own their state (DESIGN.md: a
+//! variable belongs to one stage): the requester (`requester.rs`: the send queue, PSNs,
+//! retransmission, READ responses) and the responder (`responder.rs`: the receive queue,
+//! the expected PSN, placement, ACK/NAK and READ responses).
+//!
+//! Payload goes through [`Memory`], addressed by the placement [`MrTable::check`] returns:
+//! the QP never touches bytes that check did not allow.
+
+mod requester;
+mod responder;
+pub mod wr;
+
+use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
+use crate::wire::{Psn, RoceRepr};
+use requester::Requester;
+use responder::Responder;
+pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
+
+/// Time in nanoseconds, from the caller's clock (virtual in tests).
+pub type Nanos = u64;
+
+/// The memory behind registered regions: `backing` names one (an application's shared
+/// region in the engine, a buffer in tests), offsets are within it.
+pub trait Memory {
+    /// Copies the bytes at `offset` of `backing` into `out`; false if they are not there.
+    fn read(&self, backing: u32, offset: u64, out: &mut [u8]) -> bool;
+    /// Copies `data` to `offset` of `backing`; false if it does not fit there.
+    fn write(&mut self, backing: u32, offset: u64, data: &[u8]) -> bool;
+}
+
+/// A connected QP's parameters (the attributes of INIT -> RTR -> RTS).
+#[derive(Clone, Copy, Debug)]
+pub struct QpConfig {
+    /// This QP's number.
+    pub qpn: u32,
+    /// The peer QP's number.
+    pub dest_qpn: u32,
+    /// Its protection domain.
+    pub pd: PdId,
+    /// Path MTU in bytes (256 to 4096).
+    pub mtu: u32,
+    /// First PSN this QP sends.
+    pub sq_psn: Psn,
+    /// First PSN it expects.
+    pub rq_psn: Psn,
+    /// Local ACK timeout (IBA: 4.096 us x 2^timeout).
+    pub ack_timeout: Nanos,
+    /// Retransmissions on timeout before the QP fails (0-7).
+    pub retry_cnt: u8,
+    /// Retries after receiver-not-ready (7: forever).
+    pub rnr_retry: u8,
+    /// The RNR NAK timer code it sends when its receive queue is empty.
+    pub min_rnr_timer: u8,
+    /// Packets the requester keeps unacknowledged.
+    pub max_inflight: u32,
+    /// Send and receive queue capacities.
+    pub sq_cap: usize,
+    /// Receive queue capacity.
+    pub rq_cap: usize,
+}
+
+/// What a QP needs of the stack around it for one call.
+pub struct Ctx<'a, M: Memory> {
+    /// The registered regions.
+    pub mrs: &'a MrTable,
+    /// Their memory.
+    pub mem: &'a mut M,
+    /// Send completions.
+    pub send_cq: &'a mut CompletionQueue,
+    /// Receive completions.
+    pub recv_cq: &'a mut CompletionQueue,
+    /// The time.
+    pub now: Nanos,
+}
+
+/// Counters of one QP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpCounters {
+    /// Packets sent (requests and responses, retransmissions included).
+    pub packets_tx: u64,
+    /// Packets retransmitted by the requester.
+    pub retransmits: u64,
+    /// Requester timeouts.
+    pub timeouts: u64,
+    /// NAKs sent (sequence, RNR, errors).
+    pub naks_tx: u64,
+    /// Duplicate requests the responder saw.
+    pub duplicates: u64,
+    /// Packets refused (out of sequence, wrong opcode order, bad keys).
+    pub refused: u64,
+}
+
+/// A reliable-connected queue pair in RTS (or gone to error).
+pub struct QueuePair {
+    cfg: QpConfig,
+    state: QpState,
+    req: Requester,
+    resp: Responder,
+    /// Counters.
+    pub counters: QpCounters,
+}
+
+impl QueuePair {
+    /// A QP connected by `cfg`, ready to send and receive.
+    pub fn new(cfg: QpConfig) -> QueuePair {
+        QueuePair {
+            req: Requester::new(&cfg),
+            resp: Responder::new(&cfg),
+            cfg,
+            state: QpState::Rts,
+            counters: QpCounters::default(),
+        }
+    }
+
+    /// Its state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Its number.
+    pub fn qpn(&self) -> u32 {
+        self.cfg.qpn
+    }
+
+    /// Queues a send work request.
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
+        if self.state != QpState::Rts {
+            return Err(PostError::WrongState);
+        }
+        self.req.post(wr, &self.cfg)
+    }
+
+    /// Queues a receive work request.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
+        if self.state == QpState::Error {
+            return Err(PostError::WrongState);
+        }
+        self.resp.post(wr, &self.cfg)
+    }
+
+    /// A packet addressed to this QP (its headers parsed, its payload without pad).
+    pub fn handle_packet<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        repr: &RoceRepr,
+        payload: &[u8],
+    ) {
+        if self.state == QpState::Error {
+            return;
+        }
+        let failed = if repr.bth.opcode.is_response() {
+            self.req
+                .on_response(ctx, &self.cfg, repr, payload, &mut self.counters)
+        } else {
+            self.resp
+                .on_request(ctx, &self.cfg, repr, payload, &mut self.counters)
+        };
+        if failed {
+            self.fail(ctx, None);
+        }
+    }
+
+    /// The next packet to send: its headers, and its payload written to the front of
+    /// `payload` (length returned). Responses first, then requests.
+    pub fn poll_transmit<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        payload: &mut [u8],
+    ) -> Option<(RoceRepr, usize)> {
+        // In error, only the responder's last NAK still goes out.
+        if let Some(out) = self.resp.transmit(ctx, &self.cfg, payload) {
+            self.counters.packets_tx += 1;
+            return Some(out);
+        }
+        match self
+            .req
+            .transmit(ctx, &self.cfg, payload, &mut self.counters)
+        {
+            Ok(Some(out)) => {
+                self.counters.packets_tx += 1;
+                Some(out)
+            }
+            Ok(None) => None,
+            Err(status) => {
+                self.fail(ctx, Some(status));
+                None
+            }
+        }
+    }
+
+    /// When [`QueuePair::handle_timeout`] next has work.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.state == QpState::Error {
+            return None;
+        }
+        self.req.deadline()
+    }
+
+    /// Runs the retransmission timer.
+    pub fn handle_timeout<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
+        if self.state == QpState::Error {
+            return;
+        }
+        if let Err(status) = self.req.on_timeout(ctx.now, &mut self.counters) {
+            self.fail(ctx, Some(status));
+        }
+    }
+
+    /// To the error state: the send queue's front completes with `status` (if given) and
+    /// everything else outstanding, both queues, completes flushed (IBA 10.3.1).
+    fn fail<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, status: Option<WcStatus>) {
+        self.state = QpState::Error;
+        self.req.flush(ctx, &self.cfg, status);
+        self.resp.flush(ctx, &self.cfg);
+    }
+}
