@@ -31,6 +31,10 @@ enum counter {
 	/* No peer in the map (the pair is being inserted or removed): passed to the
 	 * receiving socket, where the proxy reads and forwards it by hand. */
 	PASSED_SKBS,
+	/* Empty skbs (a FIN's): dropped, since the backlog worker that sends a redirected
+	 * skb takes a send of 0 bytes for a broken pipe and sets EPIPE on the peer; the
+	 * proxy passes EOFs on itself with shutdown(). */
+	EMPTY_SKBS,
 	COUNTERS,
 };
 
@@ -67,6 +71,10 @@ int sockmap_proxy_verdict(struct __sk_buff *skb)
 		remote_port >>= 16;
 	key.remote_port = (__u16)remote_port;
 
+	if (len == 0) {
+		count(EMPTY_SKBS, 1);
+		return SK_DROP;
+	}
 	if (bpf_sk_redirect_hash(skb, &peers, &key, 0) == SK_PASS) {
 		count(REDIRECTED_SKBS, 1);
 		count(REDIRECTED_BYTES, len);

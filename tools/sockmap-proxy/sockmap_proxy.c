@@ -35,6 +35,8 @@
 /* How long an EOF waits for the bytes before it to be acknowledged by the peer. */
 #define DRAIN_LIMIT_NS (10ull * 1000 * 1000 * 1000)
 #define EVENTS 256
+/* TCP_ESTABLISHED of include/net/tcp_states.h (tcpi_state's value). */
+#define STATE_ESTABLISHED 1
 
 /* Must match struct pair_key in sockmap_proxy.bpf.c. */
 struct pair_key {
@@ -45,7 +47,7 @@ struct pair_key {
 };
 
 /* The counters of the BPF program's array map, in its order. */
-enum { REDIRECTED_SKBS, REDIRECTED_BYTES, PASSED_SKBS, BPF_COUNTERS };
+enum { REDIRECTED_SKBS, REDIRECTED_BYTES, PASSED_SKBS, EMPTY_SKBS, BPF_COUNTERS };
 
 struct pair {
 	int fd[2];		/* client, backend */
@@ -54,17 +56,22 @@ struct pair {
 	int eof[2];		/* side i has sent its FIN */
 	int shut[2];		/* side i's write side is shut (the other's EOF passed on) */
 	uint64_t eof_at[2];	/* when side i's EOF was seen (for the drain limit) */
+	uint64_t acked0[2];	/* tcpi_bytes_acked before anything was sent (1 for a SYN) */
 	struct pair *next_draining;
 	int draining;
 };
 
 static struct pair *pairs[MAX_FDS];
 static struct pair *draining;
+/* Descriptors of pairs closed during one epoll batch, closed after it, so that a
+ * descriptor number accept() reuses cannot receive a closed pair's pending event. */
+static int doomed[2 * EVENTS + 2];
+static int ndoomed;
 static volatile sig_atomic_t stop;
 
 static struct {
-	uint64_t accepted, paired, closed, backend_failed, insert_failed, copied_bytes,
-	    resets, drain_timeouts, refused;
+	uint64_t accepted, paired, closed, backend_failed, closed_early, insert_failed,
+	    copied_bytes, resets, drain_timeouts, refused;
 } stats;
 
 static int peers_fd, epfd;
@@ -151,7 +158,11 @@ static void close_pair(struct pair *p)
 		if (p->connected)
 			bpf_map_delete_elem(peers_fd, &p->key[i]);
 		pairs[p->fd[i]] = NULL;
-		close(p->fd[i]);
+		epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd[i], NULL);
+		if (ndoomed < (int)(sizeof(doomed) / sizeof(doomed[0])))
+			doomed[ndoomed++] = p->fd[i];
+		else
+			close(p->fd[i]);
 	}
 	unlink_draining(p);
 	stats.closed++;
@@ -187,6 +198,47 @@ static int write_all(int fd, const char *buf, size_t n)
 	return 0;
 }
 
+static int tcp_info_of(int fd, struct tcp_info *ti)
+{
+	socklen_t len = sizeof(*ti);
+
+	memset(ti, 0, sizeof(*ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len);
+}
+
+/* Whether side i has received its peer's FIN (it counts in tcpi_bytes_received). */
+static int fin_received(const struct tcp_info *ti)
+{
+	/* CLOSE_WAIT, LAST_ACK, CLOSING, TIME_WAIT and CLOSE of include/net/tcp_states.h: a
+	 * socket in FIN_WAIT2 that gets the FIN goes to CLOSE (a timewait sock takes over),
+	 * and the verdict cannot redirect that last skb (the proxy copies it). */
+	return ti->tcpi_state == 8 || ti->tcpi_state == 9 || ti->tcpi_state == 11 ||
+	       ti->tcpi_state == 6 || ti->tcpi_state == 7;
+}
+
+/* Waits (bounded) until side o has had acknowledged every byte side i received before
+ * the `chunk` bytes just read from it: redirected skbs leave from a kernel work queue, so
+ * bytes written by hand at once could overtake them. */
+static void wait_delivered(struct pair *p, int i, size_t chunk)
+{
+	uint64_t deadline = now_ns() + DRAIN_LIMIT_NS;
+	struct tcp_info from, to;
+	int o = 1 - i;
+
+	while (tcp_info_of(p->fd[i], &from) == 0 && tcp_info_of(p->fd[o], &to) == 0) {
+		uint64_t before = from.tcpi_bytes_received - (uint64_t)fin_received(&from) - chunk;
+		struct timespec ms = { 0, 1000000 };
+
+		if (to.tcpi_bytes_acked - p->acked0[o] >= before)
+			return;
+		if (now_ns() > deadline) {
+			stats.drain_timeouts++;
+			return;
+		}
+		nanosleep(&ms, NULL);
+	}
+}
+
 /* Forwards what is readable on side i to the other side by hand; returns 1 at EOF,
  * -1 on an error, 0 otherwise. */
 static int copy_readable(struct pair *p, int i)
@@ -197,6 +249,7 @@ static int copy_readable(struct pair *p, int i)
 		ssize_t r = recv(p->fd[i], buf, sizeof(buf), MSG_DONTWAIT);
 
 		if (r > 0) {
+			wait_delivered(p, i, (size_t)r);
 			if (write_all(p->fd[1 - i], buf, (size_t)r) < 0)
 				return -1;
 			stats.copied_bytes += (uint64_t)r;
@@ -225,14 +278,6 @@ static void on_eof(struct pair *p, int i)
 	}
 }
 
-static int tcp_info_of(int fd, struct tcp_info *ti)
-{
-	socklen_t len = sizeof(*ti);
-
-	memset(ti, 0, sizeof(*ti));
-	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len);
-}
-
 /* Side i is at EOF: shut the other side's write once it has had every byte side i
  * received acknowledged (the redirected ones leave from a kernel work queue, so a FIN
  * sent at once could overtake them). Returns 1 when the pair is done. */
@@ -245,8 +290,9 @@ static int pass_eof(struct pair *p, int i, uint64_t now)
 		return p->eof[o] && p->shut[i];
 	if (tcp_info_of(p->fd[i], &from) < 0 || tcp_info_of(p->fd[o], &to) < 0)
 		return 1;
-	/* bytes_received counts side i's FIN and bytes_acked the other's SYN: one each. */
-	if (to.tcpi_bytes_acked < from.tcpi_bytes_received) {
+	/* bytes_received counts data and side i's FIN (but no SYN); bytes_acked counts an
+	 * active opener's SYN, hence the baseline taken before anything was sent. */
+	if (to.tcpi_bytes_acked - p->acked0[o] + 1 < from.tcpi_bytes_received) {
 		if (now - p->eof_at[i] < DRAIN_LIMIT_NS)
 			return 0;
 		stats.drain_timeouts++;
@@ -278,6 +324,16 @@ static void check_draining(void)
 	}
 }
 
+static int established(const struct pair *p)
+{
+	struct tcp_info ti;
+
+	for (int i = 0; i < 2; i++)
+		if (tcp_info_of(p->fd[i], &ti) < 0 || ti.tcpi_state != STATE_ESTABLISHED)
+			return 0;
+	return 1;
+}
+
 /* The backend connection is up: insert both sockets, forward early bytes, watch EOFs. */
 static void join(struct pair *p)
 {
@@ -289,19 +345,31 @@ static void join(struct pair *p)
 		close_pair(p);
 		return;
 	}
+	/* The sockmap takes only established sockets: a client that has already sent its
+	 * FIN (or gone) by now is closed, its bytes unrelayed. */
+	if (!established(p)) {
+		stats.closed_early++;
+		close_pair(p);
+		return;
+	}
 	for (int i = 0; i < 2; i++) {
+		struct tcp_info ti;
+
 		setsockopt(p->fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (own_key(p->fd[i], &p->key[i]) < 0) {
-			stats.backend_failed++;
+		if (own_key(p->fd[i], &p->key[i]) < 0 || tcp_info_of(p->fd[i], &ti) < 0) {
+			stats.closed_early++;
 			close_pair(p);
 			return;
 		}
+		p->acked0[i] = ti.tcpi_bytes_acked;
 	}
 	for (int i = 0; i < 2; i++) {
 		uint32_t peer = (uint32_t)p->fd[1 - i];
 
 		if (bpf_map_update_elem(peers_fd, &p->key[i], &peer, BPF_NOEXIST) < 0) {
-			if (stats.insert_failed++ == 0)
+			if (errno == EOPNOTSUPP && !established(p))
+				stats.closed_early++; /* a FIN came in meanwhile */
+			else if (stats.insert_failed++ == 0)
 				fprintf(stderr, "sockmap_proxy: inserting a socket in the sockhash: %s\n",
 					strerror(errno));
 			if (i == 1) /* the first entry was made */
@@ -313,7 +381,16 @@ static void join(struct pair *p)
 	p->connected = 1;
 	stats.paired++;
 	for (int i = 0; i < 2; i++) {
-		int r = copy_readable(p, i);
+		int r;
+
+		/* Bytes that arrived before the insertion wait in the receive queue until the
+		 * next segment wakes the verdict. Setting SO_RCVLOWAT calls the socket's
+		 * data_ready now (tcp_set_rcvlowat), so the verdict redirects them at once, in
+		 * order with whatever follows. */
+		setsockopt(p->fd[i], SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+		/* What the verdict passed up (it arrived on the backend between the two
+		 * insertions, when its entry was missing) is forwarded by hand. */
+		r = copy_readable(p, i);
 
 		if (r < 0) {
 			stats.resets++;
@@ -370,7 +447,7 @@ static void on_event(int fd, uint32_t events)
 		if (i == 1 && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
 			join(p);
 		else if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
-			stats.resets++;
+			stats.closed_early++;
 			close_pair(p);
 		}
 		return;
@@ -403,16 +480,19 @@ static void print_counters(int counters_fd)
 	for (uint32_t k = 0; k < BPF_COUNTERS; k++)
 		bpf_map_lookup_elem(counters_fd, &k, &bpf[k]);
 	printf("accepted=%llu\npaired=%llu\nclosed=%llu\nbackend_failed=%llu\n"
-	       "insert_failed=%llu\nrefused=%llu\nresets=%llu\ndrain_timeouts=%llu\n"
+	       "closed_early=%llu\ninsert_failed=%llu\nrefused=%llu\nresets=%llu\n"
+	       "drain_timeouts=%llu\n"
 	       "copied_bytes=%llu\nredirected_skbs=%llu\nredirected_bytes=%llu\n"
-	       "passed_skbs=%llu\n",
+	       "passed_skbs=%llu\nempty_skbs=%llu\n",
 	       (unsigned long long)stats.accepted, (unsigned long long)stats.paired,
 	       (unsigned long long)stats.closed, (unsigned long long)stats.backend_failed,
+	       (unsigned long long)stats.closed_early,
 	       (unsigned long long)stats.insert_failed, (unsigned long long)stats.refused,
 	       (unsigned long long)stats.resets, (unsigned long long)stats.drain_timeouts,
 	       (unsigned long long)stats.copied_bytes,
 	       (unsigned long long)bpf[REDIRECTED_SKBS],
-	       (unsigned long long)bpf[REDIRECTED_BYTES], (unsigned long long)bpf[PASSED_SKBS]);
+	       (unsigned long long)bpf[REDIRECTED_BYTES], (unsigned long long)bpf[PASSED_SKBS],
+	       (unsigned long long)bpf[EMPTY_SKBS]);
 	fflush(stdout);
 }
 
@@ -510,6 +590,8 @@ int main(int argc, char **argv)
 		}
 		if (draining)
 			check_draining();
+		while (ndoomed > 0)
+			close(doomed[--ndoomed]);
 	}
 	print_counters(bpf_map__fd(counters));
 	return 0;
