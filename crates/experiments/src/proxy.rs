@@ -410,7 +410,8 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         "vs best linux: requests/s over the best of HAProxy, nginx stream and the sockmap \
          proxy for the same load; machine us/req counts every core (wrk and nginx's share too); proxy us/req is \
          the proxy process's own CPU (for the Linux proxies, kernel TCP work done in softirq \
-         is only partly theirs)."
+         is only partly theirs; the sockmap proxy's relay runs in softirq and a kernel work \
+         queue, so its own CPU is nearly nil and only the machine column compares)."
             .into(),
     );
     let plot = Plot {
