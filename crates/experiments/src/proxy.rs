@@ -466,3 +466,59 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         plot: Some(plot),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(p: Proxy, rps: f64, out: &str) -> Measured {
+        let row = Row {
+            rps,
+            ..Row::default()
+        };
+        (
+            p,
+            Ok((vec![row], out.to_string(), format!("{}: intact", p.name()))),
+        )
+    }
+
+    #[test]
+    fn vs_best_linux_counts_the_sockmap_proxy_and_its_counters_are_noted() {
+        let loads = [Load {
+            file: "msg-64.bin",
+            bytes: 64,
+            close: false,
+        }];
+        let results = vec![
+            measured(Proxy::Splice, 300.0, "spliced=1\n"),
+            measured(Proxy::Haproxy, 100.0, ""),
+            measured(Proxy::NginxStream, 150.0, ""),
+            measured(
+                Proxy::Sockmap,
+                200.0,
+                "paired=3\ncopied_bytes=0\nredirected_bytes=4096\n",
+            ),
+        ];
+        let r = report(1, &loads, &results);
+        let ratio = |name: &str| {
+            r.rows
+                .iter()
+                .find(|row| row[1] == name)
+                .map(|row| row[3].clone())
+                .unwrap()
+        };
+        // The sockmap proxy is the best Linux proxy here, so everything is against it.
+        assert_eq!(ratio("linux sockmap (sk_skb redirect)"), "x1.00");
+        assert_eq!(ratio("sluice proxy (splice)"), "x1.50");
+        assert_eq!(ratio("nginx stream"), "x0.75");
+        let note = r
+            .notes
+            .iter()
+            .find(|n| n.starts_with("linux sockmap (sk_skb redirect): accepted="))
+            .unwrap();
+        assert!(note.contains("paired=3 ") && note.contains("redirected_bytes=4096 "));
+        assert!(r
+            .notes
+            .contains(&"linux sockmap (sk_skb redirect): intact".to_string()));
+    }
+}
