@@ -328,19 +328,22 @@ fn short_conns_quick_measures_nginx_on_linux_and_the_engine_adding_setup_and_tea
 
 #[test]
 #[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
-fn proxy_quick_measures_sluice_proxy_haproxy_and_nginx_and_the_splice_carries_the_bytes() {
+fn proxy_quick_measures_sluice_proxy_haproxy_nginx_and_sockmap_and_the_splice_carries_the_bytes() {
+    // clang builds the sockmap proxy (and libbpf-dev, which its build.sh checks for).
+    sluice_lab::require_programs(&["clang", "haproxy", "nginx"]);
     let lab = sluice_lab::LabGuard::require();
     let (stdout, out) = experiment("proxy", &["experiment", "proxy", "--quick", "--no-lock"]);
     let rows = csv_rows(&out.join("proxy.csv"));
     let proxies: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
     assert_eq!(
-        &proxies[..5],
+        &proxies[..6],
         [
             "sluice proxy (splice)",
             "sluice proxy (splice after 64 KiB)",
             "sluice proxy --no-splice",
             "haproxy (splice-auto)",
-            "nginx stream"
+            "nginx stream",
+            "linux sockmap (sk_skb redirect)"
         ],
         "{stdout}"
     );
@@ -352,20 +355,39 @@ fn proxy_quick_measures_sluice_proxy_haproxy_and_nginx_and_the_splice_carries_th
             .unwrap_or_else(|_| panic!("{} measured: {stdout}", row[1]));
         assert!(rps > 0.0, "{stdout}");
     }
-    let note = stdout
-        .lines()
-        .find(|l| l.starts_with("sluice proxy (splice): accepted="))
-        .unwrap_or_else(|| panic!("{stdout}"));
-    let value = |key: &str| -> u64 {
+    let note = |prefix: &str| -> &str {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} note: {stdout}"))
+    };
+    let value = |note: &str, key: &str| -> u64 {
         note.split_whitespace()
             .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-            .unwrap()
+            .unwrap_or_else(|| panic!("no {key}= in {note:?}"))
     };
-    assert!(value("spliced") > 0, "{stdout}");
-    assert!(value("splice_frames_relayed") > 1000, "{stdout}");
+    let splice = note("sluice proxy (splice): accepted=");
+    assert!(value(splice, "spliced") > 0, "{stdout}");
+    assert!(value(splice, "splice_frames_relayed") > 1000, "{stdout}");
     assert!(
-        value("relayed_bytes") < 1 << 20,
+        value(splice, "relayed_bytes") < 1 << 20,
         "only headers copied: {stdout}"
+    );
+    // The sockmap proxy carried the 10 MiB file byte-exact (the experiment compares its
+    // SHA-256 with the served file's and fails the row otherwise), and the kernel's
+    // redirect moved the bytes: the proxy itself copied at most the early requests.
+    let intact = note("linux sockmap (sk_skb redirect): curl /file.bin through it: ");
+    assert!(intact.contains(": 10485760 bytes, SHA-256 "), "{stdout}");
+    let sockmap = note("linux sockmap (sk_skb redirect): accepted=");
+    assert!(value(sockmap, "paired") > 0, "{stdout}");
+    assert_eq!(value(sockmap, "insert_failed"), 0, "{stdout}");
+    assert!(
+        value(sockmap, "redirected_bytes") > 10 << 20,
+        "the verdict redirected the transfers: {stdout}"
+    );
+    assert!(
+        value(sockmap, "copied_bytes") < 1 << 20,
+        "only early bytes copied: {stdout}"
     );
     std::fs::remove_dir_all(out).unwrap();
     lab.teardown().unwrap();

@@ -17,6 +17,7 @@ pub mod proxy;
 pub mod report;
 pub mod short_conns;
 pub mod soak;
+pub mod sockmap_proxy;
 pub mod switch_thread;
 pub mod switched_bulk;
 pub mod synflood;

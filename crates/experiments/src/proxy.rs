@@ -6,11 +6,15 @@
 //!   splice), with `--splice-after 64k` (a session's first 64 KiB relayed, then spliced),
 //!   and with `--no-splice` (it copies every byte itself);
 //! - HAProxy in sluice-k (mode http, `option splice-auto`: the kernel's splice(2));
-//! - nginx's stream proxy in sluice-k (an L4 relay in user space).
+//! - nginx's stream proxy in sluice-k (an L4 relay in user space);
+//! - a Linux sockmap proxy in sluice-k (tools/sockmap-proxy: an SK_SKB verdict program
+//!   redirects each skb to the peer socket's egress; the bytes never reach user space).
 //!
 //! Each with persistent connections (wrk's keep-alive) and with a new connection per
 //! request (`Connection: close`), one after the other in one run: requests/s, Gbit/s of
 //! payload, p99, the machine's CPU per request (every core) and the proxy process's own.
+//! Before the loads, curl fetches the 10 MiB file through each proxy and its SHA-256 must
+//! match: a proxy that corrupts bytes is not measured.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
@@ -18,7 +22,7 @@ use std::process::Command;
 
 use clap::Args;
 use sluice_bench::apps::server::ServerProcess;
-use sluice_bench::apps::tools::wrk;
+use sluice_bench::apps::tools::{curl, wrk};
 use sluice_bench::apps::workdir::{BIG_FILE, BIG_FILE_BYTES, MESSAGE_FILES};
 use sluice_bench::apps::{App, Harness};
 use sluice_bench::cpu_seconds;
@@ -28,6 +32,7 @@ use crate::error::ExperimentError;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::short_conns::machine_busy_seconds;
+use crate::sockmap_proxy::SockmapProxy;
 use crate::{lab_workload, Common, LabRun};
 
 /// The backend nginx's port in sluice-b (the apps harness's).
@@ -61,15 +66,18 @@ pub enum Proxy {
     Haproxy,
     /// nginx's stream module.
     NginxStream,
+    /// The sockmap proxy (SK_SKB verdict, bpf_sk_redirect_hash).
+    Sockmap,
 }
 
 impl Proxy {
-    const ALL: [Proxy; 5] = [
+    const ALL: [Proxy; 6] = [
         Proxy::Splice,
         Proxy::SpliceAuto,
         Proxy::NoSplice,
         Proxy::Haproxy,
         Proxy::NginxStream,
+        Proxy::Sockmap,
     ];
 
     fn name(self) -> &'static str {
@@ -79,13 +87,19 @@ impl Proxy {
             Proxy::NoSplice => "sluice proxy --no-splice",
             Proxy::Haproxy => "haproxy (splice-auto)",
             Proxy::NginxStream => "nginx stream",
+            Proxy::Sockmap => "linux sockmap (sk_skb redirect)",
         }
+    }
+
+    /// One of the Linux proxies "vs best linux" compares with.
+    fn is_linux(self) -> bool {
+        matches!(self, Proxy::Haproxy | Proxy::NginxStream | Proxy::Sockmap)
     }
 
     fn ip(self) -> Ipv4Addr {
         match self {
             Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice => ENGINE_IP,
-            Proxy::Haproxy | Proxy::NginxStream => KERNEL_IP,
+            Proxy::Haproxy | Proxy::NginxStream | Proxy::Sockmap => KERNEL_IP,
         }
     }
 }
@@ -172,19 +186,38 @@ pub fn run(args: &ProxyArgs) -> Result<Report, ExperimentError> {
     Ok(report(seconds, &loads, &results))
 }
 
-type Measured = (Proxy, Result<(Vec<Row>, String), ExperimentError>);
+/// A proxy's rows, what it printed on SIGTERM, and its byte-exact check.
+type Measured = (Proxy, Result<(Vec<Row>, String, String), ExperimentError>);
 
-/// Starts proxy `p`, runs every load through it, stops it; returns the rows and the
-/// proxy's own report (sluice proxy's counters).
+/// Starts proxy `p`, checks that the big file comes through it intact, runs every load
+/// through it, stops it; returns the rows, the proxy's own report (its counters) and the
+/// check.
 fn measure_proxy(
     h: &Harness,
     exe: &Path,
     p: Proxy,
     loads: &[Load],
     seconds: u32,
-) -> Result<(Vec<Row>, String), ExperimentError> {
+) -> Result<(Vec<Row>, String, String), ExperimentError> {
     let server = start(h, exe, p).map_err(|e| lab_workload(&e))?;
     let addr = SocketAddr::V4(SocketAddrV4::new(p.ip(), PROXY_PORT));
+    let got = curl::get(h, addr, BIG_FILE).map_err(|e| lab_workload(&e))?;
+    let want = &h.content().big_sha256;
+    if got.bytes != BIG_FILE_BYTES || got.sha256 != *want {
+        return Err(ExperimentError::Workload(format!(
+            "curl /{BIG_FILE} through {}: {} bytes with SHA-256 {}, expected {BIG_FILE_BYTES} \
+             bytes with {want}",
+            p.name(),
+            got.bytes,
+            got.sha256
+        )));
+    }
+    let intact = format!(
+        "{}: curl /{BIG_FILE} through it: {} bytes, SHA-256 {} (as served)",
+        p.name(),
+        got.bytes,
+        got.sha256
+    );
     let stat = format!("/proc/{}/stat", server.pid());
     let mut rows = Vec::new();
     for load in loads {
@@ -207,7 +240,7 @@ fn measure_proxy(
         });
     }
     let out = server.stop_with_stdout().map_err(|e| lab_workload(&e))?;
-    Ok((rows, out))
+    Ok((rows, out, intact))
 }
 
 /// Starts proxy `p` and waits until it accepts from sluice-b.
@@ -272,6 +305,9 @@ fn start(
             cmd.args(["netns", "exec", NS_KERNEL, "nginx", "-c"])
                 .arg(&conf);
         }
+        Proxy::Sockmap => {
+            cmd = SockmapProxy::build(&dir)?.command(KERNEL_IP, PROXY_PORT, &backend);
+        }
     }
     ServerProcess::start(
         cmd,
@@ -296,15 +332,15 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
     let best_linux = |li: usize, f: fn(&Row) -> f64| {
         results
             .iter()
-            .filter(|(p, _)| matches!(p, Proxy::Haproxy | Proxy::NginxStream))
-            .filter_map(|(_, r)| r.as_ref().ok().and_then(|(rows, _)| rows.get(li)).map(f))
+            .filter(|(p, _)| p.is_linux())
+            .filter_map(|(_, r)| r.as_ref().ok().and_then(|(rows, ..)| rows.get(li)).map(f))
             .fold(0.0f64, f64::max)
     };
     for (li, load) in loads.iter().enumerate() {
         let linux_rps = best_linux(li, |r| r.rps);
         for (p, r) in results {
             match r {
-                Ok((measured, _)) => {
+                Ok((measured, ..)) => {
                     let Some(m) = measured.get(li) else { continue };
                     rows.push(vec![
                         load.name(),
@@ -337,7 +373,27 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         }
     }
     for (p, r) in results {
-        if let (Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice, Ok((_, out))) = (p, r) {
+        if let Ok((_, _, intact)) = r {
+            notes.push(intact.clone());
+        }
+        if let (Proxy::Sockmap, Ok((_, out, _))) = (p, r) {
+            notes.push(format!(
+                "{}: accepted={} paired={} closed={} copied_bytes={} (copied by the proxy) \
+                 redirected_bytes={} redirected_skbs={} passed_skbs={} insert_failed={} \
+                 drain_timeouts={}",
+                p.name(),
+                value(out, "accepted"),
+                value(out, "paired"),
+                value(out, "closed"),
+                value(out, "copied_bytes"),
+                value(out, "redirected_bytes"),
+                value(out, "redirected_skbs"),
+                value(out, "passed_skbs"),
+                value(out, "insert_failed"),
+                value(out, "drain_timeouts"),
+            ));
+        }
+        if let (Proxy::Splice | Proxy::SpliceAuto | Proxy::NoSplice, Ok((_, out, _))) = (p, r) {
             notes.push(format!(
                 "{}: accepted={} spliced={} splice_failed={} relayed_bytes={} (copied by the \
                  proxy) splice_frames_relayed={}",
@@ -351,10 +407,11 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         }
     }
     notes.push(
-        "vs best linux: requests/s over the better of HAProxy and nginx stream for the same \
-         load; machine us/req counts every core (wrk and nginx's share too); proxy us/req is \
+        "vs best linux: requests/s over the best of HAProxy, nginx stream and the sockmap \
+         proxy for the same load; machine us/req counts every core (wrk and nginx's share too); proxy us/req is \
          the proxy process's own CPU (for the Linux proxies, kernel TCP work done in softirq \
-         is only partly theirs)."
+         is only partly theirs; the sockmap proxy's relay runs in softirq and a kernel work \
+         queue, so its own CPU is nearly nil and only the machine column compares)."
             .into(),
     );
     let plot = Plot {
@@ -365,7 +422,7 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         series: results
             .iter()
             .filter_map(|(p, r)| {
-                let (rows, _) = r.as_ref().ok()?;
+                let (rows, ..) = r.as_ref().ok()?;
                 Some(Series {
                     name: p.name().to_string(),
                     points: rows
@@ -387,8 +444,8 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             ),
             format!(
-                "  sluice proxy: --mode http on `--lab` ({ENGINE_IP}); haproxy and nginx stream \
-                 in sluice-k ({KERNEL_IP}) on kernel TCP"
+                "  sluice proxy: --mode http on `--lab` ({ENGINE_IP}); haproxy, nginx stream and \
+                 the sockmap proxy in sluice-k ({KERNEL_IP}) on kernel TCP"
             ),
         ],
         columns: [
@@ -407,5 +464,61 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         rows,
         notes,
         plot: Some(plot),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(p: Proxy, rps: f64, out: &str) -> Measured {
+        let row = Row {
+            rps,
+            ..Row::default()
+        };
+        (
+            p,
+            Ok((vec![row], out.to_string(), format!("{}: intact", p.name()))),
+        )
+    }
+
+    #[test]
+    fn vs_best_linux_counts_the_sockmap_proxy_and_its_counters_are_noted() {
+        let loads = [Load {
+            file: "msg-64.bin",
+            bytes: 64,
+            close: false,
+        }];
+        let results = vec![
+            measured(Proxy::Splice, 300.0, "spliced=1\n"),
+            measured(Proxy::Haproxy, 100.0, ""),
+            measured(Proxy::NginxStream, 150.0, ""),
+            measured(
+                Proxy::Sockmap,
+                200.0,
+                "paired=3\ncopied_bytes=0\nredirected_bytes=4096\n",
+            ),
+        ];
+        let r = report(1, &loads, &results);
+        let ratio = |name: &str| {
+            r.rows
+                .iter()
+                .find(|row| row[1] == name)
+                .map(|row| row[3].clone())
+                .unwrap()
+        };
+        // The sockmap proxy is the best Linux proxy here, so everything is against it.
+        assert_eq!(ratio("linux sockmap (sk_skb redirect)"), "x1.00");
+        assert_eq!(ratio("sluice proxy (splice)"), "x1.50");
+        assert_eq!(ratio("nginx stream"), "x0.75");
+        let note = r
+            .notes
+            .iter()
+            .find(|n| n.starts_with("linux sockmap (sk_skb redirect): accepted="))
+            .unwrap();
+        assert!(note.contains("paired=3 ") && note.contains("redirected_bytes=4096 "));
+        assert!(r
+            .notes
+            .contains(&"linux sockmap (sk_skb redirect): intact".to_string()));
     }
 }
