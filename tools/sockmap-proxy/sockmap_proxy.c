@@ -71,7 +71,7 @@ static volatile sig_atomic_t stop;
 
 static struct {
 	uint64_t accepted, paired, closed, backend_failed, closed_early, insert_failed,
-	    copied_bytes, resets, drain_timeouts, refused;
+	    copied_bytes, resets, drain_timeouts, refused, stale_evicted;
 } stats;
 
 static int peers_fd, epfd;
@@ -170,22 +170,29 @@ static void close_pair(struct pair *p)
 }
 
 /* Writes all of buf to fd (non-blocking), waiting for room: used only for the few bytes
- * that reached user space. */
+ * that reached user space. A peer that takes nothing for 200 ms fails the write (the
+ * caller resets the pair): the loop must never stall every other pair, nor SIGTERM. */
 static int write_all(int fd, const char *buf, size_t n)
 {
+	int waits = 0;
+
 	while (n > 0) {
 		ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
 
 		if (w < 0 && errno == EAGAIN) {
 			struct epoll_event ev;
-			int one = epoll_create1(0);
+			int one, ready;
 			struct epoll_event want = { .events = EPOLLOUT };
 
+			if (++waits > 4 || stop)
+				return -1;
+			one = epoll_create1(0);
 			if (one < 0)
 				return -1;
 			epoll_ctl(one, EPOLL_CTL_ADD, fd, &want);
-			epoll_wait(one, &ev, 1, 1000);
+			ready = epoll_wait(one, &ev, 1, 50);
 			close(one);
+			(void)ready;
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -324,6 +331,25 @@ static void check_draining(void)
 	}
 }
 
+/* The tuple `key` is still in the sockhash for another pair: that pair's socket lives
+ * on although its peer reused the port, so it is dead; close it. Returns 1 if one was. */
+static int evict_stale(const struct pair *self, const struct pair_key *key)
+{
+	for (int fd = 0; fd < MAX_FDS; fd++) {
+		struct pair *q = pairs[fd];
+
+		if (!q || q == self || !q->connected)
+			continue;
+		for (int i = 0; i < 2; i++)
+			if (!memcmp(&q->key[i], key, sizeof(*key))) {
+				stats.stale_evicted++;
+				close_pair(q);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 static int established(const struct pair *p)
 {
 	struct tcp_info ti;
@@ -366,7 +392,11 @@ static void join(struct pair *p)
 	for (int i = 0; i < 2; i++) {
 		uint32_t peer = (uint32_t)p->fd[1 - i];
 
-		if (bpf_map_update_elem(peers_fd, &p->key[i], &peer, BPF_NOEXIST) < 0) {
+		int rc = bpf_map_update_elem(peers_fd, &p->key[i], &peer, BPF_NOEXIST);
+
+		if (rc < 0 && errno == EEXIST && evict_stale(p, &p->key[i]))
+			rc = bpf_map_update_elem(peers_fd, &p->key[i], &peer, BPF_NOEXIST);
+		if (rc < 0) {
 			if (errno == EOPNOTSUPP && !established(p))
 				stats.closed_early++; /* a FIN came in meanwhile */
 			else if (stats.insert_failed++ == 0)
@@ -481,7 +511,7 @@ static void print_counters(int counters_fd)
 		bpf_map_lookup_elem(counters_fd, &k, &bpf[k]);
 	printf("accepted=%llu\npaired=%llu\nclosed=%llu\nbackend_failed=%llu\n"
 	       "closed_early=%llu\ninsert_failed=%llu\nrefused=%llu\nresets=%llu\n"
-	       "drain_timeouts=%llu\n"
+	       "drain_timeouts=%llu\nstale_evicted=%llu\n"
 	       "copied_bytes=%llu\nredirected_skbs=%llu\nredirected_bytes=%llu\n"
 	       "passed_skbs=%llu\nempty_skbs=%llu\n",
 	       (unsigned long long)stats.accepted, (unsigned long long)stats.paired,
@@ -489,6 +519,7 @@ static void print_counters(int counters_fd)
 	       (unsigned long long)stats.closed_early,
 	       (unsigned long long)stats.insert_failed, (unsigned long long)stats.refused,
 	       (unsigned long long)stats.resets, (unsigned long long)stats.drain_timeouts,
+	       (unsigned long long)stats.stale_evicted,
 	       (unsigned long long)stats.copied_bytes,
 	       (unsigned long long)bpf[REDIRECTED_SKBS],
 	       (unsigned long long)bpf[REDIRECTED_BYTES], (unsigned long long)bpf[PASSED_SKBS],
