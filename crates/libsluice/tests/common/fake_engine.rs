@@ -197,6 +197,10 @@ struct App {
     contexts: Vec<Ctx>,
     slots: Vec<Slot>,
     changed: bool,
+    /// Hung up, with connections it closed gracefully still draining (as the real
+    /// engine's Close, docs/service.md): kept until they are done, its control socket and
+    /// contexts no longer read.
+    departed: bool,
 }
 
 struct Engine {
@@ -281,12 +285,18 @@ impl Engine {
             for fd in &self.pending {
                 fds.push(pollfd(fd.as_raw_fd()));
             }
-            for app in self.apps.iter().flatten() {
+            for app in self.apps.iter().flatten().filter(|app| !app.departed) {
                 fds.push(pollfd(app.control.as_raw_fd()));
                 fds.push(pollfd(app.doorbell.as_raw_fd()));
             }
+            // A departed application's connections drain by polling, not by wake-ups.
+            let timeout = if self.apps.iter().flatten().any(|app| app.departed) {
+                1
+            } else {
+                500
+            };
             // SAFETY: fds is a valid array of pollfd.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 500) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n == 0 {
                 let missed = self
                     .apps
@@ -333,7 +343,7 @@ impl Engine {
         self.pending = still;
         // NewContext and hang-ups.
         for a in 0..self.apps.len() {
-            let Some(app) = self.apps[a].as_mut() else {
+            let Some(app) = self.apps[a].as_mut().filter(|app| !app.departed) else {
                 continue;
             };
             match control::recv_message::<Request>(app.control.as_fd()) {
@@ -409,27 +419,67 @@ impl Engine {
             contexts: Vec::new(),
             slots,
             changed: false,
+            departed: false,
         }));
     }
 
-    /// The application died: reset its connections, free its ports, drop its region.
+    /// The application died: reset its open connections, free its ports; connections it
+    /// closed gracefully still deliver what they hold, then its region is dropped.
     fn app_gone(&mut self, a: usize) {
         self.stats.apps_gone.fetch_add(1, Ordering::Relaxed);
-        let Some(app) = self.apps[a].take() else {
+        // What it asked before it went (its last Close commands) is carried out first, as
+        // the real engine reads a context queue before the hang-up.
+        while self.commands(a) {}
+        let Some(app) = self.apps[a].as_mut() else {
             return;
         };
-        for (s, slot) in app.slots.iter().enumerate() {
-            if let Kind::Connected { peer: Some(p) } = slot.kind {
+        app.departed = true;
+        let slots: Vec<(u32, Kind, bool, Vec<Endpoint>, Option<u16>)> = app
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(s, slot)| {
+                (
+                    s as u32,
+                    slot.kind.clone(),
+                    slot.closing,
+                    slot.backlog.iter().copied().collect(),
+                    slot.bound,
+                )
+            })
+            .collect();
+        for (s, kind, closing, backlog, bound) in slots {
+            if let Kind::Connected { peer } = kind {
+                if !closing {
+                    if let Some(p) = peer {
+                        self.reset_peer(p);
+                    }
+                    self.free((a, s));
+                }
+            }
+            for p in backlog {
                 self.reset_peer(p);
             }
-            for &p in &slot.backlog {
-                self.reset_peer(p);
-            }
-            if let Some(port) = slot.bound {
-                if self.ports.get(&port) == Some(&(a, s as u32)) {
+            if let Some(port) = bound {
+                if self.ports.get(&port) == Some(&(a, s)) {
                     self.ports.remove(&port);
                 }
             }
+        }
+        self.drop_departed(a);
+    }
+
+    /// Drops a departed application once none of its connections is left draining.
+    fn drop_departed(&mut self, a: usize) {
+        let done = self.apps[a].as_ref().is_some_and(|app| {
+            app.departed
+                && app
+                    .slots
+                    .iter()
+                    .all(|slot| !matches!(slot.kind, Kind::Connected { .. }))
+        });
+        if done {
+            self.apps[a] = None;
         }
     }
 
@@ -473,6 +523,9 @@ impl Engine {
 
     fn commands(&mut self, a: usize) -> bool {
         let mut any = false;
+        if self.apps[a].as_ref().is_some_and(|app| app.departed) {
+            return false;
+        }
         let n = self.apps[a].as_ref().map_or(0, |app| app.contexts.len());
         for ctx in 0..n {
             // A bounded batch per context per iteration, as the real engine does.
@@ -867,6 +920,7 @@ impl Engine {
                     _ => {}
                 }
             }
+            self.drop_departed(a);
         }
         any
     }
