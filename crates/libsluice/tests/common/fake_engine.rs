@@ -434,21 +434,31 @@ impl Engine {
             return;
         };
         app.departed = true;
-        let slots: Vec<(u32, Kind, bool, Vec<Endpoint>, Option<u16>)> = app
+        // What each slot was, before any is freed.
+        struct Was {
+            kind: Kind,
+            closing: bool,
+            backlog: Vec<Endpoint>,
+            bound: Option<u16>,
+        }
+        let slots: Vec<Was> = app
             .slots
             .iter()
-            .enumerate()
-            .map(|(s, slot)| {
-                (
-                    s as u32,
-                    slot.kind.clone(),
-                    slot.closing,
-                    slot.backlog.iter().copied().collect(),
-                    slot.bound,
-                )
+            .map(|slot| Was {
+                kind: slot.kind.clone(),
+                closing: slot.closing,
+                backlog: slot.backlog.iter().copied().collect(),
+                bound: slot.bound,
             })
             .collect();
-        for (s, kind, closing, backlog, bound) in slots {
+        for (s, was) in slots.into_iter().enumerate() {
+            let s = s as u32;
+            let Was {
+                kind,
+                closing,
+                backlog,
+                bound,
+            } = was;
             if let Kind::Connected { peer } = kind {
                 if !closing {
                     if let Some(p) = peer {
