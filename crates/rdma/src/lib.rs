@@ -8,5 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod qp;
+pub mod stack;
 pub mod verbs;
 pub mod wire;

@@ -4,7 +4,7 @@
 //! and the error paths (a forged rkey, no receive posted) do what the IBA says.
 
 use sluice_rdma::qp::{
-    Ctx, Memory, Nanos, QpConfig, QueuePair, RecvWr, Remote, SendOp, SendWr, Sge,
+    Cqs, Ctx, Memory, Nanos, QpConfig, QueuePair, RecvWr, Remote, SendOp, SendWr, Sge,
 };
 use sluice_rdma::verbs::{
     Access, CompletionQueue, Key, MrTable, PdId, QpState, Region, WcOpcode, WcStatus,
@@ -99,8 +99,10 @@ impl Side {
             Ctx {
                 mrs: &self.mrs,
                 mem: &mut self.mem,
-                send_cq: &mut self.scq,
-                recv_cq: &mut self.rcq,
+                cqs: Cqs::Split {
+                    send: &mut self.scq,
+                    recv: &mut self.rcq,
+                },
                 now,
             },
             &mut self.qp,

@@ -5,7 +5,7 @@
 //! QP whose memory records every access.
 
 use proptest::prelude::*;
-use sluice_rdma::qp::{Ctx, Memory, QpConfig, QueuePair, RecvWr, Remote, SendOp, SendWr, Sge};
+use sluice_rdma::qp::{Cqs, Ctx, Memory, QpConfig, QueuePair, RecvWr, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::verbs::{Access, CompletionQueue, Key, MrTable, PdId, Region};
 use sluice_rdma::wire::{
     AethRepr, BthRepr, ImmDt, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome,
@@ -170,7 +170,7 @@ proptest! {
         let mut now = 0;
         for (repr, payload) in &packets {
             now += 500;
-            let mut ctx = Ctx { mrs: &mrs, mem: &mut mem, send_cq: &mut scq, recv_cq: &mut rcq, now };
+            let mut ctx = Ctx { mrs: &mrs, mem: &mut mem, cqs: Cqs::Split { send: &mut scq, recv: &mut rcq }, now };
             qp.handle_packet(&mut ctx, repr, payload);
             for _ in 0..4 {
                 if qp.poll_transmit(&mut ctx, &mut buf).is_none() {

@@ -61,16 +61,45 @@ pub struct QpConfig {
     pub rq_cap: usize,
 }
 
+/// Where a QP's completions go: its send and receive completion queues, which may be one.
+pub enum Cqs<'a> {
+    /// One queue for both.
+    Same(&'a mut CompletionQueue),
+    /// Two queues.
+    Split {
+        /// Send completions.
+        send: &'a mut CompletionQueue,
+        /// Receive completions.
+        recv: &'a mut CompletionQueue,
+    },
+}
+
+impl Cqs<'_> {
+    /// The send completion queue.
+    pub fn send(&mut self) -> &mut CompletionQueue {
+        match self {
+            Cqs::Same(q) => q,
+            Cqs::Split { send, .. } => send,
+        }
+    }
+
+    /// The receive completion queue.
+    pub fn recv(&mut self) -> &mut CompletionQueue {
+        match self {
+            Cqs::Same(q) => q,
+            Cqs::Split { recv, .. } => recv,
+        }
+    }
+}
+
 /// What a QP needs of the stack around it for one call.
 pub struct Ctx<'a, M: Memory> {
     /// The registered regions.
     pub mrs: &'a MrTable,
     /// Their memory.
     pub mem: &'a mut M,
-    /// Send completions.
-    pub send_cq: &'a mut CompletionQueue,
-    /// Receive completions.
-    pub recv_cq: &'a mut CompletionQueue,
+    /// Its completion queues.
+    pub cqs: Cqs<'a>,
     /// The time.
     pub now: Nanos,
 }
@@ -111,6 +140,40 @@ impl QueuePair {
             cfg,
             state: QpState::Rts,
             counters: QpCounters::default(),
+        }
+    }
+
+    /// A QP in INIT: it takes receive work requests; nothing moves until
+    /// [`QueuePair::ready_to_receive`].
+    pub fn initialized(cfg: QpConfig) -> QueuePair {
+        QueuePair {
+            state: QpState::Init,
+            ..QueuePair::new(cfg)
+        }
+    }
+
+    /// INIT -> RTR with the receive side's attributes: it answers the peer's requests;
+    /// receives posted in INIT are kept.
+    pub fn ready_to_receive(&mut self, dest_qpn: u32, rq_psn: Psn, mtu: u32, min_rnr_timer: u8) {
+        self.cfg.dest_qpn = dest_qpn;
+        self.cfg.rq_psn = rq_psn;
+        self.cfg.mtu = mtu;
+        self.cfg.min_rnr_timer = min_rnr_timer;
+        self.resp.restart(rq_psn);
+        if self.state == QpState::Init {
+            self.state = QpState::Rtr;
+        }
+    }
+
+    /// RTR -> RTS with the send side's attributes (nothing was posted to send before).
+    pub fn ready_to_send(&mut self, sq_psn: Psn, ack_timeout: Nanos, retry_cnt: u8, rnr_retry: u8) {
+        self.cfg.sq_psn = sq_psn;
+        self.cfg.ack_timeout = ack_timeout;
+        self.cfg.retry_cnt = retry_cnt;
+        self.cfg.rnr_retry = rnr_retry;
+        self.req = Requester::new(&self.cfg);
+        if self.state == QpState::Rtr {
+            self.state = QpState::Rts;
         }
     }
 
@@ -205,6 +268,13 @@ impl QueuePair {
         }
         if let Err(status) = self.req.on_timeout(ctx.now, &mut self.counters) {
             self.fail(ctx, Some(status));
+        }
+    }
+
+    /// To the error state (a modify to ERR): everything outstanding completes flushed.
+    pub fn to_error<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
+        if self.state != QpState::Error {
+            self.fail(ctx, None);
         }
     }
 

@@ -418,7 +418,7 @@ impl Requester {
             let Some(e) = self.sq.pop_front() else { break };
             self.cursor = self.cursor.saturating_sub(1);
             if e.wr.signaled || status != WcStatus::Success {
-                let _ = ctx.send_cq.push(completion(&e, status, qpn));
+                let _ = ctx.cqs.send().push(completion(&e, status, qpn));
             }
         }
     }
@@ -453,7 +453,7 @@ impl Requester {
                 None => status.take().unwrap_or(WcStatus::WrFlushErr),
             };
             if e.wr.signaled || s != WcStatus::Success {
-                let _ = ctx.send_cq.push(completion(&e, s, cfg.qpn));
+                let _ = ctx.cqs.send().push(completion(&e, s, cfg.qpn));
             }
         }
         self.cursor = 0;

@@ -62,6 +62,13 @@ impl Responder {
         }
     }
 
+    /// The expected PSN from the peer's first request (INIT -> RTR); receives stay.
+    pub(super) fn restart(&mut self, rq_psn: Psn) {
+        self.epsn = rq_psn;
+        self.msn = 0;
+        self.nak_sent = false;
+    }
+
     pub(super) fn post(&mut self, wr: RecvWr, cfg: &QpConfig) -> Result<(), PostError> {
         if self.rq.len() >= cfg.rq_cap {
             return Err(PostError::QueueFull);
@@ -132,7 +139,8 @@ impl Responder {
                     let wr = self.recv.take().map(|(wr, _)| wr);
                     if let Some(wr) = wr {
                         let _ = ctx
-                            .recv_cq
+                            .cqs
+                            .recv()
                             .push(recv_completion(&wr, status, 0, None, repr, cfg));
                     }
                 }
@@ -216,7 +224,7 @@ impl Responder {
                     self.recv = None;
                     self.msn = (self.msn + 1) & crate::wire::aeth::MAX_MSN;
                     let imm = repr.immdt.map(|i| i.0);
-                    let _ = ctx.recv_cq.push(recv_completion(
+                    let _ = ctx.cqs.recv().push(recv_completion(
                         &wr,
                         WcStatus::Success,
                         placed,
@@ -282,7 +290,7 @@ impl Responder {
                                 cfg,
                             );
                             wc.opcode = WcOpcode::RecvRdmaWithImm;
-                            let _ = ctx.recv_cq.push(wc);
+                            let _ = ctx.cqs.recv().push(wc);
                         }
                     }
                 }
@@ -452,7 +460,7 @@ impl Responder {
             .chain(self.rq.drain(..))
             .collect();
         for wr in flushed {
-            let _ = ctx.recv_cq.push(WorkCompletion {
+            let _ = ctx.cqs.recv().push(WorkCompletion {
                 wr_id: wr.wr_id,
                 status: WcStatus::WrFlushErr,
                 opcode: WcOpcode::Recv,

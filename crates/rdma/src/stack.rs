@@ -1,0 +1,636 @@
+//! The RDMA transport of one engine address, in the core's shape (DESIGN.md "Three
+//! transports, one engine"): RoCEv2 frames in ([`RdmaStack::handle_frame`]), frames out
+//! ([`RdmaStack::poll_transmit`]), the next deadline ([`RdmaStack::poll_timeout`],
+//! [`RdmaStack::handle_timeout`]); and the verbs an application calls: completion queues,
+//! memory regions, queue pairs through RESET -> INIT -> RTR -> RTS, work requests, polling.
+//!
+//! Call order: verbs calls whenever the application makes them; after frames arrive or
+//! work is posted, `poll_transmit` until it returns None; `handle_timeout` at the deadline.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::EthernetAddress;
+
+use crate::qp::{Cqs, Ctx, Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
+use crate::verbs::{
+    check_modify, AttrMask, CompletionQueue, Key, ModifyError, MrTable, PdId, QpState, Region,
+    RegisterError, WorkCompletion,
+};
+use crate::wire::frame::{entropy_src_port, RoceFrameRepr};
+use crate::wire::{Psn, RoceError};
+
+/// The stack's limits and addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct StackConfig {
+    /// Our MAC.
+    pub mac: EthernetAddress,
+    /// Our IPv4 address (the GID is its IPv4-mapped form).
+    pub ip: Ipv4Addr,
+    /// Queue pairs at most.
+    pub max_qps: usize,
+    /// Completion queues at most.
+    pub max_cqs: usize,
+    /// Memory regions at most.
+    pub max_mrs: usize,
+    /// Entries a completion queue may have at most.
+    pub max_cqe: usize,
+    /// Work requests a queue may hold at most.
+    pub max_wr: usize,
+    /// Packets a QP keeps unacknowledged.
+    pub max_inflight: u32,
+}
+
+/// A peer's address (`ibv_ah_attr` for RoCEv2: the GID as an IPv4 address, and the next
+/// hop's MAC, which the engine's ARP provides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr {
+    /// The peer's IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Its next hop's MAC.
+    pub mac: EthernetAddress,
+}
+
+/// The attributes of a modify (`struct ibv_qp_attr`, the fields RC uses); which are given is
+/// the mask's business.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpAttr {
+    /// cur_qp_state (with AttrMask::CUR_STATE).
+    pub cur_state: Option<QpState>,
+    /// qp_access_flags.
+    pub access: u32,
+    /// path_mtu as IBV_MTU_* (1: 256 .. 5: 4096).
+    pub path_mtu: u8,
+    /// dest_qp_num.
+    pub dest_qpn: u32,
+    /// rq_psn.
+    pub rq_psn: u32,
+    /// sq_psn.
+    pub sq_psn: u32,
+    /// timeout (4.096 us x 2^timeout; 0: infinite, taken as the largest).
+    pub timeout: u8,
+    /// retry_cnt.
+    pub retry_cnt: u8,
+    /// rnr_retry.
+    pub rnr_retry: u8,
+    /// min_rnr_timer.
+    pub min_rnr_timer: u8,
+    /// The peer (ah_attr).
+    pub peer: Option<PeerAddr>,
+}
+
+/// Why a verbs call was refused (nothing changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerbsError {
+    /// No such completion queue.
+    NoSuchCq,
+    /// No such queue pair.
+    NoSuchQp,
+    /// A configured limit was reached.
+    Limit,
+    /// A value out of range (CQ or queue size, MTU, timeout, PSN, QP number).
+    InvalidValue(&'static str),
+    /// The transition or its attributes (ibv_modify_qp: EINVAL).
+    Modify(ModifyError),
+    /// The completion queue is still used by a queue pair.
+    Busy,
+    /// A memory region was refused.
+    Register(RegisterError),
+    /// A work request was refused.
+    Post(PostError),
+}
+
+impl fmt::Display for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerbsError::NoSuchCq => f.write_str("no such completion queue"),
+            VerbsError::NoSuchQp => f.write_str("no such queue pair"),
+            VerbsError::Limit => f.write_str("verbs object limit reached"),
+            VerbsError::InvalidValue(what) => write!(f, "invalid {what}"),
+            VerbsError::Modify(e) => write!(f, "modify QP: {e}"),
+            VerbsError::Busy => f.write_str("completion queue in use"),
+            VerbsError::Register(e) => write!(f, "register memory: {e}"),
+            VerbsError::Post(e) => write!(f, "post: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for VerbsError {}
+
+/// The stack's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    /// RoCEv2 frames received and handed to a QP.
+    pub frames_rx: u64,
+    /// Frames sent.
+    pub frames_tx: u64,
+    /// Frames refused as malformed or with a bad ICRC.
+    pub malformed: u64,
+    /// Frames for a QP that does not exist or is not ready to receive.
+    pub no_qp: u64,
+    /// Frames whose source is not the QP's peer.
+    pub wrong_peer: u64,
+}
+
+struct QpSlot {
+    pd: PdId,
+    send_cq: u32,
+    recv_cq: u32,
+    sq_cap: usize,
+    rq_cap: usize,
+    state: QpState,
+    attr: QpAttr,
+    qp: Option<QueuePair>,
+}
+
+/// The RDMA transport of one address.
+pub struct RdmaStack {
+    cfg: StackConfig,
+    mrs: MrTable,
+    cqs: Vec<Option<CompletionQueue>>,
+    qps: HashMap<u32, QpSlot>,
+    /// QP numbers, for round-robin transmission.
+    order: Vec<u32>,
+    next_tx: usize,
+    next_qpn: u32,
+    payload: Vec<u8>,
+    /// Counters.
+    pub counters: StackCounters,
+}
+
+/// IBV_MTU_* to bytes.
+fn mtu_bytes(code: u8) -> Option<u32> {
+    match code {
+        1..=5 => Some(128 << code),
+        _ => None,
+    }
+}
+
+/// The local ACK timeout in nanoseconds (IBA: 4.096 us x 2^timeout; 0 means infinite, taken
+/// here as the largest, about 2.5 hours).
+fn ack_timeout(code: u8) -> Nanos {
+    let exp = if code == 0 {
+        31
+    } else {
+        u32::from(code.min(31))
+    };
+    4096u64 << exp
+}
+
+impl RdmaStack {
+    /// An empty stack.
+    pub fn new(cfg: StackConfig) -> RdmaStack {
+        RdmaStack {
+            mrs: MrTable::new(cfg.max_mrs),
+            cqs: Vec::new(),
+            qps: HashMap::new(),
+            order: Vec::new(),
+            next_tx: 0,
+            next_qpn: 0x11,
+            payload: vec![0; 4096],
+            cfg,
+            counters: StackCounters::default(),
+        }
+    }
+
+    /// Registers memory (ibv_reg_mr); its key serves as lkey and rkey.
+    pub fn reg_mr(&mut self, region: Region) -> Result<Key, VerbsError> {
+        self.mrs.register(region).map_err(VerbsError::Register)
+    }
+
+    /// Deregisters memory (ibv_dereg_mr).
+    pub fn dereg_mr(&mut self, key: Key) -> Result<Region, VerbsError> {
+        self.mrs
+            .deregister(key)
+            .map_err(|_| VerbsError::InvalidValue("memory key"))
+    }
+
+    /// Creates a completion queue of `cqe` entries (ibv_create_cq).
+    pub fn create_cq(&mut self, cqe: usize) -> Result<u32, VerbsError> {
+        if cqe == 0 || cqe > self.cfg.max_cqe {
+            return Err(VerbsError::InvalidValue("completion queue size"));
+        }
+        if let Some(i) = self.cqs.iter().position(Option::is_none) {
+            self.cqs[i] = Some(CompletionQueue::new(cqe));
+            return Ok(i as u32);
+        }
+        if self.cqs.len() >= self.cfg.max_cqs {
+            return Err(VerbsError::Limit);
+        }
+        self.cqs.push(Some(CompletionQueue::new(cqe)));
+        Ok((self.cqs.len() - 1) as u32)
+    }
+
+    /// Destroys a completion queue no QP uses (ibv_destroy_cq: EBUSY otherwise).
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
+        if self.cqs.get(cq as usize).is_none_or(Option::is_none) {
+            return Err(VerbsError::NoSuchCq);
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::Busy);
+        }
+        self.cqs[cq as usize] = None;
+        Ok(())
+    }
+
+    /// Polls up to `max` completions of `cq` into `out` (ibv_poll_cq).
+    pub fn poll_cq(
+        &mut self,
+        cq: u32,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> Result<usize, VerbsError> {
+        let q = self
+            .cqs
+            .get_mut(cq as usize)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::NoSuchCq)?;
+        Ok(q.poll(max, out))
+    }
+
+    /// Arms `cq`'s notification (ibv_req_notify_cq).
+    pub fn req_notify_cq(&mut self, cq: u32, solicited_only: bool) -> Result<(), VerbsError> {
+        let q = self
+            .cqs
+            .get_mut(cq as usize)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::NoSuchCq)?;
+        q.req_notify(solicited_only);
+        Ok(())
+    }
+
+    /// Creates an RC queue pair in RESET (ibv_create_qp); its number.
+    pub fn create_qp(
+        &mut self,
+        pd: PdId,
+        send_cq: u32,
+        recv_cq: u32,
+        sq_cap: usize,
+        rq_cap: usize,
+    ) -> Result<u32, VerbsError> {
+        for cq in [send_cq, recv_cq] {
+            if self.cqs.get(cq as usize).is_none_or(Option::is_none) {
+                return Err(VerbsError::NoSuchCq);
+            }
+        }
+        if sq_cap == 0 || rq_cap == 0 || sq_cap > self.cfg.max_wr || rq_cap > self.cfg.max_wr {
+            return Err(VerbsError::InvalidValue("work queue size"));
+        }
+        if self.qps.len() >= self.cfg.max_qps {
+            return Err(VerbsError::Limit);
+        }
+        // QP numbers are 24 bits; 0 and 1 are the IB special QPs.
+        let mut qpn = self.next_qpn;
+        while self.qps.contains_key(&qpn) {
+            qpn = if qpn >= 0xff_ffff { 2 } else { qpn + 1 };
+        }
+        self.next_qpn = if qpn >= 0xff_ffff { 2 } else { qpn + 1 };
+        self.qps.insert(
+            qpn,
+            QpSlot {
+                pd,
+                send_cq,
+                recv_cq,
+                sq_cap,
+                rq_cap,
+                state: QpState::Reset,
+                attr: QpAttr::default(),
+                qp: None,
+            },
+        );
+        self.order.push(qpn);
+        Ok(qpn)
+    }
+
+    /// Destroys a queue pair (ibv_destroy_qp); its outstanding work is flushed first.
+    pub fn destroy_qp<M: Memory>(&mut self, mem: &mut M, qpn: u32) -> Result<(), VerbsError> {
+        self.modify_qp(
+            mem,
+            qpn,
+            QpState::Error,
+            AttrMask::STATE,
+            &QpAttr::default(),
+        )?;
+        self.qps.remove(&qpn);
+        self.order.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    /// A QP's state (ibv_query_qp).
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        let slot = self.qps.get(&qpn)?;
+        Some(slot.qp.as_ref().map_or(slot.state, QueuePair::state))
+    }
+
+    /// Moves a QP to `next` with the attributes `mask` names (ibv_modify_qp).
+    pub fn modify_qp<M: Memory>(
+        &mut self,
+        mem: &mut M,
+        qpn: u32,
+        next: QpState,
+        mask: AttrMask,
+        attr: &QpAttr,
+    ) -> Result<(), VerbsError> {
+        let max_inflight = self.cfg.max_inflight;
+        let slot = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp)?;
+        let current = slot.qp.as_ref().map_or(slot.state, QueuePair::state);
+        check_modify(current, next, mask, attr.cur_state).map_err(VerbsError::Modify)?;
+        let given = |m: AttrMask| mask.contains(m);
+        if given(AttrMask::PATH_MTU) && mtu_bytes(attr.path_mtu).is_none() {
+            return Err(VerbsError::InvalidValue("path MTU"));
+        }
+        if (given(AttrMask::DEST_QPN) && attr.dest_qpn > 0xff_ffff)
+            || (given(AttrMask::RQ_PSN) && attr.rq_psn > 0xff_ffff)
+            || (given(AttrMask::SQ_PSN) && attr.sq_psn > 0xff_ffff)
+        {
+            return Err(VerbsError::InvalidValue("QP number or PSN"));
+        }
+        if (given(AttrMask::RETRY_CNT) && attr.retry_cnt > 7)
+            || (given(AttrMask::RNR_RETRY) && attr.rnr_retry > 7)
+            || (given(AttrMask::TIMEOUT) && attr.timeout > 31)
+            || (given(AttrMask::MIN_RNR_TIMER) && attr.min_rnr_timer > 31)
+        {
+            return Err(VerbsError::InvalidValue("retry count or timer"));
+        }
+        if given(AttrMask::AV) && attr.peer.is_none() {
+            return Err(VerbsError::InvalidValue("address vector"));
+        }
+        // Keep what was given.
+        let a = &mut slot.attr;
+        if given(AttrMask::ACCESS_FLAGS) {
+            a.access = attr.access;
+        }
+        if given(AttrMask::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+        }
+        if given(AttrMask::DEST_QPN) {
+            a.dest_qpn = attr.dest_qpn;
+        }
+        if given(AttrMask::RQ_PSN) {
+            a.rq_psn = attr.rq_psn;
+        }
+        if given(AttrMask::SQ_PSN) {
+            a.sq_psn = attr.sq_psn;
+        }
+        if given(AttrMask::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if given(AttrMask::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+        }
+        if given(AttrMask::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+        }
+        if given(AttrMask::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if given(AttrMask::AV) {
+            a.peer = attr.peer;
+        }
+        let a = *a;
+        match (current, next) {
+            (QpState::Reset, QpState::Init) => {
+                slot.qp = Some(QueuePair::initialized(QpConfig {
+                    qpn,
+                    dest_qpn: 0,
+                    pd: slot.pd,
+                    mtu: 1024,
+                    sq_psn: Psn::new(0),
+                    rq_psn: Psn::new(0),
+                    ack_timeout: ack_timeout(14),
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                    min_rnr_timer: 0,
+                    max_inflight,
+                    sq_cap: slot.sq_cap,
+                    rq_cap: slot.rq_cap,
+                }));
+            }
+            (QpState::Init, QpState::Rtr) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.ready_to_receive(
+                        a.dest_qpn,
+                        Psn::new(a.rq_psn),
+                        mtu_bytes(a.path_mtu).unwrap_or(1024),
+                        a.min_rnr_timer,
+                    );
+                }
+            }
+            (QpState::Rtr, QpState::Rts) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.ready_to_send(
+                        Psn::new(a.sq_psn),
+                        ack_timeout(a.timeout),
+                        a.retry_cnt,
+                        a.rnr_retry,
+                    );
+                }
+            }
+            (_, QpState::Error) | (_, QpState::Reset) => {
+                let (send_cq, recv_cq) = (slot.send_cq, slot.recv_cq);
+                if let Some(mut qp) = slot.qp.take() {
+                    let cqs = cq_pair(&mut self.cqs, send_cq, recv_cq);
+                    if let Some(cqs) = cqs {
+                        let mut ctx = Ctx {
+                            mrs: &self.mrs,
+                            mem,
+                            cqs,
+                            now: 0,
+                        };
+                        qp.to_error(&mut ctx);
+                    }
+                    if next == QpState::Error {
+                        slot.qp = Some(qp);
+                    }
+                }
+                if next == QpState::Reset {
+                    slot.attr = QpAttr::default();
+                }
+            }
+            _ => {}
+        }
+        slot.state = next;
+        Ok(())
+    }
+
+    /// Queues a send work request (ibv_post_send).
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp)?;
+        let qp = slot
+            .qp
+            .as_mut()
+            .ok_or(VerbsError::Post(PostError::WrongState))?;
+        qp.post_send(wr).map_err(VerbsError::Post)
+    }
+
+    /// Queues a receive work request (ibv_post_recv); a QP in INIT takes them too.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp)?;
+        // From INIT on (ibv_rc_pingpong posts its receives before RTR); not in RESET.
+        match slot.qp.as_mut() {
+            Some(qp) => qp.post_recv(wr).map_err(VerbsError::Post),
+            None => Err(VerbsError::Post(PostError::WrongState)),
+        }
+    }
+
+    /// A frame from the device: if it is RoCEv2 for one of our QPs from its peer, that QP
+    /// takes it. Anything else is counted and dropped, never a panic.
+    pub fn handle_frame<M: Memory>(&mut self, now: Nanos, mem: &mut M, frame: &[u8]) {
+        let (repr, payload) = match RoceFrameRepr::parse(frame) {
+            Ok(x) => x,
+            Err(RoceError::NotRoce) => return,
+            Err(_) => {
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        if repr.ip.dst != self.cfg.ip {
+            return;
+        }
+        let Some(slot) = self.qps.get_mut(&repr.roce.bth.dest_qp) else {
+            self.counters.no_qp += 1;
+            return;
+        };
+        if slot.attr.peer.is_none_or(|p| p.ip != repr.ip.src) {
+            self.counters.wrong_peer += 1;
+            return;
+        }
+        let Some(qp) = slot.qp.as_mut() else {
+            self.counters.no_qp += 1;
+            return;
+        };
+        let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            mrs: &self.mrs,
+            mem,
+            cqs,
+            now,
+        };
+        self.counters.frames_rx += 1;
+        qp.handle_packet(&mut ctx, &repr.roce, payload);
+    }
+
+    /// The next frame to send, written to `buf`; its length. QPs take turns.
+    pub fn poll_transmit<M: Memory>(
+        &mut self,
+        now: Nanos,
+        mem: &mut M,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let n = self.order.len();
+        for k in 0..n {
+            let i = (self.next_tx + k) % n;
+            let qpn = self.order[i];
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let (Some(qp), Some(peer)) = (slot.qp.as_mut(), slot.attr.peer) else {
+                continue;
+            };
+            let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                mrs: &self.mrs,
+                mem,
+                cqs,
+                now,
+            };
+            let Some((roce, len)) = qp.poll_transmit(&mut ctx, &mut self.payload) else {
+                continue;
+            };
+            let frame = RoceFrameRepr {
+                eth: EthernetRepr {
+                    src: self.cfg.mac,
+                    dst: peer.mac,
+                    ethertype: EtherType::Ipv4,
+                    vlan: None,
+                },
+                ip: Ipv4Repr {
+                    src: self.cfg.ip,
+                    dst: peer.ip,
+                    protocol: 17,
+                    payload_len: 0,
+                    ttl: 64,
+                    dscp: 0,
+                    // ECT(0): a switch may mark CE (the congestion signal, issue 16 item 1).
+                    ecn: Ecn::Ect0,
+                    ident: 0,
+                    dont_fragment: true,
+                    more_fragments: false,
+                    fragment_offset: 0,
+                },
+                src_port: entropy_src_port(qpn, slot.attr.dest_qpn),
+                roce,
+            };
+            self.next_tx = (i + 1) % n;
+            return match frame.emit(buf, &self.payload[..len]) {
+                Ok(written) => {
+                    self.counters.frames_tx += 1;
+                    Some(written)
+                }
+                Err(_) => None,
+            };
+        }
+        None
+    }
+
+    /// The earliest deadline of any QP.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.qps
+            .values()
+            .filter_map(|s| s.qp.as_ref()?.poll_timeout())
+            .min()
+    }
+
+    /// Runs every QP's timers due by `now`.
+    pub fn handle_timeout<M: Memory>(&mut self, now: Nanos, mem: &mut M) {
+        for slot in self.qps.values_mut() {
+            let Some(qp) = slot.qp.as_mut() else { continue };
+            if qp.poll_timeout().is_none_or(|t| t > now) {
+                continue;
+            }
+            let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                mrs: &self.mrs,
+                mem,
+                cqs,
+                now,
+            };
+            qp.handle_timeout(&mut ctx);
+        }
+    }
+}
+
+/// The two completion queues of a QP, which may be one.
+fn cq_pair(cqs: &mut [Option<CompletionQueue>], send: u32, recv: u32) -> Option<Cqs<'_>> {
+    let (s, r) = (send as usize, recv as usize);
+    if s == r {
+        return cqs.get_mut(s)?.as_mut().map(Cqs::Same);
+    }
+    let (lo, hi) = (s.min(r), s.max(r));
+    let (a, b) = cqs.split_at_mut(hi);
+    let (lo_q, hi_q) = (a.get_mut(lo)?.as_mut()?, b.first_mut()?.as_mut()?);
+    Some(if s < r {
+        Cqs::Split {
+            send: lo_q,
+            recv: hi_q,
+        }
+    } else {
+        Cqs::Split {
+            send: hi_q,
+            recv: lo_q,
+        }
+    })
+}
