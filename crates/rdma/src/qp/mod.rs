@@ -18,6 +18,22 @@ use requester::Requester;
 use responder::Responder;
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
 
+/// A BTH of this QP's connection: the default partition, no flags set.
+fn bth(opcode: crate::wire::Opcode, dest_qp: u32, psn: Psn) -> crate::wire::BthRepr {
+    crate::wire::BthRepr {
+        opcode,
+        solicited: false,
+        migreq: false,
+        pad_count: 0,
+        pkey: crate::wire::bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp,
+        ack_req: false,
+        psn,
+    }
+}
+
 /// Time in nanoseconds, from the caller's clock (virtual in tests).
 pub type Nanos = u64;
 

@@ -9,7 +9,6 @@ use std::collections::VecDeque;
 use super::wr::{PostError, SendOp, SendWr};
 use super::{Ctx, Memory, Nanos, QpConfig, QpCounters};
 use crate::verbs::{Access, WcOpcode, WcStatus, WorkCompletion};
-use crate::wire::BthRepr;
 use crate::wire::{ImmDt, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
 
 /// Longest message (IBA: 2^31 bytes).
@@ -508,18 +507,7 @@ fn packet<M: Memory>(
     payload: &mut [u8],
 ) -> Result<(RoceRepr, usize), WcStatus> {
     let total = e.wr.sge.len;
-    let mut bth = BthRepr {
-        opcode: Opcode::SendOnly,
-        solicited: false,
-        migreq: false,
-        pad_count: 0,
-        pkey: crate::wire::bth::DEFAULT_PKEY,
-        fecn: false,
-        becn: false,
-        dest_qp: cfg.dest_qpn,
-        ack_req: false,
-        psn,
-    };
+    let mut bth = super::bth(Opcode::SendOnly, cfg.dest_qpn, psn);
     if let SendOp::Read { remote } = e.wr.op {
         // The request for what has not come yet.
         let got = k * cfg.mtu;

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use super::wr::{PostError, RecvWr};
 use super::{Ctx, Memory, QpConfig, QpCounters};
 use crate::verbs::{Access, Key, WcOpcode, WcStatus, WorkCompletion};
-use crate::wire::{AethRepr, BthRepr, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
+use crate::wire::{AethRepr, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
 
 /// ACKs and NAKs waiting to go out (a bound: more are coalesced into the newest).
 const MAX_ACKS: usize = 16;
@@ -380,18 +380,7 @@ impl Responder {
         cfg: &QpConfig,
         payload: &mut [u8],
     ) -> Option<(RoceRepr, usize)> {
-        let bth = |opcode, psn| BthRepr {
-            opcode,
-            solicited: false,
-            migreq: false,
-            pad_count: 0,
-            pkey: crate::wire::bth::DEFAULT_PKEY,
-            fecn: false,
-            becn: false,
-            dest_qp: cfg.dest_qpn,
-            ack_req: false,
-            psn,
-        };
+        let bth = |opcode, psn| super::bth(opcode, cfg.dest_qpn, psn);
         if let Some(a) = self.acks.pop_front() {
             let repr = RoceRepr {
                 bth: bth(Opcode::Acknowledge, a.psn),
