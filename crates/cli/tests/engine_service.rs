@@ -296,8 +296,17 @@ fn sluice_engine_serves_an_attached_application_to_linux_in_the_lab() {
 
     // SIGTERM: the engine stops cleanly, the application sees the hang-up.
     let err = stop_engine(&mut engine);
-    assert!(err.contains("apps_attached      2"), "{err}");
-    assert!(err.contains("resets_on_detach   1"), "{err}");
+    // Counters by name (the report's column width follows its longest name).
+    let count = |name: &str| {
+        err.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name))
+                .then(|| w.next()?.parse::<u64>().ok())
+                .flatten()
+        })
+    };
+    assert_eq!(count("apps_attached"), Some(2), "{err}");
+    assert_eq!(count("resets_on_detach"), Some(1), "{err}");
     assert!(app.engine_gone(), "the control socket hung up");
     assert!(!socket.exists(), "the socket file is removed");
     drop(app);
