@@ -436,14 +436,9 @@ impl RdmaStack {
             (_, QpState::Error) | (_, QpState::Reset) => {
                 let (send_cq, recv_cq) = (slot.send_cq, slot.recv_cq);
                 if let Some(mut qp) = slot.qp.take() {
-                    let cqs = cq_pair(&mut self.cqs, send_cq, recv_cq);
-                    if let Some(cqs) = cqs {
-                        let mut ctx = Ctx {
-                            mrs: &self.mrs,
-                            mem,
-                            cqs,
-                            now: 0,
-                        };
+                    if let Some(mut ctx) =
+                        qp_ctx(&self.mrs, &mut self.cqs, send_cq, recv_cq, mem, 0)
+                    {
                         qp.to_error(&mut ctx);
                     }
                     if next == QpState::Error {
@@ -506,14 +501,15 @@ impl RdmaStack {
             self.counters.no_qp += 1;
             return;
         };
-        let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
-            return;
-        };
-        let mut ctx = Ctx {
-            mrs: &self.mrs,
+        let Some(mut ctx) = qp_ctx(
+            &self.mrs,
+            &mut self.cqs,
+            slot.send_cq,
+            slot.recv_cq,
             mem,
-            cqs,
             now,
+        ) else {
+            return;
         };
         self.counters.frames_rx += 1;
         qp.handle_packet(&mut ctx, &repr.roce, payload);
@@ -536,14 +532,15 @@ impl RdmaStack {
             let (Some(qp), Some(peer)) = (slot.qp.as_mut(), slot.attr.peer) else {
                 continue;
             };
-            let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
-                continue;
-            };
-            let mut ctx = Ctx {
-                mrs: &self.mrs,
+            let Some(mut ctx) = qp_ctx(
+                &self.mrs,
+                &mut self.cqs,
+                slot.send_cq,
+                slot.recv_cq,
                 mem,
-                cqs,
                 now,
+            ) else {
+                continue;
             };
             let Some((roce, len)) = qp.poll_transmit(&mut ctx, &mut self.payload) else {
                 continue;
@@ -599,18 +596,37 @@ impl RdmaStack {
             if qp.poll_timeout().is_none_or(|t| t > now) {
                 continue;
             }
-            let Some(cqs) = cq_pair(&mut self.cqs, slot.send_cq, slot.recv_cq) else {
-                continue;
-            };
-            let mut ctx = Ctx {
-                mrs: &self.mrs,
+            let Some(mut ctx) = qp_ctx(
+                &self.mrs,
+                &mut self.cqs,
+                slot.send_cq,
+                slot.recv_cq,
                 mem,
-                cqs,
                 now,
+            ) else {
+                continue;
             };
             qp.handle_timeout(&mut ctx);
         }
     }
+}
+
+/// A QP's context for one call: the regions, its two completion queues (which may be
+/// one), the memory and the time; None if a queue is gone.
+fn qp_ctx<'a, M: Memory>(
+    mrs: &'a MrTable,
+    cqs: &'a mut [Option<CompletionQueue>],
+    send: u32,
+    recv: u32,
+    mem: &'a mut M,
+    now: Nanos,
+) -> Option<Ctx<'a, M>> {
+    Some(Ctx {
+        mrs,
+        mem,
+        cqs: cq_pair(cqs, send, recv)?,
+        now,
+    })
 }
 
 /// The two completion queues of a QP, which may be one.
