@@ -211,6 +211,155 @@ void sluice_splice_free(sluice_splice_handle *sp);
 int sluice_splice_fds(int fd_a, int fd_b);
 int sluice_splice_wait(int handle, int timeout_ms, struct sluice_splice_stats *st);
 
+/*
+ * ---- RDMA verbs (docs/verbs.md) -------------------------------------------------------
+ *
+ * Reliable-connected queue pairs over the engine's RoCEv2 transport, with the verbs'
+ * semantics and libibverbs' numbers (IBV_WR_*, IBV_SEND_*, IBV_WC_*, IBV_QPS_*, IBV_QP_*
+ * masks, IBV_ACCESS_*, IBV_MTU_*), for programs that link Sluice directly and for Sluice's
+ * rdma-core provider. Unlike the socket calls, these return 0 or a positive errno (as the
+ * verbs do); sluice_rdma_poll_cq returns a count or a negative errno.
+ *
+ * Threads: any thread may call any function; a QP's posts and a CQ's polls are serialised
+ * inside the library.
+ */
+typedef struct sluice_rdma sluice_rdma;       /* the engine's RDMA device, opened */
+typedef struct sluice_rdma_cq sluice_rdma_cq; /* a completion queue */
+typedef struct sluice_rdma_qp sluice_rdma_qp; /* a queue pair */
+
+struct sluice_rdma_device_attr {
+    uint32_t ipv4;          /* the engine's address, network order: the GID is ::ffff:ipv4 */
+    uint8_t mac[6];         /* the engine's MAC */
+    uint8_t active_mtu;     /* IBV_MTU_* */
+    uint8_t reserved;
+    uint32_t max_qp;
+    uint32_t max_qp_wr;
+    uint32_t max_cq;
+    uint32_t max_cqe;
+    uint32_t max_mr;
+    uint32_t max_sge;
+    uint64_t max_mr_size;
+    uint32_t max_inline;    /* max_inline_data */
+    uint32_t max_qp_rd_atom;
+};
+
+/* Opens the device (attaching to the engine from the environment first if needed). */
+int sluice_rdma_open(sluice_rdma **out);
+/* Closes it (its objects must have been destroyed; those left are destroyed). */
+void sluice_rdma_close(sluice_rdma *dev);
+int sluice_rdma_query_device(sluice_rdma *dev, struct sluice_rdma_device_attr *attr);
+
+int sluice_rdma_alloc_pd(sluice_rdma *dev, uint32_t *pd);
+int sluice_rdma_dealloc_pd(sluice_rdma *dev, uint32_t pd);
+
+/* Registers len bytes at addr (any memory: its pages become shared with the engine, see
+ * docs/verbs.md "Memory regions"); *key serves as lkey and rkey. */
+int sluice_rdma_reg_mr(sluice_rdma *dev, uint32_t pd, void *addr, size_t len, int access,
+                       uint32_t *key);
+int sluice_rdma_dereg_mr(sluice_rdma *dev, uint32_t key);
+
+/* A CQ of at least cqe entries (*actual gets its size). event_fd (or -1) is signalled when
+ * the CQ is armed by sluice_rdma_req_notify_cq and gets a completion. */
+int sluice_rdma_create_cq(sluice_rdma *dev, uint32_t cqe, int event_fd, sluice_rdma_cq **out,
+                          uint32_t *actual);
+int sluice_rdma_destroy_cq(sluice_rdma_cq *cq);
+
+struct sluice_rdma_wc {
+    uint64_t wr_id;
+    uint32_t status;        /* IBV_WC_* status */
+    uint32_t opcode;        /* IBV_WC_SEND, IBV_WC_RDMA_WRITE, ..., IBV_WC_RECV (128), ... */
+    uint32_t byte_len;
+    uint32_t imm_data;      /* network order, valid with IBV_WC_WITH_IMM */
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint32_t wc_flags;      /* IBV_WC_WITH_IMM (2) */
+    uint32_t reserved;
+};
+
+/* Takes up to n completions; returns how many, or a negative errno. */
+int sluice_rdma_poll_cq(sluice_rdma_cq *cq, int n, struct sluice_rdma_wc *wc);
+/* Arms the CQ's event for the next (solicited_only: next solicited) completion. */
+int sluice_rdma_req_notify_cq(sluice_rdma_cq *cq, int solicited_only);
+
+struct sluice_rdma_qp_init {
+    uint32_t pd;
+    uint32_t max_send_wr;
+    uint32_t max_recv_wr;
+    uint32_t max_inline;
+    sluice_rdma_cq *send_cq;
+    sluice_rdma_cq *recv_cq;
+};
+
+struct sluice_rdma_qp_caps {
+    uint32_t qpn;
+    uint32_t max_send_wr;   /* what the QP holds (at least what was asked) */
+    uint32_t max_recv_wr;
+    uint32_t max_inline;
+};
+
+/* An RC QP in RESET. */
+int sluice_rdma_create_qp(sluice_rdma *dev, const struct sluice_rdma_qp_init *init,
+                          sluice_rdma_qp **out, struct sluice_rdma_qp_caps *caps);
+
+struct sluice_rdma_qp_attr {
+    uint32_t qp_state;      /* IBV_QPS_* */
+    uint32_t cur_qp_state;
+    uint32_t access;        /* qp_access_flags */
+    uint32_t dest_qpn;
+    uint32_t rq_psn;
+    uint32_t sq_psn;
+    uint32_t dest_ipv4;     /* the peer (ah_attr's GID as IPv4), network order; 0: none */
+    uint8_t path_mtu;       /* IBV_MTU_* */
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t rnr_retry;
+    uint8_t min_rnr_timer;
+    uint8_t max_rd_atomic;
+    uint8_t max_dest_rd_atomic;
+    uint8_t reserved;
+};
+
+/* ibv_modify_qp: mask is IBV_QP_* (IBV_QP_AV gives dest_ipv4). EAGAIN: the peer's MAC is
+ * not known yet after a second of asking. */
+int sluice_rdma_modify_qp(sluice_rdma_qp *qp, const struct sluice_rdma_qp_attr *attr, int mask);
+int sluice_rdma_query_qp(sluice_rdma_qp *qp, struct sluice_rdma_qp_attr *attr);
+/* Destroys the QP; outstanding work completes with IBV_WC_WR_FLUSH_ERR first. */
+int sluice_rdma_destroy_qp(sluice_rdma_qp *qp);
+uint32_t sluice_rdma_qp_num(const sluice_rdma_qp *qp);
+
+struct sluice_rdma_sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+
+struct sluice_rdma_send_wr {
+    uint64_t wr_id;
+    const struct sluice_rdma_sge *sg_list;
+    int32_t num_sge;        /* at most 1, or several with IBV_SEND_INLINE */
+    uint32_t opcode;        /* IBV_WR_RDMA_WRITE(_WITH_IMM), IBV_WR_SEND(_WITH_IMM), IBV_WR_RDMA_READ */
+    uint32_t send_flags;    /* IBV_SEND_FENCE, _SIGNALED, _SOLICITED, _INLINE */
+    uint32_t imm_data;      /* network order */
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t reserved;
+};
+
+struct sluice_rdma_recv_wr {
+    uint64_t wr_id;
+    const struct sluice_rdma_sge *sg_list;
+    int32_t num_sge;        /* at most 1 */
+    uint32_t reserved;
+};
+
+/* Posts n work requests in order; on failure *bad (if not NULL) is the index of the first
+ * not posted and the return is its errno (EINVAL: a bad field or opcode; ENOMEM: the queue
+ * is full). */
+int sluice_rdma_post_send(sluice_rdma_qp *qp, const struct sluice_rdma_send_wr *wr, size_t n,
+                          size_t *bad);
+int sluice_rdma_post_recv(sluice_rdma_qp *qp, const struct sluice_rdma_recv_wr *wr, size_t n,
+                          size_t *bad);
+
 #ifdef __cplusplus
 }
 #endif

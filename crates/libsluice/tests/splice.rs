@@ -109,6 +109,7 @@ fn layout() -> Layout {
         max_contexts: 8,
         queue_entries: 64,
         ring_size: 8192,
+        ..Layout::default()
     }
 }
 

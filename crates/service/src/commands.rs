@@ -136,7 +136,8 @@ pub(crate) fn execute(
     };
     let state = h.slot.state;
     let result = match cmd {
-        Command::Open { .. } => None,
+        // Neither names a slot: handled above.
+        Command::Open { .. } | Command::QpDoorbell { .. } => None,
         Command::Bind { req, ip, port, .. } => {
             bind(h, ip, port, sh).map_or_else(|e| failed(req, e), |port| done(req, s, port as u32))
         }

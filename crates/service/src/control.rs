@@ -331,6 +331,10 @@ impl Control {
                         format!("cannot create a context: {e}")
                     }
                 },
+                Ok(Some((Request::Verbs(_), _))) => {
+                    sh.counters.bad_control += 1;
+                    "this engine serves no verbs".to_string()
+                }
                 Ok(Some((Request::Hello { .. }, _))) => {
                     sh.counters.bad_control += 1;
                     "already attached".to_string()

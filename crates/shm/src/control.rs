@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::sys;
+use crate::verbs::{VerbsReply, VerbsRequest};
 use crate::{Layout, ShmError};
 
 /// Version of the attach protocol (and of the region it hands out).
@@ -60,6 +61,8 @@ pub enum Request {
     },
     /// A context for a new application thread.
     NewContext,
+    /// A control-path verb (docs/verbs.md); descriptors as the verb says.
+    Verbs(VerbsRequest),
 }
 
 /// Engine to application.
@@ -79,6 +82,8 @@ pub enum Reply {
         /// The context's index in the region.
         index: u32,
     },
+    /// The answer to a verb.
+    Verbs(VerbsReply),
     /// The request was refused.
     Refused {
         /// Why.

@@ -135,6 +135,12 @@ pub enum Command {
         /// The second socket slot.
         slot_b: u32,
     },
+    /// Doorbell: work requests were posted to the queue pair's send or receive queue (or
+    /// both); the engine takes what it can (docs/verbs.md). No completion.
+    QpDoorbell {
+        /// The queue pair's number.
+        qpn: u32,
+    },
 }
 
 /// The engine's answer to a command with a request id.
@@ -207,6 +213,8 @@ pub enum Opcode {
     SetTeardownOffload,
     /// [`Command::Splice`].
     Splice,
+    /// [`Command::QpDoorbell`].
+    QpDoorbell,
 }
 
 impl Opcode {
@@ -225,6 +233,7 @@ impl Opcode {
             Opcode::SetCongestion => 10,
             Opcode::SetTeardownOffload => 11,
             Opcode::Splice => 12,
+            Opcode::QpDoorbell => 13,
         }
     }
 
@@ -243,14 +252,18 @@ impl Opcode {
             10 => Opcode::SetCongestion,
             11 => Opcode::SetTeardownOffload,
             12 => Opcode::Splice,
+            13 => Opcode::QpDoorbell,
             _ => return None,
         })
     }
 
     /// Whether its commands carry a request id (and so are answered by a completion):
-    /// every one but the doorbells (Send, Consumed) and Close.
+    /// every one but the doorbells (Send, Consumed, QpDoorbell) and Close.
     pub fn carries_req(self) -> bool {
-        !matches!(self, Opcode::Send | Opcode::Consumed | Opcode::Close)
+        !matches!(
+            self,
+            Opcode::Send | Opcode::Consumed | Opcode::Close | Opcode::QpDoorbell
+        )
     }
 }
 
@@ -358,6 +371,7 @@ impl Command {
                 put_u32(&mut e, at::ARG, slot_b);
                 (Opcode::Splice, req, slot_a)
             }
+            Command::QpDoorbell { qpn } => (Opcode::QpDoorbell, 0, qpn),
         };
         e[0] = code.code();
         put_u32(&mut e, at::REQ, req);
@@ -429,6 +443,7 @@ impl Command {
                 slot_a: slot,
                 slot_b: get_u32(e, at::ARG),
             },
+            Opcode::QpDoorbell => Command::QpDoorbell { qpn: slot },
         })
     }
 
@@ -447,6 +462,7 @@ impl Command {
             Command::SetCongestion { .. } => Opcode::SetCongestion,
             Command::SetTeardownOffload { .. } => Opcode::SetTeardownOffload,
             Command::Splice { .. } => Opcode::Splice,
+            Command::QpDoorbell { .. } => Opcode::QpDoorbell,
         }
     }
 
@@ -462,14 +478,18 @@ impl Command {
             | Command::SetCongestion { req, .. }
             | Command::SetTeardownOffload { req, .. }
             | Command::Splice { req, .. } => Some(req),
-            Command::Send { .. } | Command::Consumed { .. } | Command::Close { .. } => None,
+            Command::Send { .. }
+            | Command::Consumed { .. }
+            | Command::Close { .. }
+            | Command::QpDoorbell { .. } => None,
         }
     }
 
-    /// The slot it names (Splice's first); None for Open (which is given one).
+    /// The slot it names (Splice's first); None for Open (which is given one) and for
+    /// QpDoorbell (which names a queue pair).
     pub fn slot(&self) -> Option<u32> {
         match *self {
-            Command::Open { .. } => None,
+            Command::Open { .. } | Command::QpDoorbell { .. } => None,
             Command::Bind { slot, .. }
             | Command::Listen { slot, .. }
             | Command::Connect { slot, .. }

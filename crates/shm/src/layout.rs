@@ -4,9 +4,13 @@
 //! buffers. In file order:
 //!
 //! ```text
-//! [header page][context 0]...[context C-1][socket block 0]...[socket block S-1][pad to page]
+//! [header page][context 0]...[context C-1][socket block 0]...[socket block S-1]
+//! [verbs queue 0]...[verbs queue V-1][pad to page]
 //! [rx ring 0][tx ring 0][rx ring 1][tx ring 1]...            (each ring_size bytes)
 //! ```
+//!
+//! A verbs queue is a queue like a context's (header line, 64-byte entries with a phase bit)
+//! that serves as one RDMA send queue, receive queue or completion queue (docs/verbs.md).
 //!
 //! A context is an application thread's pair of queues (commands to the engine, completions
 //! back) plus a line the application writes. In the address space each ring is mapped twice
@@ -35,6 +39,11 @@ pub const MAX_SOCKETS: u32 = 1 << 16;
 pub const MAX_CONTEXTS: u32 = 1024;
 /// Most entries in one context queue.
 pub const MAX_QUEUE_ENTRIES: u32 = 1 << 16;
+/// Byte offset, in a verbs queue's header line, of the word an application writes to arm a
+/// completion queue's notification (docs/verbs.md "Completion events").
+pub const VERBS_ARM_OFFSET: usize = 8;
+/// Most verbs queues one application may hold.
+pub const MAX_VERBS_QUEUES: u32 = 4096;
 /// Largest region file (its rings are sparse: pages exist only once touched).
 pub const MAX_REGION_BYTES: u64 = 1 << 40;
 
@@ -49,6 +58,20 @@ pub struct Layout {
     pub queue_entries: u32,
     /// Bytes per payload ring (a power of two, at least a page).
     pub ring_size: u32,
+    /// Verbs queues (RDMA send, receive and completion queues; 0: no verbs).
+    #[serde(default = "default_verbs_queues")]
+    pub verbs_queues: u32,
+    /// Entries per verbs queue (a power of two).
+    #[serde(default = "default_verbs_queue_entries")]
+    pub verbs_queue_entries: u32,
+}
+
+fn default_verbs_queues() -> u32 {
+    64
+}
+
+fn default_verbs_queue_entries() -> u32 {
+    4096
 }
 
 impl Default for Layout {
@@ -58,6 +81,8 @@ impl Default for Layout {
             max_contexts: 64,
             queue_entries: 256,
             ring_size: 256 << 10,
+            verbs_queues: default_verbs_queues(),
+            verbs_queue_entries: default_verbs_queue_entries(),
         }
     }
 }
@@ -109,6 +134,21 @@ impl Layout {
                 self.ring_size
             ));
         }
+        if self.verbs_queues > MAX_VERBS_QUEUES {
+            return bad(format!(
+                "verbs_queues {} not in 0..={MAX_VERBS_QUEUES}",
+                self.verbs_queues
+            ));
+        }
+        if !self.verbs_queue_entries.is_power_of_two()
+            || self.verbs_queue_entries < 8
+            || self.verbs_queue_entries > MAX_QUEUE_ENTRIES
+        {
+            return bad(format!(
+                "verbs_queue_entries {} is not a power of two in 8..={MAX_QUEUE_ENTRIES}",
+                self.verbs_queue_entries
+            ));
+        }
         if self.file_len() as u64 > MAX_REGION_BYTES {
             return bad(format!(
                 "the region would be {} bytes (at most {MAX_REGION_BYTES})",
@@ -153,12 +193,22 @@ impl Layout {
         self.sockets_offset() + s as usize * SOCKET_BLOCK_BYTES
     }
 
-    /// Bytes before the first ring (header, contexts, socket blocks), page aligned.
+    /// Bytes of one verbs queue (header and entries).
+    pub fn verbs_queue_bytes(&self) -> usize {
+        QUEUE_HEADER_BYTES + self.verbs_queue_entries as usize * ENTRY_BYTES
+    }
+
+    /// Offset of verbs queue `q`.
+    pub fn verbs_queue_offset(&self, q: u32) -> usize {
+        self.sockets_offset()
+            + self.max_sockets as usize * SOCKET_BLOCK_BYTES
+            + q as usize * self.verbs_queue_bytes()
+    }
+
+    /// Bytes before the first ring (header, contexts, socket blocks, verbs queues), page
+    /// aligned.
     pub fn control_len(&self) -> usize {
-        align_up(
-            self.sockets_offset() + self.max_sockets as usize * SOCKET_BLOCK_BYTES,
-            PAGE,
-        )
+        align_up(self.verbs_queue_offset(self.verbs_queues), PAGE)
     }
 
     /// Index of a ring among all rings.
@@ -207,6 +257,19 @@ mod tests {
             2 * l.ring_size as usize
         );
         assert!(l.context_line_offset(0) + 64 <= l.command_queue_offset(1));
+        assert_eq!(
+            l.verbs_queue_offset(0),
+            l.socket_offset(l.max_sockets - 1) + SOCKET_BLOCK_BYTES
+        );
+        assert!(l.verbs_queue_offset(l.verbs_queues) <= l.control_len());
+    }
+
+    #[test]
+    fn a_layout_without_verbs_fields_reads_with_the_defaults() {
+        let json = r#"{"max_sockets":8,"max_contexts":2,"queue_entries":16,"ring_size":4096}"#;
+        let l: Layout = serde_json::from_str(json).unwrap();
+        assert_eq!(l.verbs_queues, 64);
+        assert_eq!(l.verbs_queue_entries, 4096);
     }
 
     #[test]
@@ -239,6 +302,14 @@ mod tests {
             },
             Layout {
                 ring_size: 128 << 20,
+                ..ok
+            },
+            Layout {
+                verbs_queues: MAX_VERBS_QUEUES + 1,
+                ..ok
+            },
+            Layout {
+                verbs_queue_entries: 1000,
                 ..ok
             },
             Layout {

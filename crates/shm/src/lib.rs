@@ -7,6 +7,7 @@
 //!   pair per application thread; [`Command`] and [`Completion`] are what the entries say.
 //! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
+//! - [`verbs`]: RDMA send, receive and completion queue entries and the control-path verbs.
 //! - [`preload_library`]: where `libsluice_preload.so` is, for `sluice run` and the tests.
 //!
 //! Trust: the engine treats everything an application can write (queue entries, its line of
@@ -28,12 +29,13 @@ mod splice;
 pub mod control;
 pub mod entry;
 pub mod preload_library;
+pub mod verbs;
 
 pub use congestion::{Congestion, CONGESTION_NAME_MAX};
 pub use entry::{Command, Completion, EntryError, Opcode, Payload, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;
-pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES};
+pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES, VERBS_ARM_OFFSET};
 pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
 pub use region::Region;
 pub use ring::Ring;

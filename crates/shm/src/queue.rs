@@ -34,6 +34,11 @@ fn queue_offset(region: &Region, context: u32, kind: QueueKind) -> Option<usize>
     })
 }
 
+fn verbs_queue(region: &Region, q: u32) -> Option<(usize, u64)> {
+    let l = region.layout();
+    (q < l.verbs_queues).then(|| (l.verbs_queue_offset(q), l.verbs_queue_entries as u64))
+}
+
 fn phase_of(index: u64, entries: u64) -> u8 {
     // Lap 0 writes 1, lap 1 writes 0, ...
     1 ^ ((index / entries) & 1) as u8
@@ -58,6 +63,23 @@ impl Producer {
             entries,
             tail: 0,
         })
+    }
+
+    /// The producer of verbs queue `q` (an RDMA send or receive queue on the application's
+    /// side, a completion queue on the engine's), or None if `q` is out of range.
+    pub fn verbs(region: Arc<Region>, q: u32) -> Option<Producer> {
+        let (offset, entries) = verbs_queue(&region, q)?;
+        Some(Producer {
+            region,
+            offset,
+            entries,
+            tail: 0,
+        })
+    }
+
+    /// Entries the queue holds.
+    pub fn capacity(&self) -> u64 {
+        self.entries
     }
 
     /// Entries the consumer has not taken yet; an out-of-bounds published head (a consumer
@@ -116,6 +138,28 @@ impl Consumer {
         })
     }
 
+    /// The consumer of verbs queue `q`, or None if `q` is out of range.
+    pub fn verbs(region: Arc<Region>, q: u32) -> Option<Consumer> {
+        let (offset, entries) = verbs_queue(&region, q)?;
+        Some(Consumer {
+            region,
+            offset,
+            entries,
+            head: 0,
+            published: 0,
+        })
+    }
+
+    /// Entries the queue holds.
+    pub fn capacity(&self) -> u64 {
+        self.entries
+    }
+
+    /// Entries taken so far (the position of the next one).
+    pub fn position(&self) -> u64 {
+        self.head
+    }
+
     fn slot(&self) -> usize {
         self.offset + QUEUE_HEADER_BYTES + (self.head % self.entries) as usize * ENTRY_BYTES
     }
@@ -167,6 +211,7 @@ mod tests {
             max_contexts: 2,
             queue_entries: 8,
             ring_size: 4096,
+            ..Layout::default()
         };
         Arc::new(Region::create("queue-test", layout).unwrap())
     }

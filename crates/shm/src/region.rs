@@ -166,6 +166,34 @@ impl Region {
         (i < self.layout.max_contexts).then(|| self.atomic_u32(self.layout.context_line_offset(i)))
     }
 
+    /// Zeroes verbs queue `q` (header and entries) so that a new producer and consumer start
+    /// on a clean lap: the engine does it before handing the queue to a new object. False if
+    /// `q` is out of range.
+    pub fn clear_verbs_queue(&self, q: u32) -> bool {
+        if q >= self.layout.verbs_queues {
+            return false;
+        }
+        let off = self.layout.verbs_queue_offset(q);
+        let zeros = [0u8; 4096];
+        let mut done = 0;
+        let len = self.layout.verbs_queue_bytes();
+        while done < len {
+            let n = (len - done).min(zeros.len());
+            self.write_bytes(off + done, &zeros[..n]);
+            done += n;
+        }
+        true
+    }
+
+    /// The arm word of verbs queue `q` used as a completion queue (application-written: 0
+    /// idle, 1 armed for any completion, 2 armed for solicited ones; the engine swaps it back
+    /// to 0 when it signals), or None if `q` is out of range.
+    pub fn verbs_arm(&self, q: u32) -> Option<&AtomicU32> {
+        (q < self.layout.verbs_queues).then(|| {
+            self.atomic_u32(self.layout.verbs_queue_offset(q) + crate::layout::VERBS_ARM_OFFSET)
+        })
+    }
+
     /// A ring of socket `s`, or None if `s` is out of range.
     pub fn ring(&self, s: u32, dir: Dir) -> Option<Ring<'_>> {
         if s >= self.layout.max_sockets {

@@ -221,6 +221,7 @@ mod tests {
             max_contexts: 1,
             queue_entries: 8,
             ring_size: 4096,
+            ..Layout::default()
         };
         let r = Region::create("sock-test", layout).unwrap();
         for s in 0..4 {

@@ -17,6 +17,7 @@ fn layout() -> Layout {
         max_contexts: 2,
         queue_entries: 16,
         ring_size: 8192,
+        ..Layout::default()
     }
 }
 

@@ -219,6 +219,7 @@ fn layout() -> Layout {
         max_contexts: 2,
         queue_entries: 32,
         ring_size: 4096,
+        ..Layout::default()
     }
 }
 

@@ -49,6 +49,7 @@ impl Default for Options {
                 max_contexts: 16,
                 queue_entries: 64,
                 ring_size: 8192,
+                ..Layout::default()
             },
             app_idle_us: 200,
             engine_idle_iterations: 200,

@@ -47,6 +47,7 @@ pub fn layout() -> Layout {
         max_contexts: 2,
         queue_entries: 64,
         ring_size: RING,
+        ..Layout::default()
     }
 }
 

@@ -56,6 +56,7 @@ fn command() -> impl Strategy<Value = Command> {
                 slot_b,
             }
         }),
+        any::<u32>().prop_map(|qpn| Command::QpDoorbell { qpn }),
     ]
 }
 
