@@ -294,6 +294,30 @@ impl Sluice {
         }
     }
 
+    /// Sends `req` with descriptors `fds` on the control socket and reads the reply, under the
+    /// process-wide control lock (request/reply pairs never interleave between threads).
+    pub(crate) fn control_call(
+        &self,
+        req: &Request,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<(Reply, Vec<OwnedFd>), Error> {
+        self.usable()?;
+        if !self.is_alive() {
+            return Err(Error::EngineGone);
+        }
+        let _serial = lock(&self.control_lock);
+        let sent = control::send_message(self.control.as_fd(), req, fds);
+        match sent.and_then(|()| control::recv_message::<Reply>(self.control.as_fd())) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(Error::Os(libc::EIO)),
+            Err(ShmError::Disconnected) => {
+                self.mark_dead();
+                Err(Error::EngineGone)
+            }
+            Err(e) => Err(Error::Shm(e)),
+        }
+    }
+
     /// Asks the engine for a new context (NewContext on the control socket).
     fn new_context(&self) -> Result<Arc<ContextSlot>, Error> {
         if !self.is_alive() {

@@ -21,6 +21,7 @@ mod fork;
 mod lock;
 mod socket;
 mod splice;
+pub mod verbs;
 mod wait;
 mod zero_copy;
 

@@ -1,0 +1,305 @@
+//! Queue pairs (`ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_post_send`,
+//! `ibv_post_recv`, `ibv_destroy_qp`): reliable connected, over the engine's RoCEv2 transport.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest};
+use sluice_shm::{Command, Producer};
+
+use crate::lock::lock;
+use crate::verbs::control::{self, unexpected};
+use crate::verbs::cq::{CompletionQueue, CqInner};
+use crate::verbs::device::{PdInner, ProtectionDomain};
+use crate::verbs::error::{PostError, VerbsError};
+use crate::verbs::wr::{encode_recv, encode_send, RecvWr, SendWr};
+
+/// How long a modify to RTR is retried while the engine resolves the peer's MAC (EAGAIN).
+const RTR_RETRY: Duration = Duration::from_secs(1);
+
+/// `ibv_qp_state`.
+pub mod qp_state {
+    /// IBV_QPS_RESET.
+    pub const RESET: u32 = 0;
+    /// IBV_QPS_INIT.
+    pub const INIT: u32 = 1;
+    /// IBV_QPS_RTR.
+    pub const RTR: u32 = 2;
+    /// IBV_QPS_RTS.
+    pub const RTS: u32 = 3;
+    /// IBV_QPS_SQD.
+    pub const SQD: u32 = 4;
+    /// IBV_QPS_SQE.
+    pub const SQE: u32 = 5;
+    /// IBV_QPS_ERR.
+    pub const ERR: u32 = 6;
+}
+
+/// `ibv_qp_attr_mask` bits.
+pub mod qp_mask {
+    /// IBV_QP_STATE.
+    pub const STATE: u32 = 1;
+    /// IBV_QP_CUR_STATE.
+    pub const CUR_STATE: u32 = 1 << 1;
+    /// IBV_QP_ACCESS_FLAGS.
+    pub const ACCESS_FLAGS: u32 = 1 << 3;
+    /// IBV_QP_PKEY_INDEX.
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    /// IBV_QP_PORT.
+    pub const PORT: u32 = 1 << 5;
+    /// IBV_QP_AV (the peer's address).
+    pub const AV: u32 = 1 << 7;
+    /// IBV_QP_PATH_MTU.
+    pub const PATH_MTU: u32 = 1 << 8;
+    /// IBV_QP_TIMEOUT.
+    pub const TIMEOUT: u32 = 1 << 9;
+    /// IBV_QP_RETRY_CNT.
+    pub const RETRY_CNT: u32 = 1 << 10;
+    /// IBV_QP_RNR_RETRY.
+    pub const RNR_RETRY: u32 = 1 << 11;
+    /// IBV_QP_RQ_PSN.
+    pub const RQ_PSN: u32 = 1 << 12;
+    /// IBV_QP_MAX_QP_RD_ATOMIC.
+    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+    /// IBV_QP_MIN_RNR_TIMER.
+    pub const MIN_RNR_TIMER: u32 = 1 << 15;
+    /// IBV_QP_SQ_PSN.
+    pub const SQ_PSN: u32 = 1 << 16;
+    /// IBV_QP_MAX_DEST_RD_ATOMIC.
+    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+    /// IBV_QP_DEST_QPN.
+    pub const DEST_QPN: u32 = 1 << 20;
+}
+
+/// What a QP is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpInit {
+    /// Send work requests outstanding at most.
+    pub max_send_wr: u32,
+    /// Receive work requests outstanding at most.
+    pub max_recv_wr: u32,
+    /// Inline bytes per send work request at most.
+    pub max_inline: u32,
+}
+
+/// What the QP holds (at least what was asked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// The QP's number.
+    pub qpn: u32,
+    /// Send work requests it holds.
+    pub max_send_wr: u32,
+    /// Receive work requests it holds.
+    pub max_recv_wr: u32,
+    /// Inline bytes it takes per send work request.
+    pub max_inline: u32,
+}
+
+/// A reliable-connected queue pair. Dropping it destroys it (outstanding work is flushed).
+pub struct QueuePair {
+    pd: Arc<PdInner>,
+    _send_cq: Arc<CqInner>,
+    _recv_cq: Arc<CqInner>,
+    caps: QpCaps,
+    /// The send queue's producer: the QP's posting threads take turns.
+    sq: Mutex<Producer>,
+    /// The receive queue's producer.
+    rq: Mutex<Producer>,
+    destroyed: AtomicBool,
+}
+
+impl std::fmt::Debug for QueuePair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuePair")
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProtectionDomain {
+    /// An RC QP in RESET whose completions go to `send_cq` and `recv_cq`.
+    pub fn create_qp(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        init: QpInit,
+    ) -> Result<QueuePair, VerbsError> {
+        let sluice = &self.0.sluice;
+        let req = VerbsRequest::CreateQp {
+            pd: self.0.pd,
+            send_cq: send_cq.0.cq,
+            recv_cq: recv_cq.0.cq,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            max_inline: init.max_inline,
+        };
+        match control::call(sluice, req, &[])? {
+            VerbsReply::Qp {
+                qpn,
+                sq,
+                rq,
+                max_send_wr,
+                max_recv_wr,
+                max_inline,
+            } => {
+                let producer = |q: u32| {
+                    Producer::verbs(sluice.region.clone(), q)
+                        .ok_or_else(|| VerbsError::Protocol(format!("work queue {q} out of range")))
+                };
+                let qp = QueuePair {
+                    pd: self.0.clone(),
+                    _send_cq: send_cq.0.clone(),
+                    _recv_cq: recv_cq.0.clone(),
+                    caps: QpCaps {
+                        qpn,
+                        max_send_wr,
+                        max_recv_wr,
+                        max_inline,
+                    },
+                    sq: Mutex::new(producer(sq)?),
+                    rq: Mutex::new(producer(rq)?),
+                    destroyed: AtomicBool::new(false),
+                };
+                Ok(qp)
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+impl QueuePair {
+    /// The QP's number.
+    pub fn qpn(&self) -> u32 {
+        self.caps.qpn
+    }
+
+    /// What it holds.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// `ibv_modify_qp`: the attributes `mask` ([`qp_mask`]) names. A move to RTR is retried
+    /// for up to a second while the engine resolves the peer's MAC (EAGAIN).
+    pub fn modify(&self, attrs: &QpAttrs, mask: u32) -> Result<(), VerbsError> {
+        let req = VerbsRequest::ModifyQp {
+            qpn: self.caps.qpn,
+            mask,
+            attrs: *attrs,
+        };
+        let start = Instant::now();
+        loop {
+            match control::call_done(&self.pd.sluice, req) {
+                Err(VerbsError::Refused(libc::EAGAIN)) if start.elapsed() < RTR_RETRY => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// `ibv_query_qp`: its attributes and state.
+    pub fn query(&self) -> Result<QpAttrs, VerbsError> {
+        match control::call(
+            &self.pd.sluice,
+            VerbsRequest::QueryQp { qpn: self.caps.qpn },
+            &[],
+        )? {
+            VerbsReply::QpAttrs(a) => Ok(a),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Posts send work requests in order, then rings the engine once. Stops at the first
+    /// that is wrong (EINVAL) or does not fit in the send queue (ENOMEM); those before it
+    /// are posted.
+    pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let mut sq = lock(&self.sq);
+        let mut posted = 0;
+        let result = (|| {
+            for (i, wr) in wrs.iter().enumerate() {
+                let fail = |error| PostError { index: i, error };
+                let e = encode_send(wr, self.caps.max_inline).map_err(fail)?;
+                push_all(&mut sq, e.as_slice()).map_err(fail)?;
+                posted += 1;
+            }
+            Ok(())
+        })();
+        drop(sq);
+        self.doorbell(posted, result)
+    }
+
+    /// Posts receive work requests in order, then rings the engine once (as
+    /// [`QueuePair::post_send`]).
+    pub fn post_recv(&self, wrs: &[RecvWr]) -> Result<(), PostError> {
+        let mut rq = lock(&self.rq);
+        let mut posted = 0;
+        let result = (|| {
+            for (i, wr) in wrs.iter().enumerate() {
+                push_all(&mut rq, &[encode_recv(wr)])
+                    .map_err(|error| PostError { index: i, error })?;
+                posted += 1;
+            }
+            Ok(())
+        })();
+        drop(rq);
+        self.doorbell(posted, result)
+    }
+
+    /// One QpDoorbell on the calling thread's context if anything was posted.
+    fn doorbell(&self, posted: usize, result: Result<(), PostError>) -> Result<(), PostError> {
+        if posted > 0 {
+            let rang = self
+                .pd
+                .sluice
+                .post(Command::QpDoorbell { qpn: self.caps.qpn });
+            if let Err(e) = rang {
+                return Err(PostError {
+                    index: 0,
+                    error: e.into(),
+                });
+            }
+        }
+        result
+    }
+
+    /// Destroys it now (outstanding work completes with IBV_WC_WR_FLUSH_ERR first).
+    pub fn destroy(self) -> Result<(), VerbsError> {
+        self.destroy_once()
+    }
+
+    fn destroy_once(&self) -> Result<(), VerbsError> {
+        if self.destroyed.swap(true, Ordering::Relaxed) || !self.pd.sluice.is_alive() {
+            return Ok(());
+        }
+        control::call_done(
+            &self.pd.sluice,
+            VerbsRequest::DestroyQp { qpn: self.caps.qpn },
+        )
+    }
+}
+
+/// Appends a work request's entries, all or none: ENOMEM when they do not all fit.
+fn push_all(q: &mut Producer, entries: &[sluice_shm::Payload]) -> Result<(), VerbsError> {
+    let free = q
+        .free()
+        .map_err(|e| VerbsError::Protocol(format!("work queue: {e}")))?;
+    if free < entries.len() as u64 {
+        return Err(VerbsError::QueueFull);
+    }
+    for e in entries {
+        let pushed = q
+            .push(e)
+            .map_err(|e| VerbsError::Protocol(format!("work queue: {e}")))?;
+        if !pushed {
+            return Err(VerbsError::QueueFull);
+        }
+    }
+    Ok(())
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        let _ = self.destroy_once();
+    }
+}
