@@ -53,7 +53,7 @@ pub(crate) fn ffi<T>(fail: T, op: Op, f: impl FnOnce() -> Result<T, Error>) -> T
 }
 
 /// The C API's attachment, attaching from the environment on first use.
-fn attachment() -> Result<Arc<Sluice>, Error> {
+pub(crate) fn attachment() -> Result<Arc<Sluice>, Error> {
     let mut a = lock(&ATTACHMENT);
     if let Some(s) = a.as_ref() {
         if !s.is_inherited() {

@@ -14,6 +14,8 @@
 mod attach;
 mod capi;
 mod capi_splice;
+mod capi_verbs;
+mod capi_verbs_types;
 mod command;
 mod context;
 mod error;
@@ -27,6 +29,10 @@ mod zero_copy;
 
 pub use attach::{socket_path_from_env, Sluice};
 pub use capi_splice::SpliceStatsC;
+pub use capi_verbs_types::{
+    RdmaDeviceAttr, RdmaQpAttr, RdmaQpCaps, RdmaQpInit, RdmaRecvWr, RdmaSendWr, RdmaSge,
+    SluiceRdma, SluiceRdmaCq, SluiceRdmaQp,
+};
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
 pub use sluice_shm::{Congestion, SpliceOutcome, SpliceReport, TCP_TEARDOWN_OFFLOAD};

@@ -60,7 +60,7 @@ fn errno() -> i32 {
 /// A memfd of `len` bytes sealed against shrinking and growing (the engine maps it: a file
 /// that shrank under its mapping would fault it).
 pub(crate) fn sealed_memfd(len: usize) -> Result<(OwnedFd, u64), VerbsError> {
-    let name = CStr::from_bytes_with_nul(b"sluice-mr\0").expect("a C string");
+    let name: &CStr = c"sluice-mr";
     // SAFETY: name is a NUL-terminated string that outlives the call.
     let fd =
         unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -361,8 +361,8 @@ mod tests {
         assert!(Arc::ptr_eq(&s.memfd, &memfd));
         assert_eq!(s.file_offset, 8);
         free(addr, n);
-        // SAFETY: never dereferenced: refused first.
         assert!(matches!(
+            // SAFETY: never dereferenced: refused first.
             unsafe { share(addr, 0) },
             Err(VerbsError::Invalid(_))
         ));
