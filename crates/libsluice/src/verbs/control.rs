@@ -18,6 +18,7 @@ pub(crate) fn call(
     match reply {
         Reply::Verbs(VerbsReply::Failed { errno }) => Err(VerbsError::Refused(errno)),
         Reply::Verbs(r) => Ok(r),
+        Reply::Refused { reason } => Err(VerbsError::NoDevice(reason)),
         other => Err(VerbsError::Protocol(format!("{other:?} to {req:?}"))),
     }
 }

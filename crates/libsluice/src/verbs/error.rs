@@ -19,6 +19,8 @@ pub enum VerbsError {
     Busy,
     /// A system call of the library failed (memfd, mmap, eventfd) with this errno.
     Os(i32),
+    /// The engine serves no verbs (ENODEV): its reason.
+    NoDevice(String),
     /// The engine answered with something this version does not expect (EPROTO).
     Protocol(String),
     /// Attaching or the control socket failed (the engine is gone, ...).
@@ -34,6 +36,7 @@ impl VerbsError {
             VerbsError::QueueFull => libc::ENOMEM,
             VerbsError::Busy => libc::EBUSY,
             VerbsError::Protocol(_) => libc::EPROTO,
+            VerbsError::NoDevice(_) => libc::ENODEV,
             VerbsError::Library(e) => e.errno(),
         }
     }
@@ -54,6 +57,7 @@ impl fmt::Display for VerbsError {
             VerbsError::QueueFull => f.write_str("the work queue is full"),
             VerbsError::Busy => f.write_str("the object is still in use"),
             VerbsError::Os(e) => write!(f, "{}", std::io::Error::from_raw_os_error(*e)),
+            VerbsError::NoDevice(s) => write!(f, "the engine has no RDMA device: {s}"),
             VerbsError::Protocol(s) => write!(f, "unexpected reply from the engine: {s}"),
             VerbsError::Library(e) => write!(f, "{e}"),
         }
@@ -108,6 +112,7 @@ mod tests {
         assert_eq!(VerbsError::QueueFull.errno(), libc::ENOMEM);
         assert_eq!(VerbsError::Busy.errno(), libc::EBUSY);
         assert_eq!(VerbsError::Protocol("x".into()).errno(), libc::EPROTO);
+        assert_eq!(VerbsError::NoDevice("x".into()).errno(), libc::ENODEV);
         assert_eq!(
             VerbsError::Library(Error::EngineGone).errno(),
             libc::ECONNRESET

@@ -1,7 +1,7 @@
 //! Queue pairs (`ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_post_send`,
 //! `ibv_post_recv`, `ibv_destroy_qp`): reliable connected, over the engine's RoCEv2 transport.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,9 @@ pub struct QueuePair {
     sq: Mutex<Producer>,
     /// The receive queue's producer.
     rq: Mutex<Producer>,
+    /// The state the last successful modify or query set (posting in RESET is refused here,
+    /// as an RNIC's library does; the engine's own state may have moved to ERR since).
+    state: AtomicU32,
     destroyed: AtomicBool,
 }
 
@@ -159,6 +162,7 @@ impl ProtectionDomain {
                     },
                     sq: Mutex::new(producer(sq)?),
                     rq: Mutex::new(producer(rq)?),
+                    state: AtomicU32::new(qp_state::RESET),
                     destroyed: AtomicBool::new(false),
                 };
                 Ok(qp)
@@ -179,6 +183,11 @@ impl QueuePair {
         self.caps
     }
 
+    /// The state as this process last set or queried it ([`qp_state`]).
+    pub fn state(&self) -> u32 {
+        self.state.load(Ordering::Relaxed)
+    }
+
     /// `ibv_modify_qp`: the attributes `mask` ([`qp_mask`]) names. A move to RTR is retried
     /// for up to a second while the engine resolves the peer's MAC (EAGAIN).
     pub fn modify(&self, attrs: &QpAttrs, mask: u32) -> Result<(), VerbsError> {
@@ -193,6 +202,12 @@ impl QueuePair {
                 Err(VerbsError::Refused(libc::EAGAIN)) if start.elapsed() < RTR_RETRY => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
+                Ok(()) => {
+                    if mask & qp_mask::STATE != 0 {
+                        self.state.store(attrs.qp_state, Ordering::Relaxed);
+                    }
+                    return Ok(());
+                }
                 r => return r,
             }
         }
@@ -205,7 +220,10 @@ impl QueuePair {
             VerbsRequest::QueryQp { qpn: self.caps.qpn },
             &[],
         )? {
-            VerbsReply::QpAttrs(a) => Ok(a),
+            VerbsReply::QpAttrs(a) => {
+                self.state.store(a.qp_state, Ordering::Relaxed);
+                Ok(a)
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -214,6 +232,13 @@ impl QueuePair {
     /// that is wrong (EINVAL) or does not fit in the send queue (ENOMEM); those before it
     /// are posted.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let state = self.state.load(Ordering::Relaxed);
+        if !wrs.is_empty() && matches!(state, qp_state::RESET | qp_state::INIT | qp_state::RTR) {
+            return Err(PostError {
+                index: 0,
+                error: VerbsError::Invalid("QP state (sends need RTS)"),
+            });
+        }
         let mut sq = lock(&self.sq);
         let mut posted = 0;
         let result = (|| {
@@ -232,6 +257,12 @@ impl QueuePair {
     /// Posts receive work requests in order, then rings the engine once (as
     /// [`QueuePair::post_send`]).
     pub fn post_recv(&self, wrs: &[RecvWr]) -> Result<(), PostError> {
+        if !wrs.is_empty() && self.state.load(Ordering::Relaxed) == qp_state::RESET {
+            return Err(PostError {
+                index: 0,
+                error: VerbsError::Invalid("QP state (RESET)"),
+            });
+        }
         let mut rq = lock(&self.rq);
         let mut posted = 0;
         let result = (|| {

@@ -1,0 +1,510 @@
+//! RDMA verbs end to end: two real engines (the service over each end of the in-memory
+//! device pair, docs/verbs.md), an application attached to each, one RC QP each, connected
+//! to each other; WRITE, READ, SEND/RECV with immediate data and inline, checked byte for
+//! byte with their completions; then the errors (a bad lkey, a post on a RESET QP), and the
+//! same ping from C. No root needed.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sluice::verbs::{
+    access, qp_mask, qp_state, wc_opcode, wc_status, CompletionQueue, Device, MemoryRegion,
+    ProtectionDomain, QpAttrs, QpInit, QueuePair, RecvWr, SendData, SendOp, SendWr, Sge,
+    VerbsError, WorkCompletion, WC_WITH_IMM,
+};
+use sluice::Sluice;
+use sluice_device::{pair, PairConfig};
+use sluice_engine::Engine;
+use sluice_service::{Service, ServiceConfig};
+use sluice_shm::{EventFd, Layout};
+use sluice_tcp::{Config, Stack};
+
+const A_IP: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 1);
+const B_IP: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 2);
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Two engines over the device pair, each with the service.
+struct TwoEngines {
+    sockets: [PathBuf; 2],
+    dir: PathBuf,
+    stops: Vec<Arc<AtomicBool>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl TwoEngines {
+    fn start(name: &str) -> TwoEngines {
+        let dir =
+            std::env::temp_dir().join(format!("libsluice-verbs-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = PairConfig::default();
+        let (a, b) = pair(cfg).expect("device pair");
+        let macs = cfg.macs;
+        let sockets = [dir.join("a.sock"), dir.join("b.sock")];
+        let layout = Layout {
+            max_sockets: 8,
+            max_contexts: 8,
+            queue_entries: 64,
+            ring_size: 8192,
+            verbs_queues: 16,
+            verbs_queue_entries: 256,
+            ..Layout::default()
+        };
+        let mut stops = Vec::new();
+        let mut threads = Vec::new();
+        let ends = [
+            (a, A_IP, B_IP, macs[0], macs[1]),
+            (b, B_IP, A_IP, macs[1], macs[0]),
+        ];
+        for (i, (end, ip, peer, mac, peer_mac)) in ends.into_iter().enumerate() {
+            let mut sc = ServiceConfig::new(&sockets[i], ip, 24);
+            sc.layout = layout;
+            sc.engine.app_idle_us = 100;
+            let mut service = Service::new(sc).expect("service starts");
+            let stop = service.stop_flag();
+            stops.push(stop.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut c = Config::new(mac, ip);
+                c.seed = 0x5eed + i as u64;
+                let mut stack = Stack::new(c).expect("engine core");
+                stack.add_neighbor(peer, peer_mac);
+                let mut engine = Engine::new(stack, end);
+                engine.idle_before_sleep = Duration::from_millis(1);
+                let ran = engine.run(&mut service, None);
+                // At teardown the other engine may stop first and close its end of the pair.
+                if let Err(e) = ran {
+                    assert!(stop.load(Ordering::Relaxed), "engine {i} failed: {e:?}");
+                }
+            }));
+        }
+        TwoEngines {
+            sockets,
+            dir,
+            stops,
+            threads,
+        }
+    }
+}
+
+impl Drop for TwoEngines {
+    fn drop(&mut self) {
+        for s in &self.stops {
+            s.store(true, Ordering::Relaxed);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One side: its device, PD, a region, a CQ (with an event) and an RC QP.
+struct Side {
+    dev: Device,
+    qp: QueuePair,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    pd: ProtectionDomain,
+    _events: EventFd,
+    _app: Arc<Sluice>,
+}
+
+const MR_LEN: usize = 1 << 16;
+
+fn side(socket: &Path) -> Side {
+    let app = Sluice::attach(socket).expect("attach");
+    let dev = Device::open(&app).expect("open the device");
+    let pd = dev.alloc_pd().unwrap();
+    let mr = pd
+        .alloc_mr(
+            MR_LEN,
+            access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
+        )
+        .unwrap();
+    let events = EventFd::new().unwrap();
+    use std::os::fd::AsFd;
+    let cq = dev.create_cq(256, Some(events.as_fd())).unwrap();
+    let qp = pd
+        .create_qp(
+            &cq,
+            &cq,
+            QpInit {
+                max_send_wr: 64,
+                max_recv_wr: 64,
+                max_inline: 256,
+            },
+        )
+        .unwrap();
+    assert_eq!(qp.state(), qp_state::RESET);
+    Side {
+        dev,
+        qp,
+        cq,
+        mr,
+        pd,
+        _events: events,
+        _app: app,
+    }
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `peer` (the sequence perftest uses).
+fn connect(qp: &QueuePair, peer_ip: Ipv4Addr, peer_qpn: u32) {
+    let init = QpAttrs {
+        qp_state: qp_state::INIT,
+        access: access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
+        ..QpAttrs::default()
+    };
+    qp.modify(
+        &init,
+        qp_mask::STATE | qp_mask::PKEY_INDEX | qp_mask::PORT | qp_mask::ACCESS_FLAGS,
+    )
+    .expect("to INIT");
+    let rtr = QpAttrs {
+        qp_state: qp_state::RTR,
+        path_mtu: 3,
+        dest_qpn: peer_qpn,
+        rq_psn: 100,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+        dest_ip: Some(peer_ip),
+        ..QpAttrs::default()
+    };
+    qp.modify(
+        &rtr,
+        qp_mask::STATE
+            | qp_mask::AV
+            | qp_mask::PATH_MTU
+            | qp_mask::DEST_QPN
+            | qp_mask::RQ_PSN
+            | qp_mask::MAX_DEST_RD_ATOMIC
+            | qp_mask::MIN_RNR_TIMER,
+    )
+    .expect("to RTR");
+    let rts = QpAttrs {
+        qp_state: qp_state::RTS,
+        sq_psn: 100,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 4,
+        ..QpAttrs::default()
+    };
+    qp.modify(
+        &rts,
+        qp_mask::STATE
+            | qp_mask::SQ_PSN
+            | qp_mask::TIMEOUT
+            | qp_mask::RETRY_CNT
+            | qp_mask::RNR_RETRY
+            | qp_mask::MAX_QP_RD_ATOMIC,
+    )
+    .expect("to RTS");
+    assert_eq!(qp.query().unwrap().qp_state, qp_state::RTS);
+}
+
+fn pair_up(name: &str) -> (TwoEngines, Side, Side) {
+    let e = TwoEngines::start(name);
+    let a = side(&e.sockets[0]);
+    let b = side(&e.sockets[1]);
+    assert_eq!(a.dev.attrs().ip, A_IP);
+    assert_eq!(b.dev.attrs().ip, B_IP);
+    connect(&a.qp, B_IP, b.qp.qpn());
+    connect(&b.qp, A_IP, a.qp.qpn());
+    (e, a, b)
+}
+
+/// The next completion of `cq` (waiting on its event).
+fn one(cq: &CompletionQueue) -> WorkCompletion {
+    let mut wc = [WorkCompletion::default(); 1];
+    let n = cq.wait(&mut wc, Some(WAIT)).expect("wait");
+    assert_eq!(n, 1, "no completion in {WAIT:?}");
+    wc[0]
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32 % 31) as u8
+                ^ seed
+        })
+        .collect()
+}
+
+fn sge(mr: &MemoryRegion, offset: usize, len: usize) -> Sge {
+    Sge {
+        addr: mr.addr() + offset as u64,
+        length: len as u32,
+        lkey: mr.key(),
+    }
+}
+
+#[test]
+fn write_read_and_send_move_exact_bytes_between_two_engines() {
+    let (_e, a, b) = pair_up("ops");
+
+    // RDMA WRITE: 20000 bytes from A's region to B's at offset 1000.
+    let data = pattern(20_000, 1);
+    a.mr.write_at(0, &data).unwrap();
+    a.qp.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: b.mr.addr() + 1000,
+            rkey: b.mr.key(),
+        },
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Sge(sge(&a.mr, 0, data.len())),
+    }])
+    .unwrap();
+    let wc = one(&a.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (1, wc_status::SUCCESS, wc_opcode::RDMA_WRITE)
+    );
+    let mut got = vec![0u8; data.len()];
+    b.mr.read_at(1000, &mut got).unwrap();
+    assert!(got == data, "the WRITE's bytes differ");
+
+    // RDMA READ: B's bytes 30000.. back into A's region at 40000.
+    let theirs = pattern(5000, 2);
+    b.mr.write_at(30_000, &theirs).unwrap();
+    a.qp.post_send(&[SendWr {
+        wr_id: 2,
+        op: SendOp::Read {
+            remote_addr: b.mr.addr() + 30_000,
+            rkey: b.mr.key(),
+        },
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Sge(sge(&a.mr, 40_000, theirs.len())),
+    }])
+    .unwrap();
+    let wc = one(&a.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (2, wc_status::SUCCESS, wc_opcode::RDMA_READ)
+    );
+    assert_eq!(wc.byte_len, theirs.len() as u32);
+    let mut got = vec![0u8; theirs.len()];
+    a.mr.read_at(40_000, &mut got).unwrap();
+    assert!(got == theirs, "the READ's bytes differ");
+
+    // SEND with immediate data into a receive of B's.
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 77,
+        sge: Some(sge(&b.mr, 50_000, 4096)),
+    }])
+    .unwrap();
+    let msg = pattern(3000, 3);
+    a.mr.write_at(10_000, &msg).unwrap();
+    a.qp.post_send(&[SendWr {
+        wr_id: 3,
+        op: SendOp::SendWithImm {
+            imm: 0x1234_5678u32.to_be(),
+        },
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Sge(sge(&a.mr, 10_000, msg.len())),
+    }])
+    .unwrap();
+    let wc = one(&b.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (77, wc_status::SUCCESS, wc_opcode::RECV)
+    );
+    assert_eq!(wc.byte_len, msg.len() as u32);
+    assert_eq!(wc.wc_flags & WC_WITH_IMM, WC_WITH_IMM);
+    assert_eq!(wc.imm_data, 0x1234_5678u32.to_be());
+    assert_eq!(wc.qp_num, b.qp.qpn());
+    let mut got = vec![0u8; msg.len()];
+    b.mr.read_at(50_000, &mut got).unwrap();
+    assert!(got == msg, "the SEND's bytes differ");
+    let wc = one(&a.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (3, wc_status::SUCCESS, wc_opcode::SEND)
+    );
+
+    // Inline SEND gathered from two buffers of any memory, into a heap buffer B registered
+    // with reg_mr (its pages become shared, its pointer stays valid).
+    let mut heap = vec![0u8; 3 * 4096];
+    // SAFETY: the Vec's buffer stays allocated (and unmoved) while the region exists, and
+    // no other thread touches it.
+    let hmr = unsafe {
+        b.pd.reg_mr(heap.as_mut_ptr(), heap.len(), access::LOCAL_WRITE)
+    }
+    .unwrap();
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 78,
+        sge: Some(sge(&hmr, 100, 1000)),
+    }])
+    .unwrap();
+    let head = pattern(150, 4);
+    let tail = pattern(90, 5);
+    let parts: [&[u8]; 2] = [&head, &tail];
+    a.qp.post_send(&[SendWr {
+        wr_id: 4,
+        op: SendOp::Send,
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Inline(&parts),
+    }])
+    .unwrap();
+    let wc = one(&b.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (78, wc_status::SUCCESS, 240)
+    );
+    assert_eq!(wc.wc_flags & WC_WITH_IMM, 0);
+    assert_eq!(&heap[100..250], &head[..]);
+    assert_eq!(&heap[250..340], &tail[..]);
+    assert_eq!(one(&a.cq).wr_id, 4);
+
+    // WRITE with immediate: the bytes land and B's receive completes with the immediate.
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 79,
+        sge: None,
+    }])
+    .unwrap();
+    let w = pattern(777, 6);
+    a.mr.write_at(0, &w).unwrap();
+    a.qp.post_send(&[SendWr {
+        wr_id: 5,
+        op: SendOp::WriteWithImm {
+            remote_addr: b.mr.addr() + 60_000,
+            rkey: b.mr.key(),
+            imm: 9u32.to_be(),
+        },
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Sge(sge(&a.mr, 0, w.len())),
+    }])
+    .unwrap();
+    let wc = one(&b.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.imm_data),
+        (
+            79,
+            wc_status::SUCCESS,
+            wc_opcode::RECV_RDMA_WITH_IMM,
+            9u32.to_be()
+        )
+    );
+    let mut got = vec![0u8; w.len()];
+    b.mr.read_at(60_000, &mut got).unwrap();
+    assert!(got == w);
+    assert_eq!(one(&a.cq).wr_id, 5);
+    drop(hmr);
+}
+
+#[test]
+fn a_bad_lkey_and_a_post_in_reset_are_errors() {
+    let (_e, a, b) = pair_up("errors");
+    // A key this application never registered: the work request completes with
+    // LOC_PROT_ERR and the QP goes to ERR.
+    a.qp.post_send(&[SendWr {
+        wr_id: 11,
+        op: SendOp::Write {
+            remote_addr: b.mr.addr(),
+            rkey: b.mr.key(),
+        },
+        flags: sluice::verbs::send_flags::SIGNALED,
+        data: SendData::Sge(Sge {
+            addr: a.mr.addr(),
+            length: 64,
+            lkey: a.mr.key() ^ 0x5a5a,
+        }),
+    }])
+    .unwrap();
+    let wc = one(&a.cq);
+    assert_eq!(wc.wr_id, 11);
+    assert_eq!(wc.status, wc_status::LOC_PROT_ERR);
+    assert_eq!(a.qp.query().unwrap().qp_state, qp_state::ERR);
+
+    // A fresh QP in RESET refuses posts.
+    let fresh =
+        b.pd.create_qp(
+            &b.cq,
+            &b.cq,
+            QpInit {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_inline: 0,
+            },
+        )
+        .unwrap();
+    let e = fresh
+        .post_send(&[SendWr {
+            wr_id: 1,
+            op: SendOp::Send,
+            flags: 0,
+            data: SendData::Empty,
+        }])
+        .unwrap_err();
+    assert_eq!((e.index, e.error.errno()), (0, libc::EINVAL));
+    let e = fresh
+        .post_recv(&[RecvWr {
+            wr_id: 1,
+            sge: None,
+        }])
+        .unwrap_err();
+    assert_eq!(e.error.errno(), libc::EINVAL);
+    // A PD in use cannot go; a CQ in use cannot go.
+    assert!(matches!(b.pd.dealloc(), Err(VerbsError::Busy)));
+    drop(fresh);
+}
+
+/// examples/c/rdma_ping.c, compiled against sluice.h: a server and a client process, each
+/// attached to one of the engines, WRITE then an inline SEND with immediate data.
+#[test]
+fn the_c_ping_writes_and_sends_between_two_processes() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let e = TwoEngines::start("c");
+    let dir = std::env::temp_dir().join(format!("libsluice-verbs-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("rdma_ping");
+    common::c::compile(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/rdma_ping.c"),
+        &exe,
+    );
+    let spawn = |args: &[&str], socket: &Path| {
+        common::c::command(&exe)
+            .args(args)
+            .env("SLUICE_SOCKET", socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut server = spawn(&["server"], &e.sockets[1]);
+    let mut s_out = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = s_out.next().expect("the server said nothing").unwrap();
+    let f: Vec<&str> = first.split_whitespace().collect();
+    assert_eq!(f.len(), 4, "{first:?}");
+    assert_eq!(f[0], "server");
+    let b_ip = B_IP.to_string();
+    let mut client = spawn(&["client", &b_ip, f[1], f[2], f[3]], &e.sockets[0]);
+    let mut c_out = BufReader::new(client.stdout.take().unwrap()).lines();
+    let line = c_out.next().expect("the client said nothing").unwrap();
+    let rest = line.strip_prefix("client ").expect("client line");
+    assert!(rest.starts_with(&A_IP.to_string()), "{line:?}");
+    let mut s_in = server.stdin.take().unwrap();
+    writeln!(s_in, "{rest}").unwrap();
+    s_in.flush().unwrap();
+    assert_eq!(s_out.next().unwrap().unwrap(), "ready");
+    let mut c_in = client.stdin.take().unwrap();
+    writeln!(c_in, "go").unwrap();
+    c_in.flush().unwrap();
+    let c_rest: Vec<String> = c_out.map(|l| l.unwrap()).collect();
+    let s_rest: Vec<String> = s_out.map(|l| l.unwrap()).collect();
+    assert!(client.wait().unwrap().success(), "client: {c_rest:?}");
+    assert!(server.wait().unwrap().success(), "server: {s_rest:?}");
+    assert_eq!(c_rest, ["ok"]);
+    assert_eq!(s_rest, ["ok"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
