@@ -54,7 +54,6 @@ impl TwoEngines {
             ring_size: 8192,
             verbs_queues: 16,
             verbs_queue_entries: 256,
-            ..Layout::default()
         };
         let mut stops = Vec::new();
         let mut threads = Vec::new();
