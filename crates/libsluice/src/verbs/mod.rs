@@ -27,3 +27,19 @@ pub use mr::{access, MemoryRegion};
 pub use qp::{qp_mask, qp_state, QpCaps, QpInit, QueuePair};
 pub use sluice_shm::verbs::{DeviceInfo, QpAttrs};
 pub use wr::{flags as send_flags, RecvWr, SendData, SendOp, SendWr, Sge};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A QP's posts and a CQ's polls may come from any thread (each behind its own lock).
+    #[test]
+    fn the_objects_are_send_and_sync() {
+        fn both<T: Send + Sync>() {}
+        both::<Device>();
+        both::<ProtectionDomain>();
+        both::<MemoryRegion>();
+        both::<CompletionQueue>();
+        both::<QueuePair>();
+    }
+}

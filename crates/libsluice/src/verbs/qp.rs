@@ -230,7 +230,7 @@ impl QueuePair {
 
     /// Posts send work requests in order, then rings the engine once. Stops at the first
     /// that is wrong (EINVAL) or does not fit in the send queue (ENOMEM); those before it
-    /// are posted.
+    /// are posted. EINVAL for all while the QP is in RESET, INIT or RTR.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let state = self.state.load(Ordering::Relaxed);
         if !wrs.is_empty() && matches!(state, qp_state::RESET | qp_state::INIT | qp_state::RTR) {
