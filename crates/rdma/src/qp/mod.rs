@@ -226,7 +226,8 @@ impl QueuePair {
         repr: &RoceRepr,
         payload: &[u8],
     ) {
-        if self.state == QpState::Error {
+        // A CNP is the stack's (its congestion control), never the transport's.
+        if self.state == QpState::Error || repr.bth.opcode.is_cnp() {
             return;
         }
         let failed = if repr.bth.opcode.is_response() {
@@ -248,10 +249,24 @@ impl QueuePair {
         ctx: &mut Ctx<'_, M>,
         payload: &mut [u8],
     ) -> Option<(RoceRepr, usize)> {
+        self.poll_transmit_paced(ctx, payload, true)
+    }
+
+    /// [`QueuePair::poll_transmit`], with request packets only if `requests` (the pacer
+    /// allows one now); responses are never held back.
+    pub fn poll_transmit_paced<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        payload: &mut [u8],
+        requests: bool,
+    ) -> Option<(RoceRepr, usize)> {
         // In error, only the responder's last NAK still goes out.
         if let Some(out) = self.resp.transmit(ctx, &self.cfg, payload) {
             self.counters.packets_tx += 1;
             return Some(out);
+        }
+        if !requests {
+            return None;
         }
         match self
             .req
@@ -267,6 +282,12 @@ impl QueuePair {
                 None
             }
         }
+    }
+
+    /// Whether a request packet would go now if the pacer allowed it (one is queued, the
+    /// window has room, no RNR wait).
+    pub fn wants_to_send(&self, now: Nanos) -> bool {
+        self.state == QpState::Rts && self.req.ready(now, &self.cfg)
     }
 
     /// When [`QueuePair::handle_timeout`] next has work.

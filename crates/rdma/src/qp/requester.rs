@@ -150,6 +150,12 @@ impl Requester {
         Ok(None)
     }
 
+    /// Whether a request packet may go at `now` (no RNR wait, one is queued, the window has
+    /// room).
+    pub(super) fn ready(&self, now: Nanos, cfg: &QpConfig) -> bool {
+        self.rnr_until.is_none_or(|t| now >= t) && self.can_send_more(cfg)
+    }
+
     /// Whether another request packet may go now (one is queued and the window has room).
     fn can_send_more(&self, cfg: &QpConfig) -> bool {
         let Some(e) = self
