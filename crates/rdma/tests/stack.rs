@@ -8,6 +8,9 @@ use std::net::Ipv4Addr;
 use sluice_rdma::qp::{Memory, Nanos, RecvWr, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig, VerbsError};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WcOpcode, WcStatus};
+use sluice_rdma::wire::frame::RoceFrameRepr;
+use sluice_rdma::wire::Opcode;
+use sluice_wire::ipv4::Ecn;
 use sluice_wire::EthernetAddress;
 
 const BASE: u64 = 0x7f00_0000;
@@ -48,20 +51,25 @@ struct Host {
     addr: PeerAddr,
 }
 
+/// A host whose QPs are unpaced (these tests run at one instant).
 fn host(n: u8) -> Host {
+    host_at(n, 0)
+}
+
+/// A host whose QPs start at `line_rate_bps` (0: unpaced).
+fn host_at(n: u8, line_rate_bps: u64) -> Host {
     let addr = PeerAddr {
         ip: Ipv4Addr::new(10, 0, 0, n),
         mac: EthernetAddress([2, 0, 0, 0, 0, n]),
     };
     let mut stack = RdmaStack::new(StackConfig {
-        mac: addr.mac,
-        ip: addr.ip,
         max_qps: 4,
         max_cqs: 4,
         max_mrs: 4,
         max_cqe: 256,
         max_wr: 64,
-        max_inflight: 64,
+        line_rate_bps,
+        ..StackConfig::new(addr.mac, addr.ip)
     });
     let cq = stack.create_cq(128).unwrap();
     let key = stack
@@ -409,6 +417,139 @@ fn destroying_a_qp_flushes_its_receives_and_a_cq_in_use_is_busy() {
     assert!(wc.iter().all(|w| w.status == WcStatus::WrFlushErr));
     assert_eq!(a.stack.qp_state(a.qpn), None);
     a.stack.destroy_cq(a.cq).unwrap();
+}
+
+/// Sets CE on a frame's IPv4 header, as a congested switch does, and recomputes the header
+/// checksum (the ICRC does not cover the ECN bits).
+fn mark_ce(f: &mut [u8]) {
+    f[15] |= 0b11;
+    f[24..26].fill(0);
+    let sum: u32 = f[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = (sum & 0xffff) + (sum >> 16);
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+const G10: u64 = 10_000_000_000;
+
+/// Nanoseconds a frame of `n` bytes takes at `bps`.
+fn gap(n: usize, bps: u64) -> u64 {
+    (n as u64 * 8 * 1_000_000_000).div_ceil(bps)
+}
+
+/// Frames b sends at `now` go to a; the CNPs among them are returned.
+fn b_to_a(a: &mut Host, b: &mut Host, now: Nanos) -> Vec<RoceFrameRepr> {
+    let mut buf = vec![0u8; 2048];
+    let mut cnps = Vec::new();
+    while let Some(n) = b.stack.poll_transmit(now, &mut b.mem, &mut buf) {
+        let (repr, _) = RoceFrameRepr::parse(&buf[..n]).expect("b's frames parse");
+        if repr.roce.bth.opcode == Opcode::Cnp {
+            cnps.push(repr);
+        }
+        a.stack.handle_frame(now, &mut a.mem, &buf[..n]);
+    }
+    cnps
+}
+
+/// a's next request, CE-marked on the way to b; its length.
+fn ce_request(a: &mut Host, b: &mut Host, now: Nanos) -> usize {
+    let mut buf = vec![0u8; 2048];
+    let n = a
+        .stack
+        .poll_transmit(now, &mut a.mem, &mut buf)
+        .expect("a request is due");
+    let mut f = buf[..n].to_vec();
+    mark_ce(&mut f);
+    b.stack.handle_frame(now, &mut b.mem, &f);
+    n
+}
+
+#[test]
+fn ce_makes_one_cnp_per_interval_and_the_requester_cuts_paces_and_recovers() {
+    let (mut a, mut b) = (host_at(1, G10), host_at(2, G10));
+    let (qa, qb) = ((a.qpn, a.addr), (b.qpn, b.addr));
+    connect(&mut a, qb, (1, 2), &[]);
+    connect(&mut b, qa, (2, 1), &[]);
+    let (ka, kb) = (a.key, b.key);
+    let write = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote: Remote {
+                addr: BASE,
+                rkey: kb,
+            },
+            imm: None,
+        },
+        sge: Sge {
+            addr: BASE,
+            len: 60 * 1024,
+            lkey: ka,
+        },
+        signaled: true,
+        solicited: false,
+    };
+    a.stack.post_send(a.qpn, write).unwrap();
+    assert_eq!(a.stack.qp_rate_bps(a.qpn), Some(G10));
+    let mut buf = vec![0u8; 2048];
+    // Paced at line rate: one request now, the next once its transmission time is over.
+    let t0: Nanos = 1_000_000;
+    let n = ce_request(&mut a, &mut b, t0);
+    assert!(a.stack.poll_transmit(t0, &mut a.mem, &mut buf).is_none());
+    let mut now = t0 + gap(n, G10);
+    assert_eq!(a.stack.poll_timeout(), Some(now), "the pacing time");
+    for _ in 0..4 {
+        let n = ce_request(&mut a, &mut b, now);
+        assert!(a.stack.poll_transmit(now, &mut a.mem, &mut buf).is_none());
+        now += gap(n, G10);
+        assert_eq!(a.stack.poll_timeout(), Some(now));
+    }
+    // Five CE-marked packets within 5 us: one CNP (A17.9, at most one per 50 us).
+    assert_eq!(b.stack.counters.ce_rx, 5);
+    let t_cnp = now;
+    let cnps = b_to_a(&mut a, &mut b, t_cnp);
+    assert_eq!(cnps.len(), 1);
+    let c = cnps[0];
+    assert_eq!(
+        (c.roce.bth.dest_qp, c.roce.bth.becn, c.ip.ecn),
+        (a.qpn, true, Ecn::NotEct),
+        "to the requester's QP, BECN set, not ECN-capable"
+    );
+    assert_eq!((b.stack.counters.cnp_tx, a.stack.counters.cnp_rx), (1, 1));
+    // The cut: alpha starts at 1, so Rc = 10G (1 - 1/2).
+    assert_eq!(a.stack.qp_rate_bps(a.qpn), Some(G10 / 2));
+    // Paced at 5G now: twice the gap.
+    let n = ce_request(&mut a, &mut b, now);
+    assert!(a.stack.poll_transmit(now, &mut a.mem, &mut buf).is_none());
+    assert_eq!(a.stack.poll_timeout(), Some(now + gap(n, G10 / 2)));
+    assert!(
+        b_to_a(&mut a, &mut b, now).is_empty(),
+        "within the interval"
+    );
+    // 50 us after the first: the next CE makes the second CNP; Rc = 2.5G, Rt = 5G.
+    now = t_cnp + 50_000;
+    ce_request(&mut a, &mut b, now);
+    assert_eq!(b_to_a(&mut a, &mut b, now).len(), 1);
+    assert_eq!(a.stack.qp_rate_bps(a.qpn), Some(G10 / 4));
+    assert_eq!(b.stack.counters.ce_rx, 7);
+    // No more CNPs: the timers raise the rate back to line rate, never down; the first
+    // increase (55 us on) is fast recovery, Rc = (2.5G + 5G) / 2.
+    let mut rates = Vec::new();
+    while let Some(t) = a.stack.poll_timeout() {
+        if t > now + 20_000_000 || rates.last() == Some(&G10) {
+            break;
+        }
+        a.stack.handle_timeout(t, &mut a.mem);
+        let r = a.stack.qp_rate_bps(a.qpn).unwrap();
+        if rates.last() != Some(&r) {
+            rates.push(r);
+        }
+    }
+    assert_eq!(rates[0], 3_750_000_000);
+    assert!(rates.windows(2).all(|w| w[0] < w[1]), "{rates:?}");
+    assert_eq!(rates.last(), Some(&G10), "{rates:?}");
 }
 
 mod props {

@@ -497,6 +497,7 @@ impl RdmaStack {
                         self.counters.cnp_tx += 1;
                     } else if !roce.bth.opcode.is_response() {
                         slot.cc.on_sent(now, written);
+                        slot.pace_wait = None;
                     }
                     Some(written)
                 }
