@@ -8,6 +8,7 @@
 //! Payload goes through [`Memory`], addressed by the placement [`MrTable::check`] returns:
 //! the QP never touches bytes that check did not allow.
 
+mod packetize;
 mod requester;
 mod responder;
 pub mod wr;

@@ -6,15 +6,14 @@
 
 use std::collections::VecDeque;
 
+use super::packetize::request_packet;
 use super::wr::{PostError, SendOp, SendWr};
 use super::{Ctx, Memory, Nanos, QpConfig, QpCounters};
 use crate::verbs::{Access, WcOpcode, WcStatus, WorkCompletion};
-use crate::wire::{ImmDt, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
+use crate::wire::{NakCode, Opcode, Psn, RoceRepr, Syndrome};
 
 /// Longest message (IBA: 2^31 bytes).
 const MAX_MESSAGE: u32 = 1 << 31;
-/// Ask for an ACK at least every this many packets of a long message.
-const ACK_EVERY: u32 = 16;
 
 #[derive(Debug)]
 struct Entry {
@@ -132,7 +131,7 @@ impl Requester {
             if psn.lt(self.sent_end) {
                 counters.retransmits += 1;
             }
-            let (mut repr, n) = packet(e, k, psn, cfg, ctx, payload)?;
+            let (mut repr, n) = request_packet(&e.wr, e.npkts, k, psn, cfg, ctx, payload)?;
             e.sent += 1;
             let end = if e.is_read() { e.end() } else { psn + 1 };
             self.sent_end = max_psn(self.sent_end, end);
@@ -501,98 +500,4 @@ fn rnr_nanos(code: u8) -> Nanos {
         163_840, 245_760, 327_680, 491_520,
     ];
     US[usize::from(code & 0x1f)] * 1000
-}
-
-/// Packet `k` of entry `e` (PSN `psn`): headers, and its payload read into `payload`.
-fn packet<M: Memory>(
-    e: &Entry,
-    k: u32,
-    psn: Psn,
-    cfg: &QpConfig,
-    ctx: &mut Ctx<'_, M>,
-    payload: &mut [u8],
-) -> Result<(RoceRepr, usize), WcStatus> {
-    let total = e.wr.sge.len;
-    let mut bth = super::bth(Opcode::SendOnly, cfg.dest_qpn, psn);
-    if let SendOp::Read { remote } = e.wr.op {
-        // The request for what has not come yet.
-        let got = k * cfg.mtu;
-        bth.opcode = Opcode::ReadRequest;
-        bth.ack_req = true;
-        let reth = RethRepr {
-            va: remote.addr + u64::from(got),
-            rkey: remote.rkey.0,
-            dma_len: total - got.min(total),
-        };
-        return Ok((
-            RoceRepr {
-                bth,
-                reth: Some(reth),
-                aeth: None,
-                immdt: None,
-            },
-            0,
-        ));
-    }
-    let off = k * cfg.mtu;
-    let len = (total - off).min(cfg.mtu);
-    let (first, last) = (k == 0, k + 1 == e.npkts);
-    let imm = match e.wr.op {
-        SendOp::Send { imm } | SendOp::Write { imm, .. } => imm,
-        SendOp::Read { .. } => None,
-    };
-    use Opcode::*;
-    bth.opcode = match (e.wr.op, first, last, imm.is_some()) {
-        (SendOp::Send { .. }, true, true, false) => SendOnly,
-        (SendOp::Send { .. }, true, true, true) => SendOnlyImm,
-        (SendOp::Send { .. }, true, false, _) => SendFirst,
-        (SendOp::Send { .. }, false, false, _) => SendMiddle,
-        (SendOp::Send { .. }, false, true, false) => SendLast,
-        (SendOp::Send { .. }, false, true, true) => SendLastImm,
-        (_, true, true, false) => WriteOnly,
-        (_, true, true, true) => WriteOnlyImm,
-        (_, true, false, _) => WriteFirst,
-        (_, false, false, _) => WriteMiddle,
-        (_, false, true, false) => WriteLast,
-        (_, false, true, true) => WriteLastImm,
-    };
-    bth.solicited = last && e.wr.solicited;
-    bth.ack_req = last || (k + 1).is_multiple_of(ACK_EVERY);
-    let reth = match e.wr.op {
-        SendOp::Write { remote, .. } if first => Some(RethRepr {
-            va: remote.addr,
-            rkey: remote.rkey.0,
-            dma_len: total,
-        }),
-        _ => None,
-    };
-    let immdt = imm.filter(|_| last).map(ImmDt);
-    let sge = e.wr.sge;
-    let out = payload
-        .get_mut(..len as usize)
-        .ok_or(WcStatus::GeneralErr)?;
-    if len > 0 {
-        let at = ctx
-            .mrs
-            .check(
-                sge.lkey,
-                cfg.pd,
-                sge.addr + u64::from(off),
-                u64::from(len),
-                Access::empty(),
-            )
-            .map_err(|_| WcStatus::LocProtErr)?;
-        if !ctx.mem.read(at.backing, at.offset, out) {
-            return Err(WcStatus::LocProtErr);
-        }
-    }
-    Ok((
-        RoceRepr {
-            bth,
-            reth,
-            aeth: None,
-            immdt,
-        },
-        len as usize,
-    ))
 }
