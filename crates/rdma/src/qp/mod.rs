@@ -194,6 +194,29 @@ impl QueuePair {
         }
     }
 
+    /// RTS -> SQD (send queue drain, IBA 10.3.1): the send work requests already started
+    /// finish, no new one starts; receives go on.
+    pub fn drain(&mut self) {
+        if self.state == QpState::Rts {
+            self.state = QpState::Sqd;
+            self.req.drain();
+        }
+    }
+
+    /// SQD -> RTS: the send queue moves again.
+    pub fn resume(&mut self) {
+        if self.state == QpState::Sqd {
+            self.state = QpState::Rts;
+            self.req.resume();
+        }
+    }
+
+    /// In SQD, whether the drain is over (every started request acknowledged; the IBA's
+    /// "SQ drained" event).
+    pub fn is_drained(&self) -> bool {
+        self.state == QpState::Sqd && self.req.drained()
+    }
+
     /// Its state.
     pub fn state(&self) -> QpState {
         self.state
@@ -206,7 +229,8 @@ impl QueuePair {
 
     /// Queues a send work request.
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
-        if self.state != QpState::Rts {
+        // In SQD work requests queue and wait for RTS (IBA 10.3.1).
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return Err(PostError::WrongState);
         }
         self.req.post(wr, &self.cfg)
@@ -288,7 +312,7 @@ impl QueuePair {
     /// Whether a request packet would go now if the pacer allowed it (one is queued, the
     /// window has room, no RNR wait).
     pub fn wants_to_send(&self, now: Nanos) -> bool {
-        self.state == QpState::Rts && self.req.ready(now, &self.cfg)
+        matches!(self.state, QpState::Rts | QpState::Sqd) && self.req.ready(now, &self.cfg)
     }
 
     /// When [`QueuePair::handle_timeout`] next has work.

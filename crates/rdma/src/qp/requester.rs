@@ -60,6 +60,9 @@ pub(super) struct Requester {
     rnr_left: u8,
     deadline: Option<Nanos>,
     rnr_until: Option<Nanos>,
+    /// SQD (IBA 10.3.1): request packets from this PSN on wait, the first PSN of the first
+    /// work request not started when the QP was drained.
+    drain_at: Option<Psn>,
 }
 
 impl Requester {
@@ -74,6 +77,7 @@ impl Requester {
             rnr_left: cfg.rnr_retry,
             deadline: None,
             rnr_until: None,
+            drain_at: None,
         }
     }
 
@@ -125,7 +129,9 @@ impl Requester {
             }
             let k = if e.is_read() { e.got / cfg.mtu } else { e.sent };
             let psn = e.first + k;
-            if psn.diff(self.una) as u32 >= cfg.max_inflight {
+            if psn.diff(self.una) as u32 >= cfg.max_inflight
+                || self.drain_at.is_some_and(|d| !psn.lt(d))
+            {
                 return Ok(None);
             }
             if psn.lt(self.sent_end) {
@@ -166,7 +172,37 @@ impl Requester {
             return false;
         };
         let k = if e.is_read() { e.got / cfg.mtu } else { e.sent };
-        ((e.first + k).diff(self.una) as u32) < cfg.max_inflight
+        let psn = e.first + k;
+        (psn.diff(self.una) as u32) < cfg.max_inflight && !self.draining(psn)
+    }
+
+    /// Whether `psn` belongs to a work request SQD holds back.
+    fn draining(&self, psn: Psn) -> bool {
+        self.drain_at.is_some_and(|d| !psn.lt(d))
+    }
+
+    /// RTS -> SQD: the work requests already started finish (retransmissions included);
+    /// none after them starts until [`Requester::resume`].
+    pub(super) fn drain(&mut self) {
+        // A request is started once one of its packets went: the one holding the last PSN
+        // sent finishes, and the boundary is its end.
+        let last_sent = self.sent_end + 0xFF_FFFF;
+        let boundary = self
+            .sq
+            .iter()
+            .find(|e| e.contains(last_sent))
+            .map_or(self.sent_end, Entry::end);
+        self.drain_at = Some(boundary);
+    }
+
+    /// SQD -> RTS: everything queued may go again.
+    pub(super) fn resume(&mut self) {
+        self.drain_at = None;
+    }
+
+    /// Whether SQD's drain is over: nothing it let go is still unacknowledged.
+    pub(super) fn drained(&self) -> bool {
+        self.drain_at.is_some_and(|d| !self.una.lt(d))
     }
 
     /// An ACK, NAK or READ response. True if the QP fails.

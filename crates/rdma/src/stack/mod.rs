@@ -13,7 +13,7 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use crate::cc::QpCongestion;
-use crate::qp::{Cqs, Ctx, Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
+use crate::qp::{Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
 use crate::verbs::{
     check_modify, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState, Region, WorkCompletion,
 };
@@ -21,7 +21,9 @@ use crate::wire::frame::{entropy_src_port, RoceFrameRepr};
 use crate::wire::{Psn, RoceError, RoceRepr};
 
 mod config;
+mod ctx;
 pub use config::{PeerAddr, QpAttr, StackConfig, StackCounters, VerbsError};
+use ctx::qp_ctx;
 
 struct QpSlot {
     pd: PdId,
@@ -217,6 +219,18 @@ impl RdmaStack {
         Ok(())
     }
 
+    /// Whether a QP in SQD has drained (IBV_EVENT_SQ_DRAINED's condition: every work
+    /// request started before the drain is acknowledged); None if there is no such QP.
+    pub fn sq_drained(&self, qpn: u32) -> Option<bool> {
+        Some(
+            self.qps
+                .get(&qpn)?
+                .qp
+                .as_ref()
+                .is_some_and(QueuePair::is_drained),
+        )
+    }
+
     /// A QP's state (ibv_query_qp).
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         let slot = self.qps.get(&qpn)?;
@@ -325,6 +339,16 @@ impl RdmaStack {
                         a.retry_cnt,
                         a.rnr_retry,
                     );
+                }
+            }
+            (QpState::Rts, QpState::Sqd) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.drain();
+                }
+            }
+            (QpState::Sqd, QpState::Rts) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.resume();
                 }
             }
             (_, QpState::Error) | (_, QpState::Reset) => {
@@ -550,44 +574,4 @@ impl RdmaStack {
             qp.handle_timeout(&mut ctx);
         }
     }
-}
-
-/// A QP's context for one call: the regions, its two completion queues (which may be
-/// one), the memory and the time; None if a queue is gone.
-fn qp_ctx<'a, M: Memory>(
-    mrs: &'a MrTable,
-    cqs: &'a mut [Option<CompletionQueue>],
-    send: u32,
-    recv: u32,
-    mem: &'a mut M,
-    now: Nanos,
-) -> Option<Ctx<'a, M>> {
-    Some(Ctx {
-        mrs,
-        mem,
-        cqs: cq_pair(cqs, send, recv)?,
-        now,
-    })
-}
-
-/// The two completion queues of a QP, which may be one.
-fn cq_pair(cqs: &mut [Option<CompletionQueue>], send: u32, recv: u32) -> Option<Cqs<'_>> {
-    let (s, r) = (send as usize, recv as usize);
-    if s == r {
-        return cqs.get_mut(s)?.as_mut().map(Cqs::Same);
-    }
-    let (lo, hi) = (s.min(r), s.max(r));
-    let (a, b) = cqs.split_at_mut(hi);
-    let (lo_q, hi_q) = (a.get_mut(lo)?.as_mut()?, b.first_mut()?.as_mut()?);
-    Some(if s < r {
-        Cqs::Split {
-            send: lo_q,
-            recv: hi_q,
-        }
-    } else {
-        Cqs::Split {
-            send: hi_q,
-            recv: lo_q,
-        }
-    })
 }
