@@ -60,7 +60,7 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
                 n += 1;
             }
             // Then the service's own (bad or flushed entries), as room allows.
-            while (n as u64) < room {
+            while n < room {
                 let Some(c) = rec.made.pop_front() else { break };
                 fire |= push(rec, &c, true);
                 n += 1;
