@@ -16,7 +16,7 @@ use sluice_rdma::stack::PeerAddr;
 use sluice_rdma::verbs::{WcOpcode, WorkCompletion};
 use sluice_shm::verbs::wqe::send_flags;
 use sluice_shm::verbs::{RecvWqe, SendWqe, VerbsReply, VerbsRequest, WqeSge, WrOpcode};
-use sluice_shm::MappedFile;
+use sluice_shm::{EventFd, MappedFile};
 use support::client::Client;
 use support::verbs::*;
 use support::*;
@@ -40,6 +40,11 @@ struct Setup {
 }
 
 fn setup(c: &mut Client) -> Setup {
+    setup_with(c, None)
+}
+
+/// [`setup`] with a completion channel on the CQ.
+fn setup_with(c: &mut Client, channel: Option<std::os::fd::BorrowedFd<'_>>) -> Setup {
     let ctx = c.context();
     let VerbsReply::Pd { pd } = ask(c, VerbsRequest::AllocPd, &[]) else {
         panic!("AllocPd refused");
@@ -56,7 +61,7 @@ fn setup(c: &mut Client) -> Setup {
     let VerbsReply::Mr { key } = ask(c, reg, &[fd.as_fd()]) else {
         panic!("RegMr refused");
     };
-    let cq = create_cq(c, 64, None);
+    let cq = create_cq(c, 64, channel);
     let qp = create_qp(c, pd, cq.cq, 236);
     Setup {
         ctx,
@@ -368,4 +373,62 @@ fn detach_destroys_what_an_application_held() {
         ask(&second, VerbsRequest::DeallocPd { pd }, &[]),
         VerbsReply::Done
     );
+}
+
+/// The peer SENDs 16 bytes, solicited or not.
+fn peer_send(net: &mut Net, wr_id: u64, solicited: bool) {
+    let lkey = net.peer.rdma.key;
+    net.peer.rdma.post_send(SendWr {
+        wr_id,
+        op: SendOp::Send { imm: None },
+        sge: Sge {
+            addr: PEER_BASE,
+            len: 16,
+            lkey,
+        },
+        signaled: false,
+        solicited,
+    });
+}
+
+#[test]
+fn an_armed_completion_queue_signals_its_channel_once_per_arming() {
+    let mut net = Net::start("verbs-events");
+    let mut c = net.attach("verbs");
+    let channel = EventFd::new().unwrap();
+    let mut s = setup_with(&mut c, Some(channel.as_fd()));
+    connect(&mut net, &c, &s);
+    for i in 0..4 {
+        let wr = RecvWqe {
+            wr_id: 600 + i,
+            sge: sge(APP_BASE + 64 * i, 64, s.key),
+        };
+        post_recv(&mut s.qp, wr);
+    }
+    ring(&mut c, s.ctx, s.qp.qpn);
+    let arm = c.region.verbs_arm(s.cq.queue).unwrap();
+    // Armed for the next completion: signalled, and disarmed.
+    arm.store(1, std::sync::atomic::Ordering::SeqCst);
+    peer_send(&mut net, 1, false);
+    assert_eq!(next_cqe(&mut s.cq, &mut || net.peer.pump()).wr_id, 600);
+    assert!(channel.drain(), "the channel was signalled");
+    assert_eq!(arm.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Not armed: no signal.
+    peer_send(&mut net, 2, false);
+    assert_eq!(next_cqe(&mut s.cq, &mut || net.peer.pump()).wr_id, 601);
+    assert!(!channel.drain());
+    // Armed for solicited completions: an unsolicited one passes, a solicited one signals.
+    arm.store(2, std::sync::atomic::Ordering::SeqCst);
+    peer_send(&mut net, 3, false);
+    assert_eq!(next_cqe(&mut s.cq, &mut || net.peer.pump()).wr_id, 602);
+    assert!(!channel.drain());
+    assert_eq!(
+        arm.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "still armed"
+    );
+    peer_send(&mut net, 4, true);
+    assert_eq!(next_cqe(&mut s.cq, &mut || net.peer.pump()).wr_id, 603);
+    assert!(channel.drain());
+    assert_eq!(net.stop().verbs_events, 2);
 }
