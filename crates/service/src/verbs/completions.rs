@@ -38,13 +38,19 @@ fn cqe_of(wc: &WorkCompletion) -> Cqe {
 /// Places what the transport completed into the applications' completion queues; calls
 /// `placed(app)` for each application that got completions (its sleepers are woken).
 pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl FnMut(u32)) {
-    let mut wcs = Vec::new();
+    // The scratch list is kept between iterations: no allocation once warm.
+    let mut wcs = std::mem::take(&mut v.wcs);
     for (&app, a) in v.apps.iter_mut() {
         let mut any = false;
         for (&cq, rec) in a.cqs.iter_mut() {
+            if rec.dead {
+                continue;
+            }
             let Ok(room) = rec.producer.free() else {
-                // The application wrote a head out of bounds: the queue is not served.
+                // The application wrote a head out of bounds: the queue is not served
+                // any more (it harms only that application).
                 counters.corrupt_queues += 1;
+                rec.dead = true;
                 continue;
             };
             if room == 0 {
@@ -80,6 +86,8 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
             placed(app);
         }
     }
+    wcs.clear();
+    v.wcs = wcs;
 }
 
 /// Pushes one completion; whether it fires the armed notification (which it disarms).

@@ -16,7 +16,7 @@ mod work;
 use std::collections::HashMap;
 
 use sluice_rdma::stack::{RdmaStack, StackConfig};
-use sluice_rdma::verbs::Key;
+use sluice_rdma::verbs::{Key, WorkCompletion};
 use sluice_shm::verbs::{DeviceInfo, MAX_INLINE};
 use sluice_tcp::Stack;
 
@@ -79,6 +79,8 @@ pub(crate) struct Verbs {
     next_pd: u32,
     /// QPs with work requests left in their queues: (application, qpn).
     retry: Vec<(u32, u32)>,
+    /// Scratch for polling the transport's CQs.
+    wcs: Vec<WorkCompletion>,
 }
 
 /// IBV_MTU_* for an Ethernet MTU: the largest IB MTU whose packets, with RoCEv2's headers
@@ -126,6 +128,7 @@ impl Verbs {
             pds: 0,
             next_pd: 1,
             retry: Vec::new(),
+            wcs: Vec::new(),
         }
     }
 

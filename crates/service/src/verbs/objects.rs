@@ -22,6 +22,8 @@ pub(crate) struct CqRec {
     pub eventfd: Option<EventFd>,
     /// Entries it holds (what the application asked for).
     pub cqe: u32,
+    /// The application wrote the queue's head out of bounds: it is no longer served.
+    pub dead: bool,
     /// Completions the service made itself (a work request that did not decode, or one
     /// flushed before it reached the transport), delivered after the transport's.
     pub made: VecDeque<Cqe>,

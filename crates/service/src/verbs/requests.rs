@@ -219,6 +219,7 @@ fn create_cq(v: &mut Verbs, app: u32, cqe: u32, mut fds: Vec<OwnedFd>) -> Reply 
             region: a.region.clone(),
             eventfd: fds.pop().map(EventFd::from_owned),
             cqe,
+            dead: false,
             made: VecDeque::new(),
         },
     );
