@@ -120,3 +120,31 @@ impl Transport for Rdma {
         self.stack.handle_timeout(now.as_nanos(), &mut self.mem);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_buffers_are_read_only_to_the_transport_and_bounded() {
+        let mut m = Backings::default();
+        let id = m.add(Backing::Inline(vec![0; 16]));
+        assert!(m.write_inline(id, 12, b"abcd"));
+        assert!(!m.write_inline(id, 13, b"abcd"), "past the end");
+        assert!(!m.write_inline(id + 1, 0, b"a"), "no such backing");
+        let mut out = [0u8; 4];
+        assert!(m.read(id, 12, &mut out));
+        assert_eq!(&out, b"abcd");
+        assert!(!m.read(id, 13, &mut out));
+        assert!(!m.read(id, u64::MAX, &mut out));
+        assert!(
+            !m.write(id, 0, b"x"),
+            "the transport never writes an inline buffer"
+        );
+        let other = m.add(Backing::Inline(vec![0; 4]));
+        assert_ne!(id, other);
+        m.remove(id);
+        assert!(!m.read(id, 0, &mut out));
+        assert_eq!(m.len(), 1);
+    }
+}
