@@ -95,14 +95,14 @@ impl Verbs {
     pub fn new(stack: &Stack, limits: VerbsLimits) -> Verbs {
         let cfg = stack.config();
         let stack_cfg = StackConfig {
-            mac: cfg.mac,
-            ip: cfg.ip,
             max_qps: limits.max_qps as usize,
             max_cqs: limits.max_cqs as usize,
             max_mrs: limits.max_mrs as usize,
             max_cqe: limits.max_cqe as usize,
             max_wr: limits.max_wr as usize,
             max_inflight: limits.max_inflight,
+            // DCQCN starts each QP at the default line rate (sluice_rdma::cc).
+            ..StackConfig::new(cfg.mac, cfg.ip)
         };
         Verbs {
             rdma: Rdma {

@@ -85,14 +85,13 @@ impl PeerRdma {
     /// A stack at `mac`/`ip` with its CQ, region and QP.
     pub fn new(mac: EthernetAddress, ip: Ipv4Addr) -> PeerRdma {
         let mut stack = RdmaStack::new(StackConfig {
-            mac,
-            ip,
             max_qps: 4,
             max_cqs: 4,
             max_mrs: 4,
             max_cqe: 256,
             max_wr: 64,
             max_inflight: 64,
+            ..StackConfig::new(mac, ip)
         });
         let cq = stack.create_cq(256).unwrap();
         let key = stack
