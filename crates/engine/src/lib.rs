@@ -10,6 +10,8 @@ mod clock;
 pub mod pump;
 mod runtime;
 pub mod setup;
+pub mod transport;
 
 pub use clock::Clock;
 pub use runtime::{App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER};
+pub use transport::Transport;

@@ -6,19 +6,86 @@
 use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
 use sluice_tcp::{Instant, Stack};
 
+use crate::transport::{is_rocev2, Transport};
+
 /// Hands one burst of received frames from `device` to `stack`; returns how many.
 pub fn receive<D: Device + ?Sized>(
     stack: &mut Stack,
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    device.receive(&mut |frame, meta| match meta.checksum {
+    receive_classified(stack, None, device, now)
+}
+
+/// [`receive`] with a second transport: RoCEv2 frames ([`is_rocev2`]) go to it, the rest
+/// to the TCP core; without one, everything goes to the core unclassified.
+pub fn receive_classified<D: Device + ?Sized>(
+    stack: &mut Stack,
+    mut transport: Option<&mut dyn Transport>,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
+    device.receive(&mut |frame, meta| {
+        if let Some(t) = transport.as_deref_mut() {
+            if is_rocev2(frame) {
+                // The transport checks its own integrity (the ICRC).
+                t.handle_frame(now, frame);
+                return;
+            }
+        }
+        to_core(stack, now, frame, meta.checksum)
+    })
+}
+
+fn to_core(stack: &mut Stack, now: Instant, frame: &[u8], checksum: RxChecksum) {
+    match checksum {
         RxChecksum::Unverified => stack.handle_frame(now, frame),
         // Verified by the device, or never on a wire (a local sender's partial sum).
         RxChecksum::Verified | RxChecksum::Partial => {
             stack.handle_frames_checksum_ok(now, &[frame])
         }
-    })
+    }
+}
+
+/// Runs a second transport's timers if one is due at `now`.
+pub fn run_due_transport_timers(transport: &mut dyn Transport, now: Instant) {
+    if transport.poll_timeout().is_some_and(|t| t <= now) {
+        transport.handle_timeout(now);
+    }
+}
+
+/// Moves every frame a second transport has ready onto the device, as [`transmit`] does
+/// for the core; returns how many frames were queued.
+pub fn transmit_transport<D: Device + ?Sized>(
+    transport: &mut dyn Transport,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
+    let mut sent = 0;
+    let mut flushed_full = false;
+    loop {
+        let mut produced = false;
+        let queued = device.transmit_with(&mut |buf| {
+            let len = transport.poll_transmit(now, buf);
+            produced = len.is_some();
+            len.map(TxFrame::plain)
+        })?;
+        if queued && produced {
+            sent += 1;
+            flushed_full = false;
+            continue;
+        }
+        if !queued && !flushed_full {
+            device.flush()?;
+            flushed_full = true;
+            continue;
+        }
+        break;
+    }
+    if sent > 0 {
+        device.flush()?;
+    }
+    Ok(sent)
 }
 
 /// Runs the core's timers if one is due at `now`.

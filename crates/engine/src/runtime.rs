@@ -12,6 +12,7 @@ use sluice_tcp::{Closing, Instant, Stack};
 
 use crate::clock::Clock;
 use crate::pump;
+use crate::transport::Transport;
 
 /// What an application wants after a poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +43,13 @@ pub trait App {
     /// [`App::wake_fd`]) and returns false if work arrived meanwhile, which cancels the sleep.
     fn prepare_sleep(&mut self) -> bool {
         true
+    }
+
+    /// A second transport the application owns beside the TCP core (the service's RDMA
+    /// transport): the engine hands it the RoCEv2 frames, runs its timers and sends its
+    /// frames. None (the default) sends every frame to the core.
+    fn transport(&mut self) -> Option<&mut dyn Transport> {
+        None
     }
 }
 
@@ -156,11 +164,20 @@ impl<D: Device> Engine<D> {
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
-        let received = pump::receive(&mut self.stack, &mut self.device, now)?;
+        let received =
+            pump::receive_classified(&mut self.stack, app.transport(), &mut self.device, now)?;
         self.stats.rx_frames += received as u64;
         pump::run_due_timers(&mut self.stack, now);
+        if let Some(t) = app.transport() {
+            pump::run_due_transport_timers(t, now);
+        }
         let status = app.poll(&mut self.stack, now)?;
-        let sent = self.transmit(now)?;
+        let mut sent = self.transmit(now)?;
+        if let Some(t) = app.transport() {
+            let n = pump::transmit_transport(t, &mut self.device, now)?;
+            self.stats.tx_frames += n as u64;
+            sent += n;
+        }
         Ok((
             received > 0 || sent > 0 || status == AppStatus::Busy,
             status,
@@ -248,9 +265,13 @@ impl<D: Device> Engine<D> {
                     idle_since = now;
                     continue;
                 }
-                // Sleep until a frame arrives or the core's next deadline.
+                // Sleep until a frame arrives or the cores' next deadline.
                 let mut wait = Duration::from_millis(100);
-                if let Some(t) = self.stack.poll_timeout() {
+                let transport_due = app.transport().and_then(|t| t.poll_timeout());
+                for t in [self.stack.poll_timeout(), transport_due]
+                    .into_iter()
+                    .flatten()
+                {
                     wait = wait.min(self.clock.until(t));
                 }
                 if let Some(s) = stop {
@@ -263,5 +284,115 @@ impl<D: Device> Engine<D> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_device::{pair, PairConfig, TxFrame};
+    use sluice_wire::EthernetAddress;
+
+    /// A transport that keeps the frames it is given and, once its deadline passes, sends
+    /// one frame.
+    struct Toy {
+        got: Vec<Vec<u8>>,
+        deadline: Option<Instant>,
+        fired: u32,
+        to_send: usize,
+    }
+
+    impl Transport for Toy {
+        fn handle_frame(&mut self, _now: Instant, frame: &[u8]) {
+            self.got.push(frame.to_vec());
+        }
+        fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<usize> {
+            if self.to_send == 0 {
+                return None;
+            }
+            self.to_send -= 1;
+            buf[..60].fill(0xab);
+            Some(60)
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.deadline
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            assert!(self.deadline.is_some_and(|d| d <= now));
+            self.deadline = None;
+            self.fired += 1;
+            self.to_send += 1;
+        }
+    }
+
+    struct ToyApp(Toy);
+
+    impl App for ToyApp {
+        fn poll(&mut self, _stack: &mut Stack, _now: Instant) -> Result<AppStatus, EngineError> {
+            Ok(AppStatus::Running)
+        }
+        fn transport(&mut self) -> Option<&mut dyn Transport> {
+            Some(&mut self.0)
+        }
+    }
+
+    /// Ethernet + IPv4 + UDP to `dport`, 60 bytes.
+    fn udp_frame(dport: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[23] = 17;
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn the_loop_feeds_times_and_drains_a_second_transport() {
+        let mac = |b| EthernetAddress([2, 0, 0, 0, 0, b]);
+        let (a, mut b) = pair(PairConfig {
+            macs: [mac(1), mac(2)],
+            ..PairConfig::default()
+        })
+        .unwrap();
+        let cfg = sluice_tcp::Config::new(mac(1), std::net::Ipv4Addr::new(10, 0, 0, 1));
+        let clock = Clock::virtual_time();
+        let mut engine = Engine::with_clock(Stack::new(cfg).unwrap(), a, clock.clone());
+        let mut app = ToyApp(Toy {
+            got: Vec::new(),
+            deadline: Some(Instant::from_millis(5)),
+            fired: 0,
+            to_send: 0,
+        });
+        for f in [udp_frame(4791), udp_frame(53)] {
+            assert!(b
+                .transmit_with(&mut |buf| {
+                    buf[..f.len()].copy_from_slice(&f);
+                    Some(TxFrame::plain(f.len()))
+                })
+                .unwrap());
+        }
+        b.flush().unwrap();
+        let before = engine.stack.counters().clone();
+        engine.poll_once(&mut app).unwrap();
+        assert_eq!(
+            app.0.got,
+            [udp_frame(4791)],
+            "only RoCEv2 goes to the transport"
+        );
+        assert_ne!(
+            &before,
+            engine.stack.counters(),
+            "the other frame went to the core"
+        );
+        assert_eq!(app.0.fired, 0, "not due yet");
+        // At the deadline the timer runs and its frame goes out.
+        clock.advance_to(Instant::from_millis(5));
+        let (busy, _) = engine.poll_once(&mut app).unwrap();
+        assert!(busy);
+        assert_eq!(app.0.fired, 1);
+        let mut out = Vec::new();
+        b.receive(&mut |f, _| out.push(f.to_vec())).unwrap();
+        assert_eq!(out, [vec![0xab; 60]]);
+        assert_eq!(engine.stats().tx_frames, 1);
     }
 }

@@ -50,6 +50,17 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(500))]
+
+    /// Two RDMA stacks under arbitrary frames and work requests: no panic, no access
+    /// outside registered memory (the target's memory panics on one).
+    #[test]
+    fn rdma_target_holds(data in prop::collection::vec(any::<u8>(), 0..2048)) {
+        sluice_fuzz::targets::rdma::rdma_stack(&data);
+    }
+}
+
 /// A handshake, data both ways, a forged segment in the window and a close: the steps
 /// reach ESTABLISHED and move bytes, so random inputs can too.
 #[test]

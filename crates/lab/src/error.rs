@@ -96,7 +96,7 @@ impl fmt::Display for LabError {
             }
             LabError::UnknownNamespace(ns) => write!(
                 f,
-                "{ns:?} is not a lab namespace (sluice-a, sluice-b, sluice-k)"
+                "{ns:?} is not a lab namespace (sluice-a, sluice-b, sluice-k, sluice-e)"
             ),
             LabError::InvalidArgument(why) => write!(f, "invalid lab argument: {why}"),
             LabError::Lock { path, source } => {

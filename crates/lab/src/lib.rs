@@ -1,9 +1,10 @@
 //! The Sluice namespace lab: where the engine meets Linux kernel TCP on a real (virtual) wire.
 //!
-//! [`Lab::up`] builds three network namespaces joined through one bridge (see [`netns`]):
+//! [`Lab::up`] builds four network namespaces joined through one bridge (see [`netns`]):
 //! the engine in `sluice-a` on veth `sl-a` (10.77.0.1, no kernel address), Linux clients in
-//! `sluice-b` on bridge `br0` (10.77.0.2), and a Linux kernel server in `sluice-k` on `sl-k`
-//! (10.77.0.3). [`Lab::down`] deletes them. Both are idempotent and drive ip(8), sysctl(8)
+//! `sluice-b` on bridge `br0` (10.77.0.2), a Linux kernel server in `sluice-k` on `sl-k`
+//! (10.77.0.3), and a second engine's namespace `sluice-e` on `sl-e` (10.77.0.4, for
+//! engine-to-engine runs). [`Lab::down`] deletes them. Both are idempotent and drive ip(8), sysctl(8)
 //! and ethtool(8) as child processes; nothing here is `unsafe`. The engine side enters
 //! `sluice-a` with `sluice_device::netns::enter` before opening its device.
 //!

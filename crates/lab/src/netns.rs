@@ -1,11 +1,17 @@
-//! The lab itself: three network namespaces joined through one bridge, built with ip(8).
+//! The lab itself: four network namespaces joined through one bridge, built with ip(8).
 //!
 //! ```text
 //!  sluice-a (engine)           sluice-b (Linux clients)               sluice-k (Linux server)
 //!  sl-a  ──veth──  sl-a-br ─┐                                ┌─ sl-k-br ──veth── sl-k
-//!  no kernel address         └── br0 10.77.0.2/24 (bridge) ──┘          10.77.0.3/24
-//!  engine: 10.77.0.1/24
+//!  no kernel address         ├── br0 10.77.0.2/24 (bridge) ──┘          10.77.0.3/24
+//!  engine: 10.77.0.1/24      │
+//!  sluice-e (second engine)  │
+//!  sl-e  ──veth──  sl-e-br ──┘
+//!  no kernel address; engine: 10.77.0.4/24
 //! ```
+//!
+//! The second engine's namespace is where a second `sluice engine` runs when two engines
+//! talk to each other (RDMA verbs between two engines: scripts/verbs-demo.sh).
 //!
 //! The engine and the Linux baseline are reached from sluice-b over the same number of hops.
 //! sl-a carries no kernel address and answers no ARP (arp_ignore 8), so only the engine
@@ -27,8 +33,10 @@ pub const NS_ENGINE: &str = "sluice-a";
 pub const NS_CLIENT: &str = "sluice-b";
 /// The namespace that holds the Linux kernel server (the side-by-side baseline).
 pub const NS_KERNEL: &str = "sluice-k";
+/// The namespace that holds a second engine (engine-to-engine experiments).
+pub const NS_ENGINE2: &str = "sluice-e";
 /// All lab namespaces, in creation order.
-pub const NAMESPACES: [&str; 3] = [NS_ENGINE, NS_CLIENT, NS_KERNEL];
+pub const NAMESPACES: [&str; 4] = [NS_ENGINE, NS_CLIENT, NS_KERNEL, NS_ENGINE2];
 
 /// The bridge in sluice-b.
 pub const BRIDGE: &str = "br0";
@@ -36,6 +44,10 @@ pub const BRIDGE: &str = "br0";
 pub const ENGINE_IFACE: &str = "sl-a";
 /// The peer of sl-a, a port of br0 in sluice-b.
 pub const ENGINE_PEER: &str = "sl-a-br";
+/// The second engine's veth in sluice-e (no kernel address).
+pub const ENGINE2_IFACE: &str = "sl-e";
+/// The peer of sl-e, a port of br0 in sluice-b.
+pub const ENGINE2_PEER: &str = "sl-e-br";
 /// The kernel server's veth in sluice-k.
 pub const KERNEL_IFACE: &str = "sl-k";
 /// The peer of sl-k, a port of br0 in sluice-b.
@@ -51,6 +63,8 @@ pub const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 /// The Linux kernel server's address (sl-k in sluice-k).
 pub const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 3);
+/// The second engine's address (owned by that engine, not by the kernel).
+pub const ENGINE2_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 4);
 /// Prefix length of the lab subnet.
 pub const PREFIX_LEN: u8 = 24;
 
@@ -58,6 +72,10 @@ pub const PREFIX_LEN: u8 = 24;
 pub const ENGINE_MAC: [u8; 6] = [0x02, 0x77, 0x00, 0x00, 0x00, 0x01];
 /// br0's MAC.
 pub const BRIDGE_MAC: [u8; 6] = [0x02, 0x77, 0x00, 0x00, 0x00, 0x02];
+/// sl-e's MAC: the second engine's MAC.
+pub const ENGINE2_MAC: [u8; 6] = [0x02, 0x77, 0x00, 0x00, 0x00, 0x04];
+/// sl-e-br's MAC.
+pub const ENGINE2_PEER_MAC: [u8; 6] = [0x02, 0x77, 0x00, 0x00, 0x01, 0x04];
 /// sl-k's MAC.
 pub const KERNEL_MAC: [u8; 6] = [0x02, 0x77, 0x00, 0x00, 0x00, 0x03];
 /// sl-a-br's MAC.
@@ -153,6 +171,28 @@ impl Lab {
         )?;
         self.ip_in(NS_KERNEL, &["link", "set", KERNEL_IFACE, "up"])?;
         self.peer_into_bridge(KERNEL_PEER, KERNEL_PEER_MAC)?;
+
+        // sluice-e: a second engine's veth, as sluice-a's.
+        self.veth_to_bridge(NS_ENGINE2, ENGINE2_IFACE, ENGINE2_PEER)?;
+        self.ip_in(
+            NS_ENGINE2,
+            &[
+                "link",
+                "set",
+                ENGINE2_IFACE,
+                "address",
+                &mac_string(ENGINE2_MAC),
+            ],
+        )?;
+        self.sysctl(NS_ENGINE2, "net.ipv4.ip_forward", "0")?;
+        self.sysctl(
+            NS_ENGINE2,
+            &format!("net.ipv4.conf.{ENGINE2_IFACE}.arp_ignore"),
+            "8",
+        )?;
+        self.ip_in(NS_ENGINE2, &["addr", "flush", "dev", ENGINE2_IFACE])?;
+        self.ip_in(NS_ENGINE2, &["link", "set", ENGINE2_IFACE, "up"])?;
+        self.peer_into_bridge(ENGINE2_PEER, ENGINE2_PEER_MAC)?;
         Ok(())
     }
 

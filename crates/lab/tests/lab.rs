@@ -16,8 +16,9 @@ use sluice_device::{
     RxChecksum, Tap, TapConfig, XdpMode,
 };
 use sluice_lab::{
-    mac_string, Lab, LabGuard, LabLock, BRIDGE, BRIDGE_MAC, CLIENT_IP, ENGINE_IFACE, ENGINE_IP,
-    ENGINE_MAC, KERNEL_IP, NS_CLIENT, NS_ENGINE, NS_KERNEL, TAP_ENGINE_MAC, TAP_IFACE,
+    mac_string, Lab, LabGuard, LabLock, BRIDGE, BRIDGE_MAC, CLIENT_IP, ENGINE2_IFACE, ENGINE2_MAC,
+    ENGINE_IFACE, ENGINE_IP, ENGINE_MAC, KERNEL_IP, NS_CLIENT, NS_ENGINE, NS_ENGINE2, NS_KERNEL,
+    TAP_ENGINE_MAC, TAP_IFACE,
 };
 use sluice_wire::arp::{ArpOperation, ArpRepr};
 use sluice_wire::ethernet::{EtherType, EthernetRepr};
@@ -48,7 +49,7 @@ fn lab_up_is_idempotent_and_down_removes_everything() {
     let result = std::panic::catch_unwind(|| {
         lab.up().unwrap();
         lab.up().unwrap();
-        assert_eq!(lab.namespaces_present().unwrap().len(), 3);
+        assert_eq!(lab.namespaces_present().unwrap().len(), 4);
 
         // The engine's interface: deterministic MAC, up, and no kernel address at all.
         assert_eq!(
@@ -72,6 +73,23 @@ fn lab_up_is_idempotent_and_down_removes_everything() {
         assert_eq!(
             lab.mac_of(NS_CLIENT, BRIDGE).unwrap(),
             mac_string(BRIDGE_MAC)
+        );
+        // The second engine's veth: as sl-a's, no address, no ARP answers.
+        let addrs = lab
+            .ip_in(
+                NS_ENGINE2,
+                &["-4", "-o", "addr", "show", "dev", ENGINE2_IFACE],
+            )
+            .unwrap();
+        assert!(addrs.trim().is_empty(), "sl-e has addresses: {addrs}");
+        assert_eq!(
+            lab.sysctl_get(NS_ENGINE2, "net.ipv4.conf.sl-e.arp_ignore")
+                .unwrap(),
+            "8"
+        );
+        assert_eq!(
+            lab.mac_of(NS_ENGINE2, ENGINE2_IFACE).unwrap(),
+            mac_string(ENGINE2_MAC)
         );
 
         // Linux client to Linux server across the bridge, both ways.
@@ -495,7 +513,7 @@ fn a_failing_test_still_tears_the_lab_down() {
     sluice_lab::require_lab();
     let result = std::panic::catch_unwind(|| {
         let lab = LabGuard::up().unwrap();
-        assert_eq!(lab.namespaces_present().unwrap().len(), 3);
+        assert_eq!(lab.namespaces_present().unwrap().len(), 4);
         panic!("a test failing while it holds the lab");
     });
     assert!(result.is_err());

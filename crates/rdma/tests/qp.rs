@@ -482,3 +482,90 @@ fn a_send_without_a_posted_receive_waits_for_one_through_rnr_naks() {
     );
     assert_eq!(b.bytes(0x10_8000, 3000), a.bytes(0x10_0000, 3000));
 }
+
+/// SQD (IBA 10.3.1): a QP moved to SQD while a WRITE is under way finishes that WRITE,
+/// retransmissions included (5 % loss), starts none of the work requests behind it (one
+/// posted before, one posted in SQD), and says it is drained; back in RTS, both go.
+#[test]
+fn sqd_finishes_started_requests_and_holds_the_rest_until_rts() {
+    let (mut a, mut b) = pair();
+    let mut link = Link {
+        seed: 7,
+        loss: 0.05,
+        dup: 0.0,
+        delivered: 0,
+    };
+    let base = 0x10_0000;
+    let (ka, kb) = (a.key, b.key);
+    let write = |wr_id: u64, dst: u64, src: u64, len: u32| SendWr {
+        wr_id,
+        op: SendOp::Write {
+            remote: Remote {
+                addr: dst,
+                rkey: kb,
+            },
+            imm: None,
+        },
+        sge: Sge {
+            addr: src,
+            len,
+            lkey: ka,
+        },
+        signaled: true,
+        solicited: false,
+    };
+    a.qp.post_send(write(1, base + 0x1_0000, base, 40_000))
+        .unwrap();
+    a.qp.post_send(write(2, base + 0x2_0000, base + 0xa000, 8_000))
+        .unwrap();
+    let before = b.bytes(base + 0x2_0000, 0x1_0000).to_vec();
+    // One round: some packets of WRITE 1 go, not all of its 40.
+    run(&mut a, &mut b, &mut link, |a, _| {
+        a.qp.counters.packets_tx > 0
+    });
+    assert!(a.qp.counters.packets_tx < 40);
+    a.qp.drain();
+    assert_eq!(a.qp.state(), QpState::Sqd);
+    a.qp.post_send(write(3, base + 0x2_8000, base + 0xc000, 3_000))
+        .unwrap();
+    let resent = a.qp.counters.retransmits;
+    run(&mut a, &mut b, &mut link, |a, _| a.qp.is_drained());
+    assert!(
+        a.qp.counters.retransmits > resent,
+        "losses were recovered in SQD"
+    );
+    let wc = Side::completions(&mut a.scq);
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::Success)]
+    );
+    assert_eq!(
+        b.bytes(base + 0x1_0000, 40_000),
+        a.bytes(base, 40_000),
+        "the started WRITE finished exact"
+    );
+    // Drained: nothing more goes, and WRITEs 2 and 3 have not touched b.
+    let mut payload = vec![0u8; MTU as usize];
+    let (mut ctx, qp) = a.ctx(11_000_000_000);
+    assert!(qp.poll_transmit(&mut ctx, &mut payload).is_none());
+    assert_eq!(b.bytes(base + 0x2_0000, 0x1_0000), &before[..]);
+    a.qp.resume();
+    assert_eq!(a.qp.state(), QpState::Rts);
+    let mut wc = Vec::new();
+    run(&mut a, &mut b, &mut link, |a, _| {
+        wc.extend(Side::completions(&mut a.scq));
+        wc.len() == 2
+    });
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(2, WcStatus::Success), (3, WcStatus::Success)]
+    );
+    assert_eq!(
+        b.bytes(base + 0x2_0000, 8_000),
+        a.bytes(base + 0xa000, 8_000)
+    );
+    assert_eq!(
+        b.bytes(base + 0x2_8000, 3_000),
+        a.bytes(base + 0xc000, 3_000)
+    );
+}

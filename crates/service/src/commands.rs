@@ -120,6 +120,11 @@ pub(crate) fn execute(
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Option<Completion> {
+    if let Command::QpDoorbell { qpn } = cmd {
+        // Run after this iteration's commands, by the verbs (never answered).
+        sh.doorbells.push((app.index, qpn));
+        return None;
+    }
     // Every command but Open names a slot that must be in range and allocated (EBADF), and
     // not one the application already closed: checked here, once, into a handle.
     let Some(s) = cmd.slot() else {

@@ -9,6 +9,7 @@ use sluice_shm::control::EngineInfo;
 use sluice_shm::Layout;
 
 use crate::error::ServiceError;
+use crate::verbs::VerbsLimits;
 
 /// How the service runs.
 #[derive(Clone, Debug)]
@@ -30,6 +31,10 @@ pub struct ServiceConfig {
     /// How long the connections an application closed before it went away may take to
     /// drain (their peers reading the rest); what remains after that is reset.
     pub orphan_linger: Duration,
+    /// Serve verbs (docs/verbs.md): an RDMA transport beside the TCP core.
+    pub verbs: bool,
+    /// The RDMA device's limits.
+    pub verbs_limits: VerbsLimits,
 }
 
 impl ServiceConfig {
@@ -49,6 +54,8 @@ impl ServiceConfig {
             control_interval: Duration::from_millis(1),
             log: false,
             orphan_linger: Duration::from_secs(60),
+            verbs: true,
+            verbs_limits: VerbsLimits::default(),
         }
     }
 

@@ -18,6 +18,7 @@ use crate::config::ServiceConfig;
 use crate::error::{sys, ServiceError};
 use crate::shared::Shared;
 use crate::teardown::{self, Release};
+use crate::verbs::{self, Verbs};
 
 /// Most connections that have not said Hello yet (the oldest is dropped past it).
 const MAX_PENDING: usize = 16;
@@ -138,6 +139,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
+        mut verbs: Option<&mut Verbs>,
         stack: &mut Stack,
     ) {
         let n = self
@@ -153,7 +155,9 @@ impl Control {
             match t & token::KIND {
                 token::LISTENER => self.accept_apps(sh),
                 token::PENDING => self.hello(index, apps, config, sh),
-                token::APP => self.app_messages(index, apps, config, sh, stack),
+                token::APP => {
+                    self.app_messages(index, apps, config, sh, verbs.as_deref_mut(), stack)
+                }
                 token::DOORBELL => {
                     if let Some(Some(app)) = apps.table.get(index) {
                         app.doorbell.drain();
@@ -300,6 +304,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
+        mut verbs: Option<&mut Verbs>,
         stack: &mut Stack,
     ) {
         for _ in 0..MESSAGES_PER_LOOK {
@@ -316,7 +321,7 @@ impl Control {
                             &[app.contexts[index as usize].eventfd.as_fd()],
                         );
                         if sent.is_err() {
-                            self.detach(i, apps, config, sh, stack);
+                            self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
                             return;
                         }
                         sh.counters.contexts_created += 1;
@@ -331,10 +336,30 @@ impl Control {
                         format!("cannot create a context: {e}")
                     }
                 },
-                Ok(Some((Request::Verbs(_), _))) => {
-                    sh.counters.bad_control += 1;
-                    "this engine serves no verbs".to_string()
-                }
+                Ok(Some((Request::Verbs(req), fds))) => match verbs.as_deref_mut() {
+                    Some(v) => {
+                        let region = app.region.clone();
+                        let reply = verbs::request(
+                            v,
+                            app.index,
+                            &region,
+                            req,
+                            fds,
+                            stack,
+                            sh.now,
+                            &mut sh.counters,
+                        );
+                        if send_message(app.sock.as_fd(), &Reply::Verbs(reply), &[]).is_err() {
+                            self.detach(i, apps, config, sh, Some(v), stack);
+                            return;
+                        }
+                        continue;
+                    }
+                    None => {
+                        sh.counters.bad_control += 1;
+                        "this engine serves no verbs".to_string()
+                    }
+                },
                 Ok(Some((Request::Hello { .. }, _))) => {
                     sh.counters.bad_control += 1;
                     "already attached".to_string()
@@ -344,13 +369,13 @@ impl Control {
                     m
                 }
                 Err(_) => {
-                    self.detach(i, apps, config, sh, stack);
+                    self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
                     return;
                 }
             };
             let refused = Reply::Refused { reason: reply };
             if send_message(app.sock.as_fd(), &refused, &[]).is_err() {
-                self.detach(i, apps, config, sh, stack);
+                self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
                 return;
             }
         }
@@ -366,6 +391,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
+        verbs: Option<&mut Verbs>,
         stack: &mut Stack,
     ) {
         let Some(app) = apps.table.get_mut(i).and_then(Option::as_mut) else {
@@ -378,6 +404,12 @@ impl Control {
         self.unwatch(&app.doorbell);
         // The hang-up can be seen before the commands the application posted last.
         commands::run_final_commands(app, stack, sh);
+        // Its QPs, completion queues, regions (unmapped) and domains go; its doorbells
+        // are void.
+        sh.doorbells.retain(|&(a, _)| a != app.index);
+        if let Some(v) = verbs {
+            v.detach(app.index);
+        }
         let kept = teardown::release_app(app, Release::Detach, stack, sh);
         // Its threads are gone: nothing more to run or to wake.
         app.contexts.clear();

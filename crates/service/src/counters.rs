@@ -66,11 +66,32 @@ pub struct Counters {
     /// Splice reports nobody could take (the application left, its context died, or it
     /// let more than the held bound pile up); the splices themselves go on.
     pub splice_reports_dropped: u64,
+    /// Control-path verbs asked (docs/verbs.md).
+    pub verbs_requests: u64,
+    /// Verbs refused for a value, a limit or a busy object (EINVAL, ENOMEM, EBUSY, ...).
+    pub verbs_refused: u64,
+    /// Verbs and doorbells naming a handle, key or QP the application does not own.
+    pub verbs_not_owned: u64,
+    /// ModifyQp to RTR answered EAGAIN while the peer's MAC was resolved.
+    pub verbs_arp_waits: u64,
+    /// QP doorbells run.
+    pub verbs_doorbells: u64,
+    /// Work-queue entries taken.
+    pub wqes: u64,
+    /// Work-queue entries that did not decode or named what this transport does not do
+    /// (each completes with an error and moves its QP to ERR).
+    pub bad_wqes: u64,
+    /// Completions placed in completion queues.
+    pub verbs_completions: u64,
+    /// Completion channels signalled.
+    pub verbs_events: u64,
+    /// Completions lost because a completion queue was full (an overrun).
+    pub cq_overruns: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 29] = [
+        let rows: [(&str, u64); 39] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -100,6 +121,16 @@ impl fmt::Display for Counters {
             ("splices", self.splices),
             ("splice_reports", self.splice_reports),
             ("splice_reports_dropped", self.splice_reports_dropped),
+            ("verbs_requests", self.verbs_requests),
+            ("verbs_refused", self.verbs_refused),
+            ("verbs_not_owned", self.verbs_not_owned),
+            ("verbs_arp_waits", self.verbs_arp_waits),
+            ("verbs_doorbells", self.verbs_doorbells),
+            ("wqes", self.wqes),
+            ("bad_wqes", self.bad_wqes),
+            ("verbs_completions", self.verbs_completions),
+            ("verbs_events", self.verbs_events),
+            ("cq_overruns", self.cq_overruns),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

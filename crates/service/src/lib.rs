@@ -19,6 +19,8 @@
 //! 1. State, at the bottom (each imports only those before it here): `error`, `counters`,
 //!    `owners` (ports, connections and splices to their owners), `slots` (a slot's life),
 //!    `congestion` (an application's congestion-control choice applied to a connection),
+//!    `verbs` (docs/verbs.md: the RDMA transport, what each application owns of it, its
+//!    control path, work requests and completions; it reaches only `counters`),
 //!    `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).
 //! 2. Data movers, which call nothing above them: `teardown` (ending things: a slot freed,
@@ -48,9 +50,11 @@ mod shared;
 mod slots;
 mod splice;
 mod teardown;
+mod verbs;
 mod wake;
 
 pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;
 pub use service::Service;
+pub use verbs::VerbsLimits;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{App, AppStatus, EngineError};
+use sluice_engine::{App, AppStatus, EngineError, Transport};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
@@ -19,6 +19,7 @@ use crate::owners::{ConnMap, Owner, Ports};
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
+use crate::verbs::{self, Verbs};
 use crate::{commands, data, events, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
@@ -27,6 +28,8 @@ pub struct Service {
     control: Control,
     apps: Apps,
     sh: Shared,
+    /// The verbs (docs/verbs.md), once started, if configured.
+    verbs: Option<Verbs>,
     /// The pending list being retried (swapped with the live one: no allocation).
     retry: Vec<Owner>,
     stop: Arc<AtomicBool>,
@@ -59,7 +62,9 @@ impl Service {
                 ip: config.engine.ip,
                 now: Instant::ZERO,
                 busy: false,
+                doorbells: Vec::new(),
             },
+            verbs: None,
             retry: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             published: Arc::new(Mutex::new(Counters::default())),
@@ -120,6 +125,11 @@ impl Service {
             }
         }
         self.apps.orphans = 0;
+        if let Some(v) = self.verbs.as_mut() {
+            for i in 0..self.apps.table.len() {
+                v.detach(i as u32);
+            }
+        }
         self.control.close();
         self.publish_counters();
     }
@@ -138,6 +148,40 @@ impl Service {
         self.sh.conns = ConnMap::new(stack.config().max_connections);
         self.sh.ports.set_range(stack.config().ephemeral_ports);
         self.next_control = now;
+        if self.config.verbs {
+            self.verbs = Some(Verbs::new(stack, self.config.verbs_limits));
+        }
+    }
+
+    /// Memory backings the verbs hold (mapped regions and inline buffers), for tests.
+    pub fn verbs_backings(&self) -> usize {
+        self.verbs.as_ref().map_or(0, Verbs::backings)
+    }
+
+    /// Runs the QP doorbells rung this iteration and the QPs with work left, then places
+    /// what the transport completed, waking the applications that got completions.
+    fn run_verbs(&mut self) {
+        let Some(v) = self.verbs.as_mut() else {
+            self.sh.doorbells.clear();
+            return;
+        };
+        let counters = &mut self.sh.counters;
+        if !self.sh.doorbells.is_empty() {
+            self.sh.busy = true;
+        }
+        for (app, qpn) in self.sh.doorbells.drain(..) {
+            verbs::doorbell(v, app, qpn, counters);
+        }
+        verbs::retry(v, counters);
+        let table = &mut self.apps.table;
+        let mut busy = false;
+        verbs::deliver(v, counters, |app| {
+            if let Some(Some(a)) = table.get_mut(app as usize) {
+                a.dirty = true;
+            }
+            busy = true;
+        });
+        self.sh.busy |= busy;
     }
 
     /// Frees departed applications once the connections they closed are done, or resets
@@ -220,8 +264,13 @@ impl App for Service {
         }
         if now >= self.next_control {
             self.next_control = now + self.config.control_interval;
-            self.control
-                .poll(&mut self.apps, &self.config, &mut self.sh, stack);
+            self.control.poll(
+                &mut self.apps,
+                &self.config,
+                &mut self.sh,
+                self.verbs.as_mut(),
+                stack,
+            );
             self.publish_counters();
         }
         let batch = self.config.command_batch as u64;
@@ -241,6 +290,7 @@ impl App for Service {
                 splice::flush(app, &mut self.sh);
             }
         }
+        self.run_verbs();
         self.retry_pending(stack);
         if self.apps.orphans > 0 {
             self.reap_orphans(stack);
@@ -251,6 +301,12 @@ impl App for Service {
         } else {
             AppStatus::Running
         })
+    }
+
+    fn transport(&mut self) -> Option<&mut dyn Transport> {
+        self.verbs
+            .as_mut()
+            .map(|v| &mut v.rdma as &mut dyn Transport)
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -30,4 +30,6 @@ pub(crate) struct Shared {
     pub now: Instant,
     /// Whether this iteration did anything for an application.
     pub busy: bool,
+    /// QP doorbells rung this iteration: (application, qpn), run after the commands.
+    pub doorbells: Vec<(u32, u32)>,
 }

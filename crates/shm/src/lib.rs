@@ -6,6 +6,7 @@
 //! - [`Producer`]/[`Consumer`]: context queues of cache-line entries with a phase bit, one
 //!   pair per application thread; [`Command`] and [`Completion`] are what the entries say.
 //! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
+//! - [`MappedFile`]: a memory region's memfd, mapped by the engine.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
 //! - [`verbs`]: RDMA send, receive and completion queue entries and the control-path verbs.
 //! - [`preload_library`]: where `libsluice_preload.so` is, for `sluice run` and the tests.
@@ -20,6 +21,7 @@ mod congestion;
 mod error;
 mod eventfd;
 mod layout;
+mod mapped;
 mod queue;
 mod region;
 mod ring;
@@ -36,6 +38,7 @@ pub use entry::{Command, Completion, EntryError, Opcode, Payload, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;
 pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES, VERBS_ARM_OFFSET};
+pub use mapped::MappedFile;
 pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
 pub use region::Region;
 pub use ring::Ring;

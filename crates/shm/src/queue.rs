@@ -173,6 +173,33 @@ impl Consumer {
         phase & 1 == phase_of(self.head, self.entries)
     }
 
+    /// Whether the next `n` entries are all waiting (a request spanning several entries is
+    /// taken only whole: the producer may still be writing its tail).
+    pub fn has_entries(&self, n: u64) -> bool {
+        if n > self.entries {
+            return false;
+        }
+        (0..n).all(|k| {
+            let i = self.head + k;
+            let slot = self.offset + QUEUE_HEADER_BYTES + (i % self.entries) as usize * ENTRY_BYTES;
+            let phase = self
+                .region
+                .atomic_u8(slot + PAYLOAD_BYTES)
+                .load(Ordering::Acquire);
+            phase & 1 == phase_of(i, self.entries)
+        })
+    }
+
+    /// The next entry's payload without taking it, if one is waiting.
+    pub fn peek(&self) -> Option<[u8; PAYLOAD_BYTES]> {
+        if !self.has_entry() {
+            return None;
+        }
+        let mut out = [0u8; PAYLOAD_BYTES];
+        self.region.read_bytes(self.slot(), &mut out);
+        Some(out)
+    }
+
     /// Takes the next entry's payload, if one is waiting. Call [`Consumer::publish`] after
     /// a batch so the producer can reuse the slots.
     pub fn pop(&mut self) -> Option<[u8; PAYLOAD_BYTES]> {
@@ -239,6 +266,25 @@ mod tests {
             c.publish();
         }
         assert_eq!(popped, pushed);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "maps a memfd, which Miri cannot")]
+    fn peek_leaves_the_entry_and_has_entries_sees_a_whole_request() {
+        let r = region();
+        let mut p = Producer::new(r.clone(), 0, QueueKind::Command).unwrap();
+        let mut c = Consumer::new(r, 0, QueueKind::Command).unwrap();
+        assert!(c.peek().is_none());
+        assert!(c.has_entries(0));
+        assert!(!c.has_entries(1));
+        p.push(&[1; PAYLOAD_BYTES]).unwrap();
+        p.push(&[2; PAYLOAD_BYTES]).unwrap();
+        assert_eq!(c.peek(), Some([1; PAYLOAD_BYTES]));
+        assert!(c.has_entries(2));
+        assert!(!c.has_entries(3));
+        assert!(!c.has_entries(9), "more than the queue holds");
+        assert_eq!(c.pop(), Some([1; PAYLOAD_BYTES]));
+        assert_eq!(c.peek(), Some([2; PAYLOAD_BYTES]));
     }
 
     #[test]

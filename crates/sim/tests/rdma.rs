@@ -11,7 +11,7 @@ use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
 use sluice_rdma::verbs::{
     Access, AttrMask, Key, PdId, QpState, Region, WcOpcode, WcStatus, WorkCompletion,
 };
-use sluice_sim::{Host, Impairment, Instant, LinkConfig, Sim};
+use sluice_sim::{Host, Impairment, Instant, LinkConfig, LinkStats, Sim};
 use sluice_wire::EthernetAddress;
 
 const BASE: u64 = 0x1000_0000;
@@ -70,19 +70,25 @@ impl Host for RdmaHost {
 }
 
 fn rdma_host(n: u8) -> RdmaHost {
+    rdma_host_with(n, 10_000_000_000, 64)
+}
+
+/// A host whose QPs start at `line_rate_bps` (0: unpaced, no reaction to CNPs) and keep
+/// `max_inflight` packets unacknowledged.
+fn rdma_host_with(n: u8, line_rate_bps: u64, max_inflight: u32) -> RdmaHost {
     let addr = PeerAddr {
         ip: Ipv4Addr::new(10, 0, 0, n),
         mac: EthernetAddress([2, 0, 0, 0, 0, n]),
     };
     let mut stack = RdmaStack::new(StackConfig {
-        mac: addr.mac,
-        ip: addr.ip,
         max_qps: 4,
         max_cqs: 4,
         max_mrs: 4,
         max_cqe: 1024,
         max_wr: 256,
-        max_inflight: 64,
+        max_inflight,
+        line_rate_bps,
+        ..StackConfig::new(addr.mac, addr.ip)
     });
     let cq = stack.create_cq(512).unwrap();
     let key = stack
@@ -112,6 +118,18 @@ fn rdma_host(n: u8) -> RdmaHost {
 }
 
 fn connect(h: &mut RdmaHost, peer: (u32, PeerAddr), psns: (u32, u32), recvs: &[(u64, u32)]) {
+    let qpn = h.qpn;
+    connect_qp(h, qpn, peer, psns, recvs);
+}
+
+/// RESET -> INIT -> RTR -> RTS of `qpn` towards `peer`, with `recvs` posted in INIT.
+fn connect_qp(
+    h: &mut RdmaHost,
+    qpn: u32,
+    peer: (u32, PeerAddr),
+    psns: (u32, u32),
+    recvs: &[(u64, u32)],
+) {
     let attr = QpAttr {
         access: 0b111,
         path_mtu: 3,
@@ -129,7 +147,7 @@ fn connect(h: &mut RdmaHost, peer: (u32, PeerAddr), psns: (u32, u32), recvs: &[(
     h.stack
         .modify_qp(
             &mut h.mem,
-            h.qpn,
+            qpn,
             QpState::Init,
             m(&[AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS]),
             &attr,
@@ -144,7 +162,7 @@ fn connect(h: &mut RdmaHost, peer: (u32, PeerAddr), psns: (u32, u32), recvs: &[(
                 lkey: h.key,
             },
         };
-        h.stack.post_recv(h.qpn, wr).unwrap();
+        h.stack.post_recv(qpn, wr).unwrap();
     }
     let rtr = [
         AttrMask::AV,
@@ -155,7 +173,7 @@ fn connect(h: &mut RdmaHost, peer: (u32, PeerAddr), psns: (u32, u32), recvs: &[(
         AttrMask::MIN_RNR_TIMER,
     ];
     h.stack
-        .modify_qp(&mut h.mem, h.qpn, QpState::Rtr, m(&rtr), &attr)
+        .modify_qp(&mut h.mem, qpn, QpState::Rtr, m(&rtr), &attr)
         .unwrap();
     let rts = [
         AttrMask::SQ_PSN,
@@ -165,7 +183,7 @@ fn connect(h: &mut RdmaHost, peer: (u32, PeerAddr), psns: (u32, u32), recvs: &[(
         AttrMask::MAX_QP_RD_ATOMIC,
     ];
     h.stack
-        .modify_qp(&mut h.mem, h.qpn, QpState::Rts, m(&rts), &attr)
+        .modify_qp(&mut h.mem, qpn, QpState::Rts, m(&rts), &attr)
         .unwrap();
 }
 
@@ -316,4 +334,132 @@ fn loss_reorder_duplication_and_corruption_are_recovered() {
             "seed {seed}: corrupted frames were refused by the ICRC"
         );
     }
+}
+
+/// Two senders' QPs write 4 MiB each into one receiver through a switch whose port to the
+/// receiver is the bottleneck (10 Gbit/s in, 2 x 10 Gbit/s offered), marking CE above
+/// `K`. Returns the bottleneck's stats, the CNPs the receiver sent, and each sender's
+/// rate sampled every 20 us while both send.
+fn incast_2(line_rate_bps: u64) -> (LinkStats, u64, Vec<Vec<u64>>) {
+    const K: usize = 32 << 10;
+    const WRITE: u32 = 4 << 20;
+    let mut sim: Sim<RdmaHost> = Sim::new(16);
+    let mut senders = [
+        rdma_host_with(1, line_rate_bps, 512),
+        rdma_host_with(2, line_rate_bps, 512),
+    ];
+    let mut b = rdma_host_with(3, line_rate_bps, 512);
+    let qb2 = b.stack.create_qp(PdId(1), b.cq, b.cq, 128, 128).unwrap();
+    for (i, (a, qb)) in senders.iter_mut().zip([b.qpn, qb2]).enumerate() {
+        let psn = 0x10 + i as u32;
+        connect(a, (qb, b.addr), (psn, psn), &[]);
+        connect_qp(&mut b, qb, (a.qpn, a.addr), (psn, psn), &[]);
+        let (ka, kb) = (a.key, b.key);
+        let wr = SendWr {
+            wr_id: i as u64,
+            op: SendOp::Write {
+                remote: Remote {
+                    addr: BASE + (i as u64 * u64::from(WRITE)),
+                    rkey: kb,
+                },
+                imm: None,
+            },
+            sge: Sge {
+                addr: BASE + 0x80_0000,
+                len: WRITE,
+                lkey: ka,
+            },
+            signaled: true,
+            solicited: false,
+        };
+        let qa = a.qpn;
+        a.stack.post_send(qa, wr).unwrap();
+    }
+    let [a1, a2] = senders;
+    let qpns = [a1.qpn, a2.qpn];
+    let (ia1, ia2, ib) = (sim.add_host(a1), sim.add_host(a2), sim.add_host(b));
+    let sw = sim.add_switch();
+    let link = LinkConfig::new(10_000_000_000, Duration::from_micros(2))
+        .with_queue(4 << 20)
+        .with_ecn(K);
+    sim.connect(ia1, sw, link.clone()).unwrap();
+    sim.connect(ia2, sw, link.clone()).unwrap();
+    let bottleneck = sim.connect(sw, ib, link).unwrap();
+    let start = sim.now();
+    let mut done: Vec<WorkCompletion> = Vec::new();
+    let mut rates = vec![Vec::new(), Vec::new()];
+    let mut next_sample = start;
+    let r = sim.run_until(start + Duration::from_secs(10), |now, hosts| {
+        for (k, id) in [ia1, ia2].into_iter().enumerate() {
+            let a = hosts.get_mut(id).unwrap();
+            let cq = a.cq;
+            a.stack.poll_cq(cq, 8, &mut done).unwrap();
+            if now >= next_sample && done.is_empty() {
+                if let Some(r) = a.stack.qp_rate_bps(qpns[k]) {
+                    rates[k].push(r);
+                }
+            }
+        }
+        if now >= next_sample {
+            next_sample = now + Duration::from_micros(20);
+        }
+        done.len() == 2
+    });
+    assert!(r.is_ok(), "{r:?}: {done:?}");
+    assert!(
+        done.iter().all(|w| w.status == WcStatus::Success),
+        "{done:?}"
+    );
+    let b = sim.host(ib).unwrap();
+    for (i, id) in [ia1, ia2].into_iter().enumerate() {
+        let a = sim.host(id).unwrap();
+        let at_b = at(&b.mem, BASE + i as u64 * u64::from(WRITE), WRITE as usize);
+        assert!(
+            at_b == at(&a.mem, BASE + 0x80_0000, WRITE as usize),
+            "sender {i}: every byte exact"
+        );
+    }
+    let (to_b, _) = sim.link_stats(bottleneck);
+    (to_b, b.stack.counters.cnp_tx, rates)
+}
+
+#[test]
+fn dcqcn_holds_the_bottleneck_queue_below_the_uncontrolled_one() {
+    let (plain, plain_cnps, _) = incast_2(0);
+    let (cc, cnps, rates) = incast_2(10_000_000_000);
+    let mean = |v: &[u64]| v.iter().sum::<u64>() / v.len().max(1) as u64;
+    eprintln!(
+        "2 -> 1 incast, 2 x 4 MiB: max queue {} KB without CC ({} CE marks, {} CNPs \
+         ignored), {} KB with DCQCN ({} CE marks, {} CNPs); drops {} / {}; mean sampled \
+         rates {} / {} Mbit/s, lowest {} / {} Mbit/s",
+        plain.max_queue_bytes >> 10,
+        plain.ecn_marked,
+        plain_cnps,
+        cc.max_queue_bytes >> 10,
+        cc.ecn_marked,
+        cnps,
+        plain.queue_drops,
+        cc.queue_drops,
+        mean(&rates[0]) / 1_000_000,
+        mean(&rates[1]) / 1_000_000,
+        rates[0].iter().min().copied().unwrap_or(0) / 1_000_000,
+        rates[1].iter().min().copied().unwrap_or(0) / 1_000_000,
+    );
+    assert!(cnps > 0 && cc.ecn_marked > 0, "CNPs flowed");
+    assert!(
+        cc.max_queue_bytes < plain.max_queue_bytes,
+        "{} vs {}",
+        cc.max_queue_bytes,
+        plain.max_queue_bytes
+    );
+    // Bounded near K (32 KB) plus a round trip of reaction, far below the windows' worth.
+    assert!(cc.max_queue_bytes < 128 << 10, "{}", cc.max_queue_bytes);
+    let (m0, m1) = (mean(&rates[0]), mean(&rates[1]));
+    for r in &rates {
+        assert!(!r.is_empty());
+        assert!(mean(r) < 10_000_000_000, "below line rate: {r:?}");
+    }
+    // The two converge to like shares, together about the bottleneck's 10 Gbit/s.
+    assert!(m0.abs_diff(m1) < m0.max(m1) / 5, "{m0} vs {m1}");
+    assert!(m0 + m1 < 12_000_000_000, "{m0} + {m1}");
 }

@@ -11,7 +11,7 @@ use crate::buffer::ConnBuffers;
 use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
-use crate::control::neighbor::NeighborCache;
+use crate::control::neighbor::{NeighborCache, ARP_ASKED};
 use crate::control::state::ConnControl;
 use crate::counters::Counters;
 use crate::datapath::DataPath;
@@ -59,6 +59,9 @@ pub struct Stack {
     pub(crate) next_listener_generation: u32,
     pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
     pub(crate) neighbors: NeighborCache,
+    /// ARP requests sent for other transports ([`Stack::resolve_neighbor`]): target and
+    /// when, to rate-limit them.
+    pub(crate) arp_asked: [(Ipv4Addr, Instant); ARP_ASKED],
     pub(crate) isn_secret: Secret,
     pub(crate) cookie_secret: Secret,
     /// When the latest SYN cookie went out: an ACK in LISTEN is checked as a cookie only
@@ -127,6 +130,7 @@ impl Stack {
                 ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
             ),
             neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
+            arp_asked: [(Ipv4Addr::UNSPECIFIED, Instant::ZERO); ARP_ASKED],
             isn_secret: Secret::derive(cfg.seed, 1),
             cookie_secret: Secret::derive(cfg.seed, 2),
             cookie_sent_at: None,

@@ -137,6 +137,23 @@ impl Stack {
         self.neighbors.learn(ip, mac, Instant::MAX);
     }
 
+    /// The next hop's MAC for `ip`, if known: the core sends to every address directly
+    /// (it has no gateway), so that is `ip`'s own entry. For other transports on the same
+    /// device (the RDMA transport's peers).
+    pub fn neighbor(&self, ip: Ipv4Addr) -> Option<sluice_wire::EthernetAddress> {
+        self.neighbors.lookup(ip)
+    }
+
+    /// Sends an ARP request for `ip` unless one went out for it within the last second
+    /// (the same rate as the core's own, RFC 1122 2.3.2.1); whether one went out. The
+    /// answer is learned as any ARP reply is, and [`Stack::neighbor`] then has it.
+    pub fn resolve_neighbor(&mut self, ip: Ipv4Addr, now: Instant) -> bool {
+        if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+            return false;
+        }
+        self.request_neighbor(ip, now)
+    }
+
     /// Connections in the table (any state).
     pub fn connection_count(&self) -> usize {
         self.table.len()

@@ -14,3 +14,4 @@ pub mod sink;
 pub mod soak;
 pub mod source;
 pub mod switch;
+pub mod verbs_device;

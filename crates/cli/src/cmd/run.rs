@@ -1,5 +1,11 @@
-//! `sluice run [--socket PATH] [--lab] [--preload PATH] -- PROGRAM ARGS...`: runs an
-//! unmodified program over the engine.
+//! `sluice run [--socket PATH] [--lab] [--preload PATH] [--verbs|--no-verbs] -- PROGRAM
+//! ARGS...`: runs an unmodified program over the engine.
+//!
+//! Its sockets go to the engine through the preload library; its verbs (libibverbs) go to the
+//! engine's RDMA transport through the Sluice verbs device, which `sluice run` makes visible
+//! to the program ([`super::verbs_device`]): by default when run as root, the provider is
+//! built and the engine answers; `--verbs` insists (and works without root through a user
+//! namespace), `--no-verbs` leaves libibverbs alone.
 //!
 //! It finds `libsluice_preload.so` (next to the `sluice` executable unless told otherwise;
 //! the rule is `sluice_shm::preload_library`'s, shared with the tests),
@@ -36,6 +42,12 @@ pub struct RunArgs {
     /// sets SLUICE_TEARDOWN_OFFLOAD=1 for the program).
     #[arg(long)]
     teardown_offload: bool,
+    /// Make the Sluice verbs device (sluice0) visible to the program, or fail.
+    #[arg(long, conflicts_with = "no_verbs")]
+    verbs: bool,
+    /// Do not set up the verbs device.
+    #[arg(long)]
+    no_verbs: bool,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -60,6 +72,8 @@ pub enum RunError {
     },
     /// Entering the lab's engine namespace failed.
     Netns(sluice_device::DeviceError),
+    /// `--verbs` was asked for and the device could not be set up.
+    Verbs(super::verbs_device::VerbsDeviceError),
     /// exec failed (the program does not exist, is not executable, ...).
     Exec {
         /// The program.
@@ -84,6 +98,7 @@ impl fmt::Display for RunError {
                 f,
                 "entering the lab's engine namespace: {e} (is the lab up? `sluice lab up`)"
             ),
+            RunError::Verbs(e) => write!(f, "the verbs device: {e}"),
             RunError::Exec { program, source } => {
                 write!(f, "cannot run {}: {source}", Path::new(program).display())
             }
@@ -96,6 +111,7 @@ impl std::error::Error for RunError {
         match self {
             RunError::Io { source, .. } | RunError::Exec { source, .. } => Some(source),
             RunError::Netns(e) => Some(e),
+            RunError::Verbs(e) => Some(e),
             RunError::PreloadMissing { .. } => None,
         }
     }
@@ -110,6 +126,23 @@ pub fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> OsString {
         v.push(e);
     }
     v
+}
+
+/// Sets up the verbs device (this process enters its mount namespace) and returns the
+/// program's environment for it.
+fn verbs_env(
+    exe: &Path,
+    socket: &Path,
+) -> Result<Vec<(&'static str, OsString)>, super::verbs_device::VerbsDeviceError> {
+    use super::verbs_device::{engine_ip, enter, locate_provider};
+    let provider = std::path::absolute(locate_provider(exe)?).map_err(|source| {
+        super::verbs_device::VerbsDeviceError::Os {
+            what: "resolving the provider's path".into(),
+            source,
+        }
+    })?;
+    let ip = engine_ip(socket)?;
+    enter(&provider, ip)
 }
 
 /// Runs the program; returns only if it could not be started.
@@ -152,6 +185,16 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         .env(SOCKET_ENV, &socket);
     if args.teardown_offload {
         cmd.env(sluice_shm::TEARDOWN_OFFLOAD_ENV, "1");
+    }
+    if args.verbs || (!args.no_verbs && nix::unistd::getuid().is_root()) {
+        match verbs_env(&exe, &socket) {
+            Ok(env) => {
+                cmd.envs(env);
+            }
+            Err(e) if args.verbs => return Err(RunError::Verbs(e)),
+            // By default the device is a convenience: a program that uses no verbs must run.
+            Err(e) => eprintln!("sluice run: no verbs device ({e}); --no-verbs silences this"),
+        }
     }
     let err = cmd.exec();
     Err(RunError::Exec {

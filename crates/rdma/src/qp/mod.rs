@@ -8,6 +8,7 @@
 //! Payload goes through [`Memory`], addressed by the placement [`MrTable::check`] returns:
 //! the QP never touches bytes that check did not allow.
 
+mod packetize;
 mod requester;
 mod responder;
 pub mod wr;
@@ -193,6 +194,29 @@ impl QueuePair {
         }
     }
 
+    /// RTS -> SQD (send queue drain, IBA 10.3.1): the send work requests already started
+    /// finish, no new one starts; receives go on.
+    pub fn drain(&mut self) {
+        if self.state == QpState::Rts {
+            self.state = QpState::Sqd;
+            self.req.drain();
+        }
+    }
+
+    /// SQD -> RTS: the send queue moves again.
+    pub fn resume(&mut self) {
+        if self.state == QpState::Sqd {
+            self.state = QpState::Rts;
+            self.req.resume();
+        }
+    }
+
+    /// In SQD, whether the drain is over (every started request acknowledged; the IBA's
+    /// "SQ drained" event).
+    pub fn is_drained(&self) -> bool {
+        self.state == QpState::Sqd && self.req.drained()
+    }
+
     /// Its state.
     pub fn state(&self) -> QpState {
         self.state
@@ -205,7 +229,8 @@ impl QueuePair {
 
     /// Queues a send work request.
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
-        if self.state != QpState::Rts {
+        // In SQD work requests queue and wait for RTS (IBA 10.3.1).
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return Err(PostError::WrongState);
         }
         self.req.post(wr, &self.cfg)
@@ -226,7 +251,8 @@ impl QueuePair {
         repr: &RoceRepr,
         payload: &[u8],
     ) {
-        if self.state == QpState::Error {
+        // A CNP is the stack's (its congestion control), never the transport's.
+        if self.state == QpState::Error || repr.bth.opcode.is_cnp() {
             return;
         }
         let failed = if repr.bth.opcode.is_response() {
@@ -248,10 +274,24 @@ impl QueuePair {
         ctx: &mut Ctx<'_, M>,
         payload: &mut [u8],
     ) -> Option<(RoceRepr, usize)> {
+        self.poll_transmit_paced(ctx, payload, true)
+    }
+
+    /// [`QueuePair::poll_transmit`], with request packets only if `requests` (the pacer
+    /// allows one now); responses are never held back.
+    pub fn poll_transmit_paced<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        payload: &mut [u8],
+        requests: bool,
+    ) -> Option<(RoceRepr, usize)> {
         // In error, only the responder's last NAK still goes out.
         if let Some(out) = self.resp.transmit(ctx, &self.cfg, payload) {
             self.counters.packets_tx += 1;
             return Some(out);
+        }
+        if !requests {
+            return None;
         }
         match self
             .req
@@ -267,6 +307,12 @@ impl QueuePair {
                 None
             }
         }
+    }
+
+    /// Whether a request packet would go now if the pacer allowed it (one is queued, the
+    /// window has room, no RNR wait).
+    pub fn wants_to_send(&self, now: Nanos) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd) && self.req.ready(now, &self.cfg)
     }
 
     /// When [`QueuePair::handle_timeout`] next has work.

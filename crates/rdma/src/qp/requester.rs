@@ -6,15 +6,14 @@
 
 use std::collections::VecDeque;
 
+use super::packetize::request_packet;
 use super::wr::{PostError, SendOp, SendWr};
 use super::{Ctx, Memory, Nanos, QpConfig, QpCounters};
 use crate::verbs::{Access, WcOpcode, WcStatus, WorkCompletion};
-use crate::wire::{ImmDt, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
+use crate::wire::{NakCode, Opcode, Psn, RoceRepr, Syndrome};
 
 /// Longest message (IBA: 2^31 bytes).
 const MAX_MESSAGE: u32 = 1 << 31;
-/// Ask for an ACK at least every this many packets of a long message.
-const ACK_EVERY: u32 = 16;
 
 #[derive(Debug)]
 struct Entry {
@@ -61,6 +60,9 @@ pub(super) struct Requester {
     rnr_left: u8,
     deadline: Option<Nanos>,
     rnr_until: Option<Nanos>,
+    /// SQD (IBA 10.3.1): request packets from this PSN on wait, the first PSN of the first
+    /// work request not started when the QP was drained.
+    drain_at: Option<Psn>,
 }
 
 impl Requester {
@@ -75,6 +77,7 @@ impl Requester {
             rnr_left: cfg.rnr_retry,
             deadline: None,
             rnr_until: None,
+            drain_at: None,
         }
     }
 
@@ -126,13 +129,15 @@ impl Requester {
             }
             let k = if e.is_read() { e.got / cfg.mtu } else { e.sent };
             let psn = e.first + k;
-            if psn.diff(self.una) as u32 >= cfg.max_inflight {
+            if psn.diff(self.una) as u32 >= cfg.max_inflight
+                || self.drain_at.is_some_and(|d| !psn.lt(d))
+            {
                 return Ok(None);
             }
             if psn.lt(self.sent_end) {
                 counters.retransmits += 1;
             }
-            let (mut repr, n) = packet(e, k, psn, cfg, ctx, payload)?;
+            let (mut repr, n) = request_packet(&e.wr, e.npkts, k, psn, cfg, ctx, payload)?;
             e.sent += 1;
             let end = if e.is_read() { e.end() } else { psn + 1 };
             self.sent_end = max_psn(self.sent_end, end);
@@ -150,6 +155,12 @@ impl Requester {
         Ok(None)
     }
 
+    /// Whether a request packet may go at `now` (no RNR wait, one is queued, the window has
+    /// room).
+    pub(super) fn ready(&self, now: Nanos, cfg: &QpConfig) -> bool {
+        self.rnr_until.is_none_or(|t| now >= t) && self.can_send_more(cfg)
+    }
+
     /// Whether another request packet may go now (one is queued and the window has room).
     fn can_send_more(&self, cfg: &QpConfig) -> bool {
         let Some(e) = self
@@ -161,7 +172,37 @@ impl Requester {
             return false;
         };
         let k = if e.is_read() { e.got / cfg.mtu } else { e.sent };
-        ((e.first + k).diff(self.una) as u32) < cfg.max_inflight
+        let psn = e.first + k;
+        (psn.diff(self.una) as u32) < cfg.max_inflight && !self.draining(psn)
+    }
+
+    /// Whether `psn` belongs to a work request SQD holds back.
+    fn draining(&self, psn: Psn) -> bool {
+        self.drain_at.is_some_and(|d| !psn.lt(d))
+    }
+
+    /// RTS -> SQD: the work requests already started finish (retransmissions included);
+    /// none after them starts until [`Requester::resume`].
+    pub(super) fn drain(&mut self) {
+        // A request is started once one of its packets went: the one holding the last PSN
+        // sent finishes, and the boundary is its end.
+        let last_sent = self.sent_end + 0xFF_FFFF;
+        let boundary = self
+            .sq
+            .iter()
+            .find(|e| e.contains(last_sent))
+            .map_or(self.sent_end, Entry::end);
+        self.drain_at = Some(boundary);
+    }
+
+    /// SQD -> RTS: everything queued may go again.
+    pub(super) fn resume(&mut self) {
+        self.drain_at = None;
+    }
+
+    /// Whether SQD's drain is over: nothing it let go is still unacknowledged.
+    pub(super) fn drained(&self) -> bool {
+        self.drain_at.is_some_and(|d| !self.una.lt(d))
     }
 
     /// An ACK, NAK or READ response. True if the QP fails.
@@ -495,98 +536,4 @@ fn rnr_nanos(code: u8) -> Nanos {
         163_840, 245_760, 327_680, 491_520,
     ];
     US[usize::from(code & 0x1f)] * 1000
-}
-
-/// Packet `k` of entry `e` (PSN `psn`): headers, and its payload read into `payload`.
-fn packet<M: Memory>(
-    e: &Entry,
-    k: u32,
-    psn: Psn,
-    cfg: &QpConfig,
-    ctx: &mut Ctx<'_, M>,
-    payload: &mut [u8],
-) -> Result<(RoceRepr, usize), WcStatus> {
-    let total = e.wr.sge.len;
-    let mut bth = super::bth(Opcode::SendOnly, cfg.dest_qpn, psn);
-    if let SendOp::Read { remote } = e.wr.op {
-        // The request for what has not come yet.
-        let got = k * cfg.mtu;
-        bth.opcode = Opcode::ReadRequest;
-        bth.ack_req = true;
-        let reth = RethRepr {
-            va: remote.addr + u64::from(got),
-            rkey: remote.rkey.0,
-            dma_len: total - got.min(total),
-        };
-        return Ok((
-            RoceRepr {
-                bth,
-                reth: Some(reth),
-                aeth: None,
-                immdt: None,
-            },
-            0,
-        ));
-    }
-    let off = k * cfg.mtu;
-    let len = (total - off).min(cfg.mtu);
-    let (first, last) = (k == 0, k + 1 == e.npkts);
-    let imm = match e.wr.op {
-        SendOp::Send { imm } | SendOp::Write { imm, .. } => imm,
-        SendOp::Read { .. } => None,
-    };
-    use Opcode::*;
-    bth.opcode = match (e.wr.op, first, last, imm.is_some()) {
-        (SendOp::Send { .. }, true, true, false) => SendOnly,
-        (SendOp::Send { .. }, true, true, true) => SendOnlyImm,
-        (SendOp::Send { .. }, true, false, _) => SendFirst,
-        (SendOp::Send { .. }, false, false, _) => SendMiddle,
-        (SendOp::Send { .. }, false, true, false) => SendLast,
-        (SendOp::Send { .. }, false, true, true) => SendLastImm,
-        (_, true, true, false) => WriteOnly,
-        (_, true, true, true) => WriteOnlyImm,
-        (_, true, false, _) => WriteFirst,
-        (_, false, false, _) => WriteMiddle,
-        (_, false, true, false) => WriteLast,
-        (_, false, true, true) => WriteLastImm,
-    };
-    bth.solicited = last && e.wr.solicited;
-    bth.ack_req = last || (k + 1).is_multiple_of(ACK_EVERY);
-    let reth = match e.wr.op {
-        SendOp::Write { remote, .. } if first => Some(RethRepr {
-            va: remote.addr,
-            rkey: remote.rkey.0,
-            dma_len: total,
-        }),
-        _ => None,
-    };
-    let immdt = imm.filter(|_| last).map(ImmDt);
-    let sge = e.wr.sge;
-    let out = payload
-        .get_mut(..len as usize)
-        .ok_or(WcStatus::GeneralErr)?;
-    if len > 0 {
-        let at = ctx
-            .mrs
-            .check(
-                sge.lkey,
-                cfg.pd,
-                sge.addr + u64::from(off),
-                u64::from(len),
-                Access::empty(),
-            )
-            .map_err(|_| WcStatus::LocProtErr)?;
-        if !ctx.mem.read(at.backing, at.offset, out) {
-            return Err(WcStatus::LocProtErr);
-        }
-    }
-    Ok((
-        RoceRepr {
-            bth,
-            reth,
-            aeth: None,
-            immdt,
-        },
-        len as usize,
-    ))
 }

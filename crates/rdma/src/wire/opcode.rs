@@ -1,5 +1,6 @@
 //! The reliable-connected (RC) BTH opcodes and the extension headers each one carries
-//! (the OpCode table of IBA vol. 1, chapter 9; RC is transport 000, opcodes 0x00-0x1F).
+//! (the OpCode table of IBA vol. 1, chapter 9; RC is transport 000, opcodes 0x00-0x1F),
+//! and RoCEv2's congestion notification packet (CNP, 0x81: annex A17.9.3).
 
 /// An RC opcode this transport implements (IBA numbering; the atomic and invalidate
 /// opcodes, 0x12-0x17, are not supported and parse as an error).
@@ -41,6 +42,9 @@ pub enum Opcode {
     ReadResponseOnly = 0x10,
     /// ACKNOWLEDGE (0x11).
     Acknowledge = 0x11,
+    /// Congestion Notification Packet (0x81, RoCEv2 annex A17.9.3): BECN set, 16 reserved
+    /// bytes after the BTH; not an RC opcode, so not in [`Opcode::ALL`].
+    Cnp = 0x81,
 }
 
 /// Which extension headers follow the BTH, in wire order (RETH, AETH, ImmDt), and whether a
@@ -55,13 +59,18 @@ pub struct ExtHeaders {
     pub immdt: bool,
     /// Whether the packet carries a payload.
     pub payload: bool,
+    /// 16 reserved bytes (a CNP's), sent as zero and ignored on receive.
+    pub reserved16: bool,
 }
 
 impl ExtHeaders {
     /// The total length of the extension headers.
     #[inline]
     pub const fn len(self) -> usize {
-        16 * self.reth as usize + 4 * self.aeth as usize + 4 * self.immdt as usize
+        16 * self.reth as usize
+            + 4 * self.aeth as usize
+            + 4 * self.immdt as usize
+            + 16 * self.reserved16 as usize
     }
 
     /// Whether there is no extension header.
@@ -77,11 +86,12 @@ const fn ext(reth: bool, aeth: bool, immdt: bool, payload: bool) -> ExtHeaders {
         aeth,
         immdt,
         payload,
+        reserved16: false,
     }
 }
 
 impl Opcode {
-    /// Every opcode, in numbering order.
+    /// Every RC opcode, in numbering order (the CNP is apart).
     pub const ALL: [Opcode; 18] = [
         Opcode::SendFirst,
         Opcode::SendMiddle,
@@ -103,10 +113,12 @@ impl Opcode {
         Opcode::Acknowledge,
     ];
 
-    /// The opcode byte `b`, if it is an RC opcode this transport implements.
+    /// The opcode byte `b`, if it is an RC opcode this transport implements or the CNP.
     #[inline]
     pub const fn from_u8(b: u8) -> Option<Opcode> {
-        if (b as usize) < Self::ALL.len() {
+        if b == Opcode::Cnp as u8 {
+            Some(Opcode::Cnp)
+        } else if (b as usize) < Self::ALL.len() {
             Some(Self::ALL[b as usize])
         } else {
             None
@@ -136,13 +148,23 @@ impl Opcode {
             }
             ReadResponseMiddle => ext(false, false, false, true),
             Acknowledge => ext(false, true, false, false),
+            Cnp => ExtHeaders {
+                reserved16: true,
+                ..ext(false, false, false, false)
+            },
         }
     }
 
     /// Whether the responder sends this one (READ responses and ACKNOWLEDGE), not the requester.
     #[inline]
     pub const fn is_response(self) -> bool {
-        (self as u8) >= Opcode::ReadResponseFirst as u8
+        (self as u8) >= Opcode::ReadResponseFirst as u8 && (self as u8) <= Opcode::Acknowledge as u8
+    }
+
+    /// Whether this is the congestion notification packet.
+    #[inline]
+    pub const fn is_cnp(self) -> bool {
+        matches!(self, Opcode::Cnp)
     }
 }
 
@@ -156,9 +178,11 @@ mod tests {
             assert_eq!(op.to_u8() as usize, i);
             assert_eq!(Opcode::from_u8(i as u8), Some(*op));
         }
-        for b in 0x12..=0xFF {
+        for b in (0x12..=0xFF).filter(|&b| b != 0x81) {
             assert_eq!(Opcode::from_u8(b), None, "{b:#x}");
         }
+        assert_eq!(Opcode::from_u8(0x81), Some(Opcode::Cnp));
+        assert_eq!(Opcode::Cnp.to_u8(), 0x81);
     }
 
     #[test]
@@ -182,5 +206,8 @@ mod tests {
             ]
         );
         assert!(Opcode::Acknowledge.is_response() && !Opcode::ReadRequest.is_response());
+        // A17.9.3: the CNP carries 16 reserved bytes and no payload; it is no response.
+        assert_eq!(Opcode::Cnp.headers().len(), 16);
+        assert!(!Opcode::Cnp.headers().payload && !Opcode::Cnp.is_response());
     }
 }

@@ -32,6 +32,28 @@ pub const fn pad_for(payload_len: usize) -> u8 {
 }
 
 impl RoceRepr {
+    /// A congestion notification packet to `dest_qp` (RoCEv2 annex A17.9.3: BECN set, PSN,
+    /// flags and pad zero, the default partition; the 16 reserved bytes come from emit).
+    pub fn cnp(dest_qp: u32) -> RoceRepr {
+        RoceRepr {
+            bth: BthRepr {
+                opcode: super::Opcode::Cnp,
+                solicited: false,
+                migreq: false,
+                pad_count: 0,
+                pkey: bth::DEFAULT_PKEY,
+                fecn: false,
+                becn: true,
+                dest_qp,
+                ack_req: false,
+                psn: super::Psn::new(0),
+            },
+            reth: None,
+            aeth: None,
+            immdt: None,
+        }
+    }
+
     /// Parses a UDP payload; returns the headers and the payload without its pad.
     pub fn parse(udp_payload: &[u8]) -> Result<(RoceRepr, &[u8]), RoceError> {
         let bth = BthRepr::parse(udp_payload)?;
@@ -49,6 +71,10 @@ impl RoceRepr {
             at += len;
             h
         };
+        if ext.reserved16 {
+            // A CNP's reserved bytes: ignored on receive (A17.9.3).
+            next(16);
+        }
         let reth = if ext.reth {
             Some(RethRepr::parse(next(reth::HEADER_LEN))?)
         } else {
@@ -127,6 +153,11 @@ impl RoceRepr {
             ..self.bth
         };
         let mut at = bth.emit(out)?;
+        if ext.reserved16 {
+            // A CNP's reserved bytes, sent as zero (A17.9.3).
+            out.get_mut(at..at + 16).unwrap_or_default().fill(0);
+            at += 16;
+        }
         if let Some(r) = &self.reth {
             at += r.emit(out.get_mut(at..).unwrap_or_default())?;
         }
@@ -255,6 +286,33 @@ mod tests {
             RoceRepr::parse(&bad),
             Err(RoceError::PadCount { pad: 3, payload: 2 })
         );
+    }
+
+    #[test]
+    fn cnp_is_bth_16_reserved_bytes_and_icrc() {
+        // The layout of A17.9.3 (and of a ConnectX CNP: 81 00 ff ff 40 <qpn> 00 00 00 00).
+        let c = RoceRepr::cnp(0xd2);
+        let mut b = [0xAAu8; 40];
+        assert_eq!(c.emit(&mut b, b""), Ok(32));
+        assert_eq!(
+            &b[..12],
+            &[0x81, 0, 0xff, 0xff, 0x40, 0, 0, 0xd2, 0, 0, 0, 0]
+        );
+        assert!(b[12..32].iter().all(|&x| x == 0), "reserved and ICRC zero");
+        let (back, payload) = RoceRepr::parse(&b[..32]).expect("a CNP parses");
+        assert_eq!((back, payload), (c, &[][..]));
+        assert!(back.bth.becn);
+        // Reserved bytes are ignored on receive; a payload after them is not a CNP.
+        b[13] = 0x55;
+        assert_eq!(RoceRepr::parse(&b[..32]).map(|r| r.0), Ok(c));
+        assert_eq!(
+            RoceRepr::parse(&b[..36]),
+            Err(RoceError::UnexpectedPayload(Opcode::Cnp))
+        );
+        assert!(matches!(
+            RoceRepr::parse(&b[..31]),
+            Err(RoceError::Truncated { need: 32, .. })
+        ));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Frames the integration tests share: one per RC opcode with distinctive field values.
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod host;
+
 use sluice_rdma::wire::frame::{entropy_src_port, RoceFrameRepr};
 use sluice_rdma::wire::{
     AethRepr, BthRepr, ImmDt, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome,

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod verbs;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -72,6 +73,8 @@ pub struct Net {
 /// The plain core at the other end of the pair.
 pub struct Peer {
     pub stack: Stack,
+    /// Its RDMA transport beside the core (RoCEv2 frames go there).
+    pub rdma: verbs::PeerRdma,
     dev: PairEnd,
     start: std::time::Instant,
 }
@@ -85,10 +88,20 @@ impl Peer {
     /// more frames.
     pub fn pump(&mut self) {
         let now = self.now();
-        while pump::receive(&mut self.stack, &mut self.dev, now).unwrap_or(0) > 0 {}
+        while pump::receive_classified(&mut self.stack, Some(&mut self.rdma), &mut self.dev, now)
+            .unwrap_or(0)
+            > 0
+        {}
         pump::run_due_timers(&mut self.stack, now);
+        pump::run_due_transport_timers(&mut self.rdma, now);
         let _ = pump::transmit(&mut self.stack, &mut self.dev, now);
+        let _ = pump::transmit_transport(&mut self.rdma, &mut self.dev, now);
         let _ = self.dev.wait(Some(Duration::from_micros(200)));
+    }
+
+    /// Its clock (the RDMA transport's time).
+    pub fn clock(&self) -> Instant {
+        self.now()
     }
 
     /// Starts an active open to the engine.
@@ -179,6 +192,7 @@ impl Net {
             counters,
             peer: Peer {
                 stack,
+                rdma: verbs::PeerRdma::new(macs[1], PEER_IP),
                 dev: b,
                 start: std::time::Instant::now(),
             },

@@ -2,6 +2,7 @@
 //! answer.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use sluice_wire::arp::{ArpOperation, ArpRepr};
 use sluice_wire::ethernet::{EtherType, EthernetRepr};
@@ -9,6 +10,7 @@ use sluice_wire::EthernetAddress;
 
 use super::state::TcpState;
 use crate::host::Stack;
+use crate::time::Instant;
 
 impl Stack {
     pub(crate) fn handle_arp(&mut self, arp: &ArpRepr) {
@@ -63,6 +65,37 @@ impl Stack {
             self.counters.control_queue_full += 1;
         }
         ok
+    }
+
+    /// Asks for `ip`'s MAC on behalf of another transport, at most once a second per
+    /// target (RFC 1122 2.3.2.1: SHOULD NOT flood ARP requests, one per second at most);
+    /// whether a request went out.
+    pub(crate) fn request_neighbor(&mut self, ip: Ipv4Addr, now: Instant) -> bool {
+        const INTERVAL: Duration = Duration::from_secs(1);
+        if let Some(e) = self.arp_asked.iter().find(|e| e.0 == ip) {
+            if now.saturating_since(e.1) < INTERVAL {
+                return false;
+            }
+        }
+        // The entry for this target, else the oldest.
+        let i = self
+            .arp_asked
+            .iter()
+            .position(|e| e.0 == ip)
+            .or_else(|| {
+                (0..self.arp_asked.len()).min_by_key(|&i| {
+                    let (target, at) = self.arp_asked[i];
+                    (!target.is_unspecified(), at)
+                })
+            })
+            .unwrap_or(0);
+        let before = self.counters.arp_requests;
+        self.send_arp_request(ip);
+        let sent = self.counters.arp_requests != before;
+        if sent {
+            self.arp_asked[i] = (ip, now);
+        }
+        sent
     }
 
     pub(crate) fn send_arp_request(&mut self, ip: Ipv4Addr) {

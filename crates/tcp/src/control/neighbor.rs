@@ -7,6 +7,9 @@ use sluice_wire::EthernetAddress;
 
 use crate::time::Instant;
 
+/// Targets whose latest ARP request for another transport is remembered, for the rate limit.
+pub(crate) const ARP_ASKED: usize = 8;
+
 /// IPv4 → MAC mappings learned from ARP and from peers that open connections to us.
 pub(crate) struct NeighborCache {
     entries: HashMap<Ipv4Addr, (EthernetAddress, Instant), ahash::RandomState>,

@@ -8,132 +8,22 @@
 //! work is posted, `poll_transmit` until it returns None; `handle_timeout` at the deadline.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::net::Ipv4Addr;
 
 use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
-use sluice_wire::EthernetAddress;
 
-use crate::qp::{Cqs, Ctx, Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
+use crate::cc::QpCongestion;
+use crate::qp::{Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
 use crate::verbs::{
-    check_modify, AttrMask, CompletionQueue, Key, ModifyError, MrTable, PdId, QpState, Region,
-    RegisterError, WorkCompletion,
+    check_modify, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState, Region, WorkCompletion,
 };
 use crate::wire::frame::{entropy_src_port, RoceFrameRepr};
-use crate::wire::{Psn, RoceError};
+use crate::wire::{Psn, RoceError, RoceRepr};
 
-/// The stack's limits and addresses.
-#[derive(Clone, Copy, Debug)]
-pub struct StackConfig {
-    /// Our MAC.
-    pub mac: EthernetAddress,
-    /// Our IPv4 address (the GID is its IPv4-mapped form).
-    pub ip: Ipv4Addr,
-    /// Queue pairs at most.
-    pub max_qps: usize,
-    /// Completion queues at most.
-    pub max_cqs: usize,
-    /// Memory regions at most.
-    pub max_mrs: usize,
-    /// Entries a completion queue may have at most.
-    pub max_cqe: usize,
-    /// Work requests a queue may hold at most.
-    pub max_wr: usize,
-    /// Packets a QP keeps unacknowledged.
-    pub max_inflight: u32,
-}
-
-/// A peer's address (`ibv_ah_attr` for RoCEv2: the GID as an IPv4 address, and the next
-/// hop's MAC, which the engine's ARP provides).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerAddr {
-    /// The peer's IPv4 address.
-    pub ip: Ipv4Addr,
-    /// Its next hop's MAC.
-    pub mac: EthernetAddress,
-}
-
-/// The attributes of a modify (`struct ibv_qp_attr`, the fields RC uses); which are given is
-/// the mask's business.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct QpAttr {
-    /// cur_qp_state (with AttrMask::CUR_STATE).
-    pub cur_state: Option<QpState>,
-    /// qp_access_flags.
-    pub access: u32,
-    /// path_mtu as IBV_MTU_* (1: 256 .. 5: 4096).
-    pub path_mtu: u8,
-    /// dest_qp_num.
-    pub dest_qpn: u32,
-    /// rq_psn.
-    pub rq_psn: u32,
-    /// sq_psn.
-    pub sq_psn: u32,
-    /// timeout (4.096 us x 2^timeout; 0: infinite, taken as the largest).
-    pub timeout: u8,
-    /// retry_cnt.
-    pub retry_cnt: u8,
-    /// rnr_retry.
-    pub rnr_retry: u8,
-    /// min_rnr_timer.
-    pub min_rnr_timer: u8,
-    /// The peer (ah_attr).
-    pub peer: Option<PeerAddr>,
-}
-
-/// Why a verbs call was refused (nothing changed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VerbsError {
-    /// No such completion queue.
-    NoSuchCq,
-    /// No such queue pair.
-    NoSuchQp,
-    /// A configured limit was reached.
-    Limit,
-    /// A value out of range (CQ or queue size, MTU, timeout, PSN, QP number).
-    InvalidValue(&'static str),
-    /// The transition or its attributes (ibv_modify_qp: EINVAL).
-    Modify(ModifyError),
-    /// The completion queue is still used by a queue pair.
-    Busy,
-    /// A memory region was refused.
-    Register(RegisterError),
-    /// A work request was refused.
-    Post(PostError),
-}
-
-impl fmt::Display for VerbsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VerbsError::NoSuchCq => f.write_str("no such completion queue"),
-            VerbsError::NoSuchQp => f.write_str("no such queue pair"),
-            VerbsError::Limit => f.write_str("verbs object limit reached"),
-            VerbsError::InvalidValue(what) => write!(f, "invalid {what}"),
-            VerbsError::Modify(e) => write!(f, "modify QP: {e}"),
-            VerbsError::Busy => f.write_str("completion queue in use"),
-            VerbsError::Register(e) => write!(f, "register memory: {e}"),
-            VerbsError::Post(e) => write!(f, "post: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for VerbsError {}
-
-/// The stack's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackCounters {
-    /// RoCEv2 frames received and handed to a QP.
-    pub frames_rx: u64,
-    /// Frames sent.
-    pub frames_tx: u64,
-    /// Frames refused as malformed or with a bad ICRC.
-    pub malformed: u64,
-    /// Frames for a QP that does not exist or is not ready to receive.
-    pub no_qp: u64,
-    /// Frames whose source is not the QP's peer.
-    pub wrong_peer: u64,
-}
+mod config;
+mod ctx;
+pub use config::{PeerAddr, QpAttr, StackConfig, StackCounters, VerbsError};
+use ctx::qp_ctx;
 
 struct QpSlot {
     pd: PdId,
@@ -144,6 +34,10 @@ struct QpSlot {
     state: QpState,
     attr: QpAttr,
     qp: Option<QueuePair>,
+    /// Its congestion control: CNPs due, the reaction point's rate, the pacer.
+    cc: QpCongestion,
+    /// A request packet waits for the pacer until then (poll_timeout's share of it).
+    pace_wait: Option<Nanos>,
 }
 
 /// The RDMA transport of one address.
@@ -303,6 +197,8 @@ impl RdmaStack {
                 state: QpState::Reset,
                 attr: QpAttr::default(),
                 qp: None,
+                cc: QpCongestion::new(self.cfg.line_rate_bps, self.cfg.dcqcn),
+                pace_wait: None,
             },
         );
         self.order.push(qpn);
@@ -321,6 +217,18 @@ impl RdmaStack {
         self.qps.remove(&qpn);
         self.order.retain(|&q| q != qpn);
         Ok(())
+    }
+
+    /// Whether a QP in SQD has drained (IBV_EVENT_SQ_DRAINED's condition: every work
+    /// request started before the drain is acknowledged); None if there is no such QP.
+    pub fn sq_drained(&self, qpn: u32) -> Option<bool> {
+        Some(
+            self.qps
+                .get(&qpn)?
+                .qp
+                .as_ref()
+                .is_some_and(QueuePair::is_drained),
+        )
     }
 
     /// A QP's state (ibv_query_qp).
@@ -433,6 +341,16 @@ impl RdmaStack {
                     );
                 }
             }
+            (QpState::Rts, QpState::Sqd) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.drain();
+                }
+            }
+            (QpState::Sqd, QpState::Rts) => {
+                if let Some(qp) = slot.qp.as_mut() {
+                    qp.resume();
+                }
+            }
             (_, QpState::Error) | (_, QpState::Reset) => {
                 let (send_cq, recv_cq) = (slot.send_cq, slot.recv_cq);
                 if let Some(mut qp) = slot.qp.take() {
@@ -447,6 +365,8 @@ impl RdmaStack {
                 }
                 if next == QpState::Reset {
                     slot.attr = QpAttr::default();
+                    slot.cc = QpCongestion::new(self.cfg.line_rate_bps, self.cfg.dcqcn);
+                    slot.pace_wait = None;
                 }
             }
             _ => {}
@@ -501,6 +421,18 @@ impl RdmaStack {
             self.counters.no_qp += 1;
             return;
         };
+        if repr.roce.bth.opcode.is_cnp() {
+            // Reaction point: a CNP from the peer cuts this QP's rate (DCQCN).
+            self.counters.cnp_rx += 1;
+            slot.cc.on_cnp(now);
+            return;
+        }
+        if repr.ip.ecn == Ecn::Ce {
+            // Notification point (RoCEv2 annex A17.9): congestion on the way to us; the
+            // peer hears of it by a CNP, at most one per interval.
+            self.counters.ce_rx += 1;
+            slot.cc.on_ce(now, self.cfg.cnp_interval);
+        }
         let Some(mut ctx) = qp_ctx(
             &self.mrs,
             &mut self.cqs,
@@ -515,7 +447,8 @@ impl RdmaStack {
         qp.handle_packet(&mut ctx, &repr.roce, payload);
     }
 
-    /// The next frame to send, written to `buf`; its length. QPs take turns.
+    /// The next frame to send, written to `buf`; its length. QPs take turns; a QP's due
+    /// CNP goes first, then its responses, then its requests as its pacer allows.
     pub fn poll_transmit<M: Memory>(
         &mut self,
         now: Nanos,
@@ -532,18 +465,28 @@ impl RdmaStack {
             let (Some(qp), Some(peer)) = (slot.qp.as_mut(), slot.attr.peer) else {
                 continue;
             };
-            let Some(mut ctx) = qp_ctx(
-                &self.mrs,
-                &mut self.cqs,
-                slot.send_cq,
-                slot.recv_cq,
-                mem,
-                now,
-            ) else {
-                continue;
-            };
-            let Some((roce, len)) = qp.poll_transmit(&mut ctx, &mut self.payload) else {
-                continue;
+            let cnp = slot.cc.take_cnp();
+            let (roce, len) = if cnp {
+                (RoceRepr::cnp(slot.attr.dest_qpn), 0)
+            } else {
+                let Some(mut ctx) = qp_ctx(
+                    &self.mrs,
+                    &mut self.cqs,
+                    slot.send_cq,
+                    slot.recv_cq,
+                    mem,
+                    now,
+                ) else {
+                    continue;
+                };
+                let may = slot.cc.may_send(now);
+                let Some(out) = qp.poll_transmit_paced(&mut ctx, &mut self.payload, may) else {
+                    if !may && qp.wants_to_send(now) {
+                        slot.pace_wait = Some(slot.cc.next_send());
+                    }
+                    continue;
+                };
+                out
             };
             let frame = RoceFrameRepr {
                 eth: EthernetRepr {
@@ -559,8 +502,9 @@ impl RdmaStack {
                     payload_len: 0,
                     ttl: 64,
                     dscp: 0,
-                    // ECT(0): a switch may mark CE (the congestion signal, issue 16 item 1).
-                    ecn: Ecn::Ect0,
+                    // Data goes ECT(0): a switch may mark CE (the congestion signal). A CNP
+                    // goes Not-ECT, so that the notification itself is never marked.
+                    ecn: if cnp { Ecn::NotEct } else { Ecn::Ect0 },
                     ident: 0,
                     dont_fragment: true,
                     more_fragments: false,
@@ -573,6 +517,12 @@ impl RdmaStack {
             return match frame.emit(buf, &self.payload[..len]) {
                 Ok(written) => {
                     self.counters.frames_tx += 1;
+                    if cnp {
+                        self.counters.cnp_tx += 1;
+                    } else if !roce.bth.opcode.is_response() {
+                        slot.cc.on_sent(now, written);
+                        slot.pace_wait = None;
+                    }
                     Some(written)
                 }
                 Err(_) => None,
@@ -581,17 +531,32 @@ impl RdmaStack {
         None
     }
 
-    /// The earliest deadline of any QP.
+    /// A QP's current rate in bit/s (DCQCN's Rc); None if there is no such QP or pacing is
+    /// off.
+    pub fn qp_rate_bps(&self, qpn: u32) -> Option<u64> {
+        self.qps.get(&qpn)?.cc.rate_bps()
+    }
+
+    /// The earliest deadline of any QP: its transport timers, its reaction point's timers
+    /// and the pacing time of a request packet that waits.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         self.qps
             .values()
-            .filter_map(|s| s.qp.as_ref()?.poll_timeout())
+            .flat_map(|s| {
+                let transport = s.qp.as_ref().and_then(QueuePair::poll_timeout);
+                [transport, s.cc.deadline(), s.pace_wait]
+            })
+            .flatten()
             .min()
     }
 
     /// Runs every QP's timers due by `now`.
     pub fn handle_timeout<M: Memory>(&mut self, now: Nanos, mem: &mut M) {
         for slot in self.qps.values_mut() {
+            slot.cc.on_timeout(now);
+            if slot.pace_wait.is_some_and(|t| t <= now) {
+                slot.pace_wait = None;
+            }
             let Some(qp) = slot.qp.as_mut() else { continue };
             if qp.poll_timeout().is_none_or(|t| t > now) {
                 continue;
@@ -609,44 +574,4 @@ impl RdmaStack {
             qp.handle_timeout(&mut ctx);
         }
     }
-}
-
-/// A QP's context for one call: the regions, its two completion queues (which may be
-/// one), the memory and the time; None if a queue is gone.
-fn qp_ctx<'a, M: Memory>(
-    mrs: &'a MrTable,
-    cqs: &'a mut [Option<CompletionQueue>],
-    send: u32,
-    recv: u32,
-    mem: &'a mut M,
-    now: Nanos,
-) -> Option<Ctx<'a, M>> {
-    Some(Ctx {
-        mrs,
-        mem,
-        cqs: cq_pair(cqs, send, recv)?,
-        now,
-    })
-}
-
-/// The two completion queues of a QP, which may be one.
-fn cq_pair(cqs: &mut [Option<CompletionQueue>], send: u32, recv: u32) -> Option<Cqs<'_>> {
-    let (s, r) = (send as usize, recv as usize);
-    if s == r {
-        return cqs.get_mut(s)?.as_mut().map(Cqs::Same);
-    }
-    let (lo, hi) = (s.min(r), s.max(r));
-    let (a, b) = cqs.split_at_mut(hi);
-    let (lo_q, hi_q) = (a.get_mut(lo)?.as_mut()?, b.first_mut()?.as_mut()?);
-    Some(if s < r {
-        Cqs::Split {
-            send: lo_q,
-            recv: hi_q,
-        }
-    } else {
-        Cqs::Split {
-            send: hi_q,
-            recv: lo_q,
-        }
-    })
 }

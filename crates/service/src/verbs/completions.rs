@@ -1,0 +1,112 @@
+//! Completions from the transport to the applications' completion queues (docs/verbs.md
+//! "Completions", "Completion events"): while a CQ's verbs queue has room, its
+//! completions are encoded there; an armed queue that gets a matching one is disarmed and
+//! its completion channel signalled.
+
+use std::sync::atomic::{fence, Ordering};
+
+use sluice_rdma::verbs::{WcStatus, WorkCompletion};
+use sluice_shm::verbs::wqe::wc_flags;
+use sluice_shm::verbs::Cqe;
+
+use super::objects::CqRec;
+use super::Verbs;
+use crate::counters::Counters;
+
+/// The arm word's values (ibv_req_notify_cq): the next completion, or the next solicited.
+const ARM_NEXT: u32 = 1;
+const ARM_SOLICITED: u32 = 2;
+
+fn cqe_of(wc: &WorkCompletion) -> Cqe {
+    Cqe {
+        wr_id: wc.wr_id,
+        status: wc.status as u32 as u8,
+        opcode: wc.opcode as u32 as u8,
+        flags: if wc.imm.is_some() {
+            wc_flags::WITH_IMM
+        } else {
+            0
+        },
+        byte_len: wc.byte_len,
+        // Back to network order, as the application posted it.
+        imm: wc.imm.unwrap_or(0).to_be(),
+        qp_num: wc.qp_num,
+        src_qp: wc.src_qp,
+    }
+}
+
+/// Places what the transport completed into the applications' completion queues; calls
+/// `placed(app)` for each application that got completions (its sleepers are woken).
+pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl FnMut(u32)) {
+    // The scratch list is kept between iterations: no allocation once warm.
+    let mut wcs = std::mem::take(&mut v.wcs);
+    for (&app, a) in v.apps.iter_mut() {
+        let mut any = false;
+        for (&cq, rec) in a.cqs.iter_mut() {
+            if rec.dead {
+                continue;
+            }
+            let Ok(room) = rec.producer.free() else {
+                // The application wrote a head out of bounds: the queue is not served
+                // any more (it harms only that application).
+                counters.corrupt_queues += 1;
+                rec.dead = true;
+                continue;
+            };
+            if room == 0 {
+                continue;
+            }
+            wcs.clear();
+            let _ = v.rdma.stack.poll_cq(cq, room as usize, &mut wcs);
+            let mut n = 0;
+            let mut fire = false;
+            for wc in &wcs {
+                let solicited = wc.solicited || wc.status != WcStatus::Success;
+                fire |= push(rec, &cqe_of(wc), solicited);
+                n += 1;
+            }
+            // Then the service's own (bad or flushed entries), as room allows.
+            while n < room {
+                let Some(c) = rec.made.pop_front() else { break };
+                fire |= push(rec, &c, true);
+                n += 1;
+            }
+            if n > 0 {
+                any = true;
+                counters.verbs_completions += n;
+            }
+            if fire {
+                if let Some(fd) = &rec.eventfd {
+                    fd.signal();
+                    counters.verbs_events += 1;
+                }
+            }
+        }
+        if any {
+            placed(app);
+        }
+    }
+    wcs.clear();
+    v.wcs = wcs;
+}
+
+/// Pushes one completion; whether it fires the armed notification (which it disarms).
+fn push(rec: &mut CqRec, cqe: &Cqe, solicited: bool) -> bool {
+    // Room was checked: this cannot fail short of a corrupt head, counted by the caller.
+    let _ = rec.producer.push(&cqe.encode());
+    if rec.eventfd.is_none() {
+        return false;
+    }
+    let Some(arm) = rec.region.verbs_arm(rec.queue) else {
+        return false;
+    };
+    // Pairs with the application's fence between arming and checking the queue once
+    // more: either it sees this completion, or this sees its arm.
+    fence(Ordering::SeqCst);
+    let armed = arm.load(Ordering::Acquire);
+    let matches = armed == ARM_NEXT || (armed == ARM_SOLICITED && solicited);
+    matches
+        && arm
+            .compare_exchange(armed, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+}

@@ -1,0 +1,420 @@
+//! The control-path verbs (docs/verbs.md "Control path"): every request checked against
+//! what the application owns (ENOENT otherwise), answered with a [`VerbsReply`].
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use sluice_rdma::stack::{PeerAddr, QpAttr, VerbsError};
+use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region as MrRegion, RegisterError};
+use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest, MAX_INLINE};
+use sluice_shm::{Consumer, EventFd, MappedFile, Producer, Region, ShmError};
+use sluice_tcp::{Instant, Stack};
+
+use super::memory::Backing;
+use super::objects::{CqRec, QpRec, VerbsApp};
+use super::work;
+use super::Verbs;
+use crate::counters::Counters;
+
+type Reply = Result<VerbsReply, Errno>;
+
+/// Answers `req` from the application at `app` (whose region is `region`), with the
+/// descriptors that came with it. Refusals are counted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn request(
+    v: &mut Verbs,
+    app: u32,
+    region: &Arc<Region>,
+    req: VerbsRequest,
+    fds: Vec<OwnedFd>,
+    stack: &mut Stack,
+    now: Instant,
+    counters: &mut Counters,
+) -> VerbsReply {
+    counters.verbs_requests += 1;
+    let a = v
+        .apps
+        .entry(app)
+        .or_insert_with(|| VerbsApp::new(region.clone()));
+    let r = match req {
+        VerbsRequest::QueryDevice => Ok(VerbsReply::Device(v.device)),
+        VerbsRequest::AllocPd => {
+            if v.pds >= v.limits.max_pds {
+                Err(Errno::ENOMEM)
+            } else {
+                let pd = v.next_pd;
+                v.next_pd = v.next_pd.wrapping_add(1).max(1);
+                v.pds += 1;
+                a.pds.insert(pd);
+                Ok(VerbsReply::Pd { pd })
+            }
+        }
+        VerbsRequest::DeallocPd { pd } => {
+            if !a.pds.contains(&pd) {
+                Err(Errno::ENOENT)
+            } else if a.pd_in_use(pd) {
+                Err(Errno::EBUSY)
+            } else {
+                a.pds.remove(&pd);
+                v.pds -= 1;
+                Ok(VerbsReply::Done)
+            }
+        }
+        VerbsRequest::RegMr {
+            pd,
+            addr,
+            len,
+            access,
+            file_offset,
+        } => reg_mr(v, app, pd, addr, len, access, file_offset, fds),
+        VerbsRequest::DeregMr { key } => match a.mrs.remove(&key) {
+            None => Err(Errno::ENOENT),
+            Some((_, backing)) => {
+                let _ = v.rdma.stack.dereg_mr(Key(key));
+                v.rdma.mem.remove(backing);
+                Ok(VerbsReply::Done)
+            }
+        },
+        VerbsRequest::CreateCq { cqe } => create_cq(v, app, cqe, fds),
+        VerbsRequest::DestroyCq { cq } => {
+            if !a.cqs.contains_key(&cq) {
+                Err(Errno::ENOENT)
+            } else if a.cq_in_use(cq) {
+                Err(Errno::EBUSY)
+            } else {
+                let rec = a.cqs.remove(&cq).expect("checked");
+                a.free_queue(rec.queue);
+                let _ = v.rdma.stack.destroy_cq(cq);
+                Ok(VerbsReply::Done)
+            }
+        }
+        VerbsRequest::CreateQp {
+            pd,
+            send_cq,
+            recv_cq,
+            max_send_wr,
+            max_recv_wr,
+            max_inline,
+        } => create_qp(
+            v,
+            app,
+            pd,
+            [send_cq, recv_cq],
+            [max_send_wr, max_recv_wr],
+            max_inline,
+        ),
+        VerbsRequest::ModifyQp { qpn, mask, attrs } => {
+            modify_qp(v, app, qpn, mask, &attrs, stack, now, counters)
+        }
+        VerbsRequest::QueryQp { qpn } => match a.qps.get(&qpn) {
+            None => Err(Errno::ENOENT),
+            Some(qp) => {
+                let state = v.rdma.stack.qp_state(qpn).unwrap_or(QpState::Error) as u32;
+                Ok(VerbsReply::QpAttrs(QpAttrs {
+                    qp_state: state,
+                    cur_qp_state: state,
+                    ..qp.attrs
+                }))
+            }
+        },
+        VerbsRequest::DestroyQp { qpn } => match a.qps.remove(&qpn) {
+            None => Err(Errno::ENOENT),
+            Some(qp) => {
+                let _ = v.rdma.stack.destroy_qp(&mut v.rdma.mem, qpn);
+                if let Some((backing, key)) = qp.inline {
+                    let _ = v.rdma.stack.dereg_mr(key);
+                    v.rdma.mem.remove(backing);
+                }
+                a.free_queue(qp.sq);
+                a.free_queue(qp.rq);
+                Ok(VerbsReply::Done)
+            }
+        },
+    };
+    r.unwrap_or_else(|errno| {
+        match errno {
+            Errno::ENOENT => counters.verbs_not_owned += 1,
+            Errno::EAGAIN => counters.verbs_arp_waits += 1,
+            _ => counters.verbs_refused += 1,
+        }
+        VerbsReply::Failed {
+            errno: errno as i32,
+        }
+    })
+}
+
+fn errno_of(e: VerbsError) -> Errno {
+    match e {
+        VerbsError::NoSuchCq | VerbsError::NoSuchQp => Errno::ENOENT,
+        VerbsError::Limit | VerbsError::Register(RegisterError::Full) => Errno::ENOMEM,
+        VerbsError::Busy => Errno::EBUSY,
+        _ => Errno::EINVAL,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reg_mr(
+    v: &mut Verbs,
+    app: u32,
+    pd: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+    file_offset: u64,
+    mut fds: Vec<OwnedFd>,
+) -> Reply {
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    if !a.pds.contains(&pd) {
+        return Err(Errno::ENOENT);
+    }
+    if fds.len() != 1 || len == 0 || len > v.limits.max_mr_size {
+        return Err(Errno::EINVAL);
+    }
+    let file = MappedFile::map(fds.remove(0), file_offset, len).map_err(|e| match e {
+        ShmError::Sys { err, .. } => err,
+        _ => Errno::EINVAL,
+    })?;
+    let backing = v.rdma.mem.add(Backing::File(file));
+    let region = MrRegion {
+        pd: PdId(pd),
+        addr,
+        len,
+        access: Access(access),
+        backing,
+        offset: 0,
+    };
+    match v.rdma.stack.reg_mr(region) {
+        Ok(key) => {
+            a.mrs.insert(key.0, (pd, backing));
+            Ok(VerbsReply::Mr { key: key.0 })
+        }
+        Err(e) => {
+            v.rdma.mem.remove(backing);
+            Err(errno_of(e))
+        }
+    }
+}
+
+fn create_cq(v: &mut Verbs, app: u32, cqe: u32, mut fds: Vec<OwnedFd>) -> Reply {
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    if cqe == 0 || cqe > v.limits.max_cqe || fds.len() > 1 {
+        return Err(Errno::EINVAL);
+    }
+    let [queue] = a.take_queues::<1>().ok_or(Errno::ENOMEM)?;
+    let cq = match v.rdma.stack.create_cq(cqe as usize) {
+        Ok(cq) => cq,
+        Err(e) => {
+            a.free_queue(queue);
+            return Err(errno_of(e));
+        }
+    };
+    let producer = Producer::verbs(a.region.clone(), queue).ok_or(Errno::EINVAL)?;
+    a.cqs.insert(
+        cq,
+        CqRec {
+            queue,
+            producer,
+            region: a.region.clone(),
+            eventfd: fds.pop().map(EventFd::from_owned),
+            cqe,
+            dead: false,
+            made: VecDeque::new(),
+        },
+    );
+    Ok(VerbsReply::Cq { cq, queue, cqe })
+}
+
+fn create_qp(
+    v: &mut Verbs,
+    app: u32,
+    pd: u32,
+    cqs: [u32; 2],
+    wr: [u32; 2],
+    max_inline: u32,
+) -> Reply {
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    if !a.pds.contains(&pd) || !cqs.iter().all(|cq| a.cqs.contains_key(cq)) {
+        return Err(Errno::ENOENT);
+    }
+    let wr_ok = |n: u32| (1..=v.limits.max_wr).contains(&n);
+    if !wr_ok(wr[0]) || !wr_ok(wr[1]) || max_inline as usize > MAX_INLINE {
+        return Err(Errno::EINVAL);
+    }
+    let [sq, rq] = a.take_queues::<2>().ok_or(Errno::ENOMEM)?;
+    let rdma = &mut v.rdma;
+    let qpn = match rdma
+        .stack
+        .create_qp(PdId(pd), cqs[0], cqs[1], wr[0] as usize, wr[1] as usize)
+    {
+        Ok(qpn) => qpn,
+        Err(e) => {
+            a.free_queue(sq);
+            a.free_queue(rq);
+            return Err(errno_of(e));
+        }
+    };
+    // The inline buffer: one slot per send the transport may hold, and one for a send
+    // taken while it is full. A local-only region of the QP's domain.
+    let mut inline = None;
+    if max_inline > 0 {
+        let len = (wr[0] as usize + 1) * max_inline as usize;
+        let backing = rdma.mem.add(Backing::Inline(vec![0; len]));
+        let region = MrRegion {
+            pd: PdId(pd),
+            addr: 0,
+            len: len as u64,
+            access: Access::empty(),
+            backing,
+            offset: 0,
+        };
+        match rdma.stack.reg_mr(region) {
+            Ok(key) => inline = Some((backing, key)),
+            Err(e) => {
+                rdma.mem.remove(backing);
+                let _ = rdma.stack.destroy_qp(&mut rdma.mem, qpn);
+                a.free_queue(sq);
+                a.free_queue(rq);
+                return Err(errno_of(e));
+            }
+        }
+    }
+    let (Some(sq_in), Some(rq_in)) = (
+        Consumer::verbs(a.region.clone(), sq),
+        Consumer::verbs(a.region.clone(), rq),
+    ) else {
+        return Err(Errno::EINVAL);
+    };
+    a.qps.insert(
+        qpn,
+        QpRec {
+            pd,
+            send_cq: cqs[0],
+            recv_cq: cqs[1],
+            sq,
+            rq,
+            sq_in,
+            rq_in,
+            max_send_wr: wr[0],
+            max_inline,
+            inline,
+            sends_taken: 0,
+            held_send: None,
+            held_recv: None,
+            attrs: QpAttrs::default(),
+            listed: false,
+        },
+    );
+    Ok(VerbsReply::Qp {
+        qpn,
+        sq,
+        rq,
+        max_send_wr: wr[0],
+        max_recv_wr: wr[1],
+        max_inline,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn modify_qp(
+    v: &mut Verbs,
+    app: u32,
+    qpn: u32,
+    mask: u32,
+    attrs: &QpAttrs,
+    stack: &mut Stack,
+    now: Instant,
+    counters: &mut Counters,
+) -> Reply {
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    let qp = a.qps.get_mut(&qpn).ok_or(Errno::ENOENT)?;
+    let mask = AttrMask(mask);
+    let current = v.rdma.stack.qp_state(qpn).ok_or(Errno::ENOENT)?;
+    let next = if mask.contains(AttrMask::STATE) {
+        QpState::from_u32(attrs.qp_state).ok_or(Errno::EINVAL)?
+    } else {
+        current
+    };
+    let mut peer = None;
+    if mask.contains(AttrMask::AV) {
+        let ip = attrs.dest_ip.ok_or(Errno::EINVAL)?;
+        // The next hop's MAC comes from the engine's ARP; until it is known the caller
+        // retries (libsluice: for up to a second).
+        match stack.neighbor(ip) {
+            Some(mac) => peer = Some(PeerAddr { ip, mac }),
+            None => {
+                stack.resolve_neighbor(ip, now);
+                return Err(Errno::EAGAIN);
+            }
+        }
+    }
+    let attr = QpAttr {
+        cur_state: mask
+            .contains(AttrMask::CUR_STATE)
+            .then(|| QpState::from_u32(attrs.cur_qp_state))
+            .flatten(),
+        access: attrs.access,
+        path_mtu: attrs.path_mtu,
+        dest_qpn: attrs.dest_qpn,
+        rq_psn: attrs.rq_psn,
+        sq_psn: attrs.sq_psn,
+        timeout: attrs.timeout,
+        retry_cnt: attrs.retry_cnt,
+        rnr_retry: attrs.rnr_retry,
+        min_rnr_timer: attrs.min_rnr_timer,
+        peer,
+    };
+    v.rdma
+        .stack
+        .modify_qp(&mut v.rdma.mem, qpn, next, mask, &attr)
+        .map_err(errno_of)?;
+    keep_attrs(&mut qp.attrs, mask, attrs);
+    if next == QpState::Reset {
+        qp.attrs = QpAttrs::default();
+    }
+    // Work held back for the state (sends before RTS) may go now, or is flushed (ERR).
+    work::doorbell(v, app, qpn, counters);
+    Ok(VerbsReply::Done)
+}
+
+/// Records the attributes `mask` names, for QueryQp.
+fn keep_attrs(kept: &mut QpAttrs, mask: AttrMask, given: &QpAttrs) {
+    let given_has = |m| mask.contains(m);
+    if given_has(AttrMask::ACCESS_FLAGS) {
+        kept.access = given.access;
+    }
+    if given_has(AttrMask::PATH_MTU) {
+        kept.path_mtu = given.path_mtu;
+    }
+    if given_has(AttrMask::DEST_QPN) {
+        kept.dest_qpn = given.dest_qpn;
+    }
+    if given_has(AttrMask::RQ_PSN) {
+        kept.rq_psn = given.rq_psn;
+    }
+    if given_has(AttrMask::SQ_PSN) {
+        kept.sq_psn = given.sq_psn;
+    }
+    if given_has(AttrMask::TIMEOUT) {
+        kept.timeout = given.timeout;
+    }
+    if given_has(AttrMask::RETRY_CNT) {
+        kept.retry_cnt = given.retry_cnt;
+    }
+    if given_has(AttrMask::RNR_RETRY) {
+        kept.rnr_retry = given.rnr_retry;
+    }
+    if given_has(AttrMask::MIN_RNR_TIMER) {
+        kept.min_rnr_timer = given.min_rnr_timer;
+    }
+    if given_has(AttrMask::MAX_QP_RD_ATOMIC) {
+        kept.max_rd_atomic = given.max_rd_atomic;
+    }
+    if given_has(AttrMask::MAX_DEST_RD_ATOMIC) {
+        kept.max_dest_rd_atomic = given.max_dest_rd_atomic;
+    }
+    if given_has(AttrMask::AV) {
+        kept.dest_ip = given.dest_ip;
+    }
+}
