@@ -451,6 +451,22 @@ fn a_bad_lkey_and_a_post_in_reset_are_errors() {
         }])
         .unwrap_err();
     assert_eq!(e.error.errno(), libc::EINVAL);
+    // More receives than the QP and its verbs queue (256 entries) hold: the post
+    // stops with ENOMEM at the first that does not fit, the ones before it are posted.
+    let many: Vec<RecvWr> = (0..400)
+        .map(|i| RecvWr {
+            wr_id: i,
+            sge: None,
+        })
+        .collect();
+    let held = b.qp.caps().max_recv_wr as usize;
+    let e = b.qp.post_recv(&many).unwrap_err();
+    assert_eq!(e.error.errno(), libc::ENOMEM);
+    assert!(
+        (256..=256 + held).contains(&e.index),
+        "stopped at {} (the engine takes up to {held}, the queue holds 256)",
+        e.index
+    );
     // A PD in use cannot go; a CQ in use cannot go.
     assert!(matches!(b.pd.dealloc(), Err(VerbsError::Busy)));
     drop(fresh);
