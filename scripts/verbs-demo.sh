@@ -31,10 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT
 "$bin" lab up
-"$bin" engine --lab --socket "$sock_a" --app-idle-us 200 >/tmp/verbs-demo-a.log 2>&1 &
+"$bin" engine --lab --socket "$sock_a" --idle-us 20 --app-idle-us 200 >/tmp/verbs-demo-a.log 2>&1 &
 pids+=($!)
 ip netns exec sluice-e "$bin" engine --iface sl-e --ip 10.77.0.4/24 --socket "$sock_e" \
-  --app-idle-us 200 >/tmp/verbs-demo-e.log 2>&1 &
+  --idle-us 20 --app-idle-us 200 >/tmp/verbs-demo-e.log 2>&1 &
 pids+=($!)
 for s in "$sock_a" "$sock_e"; do
   for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.05; done
