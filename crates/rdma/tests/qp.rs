@@ -83,6 +83,7 @@ impl Side {
                 rnr_retry: 7,
                 min_rnr_timer: 1,
                 max_inflight: 64,
+                max_rd_atomic: 16,
                 sq_cap: 64,
                 rq_cap: 64,
             }),

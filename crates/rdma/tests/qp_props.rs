@@ -157,6 +157,7 @@ proptest! {
             rnr_retry: 1,
             min_rnr_timer: 1,
             max_inflight: 16,
+            max_rd_atomic: 16,
             sq_cap: 8,
             rq_cap: 8,
         });

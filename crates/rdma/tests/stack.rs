@@ -286,3 +286,74 @@ mod props {
         }
     }
 }
+
+/// max_rd_atomic bounds the READs a requester has outstanding (IBA 9.4.4; the QP here got
+/// none in its RTS modify, taken as 1): the second READ, and the WRITE posted after it,
+/// wait until the first one's response is in, then go, and all three complete in order.
+#[test]
+fn reads_beyond_max_rd_atomic_wait_for_the_responses() {
+    let (mut a, mut b) = (host(1), host(2));
+    let (qa, qb) = ((a.qpn, a.addr), (b.qpn, b.addr));
+    connect(&mut a, qb, (0x10, 0x20), &[]);
+    connect(&mut b, qa, (0x20, 0x10), &[]);
+    let (ka, kb) = (a.key, b.key);
+    let read = |wr_id, at: u64| SendWr {
+        wr_id,
+        op: SendOp::Read {
+            remote: Remote {
+                addr: BASE + 0x4_0000 + at,
+                rkey: kb,
+            },
+        },
+        sge: Sge {
+            addr: BASE + 0x6_0000 + at,
+            len: 3000,
+            lkey: ka,
+        },
+        signaled: true,
+        solicited: false,
+    };
+    let write = SendWr {
+        wr_id: 3,
+        op: SendOp::Write {
+            remote: Remote {
+                addr: BASE + 0x1_0000,
+                rkey: kb,
+            },
+            imm: None,
+        },
+        sge: Sge {
+            addr: BASE,
+            len: 100,
+            lkey: ka,
+        },
+        signaled: true,
+        solicited: false,
+    };
+    for wr in [read(1, 0), read(2, 0x1000), write] {
+        a.stack.post_send(a.qpn, wr).unwrap();
+    }
+    let mut buf = vec![0u8; 2048];
+    let first = a.stack.poll_transmit(1, &mut a.mem, &mut buf);
+    assert!(first.is_some(), "the first READ goes");
+    let request = buf[..first.unwrap()].to_vec();
+    assert_eq!(
+        a.stack.poll_transmit(1, &mut a.mem, &mut buf),
+        None,
+        "a second READ (and the WRITE behind it) waits for the first's response"
+    );
+    b.stack.handle_frame(1, &mut b.mem, &request);
+    run(&mut a, &mut b, 1, &mut |_| {});
+    let mut wc = Vec::new();
+    a.stack.poll_cq(a.cq, 16, &mut wc).unwrap();
+    assert_eq!(
+        wc.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaRead),
+            (2, WcStatus::Success, WcOpcode::RdmaRead),
+            (3, WcStatus::Success, WcOpcode::RdmaWrite)
+        ]
+    );
+}

@@ -35,6 +35,10 @@ fn bth(opcode: crate::wire::Opcode, dest_qp: u32, psn: Psn) -> crate::wire::BthR
     }
 }
 
+/// RDMA READs a responder keeps at once: the max_dest_rd_atomic it honours (a device's
+/// max_qp_rd_atom).
+pub const MAX_DEST_RD_ATOMIC: usize = responder::MAX_READS;
+
 /// Time in nanoseconds, from the caller's clock (virtual in tests).
 pub type Nanos = u64;
 
@@ -72,6 +76,9 @@ pub struct QpConfig {
     pub min_rnr_timer: u8,
     /// Packets the requester keeps unacknowledged.
     pub max_inflight: u32,
+    /// RDMA READs the requester has outstanding at most (max_rd_atomic; the responder's
+    /// max_dest_rd_atomic bounds it on the other side).
+    pub max_rd_atomic: u8,
     /// Send and receive queue capacities.
     pub sq_cap: usize,
     /// Receive queue capacity.
@@ -180,6 +187,12 @@ impl QueuePair {
         if self.state == QpState::Init {
             self.state = QpState::Rtr;
         }
+    }
+
+    /// The READs it may have outstanding from now on (ibv_modify_qp's max_rd_atomic; 0 is
+    /// taken as 1, so that a READ posted anyway completes rather than waits for ever).
+    pub fn set_max_rd_atomic(&mut self, n: u8) {
+        self.cfg.max_rd_atomic = n.max(1);
     }
 
     /// RTR -> RTS with the send side's attributes (nothing was posted to send before).

@@ -127,6 +127,15 @@ impl Requester {
                 self.cursor += 1;
                 continue;
             }
+            // A READ starts only while fewer than max_rd_atomic are outstanding (IBA
+            // 9.4.4: the responder keeps no more); the requests behind it wait, in order.
+            if e.is_read()
+                && e.sent == 0
+                && self.reads_outstanding() >= usize::from(cfg.max_rd_atomic)
+            {
+                return Ok(None);
+            }
+            let e = &mut self.sq[self.cursor];
             let k = if e.is_read() { e.got / cfg.mtu } else { e.sent };
             let psn = e.first + k;
             if psn.diff(self.una) as u32 >= cfg.max_inflight
@@ -159,6 +168,16 @@ impl Requester {
     /// room).
     pub(super) fn ready(&self, now: Nanos, cfg: &QpConfig) -> bool {
         self.rnr_until.is_none_or(|t| now >= t) && self.can_send_more(cfg)
+    }
+
+    /// READs started and not completed: they all lie before the cursor (a READ's one
+    /// request packet is sent before the cursor moves past it).
+    fn reads_outstanding(&self) -> usize {
+        self.sq
+            .iter()
+            .take(self.cursor)
+            .filter(|e| e.is_read() && e.done.is_none())
+            .count()
     }
 
     /// Whether another request packet may go now (one is queued and the window has room).

@@ -13,7 +13,7 @@ use crate::wire::{AethRepr, NakCode, Opcode, Psn, RethRepr, RoceRepr, Syndrome};
 /// ACKs and NAKs waiting to go out (a bound: more are coalesced into the newest).
 const MAX_ACKS: usize = 16;
 /// READs the responder answers at once (max_dest_rd_atomic).
-const MAX_READS: usize = 16;
+pub(crate) const MAX_READS: usize = 16;
 
 #[derive(Clone, Copy, Debug)]
 struct Ack {

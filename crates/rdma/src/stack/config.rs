@@ -91,6 +91,8 @@ pub struct QpAttr {
     pub rnr_retry: u8,
     /// min_rnr_timer.
     pub min_rnr_timer: u8,
+    /// max_rd_atomic: RDMA READs outstanding as requester (with AttrMask::MAX_QP_RD_ATOMIC).
+    pub max_rd_atomic: u8,
     /// The peer (ah_attr).
     pub peer: Option<PeerAddr>,
 }

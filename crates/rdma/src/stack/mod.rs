@@ -299,6 +299,9 @@ impl RdmaStack {
         if given(AttrMask::MIN_RNR_TIMER) {
             a.min_rnr_timer = attr.min_rnr_timer;
         }
+        if given(AttrMask::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
         if given(AttrMask::AV) {
             a.peer = attr.peer;
         }
@@ -317,6 +320,7 @@ impl RdmaStack {
                     rnr_retry: 7,
                     min_rnr_timer: 0,
                     max_inflight,
+                    max_rd_atomic: 1,
                     sq_cap: slot.sq_cap,
                     rq_cap: slot.rq_cap,
                 }));
@@ -333,6 +337,7 @@ impl RdmaStack {
             }
             (QpState::Rtr, QpState::Rts) => {
                 if let Some(qp) = slot.qp.as_mut() {
+                    qp.set_max_rd_atomic(a.max_rd_atomic);
                     qp.ready_to_send(
                         Psn::new(a.sq_psn),
                         ack_timeout(a.timeout),

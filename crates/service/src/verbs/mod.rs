@@ -122,7 +122,7 @@ impl Verbs {
                 max_mr_size: limits.max_mr_size,
                 max_sge: 1,
                 max_inline: MAX_INLINE as u32,
-                max_qp_rd_atom: 1,
+                max_qp_rd_atom: sluice_rdma::qp::MAX_DEST_RD_ATOMIC as u32,
             },
             limits,
             pds: 0,

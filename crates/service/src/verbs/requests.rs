@@ -363,6 +363,7 @@ fn modify_qp(
         retry_cnt: attrs.retry_cnt,
         rnr_retry: attrs.rnr_retry,
         min_rnr_timer: attrs.min_rnr_timer,
+        max_rd_atomic: attrs.max_rd_atomic,
         peer,
     };
     v.rdma
