@@ -1,5 +1,6 @@
-//! Compiles the variadic entry points (fcntl, ioctl), which stable Rust cannot define, and
-//! links them into the cdylib only (unit-test binaries must not interpose on themselves).
+//! Compiles the variadic entry points (fcntl, ioctl), which stable Rust cannot define, and the
+//! verbs completion-channel calls (csrc/comp_channel.c), and links them into the cdylib only
+//! (unit-test binaries must not interpose on themselves).
 
 use std::env;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     cc::Build::new()
         .file("csrc/variadic.c")
+        .file("csrc/comp_channel.c")
         .flag_if_supported("-fvisibility=default")
         .warnings(true)
         // No cargo:rustc-link-lib: the archive goes to the cdylib's link line alone, below.
@@ -27,5 +29,6 @@ fn main() {
         manifest.join("csrc/exports.map").display()
     );
     println!("cargo:rerun-if-changed=csrc/variadic.c");
+    println!("cargo:rerun-if-changed=csrc/comp_channel.c");
     println!("cargo:rerun-if-changed=csrc/exports.map");
 }

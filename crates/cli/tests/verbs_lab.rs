@@ -4,7 +4,8 @@
 //! its TCP connection exchange goes through its engine's TCP (the preload library).
 //!
 //! - `ibv_devices` lists sluice0; `ibv_devinfo` shows the port and the engine's GID;
-//! - `ibv_rc_pingpong` (SEND/RECV) between the engines: both sides count every byte;
+//! - `ibv_rc_pingpong` (SEND/RECV) between the engines: both sides count every byte, by
+//!   polling and in event mode (`-e`: completion channels);
 //! - `ib_write_bw -n 1000` (RDMA WRITE, tx depth 128): perftest's table shows the 1000
 //!   iterations of 64 KiB, and both engines count the work requests and completions.
 //!
@@ -139,6 +140,30 @@ fn ibverbs_utils_see_the_device_and_rc_pingpong_runs_between_two_engines() {
             "{side} did not move every byte:\n{out}"
         );
     }
+    // Again in event mode (-e): completion channels from libsluice_preload.so, events from
+    // the engines.
+    let (client, server) = client_server(
+        &setup,
+        &e,
+        &[
+            "ibv_rc_pingpong",
+            "-d",
+            "sluice0",
+            "-g",
+            "0",
+            "-n",
+            "200",
+            "-s",
+            "1024",
+            "-e",
+        ],
+    );
+    for (side, out) in [("client", &client), ("server", &server)] {
+        assert!(
+            out.contains("409600 bytes in") && out.contains("200 iters in"),
+            "{side} (-e) did not move every byte:\n{out}"
+        );
+    }
     let e_out = e.stop();
     let a_out = setup.stop_engine();
     for out in [&a_out, &e_out] {
@@ -146,6 +171,9 @@ fn ibverbs_utils_see_the_device_and_rc_pingpong_runs_between_two_engines() {
         assert!(counter(out, "wqes") >= 2000, "{out}");
         assert!(counter(out, "verbs_completions") >= 2000, "{out}");
         assert_eq!(counter(out, "bad_wqes"), 0, "{out}");
+        // Event mode waits for a completion event per round trip at least.
+        assert!(counter(out, "verbs_events") >= 200, "{out}");
+        assert_eq!(counter(out, "verbs_events_dropped"), 0, "{out}");
     }
     setup.teardown();
 }

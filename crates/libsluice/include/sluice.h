@@ -258,10 +258,16 @@ int sluice_rdma_reg_mr(sluice_rdma *dev, uint32_t pd, void *addr, size_t len, in
                        uint32_t *key);
 int sluice_rdma_dereg_mr(sluice_rdma *dev, uint32_t key);
 
-/* A CQ of at least cqe entries (*actual gets its size). event_fd (or -1) is signalled when
- * the CQ is armed by sluice_rdma_req_notify_cq and gets a completion. */
+/* A CQ of at least cqe entries (*actual gets its size). event_fd (or -1), a non-blocking
+ * eventfd, is signalled when the CQ is armed by sluice_rdma_req_notify_cq and gets a
+ * completion. */
 int sluice_rdma_create_cq(sluice_rdma *dev, uint32_t cqe, int event_fd, sluice_rdma_cq **out,
                           uint32_t *actual);
+/* As sluice_rdma_create_cq, an event writing the 8 bytes of token (native order) to event_fd,
+ * a non-blocking eventfd or pipe write end: rdma-core's completion channels read the CQ's
+ * address so. */
+int sluice_rdma_create_cq_channel(sluice_rdma *dev, uint32_t cqe, int event_fd, uint64_t token,
+                                  sluice_rdma_cq **out, uint32_t *actual);
 int sluice_rdma_destroy_cq(sluice_rdma_cq *cq);
 
 struct sluice_rdma_wc {

@@ -225,6 +225,25 @@ pub unsafe extern "C" fn sluice_rdma_create_cq(
     out: *mut *mut SluiceRdmaCq,
     actual: *mut u32,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { sluice_rdma_create_cq_channel(dev, cqe, event_fd, 1, out, actual) }
+}
+
+/// Creates a CQ whose events write `token` (8 bytes, native order) to `event_fd`, a
+/// non-blocking eventfd or pipe write end (rdma-core's completion channels: the token is the
+/// `struct ibv_cq *` that `ibv_get_cq_event` reads back).
+///
+/// # Safety
+/// `dev` is null or live; `out` and `actual` are null or writable; `event_fd` is -1 or open.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_create_cq_channel(
+    dev: *mut SluiceRdma,
+    cqe: u32,
+    event_fd: c_int,
+    token: u64,
+    out: *mut *mut SluiceRdmaCq,
+    actual: *mut u32,
+) -> c_int {
     verb(|| {
         // SAFETY: the caller's contract.
         let d = unsafe { non_null(dev) }?;
@@ -237,7 +256,7 @@ pub unsafe extern "C" fn sluice_rdma_create_cq(
             fd if fd >= 0 => Some(unsafe { BorrowedFd::borrow_raw(fd) }),
             _ => return Err(VerbsError::Invalid("event_fd")),
         };
-        let cq = d.dev.create_cq(cqe, fd)?;
+        let cq = d.dev.create_cq_with_token(cqe, fd, token)?;
         let n = cq.cqe();
         let p = Box::into_raw(Box::new(SluiceRdmaCq { cq, dev }));
         lock(&d.cqs).insert(p as usize);

@@ -85,13 +85,15 @@ pub struct Counters {
     pub verbs_completions: u64,
     /// Completion channels signalled.
     pub verbs_events: u64,
+    /// Completion events not written: the channel (a pipe) was full.
+    pub verbs_events_dropped: u64,
     /// Completions lost because a completion queue was full (an overrun).
     pub cq_overruns: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 39] = [
+        let rows: [(&str, u64); 40] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -130,6 +132,7 @@ impl fmt::Display for Counters {
             ("bad_wqes", self.bad_wqes),
             ("verbs_completions", self.verbs_completions),
             ("verbs_events", self.verbs_events),
+            ("verbs_events_dropped", self.verbs_events_dropped),
             ("cq_overruns", self.cq_overruns),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {

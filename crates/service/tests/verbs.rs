@@ -352,7 +352,11 @@ fn detach_destroys_what_an_application_held() {
         panic!("AllocPd");
     };
     assert_eq!(
-        errno(ask(&second, VerbsRequest::CreateCq { cqe: 8 }, &[])),
+        errno(ask(
+            &second,
+            VerbsRequest::CreateCq { cqe: 8, token: 1 },
+            &[]
+        )),
         ENOMEM
     );
     drop(s);

@@ -30,6 +30,26 @@ impl EventFd {
         let _ = nix::unistd::write(&self.0, &1u64.to_ne_bytes());
     }
 
+    /// Writes `token` (8 bytes, native order): `signal` for an eventfd when it is 1, one
+    /// event record for a pipe. False when it would block (a pipe nobody reads) or failed.
+    pub fn notify(&self, token: u64) -> bool {
+        loop {
+            match nix::unistd::write(&self.0, &token.to_ne_bytes()) {
+                Ok(8) => return true,
+                Err(Errno::EINTR) => continue,
+                _ => return false,
+            }
+        }
+    }
+
+    /// Whether writes to it never block (O_NONBLOCK): the engine writes only to such
+    /// descriptors from applications.
+    pub fn is_nonblocking(&self) -> bool {
+        nix::fcntl::fcntl(&self.0, nix::fcntl::FcntlArg::F_GETFL).is_ok_and(|fl| {
+            nix::fcntl::OFlag::from_bits_truncate(fl).contains(nix::fcntl::OFlag::O_NONBLOCK)
+        })
+    }
+
     /// Clears it; returns whether it had been signalled.
     pub fn drain(&self) -> bool {
         let mut b = [0u8; 8];

@@ -7,7 +7,9 @@
  * (sluice.h, "RDMA verbs"), linked into this library: the control-path verbs over the
  * engine's control socket, the data-path verbs (post_send, post_recv, poll_cq) as entries of
  * shared-memory queues (docs/verbs.md). Only RC queue pairs are served; the rest of the ops
- * table keeps libibverbs' EOPNOTSUPP defaults.
+ * table keeps libibverbs' EOPNOTSUPP defaults. Completion channels come from
+ * libsluice_preload.so (ibv_create_comp_channel is not a provider operation), which
+ * `sluice run` preloads.
  */
 #define _GNU_SOURCE
 #include <endian.h>
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -217,6 +220,7 @@ static struct ibv_cq *sluice_create_cq(struct ibv_context *context, int cqe,
 {
 	struct sluice_cq *cq;
 	uint32_t actual;
+	int wfd = -1;
 	int err;
 
 	(void)comp_vector;
@@ -229,8 +233,28 @@ static struct ibv_cq *sluice_create_cq(struct ibv_context *context, int cqe,
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = sluice_rdma_create_cq(to_sctx(context)->dev, (uint32_t)cqe, channel ? channel->fd : -1,
-				    &cq->cq, &actual);
+	if (channel) {
+		/*
+		 * The channel is Sluice's (libsluice_preload.so's ibv_create_comp_channel): a pipe
+		 * whose read end is channel->fd. A write end of our own, non-blocking, goes to the
+		 * engine, which writes this CQ's address to it on each event: the record
+		 * ibv_get_cq_event reads.
+		 */
+		char path[32];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", channel->fd);
+		wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (wfd < 0) {
+			err = errno;
+			free(cq);
+			errno = err == ENOENT ? EINVAL : err;
+			return NULL;
+		}
+	}
+	err = sluice_rdma_create_cq_channel(to_sctx(context)->dev, (uint32_t)cqe, wfd,
+					    (uint64_t)(uintptr_t)&cq->ibv_cq, &cq->cq, &actual);
+	if (wfd >= 0)
+		close(wfd);
 	if (err) {
 		free(cq);
 		errno = err;

@@ -116,12 +116,24 @@ impl std::fmt::Debug for CqInner {
 }
 
 impl Device {
-    /// A CQ of at least `cqe` entries. `event_fd` (an eventfd, kept as a duplicate) is
-    /// signalled by the engine when the armed CQ gets a completion.
+    /// A CQ of at least `cqe` entries. `event_fd` (a non-blocking eventfd, kept as a
+    /// duplicate) is signalled by the engine when the armed CQ gets a completion.
     pub fn create_cq(
         &self,
         cqe: u32,
         event_fd: Option<BorrowedFd<'_>>,
+    ) -> Result<CompletionQueue, VerbsError> {
+        self.create_cq_with_token(cqe, event_fd, 1)
+    }
+
+    /// As [`Device::create_cq`], with the 8 bytes the engine writes to `event_fd` on an
+    /// event: 1 for an eventfd; for a (non-blocking) pipe's write end, a record its reader
+    /// recognises, as rdma-core's completion channels carry the CQ's address.
+    pub fn create_cq_with_token(
+        &self,
+        cqe: u32,
+        event_fd: Option<BorrowedFd<'_>>,
+        token: u64,
     ) -> Result<CompletionQueue, VerbsError> {
         if cqe == 0 {
             return Err(VerbsError::Invalid("cqe 0"));
@@ -135,7 +147,7 @@ impl Device {
         };
         let fds: Vec<BorrowedFd<'_>> = event_fd.into_iter().collect();
         let sluice = self.sluice();
-        match control::call(sluice, VerbsRequest::CreateCq { cqe }, &fds)? {
+        match control::call(sluice, VerbsRequest::CreateCq { cqe, token }, &fds)? {
             VerbsReply::Cq { cq, queue, cqe } => {
                 let consumer = Consumer::verbs(sluice.region.clone(), queue).ok_or_else(|| {
                     VerbsError::Protocol(format!("completion queue {queue} out of range"))

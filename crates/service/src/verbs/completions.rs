@@ -77,8 +77,12 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
             }
             if fire {
                 if let Some(fd) = &rec.eventfd {
-                    fd.signal();
-                    counters.verbs_events += 1;
+                    if fd.notify(rec.token) {
+                        counters.verbs_events += 1;
+                    } else {
+                        // A channel nobody reads is full: its reader has events waiting.
+                        counters.verbs_events_dropped += 1;
+                    }
                 }
             }
         }

@@ -20,6 +20,8 @@ pub(crate) struct CqRec {
     pub region: Arc<Region>,
     /// The completion channel, if one was given.
     pub eventfd: Option<EventFd>,
+    /// What an event writes to it (CreateCq's token).
+    pub token: u64,
     /// Entries it holds (what the application asked for).
     pub cqe: u32,
     /// The application wrote the queue's head out of bounds: it is no longer served.

@@ -77,7 +77,7 @@ pub(crate) fn request(
                 Ok(VerbsReply::Done)
             }
         },
-        VerbsRequest::CreateCq { cqe } => create_cq(v, app, cqe, fds),
+        VerbsRequest::CreateCq { cqe, token } => create_cq(v, app, cqe, token, fds),
         VerbsRequest::DestroyCq { cq } => {
             if !a.cqs.contains_key(&cq) {
                 Err(Errno::ENOENT)
@@ -197,9 +197,14 @@ fn reg_mr(
     }
 }
 
-fn create_cq(v: &mut Verbs, app: u32, cqe: u32, mut fds: Vec<OwnedFd>) -> Reply {
+fn create_cq(v: &mut Verbs, app: u32, cqe: u32, token: u64, mut fds: Vec<OwnedFd>) -> Reply {
     let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
     if cqe == 0 || cqe > v.limits.max_cqe || fds.len() > 1 {
+        return Err(Errno::EINVAL);
+    }
+    let eventfd = fds.pop().map(EventFd::from_owned);
+    // The engine writes to it on its own thread: a descriptor that can block it is refused.
+    if eventfd.as_ref().is_some_and(|e| !e.is_nonblocking()) {
         return Err(Errno::EINVAL);
     }
     let [queue] = a.take_queues::<1>().ok_or(Errno::ENOMEM)?;
@@ -217,7 +222,8 @@ fn create_cq(v: &mut Verbs, app: u32, cqe: u32, mut fds: Vec<OwnedFd>) -> Reply 
             queue,
             producer,
             region: a.region.clone(),
-            eventfd: fds.pop().map(EventFd::from_owned),
+            eventfd,
+            token,
             cqe,
             dead: false,
             made: VecDeque::new(),

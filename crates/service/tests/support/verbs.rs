@@ -215,7 +215,7 @@ pub struct AppCq {
 /// Creates a CQ of `cqe` entries (optionally with a completion channel).
 pub fn create_cq(c: &Client, cqe: u32, eventfd: Option<BorrowedFd<'_>>) -> AppCq {
     let fds: Vec<BorrowedFd<'_>> = eventfd.into_iter().collect();
-    match ask(c, VerbsRequest::CreateCq { cqe }, &fds) {
+    match ask(c, VerbsRequest::CreateCq { cqe, token: 1 }, &fds) {
         VerbsReply::Cq {
             cq,
             queue,

@@ -104,11 +104,16 @@ pub enum VerbsRequest {
         /// The region's key.
         key: u32,
     },
-    /// ibv_create_cq. Optional descriptor: an eventfd the engine signals when an armed
-    /// queue gets a completion (a completion channel). [`VerbsReply::Cq`].
+    /// ibv_create_cq. Optional descriptor, non-blocking (EINVAL otherwise): an eventfd, or
+    /// a pipe's write end, to which the engine writes `token` (8 bytes, native order) when
+    /// an armed queue gets a completion (a completion channel; rdma-core's channel reads
+    /// the CQ's address as such a record). [`VerbsReply::Cq`].
     CreateCq {
         /// Entries wanted (at least).
         cqe: u32,
+        /// What the engine writes on an event (1 for an eventfd: the counter counts events).
+        #[serde(default = "one")]
+        token: u64,
     },
     /// ibv_destroy_cq (EBUSY while a QP uses it).
     DestroyCq {
@@ -149,6 +154,10 @@ pub enum VerbsRequest {
         /// The QP.
         qpn: u32,
     },
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// The engine's answer to a [`VerbsRequest`].
