@@ -5,7 +5,7 @@ use clap::Args;
 use sluice_lab::{Lab, LabLock};
 
 use super::hosts::{Hosts, ENGINE_FLAGS};
-use super::rows::{self, SOCKPERF_MIN_BYTES, TX_DEPTH};
+use super::rows::{self, TX_DEPTH};
 use super::table::{BwRow, LatRow, Stack, Table};
 use crate::apps::error::AppsError;
 use crate::apps::workdir::WorkDir;
@@ -150,8 +150,9 @@ fn tcp_rows(h: &mut Hosts, stack: Stack, lat: &[u64], bw: &[u64], secs: u32, t: 
         progress(&format!("{} sockperf ping-pong {size} B", stack.name()));
         let result = rows::sockperf_lat(h, stack, size, secs);
         report(&result);
-        let note = if size < SOCKPERF_MIN_BYTES {
-            format!("sockperf sends {SOCKPERF_MIN_BYTES} B (its minimum)")
+        let sent = rows::sockperf_bytes(size);
+        let note = if sent != size {
+            format!("sockperf sends {sent} B (its limit)")
         } else {
             String::new()
         };

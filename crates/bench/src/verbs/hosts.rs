@@ -186,7 +186,7 @@ impl Hosts {
             .map(|e| e.pids().to_vec())
             .unwrap_or_default();
         let meter = CpuMeter::start(&pids);
-        let out = run_captured(client, &what, limit).map_err(|e| e.to_string());
+        let out = run_captured(client, &what, limit).map_err(|e| one_line(&e.to_string()));
         let cpu = meter.stop();
         let _ = std::fs::write(
             stem.with_extension("client.out"),

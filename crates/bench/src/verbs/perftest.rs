@@ -22,7 +22,7 @@ pub struct LatRow {
 pub struct BwRow {
     /// Message size in bytes.
     pub bytes: u64,
-    /// Iterations per QP.
+    /// Iterations of all QPs together (perftest multiplies by `-q`).
     pub iterations: u64,
     /// Average bandwidth, MB/s with MB = 2^20 bytes (perftest's MBS format factor).
     pub avg_mib_per_s: f64,

@@ -223,7 +223,7 @@ impl Table {
                         fmt_opt(l.cpu.busy_us),
                         fmt_opt(l.cpu.engines_us)
                     ),
-                    Err(e) => format!("failed: {e}"),
+                    Err(e) => format!("failed: {}", short(e)),
                 };
                 let _ = writeln!(t, "{size:>7}  {:<12} {cells}  {}", r.stack.name(), r.note);
             }
@@ -256,7 +256,7 @@ impl Table {
                         fmt_opt(b.cpu.busy_us),
                         fmt_opt(b.cpu.engines_us)
                     ),
-                    Err(e) => format!("failed: {e}"),
+                    Err(e) => format!("failed: {}", short(e)),
                 };
                 let _ = writeln!(t, "{size:>7} {:>3}  {:<12} {cells}", r.qps, r.stack.name());
             }
@@ -284,6 +284,17 @@ impl Table {
     }
 }
 
+/// A failure's first [`ROW_REASON`] characters (the whole reason is listed under the table).
+fn short(reason: &str) -> String {
+    match reason.char_indices().nth(ROW_REASON) {
+        Some((i, _)) => format!("{}...", &reason[..i]),
+        None => reason.to_string(),
+    }
+}
+
+/// How much of a failure's reason its row shows.
+const ROW_REASON: usize = 120;
+
 /// `what: met|not met (per size)`.
 fn goal_line(what: &str, per_size: &[(u64, Option<bool>)]) -> String {
     let measured: Vec<bool> = per_size.iter().filter_map(|(_, m)| *m).collect();
@@ -309,4 +320,76 @@ fn goal_line(what: &str, per_size: &[(u64, Option<bool>)]) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!("{what}: {verdict} ({detail})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lat(size: u64, stack: Stack, p50: f64) -> LatRow {
+        LatRow {
+            size,
+            stack,
+            result: Ok(Lat {
+                p50_us: p50,
+                p99_us: 2.0 * p50,
+                cpu: CpuPerOp::default(),
+            }),
+            note: String::new(),
+        }
+    }
+
+    fn bw(size: u64, qps: u32, stack: Stack, gbps: f64) -> BwRow {
+        BwRow {
+            size,
+            qps,
+            stack,
+            result: Ok(Bw {
+                gbps,
+                msgs_per_s: gbps * 1e9 / 8.0 / size as f64,
+                cpu: CpuPerOp {
+                    busy_us: Some(1.5),
+                    engines_us: None,
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn ratios_goals_and_failed_rows() {
+        let mut t = Table::default();
+        t.lat = vec![
+            lat(2, Stack::VerbsWrite, 10.0),
+            lat(2, Stack::LinuxTcp, 20.0),
+            lat(2, Stack::SluiceTcp, 5.0),
+            lat(64, Stack::VerbsWrite, 30.0),
+            lat(64, Stack::LinuxTcp, 20.0),
+            LatRow {
+                result: Err("ib_send_lat: exit status: 1".into()),
+                ..lat(64, Stack::VerbsSend, 1.0)
+            },
+        ];
+        t.bw = vec![
+            bw(65536, 8, Stack::VerbsWrite, 12.0),
+            bw(65536, 1, Stack::LinuxTcp, 8.0),
+        ];
+        let out = t.render();
+        assert!(out.contains("WRITE/linux TCP p50 0.50x"), "{out}");
+        assert!(out.contains("WRITE/sluice TCP p50 2.00x"), "{out}");
+        assert!(out.contains("WRITE/linux TCP p50 1.50x"), "{out}");
+        assert!(out.contains("WRITE x8 QP/linux TCP 1.50x"), "{out}");
+        let goals = t.goals();
+        assert!(
+            goals[0].contains("partly met (2 B yes, 64 B no)"),
+            "{goals:?}"
+        );
+        assert!(goals[1].contains("not met (2 B no, 64 B n/a)"), "{goals:?}");
+        assert!(goals[2].contains(": met (65536 B yes)"), "{goals:?}");
+        let send = out.lines().find(|l| l.contains("verbs SEND")).unwrap();
+        assert!(
+            send.contains("failed: ib_send_lat: exit status: 1"),
+            "{send}"
+        );
+        assert_eq!(t.failures().len(), 1);
+    }
 }
