@@ -90,8 +90,7 @@ fn measure_all(args: &BenchVerbsArgs) -> Result<Table, AppsError> {
         .seconds
         .unwrap_or(if args.quick { 1 } else { 3 })
         .max(1);
-    let mut t = Table::default();
-    t.setup = vec![
+    let setup = vec![
         format!(
             "sluice bench verbs: perftest -n {} (bandwidth: at most 1 GiB per run), sockperf and \
              iperf3 -t {seconds} s; {} shared CPU cores",
@@ -109,6 +108,10 @@ fn measure_all(args: &BenchVerbsArgs) -> Result<Table, AppsError> {
          measured first, before the engines start"
             .into(),
     ];
+    let mut t = Table {
+        setup,
+        ..Table::default()
+    };
     tcp_rows(
         &mut h,
         Stack::LinuxTcp,

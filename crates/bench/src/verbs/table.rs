@@ -357,22 +357,24 @@ mod tests {
 
     #[test]
     fn ratios_goals_and_failed_rows() {
-        let mut t = Table::default();
-        t.lat = vec![
-            lat(2, Stack::VerbsWrite, 10.0),
-            lat(2, Stack::LinuxTcp, 20.0),
-            lat(2, Stack::SluiceTcp, 5.0),
-            lat(64, Stack::VerbsWrite, 30.0),
-            lat(64, Stack::LinuxTcp, 20.0),
-            LatRow {
-                result: Err("ib_send_lat: exit status: 1".into()),
-                ..lat(64, Stack::VerbsSend, 1.0)
-            },
-        ];
-        t.bw = vec![
-            bw(65536, 8, Stack::VerbsWrite, 12.0),
-            bw(65536, 1, Stack::LinuxTcp, 8.0),
-        ];
+        let t = Table {
+            setup: Vec::new(),
+            lat: vec![
+                lat(2, Stack::VerbsWrite, 10.0),
+                lat(2, Stack::LinuxTcp, 20.0),
+                lat(2, Stack::SluiceTcp, 5.0),
+                lat(64, Stack::VerbsWrite, 30.0),
+                lat(64, Stack::LinuxTcp, 20.0),
+                LatRow {
+                    result: Err("ib_send_lat: exit status: 1".into()),
+                    ..lat(64, Stack::VerbsSend, 1.0)
+                },
+            ],
+            bw: vec![
+                bw(65536, 8, Stack::VerbsWrite, 12.0),
+                bw(65536, 1, Stack::LinuxTcp, 8.0),
+            ],
+        };
         let out = t.render();
         assert!(out.contains("WRITE/linux TCP p50 0.50x"), "{out}");
         assert!(out.contains("WRITE/sluice TCP p50 2.00x"), "{out}");
