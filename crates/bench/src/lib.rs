@@ -22,6 +22,7 @@ pub mod loadgen;
 mod measure;
 mod plan;
 mod report;
+pub mod verbs;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};

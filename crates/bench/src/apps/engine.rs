@@ -37,6 +37,17 @@ impl EngineProcess {
         cmd.args(["engine", "--lab", "--backend", backend, "--socket"])
             .arg(socket)
             .args(extra);
+        EngineProcess::start_command(cmd, socket, log_stem)
+    }
+
+    /// Starts an engine from a complete command line (e.g. `ip netns exec sluice-e sluice
+    /// engine --iface sl-e ...`, the lab's second engine) serving `socket`, and waits until
+    /// it prints `ready`.
+    pub fn start_command(
+        cmd: Command,
+        socket: &Path,
+        log_stem: &Path,
+    ) -> Result<EngineProcess, AppsError> {
         let mut proc = Supervised::spawn(cmd, "sluice engine", log_stem, true)?;
         let out_path = log_stem.with_extension("out");
         let mut log = File::create(&out_path)
@@ -100,6 +111,11 @@ impl EngineProcess {
     /// The Unix socket applications attach through.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// Its pid (`ip netns exec` execs the engine, so the same process).
+    pub fn pid(&self) -> u32 {
+        self.proc.id()
     }
 
     /// The end of its output.

@@ -1,5 +1,5 @@
-//! `sluice bench [apps]`: every workload against the engine and against Linux TCP in the
-//! lab (sluice-bench), or unmodified programs with `apps`.
+//! `sluice bench [apps|verbs]`: every workload against the engine and against Linux TCP in
+//! the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs with `verbs`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
@@ -22,12 +22,16 @@ enum BenchCommand {
     /// redis, nginx and iperf3 on the engine (through `sluice run`) and on Linux, same
     /// clients, one table (needs root).
     Apps(apps::bench::BenchAppsArgs),
+    /// perftest over Sluice's RDMA verbs beside Linux TCP and Sluice TCP (sockperf,
+    /// iperf3), one table with ratios and CPU per operation (needs root).
+    Verbs(sluice_bench::verbs::BenchVerbsArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
 pub fn run(cli: &BenchCli) -> Result<(), CliError> {
     match &cli.command {
         Some(BenchCommand::Apps(args)) => apps::bench::run(args).map_err(CliError::Apps),
+        Some(BenchCommand::Verbs(args)) => sluice_bench::verbs::run(args).map_err(CliError::Apps),
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }
 }
