@@ -87,6 +87,32 @@ impl Service {
         self.sh.counters
     }
 
+    /// The RDMA transport's counters, one `name value` per line (empty without verbs).
+    pub fn rdma_counters(&self) -> String {
+        let Some(v) = self.verbs.as_ref() else {
+            return String::new();
+        };
+        let s = &v.rdma.stack;
+        let (c, q) = (s.counters, s.qp_counters());
+        let rows = [
+            ("frames_rx", c.frames_rx),
+            ("frames_tx", c.frames_tx),
+            ("malformed", c.malformed),
+            ("no_qp", c.no_qp),
+            ("wrong_peer", c.wrong_peer),
+            ("ce_rx", c.ce_rx),
+            ("cnp_tx", c.cnp_tx),
+            ("cnp_rx", c.cnp_rx),
+            ("packets_tx", q.packets_tx),
+            ("retransmits", q.retransmits),
+            ("timeouts", q.timeouts),
+            ("naks_tx", q.naks_tx),
+            ("duplicates", q.duplicates),
+            ("refused", q.refused),
+        ];
+        rows.iter().map(|(n, v)| format!("{n:<25} {v}\n")).collect()
+    }
+
     /// A copy of the counters another thread can read, refreshed about every
     /// `control_interval` while the engine runs and when it stops.
     pub fn published_counters(&self) -> Arc<Mutex<Counters>> {

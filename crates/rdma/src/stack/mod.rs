@@ -13,7 +13,7 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use crate::cc::QpCongestion;
-use crate::qp::{Memory, Nanos, PostError, QpConfig, QueuePair, RecvWr, SendWr};
+use crate::qp::{Memory, Nanos, PostError, QpConfig, QpCounters, QueuePair, RecvWr, SendWr};
 use crate::verbs::{
     check_modify, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState, Region, WorkCompletion,
 };
@@ -540,6 +540,25 @@ impl RdmaStack {
     /// off.
     pub fn qp_rate_bps(&self, qpn: u32) -> Option<u64> {
         self.qps.get(&qpn)?.cc.rate_bps()
+    }
+
+    /// The counters of every QP, summed (walks the QPs: for statistics, not the data-path).
+    pub fn qp_counters(&self) -> QpCounters {
+        let mut t = QpCounters::default();
+        for c in self
+            .qps
+            .values()
+            .filter_map(|s| s.qp.as_ref())
+            .map(|q| q.counters)
+        {
+            t.packets_tx += c.packets_tx;
+            t.retransmits += c.retransmits;
+            t.timeouts += c.timeouts;
+            t.naks_tx += c.naks_tx;
+            t.duplicates += c.duplicates;
+            t.refused += c.refused;
+        }
+        t
     }
 
     /// The earliest deadline of any QP: its transport timers, its reaction point's timers
