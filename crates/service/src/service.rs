@@ -38,6 +38,9 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
+    /// $SLUICE_VERBS_TRACE: print the RDMA transport's state every 2 s.
+    trace_verbs: bool,
+    next_trace: Instant,
 }
 
 impl Service {
@@ -72,6 +75,8 @@ impl Service {
             asleep: false,
             stopped: false,
             next_control: Instant::ZERO,
+            trace_verbs: std::env::var_os("SLUICE_VERBS_TRACE").is_some(),
+            next_trace: Instant::ZERO,
             config,
         })
     }
@@ -317,6 +322,16 @@ impl App for Service {
             }
         }
         self.run_verbs();
+        if self.trace_verbs && now >= self.next_trace {
+            self.next_trace = now + std::time::Duration::from_secs(2);
+            if let Some(v) = self.verbs.as_ref() {
+                eprintln!(
+                    "sluice engine: verbs trace\n{}{}",
+                    v.rdma.stack.describe(),
+                    v.describe()
+                );
+            }
+        }
         self.retry_pending(stack);
         if self.apps.orphans > 0 {
             self.reap_orphans(stack);

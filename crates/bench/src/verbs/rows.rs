@@ -91,10 +91,17 @@ pub fn perftest_lat(h: &mut Hosts, stack: Stack, size: u64, iters: u64) -> Resul
     })
 }
 
-/// Iterations of a perftest bandwidth run: `iters`, fewer for big transfers.
+/// Iterations of a perftest bandwidth run: `iters`, fewer for big transfers, rounded up to
+/// a multiple of the tx depth. perftest 4.5-0.17 (Debian bookworm's) hangs with several QPs
+/// when the tx depth (its completion moderation here) does not divide the iterations: its
+/// total completion count, which adds the moderation for the last short batch too, can
+/// reach the total before every QP's own count does, and it stops polling (fixed upstream
+/// in perftest commit 5ff3afa, 2023, "fix completion count with special combination of
+/// tx_depth/cq_mod/iterations").
 pub fn bw_iters(size: u64, qps: u32, iters: u64) -> u64 {
     let by_bytes = BW_BYTES / (size.max(1) * u64::from(qps.max(1)));
-    iters.min(by_bytes).max(BW_MIN_ITERS)
+    let depth = u64::from(TX_DEPTH);
+    iters.min(by_bytes).max(BW_MIN_ITERS).div_ceil(depth) * depth
 }
 
 /// `ib_write_bw`/`ib_send_bw -s SIZE -t 64 -q QPS` over Sluice's verbs.
@@ -174,4 +181,21 @@ pub fn iperf3_bw(h: &mut Hosts, stack: Stack, size: u64, seconds: u32) -> Result
         msgs_per_s,
         cpu: cpu_per_op(cpu, msgs_per_s * f64::from(seconds.max(1))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_iterations_are_whole_tx_depths() {
+        for (size, qps) in [(64, 1), (64, 8), (4096, 8), (65536, 8), (1 << 20, 1)] {
+            for iters in [1, 200, 5000, 5120] {
+                let n = bw_iters(size, qps, iters);
+                assert_eq!(n % u64::from(TX_DEPTH), 0, "{size} {qps} {iters}: {n}");
+                assert!(n >= BW_MIN_ITERS);
+            }
+        }
+        assert_eq!(bw_iters(64, 8, 5000), 5056);
+    }
 }

@@ -328,6 +328,11 @@ impl QueuePair {
         matches!(self.state, QpState::Rts | QpState::Sqd) && self.req.ready(now, &self.cfg)
     }
 
+    /// One line of state, for traces.
+    pub fn describe(&self) -> String {
+        format!("{:?} {}", self.state, self.req.describe())
+    }
+
     /// When [`QueuePair::handle_timeout`] next has work.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.state == QpState::Error {

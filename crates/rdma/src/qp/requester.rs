@@ -170,6 +170,25 @@ impl Requester {
         self.rnr_until.is_none_or(|t| now >= t) && self.can_send_more(cfg)
     }
 
+    /// One line of state, for traces.
+    pub(super) fn describe(&self) -> String {
+        let unsent = self
+            .sq
+            .iter()
+            .filter(|e| e.done.is_none() && e.sent < if e.is_read() { 1 } else { e.npkts })
+            .count();
+        format!(
+            "sq {} (unsent {unsent}) cursor {} una {:?} next {:?} sent_end {:?} deadline {:?} rnr {:?}",
+            self.sq.len(),
+            self.cursor,
+            self.una,
+            self.next_psn,
+            self.sent_end,
+            self.deadline,
+            self.rnr_until
+        )
+    }
+
     /// READs started and not completed: they all lie before the cursor (a READ's one
     /// request packet is sent before the cursor moves past it).
     fn reads_outstanding(&self) -> usize {

@@ -542,6 +542,31 @@ impl RdmaStack {
         self.qps.get(&qpn)?.cc.rate_bps()
     }
 
+    /// One line per QP and CQ, for traces (walks everything).
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (qpn, s) in &self.qps {
+            if let Some(q) = s.qp.as_ref() {
+                out.push_str(&format!(
+                    "qp {qpn:#x}: {} pace_wait {:?} cc {:?}\n",
+                    q.describe(),
+                    s.pace_wait,
+                    s.cc.deadline()
+                ));
+            }
+        }
+        for (i, c) in self.cqs.iter().enumerate() {
+            if let Some(c) = c {
+                out.push_str(&format!(
+                    "cq {i}: {} waiting, overrun {}\n",
+                    c.len(),
+                    c.is_overrun()
+                ));
+            }
+        }
+        out
+    }
+
     /// The counters of every QP, summed (walks the QPs: for statistics, not the data-path).
     pub fn qp_counters(&self) -> QpCounters {
         let mut t = QpCounters::default();

@@ -91,6 +91,32 @@ fn active_mtu(mtu: u16) -> u8 {
 }
 
 impl Verbs {
+    /// One line per application QP, for traces: what the service holds of it.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (app, a) in &self.apps {
+            for (qpn, q) in &a.qps {
+                out.push_str(&format!(
+                    "app {app} qp {qpn:#x}: sq entry waiting {} (at {}), held send {}, listed {}, sends taken {}\n",
+                    q.sq_in.has_entry(),
+                    q.sq_in.position(),
+                    q.held_send.is_some(),
+                    q.listed,
+                    q.sends_taken
+                ));
+            }
+            for (cq, c) in &a.cqs {
+                out.push_str(&format!(
+                    "app {app} cq {cq}: free {:?}, made {}, dead {}\n",
+                    c.producer.free(),
+                    c.made.len(),
+                    c.dead
+                ));
+            }
+        }
+        out
+    }
+
     /// The verbs of the engine whose core is `stack`.
     pub fn new(stack: &Stack, limits: VerbsLimits) -> Verbs {
         let cfg = stack.config();
