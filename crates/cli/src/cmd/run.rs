@@ -3,9 +3,10 @@
 //!
 //! Its sockets go to the engine through the preload library; its verbs (libibverbs) go to the
 //! engine's RDMA transport through the Sluice verbs device, which `sluice run` makes visible
-//! to the program ([`super::verbs_device`]): by default when run as root, the provider is
-//! built and the engine answers; `--verbs` insists (and works without root through a user
-//! namespace), `--no-verbs` leaves libibverbs alone.
+//! to the program ([`super::verbs_device`]): by default when run as root and the program
+//! links libibverbs (the provider is built and the engine answers); `--verbs` insists (for a
+//! program that loads libibverbs at run time, and without root through a user namespace),
+//! `--no-verbs` leaves libibverbs alone.
 //!
 //! It finds `libsluice_preload.so` (next to the `sluice` executable unless told otherwise;
 //! the rule is `sluice_shm::preload_library`'s, shared with the tests),
@@ -186,7 +187,10 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     if args.teardown_offload {
         cmd.env(sluice_shm::TEARDOWN_OFFLOAD_ENV, "1");
     }
-    if args.verbs || (!args.no_verbs && nix::unistd::getuid().is_root()) {
+    let by_default = !args.no_verbs
+        && nix::unistd::getuid().is_root()
+        && super::verbs_device::links_libibverbs(program);
+    if args.verbs || by_default {
         match verbs_env(&exe, &socket) {
             Ok(env) => {
                 cmd.envs(env);

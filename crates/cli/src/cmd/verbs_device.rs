@@ -106,6 +106,34 @@ pub fn locate_provider(exe: &Path) -> Result<PathBuf, VerbsDeviceError> {
         .ok_or(VerbsDeviceError::ProviderMissing(beside))
 }
 
+/// Whether `program` (a path, or a name looked up in `$PATH`) links libibverbs: its file
+/// names `libibverbs.so` (a DT_NEEDED entry of the dynamic section). Programs that do get the
+/// verbs device by default; a script or a program that loads the library at run time needs
+/// `--verbs`.
+pub fn links_libibverbs(program: &std::ffi::OsStr) -> bool {
+    let path = Path::new(program);
+    let found = if path.components().count() > 1 {
+        Some(path.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(path))
+                .find(|p| p.is_file())
+        })
+    };
+    let Some(file) = found else {
+        return false;
+    };
+    // The dynamic string table of an executable is within its first few megabytes.
+    const MAX: u64 = 64 << 20;
+    let mut bytes = Vec::new();
+    let read = fs::File::open(&file).and_then(|f| {
+        use std::io::Read;
+        f.take(MAX).read_to_end(&mut bytes)
+    });
+    read.is_ok() && bytes.windows(14).any(|w| w == b"libibverbs.so.")
+}
+
 /// The engine's address, from the attach handshake (the connection is closed at once).
 pub fn engine_ip(socket: &Path) -> Result<Ipv4Addr, VerbsDeviceError> {
     use sluice_shm::control::{connect_to, recv_message, send_message, Reply, Request};
@@ -250,6 +278,23 @@ mod tests {
             gid_text(Ipv4Addr::new(192, 168, 255, 254)),
             "0000:0000:0000:0000:0000:ffff:c0a8:fffe"
         );
+    }
+
+    #[test]
+    fn programs_that_link_libibverbs_are_recognised() {
+        let dir = std::env::temp_dir().join(format!("sluice-links-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let verbs = dir.join("verbs-prog");
+        fs::write(&verbs, b"\x7fELF....libibverbs.so.1\0libc.so.6\0").unwrap();
+        let plain = dir.join("plain-prog");
+        fs::write(&plain, b"\x7fELF....libc.so.6\0").unwrap();
+        assert!(links_libibverbs(verbs.as_os_str()));
+        assert!(!links_libibverbs(plain.as_os_str()));
+        assert!(!links_libibverbs(dir.join("missing").as_os_str()));
+        assert!(!links_libibverbs(std::ffi::OsStr::new(
+            "no-such-program-on-path"
+        )));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
