@@ -6,7 +6,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_rdma::qp::{Memory, RecvWr, Remote, SendOp, SendWr, Sge};
+use sluice_rdma::qp::{RecvWr, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
 use sluice_rdma::verbs::{
     Access, AttrMask, Key, PdId, QpState, Region, WcOpcode, WcStatus, WorkCompletion,
@@ -17,31 +17,7 @@ use sluice_wire::EthernetAddress;
 const BASE: u64 = 0x1000_0000;
 const LEN: usize = 16 << 20;
 
-struct Mem(Vec<u8>);
-
-impl Memory for Mem {
-    fn read(&self, _b: u32, offset: u64, out: &mut [u8]) -> bool {
-        match self.0.get(offset as usize..offset as usize + out.len()) {
-            Some(s) => {
-                out.copy_from_slice(s);
-                true
-            }
-            None => false,
-        }
-    }
-    fn write(&mut self, _b: u32, offset: u64, data: &[u8]) -> bool {
-        match self
-            .0
-            .get_mut(offset as usize..offset as usize + data.len())
-        {
-            Some(d) => {
-                d.copy_from_slice(data);
-                true
-            }
-            None => false,
-        }
-    }
-}
+use sluice_rdma::qp::VecMemory as Mem;
 
 /// An RDMA stack with its memory, as a simulated host.
 struct RdmaHost {

@@ -51,6 +51,35 @@ pub trait Memory {
     fn write(&mut self, backing: u32, offset: u64, data: &[u8]) -> bool;
 }
 
+/// [`Memory`] over one buffer that every backing names (offsets index it): the simulator's
+/// hosts, the tests, a peer without an engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VecMemory(pub Vec<u8>);
+
+impl Memory for VecMemory {
+    fn read(&self, _backing: u32, offset: u64, out: &mut [u8]) -> bool {
+        let Some(s) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.get(o..o.checked_add(out.len())?))
+        else {
+            return false;
+        };
+        out.copy_from_slice(s);
+        true
+    }
+
+    fn write(&mut self, _backing: u32, offset: u64, data: &[u8]) -> bool {
+        let Some(d) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.get_mut(o..o.checked_add(data.len())?))
+        else {
+            return false;
+        };
+        d.copy_from_slice(data);
+        true
+    }
+}
+
 /// A connected QP's parameters (the attributes of INIT -> RTR -> RTS).
 #[derive(Clone, Copy, Debug)]
 pub struct QpConfig {

@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use sluice_rdma::qp::{Memory, Nanos, RecvWr, Sge};
+use sluice_rdma::qp::{Nanos, RecvWr, Sge};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region};
 use sluice_wire::EthernetAddress;
@@ -11,31 +11,7 @@ use sluice_wire::EthernetAddress;
 pub const BASE: u64 = 0x7f00_0000;
 pub const LEN: usize = 1 << 20;
 
-pub struct Mem(pub Vec<u8>);
-
-impl Memory for Mem {
-    fn read(&self, _b: u32, offset: u64, out: &mut [u8]) -> bool {
-        match self.0.get(offset as usize..offset as usize + out.len()) {
-            Some(s) => {
-                out.copy_from_slice(s);
-                true
-            }
-            None => false,
-        }
-    }
-    fn write(&mut self, _b: u32, offset: u64, data: &[u8]) -> bool {
-        match self
-            .0
-            .get_mut(offset as usize..offset as usize + data.len())
-        {
-            Some(d) => {
-                d.copy_from_slice(data);
-                true
-            }
-            None => false,
-        }
-    }
-}
+pub use sluice_rdma::qp::VecMemory as Mem;
 
 pub struct Host {
     pub stack: RdmaStack,

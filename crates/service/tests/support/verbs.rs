@@ -11,7 +11,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::memfd::{memfd_create, MFdFlags};
 use nix::unistd::ftruncate;
 use sluice_engine::Transport;
-use sluice_rdma::qp::{Memory, RecvWr, SendWr};
+use sluice_rdma::qp::{RecvWr, SendWr};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WorkCompletion};
 use sluice_shm::control::{recv_message, send_message, Reply, Request};
@@ -30,31 +30,7 @@ pub const PEER_LEN: usize = 64 << 10;
 pub const ALL_ACCESS: u32 = 0b111;
 
 /// The peer's memory: one buffer.
-pub struct PeerMem(pub Vec<u8>);
-
-impl Memory for PeerMem {
-    fn read(&self, _b: u32, offset: u64, out: &mut [u8]) -> bool {
-        match self.0.get(offset as usize..offset as usize + out.len()) {
-            Some(s) => {
-                out.copy_from_slice(s);
-                true
-            }
-            None => false,
-        }
-    }
-    fn write(&mut self, _b: u32, offset: u64, data: &[u8]) -> bool {
-        match self
-            .0
-            .get_mut(offset as usize..offset as usize + data.len())
-        {
-            Some(d) => {
-                d.copy_from_slice(data);
-                true
-            }
-            None => false,
-        }
-    }
-}
+pub use sluice_rdma::qp::VecMemory as PeerMem;
 
 /// The peer's RDMA transport: one CQ, one region, one QP.
 pub struct PeerRdma {
