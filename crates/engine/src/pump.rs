@@ -61,31 +61,9 @@ pub fn transmit_transport<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    let mut sent = 0;
-    let mut flushed_full = false;
-    loop {
-        let mut produced = false;
-        let queued = device.transmit_with(&mut |buf| {
-            let len = transport.poll_transmit(now, buf);
-            produced = len.is_some();
-            len.map(TxFrame::plain)
-        })?;
-        if queued && produced {
-            sent += 1;
-            flushed_full = false;
-            continue;
-        }
-        if !queued && !flushed_full {
-            device.flush()?;
-            flushed_full = true;
-            continue;
-        }
-        break;
-    }
-    if sent > 0 {
-        device.flush()?;
-    }
-    Ok(sent)
+    drain(device, |buf| {
+        transport.poll_transmit(now, buf).map(TxFrame::plain)
+    })
 }
 
 /// Runs the core's timers if one is due at `now`.
@@ -102,6 +80,23 @@ pub fn transmit<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
+    drain(device, |buf| {
+        // Devices with segmentation offload get large segments (the core only makes them
+        // when configured to: Config::tso_max_payload).
+        stack.poll_transmit_offload(now, buf).map(|t| TxFrame {
+            len: t.len,
+            gso_size: t.gso_size,
+            csum_partial: t.csum_partial,
+        })
+    })
+}
+
+/// Fills the device's free transmit slots from `produce` until it has nothing more,
+/// flushing full bursts; returns how many frames were queued. One loop for every core.
+fn drain<D: Device + ?Sized>(
+    device: &mut D,
+    mut produce: impl FnMut(&mut [u8]) -> Option<TxFrame>,
+) -> Result<usize, DeviceError> {
     let mut sent = 0;
     // Whether the last flush left the device without a free slot (a transmit ring whose
     // frames are all still held by the kernel): then wait for the next round.
@@ -109,15 +104,9 @@ pub fn transmit<D: Device + ?Sized>(
     loop {
         let mut produced = false;
         let queued = device.transmit_with(&mut |buf| {
-            // Devices with segmentation offload get large segments (the core only makes
-            // them when configured to: Config::tso_max_payload).
-            let t = stack.poll_transmit_offload(now, buf);
+            let t = produce(buf);
             produced = t.is_some();
-            t.map(|t| TxFrame {
-                len: t.len,
-                gso_size: t.gso_size,
-                csum_partial: t.csum_partial,
-            })
+            t
         })?;
         if queued && produced {
             sent += 1;
