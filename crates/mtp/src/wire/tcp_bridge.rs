@@ -31,7 +31,7 @@ pub const TCP_OPTION_LEN: usize = 4 + FIXED_LEN - 4;
 /// The TCP header of a bridged segment: 20 bytes and the option (a whole number of words).
 const TCP_HEADER_LEN: usize = 20 + TCP_OPTION_LEN;
 // The option must fit TCP's 40 bytes and the header be whole words.
-const _: () = assert!(TCP_OPTION_LEN <= 40 && TCP_HEADER_LEN % 4 == 0);
+const _: () = assert!(TCP_OPTION_LEN <= 40 && TCP_HEADER_LEN & 3 == 0);
 const IP_PROTOCOL_TCP: u8 = 6;
 const TCP_PSH_ACK: u8 = 0x18;
 
