@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{App, AppStatus, EngineError, Transport};
+use sluice_engine::{App, AppStatus, EngineError, Transport, Transports};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
@@ -344,10 +344,14 @@ impl App for Service {
         })
     }
 
-    fn transport(&mut self) -> Option<&mut dyn Transport> {
-        self.verbs
-            .as_mut()
-            .map(|v| &mut v.rdma as &mut dyn Transport)
+    fn transports(&mut self) -> Transports<'_> {
+        Transports {
+            rdma: self
+                .verbs
+                .as_mut()
+                .map(|v| &mut v.rdma as &mut dyn Transport),
+            mtp: None,
+        }
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
