@@ -338,11 +338,11 @@ impl Control {
                 },
                 Ok(Some((Request::Verbs(req), fds))) => match verbs.as_deref_mut() {
                     Some(v) => {
-                        let region = app.region.clone();
+                        let queues = app.verbs_queues.clone();
                         let reply = verbs::request(
                             v,
                             app.index,
-                            &region,
+                            &queues,
                             req,
                             fds,
                             stack,
@@ -360,6 +360,10 @@ impl Control {
                         "this engine serves no verbs".to_string()
                     }
                 },
+                Ok(Some((Request::Mtp(_), _))) => {
+                    sh.counters.bad_control += 1;
+                    "this engine serves no MTP".to_string()
+                }
                 Ok(Some((Request::Hello { .. }, _))) => {
                     sh.counters.bad_control += 1;
                     "already attached".to_string()
@@ -407,6 +411,7 @@ impl Control {
         // Its QPs, completion queues, regions (unmapped) and domains go; its doorbells
         // are void.
         sh.doorbells.retain(|&(a, _)| a != app.index);
+        sh.mtp_doorbells.retain(|&(a, _)| a != app.index);
         if let Some(v) = verbs {
             v.detach(app.index);
         }

@@ -44,7 +44,9 @@ mod counters;
 mod data;
 mod error;
 mod events;
+
 mod owners;
+mod queues;
 mod service;
 mod shared;
 mod slots;

@@ -66,6 +66,7 @@ impl Service {
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),
+                mtp_doorbells: Vec::new(),
             },
             verbs: None,
             retry: Vec::new(),
@@ -322,6 +323,8 @@ impl App for Service {
             }
         }
         self.run_verbs();
+        // No MTP transport yet: doorbells for it are void.
+        self.sh.mtp_doorbells.clear();
         if self.trace_verbs && now >= self.next_trace {
             self.next_trace = now + std::time::Duration::from_secs(2);
             if let Some(v) = self.verbs.as_ref() {
