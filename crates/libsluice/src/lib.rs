@@ -21,6 +21,7 @@ mod context;
 mod error;
 mod fork;
 mod lock;
+pub mod mtp;
 mod socket;
 mod splice;
 pub mod verbs;
