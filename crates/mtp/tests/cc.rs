@@ -22,7 +22,14 @@ fn one_ecn_pathlet_behaves_like_dctcp() {
         if dir == Dir::AtoB {
             if let Ok(s) = Summary::read(f) {
                 let marked = u32::from(link.queued > 20);
-                s.push_feedback(f, Feedback { at: P1, kind: FeedbackKind::Ecn, value: marked });
+                s.push_feedback(
+                    f,
+                    Feedback {
+                        at: P1,
+                        kind: FeedbackKind::Ecn,
+                        value: marked,
+                    },
+                );
             }
         }
         true
@@ -31,11 +38,14 @@ fn one_ecn_pathlet_behaves_like_dctcp() {
     let eb = p.b.bind(7000).unwrap();
     let to = dst(IP_B, &p.b, eb);
     let data = vec![7u8; 3 << 20];
-    p.a.send_message(p.now, ea, to, &data, SendOptions::default()).unwrap();
+    p.a.send_message(p.now, ea, to, &data, SendOptions::default())
+        .unwrap();
     let mss = p.a.mss() as f64;
     let (mut cuts, mut prev, mut max_cwnd) = (0, None::<(u64, f64)>, 0u64);
     while p.step() {
-        let Some((k, w)) = p.a.pathlets().into_iter().next() else { continue };
+        let Some((k, w)) = p.a.pathlets().into_iter().next() else {
+            continue;
+        };
         assert_eq!(k, P1);
         assert_eq!(w.law, Law::Dctcp);
         if let Some((pc, pa)) = prev {
@@ -74,7 +84,14 @@ fn rate_feedback_sets_the_window_to_rate_times_srtt() {
     p.device = Some(Box::new(|dir, f, _| {
         if dir == Dir::AtoB {
             if let Ok(s) = Summary::read(f) {
-                s.push_feedback(f, Feedback { at: P2, kind: FeedbackKind::Rate, value: 2_000 });
+                s.push_feedback(
+                    f,
+                    Feedback {
+                        at: P2,
+                        kind: FeedbackKind::Rate,
+                        value: 2_000,
+                    },
+                );
             }
         }
         true
@@ -82,7 +99,8 @@ fn rate_feedback_sets_the_window_to_rate_times_srtt() {
     let ea = p.a.bind(0).unwrap();
     let eb = p.b.bind(7000).unwrap();
     let to = dst(IP_B, &p.b, eb);
-    p.a.send_message(p.now, ea, to, &vec![1u8; 500_000], SendOptions::default()).unwrap();
+    p.a.send_message(p.now, ea, to, &vec![1u8; 500_000], SendOptions::default())
+        .unwrap();
     p.run(1_000_000_000);
     assert!(p.b.recv_message(eb).is_some());
     let (k, w) = p.a.pathlets()[0];
@@ -112,7 +130,14 @@ fn a_congested_pathlet_is_excluded_when_an_alternative_is_known() {
                 }
                 assert!(!s.excludes(f, via), "both pathlets excluded");
                 let value = u32::from(via == P1);
-                s.push_feedback(f, Feedback { at: via, kind: FeedbackKind::Ecn, value });
+                s.push_feedback(
+                    f,
+                    Feedback {
+                        at: via,
+                        kind: FeedbackKind::Ecn,
+                        value,
+                    },
+                );
             }
         }
         true
@@ -121,8 +146,14 @@ fn a_congested_pathlet_is_excluded_when_an_alternative_is_known() {
     let eb = p.b.bind(7000).unwrap();
     let to = dst(IP_B, &p.b, eb);
     for i in 0..400u32 {
-        p.a.send_message(p.now, ea, to, &i.to_be_bytes().repeat(1000), SendOptions::default())
-            .unwrap();
+        p.a.send_message(
+            p.now,
+            ea,
+            to,
+            &i.to_be_bytes().repeat(1000),
+            SendOptions::default(),
+        )
+        .unwrap();
         for _ in 0..20 {
             p.step();
         }
@@ -136,7 +167,15 @@ fn a_congested_pathlet_is_excluded_when_an_alternative_is_known() {
     let ws = p.a.pathlets();
     let w1 = ws.iter().find(|(k, _)| *k == P1).unwrap().1;
     let w2 = ws.iter().find(|(k, _)| *k == P2).unwrap().1;
-    assert!(w1.alpha > 0.5 && w2.alpha == 0.0, "alpha {} / {}", w1.alpha, w2.alpha);
+    assert!(
+        w1.alpha > 0.5 && w2.alpha == 0.0,
+        "alpha {} / {}",
+        w1.alpha,
+        w2.alpha
+    );
     assert!(p.a.counters().excluded_messages > 0);
-    assert!(seen_exclude.get() > 0, "the balancer saw path-exclude lists");
+    assert!(
+        seen_exclude.get() > 0,
+        "the balancer saw path-exclude lists"
+    );
 }

@@ -111,11 +111,9 @@ impl Pair {
 
     fn enqueue(&mut self, dir: Dir, mut frame: Vec<u8>) {
         let li = dir as usize;
-        let ser = if self.rate_bps == 0 {
-            0
-        } else {
-            frame.len() as u64 * 8 * 1_000_000_000 / self.rate_bps
-        };
+        let ser = (frame.len() as u64 * 8 * 1_000_000_000)
+            .checked_div(self.rate_bps)
+            .unwrap_or(0);
         let link = &mut self.links[li];
         let queued = if ser == 0 {
             0
