@@ -15,6 +15,8 @@
 
 pub mod blob;
 pub mod cc;
+pub mod endpoint;
 pub mod msg;
 pub mod stack;
+pub mod time;
 pub mod wire;

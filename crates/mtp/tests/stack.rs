@@ -232,3 +232,30 @@ fn send_errors_are_typed() {
     bad_cfg.mtu = 100;
     assert!(MtpStack::new(bad_cfg).is_err());
 }
+
+#[test]
+fn a_full_endpoint_queue_drops_unacknowledged_and_nothing_is_lost() {
+    let mut cb = config(MAC_B, IP_B);
+    cb.endpoint_queue = 2;
+    let mut p = Pair::with(config(MAC_A, IP_A), cb, 8);
+    let ea = p.a.bind(0).unwrap();
+    let eb = p.b.bind(7000).unwrap();
+    let to = dst(IP_B, &p.b, eb);
+    for i in 0..5u32 {
+        p.a.send_message(p.now, ea, to, &payload(i, 3000), SendOptions::default())
+            .unwrap();
+    }
+    p.run(500_000);
+    assert_eq!(p.b.usage().queued_messages, 2);
+    assert!(p.b.counters().endpoint_queue_full >= 3);
+    let mut got = HashSet::new();
+    for _ in 0..10 {
+        while let Some(m) = p.b.recv_message(eb) {
+            assert!(got.insert(m.msg_id), "delivered once");
+        }
+        p.run(5_000_000);
+    }
+    assert_eq!(got.len(), 5);
+    assert_eq!(p.a.counters().messages_acked, 5);
+    assert_eq!(p.a.counters().messages_failed, 0);
+}

@@ -1,15 +1,17 @@
 //! Pathlet congestion control (mtp.txt 3.1.3): a window per (pathlet, TC), the paths each
 //! destination's feedback revealed, admission of a packet on a path, and path exclusion.
 
+mod params;
 mod path;
 mod window;
 
+pub use params::CcParams;
 pub use path::{DestPaths, PathId, PathTable};
 pub use window::{Law, Window};
 
 use std::collections::HashMap;
 
-use crate::stack::{CcParams, Nanos};
+use crate::time::Nanos;
 use crate::wire::{Feedback, FeedbackKind, PathletTc};
 
 /// The windows and paths of one stack.

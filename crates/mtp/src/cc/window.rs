@@ -2,7 +2,8 @@
 //! `Ecn` marks drive DCTCP (alpha, the EWMA of the marked fraction per window of data, and
 //! a cut by alpha/2 at most once per RTT), `Rate` drives RCP (window = rate x srtt).
 
-use crate::stack::{CcParams, Nanos};
+use super::params::CcParams;
+use crate::time::Nanos;
 
 /// Which law a pathlet's feedback selected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
 use crate::cc::{PathId, Route};
-use crate::stack::{EndpointId, Nanos};
+use crate::endpoint::EndpointId;
+use crate::time::Nanos;
 
 /// A packet's state at the sender.
 #[derive(Clone, Copy, Debug, Default)]

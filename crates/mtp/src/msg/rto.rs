@@ -1,7 +1,7 @@
 //! The retransmission timeout of one destination, RFC 6298 style: srtt and rttvar from
 //! acknowledgements of packets never retransmitted (Karn), doubled per timeout.
 
-use crate::stack::Nanos;
+use crate::time::Nanos;
 
 /// RTT estimate and RTO of a destination.
 #[derive(Clone, Copy, Debug)]

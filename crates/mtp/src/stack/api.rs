@@ -6,9 +6,7 @@ use std::net::SocketAddrV4;
 
 use super::config::Nanos;
 
-/// An application's bound port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EndpointId(pub u32);
+pub use crate::endpoint::EndpointId;
 
 /// How a message is to be sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

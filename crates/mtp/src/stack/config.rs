@@ -7,8 +7,8 @@ use sluice_wire::EthernetAddress;
 
 use crate::wire::{Feedback, PathletTc, FIXED_LEN, MAX_HEADER_LEN};
 
-/// Time in nanoseconds, passed in by the caller (sans-IO).
-pub type Nanos = u64;
+pub use crate::cc::CcParams;
+pub use crate::time::Nanos;
 
 /// The most ACK-path-feedback entries a stack may be configured to keep (a pending ACK
 /// holds them inline, so none is allocated per packet).
@@ -21,27 +21,6 @@ pub enum Encapsulation {
     Ip,
     /// UDP to port 9919 (the source port is flow entropy: derived from the message id).
     Udp,
-}
-
-/// The parameters of the pathlet congestion-control laws (mtp.txt 3.1.3).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CcParams {
-    /// DCTCP's gain g as a shift: alpha += (F - alpha) >> g_shift (4: g = 1/16).
-    pub g_shift: u32,
-    /// A pathlet whose alpha is above this is congested (for path exclusion).
-    pub exclude_alpha: f64,
-    /// The largest window a pathlet may reach, bytes.
-    pub max_cwnd: u64,
-}
-
-impl Default for CcParams {
-    fn default() -> Self {
-        CcParams {
-            g_shift: 4,
-            exclude_alpha: 0.5,
-            max_cwnd: 64 << 20,
-        }
-    }
 }
 
 /// The stack's limits and addresses.

@@ -244,12 +244,13 @@ impl MtpStack {
             for n in first..end {
                 let n = n as u16;
                 let (_, len) = msg.span(n);
-                if i == 0 && n == r.first {
-                    subject.get_or_insert((r.msg_id, n, len as u64));
-                }
                 let st = &mut msg.pkt[usize::from(n)];
                 if !st.sent || st.acked {
                     continue;
+                }
+                // Feedback counts once per packet: a repeated ACK does not weigh it again.
+                if i == 0 && n == r.first {
+                    subject.get_or_insert((r.msg_id, n, len as u64));
                 }
                 st.acked = true;
                 msg.acked += 1;
