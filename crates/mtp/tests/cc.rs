@@ -70,6 +70,7 @@ fn one_ecn_pathlet_behaves_like_dctcp() {
     assert_eq!(m.data.len(), data.len());
     let w = p.a.pathlets()[0].1;
     assert!(cuts >= 3, "the window was cut repeatedly: {cuts}");
+    assert_eq!(w.inflight, 0, "every byte released");
     assert!(w.alpha > 0.0 && w.alpha < 1.0, "alpha {}", w.alpha);
     // The window settles near BDP + K packets (20 us x 1 Gbit/s = 2.5 KB, K = 20 x 1.5 KB),
     // far below the 3 MiB it could reach without marks.
@@ -177,5 +178,61 @@ fn a_congested_pathlet_is_excluded_when_an_alternative_is_known() {
     assert!(
         seen_exclude.get() > 0,
         "the balancer saw path-exclude lists"
+    );
+}
+
+#[test]
+fn bytes_in_flight_move_to_the_path_an_ack_reveals() {
+    // Message ids 1 go over pathlet 1, every other over pathlet 2 (no marks anywhere).
+    let mut p = Pair::new(8);
+    p.delay = 50_000;
+    p.device = Some(Box::new(|dir, f, _| {
+        if dir == Dir::AtoB {
+            if let Ok(s) = Summary::read(f) {
+                let via = if s.msg_id == 1 { P1 } else { P2 };
+                s.push_feedback(
+                    f,
+                    Feedback {
+                        at: via,
+                        kind: FeedbackKind::Ecn,
+                        value: 0,
+                    },
+                );
+            }
+        }
+        true
+    }));
+    let ea = p.a.bind(0).unwrap();
+    let eb = p.b.bind(7000).unwrap();
+    let to = dst(IP_B, &p.b, eb);
+    let first =
+        p.a.send_message(p.now, ea, to, &[1; 100], SendOptions::default())
+            .unwrap();
+    assert_eq!(first, 1);
+    p.run(1_000_000_000);
+    p.a.send_message(p.now, ea, to, &vec![2; 200_000], SendOptions::default())
+        .unwrap();
+    p.flush();
+    let inflight = |p: &Pair, k| {
+        p.a.pathlets()
+            .iter()
+            .find(|(x, _)| *x == k)
+            .map_or(0, |(_, w)| w.inflight)
+    };
+    // Sent on the expected path (pathlet 1, from message 1's feedback) ...
+    assert!(inflight(&p, P1) > 0);
+    assert_eq!(inflight(&p, P2), 0);
+    // ... and moved to pathlet 2 by the first ACK of message 2.
+    while inflight(&p, P2) == 0 {
+        assert!(p.step());
+    }
+    assert_eq!(inflight(&p, P1), 0);
+    p.run(1_000_000_000);
+    assert!(p.b.recv_message(eb).is_some() && p.b.recv_message(eb).is_some());
+    assert_eq!(inflight(&p, P2), 0, "everything released");
+    assert_eq!(
+        p.a.usage().paths,
+        2,
+        "the expected path and one alternative"
     );
 }

@@ -259,3 +259,45 @@ fn a_full_endpoint_queue_drops_unacknowledged_and_nothing_is_lost() {
     assert_eq!(p.a.counters().messages_acked, 5);
     assert_eq!(p.a.counters().messages_failed, 0);
 }
+
+#[test]
+fn the_udp_encapsulation_carries_messages_with_a_port_per_message() {
+    let mut ca = config(MAC_A, IP_A);
+    ca.encap = sluice_mtp::stack::Encapsulation::Udp;
+    let mut cb = config(MAC_B, IP_B);
+    cb.encap = sluice_mtp::stack::Encapsulation::Udp;
+    let mut p = Pair::with(ca, cb, 9);
+    assert_eq!(p.a.mss(), 1500 - 28 - 36 - 16 - 32);
+    let ports = std::rc::Rc::new(std::cell::RefCell::new(HashSet::new()));
+    let seen = ports.clone();
+    p.device = Some(Box::new(move |dir, f, _| {
+        let s = Summary::read(f).expect("MTP in UDP");
+        if let sluice_mtp::wire::Encap::Udp { src_port } = s.at.encap {
+            if dir == Dir::AtoB {
+                seen.borrow_mut().insert((s.msg_id, src_port));
+            }
+        } else {
+            panic!("not UDP");
+        }
+        true
+    }));
+    let ea = p.a.bind(0).unwrap();
+    let eb = p.b.bind(7000).unwrap();
+    let to = dst(IP_B, &p.b, eb);
+    for i in 0..8 {
+        let data = payload(i, 3 * p.a.mss());
+        p.a.send_message(p.now, ea, to, &data, SendOptions::default())
+            .unwrap();
+    }
+    p.run(100_000_000);
+    let mut n = 0;
+    while p.b.recv_message(eb).is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 8);
+    let ports = ports.borrow();
+    // One source port per message (flow entropy), several ports over the messages.
+    assert_eq!(ports.len(), 8);
+    let distinct: HashSet<u16> = ports.iter().map(|(_, p)| *p).collect();
+    assert!(distinct.len() > 1);
+}

@@ -62,11 +62,6 @@ impl Cc {
         }
     }
 
-    /// The path a packet of a message routed `route` to `dest` is charged to.
-    pub fn charge_path(route: &Route, dest: &DestPaths) -> Option<PathId> {
-        route.pinned.or(dest.expected)
-    }
-
     /// Whether `bytes` may leave on `path` (None: the destination's initial window).
     pub fn has_room(&self, path: Option<PathId>, dest: &DestPaths, bytes: u64) -> bool {
         match path {
@@ -79,39 +74,47 @@ impl Cc {
         }
     }
 
-    /// Charges `bytes` to `path` and the destination; returns the reference the packet keeps.
-    pub fn charge(
-        &mut self,
-        path: Option<PathId>,
-        dest: &mut DestPaths,
-        bytes: u64,
-    ) -> Option<PathId> {
+    /// Charges `bytes` to `path`'s pathlets and the destination.
+    pub fn charge(&mut self, path: Option<PathId>, dest: &mut DestPaths, bytes: u64) {
         dest.inflight += bytes;
-        let id = path?;
-        self.paths.retain(id);
+        self.charge_windows(path, bytes);
+    }
+
+    /// Releases what `charge` charged (acknowledged, NACKed or lost).
+    pub fn release(&mut self, path: Option<PathId>, dest: &mut DestPaths, bytes: u64) {
+        dest.inflight = dest.inflight.saturating_sub(bytes);
+        self.release_windows(path, bytes);
+    }
+
+    /// Moves `bytes` in flight from one path's pathlets to another's.
+    pub fn move_charge(&mut self, from: Option<PathId>, to: Option<PathId>, bytes: u64) {
+        if from != to && bytes > 0 {
+            self.release_windows(from, bytes);
+            self.charge_windows(to, bytes);
+        }
+    }
+
+    fn charge_windows(&mut self, path: Option<PathId>, bytes: u64) {
+        let Some(id) = path else { return };
         for h in self.paths.hops(id) {
             if let Some(w) = self.windows.get_mut(h) {
                 w.charge(bytes);
             }
         }
-        Some(id)
     }
 
-    /// Releases what `charge` charged (the packet was acknowledged, NACKed or lost).
-    pub fn release(&mut self, path: Option<PathId>, dest: &mut DestPaths, bytes: u64) {
-        dest.inflight = dest.inflight.saturating_sub(bytes);
+    fn release_windows(&mut self, path: Option<PathId>, bytes: u64) {
         let Some(id) = path else { return };
         for h in self.paths.hops(id) {
             if let Some(w) = self.windows.get_mut(h) {
                 w.release(bytes);
             }
         }
-        self.paths.release(id);
     }
 
     /// Learns from the ACK path feedback of a packet of `bytes`: each pathlet's window by
-    /// its feedback kind, and the destination's expected path. Returns false when a new
-    /// pathlet found the table full.
+    /// its feedback kind, and the destination's expected path. Returns whether every
+    /// pathlet found room in the table, and the path (held by the destination) if any.
     pub fn on_feedback<I: Iterator<Item = Feedback>>(
         &mut self,
         now: Nanos,
@@ -119,7 +122,7 @@ impl Cc {
         feedback: I,
         bytes: u64,
         srtt: Nanos,
-    ) -> bool {
+    ) -> (bool, Option<PathId>) {
         let mut fits = true;
         self.scratch.clear();
         for fb in feedback {
@@ -144,11 +147,12 @@ impl Cc {
                 self.scratch.push(fb.at);
             }
         }
-        if !self.scratch.is_empty() {
-            let id = self.paths.intern(&self.scratch);
-            dest.observe(id, self.max_paths, &mut self.paths);
+        if self.scratch.is_empty() {
+            return (fits, None);
         }
-        fits
+        let id = self.paths.intern(&self.scratch);
+        dest.observe(id, self.max_paths, &mut self.paths);
+        (fits, Some(id))
     }
 
     /// Picks a new message's route (mtp.txt 3.1.3 path exclusion): when a pathlet on the

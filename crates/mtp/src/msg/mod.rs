@@ -7,6 +7,7 @@
 //! retransmission is left to the timeout); the timeout retransmits every packet in flight
 //! to the destination.
 
+mod charge;
 mod out;
 mod reassembly;
 mod rto;

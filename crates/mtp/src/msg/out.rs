@@ -13,8 +13,6 @@ use crate::time::Nanos;
 pub struct PktState {
     /// When it was last sent.
     pub sent_at: Nanos,
-    /// The path its bytes are charged to while in flight.
-    pub charged: Option<PathId>,
     /// Sent at least once.
     pub sent: bool,
     /// In flight (sent, charged, neither acknowledged nor declared lost).
@@ -60,6 +58,12 @@ pub struct OutMessage {
     pub retx: VecDeque<u16>,
     /// Its route (exclude list and pinned path), chosen at the first send.
     pub route: Option<Route>,
+    /// The path its bytes in flight are charged to (None: only the destination's).
+    pub charge: Option<PathId>,
+    /// Bytes in flight, charged to `charge`.
+    pub charged_bytes: u64,
+    /// The path its ACKs' feedback revealed (devices pin a message to one path).
+    pub learned: Option<PathId>,
     /// Timeouts so far.
     pub timeouts: u32,
 }

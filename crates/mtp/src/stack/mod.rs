@@ -258,6 +258,9 @@ impl MtpStack {
             retx: VecDeque::new(),
             route: None,
             timeouts: 0,
+            charge: None,
+            charged_bytes: 0,
+            learned: None,
         };
         self.sched
             .update(id, msg.priority, msg.remaining(), msg.wants_to_send());
@@ -370,17 +373,7 @@ impl MtpStack {
         let ip = *msg.dst.ip();
         if let Some(d) = self.dests.get_mut(&ip) {
             d.msgs.remove(&id);
-            for n in 0..msg.pkts() {
-                let (_, len) = msg.span(n);
-                let st = &mut msg.pkt[usize::from(n)];
-                if st.inflight {
-                    st.inflight = false;
-                    self.cc.release(st.charged.take(), &mut d.paths, len as u64);
-                }
-            }
-        }
-        if let Some(mut r) = msg.route.take() {
-            self.cc.drop_route(&mut r);
+            msg.release_all(&mut self.cc, &mut d.paths);
         }
         Some(msg)
     }

@@ -214,7 +214,7 @@ impl MtpStack {
                 if st.inflight {
                     st.inflight = false;
                     if let Some(d) = self.dests.get_mut(&src) {
-                        self.cc.release(st.charged.take(), &mut d.paths, len as u64);
+                        msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                     }
                 }
                 if msg.queue_retx(n) {
@@ -262,7 +262,7 @@ impl MtpStack {
                 }
                 if st.inflight {
                     st.inflight = false;
-                    self.cc.release(st.charged.take(), &mut d.paths, len as u64);
+                    msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                 }
             }
             while usize::from(msg.acked_prefix) < msg.pkt.len()
@@ -280,7 +280,7 @@ impl MtpStack {
                         continue;
                     }
                     st.inflight = false;
-                    self.cc.release(st.charged.take(), &mut d.paths, len as u64);
+                    msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                     if msg.queue_retx(q) {
                         self.counters.retx_sack_gap += 1;
                     }
@@ -303,11 +303,16 @@ impl MtpStack {
             }
         }
         if let Some(d) = self.dests.get_mut(&src) {
-            if let Some((_, _, bytes)) = subject {
+            if let Some((msg_id, _, bytes)) = subject {
                 let srtt = d.rtt.srtt_or_rto();
                 let fb = h.ack_feedback.iter().take(self.cfg.max_feedback);
-                if !self.cc.on_feedback(now, &mut d.paths, fb, bytes, srtt) {
+                let (fits, actual) = self.cc.on_feedback(now, &mut d.paths, fb, bytes, srtt);
+                if !fits {
                     self.counters.pathlets_full += 1;
+                }
+                // The message's other packets in flight took the same path: move them.
+                if let (Some(a), Some(msg)) = (actual, self.out.get_mut(&msg_id)) {
+                    msg.learn(&mut self.cc, a);
                 }
             }
             if progress {

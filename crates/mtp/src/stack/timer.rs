@@ -84,7 +84,7 @@ impl MtpStack {
                     continue;
                 }
                 st.inflight = false;
-                self.cc.release(st.charged.take(), &mut d.paths, len as u64);
+                msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                 if msg.queue_retx(n) {
                     self.counters.retx_timeout += 1;
                 }

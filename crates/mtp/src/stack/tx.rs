@@ -6,7 +6,6 @@ use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use super::config::{Encapsulation, Nanos};
 use super::MtpStack;
-use crate::cc::Cc;
 use crate::wire::{Encap, List, MtpFrameRepr, MtpRepr, FLAG_ACK, FLAG_DATA};
 
 fn frame_repr<'a>(
@@ -124,7 +123,7 @@ impl MtpStack {
             msg.route = Some(r);
         }
         let route = msg.route.as_ref()?;
-        let path = Cc::charge_path(route, &dest.paths);
+        let path = msg.expected_path(&dest.paths);
         if !self.cc.has_room(path, &dest.paths, len as u64) {
             return None;
         }
@@ -152,14 +151,13 @@ impl MtpStack {
         } else {
             msg.next_new += 1;
         }
-        let charged = self.cc.charge(path, &mut dest.paths, len as u64);
+        msg.charge_packet(&mut self.cc, &mut dest.paths, len as u64);
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
         st.sent = true;
         st.inflight = true;
         st.sent_at = now;
-        st.charged = charged;
         if dest.deadline.is_none() {
             dest.deadline = Some(now + dest.rtt.rto());
         }
