@@ -128,6 +128,10 @@ fn a_packet_disagreeing_with_its_message_id_is_refused() {
     b.handle_frame(0, &first_packet(5, 3000, 4, &[1; 1000]));
     assert_eq!(b.counters().msg_id_conflicts, 2);
     assert_eq!(b.usage().reassembly_messages, 1);
+    // 65535 packets for 10 bytes: refused (its bitmap would escape the byte bound).
+    b.handle_frame(0, &first_packet(6, 10, u16::MAX, &[1; 10]));
+    assert_eq!(b.counters().malformed, 1);
+    assert_eq!(b.usage().reassembly_messages, 1);
 }
 
 #[test]

@@ -236,3 +236,31 @@ fn bytes_in_flight_move_to_the_path_an_ack_reveals() {
         "the expected path and one alternative"
     );
 }
+
+#[test]
+fn the_dctcp_law_tracks_a_fixed_marked_fraction() {
+    use sluice_mtp::cc::Window;
+    use sluice_mtp::stack::CcParams;
+    let params = CcParams::default();
+    let (mss, srtt) = (1000u64, 10_000u64);
+    let mut w = Window::new(64_000);
+    let mut now = 0;
+    let mut last_cuts = 0;
+    // One ACK in four marked, one ACK per microsecond (10 per srtt).
+    for i in 0..200_000u64 {
+        now += 1_000;
+        let before = (w.cwnd, w.alpha);
+        w.on_ecn(now, mss, i % 4 == 0, srtt, mss, &params);
+        if w.cuts > last_cuts {
+            last_cuts = w.cuts;
+            // Cut by alpha/2 (the alpha of this ACK).
+            let expect = ((before.0 as f64) * (1.0 - w.alpha / 2.0)) as u64;
+            assert_eq!(w.cwnd, expect.max(mss));
+        }
+    }
+    // alpha converges to the marked fraction (g = 1/16, updated per window of data).
+    assert!((w.alpha - 0.25).abs() < 0.03, "alpha {}", w.alpha);
+    // At most one cut per srtt: 200 ms of ACKs / 10 us.
+    assert!(w.cuts <= 200_000 * 1_000 / srtt + 1);
+    assert!(w.cwnd >= mss);
+}

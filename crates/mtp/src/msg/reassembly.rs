@@ -94,6 +94,9 @@ pub enum Refusal {
     Conflict,
     /// Its message is longer than the bound.
     TooLong,
+    /// More packets than bytes (each packet but a lone empty one carries a byte): refused
+    /// so that the per-packet bitmap stays within the byte bound.
+    Shape,
 }
 
 /// The receiver's reassembly table.
@@ -158,6 +161,9 @@ impl Reassembly {
             let len = shape.msg_len as usize;
             if shape.msg_len > self.max_message_len || len > self.max_bytes {
                 return Err(Refusal::TooLong);
+            }
+            if u32::from(shape.msg_pkts) > shape.msg_len.max(1) {
+                return Err(Refusal::Shape);
             }
             let mut evicted = 0;
             while self.bytes + len > self.max_bytes || self.table.len() >= self.max_messages {

@@ -143,6 +143,10 @@ impl MtpStack {
                 self.counters.too_long += 1;
                 return;
             }
+            Err(Refusal::Shape) => {
+                self.counters.malformed += 1;
+                return;
+            }
         };
         self.counters.reassembly_evictions += evicted;
         if m.has(h.pkt_num) {
