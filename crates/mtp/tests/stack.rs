@@ -72,6 +72,7 @@ fn ten_thousand_messages_under_loss_reordering_and_duplication_arrive_once() {
     let total = 10_000u32;
     let mut sent = 0u32;
     let mut seen = HashSet::new();
+    let mut expect = std::collections::HashMap::new();
     let mut delivered = 0;
     let mut guard = 0u64;
     while (seen.len() as u32) < total {
@@ -85,7 +86,10 @@ fn ten_thousand_messages_under_loss_reordering_and_duplication_arrive_once() {
                 .a
                 .send_message(p.now, ea, to, &data, SendOptions::default())
             {
-                Ok(_) => sent += 1,
+                Ok(id) => {
+                    assert!(expect.insert(id, data).is_none(), "ids unique");
+                    sent += 1;
+                }
                 Err(SendError::TooManyOutstanding) => break,
                 Err(e) => panic!("{e}"),
             }
@@ -96,8 +100,8 @@ fn ten_thousand_messages_under_loss_reordering_and_duplication_arrive_once() {
             }
         }
         while let Some(m) = p.b.recv_message(eb) {
-            let key = (m.msg_id, m.data.len());
-            assert!(seen.insert(key), "delivered twice: {key:?}");
+            assert_eq!(Some(&m.data), expect.get(&m.msg_id), "byte-exact");
+            assert!(seen.insert(m.msg_id), "delivered twice: {}", m.msg_id);
         }
         while let Some(e) = p.a.poll_event() {
             match e {

@@ -230,9 +230,13 @@ impl MtpStack {
             self.sched.update(id, p, rem, w);
         }
         let mut progress = false;
+        // A message this ACK completed: its later runs are not stale.
+        let mut finished = None;
         for (i, r) in h.sack.iter().take(max).enumerate() {
             let Some(msg) = self.out.get_mut(&r.msg_id) else {
-                self.counters.stale_acks += 1;
+                if finished != Some(r.msg_id) {
+                    self.counters.stale_acks += 1;
+                }
                 continue;
             };
             if *msg.dst.ip() != src || msg.dst.port() != h.src_port || msg.src_port != h.dst_port {
@@ -295,6 +299,7 @@ impl MtpStack {
             if msg.done() {
                 let ep = msg.ep;
                 self.remove_message(id);
+                finished = Some(id);
                 self.counters.messages_acked += 1;
                 self.push_event(super::Event::Delivered {
                     ep,
