@@ -40,7 +40,7 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
-    /// $SLUICE_VERBS_TRACE: print the RDMA transport's state every 2 s.
+    /// $SLUICE_VERBS_TRACE: print the RDMA and MTP transports' state every 2 s.
     trace_verbs: bool,
     next_trace: Instant,
 }
@@ -238,7 +238,7 @@ impl Service {
             mtp::doorbell(m, app, ep, stack, now, counters);
         }
         mtp::retry(m, stack, now, counters);
-        m.learn_neighbors(stack);
+        counters.mtp_arp_waits += m.learn_neighbors(stack, now);
         let table = &mut self.apps.table;
         let mut busy = false;
         mtp::deliver(m, counters, |app| {
@@ -378,6 +378,16 @@ impl App for Service {
                     "sluice engine: verbs trace\n{}{}",
                     v.rdma.stack.describe(),
                     v.describe()
+                );
+            }
+            if let Some(m) = self.cores.mtp.as_ref() {
+                let service = self.sh.counters.to_string();
+                let ours = service.lines().filter(|l| l.starts_with("mtp_"));
+                let ours: Vec<&str> = ours.collect();
+                eprintln!(
+                    "sluice engine: mtp trace\n{}{}",
+                    m.describe_counters(),
+                    ours.join("\n")
                 );
             }
         }

@@ -215,7 +215,7 @@ fn neighbor(
     c: &mut Counters,
 ) {
     match tcp.neighbor(ip) {
-        Some(mac) => core.stack.set_neighbor(ip, mac),
+        Some(mac) => core.set_neighbor(ip, mac),
         None => {
             if !unresolved.contains(&ip) && unresolved.len() < MAX_UNRESOLVED {
                 unresolved.push(ip);
