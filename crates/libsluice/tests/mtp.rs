@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sluice::mtp::{ring_doorbell, CqeKind, Endpoint, MtpCqe, MtpStatus, Rpc, SendEntry};
+use sluice::mtp::{
+    ring_doorbell, CqeKind, Endpoint, EndpointConfig, MtpCqe, MtpStatus, Rpc, SendEntry,
+};
 use sluice::Sluice;
 use sluice_device::{pair, PairConfig};
 use sluice_engine::Engine;
@@ -198,6 +200,69 @@ fn messages_of_every_size_arrive_byte_exact_both_ways() {
     let c = e.counters_when(1, |c| c.mtp_received >= 25);
     assert_eq!(c.mtp_received, 25, "B received every message once");
     assert_eq!(c.mtp_bad_entries, 0);
+}
+
+#[test]
+fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
+    let e = TwoEngines::start("wait", true);
+    let (app_a, app_b) = (
+        Sluice::attach(&e.sockets[0]).unwrap(),
+        Sluice::attach(&e.sockets[1]).unwrap(),
+    );
+    // One buffer: the other messages wait in the transport's endpoint queue.
+    let cfg = EndpointConfig {
+        send_slots: 4,
+        recv_buffers: 1,
+    };
+    let b = Endpoint::bind_with(&app_b, 7400, cfg).unwrap();
+    let a = Endpoint::bind(&app_a, 0).unwrap();
+    let to_b = SocketAddrV4::new(B_IP, 7400);
+    let ids: Vec<u32> = (0..6)
+        .map(|k| {
+            a.send_message(to_b, &pattern(100 * k + 1, k as u8), 0, 0)
+                .unwrap()
+        })
+        .collect();
+    // Every message is accepted (acknowledged) before the receiver takes any.
+    for id in ids {
+        a.wait_sent(id, Some(WAIT)).unwrap();
+    }
+    let c = e.counters_when(1, |c| c.mtp_received >= 1);
+    assert_eq!(c.mtp_received, 1, "one buffer, one message placed");
+    let mut got: Vec<Vec<u8>> = (0..6).map(|_| next_message(&b).data).collect();
+    got.sort_by_key(|d| d.len());
+    for (k, d) in got.iter().enumerate() {
+        assert!(*d == pattern(100 * k + 1, k as u8), "message {k}");
+    }
+    assert!(b.recv_message().is_none(), "nothing twice");
+    // A buffer too short for the next message completes with its length; the message
+    // stays for the next buffer.
+    let c = e.counters_when(1, |c| c.mtp_entries >= 7);
+    let (key, base, _) = b.memory();
+    let short = RecvEntry {
+        cookie: 77,
+        key,
+        addr: base,
+        len: 10,
+    };
+    // The endpoint's own buffer holds one message; the short one is posted behind it.
+    let first = a.send_message(to_b, b"first", 0, 0).unwrap();
+    a.wait_sent(first, Some(WAIT)).unwrap();
+    e.counters_when(1, |x| x.mtp_received > c.mtp_received);
+    b.post_raw(true, &short.encode()).unwrap();
+    let long = pattern(500, 9);
+    let id = a.send_message(to_b, &long, 0, 0).unwrap();
+    a.wait_sent(id, Some(WAIT)).unwrap();
+    let refused = next_completion(&b);
+    assert_eq!(
+        (refused.cookie, refused.kind, refused.status, refused.len),
+        (77, CqeKind::Received, MtpStatus::BufferTooSmall, 500)
+    );
+    assert_eq!(next_message(&b).data, b"first");
+    assert!(
+        next_message(&b).data == long,
+        "the long message waited for a buffer"
+    );
 }
 
 #[test]
