@@ -4,13 +4,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_shm::control::{Reply, Request};
-use sluice_shm::mtp::{CqeKind, MtpCqe, MtpReply, MtpRequest, MtpStatus, RecvEntry, SendEntry};
+use sluice_shm::mtp::{MtpCqe, MtpReply, MtpRequest, RecvEntry, SendEntry};
 use sluice_shm::{Command, Consumer, Payload, Producer};
 
 use crate::attach::Sluice;
@@ -19,7 +18,7 @@ use crate::mtp::error::MtpError;
 use crate::verbs::remap;
 
 /// Marks a receive buffer's cookie (send cookies are the ids `send_message` returns).
-const RECV_COOKIE: u64 = 1 << 63;
+pub(super) const RECV_COOKIE: u64 = 1 << 63;
 
 /// How many messages an endpoint keeps in flight and how many buffers it posts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,29 +53,29 @@ pub struct Received {
     pub data: Vec<u8>,
 }
 
-struct Inner {
-    sq: Producer,
-    rq: Producer,
-    cq: Consumer,
+pub(super) struct Inner {
+    pub(super) sq: Producer,
+    pub(super) rq: Producer,
+    pub(super) cq: Consumer,
     /// Free send slots.
-    free: Vec<usize>,
+    pub(super) free: Vec<usize>,
     /// Send ids in flight to their slots.
-    in_flight: HashMap<u64, usize>,
-    next_id: u32,
+    pub(super) in_flight: HashMap<u64, usize>,
+    pub(super) next_id: u32,
     /// Send completions (and error completions of buffers) not yet taken (bounded: the
     /// oldest go past [`MAX_COMPLETIONS`], counted).
-    completions: VecDeque<MtpCqe>,
-    dropped: u64,
+    pub(super) completions: VecDeque<MtpCqe>,
+    pub(super) dropped: u64,
     /// Messages placed in buffers, not yet taken: (buffer, completion). A buffer is posted
     /// again only when its message is taken, so the engine holds the rest (bounded).
-    received: VecDeque<(usize, MtpCqe)>,
+    pub(super) received: VecDeque<(usize, MtpCqe)>,
 }
 
 /// Completions kept untaken at most.
 const MAX_COMPLETIONS: usize = 4096;
 
 impl Inner {
-    fn complete(&mut self, c: MtpCqe) {
+    pub(super) fn complete(&mut self, c: MtpCqe) {
         if self.completions.len() >= MAX_COMPLETIONS {
             self.completions.pop_front();
             self.dropped += 1;
@@ -87,16 +86,16 @@ impl Inner {
 
 /// A bound MTP endpoint. Dropping it unbinds it and frees its memory.
 pub struct Endpoint {
-    sluice: Arc<Sluice>,
-    ep: u32,
-    port: u16,
-    cq_queue: u32,
-    max_message: usize,
-    slots: usize,
-    key: u32,
-    arena: (usize, usize),
-    event_fd: OwnedFd,
-    inner: Mutex<Inner>,
+    pub(super) sluice: Arc<Sluice>,
+    pub(super) ep: u32,
+    pub(super) port: u16,
+    pub(super) cq_queue: u32,
+    pub(super) max_message: usize,
+    pub(super) slots: usize,
+    pub(super) key: u32,
+    pub(super) arena: (usize, usize),
+    pub(super) event_fd: OwnedFd,
+    pub(super) inner: Mutex<Inner>,
 }
 
 fn call(
@@ -240,11 +239,11 @@ impl Endpoint {
         (self.key, self.arena.0 as u64, self.arena.1)
     }
 
-    fn slot_addr(&self, slot: usize) -> usize {
+    pub(super) fn slot_addr(&self, slot: usize) -> usize {
         self.arena.0 + slot * self.max_message
     }
 
-    fn post_buffer(&self, inner: &mut Inner, b: usize) -> Result<(), MtpError> {
+    pub(super) fn post_buffer(&self, inner: &mut Inner, b: usize) -> Result<(), MtpError> {
         let r = RecvEntry {
             cookie: RECV_COOKIE | b as u64,
             key: self.key,
@@ -257,7 +256,7 @@ impl Endpoint {
         }
     }
 
-    fn doorbell(&self) -> Result<(), MtpError> {
+    pub(super) fn doorbell(&self) -> Result<(), MtpError> {
         Ok(self.sluice.post(Command::MtpDoorbell { ep: self.ep })?)
     }
 
@@ -278,7 +277,7 @@ impl Endpoint {
                 break s;
             }
             if !self.poll() {
-                self.wait_inner(Some(Duration::from_secs(1)), &mut |i| !i.free.is_empty())?;
+                self.wait_for(Some(Duration::from_secs(1)), &mut |i| !i.free.is_empty())?;
             }
         };
         let addr = self.slot_addr(slot);
@@ -323,159 +322,6 @@ impl Endpoint {
             }
         }
         self.doorbell()
-    }
-
-    /// Takes what the engine completed; whether anything new is waiting.
-    pub fn poll(&self) -> bool {
-        let mut inner = lock(&self.inner);
-        let mut reposted = false;
-        let mut any = false;
-        while let Some(e) = inner.cq.pop() {
-            let Ok(c) = MtpCqe::decode(&e) else {
-                continue;
-            };
-            any = true;
-            match c.kind {
-                CqeKind::Sent => {
-                    if let Some(slot) = inner.in_flight.remove(&c.cookie) {
-                        inner.free.push(slot);
-                    }
-                    inner.complete(c);
-                }
-                CqeKind::Received if c.cookie & RECV_COOKIE != 0 => {
-                    let b = (c.cookie & !RECV_COOKIE) as usize;
-                    if c.status == MtpStatus::Success && (c.len as usize) <= self.max_message {
-                        inner.received.push_back((b, c));
-                    } else {
-                        inner.complete(c);
-                        reposted |= self.post_buffer(&mut inner, b).is_ok();
-                    }
-                }
-                // A raw entry's error completion.
-                CqeKind::Received => inner.complete(c),
-            }
-        }
-        inner.cq.publish();
-        drop(inner);
-        if reposted {
-            let _ = self.doorbell();
-        }
-        any
-    }
-
-    /// The next completion of a send (`Sent`, with its status and message id), or of a
-    /// buffer or raw entry that failed; None when none is waiting.
-    pub fn completion(&self) -> Option<MtpCqe> {
-        self.poll();
-        lock(&self.inner).completions.pop_front()
-    }
-
-    /// Completions dropped because more than 4096 were left untaken.
-    pub fn completions_dropped(&self) -> u64 {
-        lock(&self.inner).dropped
-    }
-
-    /// The next whole received message; None when none is waiting. Its buffer is posted
-    /// again.
-    pub fn recv_message(&self) -> Option<Received> {
-        self.poll();
-        let mut inner = lock(&self.inner);
-        let (b, c) = inner.received.pop_front()?;
-        let mut data = vec![0u8; c.len as usize];
-        let at = self.slot_addr(self.slots + b);
-        // SAFETY: the buffer lies inside the arena (c.len <= max_message was checked); the
-        // engine wrote it before placing the completion and does not touch it again until
-        // it is posted anew (below).
-        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, data.as_mut_ptr(), data.len()) };
-        let reposted = self.post_buffer(&mut inner, b).is_ok();
-        drop(inner);
-        if reposted {
-            let _ = self.doorbell();
-        }
-        Some(Received {
-            src: c.peer,
-            msg_id: c.msg_id,
-            priority: c.priority,
-            tc: c.tc,
-            data,
-        })
-    }
-
-    /// Messages sent and not yet completed.
-    pub fn in_flight(&self) -> usize {
-        lock(&self.inner).in_flight.len()
-    }
-
-    /// Waits until a completion or a message is waiting (true), or `timeout` passes
-    /// (false; None waits forever): polls, then sleeps on the endpoint's eventfd.
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool, MtpError> {
-        self.wait_inner(timeout, &mut |i| {
-            !i.completions.is_empty() || !i.received.is_empty()
-        })
-    }
-
-    fn wait_inner(
-        &self,
-        timeout: Option<Duration>,
-        done: &mut dyn FnMut(&Inner) -> bool,
-    ) -> Result<bool, MtpError> {
-        let arm = self
-            .sluice
-            .region
-            .verbs_arm(self.cq_queue)
-            .ok_or(MtpError::Os(libc::EINVAL))?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let mut fds = [libc::pollfd {
-                fd: self.event_fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            // Armed before the check: a completion placed after it signals the eventfd.
-            arm.store(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let w = self.sluice.wait(left, &mut fds, &mut || {
-                self.poll();
-                done(&lock(&self.inner))
-            })?;
-            if w.fds_ready > 0 {
-                let mut b = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into b from a non-blocking eventfd we own.
-                unsafe { libc::read(self.event_fd.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
-            }
-            self.poll();
-            if w.ready || done(&lock(&self.inner)) {
-                return Ok(true);
-            }
-            if w.timed_out || deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
-            }
-        }
-    }
-
-    /// Waits for send `id` to complete: Ok when every packet was acknowledged, the
-    /// engine's status otherwise; completions of other sends met meanwhile are kept.
-    pub fn wait_sent(&self, id: u32, timeout: Option<Duration>) -> Result<u32, MtpError> {
-        let find = |i: &Inner| {
-            i.completions
-                .iter()
-                .any(|c| c.kind == CqeKind::Sent && c.cookie == u64::from(id))
-        };
-        if !self.wait_inner(timeout, &mut |i| find(i))? {
-            return Err(MtpError::TimedOut);
-        }
-        let mut inner = lock(&self.inner);
-        let at = inner
-            .completions
-            .iter()
-            .position(|c| c.kind == CqeKind::Sent && c.cookie == u64::from(id))
-            .ok_or(MtpError::TimedOut)?;
-        let c = inner.completions.remove(at).expect("found");
-        match c.status {
-            MtpStatus::Success => Ok(c.msg_id),
-            s => Err(MtpError::Failed(s)),
-        }
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod endpoint;
 mod error;
+mod poll;
 mod rpc;
 
 pub use endpoint::{ring_doorbell, Endpoint, EndpointConfig, Received};
