@@ -10,6 +10,7 @@ pub mod flows;
 pub mod impair;
 pub mod incast;
 pub mod loss;
+pub mod mtp;
 pub mod netstat;
 pub mod ooo;
 pub mod plot;
@@ -122,6 +123,9 @@ pub enum ExperimentCommand {
     /// An L7 proxy between wrk and nginx (acceltcp.txt Figures 12-13): `sluice proxy` with
     /// and without splicing against HAProxy and nginx's stream proxy (needs root: the lab).
     Proxy(proxy::ProxyArgs),
+    /// One long flow over a path alternating between 100 and 10 Gbit/s every 384 us: MTP's
+    /// per-pathlet windows against DCTCP (mtp.txt 5.1, Figure 5; the simulator).
+    MtpMultipath(mtp::multipath::MultipathArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -135,6 +139,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
         ExperimentCommand::ShortConns(args) => (short_conns::run(args)?, &args.common),
         ExperimentCommand::Proxy(args) => (proxy::run(args)?, &args.common),
+        ExperimentCommand::MtpMultipath(args) => (mtp::multipath::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

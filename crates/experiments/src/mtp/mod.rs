@@ -1,0 +1,29 @@
+//! mtp.txt section 5's experiments and the Homa workloads, in the simulator: MTP (its
+//! transport on the devices' pathlets and balancers) against Sluice's TCP with DCTCP on the
+//! same topology, the same seed and the same workload.
+//!
+//! - [`multipath`]: Figure 5, one long flow over a path alternating between 100 and 10 Gbit/s;
+//! - [`balance`]: Figure 6, ECMP, packet spraying and the message-aware balancer;
+//! - [`isolation`]: Figure 7, two tenants on one link, one sending 8x the messages;
+//! - [`workloads`]: W1-W5 ([`cdf`]) on a two-tier fabric at 50 % and 80 % load.
+
+pub mod cdf;
+pub mod multipath;
+pub mod paths;
+pub mod tcp;
+
+use std::time::Duration;
+
+/// Bits per second as Gbit/s, for `bytes` carried in `d`.
+pub fn gbps(bytes: u64, d: Duration) -> f64 {
+    if d.is_zero() {
+        return 0.0;
+    }
+    bytes as f64 * 8.0 / d.as_secs_f64() / 1e9
+}
+
+/// The egress queue of every switch port in mtp.txt 5.1: 128 full-size frames.
+pub const QUEUE_PACKETS: usize = 128;
+
+/// A full-size Ethernet frame, for thresholds given in packets.
+pub const FRAME_BYTES: usize = 1514;
