@@ -124,6 +124,15 @@ impl SizeDist {
         self.points.last().map_or(0, |p| p.0)
     }
 
+    /// The fraction of messages of at most `bytes`.
+    pub fn cdf(&self, bytes: u64) -> f64 {
+        self.points
+            .iter()
+            .take_while(|&&(size, _)| size <= bytes)
+            .last()
+            .map_or(0.0, |p| p.1)
+    }
+
     /// One size: the smallest whose cumulative fraction reaches a uniform draw.
     pub fn sample(&self, rng: &mut impl Rng) -> u64 {
         let u: f64 = rng.gen();
@@ -377,6 +386,10 @@ mod tests {
         assert!(SizeDist::new(Workload::W1, None).mean() < 300.0);
         assert!(SizeDist::new(Workload::W5, None).mean() > 2e6);
         assert_eq!(Workload::parse("w3"), Some(Workload::W3));
+        let w1 = SizeDist::new(Workload::W1, None);
+        assert_eq!(w1.cdf(7), 0.0);
+        assert!((w1.cdf(8) - 0.31094).abs() < 1e-6);
+        assert_eq!(w1.cdf(u64::MAX), 1.0);
     }
 
     #[test]

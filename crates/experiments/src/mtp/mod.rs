@@ -7,10 +7,13 @@
 //! - [`isolation`]: Figure 7, two tenants on one link, one sending 8x the messages;
 //! - [`workloads`]: W1-W5 ([`cdf`]) on a two-tier fabric at 50 % and 80 % load.
 
+pub mod balance;
 pub mod cdf;
+pub mod isolation;
 pub mod multipath;
 pub mod paths;
 pub mod tcp;
+pub mod workloads;
 
 use std::time::Duration;
 
