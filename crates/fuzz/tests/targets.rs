@@ -59,6 +59,13 @@ proptest! {
     fn rdma_target_holds(data in prop::collection::vec(any::<u8>(), 0..2048)) {
         sluice_fuzz::targets::rdma::rdma_stack(&data);
     }
+
+    /// Two MTP stacks under arbitrary frames, edits and sends: no panic, state within the
+    /// configured bounds, delivered messages byte-exact.
+    #[test]
+    fn mtp_target_holds(data in prop::collection::vec(any::<u8>(), 0..2048)) {
+        sluice_fuzz::targets::mtp::mtp_stack(&data);
+    }
 }
 
 /// A handshake, data both ways, a forged segment in the window and a close: the steps

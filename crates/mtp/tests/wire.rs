@@ -268,3 +268,53 @@ proptest! {
         prop_assert_eq!(body, &payload[..]);
     }
 }
+
+#[test]
+fn a_bridge_carries_mtp_across_a_tcp_island_byte_for_byte() {
+    use sluice_mtp::wire::tcp_bridge::{is_bridged, mtp_to_tcp, tcp_to_mtp, TCP_OPTION_KIND};
+    let exclude = [PathletTc { pathlet: 9, tc: 1 }];
+    let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    let mut original = frame(data_repr(&exclude, 1000), Encap::Ip, &payload);
+    let s = Summary::read(&original).unwrap();
+    let fb = Feedback {
+        at: PathletTc { pathlet: 1, tc: 0 },
+        kind: FeedbackKind::Ecn,
+        value: 1,
+    };
+    assert!(s.push_feedback(&mut original, fb));
+    let mut tcp = vec![0u8; 2048];
+    let n = mtp_to_tcp(&original, &mut tcp).unwrap();
+    tcp.truncate(n);
+    assert!(is_bridged(&tcp));
+    // A TCP-only device sees TCP: protocol 6, data offset 14 words, our option first.
+    assert_eq!(tcp[14 + 9], 6);
+    assert_eq!(tcp[14 + 20 + 12] >> 4, 14);
+    assert_eq!(tcp[14 + 20 + 20], TCP_OPTION_KIND);
+    let mut back = vec![0u8; 2048];
+    let m = tcp_to_mtp(&tcp, &mut back).unwrap();
+    back.truncate(m);
+    assert_eq!(
+        back, original,
+        "the island's far side gets the packet back, byte for byte"
+    );
+    let (parsed, body) = MtpFrameRepr::parse(&back, true).unwrap();
+    assert_eq!(parsed.mtp.feedback.get(0), Some(fb));
+    assert_eq!(body, &payload[..]);
+    // A segment damaged inside the island is refused, not turned into bad MTP.
+    let mut bad = tcp.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x80;
+    assert_eq!(tcp_to_mtp(&bad, &mut back).unwrap_err(), MtpError::Checksum);
+}
+
+proptest! {
+    /// The bridge takes any bytes in either direction without panicking.
+    #[test]
+    fn the_bridge_takes_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        use sluice_mtp::wire::tcp_bridge::{mtp_to_tcp, tcp_to_mtp};
+        let mut out = vec![0u8; 512];
+        let _ = mtp_to_tcp(&bytes, &mut out);
+        let _ = tcp_to_mtp(&bytes, &mut out);
+        let _ = Summary::read(&bytes);
+    }
+}

@@ -8,6 +8,7 @@ mod header;
 mod list;
 
 pub mod edit;
+pub mod tcp_bridge;
 
 pub use entries::{Entry, Feedback, FeedbackKind, PacketRun, PathletId, PathletTc};
 pub use error::MtpError;

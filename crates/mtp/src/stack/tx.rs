@@ -1,0 +1,171 @@
+//! Transmitting: ACKs first, then the first data packet in scheduling order whose path
+//! has room.
+
+use sluice_wire::ethernet::{EtherType, EthernetRepr};
+use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+
+use super::config::{Encapsulation, Nanos};
+use super::MtpStack;
+use crate::wire::{Encap, List, MtpFrameRepr, MtpRepr, FLAG_ACK, FLAG_DATA};
+
+fn frame_repr<'a>(
+    cfg: &super::StackConfig,
+    dst: std::net::Ipv4Addr,
+    mac: sluice_wire::EthernetAddress,
+    entropy: u32,
+    mtp: MtpRepr<'a>,
+) -> MtpFrameRepr<'a> {
+    let encap = match cfg.encap {
+        Encapsulation::Ip => Encap::Ip,
+        Encapsulation::Udp => Encap::Udp {
+            // Flow entropy for ECMP: one source port per message.
+            src_port: 49152 | (entropy.wrapping_mul(0x9e37_79b1) >> 18) as u16,
+        },
+    };
+    MtpFrameRepr {
+        eth: EthernetRepr {
+            dst: mac,
+            src: cfg.mac,
+            ethertype: EtherType::Ipv4,
+            vlan: None,
+        },
+        ip: Ipv4Repr {
+            src: cfg.ip,
+            dst,
+            protocol: 0,
+            payload_len: 0,
+            ttl: 64,
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            ident: 0,
+            dont_fragment: true,
+            more_fragments: false,
+            fragment_offset: 0,
+        },
+        encap,
+        mtp,
+    }
+}
+
+impl MtpStack {
+    /// Writes the next frame to send into `buf` (at least MTU + 18 bytes); returns its length.
+    pub fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        if buf.len() < self.cfg.mtu + 18 {
+            return None;
+        }
+        while let Some(ack) = self.acks.pop_front() {
+            let Some(&mac) = self.neighbors.get(&ack.dst) else {
+                self.counters.no_neighbor += 1;
+                continue;
+            };
+            let mtp = MtpRepr {
+                src_port: ack.src_port,
+                dst_port: ack.dst_port,
+                flags: FLAG_ACK,
+                priority: ack.priority,
+                tc: ack.tc,
+                msg_id: ack.msg_id,
+                ack_feedback: List::Items(&ack.feedback[..ack.n_feedback]),
+                sack: List::Items(&ack.sack[..ack.n_sack]),
+                nack: List::Items(ack.nack.as_slice()),
+                ..MtpRepr::default()
+            };
+            let f = frame_repr(&self.cfg, ack.dst, mac, ack.msg_id, mtp);
+            if let Ok(n) = f.emit(buf, &[]) {
+                self.counters.acks_sent += 1;
+                self.counters.frames_out += 1;
+                return Some(n);
+            }
+            self.counters.malformed += 1;
+        }
+        self.poll_data(now, buf)
+    }
+
+    fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        let mut scan = std::mem::take(&mut self.scan);
+        scan.clear();
+        scan.extend(self.sched.first(self.cfg.sched_scan));
+        let mut sent = None;
+        for &id in &scan {
+            if let Some(n) = self.try_send(now, id, buf) {
+                sent = Some(n);
+                break;
+            }
+        }
+        self.scan = scan;
+        sent
+    }
+
+    fn try_send(&mut self, now: Nanos, id: u32, buf: &mut [u8]) -> Option<usize> {
+        let msg = self.out.get_mut(&id)?;
+        let ip = *msg.dst.ip();
+        let Some(&mac) = self.neighbors.get(&ip) else {
+            self.counters.no_neighbor += 1;
+            return None;
+        };
+        // Retransmissions of packets acknowledged meanwhile are skipped.
+        while let Some(&n) = msg.retx.front() {
+            if msg.pkt[usize::from(n)].acked {
+                msg.retx.pop_front();
+                msg.pkt[usize::from(n)].queued = false;
+            } else {
+                break;
+            }
+        }
+        let n = msg.peek()?;
+        let (off, len) = msg.span(n);
+        let dest = self.dests.get_mut(&ip)?;
+        if msg.route.is_none() {
+            let r = self.cc.route(&dest.paths, len as u64);
+            if !r.exclude.is_empty() {
+                self.counters.excluded_messages += 1;
+            }
+            msg.route = Some(r);
+        }
+        let route = msg.route.as_ref()?;
+        let path = msg.expected_path(&dest.paths);
+        if !self.cc.has_room(path, &dest.paths, len as u64) {
+            return None;
+        }
+        let mtp = MtpRepr {
+            src_port: msg.src_port,
+            dst_port: msg.dst.port(),
+            flags: FLAG_DATA,
+            priority: msg.priority,
+            tc: msg.tc,
+            msg_id: msg.id,
+            msg_len: msg.data.len() as u32,
+            msg_pkts: msg.pkts(),
+            pkt_num: n,
+            pkt_offset: off as u32,
+            pkt_len: len as u16,
+            exclude: List::Items(&route.exclude),
+            feedback_slots: self.cfg.feedback_slots,
+            ..MtpRepr::default()
+        };
+        let f = frame_repr(&self.cfg, ip, mac, msg.id, mtp);
+        let size = f.emit(buf, &msg.data[off..off + len]).ok()?;
+        let retx = msg.retx.front() == Some(&n);
+        if retx {
+            msg.retx.pop_front();
+        } else {
+            msg.next_new += 1;
+        }
+        msg.charge_packet(&mut self.cc, &mut dest.paths, len as u64);
+        let st = &mut msg.pkt[usize::from(n)];
+        st.queued = false;
+        st.retransmitted |= st.sent;
+        st.sent = true;
+        st.inflight = true;
+        st.sent_at = now;
+        if dest.deadline.is_none() {
+            dest.deadline = Some(now + dest.rtt.rto());
+        }
+        let (p, rem, w) = (msg.priority, msg.remaining(), msg.wants_to_send());
+        self.sched.update(id, p, rem, w);
+        self.arm(ip);
+        self.counters.data_sent += 1;
+        self.counters.frames_out += 1;
+        Some(size)
+    }
+}
