@@ -9,6 +9,7 @@
 
 pub mod balance;
 pub mod cdf;
+pub mod host;
 pub mod isolation;
 pub mod multipath;
 pub mod paths;
