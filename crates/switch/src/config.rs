@@ -3,14 +3,19 @@
 //!
 //! A port is `[NETNS:]IFACE[,KEY=VALUE...]`; the keys (`rate`, `queue-bytes`,
 //! `queue-packets`, `ecn-k`, `loss`, `burst-loss`, `reorder`, `reorder-delay`, `duplicate`,
-//! `corrupt`, `delay`) override the switch-wide defaults for that port's egress only.
+//! `corrupt`, `delay`, `class-queues`) override the switch-wide defaults for that port's
+//! egress only; `pathlet`, `pathlet-tc` and `feedback` give it an MTP pathlet
+//! ([`crate::mtp`]).
 //! Values: rates `100m`, `1g`, `2.5gbit`, `0` (unlimited); sizes `64k`, `1m`, `1500`;
 //! times `500us`, `2ms`, `1s`; probabilities `0..=1`; burst loss `P_GB:P_BG[:LOSS_IN_BAD]`.
 
 use std::fmt;
 use std::time::Duration;
 
+use sluice_fabric::mtp::Pathlet;
 use sluice_fabric::{GilbertElliott, Impairment, LinkConfig};
+
+use crate::mtp::PathletWords;
 
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 pub const MAX_IFACE_LEN: usize = 15;
@@ -33,7 +38,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Builds a [`ConfigError`].
-fn bad(what: &str, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn bad(what: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
         what: what.to_owned(),
         reason: reason.into(),
@@ -62,6 +67,7 @@ pub fn set_param(c: &mut LinkConfig, key: &str, value: &str) -> Result<(), Confi
         "duplicate" => imp.duplicate = parse_probability(key, value)?,
         "corrupt" => imp.corrupt = parse_probability(key, value)?,
         "delay" => c.delay = parse_duration(key, value)?,
+        "class-queues" => c.class_queues = parse_size(key, value)?.min(64),
         _ => return Err(bad(key, "unknown egress parameter")),
     }
     Ok(())
@@ -76,6 +82,8 @@ pub struct PortSpec {
     pub iface: String,
     /// Egress parameters (the shared model's).
     pub egress: LinkConfig,
+    /// The port's MTP pathlet, if it has one.
+    pub pathlet: Option<Pathlet>,
 }
 
 impl PortSpec {
@@ -96,16 +104,21 @@ impl PortSpec {
             return Err(bad(spec, format!("{iface:?} is not an interface name")));
         }
         let mut egress = defaults.clone();
+        let mut pathlet = PathletWords::default();
         for kv in parts {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| bad(spec, format!("{kv:?} is not KEY=VALUE")))?;
-            set_param(&mut egress, k, v)?;
+            if !pathlet.take(k, v)? {
+                set_param(&mut egress, k, v)?;
+            }
         }
+        let pathlet = pathlet.build(&egress)?;
         Ok(PortSpec {
             netns: netns.map(str::to_owned),
             iface: iface.to_owned(),
             egress,
+            pathlet,
         })
     }
 
