@@ -332,6 +332,32 @@ mod tests {
     }
 
     #[test]
+    fn a_learning_bridge_sends_a_group_destination_by_its_chooser() {
+        let mut sw = Bridge::default();
+        let a = [2, 0, 0, 0, 0, 1];
+        let b = [2, 0, 0, 0, 0, 2];
+        assert!(sw.add_group(b, vec![1, 2], 4));
+        assert!(!sw.add_group(a, Vec::new(), 4));
+        assert!(!Bridge::new_static(0).add_group(b, vec![1], 4));
+        let f = frame(b, a);
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 0, &f, |g, _| g[1]),
+            Forward::Port(2)
+        );
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 0, &f, |g, _| g[0]),
+            Forward::Port(1)
+        );
+        // The source was still learned; the chooser's port equal to the ingress filters.
+        assert_eq!(sw.lookup(Duration::ZERO, &a), Some(0));
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 2, &f, |g, _| g[1]),
+            Forward::Drop
+        );
+        assert_eq!(sw.stats.filtered, 1);
+    }
+
+    #[test]
     fn learns_and_forwards() {
         let mut sw = Bridge::default();
         let a = [2, 0, 0, 0, 0, 1];

@@ -34,6 +34,14 @@ pub struct NodeId(pub usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LinkId(pub usize);
 
+/// Bytes queued at a switch's egress `port` (its link's channel away from the switch).
+fn queued_bytes(links: &[Link], ports: &[(usize, usize)], port: usize) -> usize {
+    ports
+        .get(port)
+        .and_then(|&(link, side)| links.get(link).map(|l| l.chans[side & 1].queued_bytes()))
+        .unwrap_or(0)
+}
+
 /// Simulator-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimStats {
@@ -265,9 +273,7 @@ impl Net {
             Some(dev) => {
                 let (links, ports) = (&self.links, &s.ports);
                 s.bridge.route_by(now, in_port, &frame, |group, hash| {
-                    dev.choose(now, group, hash, &frame, |p| {
-                        mtp_device::queued_bytes(links, ports, p)
-                    })
+                    dev.choose(now, group, hash, &frame, |p| queued_bytes(links, ports, p))
                 })
             }
         };

@@ -21,8 +21,10 @@ mod core;
 mod egress;
 mod error;
 mod mtp;
+mod pathlet_words;
 mod report;
 mod runner;
+mod units;
 
 pub use config::{
     default_egress, parse_burst, parse_duration, parse_probability, parse_rate, parse_size,
@@ -31,7 +33,8 @@ pub use config::{
 pub use core::{PortStats, SwitchCore, TxResult, MAX_DELAYED};
 pub use egress::{Egress, EgressStats};
 pub use error::SwitchError;
-pub use mtp::{parse_balancer, parse_feedback, parse_group, MtpConfig, MAX_GROUPS};
+pub use mtp::{parse_balancer, parse_group, MtpConfig, MAX_GROUPS};
+pub use pathlet_words::parse_feedback;
 pub use report::{PortReport, ReportLineError};
 pub use runner::{Runner, MAX_PORTS};
 pub use sluice_fabric::mtp as device;

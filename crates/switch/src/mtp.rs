@@ -10,20 +10,15 @@
 //!   and route groups `MAC=PORT+PORT...` (port indices in --port order) that the balancer
 //!   chooses among; other destinations are learned as before.
 
-use sluice_fabric::mtp::{
-    Balancer, FairShare, FeedbackPolicy, MtpDevice, MtpStats, Pathlet, DEFAULT_MAX_PINS,
-};
-use sluice_fabric::{LinkConfig, Mac};
+use sluice_fabric::mtp::{Balancer, FairShare, MtpDevice, MtpStats, DEFAULT_MAX_PINS};
+use sluice_fabric::Mac;
 
-use crate::config::{bad, parse_duration, parse_size, ConfigError, PortSpec};
+use crate::config::PortSpec;
 use crate::core::SwitchCore;
+use crate::units::{bad, parse_duration, parse_size, ConfigError};
 
 /// Most route groups the switch holds.
 pub const MAX_GROUPS: usize = 4096;
-
-/// ECN's K when neither `feedback=ecn:K` nor the port's `ecn-k` gives one: 20 full frames
-/// (mtp.txt 5.1's marking threshold of 20 packets).
-const DEFAULT_ECN_K: usize = 20 * 1514;
 
 /// The switch-wide MTP configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,22 +105,6 @@ pub fn parse_balancer(value: &str) -> Result<Balancer, ConfigError> {
     }
 }
 
-/// `ecn[:K]`, `rate` or `queue`; ECN's K defaults to `default_k`.
-pub fn parse_feedback(value: &str, default_k: usize) -> Result<FeedbackPolicy, ConfigError> {
-    match value.split_once(':') {
-        None if value == "ecn" => Ok(FeedbackPolicy::Ecn { k_bytes: default_k }),
-        None if value == "rate" => Ok(FeedbackPolicy::Rate),
-        None if value == "queue" => Ok(FeedbackPolicy::QueueBytes),
-        Some(("ecn", k)) => Ok(FeedbackPolicy::Ecn {
-            k_bytes: parse_size("feedback", k)?,
-        }),
-        _ => Err(bad(
-            "feedback",
-            format!("{value:?}: expected ecn[:K], rate or queue"),
-        )),
-    }
-}
-
 /// `aa:bb:cc:dd:ee:ff=P+P...`: a unicast MAC and its group of port indices.
 pub fn parse_group(value: &str) -> Result<(Mac, Vec<usize>), ConfigError> {
     let (mac, ports) = value
@@ -153,54 +132,6 @@ pub fn parse_group(value: &str) -> Result<(Mac, Vec<usize>), ConfigError> {
         return Err(bad("route", "a group has 1 to MAX_PORTS ports"));
     }
     Ok((out, ports))
-}
-
-/// A port spec's pathlet words, gathered before the egress is known.
-#[derive(Debug, Default)]
-pub(crate) struct PathletWords {
-    id: Option<u16>,
-    tc: Option<u8>,
-    feedback: Option<String>,
-}
-
-impl PathletWords {
-    /// Takes `key=value` if it is a pathlet word (true), or leaves it (false).
-    pub(crate) fn take(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
-        let number = |max: u64| {
-            value
-                .parse::<u64>()
-                .ok()
-                .filter(|v| *v <= max)
-                .ok_or_else(|| bad(key, format!("{value:?} is not a number up to {max}")))
-        };
-        match key {
-            "pathlet" => self.id = Some(number(u64::from(u16::MAX))? as u16),
-            "pathlet-tc" => self.tc = Some(number(u64::from(u8::MAX))? as u8),
-            "feedback" => self.feedback = Some(value.to_owned()),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// The pathlet, if an id was given (a TC or feedback without one is refused).
-    pub(crate) fn build(self, egress: &LinkConfig) -> Result<Option<Pathlet>, ConfigError> {
-        let Some(id) = self.id else {
-            if self.tc.is_some() || self.feedback.is_some() {
-                return Err(bad("pathlet", "pathlet-tc and feedback need pathlet=ID"));
-            }
-            return Ok(None);
-        };
-        let k = egress.ecn_threshold_bytes.unwrap_or(DEFAULT_ECN_K);
-        let feedback = match &self.feedback {
-            Some(f) => parse_feedback(f, k)?,
-            None => FeedbackPolicy::Ecn { k_bytes: k },
-        };
-        Ok(Some(Pathlet {
-            id,
-            tc: self.tc,
-            feedback,
-        }))
-    }
 }
 
 impl SwitchCore {

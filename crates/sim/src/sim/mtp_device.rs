@@ -1,18 +1,9 @@
-//! MTP devices on the simulator's switches: attaching one, reading its counters, and the
-//! queue load the message balancer weighs ports by.
+//! MTP devices on the simulator's switches: attaching one and reading its counters.
 
 use sluice_fabric::mtp::{MtpDevice, MtpStats};
 
-use super::{Link, NodeKind, Sim};
+use super::{NodeKind, Sim};
 use crate::{Host, LinkId, NodeId, SimError};
-
-/// Bytes queued at a switch's egress `port` (its link's channel away from the switch).
-pub(super) fn queued_bytes(links: &[Link], ports: &[(usize, usize)], port: usize) -> usize {
-    ports
-        .get(port)
-        .and_then(|&(link, side)| links.get(link).map(|l| l.chans[side & 1].queued_bytes()))
-        .unwrap_or(0)
-}
 
 impl<H: Host> Sim<H> {
     /// The switch's index, or why `node` is not a switch.
