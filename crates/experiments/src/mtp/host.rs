@@ -110,6 +110,8 @@ pub struct MtpMessages {
     in_flight: HashMap<(usize, u32), Request>,
     /// Per sending host: requests the stack did not take yet (too many outstanding).
     held: Vec<VecDeque<Request>>,
+    /// Per sending host: messages queued and not yet received.
+    pending: Vec<usize>,
     /// Bytes received whole, per receiving host.
     pub received: Vec<u64>,
     /// Finished messages.
@@ -130,6 +132,7 @@ impl MtpMessages {
             ips,
             in_flight: HashMap::new(),
             held: vec![VecDeque::new(); nodes.len()],
+            pending: vec![0; nodes.len()],
             received: vec![0; nodes.len()],
             done: Vec::new(),
             payload: vec![0x5a; max_bytes],
@@ -149,15 +152,48 @@ impl MtpMessages {
 
     /// Messages from host `src` not yet received.
     pub fn outstanding_from(&self, src: usize) -> usize {
-        self.in_flight.keys().filter(|(s, _)| *s == src).count()
-            + self.held.get(src).map_or(0, VecDeque::len)
+        self.pending.get(src).copied().unwrap_or(0)
     }
 
-    /// Queues a message of `bytes` from host `src` to host `dst` in class `tc` at `now`.
+    /// Queues a message of `bytes` from host `src` to host `dst` in class `tc` now.
     pub fn send(
         &mut self,
         sim: &mut Sim<MtpHost>,
         src: usize,
+        dst: usize,
+        bytes: u64,
+        tc: u8,
+        tag: u32,
+    ) -> Result<(), ExperimentError> {
+        let now = sim.now();
+        let node = *self.nodes.get(src).ok_or_else(|| no_host(src))?;
+        let host = sim.host_mut(node).ok_or_else(|| no_host(src))?;
+        self.queue(now, src, host, dst, bytes, tc, tag)
+    }
+
+    /// [`MtpMessages::send`] from inside a run (the application closure's hosts).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_within(
+        &mut self,
+        now: Instant,
+        hosts: &mut HostsView<'_, MtpHost>,
+        src: usize,
+        dst: usize,
+        bytes: u64,
+        tc: u8,
+        tag: u32,
+    ) -> Result<(), ExperimentError> {
+        let node = *self.nodes.get(src).ok_or_else(|| no_host(src))?;
+        let host = hosts.get_mut(node).ok_or_else(|| no_host(src))?;
+        self.queue(now, src, host, dst, bytes, tc, tag)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn queue(
+        &mut self,
+        now: Instant,
+        src: usize,
+        host: &mut MtpHost,
         dst: usize,
         bytes: u64,
         tc: u8,
@@ -168,11 +204,6 @@ impl MtpMessages {
                 "a message of {bytes} bytes to host {dst}"
             )));
         }
-        let now = sim.now();
-        let node = self.nodes[src];
-        let host = sim
-            .host_mut(node)
-            .ok_or_else(|| ExperimentError::Sim(format!("no host {}", node.0)))?;
         self.held[src].push_back(Request {
             dst,
             bytes,
@@ -180,6 +211,7 @@ impl MtpMessages {
             tc,
             start: now,
         });
+        self.pending[src] += 1;
         self.release(src, host, now);
         Ok(())
     }
@@ -193,7 +225,10 @@ impl MtpMessages {
                 priority: 0,
                 tc: req.tc,
             };
-            match host.stack.send_message(nanos(now), host.ep, dst, data, opts) {
+            match host
+                .stack
+                .send_message(nanos(now), host.ep, dst, data, opts)
+            {
                 Ok(id) => {
                     self.held[src].pop_front();
                     self.in_flight.insert((src, id), req);
@@ -226,6 +261,7 @@ impl MtpMessages {
                         let req = src.and_then(|s| self.in_flight.remove(&(s, m.msg_id)));
                         match (src, req) {
                             (Some(src), Some(req)) if req.bytes == m.data.len() as u64 => {
+                                self.pending[src] -= 1;
                                 self.done.push(MsgDone {
                                     src,
                                     dst: h,
@@ -255,4 +291,8 @@ impl MtpMessages {
             self.release(h, host, now);
         }
     }
+}
+
+fn no_host(i: usize) -> ExperimentError {
+    ExperimentError::Sim(format!("no host {i}"))
 }

@@ -18,6 +18,11 @@ pub mod workloads;
 
 use std::time::Duration;
 
+use sluice_sim::mtp::{Balancer, MtpDevice, Pathlet};
+use sluice_sim::{Host, LinkId, NodeId, Sim};
+
+use crate::error::ExperimentError;
+
 /// Bits per second as Gbit/s, for `bytes` carried in `d`.
 pub fn gbps(bytes: u64, d: Duration) -> f64 {
     if d.is_zero() {
@@ -31,3 +36,22 @@ pub const QUEUE_PACKETS: usize = 128;
 
 /// A full-size Ethernet frame, for thresholds given in packets.
 pub const FRAME_BYTES: usize = 1514;
+
+/// Makes `switch` an MTP device balancing route groups with `balancer`, each of `links` (its
+/// egress ports) a pathlet with ECN feedback at `k_bytes`, ids from `first_id` up.
+pub fn ecn_device<H: Host>(
+    sim: &mut Sim<H>,
+    switch: NodeId,
+    links: &[LinkId],
+    first_id: u16,
+    k_bytes: usize,
+    balancer: Balancer,
+) -> Result<(), ExperimentError> {
+    let mut device = MtpDevice::new(0).with_balancer(balancer);
+    for (i, &link) in links.iter().enumerate() {
+        let port = sim.switch_port(switch, link)?;
+        device = device.with_pathlet(port, Pathlet::ecn(first_id + i as u16, k_bytes));
+    }
+    sim.set_mtp_device(switch, device)?;
+    Ok(())
+}

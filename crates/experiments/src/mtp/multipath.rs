@@ -7,14 +7,16 @@
 use std::time::Duration;
 
 use clap::Args;
+use sluice_sim::mtp::Balancer;
 use sluice_sim::{Host, Instant, Sim};
 use sluice_tcp::Stack;
 
 use crate::error::ExperimentError;
 use crate::fabric::host_addr;
 use crate::flows::{Class, Flows};
+use crate::mtp::host::{MtpHost, MtpMessages};
 use crate::mtp::paths::{self, Hop, PathsSpec, TwoPaths};
-use crate::mtp::{gbps, tcp, FRAME_BYTES, QUEUE_PACKETS};
+use crate::mtp::{ecn_device, gbps, tcp, FRAME_BYTES, QUEUE_PACKETS};
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::Common;
@@ -36,12 +38,16 @@ pub const PATH_BPS: [u64; 2] = [100_000_000_000, 10_000_000_000];
 /// A period has converged once a bin reaches this fraction of its path's rate.
 const CONVERGED: f64 = 0.8;
 
+/// The hosts' links: faster than either path, so the bottleneck is the first hop's egress
+/// (the pathlet) and not the sender's own NIC queue.
+pub const HOST_BPS: u64 = 400_000_000_000;
+
 /// The topology of mtp.txt 5.1.
 pub fn spec() -> PathsSpec {
     let us = Duration::from_micros(1);
     PathsSpec {
         host: Hop {
-            bps: PATH_BPS[0],
+            bps: HOST_BPS,
             delay: us,
         },
         paths: [
@@ -140,7 +146,9 @@ pub fn run(args: &MultipathArgs) -> Result<Report, ExperimentError> {
     let n = periods(quick);
     eprintln!("sluice experiment mtp-multipath: DCTCP");
     let dctcp = run_tcp(seed, n)?;
-    let systems: Vec<(&str, Trace)> = vec![("dctcp", dctcp)];
+    eprintln!("sluice experiment mtp-multipath: MTP");
+    let mtp = run_mtp(seed, n)?;
+    let systems: Vec<(&str, Trace)> = vec![("dctcp", dctcp), ("mtp", mtp)];
     Ok(report(&systems, n, seed))
 }
 
@@ -239,11 +247,12 @@ fn report(systems: &[(&str, Trace)], periods: u32, seed: u64) -> Report {
     }
 }
 
-/// Switches the first hop to the path of period `p`.
-fn alternate<H: Host>(sim: &mut Sim<H>, topo: &TwoPaths, p: usize) -> Result<(), ExperimentError> {
-    let receiver = host_addr(1).0 .0;
-    sim.add_route(topo.first_hop, receiver, &[topo.paths[path_of_period(p)]])?;
-    Ok(())
+/// The first hop alternates between the paths (the optical switch), each path's egress a
+/// pathlet with ECN feedback at 20 frames (ids 1 fast, 2 slow).
+fn alternate<H: Host>(sim: &mut Sim<H>, topo: &TwoPaths) -> Result<(), ExperimentError> {
+    let k = spec().ecn_k_bytes.unwrap_or(20 * FRAME_BYTES);
+    let balancer = Balancer::Alternate { period: PERIOD };
+    ecn_device(sim, topo.first_hop, &topo.paths, 1, k, balancer)
 }
 
 /// Samples goodput bin by bin: `read()` gives the bytes received so far.
@@ -257,11 +266,9 @@ fn sample<H: Host>(
     let bins = (PERIOD.as_nanos() / BIN.as_nanos()) as usize * periods as usize;
     let per = (PERIOD.as_nanos() / BIN.as_nanos()) as usize;
     let mut gbps_bins = Vec::with_capacity(bins);
+    let _ = (topo, per);
     let mut last = read()?;
     for i in 0..bins {
-        if i % per == 0 {
-            alternate(sim, topo, i / per)?;
-        }
         let deadline = Instant::ZERO + BIN * (i as u32 + 1);
         let _ = sim.run_until(deadline, |now, hosts| {
             step(now, hosts);
@@ -278,7 +285,7 @@ fn sample<H: Host>(
 fn run_tcp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let topo = paths::build(&mut sim, &spec(), |i| tcp::dctcp_stack(i, 2, seed))?;
-    alternate(&mut sim, &topo, 0)?;
+    alternate(&mut sim, &topo)?;
     let ips = [host_addr(0).1, host_addr(1).1];
     let mut flows = Flows::new(&mut sim, &[topo.sender, topo.receiver], &ips)?;
     let ch = flows.open(&mut sim, 0, 1)?;
@@ -307,6 +314,48 @@ fn run_tcp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
         },
     )?;
     Ok(trace)
+}
+
+/// Messages of the MTP flow: small enough to complete within a bin even on the slow path.
+const MTP_MESSAGE: u64 = 16 * 1024;
+/// Messages the MTP sender keeps queued (a long flow: never short of data).
+const MTP_QUEUED: usize = 64;
+
+/// MTP: the sender keeps [`MTP_QUEUED`] messages of [`MTP_MESSAGE`] bytes queued; goodput is
+/// the bytes of messages received whole.
+fn run_mtp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
+    let mut sim: Sim<MtpHost> = Sim::new(seed);
+    let topo = paths::build(&mut sim, &spec(), |i| MtpHost::new(i, 2, |_| {}))?;
+    alternate(&mut sim, &topo)?;
+    let msgs = std::cell::RefCell::new(MtpMessages::new(
+        &[topo.sender, topo.receiver],
+        MTP_MESSAGE as usize,
+    ));
+    for _ in 0..MTP_QUEUED {
+        msgs.borrow_mut().send(&mut sim, 0, 1, MTP_MESSAGE, 0, 0)?;
+    }
+    sample(
+        &mut sim,
+        &topo,
+        periods,
+        |now, hosts| {
+            let mut m = msgs.borrow_mut();
+            m.step(now, hosts);
+            while m.outstanding_from(0) < MTP_QUEUED && m.error().is_none() {
+                if let Err(e) = m.send_within(now, hosts, 0, 1, MTP_MESSAGE, 0, 0) {
+                    eprintln!("sluice experiment mtp-multipath: {e}");
+                    break;
+                }
+            }
+        },
+        || {
+            let m = msgs.borrow();
+            match m.error() {
+                Some(e) => Err(ExperimentError::Workload(e.to_string())),
+                None => Ok(m.received[1]),
+            }
+        },
+    )
 }
 
 #[cfg(test)]
