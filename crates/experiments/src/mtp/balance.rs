@@ -10,15 +10,17 @@ use std::time::Duration;
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_sim::{Instant, Sim};
+use sluice_sim::mtp::Balancer;
+use sluice_sim::{Host, Instant, Sim};
 use sluice_tcp::Stack;
 
 use crate::error::ExperimentError;
 use crate::fabric::host_addr;
 use crate::flows::{quantile, Class, Flows};
 use crate::mtp::cdf::{SizeDist, Workload};
-use crate::mtp::paths::{self, Hop, PathsSpec};
-use crate::mtp::{tcp, FRAME_BYTES, QUEUE_PACKETS};
+use crate::mtp::host::{MtpHost, MtpMessages};
+use crate::mtp::paths::{self, Hop, PathsSpec, TwoPaths};
+use crate::mtp::{ecn_device, tcp, FRAME_BYTES, QUEUE_PACKETS};
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
 use crate::Common;
@@ -132,18 +134,29 @@ pub fn bucket_of(bytes: u64) -> usize {
 /// One system's completions: (bytes, FCT).
 type Fcts = Vec<(u64, Duration)>;
 
+/// One system's run.
+struct Outcome {
+    fcts: Fcts,
+    /// Bytes the sender retransmitted, MB (MTP: packets retransmitted x payload per packet).
+    retx_mb: f64,
+}
+
 /// Runs the experiment and builds its report.
 pub fn run(args: &BalanceArgs) -> Result<Report, ExperimentError> {
     let scale = Scale::new(args.common.quick);
     let seed = args.common.seed;
     let arrivals = workload(scale, seed);
-    let mut systems: Vec<(&str, Fcts)> = Vec::new();
+    let mut systems: Vec<(&str, Outcome)> = Vec::new();
     eprintln!("sluice experiment mtp-balance: ECMP (TCP with DCTCP)");
-    systems.push(("ecmp", run_tcp(seed, &arrivals)?));
+    systems.push(("ecmp", run_tcp(seed, &arrivals, Balancer::Hash)?));
+    eprintln!("sluice experiment mtp-balance: packet spraying (TCP with DCTCP)");
+    systems.push(("spray", run_tcp(seed, &arrivals, Balancer::Spray)?));
+    eprintln!("sluice experiment mtp-balance: MTP, the message balancer");
+    systems.push(("mtp", run_mtp(scale, seed, &arrivals)?));
     Ok(report(scale, seed, arrivals.len(), &systems))
 }
 
-fn report(scale: Scale, seed: u64, messages: usize, systems: &[(&str, Fcts)]) -> Report {
+fn report(scale: Scale, seed: u64, messages: usize, systems: &[(&str, Outcome)]) -> Report {
     let p99 = |fcts: &Fcts, b: usize| {
         let mut v: Vec<f64> = fcts
             .iter()
@@ -154,8 +167,25 @@ fn report(scale: Scale, seed: u64, messages: usize, systems: &[(&str, Fcts)]) ->
     };
     let mut rows = Vec::new();
     let mut series = Vec::new();
-    let ecmp = systems.iter().find(|(s, _)| *s == "ecmp").map(|(_, f)| f);
-    for (name, fcts) in systems {
+    let ecmp = systems
+        .iter()
+        .find(|(s, _)| *s == "ecmp")
+        .map(|(_, o)| &o.fcts);
+    let mut notes = vec![format!(
+        "retransmitted MB: {}",
+        systems
+            .iter()
+            .map(|(s, o)| format!("{s} {}", fmt_num(o.retx_mb)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    notes.push(
+        "paper (mtp.txt Figure 6): ECMP suffers the unequal delays, spraying the reordering; \
+         the MTP balancer is near-perfect"
+            .into(),
+    );
+    for (name, o) in systems {
+        let fcts = &o.fcts;
         let mut points = Vec::new();
         for (b, (label, _)) in BUCKETS.iter().enumerate() {
             let (n, us) = p99(fcts, b);
@@ -189,20 +219,20 @@ fn report(scale: Scale, seed: u64, messages: usize, systems: &[(&str, Fcts)]) ->
                 scale.arrivals.as_millis()
             ),
             format!(
-                "  ecmp: TCP (DCTCP) over {TCP_CHANNELS} connections, each message on the \
-                 connection with the fewest queued, each connection hashed to a path"
+                "  ecmp / spray: TCP (DCTCP) over {TCP_CHANNELS} connections, each message on \
+                 the connection with the fewest queued; the first hop hashes each connection to \
+                 a path / sends packets to the paths in turn"
             ),
+            "  mtp: each message as it arrives; the first hop pins each message to the path \
+             with the fewest bytes queued and expected (its ECN pathlets feed the windows)"
+                .into(),
         ],
         columns: ["system", "size", "messages", "p99 FCT us", "vs ecmp"]
             .iter()
             .map(|s| s.to_string())
             .collect(),
         rows,
-        notes: vec![
-            "paper (mtp.txt Figure 6): ECMP suffers the unequal delays, spraying the \
-             reordering; the MTP balancer is near-perfect"
-                .into(),
-        ],
+        notes,
         plot: Some(Plot {
             title: "p99 flow completion time by message size".into(),
             x_label: "message size".into(),
@@ -214,10 +244,21 @@ fn report(scale: Scale, seed: u64, messages: usize, systems: &[(&str, Fcts)]) ->
     }
 }
 
-/// TCP with DCTCP over [`TCP_CHANNELS`] connections.
-fn run_tcp(seed: u64, arrivals: &[(Duration, u64)]) -> Result<Fcts, ExperimentError> {
+/// The first hop balances with `balancer`, each path's egress an ECN pathlet (ids 1, 2).
+fn balance<H: Host>(sim: &mut Sim<H>, topo: &TwoPaths, b: Balancer) -> Result<(), ExperimentError> {
+    let k = spec().ecn_k_bytes.unwrap_or(20 * FRAME_BYTES);
+    ecn_device(sim, topo.first_hop, &topo.paths, 1, k, b)
+}
+
+/// TCP with DCTCP over [`TCP_CHANNELS`] connections, the first hop balancing with `b`.
+fn run_tcp(
+    seed: u64,
+    arrivals: &[(Duration, u64)],
+    b: Balancer,
+) -> Result<Outcome, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let topo = paths::build(&mut sim, &spec(), |i| tcp::dctcp_stack(i, 2, seed))?;
+    balance(&mut sim, &topo, b)?;
     let ips = [host_addr(0).1, host_addr(1).1];
     let mut flows = Flows::new(&mut sim, &[topo.sender, topo.receiver], &ips)?;
     let chans: Vec<usize> = (0..TCP_CHANNELS)
@@ -264,5 +305,59 @@ fn run_tcp(seed: u64, arrivals: &[(Duration, u64)]) -> Result<Fcts, ExperimentEr
             flows.outstanding()
         )));
     }
-    Ok(flows.done.iter().map(|c| (c.bytes, c.fct)).collect())
+    let retx = sim
+        .host(topo.sender)
+        .map_or(0, |s| s.counters().retransmitted_bytes);
+    Ok(Outcome {
+        fcts: flows.done.iter().map(|c| (c.bytes, c.fct)).collect(),
+        retx_mb: retx as f64 / 1e6,
+    })
+}
+
+/// MTP: each message sent as it arrives, the first hop's message balancer placing it.
+fn run_mtp(
+    scale: Scale,
+    seed: u64,
+    arrivals: &[(Duration, u64)],
+) -> Result<Outcome, ExperimentError> {
+    let mut sim: Sim<MtpHost> = Sim::new(seed);
+    let max = scale.cap.max(MIN_BYTES);
+    let topo = paths::build(&mut sim, &spec(), |i| {
+        MtpHost::new(i, 2, |c| c.max_message_len = max as u32)
+    })?;
+    balance(&mut sim, &topo, Balancer::Message)?;
+    let mut msgs = MtpMessages::new(&[topo.sender, topo.receiver], max as usize);
+    let start = sim.now();
+    for &(at, bytes) in arrivals {
+        let _ = sim.run_until(start + at, |now, hosts| {
+            msgs.step(now, hosts);
+            false
+        });
+        msgs.send(&mut sim, 0, 1, bytes, 0, 0)?;
+        if let Some(e) = msgs.error() {
+            return Err(ExperimentError::Workload(e.to_string()));
+        }
+    }
+    let drain = sim.now() + Duration::from_secs(1);
+    let _ = sim.run_until(drain, |now, hosts| {
+        msgs.step(now, hosts);
+        msgs.outstanding() == 0
+    });
+    if let Some(e) = msgs.error() {
+        return Err(ExperimentError::Workload(e.to_string()));
+    }
+    if msgs.outstanding() > 0 {
+        return Err(ExperimentError::Workload(format!(
+            "{} MTP messages not received 1 s after the last arrival",
+            msgs.outstanding()
+        )));
+    }
+    let retx = sim.host(topo.sender).map_or(0, |h| {
+        let c = h.stack.counters();
+        (c.retx_timeout + c.retx_nack + c.retx_sack_gap) * h.stack.mss() as u64
+    });
+    Ok(Outcome {
+        fcts: msgs.done.iter().map(|d| (d.bytes, d.fct)).collect(),
+        retx_mb: retx as f64 / 1e6,
+    })
 }

@@ -30,6 +30,10 @@ pub fn dctcp_stack(i: usize, n: usize, seed: u64) -> Result<Stack, ExperimentErr
     c.max_connections = 1024;
     c.syn_backlog = 1024;
     c.nagle = false;
+    // A generous receiver and sender for reordering (spraying): out-of-order intervals and
+    // SACK scoreboard entries well above Sluice's defaults (ooo.rs measures what fewer cost).
+    c.ooo_intervals = 64;
+    c.sack_scoreboard = 64;
     let mut stack =
         Stack::new(c).map_err(|e| ExperimentError::Usage(format!("host config: {e}")))?;
     for j in (0..n).filter(|&j| j != i) {
