@@ -268,6 +268,12 @@ impl Net {
             self.pool.put(frame);
             return;
         };
+        if let Some(dev) = s.mtp.as_deref_mut() {
+            if !dev.ingress(in_port, &mut frame) {
+                self.pool.put(frame);
+                return;
+            }
+        }
         let forward = match s.mtp.as_deref_mut() {
             None => s.bridge.route(now, in_port, &frame),
             Some(dev) => {

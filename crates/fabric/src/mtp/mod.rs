@@ -10,6 +10,7 @@
 
 mod balancer;
 mod fair_share;
+mod island;
 mod pathlet;
 mod stats;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use sluice_mtp::wire::{Feedback, FeedbackKind, PathletTc};
 use crate::link::Channel;
 use balancer::{PinOutcome, PinTable};
 use fair_share::PortShare;
+use island::{Bridged, Islands};
 
 pub use balancer::{Balancer, DEFAULT_MAX_PINS};
 pub use fair_share::{FairShare, MAX_TRACKED_TCS};
@@ -47,6 +49,7 @@ pub struct MtpDevice {
     fair_share: Option<FairShare>,
     trim_headroom: Option<usize>,
     rcp: RcpParams,
+    islands: Islands,
     stats: MtpStats,
 }
 
@@ -62,6 +65,7 @@ impl MtpDevice {
             fair_share: None,
             trim_headroom: None,
             rcp: RcpParams::default(),
+            islands: Islands::default(),
             stats: MtpStats::default(),
         }
     }
@@ -106,6 +110,29 @@ impl MtpDevice {
     pub fn with_trimming(mut self, headroom_bytes: usize) -> Self {
         self.trim_headroom = Some(headroom_bytes);
         self
+    }
+
+    /// Marks port `port` as facing a TCP-only island (mtp.txt 4): MTP leaves through it as
+    /// TCP with the MTP header in a TCP option, and comes back from it as MTP.
+    pub fn with_tcp_island(mut self, port: usize) -> Self {
+        self.islands.add(port);
+        self
+    }
+
+    /// A frame received on `in_port`, before it is routed: out of a TCP island back into
+    /// MTP. False: drop it (a damaged bridged segment, counted).
+    pub fn ingress(&mut self, in_port: usize, frame: &mut Vec<u8>) -> bool {
+        match self.islands.enter(in_port, frame) {
+            Bridged::Done => {
+                self.stats.bridged_in += 1;
+                true
+            }
+            Bridged::Untouched => true,
+            Bridged::Refused => {
+                self.stats.bridge_refused += 1;
+                false
+            }
+        }
     }
 
     /// Sets RCP's parameters for `Rate` pathlets.
@@ -276,6 +303,31 @@ impl MtpDevice {
     /// at ingress, feedback appended at enqueue, trimming on overflow. Non-MTP frames and
     /// MTP ACKs pass untouched.
     pub fn admit(
+        &mut self,
+        now: Duration,
+        port: usize,
+        frame: &mut Vec<u8>,
+        ch: &Channel,
+    ) -> Verdict {
+        let verdict = self.admit_mtp(now, port, frame, ch);
+        if verdict == Verdict::Drop {
+            return verdict;
+        }
+        match self.islands.leave(port, frame) {
+            Bridged::Done => {
+                self.stats.bridged_out += 1;
+                verdict
+            }
+            Bridged::Untouched => verdict,
+            Bridged::Refused => {
+                self.stats.bridge_refused += 1;
+                Verdict::Drop
+            }
+        }
+    }
+
+    /// [`MtpDevice::admit`] before bridging.
+    fn admit_mtp(
         &mut self,
         now: Duration,
         port: usize,

@@ -31,6 +31,12 @@ pub struct MtpStats {
     pub exclusions_honoured: u64,
     /// Choices where every member was excluded (the exclusion was then ignored).
     pub exclusions_unsatisfiable: u64,
+    /// MTP frames sent into a TCP island as TCP.
+    pub bridged_out: u64,
+    /// Bridged segments from a TCP island turned back into MTP.
+    pub bridged_in: u64,
+    /// Frames the bridge refused (damaged in the island, or not translatable): dropped.
+    pub bridge_refused: u64,
 }
 
 /// What to do with a frame [`MtpDevice::admit`] saw.

@@ -4,6 +4,7 @@
 mod api;
 mod config;
 mod counters;
+mod rack;
 mod rx;
 mod timer;
 mod tx;
@@ -19,6 +20,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use sluice_wire::EthernetAddress;
 
 use crate::cc::{Cc, DestPaths, Window};
+use crate::msg::rack::SendLog;
 use crate::msg::{OutMessage, PktState, Reassembly, RttEstimator, Scheduler};
 use crate::wire::PathletTc;
 
@@ -45,6 +47,8 @@ struct Dest {
     deadline: Option<Nanos>,
     /// The earliest entry it has in the timer heap.
     armed: Option<Nanos>,
+    /// Its transmissions in send order, for RACK-style loss detection.
+    log: SendLog,
 }
 
 /// How much state the stack holds (for tests of its bounds).
@@ -296,6 +300,7 @@ impl MtpStack {
                 msgs: BTreeSet::new(),
                 deadline: None,
                 armed: None,
+                log: SendLog::default(),
             },
         );
         Ok(())

@@ -268,6 +268,7 @@ impl MtpStack {
                 if i == 0 && n == r.first && !st.retransmitted {
                     d.rtt.sample(now.saturating_sub(st.sent_at));
                 }
+                d.log.acked(msg.charge, st.sent_at);
                 if st.inflight {
                     st.inflight = false;
                     msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
@@ -324,6 +325,11 @@ impl MtpStack {
                     msg.learn(&mut self.cc, a);
                 }
             }
+            if progress {
+                self.rack_detect(src);
+            }
+        }
+        if let Some(d) = self.dests.get_mut(&src) {
             if progress {
                 d.deadline = (!d.msgs.is_empty()).then(|| now + d.rtt.rto());
                 self.arm(src);

@@ -5,7 +5,9 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use super::config::{Encapsulation, Nanos};
+use super::rack::RACK_LOG_CAP;
 use super::MtpStack;
+use crate::msg::rack::Sent;
 use crate::wire::{Encap, List, MtpFrameRepr, MtpRepr, FLAG_ACK, FLAG_DATA};
 
 fn frame_repr<'a>(
@@ -152,6 +154,15 @@ impl MtpStack {
             msg.next_new += 1;
         }
         msg.charge_packet(&mut self.cc, &mut dest.paths, len as u64);
+        let sent = Sent {
+            at: now,
+            msg: id,
+            pkt: n,
+            path: msg.charge,
+        };
+        if !dest.log.record(sent, RACK_LOG_CAP) {
+            self.counters.rack_log_full += 1;
+        }
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
