@@ -354,7 +354,7 @@ fn run_mtp(
     }
     let retx = sim.host(topo.sender).map_or(0, |h| {
         let c = h.stack.counters();
-        (c.retx_timeout + c.retx_nack + c.retx_sack_gap) * h.stack.mss() as u64
+        (c.retx_timeout + c.retx_nack + c.retx_sack_gap + c.retx_rack) * h.stack.mss() as u64
     });
     Ok(Outcome {
         fcts: msgs.done.iter().map(|d| (d.bytes, d.fct)).collect(),

@@ -8,11 +8,13 @@
 use std::time::Duration;
 
 use clap::Args;
+use sluice_sim::mtp::{FairShare, MtpDevice, Pathlet};
 use sluice_sim::{Host, Instant, LinkConfig, LinkId, NodeId, Sim};
 
 use crate::error::ExperimentError;
 use crate::fabric::host_addr;
 use crate::flows::{Class, Flows};
+use crate::mtp::host::{MtpHost, MtpMessages};
 use crate::mtp::tcp::{self, Marked};
 use crate::mtp::{gbps, FRAME_BYTES};
 use crate::plot::{Plot, Series};
@@ -123,6 +125,11 @@ pub fn run(args: &IsolationArgs) -> Result<Report, ExperimentError> {
     let mut systems: Vec<(&str, [f64; 2])> = Vec::new();
     eprintln!("sluice experiment mtp-isolation: DCTCP, one shared queue");
     systems.push(("dctcp-shared", run_tcp(scale, seed, shared_link())?));
+    eprintln!("sluice experiment mtp-isolation: DCTCP, a queue per tenant");
+    let per_tenant = shared_link().with_class_queues(2);
+    systems.push(("dctcp-queues", run_tcp(scale, seed, per_tenant)?));
+    eprintln!("sluice experiment mtp-isolation: MTP, fair share on one shared queue");
+    systems.push(("mtp-fair", run_mtp(scale, seed)?));
     Ok(report(scale, seed, &systems))
 }
 
@@ -197,7 +204,6 @@ fn run_tcp(scale: Scale, seed: u64, common: LinkConfig) -> Result<[f64; 2], Expe
     let topo = build(&mut sim, common, |i| {
         Ok(Marked::new(tcp::dctcp_stack(i, 4, seed)?, (i % 2) as u8))
     })?;
-    let _ = (topo.ingress, topo.common);
     let ips: Vec<_> = (0..4).map(|i| host_addr(i).1).collect();
     let mut flows = Flows::new(&mut sim, &topo.hosts, &ips)?;
     let mut chans = [Vec::new(), Vec::new()];
@@ -230,6 +236,59 @@ fn run_tcp(scale: Scale, seed: u64, common: LinkConfig) -> Result<[f64; 2], Expe
         match flows.error() {
             Some(e) => Err(ExperimentError::Workload(e.to_string())),
             None => Ok(read(&flows)),
+        }
+    };
+    let before = phase(&mut sim, scale.warmup)?;
+    let after = phase(&mut sim, scale.measure)?;
+    Ok([0, 1].map(|t| gbps(after[t] - before[t], scale.measure)))
+}
+
+/// Messages of the MTP tenants.
+const MTP_MESSAGE: u64 = 64 * 1024;
+/// Messages tenant 1 keeps queued; tenant 2 keeps 8x as many (its 8x the messages).
+const MTP_QUEUED: usize = 4;
+/// Fair share enforces above this much shared queue.
+const FAIR_SHARE_THRESHOLD: usize = ECN_K_PACKETS * FRAME_BYTES;
+
+/// MTP: tenant `t` (traffic class t + 1) keeps `FLOWS[t]` x [`MTP_QUEUED`] messages queued;
+/// the ingress switch's fair share gives each active class half the common link, told to
+/// the senders as the common link's pathlet's rate feedback.
+fn run_mtp(scale: Scale, seed: u64) -> Result<[f64; 2], ExperimentError> {
+    let mut sim: Sim<MtpHost> = Sim::new(seed);
+    let topo = build(&mut sim, shared_link(), |i| MtpHost::new(i, 4, |_| {}))?;
+    let port = sim.switch_port(topo.ingress, topo.common)?;
+    let device = MtpDevice::new(0)
+        .with_pathlet(port, Pathlet::rate(1))
+        .with_fair_share(FairShare::new(FAIR_SHARE_THRESHOLD));
+    sim.set_mtp_device(topo.ingress, device)?;
+    let mut msgs = MtpMessages::new(&topo.hosts, MTP_MESSAGE as usize);
+    let want = |t: usize| FLOWS[t] * MTP_QUEUED;
+    for t in 0..2 {
+        for _ in 0..want(t) {
+            msgs.send(&mut sim, t, 2 + t, MTP_MESSAGE, t as u8 + 1, t as u32)?;
+        }
+    }
+    let mut phase = |sim: &mut Sim<MtpHost>, d: Duration| -> Result<[u64; 2], ExperimentError> {
+        let deadline = sim.now() + d;
+        let mut failed = None;
+        let _ = sim.run_until(deadline, |now, hosts| {
+            msgs.step(now, hosts);
+            for t in 0..2 {
+                while msgs.outstanding_from(t) < want(t) && failed.is_none() {
+                    let tc = t as u8 + 1;
+                    if let Err(e) = msgs.send_within(now, hosts, t, 2 + t, MTP_MESSAGE, tc, 0) {
+                        failed = Some(e);
+                    }
+                }
+            }
+            failed.is_some() || msgs.error().is_some()
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        match msgs.error() {
+            Some(e) => Err(ExperimentError::Workload(e.to_string())),
+            None => Ok([msgs.received[2], msgs.received[3]]),
         }
     };
     let before = phase(&mut sim, scale.warmup)?;

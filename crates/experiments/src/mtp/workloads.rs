@@ -11,6 +11,7 @@ use clap::Args;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sluice_sim::mtp::{Balancer, MtpDevice, Pathlet};
 use sluice_sim::Sim;
 use sluice_tcp::Stack;
 
@@ -18,6 +19,7 @@ use crate::error::ExperimentError;
 use crate::fabric::{self, FabricSpec};
 use crate::flows::{quantile, Class, Flows};
 use crate::mtp::cdf::{SizeDist, Workload};
+use crate::mtp::host::{MtpHost, MtpMessages};
 use crate::mtp::tcp;
 use crate::plot::{Plot, Series};
 use crate::report::{fmt_num, fmt_ratio, Report};
@@ -139,7 +141,19 @@ fn arrivals(
     seed: u64,
 ) -> (Vec<Arrival>, Duration) {
     let n = scale.hosts();
-    let per_host = load * scale.fabric.host_bps as f64 / 8.0 / dist.mean();
+    // Load counts bytes on the wire, as Homa's does: payload plus a TCP/IPv4/Ethernet header
+    // (66 bytes with timestamps) per 1448-byte segment (MTP's headers are longer).
+    let wire_mean = {
+        let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x10ad);
+        (0..20_000)
+            .map(|_| {
+                let b = dist.sample(&mut r);
+                (b + b.div_ceil(1448).max(1) * 66) as f64
+            })
+            .sum::<f64>()
+            / 20_000.0
+    };
+    let per_host = load * scale.fabric.host_bps as f64 / 8.0 / wire_mean;
     let window = Duration::from_secs_f64(scale.messages / (per_host * n as f64))
         .clamp(scale.window.0, scale.window.1);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -230,6 +244,12 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
                 arr.len()
             );
             let tcp = run_tcp(&scale, seed, &peers, &arr)?;
+            eprintln!(
+                "sluice experiment mtp-workloads: {} at {:.0} %, MTP",
+                w.name(),
+                load * 100.0
+            );
+            let mtp = run_mtp(&scale, seed, &arr)?;
             let mut points = Vec::new();
             for b in buckets_of(&dist) {
                 let p99 = |s: &Slowdowns| {
@@ -241,21 +261,27 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
                     (v.len(), quantile(&mut v, 0.99))
                 };
                 let (count, t) = p99(&tcp);
+                let (_, m) = p99(&mtp);
                 rows.push(vec![
                     w.name().to_string(),
                     format!("{:.0}", load * 100.0),
                     BUCKETS[b].0.to_string(),
                     count.to_string(),
                     fmt_num(t),
-                    "MTP: not yet".into(),
-                    fmt_ratio(f64::NAN, t),
+                    fmt_num(m),
+                    fmt_ratio(m, t),
                 ]);
-                points.push((b as f64, t));
+                points.push((b as f64, t, m));
             }
-            series.push(Series {
-                name: format!("{} {:.0}% tcp", w.name(), load * 100.0),
-                points,
-            });
+            for (k, system) in ["tcp", "mtp"].iter().enumerate() {
+                series.push(Series {
+                    name: format!("{} {:.0}% {system}", w.name(), load * 100.0),
+                    points: points
+                        .iter()
+                        .map(|&(b, t, m)| (b, if k == 0 { t } else { m }))
+                        .collect(),
+                });
+            }
         }
     }
     let f = &scale.fabric;
@@ -279,7 +305,8 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
             ),
             format!(
                 "  sizes: Homa's W1-W5 (HomaModule util/dist.cc), capped at {} KB for the \
-                 simulator; slowdown = completion time / unloaded time; arrival windows: {}",
+                 simulator; load counts TCP's wire bytes (66 header bytes a segment); \
+                 slowdown = completion time / unloaded time; arrival windows: {}",
                 scale.cap / 1000,
                 windows.join(", ")
             ),
@@ -298,6 +325,9 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
         .collect(),
         rows,
         notes: vec![
+            "mtp: every switch an MTP device: an ECN pathlet per port (K as TCP's), messages \
+             placed by the message balancer; tcp: ECMP by connection"
+                .into(),
             "issue 17's goal: at 80 % load a short-message p99 slowdown under 3 for MTP, and \
              better than TCP in every bucket"
                 .into(),
@@ -377,6 +407,68 @@ fn run_tcp(
             let (src, dst) = flows.ends(c.channel)?;
             let ideal = ideal(scale, src, dst, c.bytes).as_secs_f64();
             Some((c.bytes, c.fct.as_secs_f64() / ideal))
+        })
+        .collect())
+}
+
+/// MTP: every message sent as it arrives; every switch an MTP device with an ECN pathlet on
+/// each port (the TCP side's marking threshold) and the message balancer on its groups.
+fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, ExperimentError> {
+    let n = scale.hosts();
+    let cap = scale.cap;
+    let mut sim: Sim<MtpHost> = Sim::new(seed);
+    let fab = fabric::build_with(&mut sim, &scale.fabric, |i| {
+        MtpHost::new(i, n, |c| c.max_message_len = cap as u32)
+    })?;
+    let f = &scale.fabric;
+    let k = f.ecn_k_bytes.unwrap_or(65 * 1514);
+    let switches = fab
+        .leaves
+        .iter()
+        .map(|&l| (l, f.spines + f.hosts_per_leaf))
+        .chain(fab.spines.iter().map(|&s| (s, f.leaves)));
+    for (i, (switch, ports)) in switches.enumerate() {
+        let mut device = MtpDevice::new(ports).with_balancer(Balancer::Message);
+        for p in 0..ports {
+            let id = u16::try_from(i * 64 + p + 1).map_err(|_| {
+                ExperimentError::Usage("too many switch ports for pathlet ids".into())
+            })?;
+            device = device.with_pathlet(p, Pathlet::ecn(id, k));
+        }
+        sim.set_mtp_device(switch, device)?;
+    }
+    let mut msgs = MtpMessages::new(&fab.hosts, cap as usize);
+    let start = sim.now();
+    for a in arrivals {
+        let _ = sim.run_until(start + a.at, |now, hosts| {
+            msgs.step(now, hosts);
+            false
+        });
+        msgs.send(&mut sim, a.src, a.dst, a.bytes, 0, 0)?;
+        if let Some(e) = msgs.error() {
+            return Err(ExperimentError::Workload(e.to_string()));
+        }
+    }
+    let drain = sim.now() + Duration::from_secs(2);
+    let _ = sim.run_until(drain, |now, hosts| {
+        msgs.step(now, hosts);
+        msgs.outstanding() == 0
+    });
+    if let Some(e) = msgs.error() {
+        return Err(ExperimentError::Workload(e.to_string()));
+    }
+    if msgs.outstanding() > 0 {
+        return Err(ExperimentError::Workload(format!(
+            "{} MTP messages not received 2 s after the last arrival",
+            msgs.outstanding()
+        )));
+    }
+    Ok(msgs
+        .done
+        .iter()
+        .map(|d| {
+            let ideal = ideal(scale, d.src, d.dst, d.bytes).as_secs_f64();
+            (d.bytes, d.fct.as_secs_f64() / ideal)
         })
         .collect())
 }
