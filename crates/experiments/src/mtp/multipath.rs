@@ -368,12 +368,8 @@ mod tests {
         // Period 0 (start-up, skipped), period 1 slow: 10 Gbit/s from its third bin,
         // period 2 fast: never above 50.
         let mut g = vec![100.0; per];
-        g.extend(
-            [1.0, 5.0]
-                .iter()
-                .chain(std::iter::repeat(&10.0).take(per - 2)),
-        );
-        g.extend(std::iter::repeat(50.0).take(per));
+        g.extend([1.0, 5.0].iter().chain(std::iter::repeat_n(&10.0, per - 2)));
+        g.extend(std::iter::repeat_n(50.0, per));
         let s = Trace { gbps: g }.summary();
         assert_eq!(s.converge_slow_us, 96.0);
         assert_eq!(s.converge_fast_us, 384.0);
