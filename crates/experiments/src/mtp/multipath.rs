@@ -334,6 +334,7 @@ fn run_mtp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
     for _ in 0..MTP_QUEUED {
         msgs.borrow_mut().send(&mut sim, 0, 1, MTP_MESSAGE, 0, 0)?;
     }
+    let failed = std::cell::RefCell::new(None);
     sample(
         &mut sim,
         &topo,
@@ -341,14 +342,17 @@ fn run_mtp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
         |now, hosts| {
             let mut m = msgs.borrow_mut();
             m.step(now, hosts);
-            while m.outstanding_from(0) < MTP_QUEUED && m.error().is_none() {
+            let mut failed = failed.borrow_mut();
+            while m.outstanding_from(0) < MTP_QUEUED && failed.is_none() {
                 if let Err(e) = m.send_within(now, hosts, 0, 1, MTP_MESSAGE, 0, 0) {
-                    eprintln!("sluice experiment mtp-multipath: {e}");
-                    break;
+                    *failed = Some(e);
                 }
             }
         },
         || {
+            if let Some(e) = failed.borrow_mut().take() {
+                return Err(e);
+            }
             let m = msgs.borrow();
             match m.error() {
                 Some(e) => Err(ExperimentError::Workload(e.to_string())),
