@@ -257,7 +257,9 @@ fn run_tcp(
     b: Balancer,
 ) -> Result<Outcome, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
-    let topo = paths::build(&mut sim, &spec(), |i| tcp::dctcp_stack(i, 2, seed))?;
+    let topo = paths::build(&mut sim, &spec(), |i| {
+        tcp::dctcp_stack(i, 2, seed, tcp::BUFFER_100G)
+    })?;
     balance(&mut sim, &topo, b)?;
     let ips = [host_addr(0).1, host_addr(1).1];
     let mut flows = Flows::new(&mut sim, &[topo.sender, topo.receiver], &ips)?;

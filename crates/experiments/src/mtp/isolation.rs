@@ -202,7 +202,10 @@ fn report(scale: Scale, seed: u64, systems: &[(&str, [f64; 2])]) -> Report {
 fn run_tcp(scale: Scale, seed: u64, common: LinkConfig) -> Result<[f64; 2], ExperimentError> {
     let mut sim: Sim<Marked> = Sim::new(seed);
     let topo = build(&mut sim, common, |i| {
-        Ok(Marked::new(tcp::dctcp_stack(i, 4, seed)?, (i % 2) as u8))
+        Ok(Marked::new(
+            tcp::dctcp_stack(i, 4, seed, tcp::BUFFER_100G)?,
+            (i % 2) as u8,
+        ))
     })?;
     let ips: Vec<_> = (0..4).map(|i| host_addr(i).1).collect();
     let mut flows = Flows::new(&mut sim, &topo.hosts, &ips)?;

@@ -284,7 +284,9 @@ fn sample<H: Host>(
 /// DCTCP: one connection, its sender never short of data.
 fn run_tcp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
-    let topo = paths::build(&mut sim, &spec(), |i| tcp::dctcp_stack(i, 2, seed))?;
+    let topo = paths::build(&mut sim, &spec(), |i| {
+        tcp::dctcp_stack(i, 2, seed, tcp::BUFFER_100G)
+    })?;
     alternate(&mut sim, &topo)?;
     let ips = [host_addr(0).1, host_addr(1).1];
     let mut flows = Flows::new(&mut sim, &[topo.sender, topo.receiver], &ips)?;

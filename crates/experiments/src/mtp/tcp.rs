@@ -11,9 +11,12 @@ use crate::error::ExperimentError;
 use crate::fabric::host_addr;
 use crate::flows::TcpHost;
 
-/// Host `i`'s core among `n` (addresses [`host_addr`]), with DCTCP and every other host as a
-/// static neighbour.
-pub fn dctcp_stack(i: usize, n: usize, seed: u64) -> Result<Stack, ExperimentError> {
+/// Send and receive buffers for 100 Gbit/s x 10-20 us bandwidth-delay products, with room.
+pub const BUFFER_100G: usize = 4 << 20;
+
+/// Host `i`'s core among `n` (addresses [`host_addr`]), with DCTCP, send and receive buffers
+/// of `buffer` bytes, and every other host as a static neighbour.
+pub fn dctcp_stack(i: usize, n: usize, seed: u64, buffer: usize) -> Result<Stack, ExperimentError> {
     let (mac, ip) = host_addr(i);
     let mut c = Config::new(mac, ip);
     c.seed = seed.wrapping_mul(1000).wrapping_add(i as u64);
@@ -24,9 +27,8 @@ pub fn dctcp_stack(i: usize, n: usize, seed: u64) -> Result<Stack, ExperimentErr
     c.rto_min = Duration::from_millis(1);
     c.rto_initial = Duration::from_millis(5);
     c.time_wait = Duration::from_millis(10);
-    // A 100 Gbit/s x 10-20 us bandwidth-delay product, with room to spare.
-    c.rx_buffer = 4 << 20;
-    c.tx_buffer = 4 << 20;
+    c.rx_buffer = buffer;
+    c.tx_buffer = buffer;
     c.max_connections = 1024;
     c.syn_backlog = 1024;
     c.nagle = false;

@@ -352,7 +352,10 @@ fn run_tcp(
 ) -> Result<Slowdowns, ExperimentError> {
     let n = scale.hosts();
     let mut sim: Sim<Stack> = Sim::new(seed);
-    let fab = fabric::build_with(&mut sim, &scale.fabric, |i| tcp::dctcp_stack(i, n, seed))?;
+    let fab = fabric::build_with(&mut sim, &scale.fabric, |i| {
+        // 10 Gbit/s x a few us: the core's default 256 KB buffers are plenty.
+        tcp::dctcp_stack(i, n, seed, 256 * 1024)
+    })?;
     let mut flows = Flows::new(&mut sim, &fab.hosts, &fab.ips)?;
     // chan[src][k] goes to peers[src][k].
     let mut chan = Vec::with_capacity(n);
