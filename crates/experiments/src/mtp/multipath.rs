@@ -258,15 +258,12 @@ fn alternate<H: Host>(sim: &mut Sim<H>, topo: &TwoPaths) -> Result<(), Experimen
 /// Samples goodput bin by bin: `read()` gives the bytes received so far.
 fn sample<H: Host>(
     sim: &mut Sim<H>,
-    topo: &TwoPaths,
     periods: u32,
     mut step: impl FnMut(Instant, &mut sluice_sim::HostsView<'_, H>),
     mut read: impl FnMut() -> Result<u64, ExperimentError>,
 ) -> Result<Trace, ExperimentError> {
     let bins = (PERIOD.as_nanos() / BIN.as_nanos()) as usize * periods as usize;
-    let per = (PERIOD.as_nanos() / BIN.as_nanos()) as usize;
     let mut gbps_bins = Vec::with_capacity(bins);
-    let _ = (topo, per);
     let mut last = read()?;
     for i in 0..bins {
         let deadline = Instant::ZERO + BIN * (i as u32 + 1);
@@ -304,7 +301,6 @@ fn run_tcp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
     let flows = std::cell::RefCell::new(flows);
     let trace = sample(
         &mut sim,
-        &topo,
         periods,
         |now, hosts| flows.borrow_mut().step(now, hosts),
         || {
@@ -339,7 +335,6 @@ fn run_mtp(seed: u64, periods: u32) -> Result<Trace, ExperimentError> {
     let failed = std::cell::RefCell::new(None);
     sample(
         &mut sim,
-        &topo,
         periods,
         |now, hosts| {
             let mut m = msgs.borrow_mut();

@@ -46,8 +46,6 @@ pub struct TwoPaths {
     pub last_hop: NodeId,
     /// The two paths, first hop to last hop (side a is the first hop).
     pub paths: [LinkId; 2],
-    /// The first hop's port of each path, in connection order (the sender's link is port 0).
-    pub path_ports: [usize; 2],
     /// The last hop to the receiver.
     pub downlink: LinkId,
 }
@@ -87,7 +85,6 @@ pub fn build<H: Host>(
         first_hop,
         last_hop,
         paths,
-        path_ports: [1, 2],
         downlink,
     })
 }
