@@ -296,3 +296,65 @@ impl MtpMessages {
 fn no_host(i: usize) -> ExperimentError {
     ExperimentError::Sim(format!("no host {i}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mtp::paths::{self, Hop, PathsSpec};
+
+    #[test]
+    fn messages_the_stack_will_not_take_yet_are_held_then_all_arrive_whole_and_timed() {
+        let hop = Hop {
+            bps: 10_000_000_000,
+            delay: Duration::from_micros(1),
+        };
+        let spec = PathsSpec {
+            host: hop,
+            paths: [hop, hop],
+            queue_packets: 128,
+            ecn_k_bytes: None,
+        };
+        let mut sim: Sim<MtpHost> = Sim::new(5);
+        // At most 2 messages outstanding in the sender's stack: the rest wait in the driver.
+        let topo = paths::build(&mut sim, &spec, |i| {
+            MtpHost::new(i, 2, |c| c.max_outstanding = 2)
+        })
+        .unwrap();
+        let mut msgs = MtpMessages::new(&[topo.sender, topo.receiver], 100_000);
+        let sizes = [0u64, 1, 1396, 1397, 50_000, 100_000, 7, 3000];
+        for (i, &b) in sizes.iter().enumerate() {
+            msgs.send(&mut sim, 0, 1, b, 0, i as u32).unwrap();
+        }
+        assert_eq!(msgs.outstanding_from(0), sizes.len());
+        assert_eq!(msgs.in_flight.len(), 2, "the stack took two");
+        assert!(
+            msgs.send(&mut sim, 0, 1, 100_001, 0, 0).is_err(),
+            "too long"
+        );
+        let deadline = sim.now() + Duration::from_millis(50);
+        sim.run_until(deadline, |now, hosts| {
+            msgs.step(now, hosts);
+            msgs.outstanding() == 0
+        })
+        .unwrap();
+        assert_eq!(msgs.error(), None);
+        assert_eq!(msgs.outstanding_from(0), 0);
+        let mut got: Vec<(u32, u64)> = msgs.done.iter().map(|d| (d.tag, d.bytes)).collect();
+        got.sort_unstable();
+        let want: Vec<(u32, u64)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (i as u32, b))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(msgs.received[1], sizes.iter().sum::<u64>());
+        // 100 KB at 10 Gbit/s takes at least 80 us; every message took at least a one-way
+        // trip (3 links of 1 us).
+        let big = msgs.done.iter().find(|d| d.bytes == 100_000).unwrap();
+        assert!(big.fct >= Duration::from_micros(80), "{:?}", big.fct);
+        assert!(msgs
+            .done
+            .iter()
+            .all(|d| d.fct >= Duration::from_micros(3) && d.src == 0 && d.dst == 1));
+    }
+}
