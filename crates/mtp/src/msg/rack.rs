@@ -1,7 +1,9 @@
 //! Time-based loss detection across a destination's messages, after RACK (RFC 8985 6.2):
 //! a packet is lost when a packet sent to the same destination over the same path more
 //! than a reordering window later has been acknowledged. It catches what the per-message
-//! SACK gap cannot: the loss of a short message's packets, and of retransmissions.
+//! SACK gap cannot: the loss of a short message's packets, and of retransmissions. Paths
+//! are compared as the ACKs reveal them (devices pin a message to one path), so packets on a
+//! longer path are not judged by acknowledgements from a shorter one.
 //!
 //! The log holds transmissions in send order; entries for packets acknowledged or sent
 //! again go stale and are dropped when they reach the front, so the work is amortised
@@ -74,23 +76,27 @@ impl SendLog {
         }
     }
 
-    /// Judges the front entry; `live` says whether it is still the packet's latest
-    /// transmission and in flight.
-    pub fn judge(&mut self, reo_wnd: Nanos, live: impl FnOnce(&Sent) -> bool) -> Verdict {
+    /// Judges the front entry; `live` gives the path its packet is now known to have taken
+    /// (the message's revealed path, else the one it was charged to), or None when the entry
+    /// is stale (no longer the packet's latest transmission, or not in flight).
+    pub fn judge(
+        &mut self,
+        reo_wnd: Nanos,
+        live: impl FnOnce(&Sent) -> Option<Option<PathId>>,
+    ) -> Verdict {
         let Some(&front) = self.sent.front() else {
             return Verdict::Wait;
         };
-        if !live(&front) {
+        let Some(path) = live(&front) else {
             self.sent.pop_front();
             return Verdict::Next;
-        }
-        match self.latest.iter().find(|(p, _)| *p == front.path) {
+        };
+        match self.latest.iter().find(|(p, _)| *p == path) {
             Some(&(_, t)) if front.at.saturating_add(reo_wnd) < t => {
                 self.sent.pop_front();
                 Verdict::Lost(front)
             }
-            Some(&(_, t)) if t >= front.at => Verdict::Wait,
-            // Nothing sent after it over its path is acknowledged yet.
+            // Nothing sent over its path long enough after it is acknowledged yet.
             Some(_) => Verdict::Wait,
             None => {
                 self.sent.pop_front();
@@ -130,11 +136,15 @@ mod tests {
             assert!(log.record(s(i * 10, i as u16), 8));
         }
         log.acked(None, 10);
-        assert_eq!(log.judge(10, |_| true), Verdict::Wait, "within the window");
+        assert_eq!(
+            log.judge(10, |_| Some(None)),
+            Verdict::Wait,
+            "within the window"
+        );
         log.acked(None, 20);
-        assert_eq!(log.judge(10, |_| true), Verdict::Lost(s(0, 0)));
-        assert_eq!(log.judge(10, |_| true), Verdict::Wait);
-        assert_eq!(log.judge(10, |_| false), Verdict::Next, "stale entries go");
+        assert_eq!(log.judge(10, |_| Some(None)), Verdict::Lost(s(0, 0)));
+        assert_eq!(log.judge(10, |_| Some(None)), Verdict::Wait);
+        assert_eq!(log.judge(10, |_| None), Verdict::Next, "stale entries go");
         assert_eq!(log.len(), 1);
         assert!(!log.record(s(50, 9), 1), "bounded");
     }
@@ -151,7 +161,7 @@ mod tests {
         );
         log.record(s(10, 1), 8);
         log.acked(None, 10);
-        assert_eq!(log.judge(1, |_| true), Verdict::Next);
-        assert_eq!(log.judge(1, |_| true), Verdict::Wait);
+        assert_eq!(log.judge(1, |s| Some(s.path)), Verdict::Next);
+        assert_eq!(log.judge(1, |s| Some(s.path)), Verdict::Wait);
     }
 }

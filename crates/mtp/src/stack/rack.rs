@@ -21,9 +21,9 @@ impl MtpStack {
         loop {
             let out = &self.out;
             let verdict = d.log.judge(reo_wnd, |s| {
-                out.get(&s.msg)
-                    .and_then(|m| m.pkt.get(usize::from(s.pkt)))
-                    .is_some_and(|p| p.inflight && !p.acked && p.sent_at == s.at)
+                let m = out.get(&s.msg)?;
+                let p = m.pkt.get(usize::from(s.pkt))?;
+                (p.inflight && !p.acked && p.sent_at == s.at).then_some(m.learned.or(s.path))
             });
             let lost = match verdict {
                 Verdict::Wait => return,
