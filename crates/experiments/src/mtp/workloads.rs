@@ -420,8 +420,13 @@ fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, 
     let n = scale.hosts();
     let cap = scale.cap;
     let mut sim: Sim<MtpHost> = Sim::new(seed);
+    let host_bps = scale.fabric.host_bps;
     let fab = fabric::build_with(&mut sim, &scale.fabric, |i| {
-        MtpHost::new(i, n, |c| c.max_message_len = cap as u32)
+        MtpHost::new(i, n, |c| {
+            c.max_message_len = cap as u32;
+            // Paced to its link: SRPT decides the order on the wire, not a NIC FIFO.
+            c.link_bps = host_bps;
+        })
     })?;
     let f = &scale.fabric;
     let k = f.ecn_k_bytes.unwrap_or(65 * 1514);
