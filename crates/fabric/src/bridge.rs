@@ -74,6 +74,9 @@ pub struct Bridge {
     next_sweep: Duration,
     /// Static routes: MAC to its ECMP group of ports (a static bridge neither learns nor floods).
     routes: Option<HashMap<Mac, Vec<usize>>>,
+    /// A learning bridge's route groups: MACs sent over a group of ports (several uplinks)
+    /// instead of the learned port, so a balancer can choose among them.
+    groups: HashMap<Mac, Vec<usize>>,
     /// Seeds the flow hash, so that bridges in series pick paths independently.
     hash_seed: u64,
     /// Counters so far.
@@ -95,6 +98,7 @@ impl Bridge {
             ageing: DEFAULT_AGEING,
             next_sweep: Duration::ZERO,
             routes: None,
+            groups: HashMap::new(),
             hash_seed: 0,
             stats: SwitchStats::default(),
         }
@@ -127,6 +131,20 @@ impl Bridge {
             }
             _ => false,
         }
+    }
+
+    /// Sends frames for `mac` over the group `ports` on a learning bridge (sources are
+    /// still learned; the group wins over a learned port). Refused (false) on a static
+    /// bridge (use [`Bridge::add_route`]), for an empty group, or beyond `max_groups` MACs.
+    pub fn add_group(&mut self, mac: Mac, ports: Vec<usize>, max_groups: usize) -> bool {
+        if self.routes.is_some()
+            || ports.is_empty()
+            || (self.groups.len() >= max_groups && !self.groups.contains_key(&mac))
+        {
+            return false;
+        }
+        self.groups.insert(mac, ports);
+        true
     }
 
     /// Pins `mac` to `port` (a static entry, which does not age; learning may still move
@@ -182,8 +200,22 @@ impl Bridge {
     }
 
     /// Learns the source of a frame received on `in_port` at `now` and decides where it
-    /// goes.
+    /// goes; a route group of several ports is spread by flow hash (ECMP).
     pub fn route(&mut self, now: Duration, in_port: usize, frame: &[u8]) -> Forward {
+        self.route_by(now, in_port, frame, |group, hash| {
+            group[(hash % group.len() as u64) as usize]
+        })
+    }
+
+    /// As [`Bridge::route`], with `choose` picking the port of a route group of several
+    /// (given the group and the frame's flow hash; it returns one of the group's ports).
+    pub fn route_by(
+        &mut self,
+        now: Duration,
+        in_port: usize,
+        frame: &[u8],
+        choose: impl FnOnce(&[usize], u64) -> usize,
+    ) -> Forward {
         self.stats.received += 1;
         let (Some(dst), Some(src)) = (frame.get(0..6), frame.get(6..12)) else {
             self.stats.runts += 1;
@@ -198,7 +230,7 @@ impl Bridge {
             key.copy_from_slice(dst);
             let port = routes.get(&key).map(|group| match group.len() {
                 1 => group[0],
-                n => group[(flow_hash(frame, self.hash_seed) % n as u64) as usize],
+                _ => choose(group, flow_hash(frame, self.hash_seed)),
             });
             return match port {
                 Some(p) if p == in_port => {
@@ -222,6 +254,18 @@ impl Bridge {
         }
         let mut dst_mac = [0u8; 6];
         dst_mac.copy_from_slice(dst);
+        if let Some(group) = self.groups.get(&dst_mac) {
+            let p = match group.len() {
+                1 => group[0],
+                _ => choose(group, flow_hash(frame, self.hash_seed)),
+            };
+            if p == in_port {
+                self.stats.filtered += 1;
+                return Forward::Drop;
+            }
+            self.stats.forwarded += 1;
+            return Forward::Port(p);
+        }
         if dst_mac[0] & 1 != 0 {
             self.stats.flooded += 1;
             return Forward::Flood;
@@ -285,6 +329,32 @@ mod tests {
         f.extend_from_slice(&src);
         f.extend_from_slice(&[0x08, 0x00, 1, 2, 3]);
         f
+    }
+
+    #[test]
+    fn a_learning_bridge_sends_a_group_destination_by_its_chooser() {
+        let mut sw = Bridge::default();
+        let a = [2, 0, 0, 0, 0, 1];
+        let b = [2, 0, 0, 0, 0, 2];
+        assert!(sw.add_group(b, vec![1, 2], 4));
+        assert!(!sw.add_group(a, Vec::new(), 4));
+        assert!(!Bridge::new_static(0).add_group(b, vec![1], 4));
+        let f = frame(b, a);
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 0, &f, |g, _| g[1]),
+            Forward::Port(2)
+        );
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 0, &f, |g, _| g[0]),
+            Forward::Port(1)
+        );
+        // The source was still learned; the chooser's port equal to the ingress filters.
+        assert_eq!(sw.lookup(Duration::ZERO, &a), Some(0));
+        assert_eq!(
+            sw.route_by(Duration::ZERO, 2, &f, |g, _| g[1]),
+            Forward::Drop
+        );
+        assert_eq!(sw.stats.filtered, 1);
     }
 
     #[test]

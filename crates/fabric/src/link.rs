@@ -12,6 +12,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::classes::{class_of, ClassQueues};
 use crate::ecn::{mark_ce, EcnOutcome};
 use crate::pool::FramePool;
 
@@ -33,6 +34,9 @@ pub struct LinkConfig {
     pub ecn_threshold_bytes: Option<usize>,
     /// Random impairments applied at transmit time.
     pub impairment: Impairment,
+    /// Class queues served by deficit round robin, classified by IPv4 DSCP (each with the
+    /// capacity and ECN threshold above); 0 or 1: one FIFO. Read when the channel is made.
+    pub class_queues: usize,
 }
 
 impl LinkConfig {
@@ -45,7 +49,15 @@ impl LinkConfig {
             queue_capacity_packets: None,
             ecn_threshold_bytes: None,
             impairment: Impairment::default(),
+            class_queues: 0,
         }
+    }
+
+    /// Serves `n` class queues (IPv4 DSCP modulo `n`) by deficit round robin instead of one
+    /// FIFO: the "queue per tenant" switch of mtp.txt 5.3.
+    pub fn with_class_queues(mut self, n: usize) -> Self {
+        self.class_queues = n;
+        self
     }
 
     /// Sets the egress queue capacity in bytes.
@@ -233,6 +245,9 @@ pub struct Channel {
     /// The counters so far.
     pub stats: LinkStats,
     queue: VecDeque<Vec<u8>>,
+    /// Class queues instead of `queue`, when configured.
+    classes: Option<ClassQueues>,
+    /// Bytes queued (over all classes).
     queue_bytes: usize,
     in_flight: Option<Vec<u8>>,
     /// Sub-nanosecond remainder of serialization times, in units of 1/bandwidth ns.
@@ -244,10 +259,12 @@ pub struct Channel {
 impl Channel {
     /// A fresh idle channel.
     pub fn new(config: LinkConfig, rng: ChaCha8Rng) -> Self {
+        let classes = (config.class_queues >= 2).then(|| ClassQueues::new(config.class_queues));
         Channel {
             config,
             stats: LinkStats::default(),
             queue: VecDeque::new(),
+            classes,
             queue_bytes: 0,
             in_flight: None,
             carry: 0,
@@ -267,8 +284,45 @@ impl Channel {
         u64::try_from(num / bw).unwrap_or(u64::MAX)
     }
 
+    /// The class a frame goes to and that class's (bytes, frames) queued; the whole queue's
+    /// without class queues.
+    fn occupancy(&self, frame: &[u8]) -> (usize, usize, usize) {
+        match &self.classes {
+            Some(c) => {
+                let class = class_of(frame, c.len());
+                (class, c.class_bytes(class), c.class_frames(class))
+            }
+            None => (0, self.queue_bytes, self.queue.len()),
+        }
+    }
+
+    /// Whether a frame of `frame`'s class and `len` bytes would be tail-dropped now, with
+    /// `headroom` bytes allowed beyond the capacity (and one frame per 64 of them).
+    pub fn would_drop(&self, frame: &[u8], len: usize, headroom: usize) -> bool {
+        let (_, bytes, frames) = self.occupancy(frame);
+        let packets_full = self
+            .config
+            .queue_capacity_packets
+            .is_some_and(|cap| frames >= cap.saturating_add(headroom / 64));
+        self.in_flight.is_some()
+            && (packets_full
+                || bytes.saturating_add(len)
+                    > self.config.queue_capacity_bytes.saturating_add(headroom))
+    }
+
+    /// Bytes queued in the class `frame` would join (the whole queue without classes).
+    pub fn queued_bytes_for(&self, frame: &[u8]) -> usize {
+        self.occupancy(frame).1
+    }
+
     /// Offers a frame for transmission; returns whether ECN marked it too.
-    pub fn offer(&mut self, mut frame: Vec<u8>) -> (Offer, bool) {
+    pub fn offer(&mut self, frame: Vec<u8>) -> (Offer, bool) {
+        self.offer_with_headroom(frame, 0)
+    }
+
+    /// Offers a frame that may use `headroom` bytes beyond the queue's capacity (a trimmed
+    /// header-only MTP packet, so trimming stays bounded); returns whether ECN marked it.
+    pub fn offer_with_headroom(&mut self, mut frame: Vec<u8>, headroom: usize) -> (Offer, bool) {
         let len = frame.len();
         let busy = self.in_flight.is_some();
         self.stats.queue_samples += 1;
@@ -276,20 +330,14 @@ impl Channel {
             .stats
             .queue_bytes_sum
             .saturating_add(self.queue_bytes as u64);
-        let packets_full = self
-            .config
-            .queue_capacity_packets
-            .is_some_and(|cap| self.queue.len() >= cap);
-        if busy
-            && (packets_full
-                || self.queue_bytes.saturating_add(len) > self.config.queue_capacity_bytes)
-        {
+        if self.would_drop(&frame, len, headroom) {
             self.stats.queue_drops += 1;
             return (Offer::Dropped(frame), false);
         }
+        let (class, class_bytes, _) = self.occupancy(&frame);
         let mut marked = false;
         if let Some(k) = self.config.ecn_threshold_bytes {
-            if self.queue_bytes > k && mark_ce(&mut frame) == EcnOutcome::Marked {
+            if class_bytes > k && mark_ce(&mut frame) == EcnOutcome::Marked {
                 self.stats.ecn_marked += 1;
                 marked = true;
             }
@@ -298,8 +346,12 @@ impl Channel {
         if busy {
             self.queue_bytes += len;
             self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
-            self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len() + 1);
-            self.queue.push_back(frame);
+            self.stats.max_queue_packets =
+                self.stats.max_queue_packets.max(self.queued_packets() + 1);
+            match &mut self.classes {
+                Some(c) => c.push(class, frame),
+                None => self.queue.push_back(frame),
+            }
             return (Offer::Queued, marked);
         }
         let ns = self.serialization_nanos(len);
@@ -319,7 +371,7 @@ impl Channel {
 
     /// Frames waiting in the queue (the frame being serialized excluded).
     pub fn queued_packets(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.classes.as_ref().map_or(0, ClassQueues::frames)
     }
 
     /// Whether a frame is being serialized.
@@ -334,7 +386,11 @@ impl Channel {
 
     /// Starts serializing the next queued frame, returning its duration in ns.
     pub fn start_next(&mut self) -> Option<u64> {
-        match self.queue.pop_front() {
+        let next = match &mut self.classes {
+            Some(c) => c.pop(),
+            None => self.queue.pop_front(),
+        };
+        match next {
             Some(frame) => {
                 self.queue_bytes -= frame.len();
                 let ns = self.serialization_nanos(frame.len());

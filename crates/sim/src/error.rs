@@ -17,6 +17,8 @@ pub enum SimError {
     SelfLoop(NodeId),
     /// The node is not a static switch (or a route named no link).
     NotAStaticSwitch(NodeId),
+    /// The node is not a switch.
+    NotASwitch(NodeId),
     /// The link does not join this switch.
     NotAttached(LinkId, NodeId),
     /// The run reached its deadline before the application was done.
@@ -47,6 +49,7 @@ impl fmt::Display for SimError {
                     n.0
                 )
             }
+            SimError::NotASwitch(n) => write!(f, "node {} is not a switch", n.0),
             SimError::NotAttached(l, n) => write!(f, "link {} does not join switch {}", l.0, n.0),
             SimError::Deadline { now } => write!(f, "deadline reached at {now}"),
             SimError::Idle { now } => write!(f, "simulation idle; advanced to deadline {now}"),

@@ -28,6 +28,9 @@ pub use host::{Host, MAX_FRAME_LEN};
 pub use link::Direction;
 pub use nic::OffloadNic;
 pub use sim::{HostsView, LinkId, NodeId, Sim, SimStats};
+/// MTP devices for switches ([`Sim::set_mtp_device`]): pathlets, balancers, fair share,
+/// trimming.
+pub use sluice_fabric::mtp;
 pub use sluice_fabric::{GilbertElliott, Impairment, LinkConfig, LinkStats, SwitchStats};
 pub use sluice_tcp::Instant;
 pub use trace::{TraceEvent, TraceKind};

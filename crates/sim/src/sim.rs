@@ -1,5 +1,7 @@
 //! The event loop: nodes, links, virtual time and the run methods.
 
+mod mtp_device;
+
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Duration;
@@ -7,6 +9,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use sluice_fabric::mtp::Verdict;
 use sluice_fabric::{Channel, Forward, FramePool, Offer};
 
 use crate::pcap::PcapWriter;
@@ -30,6 +33,14 @@ pub struct NodeId(pub usize);
 /// Identifies a full-duplex link of a [`Sim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LinkId(pub usize);
+
+/// Bytes queued at a switch's egress `port` (its link's channel away from the switch).
+fn queued_bytes(links: &[Link], ports: &[(usize, usize)], port: usize) -> usize {
+    ports
+        .get(port)
+        .and_then(|&(link, side)| links.get(link).map(|l| l.chans[side & 1].queued_bytes()))
+        .unwrap_or(0)
+}
 
 /// Simulator-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -170,13 +181,19 @@ impl Net {
 
     /// Sends a frame out of the given side of a link.
     fn send(&mut self, link: usize, side: usize, frame: Vec<u8>) {
+        self.send_with_headroom(link, side, frame, 0);
+    }
+
+    /// Sends a frame that may use `headroom` bytes beyond the egress queue's capacity (an
+    /// MTP device's trimmed header).
+    fn send_with_headroom(&mut self, link: usize, side: usize, frame: Vec<u8>, headroom: usize) {
         let len = frame.len();
         let Some(l) = self.links.get_mut(link) else {
             self.pool.put(frame);
             return;
         };
         let chan = side & 1;
-        let (offer, marked) = l.chans[chan].offer(frame);
+        let (offer, marked) = l.chans[chan].offer_with_headroom(frame, headroom);
         if let Offer::Dropped(f) = offer {
             self.trace(link, chan, TraceKind::QueueDrop, len);
             self.pool.put(f);
@@ -245,15 +262,42 @@ impl Net {
     }
 
     /// Forwards a frame received by a switch on `in_port`.
-    fn switch_forward(&mut self, sw: usize, in_port: usize, frame: Vec<u8>) {
+    fn switch_forward(&mut self, sw: usize, in_port: usize, mut frame: Vec<u8>) {
+        let now = self.now - Instant::ZERO;
         let Some(s) = self.switches.get_mut(sw) else {
             self.pool.put(frame);
             return;
         };
-        match s.bridge.route(self.now - Instant::ZERO, in_port, &frame) {
+        if let Some(dev) = s.mtp.as_deref_mut() {
+            if !dev.ingress(in_port, &mut frame) {
+                self.pool.put(frame);
+                return;
+            }
+        }
+        let forward = match s.mtp.as_deref_mut() {
+            None => s.bridge.route(now, in_port, &frame),
+            Some(dev) => {
+                let (links, ports) = (&self.links, &s.ports);
+                s.bridge.route_by(now, in_port, &frame, |group, hash| {
+                    dev.choose(now, group, hash, &frame, |p| queued_bytes(links, ports, p))
+                })
+            }
+        };
+        match forward {
             Forward::Drop => self.pool.put(frame),
             Forward::Port(p) => match s.ports.get(p).copied() {
-                Some((link, side)) => self.send(link, side, frame),
+                Some((link, side)) => {
+                    let verdict = match (s.mtp.as_deref_mut(), self.links.get(link)) {
+                        (Some(dev), Some(l)) => dev.admit(now, p, &mut frame, &l.chans[side & 1]),
+                        _ => Verdict::Forward { headroom: 0 },
+                    };
+                    match verdict {
+                        Verdict::Forward { headroom } => {
+                            self.send_with_headroom(link, side, frame, headroom)
+                        }
+                        Verdict::Drop => self.pool.put(frame),
+                    }
+                }
                 None => self.pool.put(frame),
             },
             Forward::Flood => {
@@ -517,6 +561,7 @@ impl<H: Host> Sim<H> {
         self.net.switches.push(Switch {
             ports: Vec::new(),
             bridge: sluice_fabric::Bridge::new_static(hash_seed),
+            mtp: None,
         });
         id
     }

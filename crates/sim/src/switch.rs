@@ -1,5 +1,6 @@
-//! A learning Ethernet switch node with zero forwarding latency.
+//! A switch node (learning or static) with zero forwarding latency, and its MTP device.
 
+use sluice_fabric::mtp::MtpDevice;
 use sluice_fabric::Bridge;
 
 /// A switch node: its ports and the shared learning bridge. Ports are indexed in
@@ -10,4 +11,6 @@ pub(crate) struct Switch {
     pub(crate) ports: Vec<(usize, usize)>,
     /// The forwarding decision and its counters.
     pub(crate) bridge: Bridge,
+    /// What the switch does for MTP (pathlets, balancer, fair share, trimming), if set.
+    pub(crate) mtp: Option<Box<MtpDevice>>,
 }

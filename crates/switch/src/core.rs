@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use rand::SeedableRng;
+use sluice_fabric::mtp::{MtpDevice, Verdict};
 use sluice_fabric::{Bridge, ChaCha8Rng, Forward, FramePool, LinkConfig, SwitchStats};
 
 use crate::egress::{Egress, EgressStats};
@@ -56,16 +57,18 @@ pub enum TxResult {
 
 /// One port: its egress and counters.
 #[derive(Debug)]
-struct Port {
-    egress: Egress,
+pub(crate) struct Port {
+    pub(crate) egress: Egress,
     stats: PortStats,
 }
 
 /// The switch's forwarding state for a fixed set of ports.
 #[derive(Debug)]
 pub struct SwitchCore {
-    ports: Vec<Port>,
-    bridge: Bridge,
+    pub(crate) ports: Vec<Port>,
+    pub(crate) bridge: Bridge,
+    /// What the switch does for MTP, if configured (`crate::mtp`).
+    pub(crate) mtp: Option<Box<MtpDevice>>,
     pool: FramePool,
     /// Largest frame (Ethernet header included) any port sends; longer TCP is cut.
     max_frame: usize,
@@ -92,6 +95,7 @@ impl SwitchCore {
         SwitchCore {
             ports,
             bridge: Bridge::default(),
+            mtp: None,
             pool: FramePool::default(),
             max_frame: max_frame.max(ETH_HLEN + 68),
             scratch: vec![0u8; max_frame.max(ETH_HLEN + 68)],
@@ -134,7 +138,20 @@ impl SwitchCore {
 
     /// Routes one wire-sized frame and offers it to the egress (or egresses) it goes to.
     fn forward(&mut self, now: Duration, in_port: usize, frame: &[u8]) {
-        match self.bridge.route(now, in_port, frame) {
+        let forward = match self.mtp.as_deref_mut() {
+            None => self.bridge.route(now, in_port, frame),
+            Some(dev) => {
+                let ports = &self.ports;
+                self.bridge.route_by(now, in_port, frame, |group, hash| {
+                    dev.choose(now, group, hash, frame, |p| {
+                        ports
+                            .get(p)
+                            .map_or(0, |p| p.egress.channel().queued_bytes())
+                    })
+                })
+            }
+        };
+        match forward {
             Forward::Drop => {}
             Forward::Port(out) => self.offer(now, out, frame),
             Forward::Flood => {
@@ -150,8 +167,21 @@ impl SwitchCore {
     /// Copies `frame` into a pooled buffer and offers it to port `out`'s egress.
     fn offer(&mut self, now: Duration, out: usize, frame: &[u8]) {
         if let Some(p) = self.ports.get_mut(out) {
-            let buf = self.pool.copy_of(frame);
-            p.egress.offer(now, buf, &mut self.pool);
+            let mut buf = self.pool.copy_of(frame);
+            let mut headroom = 0;
+            if let Some(dev) = self.mtp.as_deref_mut() {
+                // The device looks at the queue as this frame would find it.
+                p.egress.advance(now, &mut self.pool);
+                match dev.admit(now, out, &mut buf, p.egress.channel()) {
+                    Verdict::Forward { headroom: h } => headroom = h,
+                    Verdict::Drop => {
+                        self.pool.put(buf);
+                        return;
+                    }
+                }
+            }
+            p.egress
+                .offer_with_headroom(now, buf, headroom, &mut self.pool);
         }
     }
 

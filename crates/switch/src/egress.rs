@@ -56,10 +56,27 @@ impl Egress {
         &self.channel.config
     }
 
+    /// The queue and line model (for an MTP device's look at the queue).
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
     /// Offers a frame at `now`: it is tail-dropped, queued, or goes on the line.
     pub fn offer(&mut self, now: Duration, frame: Vec<u8>, pool: &mut FramePool) {
+        self.offer_with_headroom(now, frame, 0, pool);
+    }
+
+    /// Offers a frame that may use `headroom` bytes beyond the queue's capacity (an MTP
+    /// device's trimmed header).
+    pub fn offer_with_headroom(
+        &mut self,
+        now: Duration,
+        frame: Vec<u8>,
+        headroom: usize,
+        pool: &mut FramePool,
+    ) {
         self.advance(now, pool);
-        match self.channel.offer(frame).0 {
+        match self.channel.offer_with_headroom(frame, headroom).0 {
             Offer::Dropped(f) => pool.put(f),
             Offer::Queued => {}
             Offer::Started(ns) => self.tx_done_at = Some(now + Duration::from_nanos(ns)),

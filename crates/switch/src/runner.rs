@@ -174,6 +174,11 @@ impl Runner {
     pub fn core(&self) -> &SwitchCore {
         &self.core
     }
+
+    /// The forwarding core, to configure (route groups, the MTP device) before running.
+    pub fn core_mut(&mut self) -> &mut SwitchCore {
+        &mut self.core
+    }
 }
 
 /// Hands port `port`'s due frames to `dev` and sends them. A hard error of the device

@@ -10,14 +10,16 @@ use std::time::Instant;
 use crate::error::CliError;
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
-use sluice_switch::{default_egress, set_param, LinkConfig, PortSpec, Runner};
+use sluice_switch::{default_egress, set_param, LinkConfig, MtpConfig, PortSpec, Runner};
 
 /// `sluice switch`.
 #[derive(Args, Debug)]
 pub struct SwitchArgs {
     /// A port, `[NETNS:]IFACE[,KEY=VALUE...]` (repeat, two at least); keys override the
     /// flags below for this port's egress: rate, queue-bytes, queue-packets, ecn-k, loss,
-    /// burst-loss, reorder, reorder-delay, duplicate, corrupt, delay.
+    /// burst-loss, reorder, reorder-delay, duplicate, corrupt, delay, class-queues (N
+    /// queues by DSCP, deficit round robin); and give it an MTP pathlet: pathlet=ID,
+    /// pathlet-tc=TC, feedback=ecn[:K]|rate|queue (docs/mtp.md "Devices").
     #[arg(long = "port", value_name = "SPEC")]
     ports: Vec<String>,
     /// The switched lab's ports (sluice-s:sw-up and sluice-s:sw-c1.., built by
@@ -57,6 +59,22 @@ pub struct SwitchArgs {
     /// Fixed delay of every frame, e.g. 100us, 5ms.
     #[arg(long)]
     delay: Option<String>,
+    /// MTP: how route groups (--route) are balanced: hash (ECMP), spray, alternate:PERIOD
+    /// (an optical switch, e.g. alternate:384us) or message (MTP messages pinned to the
+    /// least-loaded allowed port).
+    #[arg(long)]
+    balancer: Option<String>,
+    /// MTP: a route group, MAC=PORT+PORT... (port indices in --port order); repeat.
+    #[arg(long = "route", value_name = "MAC=PORTS")]
+    routes: Vec<String>,
+    /// MTP: per-tenant fair share by traffic class on each shared queue; a class over its
+    /// share is dropped while the queue holds more than this many bytes, e.g. 64k.
+    #[arg(long)]
+    fair_share: Option<String>,
+    /// MTP: trim data packets to their header on overflow; trimmed headers may use this
+    /// many bytes beyond the queue, e.g. 16k.
+    #[arg(long)]
+    trim: Option<String>,
     /// Seed of the random choices (port i draws from stream i + 1).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -85,6 +103,27 @@ impl SwitchArgs {
             }
         }
         Ok(p)
+    }
+
+    /// The MTP device's switch-wide configuration from the flags.
+    fn mtp(&self) -> Result<MtpConfig, CliError> {
+        let mut cfg = MtpConfig::default();
+        let flags = [
+            ("balancer", &self.balancer),
+            ("fair-share", &self.fair_share),
+            ("trim", &self.trim),
+        ];
+        for (key, value) in flags {
+            if let Some(v) = value {
+                cfg.set(key, v)
+                    .map_err(|e| CliError::usage(format!("--{e}")))?;
+            }
+        }
+        for r in &self.routes {
+            cfg.set("route", r)
+                .map_err(|e| CliError::usage(format!("--{e}")))?;
+        }
+        Ok(cfg)
     }
 
     /// The ports, with their egress parameters.
@@ -117,7 +156,12 @@ impl SwitchArgs {
 /// Runs `sluice switch` until SIGTERM or SIGINT.
 pub fn run(args: &SwitchArgs) -> Result<(), CliError> {
     let ports = args.ports()?;
+    let mtp = args.mtp()?;
     let mut runner = Runner::open(&ports, args.seed)?;
+    runner
+        .core_mut()
+        .configure_mtp(&ports, &mtp)
+        .map_err(|e| CliError::usage(format!("--{e}")))?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGTERM, SIGINT] {
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
@@ -149,6 +193,17 @@ pub fn run(args: &SwitchArgs) -> Result<(), CliError> {
             e.delay,
         );
     }
+    if let Some(dev) = runner.core().mtp_device() {
+        println!(
+            "sluice switch: mtp balancer={:?} groups={} pathlets={:?}",
+            dev.balancer(),
+            mtp.groups.len(),
+            ports
+                .iter()
+                .map(|p| p.pathlet.map(|x| x.id))
+                .collect::<Vec<_>>(),
+        );
+    }
     println!("sluice switch: ready, {} ports", ports.len());
     let _ = std::io::stdout().flush();
     let started = Instant::now();
@@ -163,6 +218,9 @@ pub fn run(args: &SwitchArgs) -> Result<(), CliError> {
          filtered={} runts={} table_full={} aged={}",
         b.received, b.forwarded, b.flooded, b.filtered, b.runts, b.table_full, b.aged
     );
+    if let Some(m) = runner.core().mtp_stats() {
+        println!("sluice switch: mtp {m:?}");
+    }
     let _ = std::io::stdout().flush();
     result.map_err(CliError::from)
 }

@@ -4,11 +4,13 @@
 //! Loss detection: a NACK (a trimmed packet) retransmits at once; a first transmission is
 //! lost when a packet of the same message numbered at least [`SACK_GAP`] higher is
 //! acknowledged while it is not (each packet is judged once this way; a lost
-//! retransmission is left to the timeout); the timeout retransmits every packet in flight
-//! to the destination.
+//! retransmission is left to [`rack`]); [`rack`] declares lost what a later transmission to
+//! the same destination over the same path outran; the timeout retransmits every packet in
+//! flight to the destination.
 
 mod charge;
 mod out;
+pub mod rack;
 mod reassembly;
 mod rto;
 mod sched;

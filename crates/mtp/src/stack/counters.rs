@@ -48,6 +48,10 @@ pub struct StackCounters {
     pub retx_nack: u64,
     /// Retransmissions after a SACK gap (three later packets acknowledged).
     pub retx_sack_gap: u64,
+    /// Retransmissions after RACK-style detection (a later transmission was acknowledged).
+    pub retx_rack: u64,
+    /// Transmissions not logged for RACK: the destination's log was full.
+    pub rack_log_full: u64,
     /// Retransmission timeouts that fired.
     pub timeouts: u64,
     /// NACKs sent (for trimmed packets).

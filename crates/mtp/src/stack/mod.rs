@@ -4,6 +4,8 @@
 mod api;
 mod config;
 mod counters;
+mod pace;
+mod rack;
 mod rx;
 mod timer;
 mod tx;
@@ -19,6 +21,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use sluice_wire::EthernetAddress;
 
 use crate::cc::{Cc, DestPaths, Window};
+use crate::msg::rack::SendLog;
 use crate::msg::{OutMessage, PktState, Reassembly, RttEstimator, Scheduler};
 use crate::wire::PathletTc;
 
@@ -45,6 +48,8 @@ struct Dest {
     deadline: Option<Nanos>,
     /// The earliest entry it has in the timer heap.
     armed: Option<Nanos>,
+    /// Its transmissions in send order, for RACK-style loss detection.
+    log: SendLog,
 }
 
 /// How much state the stack holds (for tests of its bounds).
@@ -95,6 +100,10 @@ pub struct MtpStack {
     acks: VecDeque<PendingAck>,
     events: VecDeque<Event>,
     scan: Vec<u32>,
+    /// When the local line has sent everything handed to it (`link_bps` pacing).
+    line_free_at: Nanos,
+    /// When paced data may leave (a deadline `poll_timeout` reports).
+    pace_at: Option<Nanos>,
 }
 
 impl MtpStack {
@@ -114,6 +123,8 @@ impl MtpStack {
             next_msg_id: 1,
             dests: HashMap::new(),
             sched: Scheduler::default(),
+            line_free_at: 0,
+            pace_at: None,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -296,6 +307,7 @@ impl MtpStack {
                 msgs: BTreeSet::new(),
                 deadline: None,
                 armed: None,
+                log: SendLog::default(),
             },
         );
         Ok(())

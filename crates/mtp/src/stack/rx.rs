@@ -230,6 +230,10 @@ impl MtpStack {
             self.sched.update(id, p, rem, w);
         }
         let mut progress = false;
+        // For RACK: the latest send time acknowledged and the path it was charged to (the
+        // feedback below may reveal the actual one).
+        let mut newest_sent: Option<Nanos> = None;
+        let mut acked_path = None;
         // A message this ACK completed: its later runs are not stale.
         let mut finished = None;
         for (i, r) in h.sack.iter().take(max).enumerate() {
@@ -268,6 +272,8 @@ impl MtpStack {
                 if i == 0 && n == r.first && !st.retransmitted {
                     d.rtt.sample(now.saturating_sub(st.sent_at));
                 }
+                newest_sent = newest_sent.max(Some(st.sent_at));
+                acked_path = msg.learned.or(msg.charge);
                 if st.inflight {
                     st.inflight = false;
                     msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
@@ -323,7 +329,18 @@ impl MtpStack {
                 if let (Some(a), Some(msg)) = (actual, self.out.get_mut(&msg_id)) {
                     msg.learn(&mut self.cc, a);
                 }
+                if actual.is_some() {
+                    acked_path = actual;
+                }
             }
+            if let Some(at) = newest_sent {
+                d.log.acked(acked_path, at);
+            }
+            if progress {
+                self.rack_detect(src);
+            }
+        }
+        if let Some(d) = self.dests.get_mut(&src) {
             if progress {
                 d.deadline = (!d.msgs.is_empty()).then(|| now + d.rtt.rto());
                 self.arm(src);

@@ -5,7 +5,9 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use super::config::{Encapsulation, Nanos};
+use super::rack::RACK_LOG_CAP;
 use super::MtpStack;
+use crate::msg::rack::Sent;
 use crate::wire::{Encap, List, MtpFrameRepr, MtpRepr, FLAG_ACK, FLAG_DATA};
 
 fn frame_repr<'a>(
@@ -72,6 +74,7 @@ impl MtpStack {
             };
             let f = frame_repr(&self.cfg, ack.dst, mac, ack.msg_id, mtp);
             if let Ok(n) = f.emit(buf, &[]) {
+                self.line_sent(now, n);
                 self.counters.acks_sent += 1;
                 self.counters.frames_out += 1;
                 return Some(n);
@@ -82,6 +85,9 @@ impl MtpStack {
     }
 
     fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        if !self.line_ready(now) {
+            return None;
+        }
         let mut scan = std::mem::take(&mut self.scan);
         scan.clear();
         scan.extend(self.sched.first(self.cfg.sched_scan));
@@ -152,6 +158,15 @@ impl MtpStack {
             msg.next_new += 1;
         }
         msg.charge_packet(&mut self.cc, &mut dest.paths, len as u64);
+        let sent = Sent {
+            at: now,
+            msg: id,
+            pkt: n,
+            path: msg.charge,
+        };
+        if !dest.log.record(sent, RACK_LOG_CAP) {
+            self.counters.rack_log_full += 1;
+        }
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
@@ -164,6 +179,7 @@ impl MtpStack {
         let (p, rem, w) = (msg.priority, msg.remaining(), msg.wants_to_send());
         self.sched.update(id, p, rem, w);
         self.arm(ip);
+        self.line_sent(now, size);
         self.counters.data_sent += 1;
         self.counters.frames_out += 1;
         Some(size)
