@@ -50,9 +50,10 @@ fn frame_repr<'a>(
 }
 
 impl MtpStack {
-    /// Writes the next frame to send into `buf` (at least MTU + 18 bytes); returns its length.
+    /// Writes the next frame to send into `buf` (at least MTU + 14 bytes); returns its length.
     pub fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        if buf.len() < self.cfg.mtu + 18 {
+        // Its frames are untagged Ethernet: the MTU and a 14-byte header at most.
+        if buf.len() < self.cfg.mtu + 14 {
             return None;
         }
         while let Some(ack) = self.acks.pop_front() {

@@ -113,9 +113,7 @@ impl Mtp {
     pub fn new(stack: &Stack) -> Result<Mtp, String> {
         let cfg = stack.config();
         let mut c = StackConfig::new(cfg.mac, cfg.ip);
-        // The stack wants room for a VLAN tag in every transmit buffer (MTU + 18 bytes);
-        // devices give an untagged frame's MTU + 14: its packets are 4 bytes shorter.
-        c.mtu = usize::from(cfg.mtu).saturating_sub(4);
+        c.mtu = usize::from(cfg.mtu);
         let max_message = c.max_message_len;
         let stack = MtpStack::new(c).map_err(|e| format!("MTP: {e}"))?;
         Ok(Mtp {
