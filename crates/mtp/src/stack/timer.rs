@@ -57,8 +57,9 @@ impl MtpStack {
         }
     }
 
-    /// RFC 6298 5.4-5.6 per destination: back off, retransmit what is in flight, and fail
-    /// messages that timed out too often.
+    /// RFC 6298 5.4-5.6 per destination: back off, retransmit (the earliest packet of each
+    /// message in flight, or all of it when the message timed out before), and fail messages
+    /// that timed out too often.
     fn fire(&mut self, now: Nanos, ip: Ipv4Addr) {
         self.counters.timeouts += 1;
         let Some(d) = self.dests.get_mut(&ip) else {
@@ -85,12 +86,18 @@ impl MtpStack {
                 self.fail(id, FailReason::Timeout);
                 continue;
             }
+            // RFC 6298 5.4: a first timeout retransmits the earliest packet in flight only;
+            // its acknowledgement lets RACK judge the rest (a late packet then is not sent
+            // twice). A message that times out again has everything in flight resent.
+            let probe_only = msg.timeouts == 1;
+            let mut probed = false;
             for n in msg.acked_prefix..msg.next_new {
                 let (_, len) = msg.span(n);
                 let st = &mut msg.pkt[usize::from(n)];
-                if !st.inflight {
+                if !st.inflight || (probe_only && probed) {
                     continue;
                 }
+                probed = true;
                 st.inflight = false;
                 msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                 if msg.queue_retx(n) {

@@ -114,6 +114,11 @@ impl Mtp {
         let cfg = stack.config();
         let mut c = StackConfig::new(cfg.mac, cfg.ip);
         c.mtu = usize::from(cfg.mtu);
+        // The engine shares cores with its applications: scheduling stalls of a millisecond
+        // or two are ordinary, and RACK recovers most losses without the timer, so the
+        // timeout floor is set above them (the stack's default suits the simulator).
+        c.rto_min = 5_000_000;
+        c.rto_initial = 20_000_000;
         let max_message = c.max_message_len;
         let stack = MtpStack::new(c).map_err(|e| format!("MTP: {e}"))?;
         Ok(Mtp {
