@@ -39,6 +39,8 @@ pub enum CliError {
     Bench(BenchError),
     /// `sluice bench apps` failed.
     Apps(AppsError),
+    /// An MTP call through the engine failed (`sluice mtp`).
+    Mtp(sluice::mtp::MtpError),
     /// A signal's handler could not be installed.
     Signal {
         /// The signal.
@@ -70,6 +72,7 @@ impl fmt::Display for CliError {
             CliError::Lab(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "{e}"),
             CliError::Apps(e) => write!(f, "{e}"),
+            CliError::Mtp(e) => write!(f, "{e}"),
             CliError::Signal { signal, source } => {
                 write!(f, "cannot handle signal {signal}: {source}")
             }
@@ -92,8 +95,21 @@ impl std::error::Error for CliError {
             CliError::Lab(e) => Some(e),
             CliError::Bench(e) => Some(e),
             CliError::Apps(e) => Some(e),
+            CliError::Mtp(e) => Some(e),
             CliError::Signal { source, .. } => Some(source),
         }
+    }
+}
+
+impl From<sluice::mtp::MtpError> for CliError {
+    fn from(e: sluice::mtp::MtpError) -> Self {
+        CliError::Mtp(e)
+    }
+}
+
+impl From<sluice::Error> for CliError {
+    fn from(e: sluice::Error) -> Self {
+        CliError::Mtp(sluice::mtp::MtpError::Library(e))
     }
 }
 

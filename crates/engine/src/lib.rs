@@ -14,4 +14,4 @@ pub mod transport;
 
 pub use clock::Clock;
 pub use runtime::{App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER};
-pub use transport::Transport;
+pub use transport::{Transport, Transports};

@@ -6,7 +6,7 @@
 use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
 use sluice_tcp::{Instant, Stack};
 
-use crate::transport::{is_rocev2, Transport};
+use crate::transport::{classify, Class, Transports};
 
 /// Hands one burst of received frames from `device` to `stack`; returns how many.
 pub fn receive<D: Device + ?Sized>(
@@ -14,21 +14,23 @@ pub fn receive<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    receive_classified(stack, None, device, now)
+    receive_classified(stack, &mut Transports::none(), device, now)
 }
 
-/// [`receive`] with a second transport: RoCEv2 frames ([`is_rocev2`]) go to it, the rest
-/// to the TCP core; without one, everything goes to the core unclassified.
+/// [`receive`] with the application's transports: each frame is classified once
+/// ([`classify`]); RoCEv2 and MTP frames go to their transport when the set has it, the
+/// rest (and those of a transport the set lacks) to the TCP core.
 pub fn receive_classified<D: Device + ?Sized>(
     stack: &mut Stack,
-    mut transport: Option<&mut dyn Transport>,
+    transports: &mut Transports<'_>,
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
     device.receive(&mut |frame, meta| {
-        if let Some(t) = transport.as_deref_mut() {
-            if is_rocev2(frame) {
-                // The transport checks its own integrity (the ICRC).
+        let class = classify(frame);
+        if class != Class::Core {
+            if let Some(t) = transports.for_class(class) {
+                // The transport checks its own integrity (RoCEv2's ICRC, MTP's checksum).
                 t.handle_frame(now, frame);
                 return;
             }
@@ -47,23 +49,27 @@ fn to_core(stack: &mut Stack, now: Instant, frame: &[u8], checksum: RxChecksum) 
     }
 }
 
-/// Runs a second transport's timers if one is due at `now`.
-pub fn run_due_transport_timers(transport: &mut dyn Transport, now: Instant) {
-    if transport.poll_timeout().is_some_and(|t| t <= now) {
-        transport.handle_timeout(now);
+/// Runs the timers of every transport of the set that is due at `now`.
+pub fn run_due_transport_timers(transports: &mut Transports<'_>, now: Instant) {
+    for t in transports.each() {
+        if t.poll_timeout().is_some_and(|d| d <= now) {
+            t.handle_timeout(now);
+        }
     }
 }
 
-/// Moves every frame a second transport has ready onto the device, as [`transmit`] does
-/// for the core; returns how many frames were queued.
-pub fn transmit_transport<D: Device + ?Sized>(
-    transport: &mut dyn Transport,
+/// Moves every frame the set's transports have ready onto the device, as [`transmit`] does
+/// for the core (the same transmit loop, once per transport); returns how many frames were queued.
+pub fn transmit_transports<D: Device + ?Sized>(
+    transports: &mut Transports<'_>,
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    drain(device, |buf| {
-        transport.poll_transmit(now, buf).map(TxFrame::plain)
-    })
+    let mut sent = 0;
+    for t in transports.each() {
+        sent += drain(device, |buf| t.poll_transmit(now, buf).map(TxFrame::plain))?;
+    }
+    Ok(sent)
 }
 
 /// Runs the core's timers if one is due at `now`.

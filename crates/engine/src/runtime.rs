@@ -12,7 +12,7 @@ use sluice_tcp::{Closing, Instant, Stack};
 
 use crate::clock::Clock;
 use crate::pump;
-use crate::transport::Transport;
+use crate::transport::Transports;
 
 /// What an application wants after a poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,11 +45,11 @@ pub trait App {
         true
     }
 
-    /// A second transport the application owns beside the TCP core (the service's RDMA
-    /// transport): the engine hands it the RoCEv2 frames, runs its timers and sends its
+    /// The transports the application owns beside the TCP core (the service's RDMA and
+    /// MTP transports): the engine hands each its frames, runs its timers and sends its
     /// frames. None (the default) sends every frame to the core.
-    fn transport(&mut self) -> Option<&mut dyn Transport> {
-        None
+    fn transports(&mut self) -> Transports<'_> {
+        Transports::none()
     }
 }
 
@@ -164,20 +164,20 @@ impl<D: Device> Engine<D> {
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
-        let received =
-            pump::receive_classified(&mut self.stack, app.transport(), &mut self.device, now)?;
+        let received = pump::receive_classified(
+            &mut self.stack,
+            &mut app.transports(),
+            &mut self.device,
+            now,
+        )?;
         self.stats.rx_frames += received as u64;
         pump::run_due_timers(&mut self.stack, now);
-        if let Some(t) = app.transport() {
-            pump::run_due_transport_timers(t, now);
-        }
+        pump::run_due_transport_timers(&mut app.transports(), now);
         let status = app.poll(&mut self.stack, now)?;
         let mut sent = self.transmit(now)?;
-        if let Some(t) = app.transport() {
-            let n = pump::transmit_transport(t, &mut self.device, now)?;
-            self.stats.tx_frames += n as u64;
-            sent += n;
-        }
+        let n = pump::transmit_transports(&mut app.transports(), &mut self.device, now)?;
+        self.stats.tx_frames += n as u64;
+        sent += n;
         Ok((
             received > 0 || sent > 0 || status == AppStatus::Busy,
             status,
@@ -267,7 +267,7 @@ impl<D: Device> Engine<D> {
                 }
                 // Sleep until a frame arrives or the cores' next deadline.
                 let mut wait = Duration::from_millis(100);
-                let transport_due = app.transport().and_then(|t| t.poll_timeout());
+                let transport_due = app.transports().poll_timeout();
                 for t in [self.stack.poll_timeout(), transport_due]
                     .into_iter()
                     .flatten()
@@ -290,6 +290,7 @@ impl<D: Device> Engine<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::Transport;
     use sluice_device::{pair, PairConfig, TxFrame};
     use sluice_wire::EthernetAddress;
 
@@ -325,14 +326,30 @@ mod tests {
         }
     }
 
-    struct ToyApp(Toy);
+    /// An application with two toy transports: RDMA's and MTP's.
+    struct ToyApp {
+        rdma: Toy,
+        mtp: Toy,
+    }
 
     impl App for ToyApp {
         fn poll(&mut self, _stack: &mut Stack, _now: Instant) -> Result<AppStatus, EngineError> {
             Ok(AppStatus::Running)
         }
-        fn transport(&mut self) -> Option<&mut dyn Transport> {
-            Some(&mut self.0)
+        fn transports(&mut self) -> Transports<'_> {
+            Transports {
+                rdma: Some(&mut self.rdma),
+                mtp: Some(&mut self.mtp),
+            }
+        }
+    }
+
+    fn toy(deadline_ms: u64) -> Toy {
+        Toy {
+            got: Vec::new(),
+            deadline: Some(Instant::from_millis(deadline_ms)),
+            fired: 0,
+            to_send: 0,
         }
     }
 
@@ -346,8 +363,15 @@ mod tests {
         f
     }
 
+    /// Ethernet + IPv4 protocol 253, 60 bytes.
+    fn mtp_ip_frame() -> Vec<u8> {
+        let mut f = udp_frame(0);
+        f[23] = 253;
+        f
+    }
+
     #[test]
-    fn the_loop_feeds_times_and_drains_a_second_transport() {
+    fn the_loop_feeds_times_and_drains_each_transport() {
         let mac = |b| EthernetAddress([2, 0, 0, 0, 0, b]);
         let (a, mut b) = pair(PairConfig {
             macs: [mac(1), mac(2)],
@@ -357,13 +381,16 @@ mod tests {
         let cfg = sluice_tcp::Config::new(mac(1), std::net::Ipv4Addr::new(10, 0, 0, 1));
         let clock = Clock::virtual_time();
         let mut engine = Engine::with_clock(Stack::new(cfg).unwrap(), a, clock.clone());
-        let mut app = ToyApp(Toy {
-            got: Vec::new(),
-            deadline: Some(Instant::from_millis(5)),
-            fired: 0,
-            to_send: 0,
-        });
-        for f in [udp_frame(4791), udp_frame(53)] {
+        let mut app = ToyApp {
+            rdma: toy(5),
+            mtp: toy(7),
+        };
+        for f in [
+            udp_frame(4791),
+            udp_frame(53),
+            udp_frame(9919),
+            mtp_ip_frame(),
+        ] {
             assert!(b
                 .transmit_with(&mut |buf| {
                     buf[..f.len()].copy_from_slice(&f);
@@ -374,25 +401,29 @@ mod tests {
         b.flush().unwrap();
         let before = engine.stack.counters().clone();
         engine.poll_once(&mut app).unwrap();
+        assert_eq!(app.rdma.got, [udp_frame(4791)], "RoCEv2 to RDMA");
         assert_eq!(
-            app.0.got,
-            [udp_frame(4791)],
-            "only RoCEv2 goes to the transport"
+            app.mtp.got,
+            [udp_frame(9919), mtp_ip_frame()],
+            "UDP 9919 and protocol 253 to MTP"
         );
         assert_ne!(
             &before,
             engine.stack.counters(),
             "the other frame went to the core"
         );
-        assert_eq!(app.0.fired, 0, "not due yet");
-        // At the deadline the timer runs and its frame goes out.
+        assert_eq!((app.rdma.fired, app.mtp.fired), (0, 0), "not due yet");
+        // At each deadline that transport's timer runs and its frame goes out.
         clock.advance_to(Instant::from_millis(5));
         let (busy, _) = engine.poll_once(&mut app).unwrap();
         assert!(busy);
-        assert_eq!(app.0.fired, 1);
+        assert_eq!((app.rdma.fired, app.mtp.fired), (1, 0));
+        clock.advance_to(Instant::from_millis(7));
+        engine.poll_once(&mut app).unwrap();
+        assert_eq!((app.rdma.fired, app.mtp.fired), (1, 1));
         let mut out = Vec::new();
         b.receive(&mut |f, _| out.push(f.to_vec())).unwrap();
-        assert_eq!(out, [vec![0xab; 60]]);
-        assert_eq!(engine.stats().tx_frames, 1);
+        assert_eq!(out, [vec![0xab; 60], vec![0xab; 60]]);
+        assert_eq!(engine.stats().tx_frames, 2);
     }
 }

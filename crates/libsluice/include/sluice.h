@@ -366,6 +366,45 @@ int sluice_rdma_post_send(sluice_rdma_qp *qp, const struct sluice_rdma_send_wr *
 int sluice_rdma_post_recv(sluice_rdma_qp *qp, const struct sluice_rdma_recv_wr *wr, size_t n,
                           size_t *bad);
 
+/*
+ * ---- MTP messages (docs/mtp.md "Messages in service mode") ---------------------------
+ *
+ * Messages over the engine's MTP transport: bind a port, send whole messages (each is
+ * acknowledged as a whole: its completion), receive whole messages. These return 0 or a
+ * positive errno; sluice_mtp_poll, sluice_mtp_recv and sluice_mtp_wait return a count or a
+ * length, or a negative errno. Any thread may call any function.
+ */
+typedef struct sluice_mtp sluice_mtp; /* a bound endpoint */
+
+struct sluice_mtp_completion {
+    uint64_t id;        /* what sluice_mtp_send returned in *id */
+    uint32_t msg_id;    /* the message id on the wire */
+    uint32_t status;    /* 0 success; 3 too long, 4 bad destination, 5 timeout, 6 flushed, ... */
+    uint32_t len;       /* the message's length */
+    uint32_t peer_ipv4; /* network order */
+    uint16_t peer_port;
+    uint8_t kind;       /* 1 sent, 2 a receive buffer's error */
+    uint8_t reserved;
+};
+
+/* Binds port (0: ephemeral), attaching to the engine from the environment first if needed. */
+int sluice_mtp_bind(uint16_t port, sluice_mtp **out);
+uint16_t sluice_mtp_port(sluice_mtp *m);
+/* Sends len bytes (0 is a message too) to ipv4 (network order):port; waits while every
+ * send slot is in flight. EMSGSIZE: longer than the engine's largest message. */
+int sluice_mtp_send(sluice_mtp *m, uint32_t ipv4, uint16_t port, const void *buf, size_t len,
+                    uint8_t priority, uint8_t tc, uint32_t *id);
+/* The next completion: 1, 0 when none is waiting, or -errno. */
+int sluice_mtp_poll(sluice_mtp *m, struct sluice_mtp_completion *out);
+/* The next whole message into buf: its length, -EAGAIN when none is waiting, -EMSGSIZE
+ * when longer than cap (it stays for the next call). */
+ssize_t sluice_mtp_recv(sluice_mtp *m, void *buf, size_t cap, uint32_t *src_ipv4,
+                        uint16_t *src_port, uint32_t *msg_id);
+/* Waits for a completion or a message: 1, 0 after timeout_ms (negative: forever), -errno. */
+int sluice_mtp_wait(sluice_mtp *m, int timeout_ms);
+/* Unbinds and frees the endpoint. */
+void sluice_mtp_close(sluice_mtp *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@
 
 mod attach;
 mod capi;
+mod capi_mtp;
 mod capi_splice;
 mod capi_verbs;
 mod capi_verbs_types;
@@ -21,6 +22,7 @@ mod context;
 mod error;
 mod fork;
 mod lock;
+pub mod mtp;
 mod socket;
 mod splice;
 pub mod verbs;
@@ -28,6 +30,7 @@ mod wait;
 mod zero_copy;
 
 pub use attach::{socket_path_from_env, Sluice};
+pub use capi_mtp::{MtpCompletionC, SluiceMtp};
 pub use capi_splice::SpliceStatsC;
 pub use capi_verbs_types::{
     RdmaDeviceAttr, RdmaQpAttr, RdmaQpCaps, RdmaQpInit, RdmaRecvWr, RdmaSendWr, RdmaSge,

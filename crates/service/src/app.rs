@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, SocketBlock};
 
 use crate::owners::Owner;
+use crate::queues::VerbsQueues;
 use crate::slots::{Slot, SlotState, Slots};
 
 /// One application thread's context: its two queues and the eventfd the engine signals.
@@ -72,6 +73,8 @@ pub(crate) struct AttachedApp {
     pub sock: OwnedFd,
     /// Its shared region (only this application maps it).
     pub region: Arc<Region>,
+    /// Its verbs queues, shared by its RDMA objects and MTP endpoints.
+    pub verbs_queues: VerbsQueues,
     /// The engine's doorbell: the application signals it when the engine sleeps.
     pub doorbell: EventFd,
     /// Its contexts, index = context index.
@@ -101,13 +104,15 @@ impl AttachedApp {
         doorbell: EventFd,
     ) -> AttachedApp {
         let layout = region.layout();
+        let region = Arc::new(region);
         AttachedApp {
             index,
             id,
             name: hello.0,
             pid: hello.1,
             sock,
-            region: Arc::new(region),
+            verbs_queues: VerbsQueues::new(region.clone()),
+            region,
             doorbell,
             contexts: Vec::new(),
             slots: Slots::new(layout.max_sockets),

@@ -125,6 +125,11 @@ pub(crate) fn execute(
         sh.doorbells.push((app.index, qpn));
         return None;
     }
+    if let Command::MtpDoorbell { ep } = cmd {
+        // Run after this iteration's commands, by the MTP endpoints (never answered).
+        sh.mtp_doorbells.push((app.index, ep));
+        return None;
+    }
     // Every command but Open names a slot that must be in range and allocated (EBADF), and
     // not one the application already closed: checked here, once, into a handle.
     let Some(s) = cmd.slot() else {
@@ -142,7 +147,7 @@ pub(crate) fn execute(
     let state = h.slot.state;
     let result = match cmd {
         // Neither names a slot: handled above.
-        Command::Open { .. } | Command::QpDoorbell { .. } => None,
+        Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
         Command::Bind { req, ip, port, .. } => {
             bind(h, ip, port, sh).map_or_else(|e| failed(req, e), |port| done(req, s, port as u32))
         }

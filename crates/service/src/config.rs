@@ -35,6 +35,8 @@ pub struct ServiceConfig {
     pub verbs: bool,
     /// The RDMA device's limits.
     pub verbs_limits: VerbsLimits,
+    /// Serve MTP messages (docs/mtp.md): an MTP transport beside the TCP core.
+    pub mtp: bool,
 }
 
 impl ServiceConfig {
@@ -56,6 +58,7 @@ impl ServiceConfig {
             orphan_linger: Duration::from_secs(60),
             verbs: true,
             verbs_limits: VerbsLimits::default(),
+            mtp: true,
         }
     }
 

@@ -15,10 +15,11 @@ use sluice_tcp::Stack;
 use crate::app::{Apps, AttachedApp};
 use crate::commands;
 use crate::config::ServiceConfig;
+use crate::cores::Cores;
 use crate::error::{sys, ServiceError};
 use crate::shared::Shared;
 use crate::teardown::{self, Release};
-use crate::verbs::{self, Verbs};
+use crate::{mtp, verbs};
 
 /// Most connections that have not said Hello yet (the oldest is dropped past it).
 const MAX_PENDING: usize = 16;
@@ -139,7 +140,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
-        mut verbs: Option<&mut Verbs>,
+        cores: &mut Cores,
         stack: &mut Stack,
     ) {
         let n = self
@@ -155,9 +156,7 @@ impl Control {
             match t & token::KIND {
                 token::LISTENER => self.accept_apps(sh),
                 token::PENDING => self.hello(index, apps, config, sh),
-                token::APP => {
-                    self.app_messages(index, apps, config, sh, verbs.as_deref_mut(), stack)
-                }
+                token::APP => self.app_messages(index, apps, config, sh, cores, stack),
                 token::DOORBELL => {
                     if let Some(Some(app)) = apps.table.get(index) {
                         app.doorbell.drain();
@@ -304,7 +303,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
-        mut verbs: Option<&mut Verbs>,
+        cores: &mut Cores,
         stack: &mut Stack,
     ) {
         for _ in 0..MESSAGES_PER_LOOK {
@@ -321,7 +320,7 @@ impl Control {
                             &[app.contexts[index as usize].eventfd.as_fd()],
                         );
                         if sent.is_err() {
-                            self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
+                            self.detach(i, apps, config, sh, cores, stack);
                             return;
                         }
                         sh.counters.contexts_created += 1;
@@ -336,13 +335,13 @@ impl Control {
                         format!("cannot create a context: {e}")
                     }
                 },
-                Ok(Some((Request::Verbs(req), fds))) => match verbs.as_deref_mut() {
+                Ok(Some((Request::Verbs(req), fds))) => match cores.verbs.as_mut() {
                     Some(v) => {
-                        let region = app.region.clone();
+                        let queues = app.verbs_queues.clone();
                         let reply = verbs::request(
                             v,
                             app.index,
-                            &region,
+                            &queues,
                             req,
                             fds,
                             stack,
@@ -350,7 +349,7 @@ impl Control {
                             &mut sh.counters,
                         );
                         if send_message(app.sock.as_fd(), &Reply::Verbs(reply), &[]).is_err() {
-                            self.detach(i, apps, config, sh, Some(v), stack);
+                            self.detach(i, apps, config, sh, cores, stack);
                             return;
                         }
                         continue;
@@ -358,6 +357,21 @@ impl Control {
                     None => {
                         sh.counters.bad_control += 1;
                         "this engine serves no verbs".to_string()
+                    }
+                },
+                Ok(Some((Request::Mtp(req), fds))) => match cores.mtp.as_mut() {
+                    Some(m) => {
+                        let queues = app.verbs_queues.clone();
+                        let reply = mtp::request(m, app.index, &queues, req, fds, &mut sh.counters);
+                        if send_message(app.sock.as_fd(), &Reply::Mtp(reply), &[]).is_err() {
+                            self.detach(i, apps, config, sh, cores, stack);
+                            return;
+                        }
+                        continue;
+                    }
+                    None => {
+                        sh.counters.bad_control += 1;
+                        "this engine serves no MTP".to_string()
                     }
                 },
                 Ok(Some((Request::Hello { .. }, _))) => {
@@ -369,13 +383,13 @@ impl Control {
                     m
                 }
                 Err(_) => {
-                    self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
+                    self.detach(i, apps, config, sh, cores, stack);
                     return;
                 }
             };
             let refused = Reply::Refused { reason: reply };
             if send_message(app.sock.as_fd(), &refused, &[]).is_err() {
-                self.detach(i, apps, config, sh, verbs.as_deref_mut(), stack);
+                self.detach(i, apps, config, sh, cores, stack);
                 return;
             }
         }
@@ -391,7 +405,7 @@ impl Control {
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
-        verbs: Option<&mut Verbs>,
+        cores: &mut Cores,
         stack: &mut Stack,
     ) {
         let Some(app) = apps.table.get_mut(i).and_then(Option::as_mut) else {
@@ -404,12 +418,11 @@ impl Control {
         self.unwatch(&app.doorbell);
         // The hang-up can be seen before the commands the application posted last.
         commands::run_final_commands(app, stack, sh);
-        // Its QPs, completion queues, regions (unmapped) and domains go; its doorbells
-        // are void.
+        // Its QPs, completion queues, regions (unmapped), domains and MTP endpoints go;
+        // its doorbells are void.
         sh.doorbells.retain(|&(a, _)| a != app.index);
-        if let Some(v) = verbs {
-            v.detach(app.index);
-        }
+        sh.mtp_doorbells.retain(|&(a, _)| a != app.index);
+        cores.detach(app.index);
         let kept = teardown::release_app(app, Release::Detach, stack, sh);
         // Its threads are gone: nothing more to run or to wake.
         app.contexts.clear();

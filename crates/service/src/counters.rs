@@ -89,11 +89,35 @@ pub struct Counters {
     pub verbs_events_dropped: u64,
     /// Completions lost because a completion queue was full (an overrun).
     pub cq_overruns: u64,
+    /// MTP control requests asked (docs/mtp.md).
+    pub mtp_requests: u64,
+    /// MTP requests refused for a value or a limit (EINVAL, ENOMEM, EADDRINUSE, ...).
+    pub mtp_refused: u64,
+    /// MTP requests and doorbells naming memory or an endpoint the application does not own.
+    pub mtp_not_owned: u64,
+    /// MTP doorbells run.
+    pub mtp_doorbells: u64,
+    /// MTP send and receive entries taken.
+    pub mtp_entries: u64,
+    /// MTP entries refused with an error completion (no decode, outside registered memory, too long, bad destination).
+    pub mtp_bad_entries: u64,
+    /// MTP messages acknowledged to their sender.
+    pub mtp_sent: u64,
+    /// MTP messages given up (timeouts) or flushed.
+    pub mtp_failed: u64,
+    /// MTP messages placed in posted buffers.
+    pub mtp_received: u64,
+    /// MTP completions placed in completion queues.
+    pub mtp_completions: u64,
+    /// MTP completion queues' eventfds signalled.
+    pub mtp_events: u64,
+    /// MTP destinations whose MAC had to be resolved first.
+    pub mtp_arp_waits: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 40] = [
+        let rows: [(&str, u64); 52] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -134,6 +158,18 @@ impl fmt::Display for Counters {
             ("verbs_events", self.verbs_events),
             ("verbs_events_dropped", self.verbs_events_dropped),
             ("cq_overruns", self.cq_overruns),
+            ("mtp_requests", self.mtp_requests),
+            ("mtp_refused", self.mtp_refused),
+            ("mtp_not_owned", self.mtp_not_owned),
+            ("mtp_doorbells", self.mtp_doorbells),
+            ("mtp_entries", self.mtp_entries),
+            ("mtp_bad_entries", self.mtp_bad_entries),
+            ("mtp_sent", self.mtp_sent),
+            ("mtp_failed", self.mtp_failed),
+            ("mtp_received", self.mtp_received),
+            ("mtp_completions", self.mtp_completions),
+            ("mtp_events", self.mtp_events),
+            ("mtp_arp_waits", self.mtp_arp_waits),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -20,8 +20,10 @@
 //!    `owners` (ports, connections and splices to their owners), `slots` (a slot's life),
 //!    `congestion` (an application's congestion-control choice applied to a connection),
 //!    `verbs` (docs/verbs.md: the RDMA transport, what each application owns of it, its
-//!    control path, work requests and completions; it reaches only `counters`),
-//!    `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
+//!    control path, work requests and completions; it reaches only `counters` and
+//!    `queues`, the verbs queues it shares with MTP), `mtp` (docs/mtp.md: the MTP transport,
+//!    each application's memory and endpoints, requests, entries and completions; the same
+//!    reach), `cores` (both transports, for the control plane), `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).
 //! 2. Data movers, which call nothing above them: `teardown` (ending things: a slot freed,
 //!    a connection closed or reset, a listener stopped, an application released) and,
@@ -40,11 +42,15 @@ mod commands;
 mod config;
 mod congestion;
 mod control;
+mod cores;
 mod counters;
 mod data;
 mod error;
 mod events;
+
+mod mtp;
 mod owners;
+mod queues;
 mod service;
 mod shared;
 mod slots;

@@ -7,14 +7,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{App, AppStatus, EngineError, Transport};
+use sluice_engine::{App, AppStatus, EngineError, Transport, Transports};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
 use crate::config::ServiceConfig;
 use crate::control::Control;
+use crate::cores::Cores;
 use crate::counters::Counters;
 use crate::error::ServiceError;
+use crate::mtp::{self, Mtp};
 use crate::owners::{ConnMap, Owner, Ports};
 use crate::shared::Shared;
 use crate::slots::SlotState;
@@ -28,8 +30,8 @@ pub struct Service {
     control: Control,
     apps: Apps,
     sh: Shared,
-    /// The verbs (docs/verbs.md), once started, if configured.
-    verbs: Option<Verbs>,
+    /// The verbs (docs/verbs.md) and MTP (docs/mtp.md), once started, if configured.
+    cores: Cores,
     /// The pending list being retried (swapped with the live one: no allocation).
     retry: Vec<Owner>,
     stop: Arc<AtomicBool>,
@@ -38,7 +40,7 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
-    /// $SLUICE_VERBS_TRACE: print the RDMA transport's state every 2 s.
+    /// $SLUICE_VERBS_TRACE: print the RDMA and MTP transports' state every 2 s.
     trace_verbs: bool,
     next_trace: Instant,
 }
@@ -66,8 +68,9 @@ impl Service {
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),
+                mtp_doorbells: Vec::new(),
             },
-            verbs: None,
+            cores: Cores::default(),
             retry: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             published: Arc::new(Mutex::new(Counters::default())),
@@ -94,7 +97,7 @@ impl Service {
 
     /// The RDMA transport's counters, one `name value` per line (empty without verbs).
     pub fn rdma_counters(&self) -> String {
-        let Some(v) = self.verbs.as_ref() else {
+        let Some(v) = self.cores.verbs.as_ref() else {
             return String::new();
         };
         let s = &v.rdma.stack;
@@ -156,10 +159,8 @@ impl Service {
             }
         }
         self.apps.orphans = 0;
-        if let Some(v) = self.verbs.as_mut() {
-            for i in 0..self.apps.table.len() {
-                v.detach(i as u32);
-            }
+        for i in 0..self.apps.table.len() {
+            self.cores.detach(i as u32);
         }
         self.control.close();
         self.publish_counters();
@@ -180,19 +181,25 @@ impl Service {
         self.sh.ports.set_range(stack.config().ephemeral_ports);
         self.next_control = now;
         if self.config.verbs {
-            self.verbs = Some(Verbs::new(stack, self.config.verbs_limits));
+            self.cores.verbs = Some(Verbs::new(stack, self.config.verbs_limits));
+        }
+        if self.config.mtp {
+            match Mtp::new(stack) {
+                Ok(m) => self.cores.mtp = Some(m),
+                Err(e) => eprintln!("sluice engine: no MTP: {e}"),
+            }
         }
     }
 
     /// Memory backings the verbs hold (mapped regions and inline buffers), for tests.
     pub fn verbs_backings(&self) -> usize {
-        self.verbs.as_ref().map_or(0, Verbs::backings)
+        self.cores.verbs.as_ref().map_or(0, Verbs::backings)
     }
 
     /// Runs the QP doorbells rung this iteration and the QPs with work left, then places
     /// what the transport completed, waking the applications that got completions.
     fn run_verbs(&mut self) {
-        let Some(v) = self.verbs.as_mut() else {
+        let Some(v) = self.cores.verbs.as_mut() else {
             self.sh.doorbells.clear();
             return;
         };
@@ -213,6 +220,47 @@ impl Service {
             busy = true;
         });
         self.sh.busy |= busy;
+    }
+
+    /// Runs the MTP doorbells rung this iteration and the endpoints with work left, hands
+    /// the transport the MACs ARP found, then places what it completed and received,
+    /// waking the applications that got completions.
+    fn run_mtp(&mut self, stack: &mut Stack, now: Instant) {
+        let Some(m) = self.cores.mtp.as_mut() else {
+            self.sh.mtp_doorbells.clear();
+            return;
+        };
+        let counters = &mut self.sh.counters;
+        if !self.sh.mtp_doorbells.is_empty() {
+            self.sh.busy = true;
+        }
+        for (app, ep) in self.sh.mtp_doorbells.drain(..) {
+            mtp::doorbell(m, app, ep, stack, now, counters);
+        }
+        mtp::retry(m, stack, now, counters);
+        counters.mtp_arp_waits += m.learn_neighbors(stack, now);
+        let table = &mut self.apps.table;
+        let mut busy = false;
+        mtp::deliver(m, counters, |app| {
+            if let Some(Some(a)) = table.get_mut(app as usize) {
+                a.dirty = true;
+            }
+            busy = true;
+        });
+        self.sh.busy |= busy;
+    }
+
+    /// The MTP transport's counters, one `name value` per line (empty without MTP).
+    pub fn mtp_counters(&self) -> String {
+        self.cores
+            .mtp
+            .as_ref()
+            .map_or_else(String::new, Mtp::describe_counters)
+    }
+
+    /// MTP endpoints bound now, over every application (for tests).
+    pub fn mtp_endpoints(&self) -> usize {
+        self.cores.mtp.as_ref().map_or(0, Mtp::endpoints)
     }
 
     /// Frees departed applications once the connections they closed are done, or resets
@@ -299,7 +347,7 @@ impl App for Service {
                 &mut self.apps,
                 &self.config,
                 &mut self.sh,
-                self.verbs.as_mut(),
+                &mut self.cores,
                 stack,
             );
             self.publish_counters();
@@ -322,13 +370,24 @@ impl App for Service {
             }
         }
         self.run_verbs();
+        self.run_mtp(stack, now);
         if self.trace_verbs && now >= self.next_trace {
             self.next_trace = now + std::time::Duration::from_secs(2);
-            if let Some(v) = self.verbs.as_ref() {
+            if let Some(v) = self.cores.verbs.as_ref() {
                 eprintln!(
                     "sluice engine: verbs trace\n{}{}",
                     v.rdma.stack.describe(),
                     v.describe()
+                );
+            }
+            if let Some(m) = self.cores.mtp.as_ref() {
+                let service = self.sh.counters.to_string();
+                let ours = service.lines().filter(|l| l.starts_with("mtp_"));
+                let ours: Vec<&str> = ours.collect();
+                eprintln!(
+                    "sluice engine: mtp trace\n{}{}",
+                    m.describe_counters(),
+                    ours.join("\n")
                 );
             }
         }
@@ -344,10 +403,12 @@ impl App for Service {
         })
     }
 
-    fn transport(&mut self) -> Option<&mut dyn Transport> {
-        self.verbs
-            .as_mut()
-            .map(|v| &mut v.rdma as &mut dyn Transport)
+    fn transports(&mut self) -> Transports<'_> {
+        let Cores { verbs, mtp } = &mut self.cores;
+        Transports {
+            rdma: verbs.as_mut().map(|v| &mut v.rdma as &mut dyn Transport),
+            mtp: mtp.as_mut().map(|m| &mut m.core as &mut dyn Transport),
+        }
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {

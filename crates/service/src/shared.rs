@@ -32,4 +32,6 @@ pub(crate) struct Shared {
     pub busy: bool,
     /// QP doorbells rung this iteration: (application, qpn), run after the commands.
     pub doorbells: Vec<(u32, u32)>,
+    /// MTP doorbells rung this iteration: (application, endpoint), run after the commands.
+    pub mtp_doorbells: Vec<(u32, u32)>,
 }

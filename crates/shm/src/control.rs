@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::sys;
+use crate::mtp::{MtpReply, MtpRequest};
 use crate::verbs::{VerbsReply, VerbsRequest};
 use crate::{Layout, ShmError};
 
@@ -63,6 +64,8 @@ pub enum Request {
     NewContext,
     /// A control-path verb (docs/verbs.md); descriptors as the verb says.
     Verbs(VerbsRequest),
+    /// An MTP request (docs/mtp.md "Messages in service mode"); descriptors as it says.
+    Mtp(MtpRequest),
 }
 
 /// Engine to application.
@@ -84,6 +87,8 @@ pub enum Reply {
     },
     /// The answer to a verb.
     Verbs(VerbsReply),
+    /// The answer to an MTP request.
+    Mtp(MtpReply),
     /// The request was refused.
     Refused {
         /// Why.

@@ -141,6 +141,12 @@ pub enum Command {
         /// The queue pair's number.
         qpn: u32,
     },
+    /// Doorbell: messages were posted to the MTP endpoint's send queue or buffers to its
+    /// receive queue (or both); the engine takes what it can (docs/mtp.md). No completion.
+    MtpDoorbell {
+        /// The endpoint.
+        ep: u32,
+    },
 }
 
 /// The engine's answer to a command with a request id.
@@ -215,6 +221,8 @@ pub enum Opcode {
     Splice,
     /// [`Command::QpDoorbell`].
     QpDoorbell,
+    /// [`Command::MtpDoorbell`].
+    MtpDoorbell,
 }
 
 impl Opcode {
@@ -234,6 +242,7 @@ impl Opcode {
             Opcode::SetTeardownOffload => 11,
             Opcode::Splice => 12,
             Opcode::QpDoorbell => 13,
+            Opcode::MtpDoorbell => 14,
         }
     }
 
@@ -253,16 +262,21 @@ impl Opcode {
             11 => Opcode::SetTeardownOffload,
             12 => Opcode::Splice,
             13 => Opcode::QpDoorbell,
+            14 => Opcode::MtpDoorbell,
             _ => return None,
         })
     }
 
     /// Whether its commands carry a request id (and so are answered by a completion):
-    /// every one but the doorbells (Send, Consumed, QpDoorbell) and Close.
+    /// every one but the doorbells (Send, Consumed, QpDoorbell, MtpDoorbell) and Close.
     pub fn carries_req(self) -> bool {
         !matches!(
             self,
-            Opcode::Send | Opcode::Consumed | Opcode::Close | Opcode::QpDoorbell
+            Opcode::Send
+                | Opcode::Consumed
+                | Opcode::Close
+                | Opcode::QpDoorbell
+                | Opcode::MtpDoorbell
         )
     }
 }
@@ -372,6 +386,7 @@ impl Command {
                 (Opcode::Splice, req, slot_a)
             }
             Command::QpDoorbell { qpn } => (Opcode::QpDoorbell, 0, qpn),
+            Command::MtpDoorbell { ep } => (Opcode::MtpDoorbell, 0, ep),
         };
         e[0] = code.code();
         put_u32(&mut e, at::REQ, req);
@@ -444,6 +459,7 @@ impl Command {
                 slot_b: get_u32(e, at::ARG),
             },
             Opcode::QpDoorbell => Command::QpDoorbell { qpn: slot },
+            Opcode::MtpDoorbell => Command::MtpDoorbell { ep: slot },
         })
     }
 
@@ -463,6 +479,7 @@ impl Command {
             Command::SetTeardownOffload { .. } => Opcode::SetTeardownOffload,
             Command::Splice { .. } => Opcode::Splice,
             Command::QpDoorbell { .. } => Opcode::QpDoorbell,
+            Command::MtpDoorbell { .. } => Opcode::MtpDoorbell,
         }
     }
 
@@ -481,15 +498,16 @@ impl Command {
             Command::Send { .. }
             | Command::Consumed { .. }
             | Command::Close { .. }
-            | Command::QpDoorbell { .. } => None,
+            | Command::QpDoorbell { .. }
+            | Command::MtpDoorbell { .. } => None,
         }
     }
 
     /// The slot it names (Splice's first); None for Open (which is given one) and for
-    /// QpDoorbell (which names a queue pair).
+    /// the doorbells of queue pairs and MTP endpoints.
     pub fn slot(&self) -> Option<u32> {
         match *self {
-            Command::Open { .. } | Command::QpDoorbell { .. } => None,
+            Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
             Command::Bind { slot, .. }
             | Command::Listen { slot, .. }
             | Command::Connect { slot, .. }

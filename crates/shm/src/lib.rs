@@ -9,6 +9,7 @@
 //! - [`MappedFile`]: a memory region's memfd, mapped by the engine.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
 //! - [`verbs`]: RDMA send, receive and completion queue entries and the control-path verbs.
+//! - [`mtp`]: MTP endpoints' send, receive and completion queue entries and requests.
 //! - [`preload_library`]: where `libsluice_preload.so` is, for `sluice run` and the tests.
 //!
 //! Trust: the engine treats everything an application can write (queue entries, its line of
@@ -30,6 +31,7 @@ mod splice;
 
 pub mod control;
 pub mod entry;
+pub mod mtp;
 pub mod preload_library;
 pub mod verbs;
 

@@ -125,10 +125,11 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     let _ = std::io::stdout().flush();
     let result = engine.run(&mut service, None);
     eprintln!(
-        "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}",
+        "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
         service.counters(),
         core_counters(&engine.stack),
-        service.rdma_counters()
+        service.rdma_counters(),
+        service.mtp_counters()
     );
     result.map(|_| ()).map_err(CliError::from)
 }

@@ -6,6 +6,7 @@ pub mod echo;
 pub mod engine;
 pub mod flood;
 pub mod lab;
+pub mod mtp;
 pub mod proxy;
 /// `sluice proxy --config`'s file.
 pub mod proxy_file;

@@ -17,7 +17,7 @@ mod device;
 mod error;
 mod mr;
 mod qp;
-mod remap;
+pub(crate) mod remap;
 mod wr;
 
 pub use cq::{wc_opcode, wc_status, CompletionQueue, WorkCompletion, WC_WITH_IMM};

@@ -796,7 +796,7 @@ impl Engine {
             // The fake engine has no RDMA device (no QP is ever created): a doorbell has
             // nothing to ring and no completion, as the real engine ignores one for a QP the
             // application does not own.
-            Command::QpDoorbell { .. } => {}
+            Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => {}
         }
     }
 

@@ -10,6 +10,8 @@ use sluice_rdma::verbs::Key;
 use sluice_shm::verbs::{Cqe, QpAttrs};
 use sluice_shm::{Consumer, EventFd, Producer, Region};
 
+use crate::queues::VerbsQueues;
+
 /// A completion queue: the transport's CQ `cq` and the verbs queue it is delivered to.
 pub(crate) struct CqRec {
     /// Its verbs queue.
@@ -77,52 +79,31 @@ pub(crate) struct VerbsApp {
     pub cqs: HashMap<u32, CqRec>,
     /// Its queue pairs by number.
     pub qps: HashMap<u32, QpRec>,
-    /// Which verbs queues are given out.
-    pub queues: Vec<bool>,
+    /// Its verbs queues (shared with its MTP endpoints).
+    pub queues: VerbsQueues,
 }
 
 impl VerbsApp {
     /// An application that owns nothing yet.
-    pub fn new(region: Arc<Region>) -> VerbsApp {
-        let n = region.layout().verbs_queues as usize;
+    pub fn new(queues: VerbsQueues) -> VerbsApp {
         VerbsApp {
-            region,
+            region: queues.region.clone(),
             pds: HashSet::new(),
             mrs: HashMap::new(),
             cqs: HashMap::new(),
             qps: HashMap::new(),
-            queues: vec![false; n],
+            queues,
         }
     }
 
     /// Takes `n` free verbs queues, zeroed; None (nothing taken) if there are not `n`.
     pub fn take_queues<const N: usize>(&mut self) -> Option<[u32; N]> {
-        let mut out = [0u32; N];
-        let mut found = 0;
-        for (i, used) in self.queues.iter().enumerate() {
-            if found == N {
-                break;
-            }
-            if !used {
-                out[found] = i as u32;
-                found += 1;
-            }
-        }
-        if found < N {
-            return None;
-        }
-        for &q in &out {
-            self.queues[q as usize] = true;
-            self.region.clear_verbs_queue(q);
-        }
-        Some(out)
+        self.queues.take::<N>()
     }
 
     /// Gives verbs queue `q` back.
     pub fn free_queue(&mut self, q: u32) {
-        if let Some(used) = self.queues.get_mut(q as usize) {
-            *used = false;
-        }
+        self.queues.free(q);
     }
 
     /// Whether protection domain `pd` is used by a region or a QP.

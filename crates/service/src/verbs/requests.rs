@@ -3,13 +3,12 @@
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 
 use nix::errno::Errno;
 use sluice_rdma::stack::{PeerAddr, QpAttr, VerbsError};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region as MrRegion, RegisterError};
 use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest, MAX_INLINE};
-use sluice_shm::{Consumer, EventFd, MappedFile, Producer, Region, ShmError};
+use sluice_shm::{Consumer, EventFd, MappedFile, Producer, ShmError};
 use sluice_tcp::{Instant, Stack};
 
 use super::memory::Backing;
@@ -17,16 +16,17 @@ use super::objects::{CqRec, QpRec, VerbsApp};
 use super::work;
 use super::Verbs;
 use crate::counters::Counters;
+use crate::queues::VerbsQueues;
 
 type Reply = Result<VerbsReply, Errno>;
 
-/// Answers `req` from the application at `app` (whose region is `region`), with the
+/// Answers `req` from the application at `app` (whose verbs queues are `queues`), with the
 /// descriptors that came with it. Refusals are counted.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn request(
     v: &mut Verbs,
     app: u32,
-    region: &Arc<Region>,
+    queues: &VerbsQueues,
     req: VerbsRequest,
     fds: Vec<OwnedFd>,
     stack: &mut Stack,
@@ -37,7 +37,7 @@ pub(crate) fn request(
     let a = v
         .apps
         .entry(app)
-        .or_insert_with(|| VerbsApp::new(region.clone()));
+        .or_insert_with(|| VerbsApp::new(queues.clone()));
     let r = match req {
         VerbsRequest::QueryDevice => Ok(VerbsReply::Device(v.device)),
         VerbsRequest::AllocPd => {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use sluice_device::{pair, Device, PairConfig, PairEnd};
-use sluice_engine::{pump, Engine};
+use sluice_engine::{pump, Engine, Transports};
 use sluice_service::{Counters, Service, ServiceConfig};
 use sluice_shm::Layout;
 use sluice_tcp::{Config, ConnId, Error, Instant, Stack};
@@ -88,14 +88,17 @@ impl Peer {
     /// more frames.
     pub fn pump(&mut self) {
         let now = self.now();
-        while pump::receive_classified(&mut self.stack, Some(&mut self.rdma), &mut self.dev, now)
-            .unwrap_or(0)
+        let mut set = Transports {
+            rdma: Some(&mut self.rdma),
+            mtp: None,
+        };
+        while pump::receive_classified(&mut self.stack, &mut set, &mut self.dev, now).unwrap_or(0)
             > 0
         {}
         pump::run_due_timers(&mut self.stack, now);
-        pump::run_due_transport_timers(&mut self.rdma, now);
+        pump::run_due_transport_timers(&mut set, now);
         let _ = pump::transmit(&mut self.stack, &mut self.dev, now);
-        let _ = pump::transmit_transport(&mut self.rdma, &mut self.dev, now);
+        let _ = pump::transmit_transports(&mut set, &mut self.dev, now);
         let _ = self.dev.wait(Some(Duration::from_micros(200)));
     }
 

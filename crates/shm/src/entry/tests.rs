@@ -57,6 +57,7 @@ fn command() -> impl Strategy<Value = Command> {
             }
         }),
         any::<u32>().prop_map(|qpn| Command::QpDoorbell { qpn }),
+        any::<u32>().prop_map(|ep| Command::MtpDoorbell { ep }),
     ]
 }
 
