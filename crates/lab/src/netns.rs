@@ -25,6 +25,7 @@ use std::process::Output;
 
 use crate::command::{self, ETHTOOL, IP, SYSCTL};
 use crate::error::LabError;
+use crate::mtp::names::is_mtp_namespace;
 use crate::switched::names::is_switched_namespace;
 
 /// The namespace that holds the engine.
@@ -197,12 +198,12 @@ impl Lab {
     }
 
     /// Deletes the three namespaces (and with them every link in them), and the switched
-    /// lab's if present ([`crate::switched`]); absent ones are skipped.
+    /// and MTP labs' if present ([`crate::switched`]); absent ones are skipped.
     pub fn down(&self) -> Result<(), LabError> {
         crate::check_root()?;
         let existing = self.namespaces_present()?;
         for ns in &existing {
-            if is_switched_namespace(ns) {
+            if is_switched_namespace(ns) || is_mtp_namespace(ns) {
                 self.delete_namespace(ns)?;
             }
         }
@@ -221,7 +222,9 @@ impl Lab {
         Ok(out
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| NAMESPACES.contains(name) || is_switched_namespace(name))
+            .filter(|name| {
+                NAMESPACES.contains(name) || is_switched_namespace(name) || is_mtp_namespace(name)
+            })
             .map(str::to_owned)
             .collect())
     }
@@ -460,7 +463,7 @@ impl Lab {
 
 /// Checks `ns` is one of the lab's namespaces.
 fn check_namespace(ns: &str) -> Result<(), LabError> {
-    if NAMESPACES.contains(&ns) || is_switched_namespace(ns) {
+    if NAMESPACES.contains(&ns) || is_switched_namespace(ns) || is_mtp_namespace(ns) {
         Ok(())
     } else {
         Err(LabError::UnknownNamespace(ns.to_owned()))
