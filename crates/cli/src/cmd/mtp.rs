@@ -91,6 +91,14 @@ pub fn run(cmd: &MtpCommand) -> Result<(), CliError> {
 }
 
 impl SendArgs {
+    /// The sizes as printed: `N` or `MIN..MAX`.
+    fn sizes(&self) -> String {
+        match self.max_size {
+            Some(max) => format!("{}..{max}", self.size),
+            None => self.size.to_string(),
+        }
+    }
+
     /// The size of message `k`: --size, or with --max-size one drawn log-uniformly between
     /// the two by a hash of k (message 0 the smallest, message 1 the largest).
     fn size_of(&self, k: u64) -> usize {
@@ -234,10 +242,7 @@ fn send(a: &SendArgs) -> Result<(), CliError> {
         ep.wait_sent(id, Some(PATIENCE))?;
     }
     let secs = start.elapsed().as_secs_f64();
-    let size = match a.max_size {
-        Some(max) => format!("{}..{max}", a.size),
-        None => a.size.to_string(),
-    };
+    let size = a.sizes();
     println!(
         "sluice mtp: {} messages of {size} bytes acknowledged in {:.3} s ({:.0} messages/s, {:.1} Mbit/s)",
         a.count,
@@ -272,7 +277,7 @@ fn rpc(a: &SendArgs) -> Result<(), CliError> {
     println!(
         "sluice mtp: {} round trips of {} bytes: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
         a.count,
-        a.size,
+        a.sizes(),
         us(0.5),
         us(0.99),
         hist.max() as f64 / 1000.0
