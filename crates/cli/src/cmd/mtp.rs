@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
-use sluice::mtp::{Endpoint, MtpError, MtpStatus, Rpc, RPC_HEADER};
+use sluice::mtp::{CqeKind, Endpoint, MtpError, MtpStatus, Rpc, RPC_HEADER};
 use sluice::Sluice;
 use sluice_shm::control::DEFAULT_SOCKET;
 
@@ -231,15 +231,30 @@ fn send(a: &SendArgs) -> Result<(), CliError> {
         )));
     }
     let start = Instant::now();
-    let mut ids = Vec::new();
     let mut digest = Digest::default();
+    // Completions are taken as they come: the endpoint keeps a bounded number, so waiting
+    // for each id only at the end would miss the early ones of a long run.
+    let mut done = 0u64;
     for k in 0..a.count {
         let data = pattern(k, a.size_of(k));
         digest.add(&data);
-        ids.push(ep.send_message(a.to, &data, a.priority, a.tc)?);
+        ep.send_message(a.to, &data, a.priority, a.tc)?;
+        while let Some(sent) = take_completion(&ep)? {
+            done += u64::from(sent);
+        }
     }
-    for id in ids {
-        ep.wait_sent(id, Some(PATIENCE))?;
+    let mut deadline = Instant::now() + PATIENCE;
+    while done < a.count {
+        if let Some(sent) = take_completion(&ep)? {
+            done += u64::from(sent);
+            deadline = Instant::now() + PATIENCE;
+            continue;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CliError::Mtp(MtpError::TimedOut));
+        }
+        ep.wait(Some(left))?;
     }
     let secs = start.elapsed().as_secs_f64();
     let size = a.sizes();
@@ -252,6 +267,21 @@ fn send(a: &SendArgs) -> Result<(), CliError> {
     );
     println!("sluice mtp: sent {digest}");
     Ok(())
+}
+
+/// Takes one completion: None if there is none, Some(true) for a send acknowledged,
+/// Some(false) for another kind; a failed send is an error.
+fn take_completion(ep: &Endpoint) -> Result<Option<bool>, CliError> {
+    let Some(c) = ep.completion() else {
+        return Ok(None);
+    };
+    if c.kind != CqeKind::Sent {
+        return Ok(Some(false));
+    }
+    if c.status != MtpStatus::Success {
+        return Err(CliError::Mtp(MtpError::Failed(c.status)));
+    }
+    Ok(Some(true))
 }
 
 fn rpc(a: &SendArgs) -> Result<(), CliError> {
