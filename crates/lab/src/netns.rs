@@ -108,7 +108,12 @@ impl Lab {
     /// Builds the lab; does only what is missing, so running it twice changes nothing.
     pub fn up(&self) -> Result<(), LabError> {
         crate::check_root()?;
-        let existing = self.namespaces_present()?;
+        let mut existing = self.namespaces_present()?;
+        if existing.iter().any(|ns| is_mtp_namespace(ns)) {
+            // The MTP lab moved the engines' veth ends out of br0: start from nothing.
+            self.down()?;
+            existing = self.namespaces_present()?;
+        }
         for ns in NAMESPACES {
             if !existing.iter().any(|e| e == ns) {
                 self.ip(&["netns", "add", ns])?;
