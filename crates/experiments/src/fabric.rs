@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_sim::{LinkConfig, NodeId, Sim};
+use sluice_sim::{Host, LinkConfig, NodeId, Sim};
 use sluice_tcp::{Config, Stack};
 use sluice_wire::EthernetAddress;
 
@@ -40,6 +40,10 @@ pub struct Fabric {
     pub ips: Vec<Ipv4Addr>,
     /// Each host's leaf index.
     pub leaf_of: Vec<usize>,
+    /// The leaf switches.
+    pub leaves: Vec<NodeId>,
+    /// The spine switches.
+    pub spines: Vec<NodeId>,
 }
 
 /// Host `i`'s MAC and address (10.1.x.y).
@@ -57,6 +61,29 @@ pub fn build(
     sim: &mut Sim<Stack>,
     spec: &FabricSpec,
     mut config: impl FnMut(usize) -> Config,
+) -> Result<Fabric, ExperimentError> {
+    let n = spec.leaves * spec.hosts_per_leaf;
+    build_with(sim, spec, |i| {
+        let (mac, ip) = host_addr(i);
+        let mut c = config(i);
+        c.mac = mac;
+        c.ip = ip;
+        let mut stack =
+            Stack::new(c).map_err(|e| ExperimentError::Usage(format!("host config: {e}")))?;
+        for j in (0..n).filter(|&j| j != i) {
+            let (m, a) = host_addr(j);
+            stack.add_neighbor(a, m);
+        }
+        Ok(stack)
+    })
+}
+
+/// Builds the fabric into `sim` with any kind of host: `make(i)` builds host `i`, which
+/// must use [`host_addr`]`(i)` and know every other host's MAC.
+pub fn build_with<H: Host>(
+    sim: &mut Sim<H>,
+    spec: &FabricSpec,
+    mut make: impl FnMut(usize) -> Result<H, ExperimentError>,
 ) -> Result<Fabric, ExperimentError> {
     if spec.spines == 0 || spec.leaves == 0 || spec.hosts_per_leaf == 0 {
         return Err(ExperimentError::Usage(
@@ -86,20 +113,13 @@ pub fn build(
         hosts: Vec::with_capacity(n),
         ips: Vec::with_capacity(n),
         leaf_of: Vec::with_capacity(n),
+        leaves: leaves.clone(),
+        spines: spines.clone(),
     };
     let mut downlinks = Vec::with_capacity(n);
     for i in 0..n {
-        let (mac, ip) = host_addr(i);
-        let mut c = config(i);
-        c.mac = mac;
-        c.ip = ip;
-        let mut stack =
-            Stack::new(c).map_err(|e| ExperimentError::Usage(format!("host config: {e}")))?;
-        for j in (0..n).filter(|&j| j != i) {
-            let (m, a) = host_addr(j);
-            stack.add_neighbor(a, m);
-        }
-        let h = sim.add_host(stack);
+        let (_, ip) = host_addr(i);
+        let h = sim.add_host(make(i)?);
         let leaf = i / spec.hosts_per_leaf;
         downlinks.push(sim.connect(h, leaves[leaf], link(spec.host_bps))?);
         fabric.hosts.push(h);

@@ -9,13 +9,31 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use sluice_sim::{HostsView, NodeId, Sim};
+use sluice_sim::{Host, HostsView, NodeId, Sim};
 use sluice_tcp::{ConnId, Error, Event, Instant, ListenerId, Stack};
 
 use crate::error::ExperimentError;
 
 /// The port every host listens on for channels.
 const PORT: u16 = 7000;
+
+/// A simulated host that carries a TCP core: the core itself, or the core behind a NIC
+/// that edits its frames (the MTP experiments mark tenants' DSCP so).
+pub trait TcpHost: Host {
+    /// The core, mutably.
+    fn tcp(&mut self) -> &mut Stack;
+    /// The core.
+    fn tcp_ref(&self) -> &Stack;
+}
+
+impl TcpHost for Stack {
+    fn tcp(&mut self) -> &mut Stack {
+        self
+    }
+    fn tcp_ref(&self) -> &Stack {
+        self
+    }
+}
 
 /// Which set of flows a message is reported with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,11 +69,15 @@ struct Channel {
     to_send: u64,
     /// Bytes of the oldest message already read.
     head_read: u64,
+    /// Bytes read so far.
+    read: u64,
 }
 
 /// A finished message.
 #[derive(Clone, Copy, Debug)]
 pub struct Completion {
+    /// The channel it went on.
+    pub channel: usize,
     /// Its class.
     pub class: Class,
     /// Its size.
@@ -84,8 +106,8 @@ pub struct Flows {
 
 impl Flows {
     /// Listens on every host of `nodes` (addresses `ips`).
-    pub fn new(
-        sim: &mut Sim<Stack>,
+    pub fn new<H: TcpHost>(
+        sim: &mut Sim<H>,
         nodes: &[NodeId],
         ips: &[Ipv4Addr],
     ) -> Result<Self, ExperimentError> {
@@ -93,7 +115,8 @@ impl Flows {
         for &n in nodes {
             let stack = sim
                 .host_mut(n)
-                .ok_or_else(|| ExperimentError::Sim(format!("no host {}", n.0)))?;
+                .ok_or_else(|| ExperimentError::Sim(format!("no host {}", n.0)))?
+                .tcp();
             let backlog = stack.config().max_accept_queue;
             let l = stack
                 .listen(PORT, backlog)
@@ -115,9 +138,9 @@ impl Flows {
     }
 
     /// Opens a channel from host `src` to host `dst` (indices); returns its index.
-    pub fn open(
+    pub fn open<H: TcpHost>(
         &mut self,
-        sim: &mut Sim<Stack>,
+        sim: &mut Sim<H>,
         src: usize,
         dst: usize,
     ) -> Result<usize, ExperimentError> {
@@ -127,7 +150,8 @@ impl Flows {
         };
         let stack = sim
             .host_mut(node)
-            .ok_or_else(|| ExperimentError::Sim(format!("no host {}", node.0)))?;
+            .ok_or_else(|| ExperimentError::Sim(format!("no host {}", node.0)))?
+            .tcp();
         let conn = stack
             .connect(now, ip, PORT)
             .map_err(|e| ExperimentError::Workload(format!("connect: {e}")))?;
@@ -145,6 +169,7 @@ impl Flows {
             queue: VecDeque::new(),
             to_send: 0,
             head_read: 0,
+            read: 0,
         });
         Ok(index)
     }
@@ -174,10 +199,20 @@ impl Flows {
         self.channels.get(index).map(|c| (c.src, c.dst))
     }
 
+    /// Bytes read so far on channel `index` (0 for an unknown channel).
+    pub fn bytes_read(&self, index: usize) -> u64 {
+        self.channels.get(index).map_or(0, |c| c.read)
+    }
+
+    /// Messages queued on channel `index` and not yet wholly read.
+    pub fn pending(&self, index: usize) -> usize {
+        self.channels.get(index).map_or(0, |c| c.queue.len())
+    }
+
     /// Queues a message of `bytes` on channel `index` at `now`, and sends what fits.
-    pub fn send(
+    pub fn send<H: TcpHost>(
         &mut self,
-        sim: &mut Sim<Stack>,
+        sim: &mut Sim<H>,
         index: usize,
         bytes: u64,
         class: Class,
@@ -193,17 +228,17 @@ impl Flows {
         });
         ch.to_send += bytes;
         let node = self.nodes[ch.src];
-        if let Some(stack) = sim.host_mut(node) {
-            pump_send(ch, stack, &self.buf, &mut self.error);
+        if let Some(host) = sim.host_mut(node) {
+            pump_send(ch, host.tcp(), &self.buf, &mut self.error);
         }
         Ok(())
     }
 
     /// Handles every host's readiness events: accepts channels, sends, reads, times.
-    pub fn step(&mut self, now: Instant, hosts: &mut HostsView<'_, Stack>) {
+    pub fn step<H: TcpHost>(&mut self, now: Instant, hosts: &mut HostsView<'_, H>) {
         // Readiness changes only where a frame or a timer arrived (our own calls are
         // handled as we make them), so only those hosts are visited.
-        hosts.for_each_touched(|node, stack| self.step_host(now, node, stack));
+        hosts.for_each_touched(|node, host| self.step_host(now, node, host.tcp()));
     }
 
     /// Drains one host's readiness events.
@@ -231,6 +266,7 @@ impl Flows {
                     match end {
                         End::Tx => pump_send(ch, stack, &self.buf, &mut self.error),
                         End::Rx => pump_recv(
+                            index,
                             ch,
                             stack,
                             now,
@@ -290,6 +326,7 @@ fn pump_send(ch: &mut Channel, stack: &mut Stack, buf: &[u8], error: &mut Option
 
 /// Reads what arrived and completes the messages it finishes.
 fn pump_recv(
+    index: usize,
     ch: &mut Channel,
     stack: &mut Stack,
     now: Instant,
@@ -302,6 +339,7 @@ fn pump_recv(
         match stack.recv(rx, buf) {
             Ok(0) | Err(Error::WouldBlock) => return,
             Ok(mut n) => {
+                ch.read += n as u64;
                 while n > 0 {
                     let Some(head) = ch.queue.front() else {
                         error.get_or_insert(format!(
@@ -315,6 +353,7 @@ fn pump_recv(
                     n -= take as usize;
                     if ch.head_read == head.bytes {
                         done.push(Completion {
+                            channel: index,
                             class: head.class,
                             bytes: head.bytes,
                             fct: now.saturating_since(head.start),

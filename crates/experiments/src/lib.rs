@@ -10,6 +10,7 @@ pub mod flows;
 pub mod impair;
 pub mod incast;
 pub mod loss;
+pub mod mtp;
 pub mod netstat;
 pub mod ooo;
 pub mod plot;
@@ -122,6 +123,18 @@ pub enum ExperimentCommand {
     /// An L7 proxy between wrk and nginx (acceltcp.txt Figures 12-13): `sluice proxy` with
     /// and without splicing against HAProxy and nginx's stream proxy (needs root: the lab).
     Proxy(proxy::ProxyArgs),
+    /// One long flow over a path alternating between 100 and 10 Gbit/s every 384 us: MTP's
+    /// per-pathlet windows against DCTCP (mtp.txt 5.1, Figure 5; the simulator).
+    MtpMultipath(mtp::multipath::MultipathArgs),
+    /// Tail flow completion times over two unequal paths: ECMP, packet spraying and MTP's
+    /// message-aware balancer (mtp.txt 5.2, Figure 6; the simulator).
+    MtpBalance(mtp::balance::BalanceArgs),
+    /// Two tenants on one link, one sending 8x the messages: DCTCP with a shared queue and
+    /// with a queue per tenant against MTP's fair share (mtp.txt 5.3, Figure 7; the simulator).
+    MtpIsolation(mtp::isolation::IsolationArgs),
+    /// The Homa papers' workloads W1-W5 at 50 % and 80 % load on a two-tier fabric: p99
+    /// slowdown per message size, MTP against TCP with DCTCP (the simulator).
+    MtpWorkloads(mtp::workloads::WorkloadsArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -135,6 +148,10 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
         ExperimentCommand::ShortConns(args) => (short_conns::run(args)?, &args.common),
         ExperimentCommand::Proxy(args) => (proxy::run(args)?, &args.common),
+        ExperimentCommand::MtpMultipath(args) => (mtp::multipath::run(args)?, &args.common),
+        ExperimentCommand::MtpBalance(args) => (mtp::balance::run(args)?, &args.common),
+        ExperimentCommand::MtpIsolation(args) => (mtp::isolation::run(args)?, &args.common),
+        ExperimentCommand::MtpWorkloads(args) => (mtp::workloads::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

@@ -262,6 +262,7 @@ fn report(args: &LossArgs, losses: &[f64], timing: Timing, cells: &[Vec<Cell>]) 
             x_categories: Some(losses.iter().map(|p| format!("{p}")).collect()),
             series,
         }),
+        data: None,
     }
 }
 

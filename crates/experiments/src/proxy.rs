@@ -464,6 +464,7 @@ fn report(seconds: u32, loads: &[Load], results: &[Measured]) -> Report {
         rows,
         notes,
         plot: Some(plot),
+        data: None,
     }
 }
 

@@ -21,6 +21,9 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The plot, if the experiment draws one.
     pub plot: Option<Plot>,
+    /// Columns and rows the CSV holds instead of the table's (a time series behind a
+    /// summary table).
+    pub data: Option<(Vec<String>, Vec<Vec<String>>)>,
 }
 
 /// Where a report's files went.
@@ -80,9 +83,13 @@ impl Report {
         let csv = dir.join(format!("{}.csv", self.name));
         let mut w =
             csv::Writer::from_path(&csv).map_err(|e| ExperimentError::Csv(e.to_string()))?;
-        w.write_record(&self.columns)
+        let (columns, rows) = match &self.data {
+            Some((c, r)) => (c, r),
+            None => (&self.columns, &self.rows),
+        };
+        w.write_record(columns)
             .map_err(|e| ExperimentError::Csv(e.to_string()))?;
-        for row in &self.rows {
+        for row in rows {
             w.write_record(row)
                 .map_err(|e| ExperimentError::Csv(e.to_string()))?;
         }
@@ -139,6 +146,7 @@ mod tests {
             ],
             notes: vec!["a note".into()],
             plot: None,
+            data: None,
         };
         let text = r.render();
         assert!(text.starts_with("setup line\n"), "{text}");

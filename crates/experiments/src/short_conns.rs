@@ -332,6 +332,7 @@ fn report(args: &ShortConnsArgs, seconds: u32, rows: &[Measured]) -> Report {
             ),
         ],
         plot: Some(plot),
+        data: None,
     }
 }
 

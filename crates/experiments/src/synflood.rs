@@ -487,6 +487,7 @@ pub fn report(args: &SynfloodArgs, cycles: usize, seconds: f64, runs: &[Run]) ->
         rows,
         notes,
         plot: None,
+        data: None,
     }
 }
 

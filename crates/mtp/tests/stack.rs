@@ -351,3 +351,57 @@ fn lost_short_messages_are_recovered_by_later_acknowledgements_not_the_timeout()
         "most losses recovered without the timeout: {c:?}"
     );
 }
+
+/// With the local link's rate known, data runs at most `line_backlog` bytes ahead of the
+/// line, so a short message sent while a long one is in progress leaves next (SRPT on the
+/// wire, not behind a NIC FIFO holding the long one's window).
+#[test]
+fn pacing_to_the_line_lets_a_short_message_overtake_a_long_one() {
+    let rate = 1_000_000_000;
+    let long = payload(1, 1 << 20);
+    let pair = |link_bps: u64| {
+        let mut ca = config(MAC_A, IP_A);
+        ca.link_bps = link_bps;
+        let mut p = Pair::with(ca, config(MAC_B, IP_B), 1);
+        p.rate_bps = rate;
+        let ea = p.a.bind(0).unwrap();
+        let eb = p.b.bind(7000).unwrap();
+        let to = dst(IP_B, &p.b, eb);
+        p.a.send_message(p.now, ea, to, &long, SendOptions::default())
+            .unwrap();
+        (p, ea, eb, to)
+    };
+    // Frames handed out at once (what a NIC would have to queue).
+    let burst = |link_bps: u64| {
+        let (mut p, ..) = pair(link_bps);
+        let mut buf = vec![0; 9000];
+        std::iter::from_fn(|| p.a.poll_transmit(p.now, &mut buf)).count()
+    };
+    // How long a 5-byte message sent 50 us into the long one takes to arrive.
+    let short = |link_bps: u64| {
+        let (mut p, ea, eb, to) = pair(link_bps);
+        p.run(50_000);
+        let at = p.now;
+        p.a.send_message(p.now, ea, to, b"short", SendOptions::default())
+            .unwrap();
+        while p.step() {
+            while let Some(m) = p.b.recv_message(eb) {
+                if m.data == b"short" {
+                    return p.now - at;
+                }
+            }
+        }
+        panic!("the short message never arrived");
+    };
+    let (burst_paced, burst_free) = (burst(rate), burst(0));
+    assert!(burst_paced <= 3, "paced: {burst_paced} frames at once");
+    assert!(
+        burst_free > 10,
+        "unpaced: the window at once ({burst_free} frames)"
+    );
+    let (paced, free) = (short(rate), short(0));
+    assert!(
+        paced * 4 < free,
+        "the short message takes {paced} ns paced, {free} ns behind a FIFO"
+    );
+}

@@ -420,6 +420,7 @@ fn report(
             x_categories: Some(impairments.iter().map(Impairment::label).collect()),
             series,
         }),
+        data: None,
     }
 }
 

@@ -81,6 +81,12 @@ pub struct StackConfig {
     /// Messages the scheduler looks at per transmit decision (bounds the work when the
     /// first ones are blocked by their windows).
     pub sched_scan: usize,
+    /// The local link's rate in bit/s, 0 for unknown. When known, data leaves at most
+    /// `line_backlog` bytes ahead of the line (the NIC queue is a resource no device reports
+    /// on, and a FIFO there would undo the sender's priority and SRPT order).
+    pub link_bps: u64,
+    /// Bytes data may run ahead of the line when `link_bps` is set.
+    pub line_backlog: usize,
 }
 
 impl StackConfig {
@@ -116,6 +122,8 @@ impl StackConfig {
             initial_window: 64 * 1024,
             cc: CcParams::default(),
             sched_scan: 64,
+            link_bps: 0,
+            line_backlog: 3000,
         }
     }
 

@@ -4,6 +4,7 @@
 mod api;
 mod config;
 mod counters;
+mod pace;
 mod rack;
 mod rx;
 mod timer;
@@ -99,6 +100,10 @@ pub struct MtpStack {
     acks: VecDeque<PendingAck>,
     events: VecDeque<Event>,
     scan: Vec<u32>,
+    /// When the local line has sent everything handed to it (`link_bps` pacing).
+    line_free_at: Nanos,
+    /// When paced data may leave (a deadline `poll_timeout` reports).
+    pace_at: Option<Nanos>,
 }
 
 impl MtpStack {
@@ -118,6 +123,8 @@ impl MtpStack {
             next_msg_id: 1,
             dests: HashMap::new(),
             sched: Scheduler::default(),
+            line_free_at: 0,
+            pace_at: None,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,

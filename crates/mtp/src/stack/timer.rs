@@ -23,11 +23,19 @@ impl MtpStack {
 
     /// The earliest deadline (it may be stale; `handle_timeout` then does nothing).
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let rto = self.timers.peek().map(|Reverse((t, _))| *t);
+        match (rto, self.pace_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fires the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.pace_at.is_some_and(|t| t <= now) {
+            // Paced data may leave: the caller polls transmit after this.
+            self.pace_at = None;
+        }
         while let Some(&Reverse((t, ip))) = self.timers.peek() {
             if t > now {
                 break;

@@ -74,6 +74,7 @@ impl MtpStack {
             };
             let f = frame_repr(&self.cfg, ack.dst, mac, ack.msg_id, mtp);
             if let Ok(n) = f.emit(buf, &[]) {
+                self.line_sent(now, n);
                 self.counters.acks_sent += 1;
                 self.counters.frames_out += 1;
                 return Some(n);
@@ -84,6 +85,9 @@ impl MtpStack {
     }
 
     fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        if !self.line_ready(now) {
+            return None;
+        }
         let mut scan = std::mem::take(&mut self.scan);
         scan.clear();
         scan.extend(self.sched.first(self.cfg.sched_scan));
@@ -175,6 +179,7 @@ impl MtpStack {
         let (p, rem, w) = (msg.priority, msg.remaining(), msg.wants_to_send());
         self.sched.update(id, p, rem, w);
         self.arm(ip);
+        self.line_sent(now, size);
         self.counters.data_sent += 1;
         self.counters.frames_out += 1;
         Some(size)
