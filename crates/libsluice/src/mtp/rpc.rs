@@ -1,6 +1,8 @@
 //! Requests and responses over MTP messages: [`Rpc`] puts an 8-byte id in front of each
 //! request's payload (little-endian, top bit clear) and the responder echoes it with the
-//! top bit set, so a caller pairs each response with its request and drops late ones.
+//! top bit set, so a caller pairs each response with its request and drops late ones. A
+//! plain echo (the request sent back whole, id unchanged) answers too: `sluice mtp recv
+//! --echo` serves `sluice mtp rpc`.
 
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -80,7 +82,7 @@ impl Rpc {
             }
             while let Some(m) = self.ep.recv_message() {
                 match parse(&m.data) {
-                    Some((rid, payload)) if rid == id | RESPONSE && m.src == dst => {
+                    Some((rid, payload)) if rid & !RESPONSE == id && m.src == dst => {
                         return Ok(payload.to_vec())
                     }
                     _ => self.stale += 1,
