@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
-use sluice::mtp::{CqeKind, Endpoint, MtpError, MtpStatus, Rpc, RPC_HEADER};
+use sluice::mtp::{CqeKind, Endpoint, MtpError, MtpStatus, Rpc};
 use sluice::Sluice;
 use sluice_shm::control::DEFAULT_SOCKET;
 
@@ -43,8 +43,7 @@ pub struct RecvArgs {
     /// The MTP port.
     #[arg(long)]
     port: u16,
-    /// Send every message back to its sender, an RPC request as its response (the server
-    /// `sluice mtp rpc` expects).
+    /// Send every message back to its sender (an RPC server, as `sluice mtp rpc` expects).
     #[arg(long)]
     echo: bool,
     /// Stop after this many messages.
@@ -156,17 +155,6 @@ impl std::fmt::Display for Digest {
     }
 }
 
-/// The echo of `request`: the same bytes, but an RPC request (`sluice::mtp::Rpc`'s id in
-/// front, its top bit clear) comes back as the response to it (that bit set), which is what
-/// `Rpc::call`, and so `sluice mtp rpc`, waits for.
-fn echo_of(mut request: Vec<u8>) -> Vec<u8> {
-    // The id is little-endian: its top bit is the top bit of its last byte.
-    if let Some(top) = request.get_mut(RPC_HEADER - 1) {
-        *top |= 0x80;
-    }
-    request
-}
-
 /// The bytes of message `k` of `size` (a pattern the receiver can recognise).
 fn pattern(k: u64, size: usize) -> Vec<u8> {
     (0..size)
@@ -196,7 +184,7 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
         bytes += m.data.len() as u64;
         digest.add(&m.data);
         if a.echo {
-            ep.send_message(m.src, &echo_of(m.data), m.priority, m.tc)?;
+            ep.send_message(m.src, &m.data, m.priority, m.tc)?;
         } else if !a.quiet {
             println!(
                 "{} bytes from {} (message {})",
@@ -301,8 +289,6 @@ fn rpc(a: &SendArgs) -> Result<(), CliError> {
             ))));
         }
     }
-    // Every response equalled its request, so this digest is that of both directions.
-    println!("sluice mtp: echoed {digest}");
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "sluice mtp: {} round trips of {} bytes: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
@@ -312,6 +298,8 @@ fn rpc(a: &SendArgs) -> Result<(), CliError> {
         us(0.99),
         hist.max() as f64 / 1000.0
     );
+    // Every response equalled its request, so this digest is that of both directions.
+    println!("sluice mtp: echoed {digest}");
     Ok(())
 }
 
@@ -388,15 +376,6 @@ mod tests {
         c.add(b"xz");
         c.add(b"y");
         assert_ne!(a.sum, c.sum, "one changed byte changes it");
-    }
-
-    #[test]
-    fn echoes_answer_rpc_requests() {
-        let req = vec![5, 0, 0, 0, 0, 0, 0, 0, b'x'];
-        let echo = echo_of(req.clone());
-        assert_eq!(echo[7], 0x80);
-        assert_eq!((&echo[..7], &echo[8..]), (&req[..7], &req[8..]));
-        assert_eq!(echo_of(vec![1, 2]), [1, 2], "too short to be a request");
     }
 
     #[test]
