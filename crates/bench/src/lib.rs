@@ -20,6 +20,7 @@ mod helpers;
 pub mod kserve;
 pub mod loadgen;
 mod measure;
+pub mod mtp;
 mod plan;
 mod report;
 pub mod verbs;

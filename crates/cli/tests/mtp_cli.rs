@@ -137,13 +137,15 @@ fn recv_echoes_what_send_and_rpc_send() {
     );
     assert!(recv.wait().unwrap().success());
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    // 10 requests of 8 + 64 bytes, 5 messages of 100000.
-    assert_eq!(
-        rest,
-        [format!(
-            "sluice mtp: 15 messages, {} bytes",
-            10 * 72 + 5 * 100_000
-        )]
+    // 10 requests of 8 + 64 bytes, 5 messages of 100000; then their digest.
+    let bytes = 10 * 72 + 5 * 100_000;
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert_eq!(rest[0], format!("sluice mtp: 15 messages, {bytes} bytes"));
+    assert!(
+        rest[1].starts_with(&format!(
+            "sluice mtp: received digest messages=15 bytes={bytes} fnv="
+        )),
+        "{rest:?}"
     );
     // A destination without a port is refused by the command line.
     let bad = sluice(&["send", "--to", "10.13.0.2"]).output().unwrap();

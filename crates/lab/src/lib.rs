@@ -11,6 +11,9 @@
 //! With [`Lab::up_switched`] the lab also gets `sluice switch`'s namespace and N Linux
 //! client namespaces behind it, for incast ([`switched`]).
 //!
+//! With [`Lab::up_mtp`] engines A and E reach each other only through two `sluice switch`
+//! processes with two parallel links between them ([`mtp`], issue 17).
+//!
 //! [`presets`] gives the engine its lab options (`EngineOptions::lab`) and the lab's part in
 //! opening the engine's device.
 //!
@@ -22,12 +25,14 @@ pub mod command;
 mod error;
 pub mod flood;
 mod lock;
+pub mod mtp;
 pub mod netns;
 pub mod presets;
 pub mod switched;
 
 pub use error::LabError;
 pub use lock::LabLock;
+pub use mtp::{mtp_switch_args, MtpSwitch, NS_MTP_S1, NS_MTP_S2, UPLINK_IMPAIRMENTS};
 pub use netns::*;
 pub use switched::{
     client_iface, client_ip, client_ns, NS_SWITCH, SWITCH_UPLINK, SWITCH_UPLINK_PEER,
@@ -115,6 +120,12 @@ impl LabGuard {
     /// ([`switched`]); the switch itself is the caller's to run.
     pub fn up_switched(clients: u8) -> Result<LabGuard, LabError> {
         LabGuard::build(|lab| lab.up_switched(clients))
+    }
+
+    /// Takes the lab lock and builds the MTP lab ([`mtp`]); the switches are the caller's
+    /// to run ([`mtp_switch_args`]).
+    pub fn up_mtp() -> Result<LabGuard, LabError> {
+        LabGuard::build(Lab::up_mtp)
     }
 
     /// Takes the lock and builds with `up`, tearing down whatever it left if it fails.

@@ -25,6 +25,7 @@ use std::process::Output;
 
 use crate::command::{self, ETHTOOL, IP, SYSCTL};
 use crate::error::LabError;
+use crate::mtp::names::is_mtp_namespace;
 use crate::switched::names::is_switched_namespace;
 
 /// The namespace that holds the engine.
@@ -107,7 +108,12 @@ impl Lab {
     /// Builds the lab; does only what is missing, so running it twice changes nothing.
     pub fn up(&self) -> Result<(), LabError> {
         crate::check_root()?;
-        let existing = self.namespaces_present()?;
+        let mut existing = self.namespaces_present()?;
+        if existing.iter().any(|ns| is_mtp_namespace(ns)) {
+            // The MTP lab moved the engines' veth ends out of br0: start from nothing.
+            self.down()?;
+            existing = self.namespaces_present()?;
+        }
         for ns in NAMESPACES {
             if !existing.iter().any(|e| e == ns) {
                 self.ip(&["netns", "add", ns])?;
@@ -197,12 +203,12 @@ impl Lab {
     }
 
     /// Deletes the three namespaces (and with them every link in them), and the switched
-    /// lab's if present ([`crate::switched`]); absent ones are skipped.
+    /// and MTP labs' if present ([`crate::switched`]); absent ones are skipped.
     pub fn down(&self) -> Result<(), LabError> {
         crate::check_root()?;
         let existing = self.namespaces_present()?;
         for ns in &existing {
-            if is_switched_namespace(ns) {
+            if is_switched_namespace(ns) || is_mtp_namespace(ns) {
                 self.delete_namespace(ns)?;
             }
         }
@@ -221,7 +227,9 @@ impl Lab {
         Ok(out
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| NAMESPACES.contains(name) || is_switched_namespace(name))
+            .filter(|name| {
+                NAMESPACES.contains(name) || is_switched_namespace(name) || is_mtp_namespace(name)
+            })
             .map(str::to_owned)
             .collect())
     }
@@ -460,7 +468,7 @@ impl Lab {
 
 /// Checks `ns` is one of the lab's namespaces.
 fn check_namespace(ns: &str) -> Result<(), LabError> {
-    if NAMESPACES.contains(&ns) || is_switched_namespace(ns) {
+    if NAMESPACES.contains(&ns) || is_switched_namespace(ns) || is_mtp_namespace(ns) {
         Ok(())
     } else {
         Err(LabError::UnknownNamespace(ns.to_owned()))

@@ -62,6 +62,9 @@ pub struct PortSpec {
     pub egress: LinkConfig,
     /// The port's MTP pathlet, if it has one.
     pub pathlet: Option<Pathlet>,
+    /// Whether broadcast and unknown unicast go out of this port (`flood=on|off`); off on
+    /// all but one of parallel links between switches keeps floods from looping.
+    pub flood: bool,
 }
 
 impl PortSpec {
@@ -83,11 +86,18 @@ impl PortSpec {
         }
         let mut egress = defaults.clone();
         let mut pathlet = PathletWords::default();
+        let mut flood = true;
         for kv in parts {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| bad(spec, format!("{kv:?} is not KEY=VALUE")))?;
-            if !pathlet.take(k, v)? {
+            if k == "flood" {
+                flood = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(bad(k, format!("{v:?}: expected on or off"))),
+                };
+            } else if !pathlet.take(k, v)? {
                 set_param(&mut egress, k, v)?;
             }
         }
@@ -97,6 +107,7 @@ impl PortSpec {
             iface: iface.to_owned(),
             egress,
             pathlet,
+            flood,
         })
     }
 
@@ -146,6 +157,9 @@ mod tests {
         assert_eq!(p.netns.as_deref(), Some("sluice-s"));
         assert_eq!(p.iface, "sw-up");
         assert_eq!(p.egress.bandwidth_bps, 100_000_000);
+        assert!(p.flood);
+        assert!(!PortSpec::parse("u1,flood=off", &defaults).unwrap().flood);
+        assert!(PortSpec::parse("u1,flood=no", &defaults).is_err());
         assert_eq!(p.egress.ecn_threshold_bytes, Some(30 * 1024));
         assert_eq!(p.egress.impairment.loss, 0.01);
         assert_eq!(

@@ -60,6 +60,8 @@ pub enum TxResult {
 pub(crate) struct Port {
     pub(crate) egress: Egress,
     stats: PortStats,
+    /// Whether floods (broadcast, unknown unicast) leave by this port.
+    flood: bool,
 }
 
 /// The switch's forwarding state for a fixed set of ports.
@@ -89,6 +91,7 @@ impl SwitchCore {
                 Port {
                     egress: Egress::new(p.clone(), rng, MAX_DELAYED),
                     stats: PortStats::default(),
+                    flood: true,
                 }
             })
             .collect();
@@ -99,6 +102,14 @@ impl SwitchCore {
             pool: FramePool::default(),
             max_frame: max_frame.max(ETH_HLEN + 68),
             scratch: vec![0u8; max_frame.max(ETH_HLEN + 68)],
+        }
+    }
+
+    /// Keeps floods (broadcast, unknown unicast) from leaving by `port` (false), as a
+    /// spanning tree blocks the redundant one of parallel links; unicast still uses it.
+    pub fn set_flood(&mut self, port: usize, flood: bool) {
+        if let Some(p) = self.ports.get_mut(port) {
+            p.flood = flood;
         }
     }
 
@@ -156,7 +167,7 @@ impl SwitchCore {
             Forward::Port(out) => self.offer(now, out, frame),
             Forward::Flood => {
                 for out in 0..self.ports.len() {
-                    if out != in_port {
+                    if out != in_port && self.ports[out].flood {
                         self.offer(now, out, frame);
                     }
                 }
@@ -314,6 +325,22 @@ mod tests {
         let out = drain(&mut sw, now);
         assert_eq!([out[1].len(), out[2].len()], [1, 1]);
         assert_eq!(sw.bridge_stats().runts, 1);
+    }
+
+    #[test]
+    fn a_port_with_flood_off_gets_no_floods_but_unicast() {
+        let mut sw = SwitchCore::new(&vec![default_egress(); 3], 1514, 1);
+        sw.set_flood(2, false);
+        let now = Duration::ZERO;
+        // B is unknown: the flood from port 0 leaves by port 1 only.
+        sw.receive(now, 0, &frame(B, A, 100));
+        let out = drain(&mut sw, now);
+        assert_eq!([out[0].len(), out[1].len(), out[2].len()], [0, 1, 0]);
+        // Once C is learned on port 2, unicast to it still goes out there.
+        sw.receive(now, 2, &frame(A, C, 100));
+        sw.receive(now, 0, &frame(C, A, 100));
+        let out = drain(&mut sw, now);
+        assert_eq!([out[0].len(), out[1].len(), out[2].len()], [1, 0, 1]);
     }
 
     #[test]

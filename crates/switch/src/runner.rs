@@ -68,10 +68,14 @@ impl Runner {
         }
         let max_frame = devices.iter().map(|d| d.max_frame()).min().unwrap_or(1514);
         let egress: Vec<_> = ports.iter().map(|p| p.egress.clone()).collect();
+        let mut core = SwitchCore::new(&egress, max_frame, seed);
+        for (i, p) in ports.iter().enumerate() {
+            core.set_flood(i, p.flood);
+        }
         Ok(Runner {
             names: ports.iter().map(PortSpec::name).collect(),
             devices,
-            core: SwitchCore::new(&egress, max_frame, seed),
+            core,
             start: Instant::now(),
             tx_error_reported: vec![false; ports.len()],
         })

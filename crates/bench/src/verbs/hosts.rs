@@ -154,25 +154,38 @@ impl Hosts {
         client_args: &[String],
         limit: Duration,
     ) -> Result<(String, CpuUse), String> {
-        self.runs += 1;
-        let stem = self.dir.join(format!(
-            "{:03}-{}-{}",
-            self.runs,
-            program.name,
-            stack.name().replace(' ', "-")
-        ));
         let found = crate::apps::program::find(program).map_err(|e| e.to_string())?;
-        if let Some(engines) = &mut self.engines {
-            engines.check_alive().map_err(|e| e.to_string())?;
-        }
         let mut server = self.launcher(stack, true).map_err(|e| e.to_string())?;
         server.arg(&found).args(server_args);
         let mut client = self.launcher(stack, false).map_err(|e| e.to_string())?;
         client.arg(&found).args(client_args);
         let what = format!("{} {}", program.name, client_args.join(" "));
-        let mut srv =
-            Supervised::spawn(server, program.name, &stem.with_extension("server"), false)
-                .map_err(|e| e.to_string())?;
+        // perftest's server finishes its own run; the others are stopped.
+        let server_ends = program.name.starts_with("ib_");
+        let tag = format!("{}-{}", program.name, stack.name().replace(' ', "-"));
+        self.measure_commands(&tag, &what, server, client, limit, server_ends)
+    }
+
+    /// Runs the ready `server` command, then `client` (described as `what`, logs under
+    /// `tag`), measuring CPU (machine-wide and the engines') over the client's run; returns
+    /// the client's stdout. The server is stopped afterwards, after waiting for it to end by
+    /// itself if `server_ends`.
+    pub fn measure_commands(
+        &mut self,
+        tag: &str,
+        what: &str,
+        server: Command,
+        client: Command,
+        limit: Duration,
+        server_ends: bool,
+    ) -> Result<(String, CpuUse), String> {
+        self.runs += 1;
+        let stem = self.dir.join(format!("{:03}-{tag}", self.runs));
+        if let Some(engines) = &mut self.engines {
+            engines.check_alive().map_err(|e| e.to_string())?;
+        }
+        let mut srv = Supervised::spawn(server, tag, &stem.with_extension("server"), false)
+            .map_err(|e| e.to_string())?;
         thread::sleep(SERVER_WAIT);
         if let Some(status) = srv.exited() {
             return Err(format!(
@@ -186,17 +199,15 @@ impl Hosts {
             .map(|e| e.pids().to_vec())
             .unwrap_or_default();
         let meter = CpuMeter::start(&pids);
-        let out = run_captured(client, &what, limit).map_err(|e| one_line(&e.to_string()));
+        let out = run_captured(client, what, limit).map_err(|e| one_line(&e.to_string()));
         let cpu = meter.stop();
         let _ = std::fs::write(
             stem.with_extension("client.out"),
             out.as_ref().map(|o| o.stdout.clone()).unwrap_or_default(),
         );
         let out = out?;
-        // perftest's server finishes its own run; the others are stopped.
         let deadline = Instant::now() + SERVER_EXIT;
-        while program.name.starts_with("ib_") && srv.exited().is_none() && Instant::now() < deadline
-        {
+        while server_ends && srv.exited().is_none() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(20));
         }
         srv.stop(Duration::from_secs(2));
@@ -217,6 +228,28 @@ impl Hosts {
             ));
         }
         Ok((String::from_utf8_lossy(&out.stdout).into_owned(), cpu))
+    }
+
+    /// `sluice mtp SUBCOMMAND` attached to engine E (server, in sluice-e) or A (client),
+    /// ready for the subcommand's flags (`--socket` is added); fails before the engines run.
+    pub fn mtp_command(&self, server: bool, subcommand: &str) -> Result<Command, String> {
+        let engines = self
+            .engines
+            .as_ref()
+            .ok_or("internal: MTP rows need the engines started")?;
+        let (mut cmd, socket) = if server {
+            (
+                netns(NS_ENGINE2).map_err(|e| e.to_string())?,
+                engines.e.socket(),
+            )
+        } else {
+            (Command::new(&self.sluice), engines.a.socket())
+        };
+        if server {
+            cmd.arg(&self.sluice);
+        }
+        cmd.args(["mtp", subcommand, "--socket"]).arg(socket);
+        Ok(cmd)
     }
 }
 

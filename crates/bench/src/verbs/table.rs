@@ -97,14 +97,14 @@ pub struct Table {
 }
 
 /// `a / b` as `1.23x`, or n/a.
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "n/a".into(),
     }
 }
 
-fn fmt_num(v: f64) -> String {
+pub(crate) fn fmt_num(v: f64) -> String {
     if v >= 1000.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {
@@ -114,7 +114,7 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-fn fmt_opt(v: Option<f64>) -> String {
+pub(crate) fn fmt_opt(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_num)
 }
 
@@ -285,7 +285,7 @@ impl Table {
 }
 
 /// A failure's first [`ROW_REASON`] characters (the whole reason is listed under the table).
-fn short(reason: &str) -> String {
+pub(crate) fn short(reason: &str) -> String {
     match reason.char_indices().nth(ROW_REASON) {
         Some((i, _)) => format!("{}...", &reason[..i]),
         None => reason.to_string(),

@@ -1,5 +1,6 @@
-//! `sluice bench [apps|verbs]`: every workload against the engine and against Linux TCP in
-//! the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs with `verbs`.
+//! `sluice bench [apps|verbs|mtp]`: every workload against the engine and against Linux TCP in
+//! the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs with `verbs`,
+//! MTP beside both TCPs with `mtp`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
@@ -25,6 +26,9 @@ enum BenchCommand {
     /// perftest over Sluice's RDMA verbs beside Linux TCP and Sluice TCP (sockperf,
     /// iperf3), one table with ratios and CPU per operation (needs root).
     Verbs(sluice_bench::verbs::BenchVerbsArgs),
+    /// MTP messages between two engines beside Sluice TCP and Linux TCP: 64 B RPC round
+    /// trip and message throughput, CPU per operation, ratios (needs root; issue 17).
+    Mtp(sluice_bench::mtp::BenchMtpArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
@@ -32,6 +36,7 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
     match &cli.command {
         Some(BenchCommand::Apps(args)) => apps::bench::run(args).map_err(CliError::Apps),
         Some(BenchCommand::Verbs(args)) => sluice_bench::verbs::run(args).map_err(CliError::Apps),
+        Some(BenchCommand::Mtp(args)) => sluice_bench::mtp::run(args).map_err(CliError::Apps),
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }
 }

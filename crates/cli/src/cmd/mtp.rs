@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
-use sluice::mtp::{Endpoint, MtpError, MtpStatus, Rpc};
+use sluice::mtp::{CqeKind, Endpoint, MtpError, MtpStatus, Rpc};
 use sluice::Sluice;
 use sluice_shm::control::DEFAULT_SOCKET;
 
@@ -49,6 +49,9 @@ pub struct RecvArgs {
     /// Stop after this many messages.
     #[arg(long)]
     count: Option<u64>,
+    /// No line per message (throughput runs); the totals and digest are still printed.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// `sluice mtp send` and `sluice mtp rpc`.
@@ -62,6 +65,10 @@ pub struct SendArgs {
     /// Bytes per message (the RPC id comes on top for `rpc`).
     #[arg(long, default_value_t = 64)]
     size: usize,
+    /// Mixed sizes: message k gets a size between --size and this, log-uniformly (the
+    /// first --size, the second this), the same sequence every run.
+    #[arg(long)]
+    max_size: Option<usize>,
     /// Messages (or round trips).
     #[arg(long, default_value_t = 1)]
     count: u64,
@@ -82,6 +89,72 @@ pub fn run(cmd: &MtpCommand) -> Result<(), CliError> {
     }
 }
 
+impl SendArgs {
+    /// The sizes as printed: `N` or `MIN..MAX`.
+    fn sizes(&self) -> String {
+        match self.max_size {
+            Some(max) => format!("{}..{max}", self.size),
+            None => self.size.to_string(),
+        }
+    }
+
+    /// The size of message `k`: --size, or with --max-size one drawn log-uniformly between
+    /// the two by a hash of k (message 0 the smallest, message 1 the largest).
+    fn size_of(&self, k: u64) -> usize {
+        let Some(max) = self.max_size.filter(|m| *m > self.size) else {
+            return self.size;
+        };
+        let min = self.size.max(1) as f64;
+        let u = match k {
+            0 => 0.0,
+            1 => 1.0,
+            _ => (fnv1a(FNV_OFFSET, &k.to_le_bytes()) >> 11) as f64 / (1u64 << 53) as f64,
+        };
+        ((min * (max as f64 / min).powf(u)).round() as usize).clamp(self.size, max)
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a (64 bits) of `data` from `h`.
+fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// What a run sent or received: messages, bytes, and the sum of every message's FNV-1a
+/// hash (order-free, as messages may complete in any order); equal digests on both ends
+/// mean the same messages arrived byte for byte.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Digest {
+    messages: u64,
+    bytes: u64,
+    sum: u64,
+}
+
+impl Digest {
+    fn add(&mut self, data: &[u8]) {
+        self.messages += 1;
+        self.bytes += data.len() as u64;
+        // The length is hashed too, so messages that differ only by trailing bytes differ.
+        let h = fnv1a(FNV_OFFSET, &(data.len() as u64).to_le_bytes());
+        self.sum = self.sum.wrapping_add(fnv1a(h, data));
+    }
+}
+
+impl std::fmt::Display for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "digest messages={} bytes={} fnv={:016x}",
+            self.messages, self.bytes, self.sum
+        )
+    }
+}
+
 /// The bytes of message `k` of `size` (a pattern the receiver can recognise).
 fn pattern(k: u64, size: usize) -> Vec<u8> {
     (0..size)
@@ -95,6 +168,7 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
     println!("sluice mtp: receiving on port {}", ep.port());
     let mut got = 0u64;
     let mut bytes = 0u64;
+    let mut digest = Digest::default();
     while a.count.is_none_or(|c| got < c) {
         let Some(m) = ep.recv_message() else {
             ep.wait(Some(Duration::from_secs(1)))?;
@@ -108,9 +182,10 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
         };
         got += 1;
         bytes += m.data.len() as u64;
+        digest.add(&m.data);
         if a.echo {
             ep.send_message(m.src, &m.data, m.priority, m.tc)?;
-        } else {
+        } else if !a.quiet {
             println!(
                 "{} bytes from {} (message {})",
                 m.data.len(),
@@ -119,47 +194,92 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
             );
         }
     }
+    if a.echo {
+        // The echoes still in flight when the count is reached are sent before leaving.
+        let deadline = Instant::now() + PATIENCE;
+        while ep.in_flight() > 0 && Instant::now() < deadline {
+            if ep.completion().is_none() {
+                ep.wait(Some(Duration::from_millis(100)))?;
+            }
+        }
+    }
     println!("sluice mtp: {got} messages, {bytes} bytes");
+    println!("sluice mtp: received {digest}");
     Ok(())
 }
 
 fn send(a: &SendArgs) -> Result<(), CliError> {
     let app = Sluice::attach(&a.engine.socket)?;
     let ep = Endpoint::bind(&app, 0)?;
-    if a.size > ep.max_message() {
+    let largest = a.max_size.unwrap_or(a.size).max(a.size);
+    if largest > ep.max_message() {
         return Err(CliError::usage(format!(
-            "--size {} is over the engine's largest message, {}",
-            a.size,
+            "--size/--max-size {largest} is over the engine's largest message, {}",
             ep.max_message()
         )));
     }
     let start = Instant::now();
-    let mut ids = Vec::new();
+    let mut digest = Digest::default();
+    // Completions are taken as they come: the endpoint keeps a bounded number, so waiting
+    // for each id only at the end would miss the early ones of a long run.
+    let mut done = 0u64;
     for k in 0..a.count {
-        ids.push(ep.send_message(a.to, &pattern(k, a.size), a.priority, a.tc)?);
+        let data = pattern(k, a.size_of(k));
+        digest.add(&data);
+        ep.send_message(a.to, &data, a.priority, a.tc)?;
+        while let Some(sent) = take_completion(&ep)? {
+            done += u64::from(sent);
+        }
     }
-    for id in ids {
-        ep.wait_sent(id, Some(PATIENCE))?;
+    let mut deadline = Instant::now() + PATIENCE;
+    while done < a.count {
+        if let Some(sent) = take_completion(&ep)? {
+            done += u64::from(sent);
+            deadline = Instant::now() + PATIENCE;
+            continue;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CliError::Mtp(MtpError::TimedOut));
+        }
+        ep.wait(Some(left))?;
     }
     let secs = start.elapsed().as_secs_f64();
-    let total = a.count * a.size as u64;
+    let size = a.sizes();
     println!(
-        "sluice mtp: {} messages of {} bytes acknowledged in {:.3} s ({:.0} messages/s, {:.1} Mbit/s)",
+        "sluice mtp: {} messages of {size} bytes acknowledged in {:.3} s ({:.0} messages/s, {:.1} Mbit/s)",
         a.count,
-        a.size,
         secs,
         a.count as f64 / secs,
-        total as f64 * 8.0 / secs / 1e6
+        digest.bytes as f64 * 8.0 / secs / 1e6
     );
+    println!("sluice mtp: sent {digest}");
     Ok(())
+}
+
+/// Takes one completion: None if there is none, Some(true) for a send acknowledged,
+/// Some(false) for another kind; a failed send is an error.
+fn take_completion(ep: &Endpoint) -> Result<Option<bool>, CliError> {
+    let Some(c) = ep.completion() else {
+        return Ok(None);
+    };
+    if c.kind != CqeKind::Sent {
+        return Ok(Some(false));
+    }
+    if c.status != MtpStatus::Success {
+        return Err(CliError::Mtp(MtpError::Failed(c.status)));
+    }
+    Ok(Some(true))
 }
 
 fn rpc(a: &SendArgs) -> Result<(), CliError> {
     let app = Sluice::attach(&a.engine.socket)?;
     let mut rpc = Rpc::new(Endpoint::bind(&app, 0)?);
     let mut hist = Histogram::<u64>::new(3)?;
+    let mut digest = Digest::default();
     for k in 0..a.count {
-        let req = pattern(k, a.size);
+        let req = pattern(k, a.size_of(k));
+        digest.add(&req);
         let t = Instant::now();
         let reply = rpc.call(a.to, &req, PATIENCE)?;
         hist.record(t.elapsed().as_nanos() as u64)?;
@@ -173,11 +293,13 @@ fn rpc(a: &SendArgs) -> Result<(), CliError> {
     println!(
         "sluice mtp: {} round trips of {} bytes: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
         a.count,
-        a.size,
+        a.sizes(),
         us(0.5),
         us(0.99),
         hist.max() as f64 / 1000.0
     );
+    // Every response equalled its request, so this digest is that of both directions.
+    println!("sluice mtp: echoed {digest}");
     Ok(())
 }
 
@@ -220,6 +342,40 @@ mod tests {
         assert!(r.echo);
         assert_eq!((r.port, r.engine.socket.to_str()), (7, Some("/x")));
         assert!(Cli::try_parse_from(["mtp", "rpc", "--to", "1.2.3.4:5"]).is_ok());
+    }
+
+    #[test]
+    fn mixed_sizes_span_the_range_and_digests_see_every_byte() {
+        let c = Cli::try_parse_from([
+            "mtp",
+            "send",
+            "--to",
+            "10.0.0.2:9",
+            "--size",
+            "1",
+            "--max-size",
+            "1048576",
+        ])
+        .unwrap();
+        let MtpCommand::Send(s) = c.cmd else {
+            panic!("not send")
+        };
+        assert_eq!((s.size_of(0), s.size_of(1)), (1, 1 << 20));
+        let sizes: Vec<usize> = (2..1000).map(|k| s.size_of(k)).collect();
+        assert!(sizes.iter().all(|n| (1..=1 << 20).contains(n)));
+        assert!(sizes.iter().any(|n| *n < 1000) && sizes.iter().any(|n| *n > 100_000));
+        let (mut a, mut b) = (Digest::default(), Digest::default());
+        a.add(b"xy");
+        a.add(b"z");
+        b.add(b"z");
+        b.add(b"xy");
+        assert_eq!(a, b, "order does not matter");
+        b.add(b"");
+        assert_ne!(a, b);
+        let mut c = Digest::default();
+        c.add(b"xz");
+        c.add(b"y");
+        assert_ne!(a.sum, c.sum, "one changed byte changes it");
     }
 
     #[test]

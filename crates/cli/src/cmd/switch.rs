@@ -19,7 +19,8 @@ pub struct SwitchArgs {
     /// flags below for this port's egress: rate, queue-bytes, queue-packets, ecn-k, loss,
     /// burst-loss, reorder, reorder-delay, duplicate, corrupt, delay, class-queues (N
     /// queues by DSCP, deficit round robin); and give it an MTP pathlet: pathlet=ID,
-    /// pathlet-tc=TC, feedback=ecn[:K]|rate|queue (docs/mtp.md "Devices").
+    /// pathlet-tc=TC, feedback=ecn[:K]|rate|queue (docs/mtp.md "Devices"); flood=off keeps
+    /// broadcasts and unknown unicast from leaving by it (parallel links between switches).
     #[arg(long = "port", value_name = "SPEC")]
     ports: Vec<String>,
     /// The switched lab's ports (sluice-s:sw-up and sluice-s:sw-c1.., built by

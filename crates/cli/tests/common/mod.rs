@@ -163,6 +163,13 @@ impl Drop for Proc {
 /// A scratch directory, removed when dropped.
 pub struct ScratchDir(PathBuf);
 
+impl ScratchDir {
+    /// Owns `dir` (already created), removing it when dropped.
+    pub fn new(dir: PathBuf) -> ScratchDir {
+        ScratchDir(dir)
+    }
+}
+
 impl std::ops::Deref for ScratchDir {
     type Target = Path;
     fn deref(&self) -> &Path {

@@ -24,7 +24,8 @@ pub enum Balancer {
     },
     /// mtp.txt 5.2: an MTP message is pinned at its first packet to the least-loaded
     /// allowed member (queued bytes plus the bytes of messages pinned there still
-    /// expected); non-MTP frames by hash.
+    /// expected; ties go to the first member counted from the message id); non-MTP frames
+    /// by hash.
     Message,
 }
 

@@ -258,7 +258,12 @@ impl MtpDevice {
         let mut any_excluded = false;
         let mut best: Option<(u64, usize)> = None;
         let mut fallback: Option<(u64, usize)> = None;
-        for &p in group {
+        // Ties (idle members, the usual case for messages sent one after another) go to the
+        // first member counted from the message id, so they spread rather than all taking
+        // the group's first port.
+        let start = s.msg_id as usize % group.len().max(1);
+        let members = group.iter().cycle().skip(start).take(group.len());
+        for &p in members {
             let l = load(p) as u64 + self.pins.expected(p);
             if fallback.is_none_or(|(b, _)| l < b) {
                 fallback = Some((l, p));

@@ -215,6 +215,24 @@ fn a_message_stays_on_one_port_and_the_next_goes_to_the_less_loaded() {
 }
 
 #[test]
+fn messages_on_idle_members_spread_over_the_group() {
+    let mut dev = MtpDevice::new(3).with_balancer(Balancer::Message);
+    let mut per_port = [0usize; 3];
+    // One-packet messages, each gone before the next: every choice is a tie.
+    for id in 0..100 {
+        let p = dev.choose(
+            Duration::ZERO,
+            &[1, 2],
+            0,
+            &mtp(id, 0, 1, 500, 0, &[]),
+            |_| 0,
+        );
+        per_port[p] += 1;
+    }
+    assert_eq!(per_port, [0, 50, 50]);
+}
+
+#[test]
 fn the_pin_table_is_bounded() {
     let mut dev = MtpDevice::new(2)
         .with_balancer(Balancer::Message)

@@ -156,7 +156,7 @@ impl Lab {
     }
 
     /// Creates `ns` unless it is in `existing`, with IPv6 off and loopback up.
-    fn add_namespace(&self, ns: &str, existing: &[String]) -> Result<(), LabError> {
+    pub(crate) fn add_namespace(&self, ns: &str, existing: &[String]) -> Result<(), LabError> {
         if !existing.iter().any(|e| e == ns) {
             self.ip(&["netns", "add", ns])?;
         }
