@@ -11,8 +11,7 @@ use sluice_mtp::wire::{
     Encap, Feedback, FeedbackKind, List, MtpFrameRepr, MtpRepr, PacketRun, PathletTc, FLAG_ACK,
     FLAG_DATA,
 };
-use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::ethernet::EthernetAddress;
 
 fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -35,29 +34,18 @@ fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn frame(mtp: MtpRepr<'_>, encap: Encap, payload: &[u8]) -> Vec<u8> {
-    let repr = MtpFrameRepr {
-        eth: EthernetRepr {
-            dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            src: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            ethertype: EtherType::Ipv4,
-            vlan: None,
-        },
-        ip: Ipv4Repr {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 0,
-            ecn: Ecn::Ect0,
-            ident: 1,
-            dont_fragment: true,
-            more_fragments: false,
-            fragment_offset: 0,
-        },
+    let repr = MtpFrameRepr::new(
+        (
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 0, 0, 1),
+        ),
+        (
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+            Ipv4Addr::new(10, 0, 0, 2),
+        ),
         encap,
         mtp,
-    };
+    );
     let mut buf = vec![0u8; repr.frame_len(payload.len()).unwrap()];
     repr.emit(&mut buf, payload).unwrap();
     buf

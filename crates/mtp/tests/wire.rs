@@ -8,8 +8,7 @@ use sluice_mtp::wire::{
     Encap, Feedback, FeedbackKind, List, MtpError, MtpFrameRepr, MtpRepr, PacketRun, PathletTc,
     FIXED_LEN, FLAG_ACK, FLAG_DATA,
 };
-use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::ethernet::EthernetAddress;
 
 const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -34,29 +33,12 @@ fn data_repr<'a>(exclude: &'a [PathletTc], payload_len: u16) -> MtpRepr<'a> {
 }
 
 fn frame(mtp: MtpRepr<'_>, encap: Encap, payload: &[u8]) -> Vec<u8> {
-    let repr = MtpFrameRepr {
-        eth: EthernetRepr {
-            dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            src: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            ethertype: EtherType::Ipv4,
-            vlan: None,
-        },
-        ip: Ipv4Repr {
-            src: SRC,
-            dst: DST,
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 0,
-            ecn: Ecn::Ect0,
-            ident: 1,
-            dont_fragment: true,
-            more_fragments: false,
-            fragment_offset: 0,
-        },
+    let repr = MtpFrameRepr::new(
+        (EthernetAddress([2, 0, 0, 0, 0, 1]), SRC),
+        (EthernetAddress([2, 0, 0, 0, 0, 2]), DST),
         encap,
         mtp,
-    };
+    );
     let mut buf = vec![0u8; repr.frame_len(payload.len()).unwrap()];
     let n = repr.emit(&mut buf, payload).unwrap();
     assert_eq!(n, buf.len());

@@ -1,9 +1,6 @@
 //! Transmitting: ACKs first, then the first data packet in scheduling order whose path
 //! has room.
 
-use sluice_wire::ethernet::{EtherType, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
-
 use super::config::{Encapsulation, Nanos};
 use super::rack::RACK_LOG_CAP;
 use super::MtpStack;
@@ -24,29 +21,7 @@ fn frame_repr<'a>(
             src_port: 49152 | (entropy.wrapping_mul(0x9e37_79b1) >> 18) as u16,
         },
     };
-    MtpFrameRepr {
-        eth: EthernetRepr {
-            dst: mac,
-            src: cfg.mac,
-            ethertype: EtherType::Ipv4,
-            vlan: None,
-        },
-        ip: Ipv4Repr {
-            src: cfg.ip,
-            dst,
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            ident: 0,
-            dont_fragment: true,
-            more_fragments: false,
-            fragment_offset: 0,
-        },
-        encap,
-        mtp,
-    }
+    MtpFrameRepr::new((cfg.mac, cfg.ip), (mac, dst), encap, mtp)
 }
 
 impl MtpStack {

@@ -4,9 +4,10 @@
 //! No-panic contract: [`MtpFrameRepr::parse`] and [`locate`] take arbitrary bytes.
 
 use core::ops::Range;
+use std::net::Ipv4Addr;
 
-use sluice_wire::ethernet::{EtherType, EthernetRepr};
-use sluice_wire::ipv4::{self, Ipv4Repr};
+use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
+use sluice_wire::ipv4::{self, Ecn, Ipv4Repr};
 use sluice_wire::udp::{self, UdpChecksum, UdpRepr};
 
 use super::error::MtpError;
@@ -91,6 +92,39 @@ pub fn locate(frame: &[u8]) -> Result<Location, MtpError> {
 }
 
 impl<'a> MtpFrameRepr<'a> {
+    /// An untagged frame from (`src_mac`, `src`) to (`dst_mac`, `dst`): IPv4 with TTL 64,
+    /// don't-fragment, no ECN capability, identification 0.
+    pub fn new(
+        (src_mac, src): (EthernetAddress, Ipv4Addr),
+        (dst_mac, dst): (EthernetAddress, Ipv4Addr),
+        encap: Encap,
+        mtp: MtpRepr<'a>,
+    ) -> MtpFrameRepr<'a> {
+        MtpFrameRepr {
+            eth: EthernetRepr {
+                dst: dst_mac,
+                src: src_mac,
+                ethertype: EtherType::Ipv4,
+                vlan: None,
+            },
+            ip: Ipv4Repr {
+                src,
+                dst,
+                protocol: 0,
+                payload_len: 0,
+                ttl: 64,
+                dscp: 0,
+                ecn: Ecn::NotEct,
+                ident: 0,
+                dont_fragment: true,
+                more_fragments: false,
+                fragment_offset: 0,
+            },
+            encap,
+            mtp,
+        }
+    }
+
     /// Parses a whole frame; returns its headers and the MTP payload. With `verify`, the
     /// IPv4 and MTP checksums are checked.
     pub fn parse(frame: &'a [u8], verify: bool) -> Result<(MtpFrameRepr<'a>, &'a [u8]), MtpError> {
