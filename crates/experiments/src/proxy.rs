@@ -507,7 +507,7 @@ mod tests {
             measured(
                 Proxy::Sockmap,
                 200.0,
-                "paired=3\ncopied_bytes=0\nredirected_bytes=4096\n",
+                "accepted=3\npaired=3\ncopied_bytes=0\nredirected_bytes=4096\n",
             ),
         ];
         let r = report(1, &loads, &results);
@@ -531,5 +531,12 @@ mod tests {
         assert!(r
             .notes
             .contains(&"linux sockmap (sk_skb redirect): intact".to_string()));
+        // A proxy whose stdout held no counters is said to have printed none.
+        let silent = vec![measured(Proxy::Sockmap, 200.0, "")];
+        let r = report(1, &loads, &silent);
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n == "linux sockmap (sk_skb redirect): printed no counters on SIGTERM (0 bytes of stdout)"));
     }
 }
