@@ -4,9 +4,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use common::c::compile;
 use std::sync::atomic::Ordering;
@@ -21,6 +22,41 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// How long the C echo may take in all: far more than a loaded machine needs (it takes
+/// well under a second alone); the programs themselves wait without a deadline.
+const ECHO_LIMIT: Duration = Duration::from_secs(300);
+
+/// Reads `r` to the end in a thread (a child's pipe must not fill while we wait for it).
+fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_string(&mut s);
+        }
+        s
+    })
+}
+
+/// A child's exit status and everything it printed, or its output so far after `limit`
+/// (then it is killed).
+fn finish(mut child: Child, limit: Duration) -> (Option<ExitStatus>, String, String) {
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
 #[test]
 fn the_zero_copy_echo_in_c_round_trips_every_byte() {
     let exe = scratch("zero_copy_echo");
@@ -30,11 +66,14 @@ fn the_zero_copy_echo_in_c_round_trips_every_byte() {
         .args(["server", "4"])
         .env("SLUICE_SOCKET", &engine.path)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("the server said nothing").unwrap();
+    let mut server_out = BufReader::new(server.stdout.take().unwrap());
+    let mut first = String::new();
+    server_out.read_line(&mut first).unwrap();
     let port = first
+        .trim_end()
         .strip_prefix("listening ")
         .unwrap_or_else(|| panic!("unexpected server output {first:?}"))
         .to_string();
@@ -42,19 +81,38 @@ fn the_zero_copy_echo_in_c_round_trips_every_byte() {
     let client = common::c::command(&exe)
         .args(["client", &ENGINE_IP.to_string(), &port, "4", "1000000"])
         .env("SLUICE_SOCKET", &engine.path)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let client_out = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        client.status.success(),
-        "client failed: {client_out}\n{}",
-        String::from_utf8_lossy(&client.stderr)
+    let started = Instant::now();
+    let (client_status, client_out, client_err) = finish(client, ECHO_LIMIT);
+    let left = ECHO_LIMIT.saturating_sub(started.elapsed());
+    let server_rest = drain(Some(server_out));
+    let (server_status, _, server_err) = finish(server, left.max(Duration::from_secs(5)));
+    let rest = server_rest.join().unwrap();
+    // Both sides' output in every failure: one side's error is often the other's cause.
+    let both = format!(
+        "client: {client_status:?}\n{client_out}{client_err}\nserver: {server_status:?}\n\
+         {first}{rest}{server_err}"
     );
-    assert!(client_out.contains("ok 4 connections, 1000000 bytes each"));
-    let status = server.wait().unwrap();
-    assert!(status.success(), "server failed");
-    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    assert_eq!(rest, ["echoed 4000000 bytes on 4 connections"]);
+    assert!(
+        client_status.is_some_and(|s| s.success()),
+        "client failed or overran {ECHO_LIMIT:?}:\n{both}"
+    );
+    assert!(
+        client_out.contains("ok 4 connections, 1000000 bytes each"),
+        "{both}"
+    );
+    assert!(
+        server_status.is_some_and(|s| s.success()),
+        "server failed:\n{both}"
+    );
+    assert_eq!(
+        rest.lines().collect::<Vec<_>>(),
+        ["echoed 4000000 bytes on 4 connections"],
+        "{both}"
+    );
     let st = &engine.stats;
     assert_eq!(st.apps_attached.load(Ordering::Relaxed), 2);
     assert_eq!(st.bytes_moved.load(Ordering::Relaxed), 8_000_000);

@@ -10,8 +10,11 @@
  *                                      on each (non-blocking sends), verifies the echo in
  *                                      place with rx_peek, and prints "ok"
  *
- * Both wait with sluice_poll_many. The engine is found through $SLUICE_SOCKET.
- * Exit status 0 on success.
+ * Both wait with sluice_poll_many, without a deadline: how long the peer takes is not
+ * this program's to judge (on a loaded machine it may not run for seconds), and a side that
+ * gave up would exit without closing, so the engine would reset its peer's connections
+ * mid-stream (the caller bounds the whole run instead). The engine is found through
+ * $SLUICE_SOCKET. Exit status 0 on success.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +27,8 @@
 #include "sluice.h"
 
 #define MAX_CONNS 64
+/* sluice_poll_many's timeout for "until something is ready". */
+#define WAIT_FOREVER -1
 
 static int fail(const char *what) {
     fprintf(stderr, "zero_copy_echo: %s: %s\n", what, strerror(errno));
@@ -116,7 +121,7 @@ static int server(int nconns) {
             if (sluice_available(e->s) > 0) fds[n].events = SLUICE_POLLOUT;
             n++;
         }
-        if (n > 0 && sluice_poll_many(fds, n, 10000) <= 0) return fail("poll (server)");
+        if (n > 0 && sluice_poll_many(fds, n, WAIT_FOREVER) < 0) return fail("poll (server)");
     }
     size_t total = 0;
     for (int i = 0; i < nconns; i++) {
@@ -221,7 +226,7 @@ static int client(const char *ip, int port, int nconns, size_t bytes) {
             fds[n].revents = 0;
             n++;
         }
-        if (n > 0 && sluice_poll_many(fds, n, 10000) <= 0) return fail("poll (client)");
+        if (n > 0 && sluice_poll_many(fds, n, WAIT_FOREVER) < 0) return fail("poll (client)");
     }
     for (int i = 0; i < nconns; i++) sluice_close(flows[i].s);
     printf("ok %d connections, %zu bytes each\n", nconns, bytes);
