@@ -57,6 +57,13 @@ pub enum LabError {
     Device(sluice_device::DeviceError),
     /// A thread the lab started (the SYN flood's) panicked.
     Panicked(&'static str),
+    /// A file the lab reads or writes itself (/proc/sys, its saved settings) failed.
+    Io {
+        /// What it was doing.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for LabError {
@@ -104,6 +111,7 @@ impl fmt::Display for LabError {
             }
             LabError::Device(e) => write!(f, "{e}"),
             LabError::Panicked(what) => write!(f, "{what} panicked"),
+            LabError::Io { what, source } => write!(f, "cannot {what}: {source}"),
         }
     }
 }
@@ -111,7 +119,9 @@ impl fmt::Display for LabError {
 impl std::error::Error for LabError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LabError::Spawn { source, .. } | LabError::Lock { source, .. } => Some(source),
+            LabError::Spawn { source, .. }
+            | LabError::Lock { source, .. }
+            | LabError::Io { source, .. } => Some(source),
             LabError::Device(e) => Some(e),
             _ => None,
         }

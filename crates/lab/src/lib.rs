@@ -14,6 +14,9 @@
 //! With [`Lab::up_mtp`] engines A and E reach each other only through two `sluice switch`
 //! processes with two parallel links between them ([`mtp`], issue 17).
 //!
+//! While the lab is up its bridge skips the host's netfilter hooks ([`BridgeNetfilter`]:
+//! `bridge-nf-call-*tables` = 0, restored on teardown where the setting is host-wide).
+//!
 //! [`presets`] gives the engine its lab options (`EngineOptions::lab`) and the lab's part in
 //! opening the engine's device.
 //!
@@ -21,6 +24,7 @@
 //! processes), builds the lab, and tears it down when dropped, also when the test panics.
 #![forbid(unsafe_code)]
 
+mod bridge_nf;
 pub mod command;
 mod error;
 pub mod flood;
@@ -30,6 +34,7 @@ pub mod netns;
 pub mod presets;
 pub mod switched;
 
+pub use bridge_nf::{BridgeNetfilter, BRIDGE_NF_KEYS};
 pub use error::LabError;
 pub use lock::LabLock;
 pub use mtp::{mtp_switch_args, MtpSwitch, NS_MTP_S1, NS_MTP_S2, UPLINK_IMPAIRMENTS};

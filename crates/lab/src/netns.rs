@@ -135,6 +135,8 @@ impl Lab {
         )?;
         self.ip_in(NS_CLIENT, &["addr", "replace", &prefix, "dev", BRIDGE])?;
         self.ip_in(NS_CLIENT, &["link", "set", BRIDGE, "up"])?;
+        // Every side's frames cross br0: none of them through the host's netfilter hooks.
+        self.bridge_netfilter_off()?;
 
         // sluice-a: the engine's veth, no kernel address, no ARP answers.
         self.veth_to_bridge(NS_ENGINE, ENGINE_IFACE, ENGINE_PEER)?;
@@ -217,7 +219,7 @@ impl Lab {
                 self.ip(&["netns", "del", ns])?;
             }
         }
-        Ok(())
+        self.restore_bridge_netfilter()
     }
 
     /// The lab namespaces that exist now (the switched lab's included).

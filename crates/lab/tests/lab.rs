@@ -74,6 +74,23 @@ fn lab_up_is_idempotent_and_down_removes_everything() {
             lab.mac_of(NS_CLIENT, BRIDGE).unwrap(),
             mac_string(BRIDGE_MAC)
         );
+        // br0's frames skip the host's netfilter hooks (or br_netfilter is not loaded).
+        let bridge_nf = lab.bridge_netfilter().unwrap();
+        assert!(
+            !matches!(bridge_nf, sluice_lab::BridgeNetfilter::On(_)),
+            "{bridge_nf}"
+        );
+        if std::path::Path::new("/proc/sys/net/bridge").exists()
+            && lab
+                .exec(NS_CLIENT, &["sysctl", "-n", sluice_lab::BRIDGE_NF_KEYS[0]])
+                .unwrap()
+                .status
+                .success()
+        {
+            for key in sluice_lab::BRIDGE_NF_KEYS {
+                assert_eq!(lab.sysctl_get(NS_CLIENT, key).unwrap(), "0", "{key}");
+            }
+        }
         // The second engine's veth: as sl-a's, no address, no ARP answers.
         let addrs = lab
             .ip_in(
