@@ -49,8 +49,10 @@ command -v curl >/dev/null 2>&1 || apps+=(curl)
 pkg_ok libibverbs-dev || apps+=(libibverbs-dev)
 command -v ibv_devices >/dev/null 2>&1 || apps+=(ibverbs-utils)
 command -v ib_write_bw >/dev/null 2>&1 || apps+=(perftest)
-# `sluice bench verbs`: sockperf ping-pong is its TCP latency baseline.
+# `sluice bench verbs`: sockperf ping-pong is its TCP latency baseline; `sluice bench` runs
+# sockperf and memcached's own load generator (memcaslap) against Linux and the engine.
 command -v sockperf >/dev/null 2>&1 || apps+=(sockperf)
+command -v memcaslap >/dev/null 2>&1 || apps+=(libmemcached-tools)
 if [ ${#apps[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   # Debian starts a package's service on install; the harness starts these programs itself,

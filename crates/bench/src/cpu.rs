@@ -26,6 +26,20 @@ pub fn parse_busy(stat: &str) -> Option<f64> {
     Some(busy as f64 / USER_HZ)
 }
 
+/// Machine-wide softirq CPU seconds since boot (all cores), or None when /proc/stat is
+/// unreadable: the kernel's receive and transmit processing, which no process is charged.
+pub fn softirq_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_softirq(&stat)
+}
+
+/// The softirq field (the seventh) of /proc/stat's `cpu` line, in seconds.
+pub fn parse_softirq(stat: &str) -> Option<f64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(7)?.parse().ok()?;
+    Some(ticks as f64 / USER_HZ)
+}
+
 /// A process's user+system CPU seconds, or None when it is gone.
 pub fn process_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -109,6 +123,9 @@ mod tests {
         // (100+5+50+3+2) ticks = 1.6 s; idle and iowait are not busy.
         assert_eq!(parse_busy(stat), Some(1.6));
         assert_eq!(parse_busy("intr 1 2\n"), None);
+        // softirq is the seventh value: 2 ticks.
+        assert_eq!(parse_softirq(stat), Some(0.02));
+        assert_eq!(parse_softirq("cpu  1 2 3\n"), None);
         let pid = "4242 (sluice engine) S 1 4242 4242 0 -1 4194560 10 0 0 0 250 50 0 0 20 0 \
                    3 0 100 0 0";
         assert_eq!(parse_process(pid), Some(3.0));

@@ -6,6 +6,10 @@
 //! - Client role: the engine (sluice-a) and then `sluice loadgen` in sluice-k drive
 //!   `sluice kserve` in sluice-b (10.77.0.2). Either way the two sides are one veth and the
 //!   bridge away from their peer.
+//! - Outside programs ([`outside`], issue 18): Debian's sockperf (64 B ping-pong and
+//!   throughput) and memcached with memcaslap, the standard server on Linux (sluice-k) and
+//!   under `sluice run` on the engine, the same client in sluice-b; CPU per operation of
+//!   both sides beside every throughput.
 //!
 //! Also the unmodified-program harness ([`apps`]: `sluice bench apps`, `sluice appcheck`),
 //! the Linux helpers ([`loadgen`], [`kserve`]), and the pieces the experiments build their
@@ -13,6 +17,8 @@
 #![forbid(unsafe_code)]
 
 pub mod apps;
+mod cells;
+pub mod cpu;
 mod engine_client;
 mod engine_side;
 mod error;
@@ -21,8 +27,10 @@ pub mod kserve;
 pub mod loadgen;
 mod measure;
 pub mod mtp;
+pub mod outside;
 mod plan;
 mod report;
+pub mod sockperf;
 pub mod verbs;
 
 use std::collections::BTreeMap;
@@ -72,7 +80,7 @@ pub struct BenchArgs {
     #[arg(long)]
     busy_poll: bool,
     /// Run only these workloads (comma-separated names: rpc-1, rpc-16, stream-up,
-    /// stream-down, connect-4); all by default.
+    /// stream-down, connect-4, sockperf-pp, sockperf-tp, memcached); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Leave the lab up afterwards.
@@ -104,7 +112,10 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
     progress("bringing the lab up");
     let result = lab.up().map_err(BenchError::from).and_then(|()| {
         prepare(&lab)?;
-        measure_all(args)
+        let bridge = lab.bridge_netfilter()?;
+        let mut report = measure_all(args)?;
+        report.setup.insert("bridge", bridge.to_string());
+        Ok(report)
     });
     if !args.keep_lab {
         progress("tearing the lab down");
@@ -198,77 +209,44 @@ fn finish(row: Row) -> Result<Row, BenchError> {
     }
 }
 
-/// Runs every workload in both roles on both sides.
+/// Runs every workload in both roles on both sides, then the outside programs.
 fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
     let timing = Timing::new(args.quick, args.seconds);
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     let workloads: Vec<Workload> = WORKLOADS
         .into_iter()
-        .filter(|w| args.only.is_empty() || args.only.contains(&w.name()))
+        .filter(|w| wanted(&w.name()))
         .collect();
-    if workloads.is_empty() {
-        let names: Vec<String> = WORKLOADS.iter().map(|w| w.name()).collect();
+    let outside_workloads: Vec<outside::Workload> = outside::Workload::ALL
+        .into_iter()
+        .filter(|w| wanted(w.name()))
+        .collect();
+    if workloads.is_empty() && outside_workloads.is_empty() {
+        let names: Vec<String> = WORKLOADS
+            .iter()
+            .map(|w| w.name())
+            .chain(outside::Workload::ALL.iter().map(|w| w.name().to_string()))
+            .collect();
         return Err(BenchError::Usage(format!(
             "--only names no workload; they are {}",
             names.join(", ")
         )));
     }
-    let mut p = Progress {
-        done: 0,
-        total: workloads.len() * 4,
-        began: Instant::now(),
-    };
-    let mut rows = Vec::new();
-
-    // Server role, engine side: Linux clients in sluice-b against the engine.
     let spec = engine_side::EngineSpec {
         backend: args.backend,
         idle_before_sleep: (!args.busy_poll)
             .then(|| std::time::Duration::from_micros(args.engine_idle_us)),
     };
-    let server = engine_side::EngineServer::start(spec)?;
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    for &w in &workloads {
-        let target = addr(ENGINE_IP, w);
-        p.start(Role::Server, Side::Engine, w, target);
-        let cpu0 = server.cpu_seconds();
-        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
-        let mut row = Row::new(Role::Server, Side::Engine, w, target.to_string(), &m);
-        row.server_cores = (server.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
-        rows.push(finish(row)?);
-    }
-    server.stop()?;
-
-    // Server role, Linux side: the same clients against kernel servers in sluice-k.
-    let kernel = KernelServers::start(NS_KERNEL)?;
-    for &w in &workloads {
-        let target = addr(KERNEL_IP, w);
-        p.start(Role::Server, Side::Linux, w, target);
-        let cpu0 = kernel.cpu_seconds();
-        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
-        let mut row = Row::new(Role::Server, Side::Linux, w, target.to_string(), &m);
-        row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
-        rows.push(finish(row)?);
-    }
-    drop(kernel);
-
-    // Client role: the engine, then Linux clients in sluice-k, against kernel servers in sluice-b.
-    let kernel = KernelServers::start(NS_CLIENT)?;
-    for &w in &workloads {
-        let target = addr(CLIENT_IP, w);
-        for side in [Side::Engine, Side::Linux] {
-            p.start(Role::Client, side, w, target);
-            let cpu0 = kernel.cpu_seconds();
-            let m = match side {
-                Side::Engine => engine_side::run_client(spec, w, CLIENT_IP, w.port(), timing)?,
-                Side::Linux => run_loadgen(NS_KERNEL, w, target, timing)?,
-            };
-            let mut row = Row::new(Role::Client, side, w, target.to_string(), &m);
-            row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
-            rows.push(finish(row)?);
-        }
-    }
-    drop(kernel);
-
+    let rows = if workloads.is_empty() {
+        Vec::new()
+    } else {
+        measure_own(spec, &workloads, timing)?
+    };
+    let outside_table = if outside_workloads.is_empty() {
+        outside::OutsideTable::default()
+    } else {
+        measure_outside(args, &outside_workloads, timing)?
+    };
     let mut setup = BTreeMap::new();
     setup.insert(
         "engine",
@@ -292,6 +270,23 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
          scheduled on any core; clients with tcp_tw_reuse=1, ports 10000-65535"
             .to_string(),
     );
+    if !outside_table.rows.is_empty() {
+        setup.insert(
+            "outside",
+            format!(
+                "the outside rows' Linux baseline is the standard program (sockperf server, \
+                 memcached) in sluice-k, the rows above use sluice kserve as a second one; on \
+                 the engine the same program runs under `sluice run` on `sluice engine --lab \
+                 --backend {} {}` (the service engine; application threads poll 10 ms before \
+                 sleeping, its default); clients in sluice-b: sockperf pp/tp --tcp -m {} \
+                 (pp with --full-rtt: round-trip percentiles), memcaslap -T 1 -c {}",
+                backend_name(args.backend),
+                service_engine_args(args).join(" "),
+                outside::rows::MESSAGE_BYTES,
+                outside::rows::MEMCASLAP_CONCURRENCY,
+            ),
+        );
+    }
     setup.insert(
         "clients",
         "sluice loadgen on kernel sockets (sluice-b for the server role, sluice-k for the \
@@ -307,7 +302,101 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
         setup,
         results: rows,
         ratios: Vec::new(),
+        outside: outside_table,
     };
     report.compute_ratios();
     Ok(report)
+}
+
+/// The bench's own workloads (loadgen and kserve, the engine embedded): both roles, both
+/// sides.
+fn measure_own(
+    spec: engine_side::EngineSpec,
+    workloads: &[Workload],
+    timing: Timing,
+) -> Result<Vec<Row>, BenchError> {
+    let mut p = Progress {
+        done: 0,
+        total: workloads.len() * 4,
+        began: Instant::now(),
+    };
+    let mut rows = Vec::new();
+
+    // Server role, engine side: Linux clients in sluice-b against the engine.
+    let server = engine_side::EngineServer::start(spec)?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for &w in workloads {
+        let target = addr(ENGINE_IP, w);
+        p.start(Role::Server, Side::Engine, w, target);
+        let cpu0 = server.cpu_seconds();
+        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
+        let mut row = Row::new(Role::Server, Side::Engine, w, target.to_string(), &m);
+        row.server_cores = (server.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+        rows.push(finish(row)?);
+    }
+    server.stop()?;
+
+    // Server role, Linux side: the same clients against kernel servers in sluice-k.
+    let kernel = KernelServers::start(NS_KERNEL)?;
+    for &w in workloads {
+        let target = addr(KERNEL_IP, w);
+        p.start(Role::Server, Side::Linux, w, target);
+        let cpu0 = kernel.cpu_seconds();
+        let m = run_loadgen(NS_CLIENT, w, target, timing)?;
+        let mut row = Row::new(Role::Server, Side::Linux, w, target.to_string(), &m);
+        row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+        rows.push(finish(row)?);
+    }
+    drop(kernel);
+
+    // Client role: the engine, then Linux clients in sluice-k, against kernel servers in sluice-b.
+    let kernel = KernelServers::start(NS_CLIENT)?;
+    for &w in workloads {
+        let target = addr(CLIENT_IP, w);
+        for side in [Side::Engine, Side::Linux] {
+            p.start(Role::Client, side, w, target);
+            let cpu0 = kernel.cpu_seconds();
+            let m = match side {
+                Side::Engine => engine_side::run_client(spec, w, CLIENT_IP, w.port(), timing)?,
+                Side::Linux => run_loadgen(NS_KERNEL, w, target, timing)?,
+            };
+            let mut row = Row::new(Role::Client, side, w, target.to_string(), &m);
+            row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+            rows.push(finish(row)?);
+        }
+    }
+    drop(kernel);
+    Ok(rows)
+}
+
+/// The outside programs' rows: the service engine (`sluice engine --lab`, polling as the
+/// embedded one: `--idle-us`) under `sluice run`, against Linux.
+fn measure_outside(
+    args: &BenchArgs,
+    workloads: &[outside::Workload],
+    timing: Timing,
+) -> Result<outside::OutsideTable, BenchError> {
+    let exe =
+        std::env::current_exe().map_err(|e| BenchError::io("find the sluice executable", e))?;
+    let harness = |e: apps::AppsError| BenchError::Helper {
+        what: "the outside programs' harness".into(),
+        detail: e.to_string(),
+    };
+    let h = apps::Harness::new(exe, backend_name(args.backend))
+        .map_err(harness)?
+        .with_engine_args(&service_engine_args(args));
+    // sockperf's -t and memcaslap's -t take whole seconds.
+    let seconds = (timing.seconds + timing.warmup).ceil().max(1.0) as u32;
+    Ok(outside::measure_all(&h, workloads, seconds))
+}
+
+/// `sluice engine` flags for the outside rows: the bench's idle policy.
+fn service_engine_args(args: &BenchArgs) -> Vec<String> {
+    // --busy-poll: an idle spell longer than any run.
+    let idle_us = if args.busy_poll {
+        u64::from(u32::MAX)
+    } else {
+        args.engine_idle_us
+    };
+    vec!["--idle-us".into(), idle_us.to_string()]
 }

@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cells::fmt_num;
 use crate::measure::Measurement;
+use crate::outside::OutsideTable;
 use crate::plan::{Kind, Workload};
 
 /// Which role the side under test plays.
@@ -94,7 +96,7 @@ impl Row {
     pub fn summary(&self) -> String {
         METRICS
             .iter()
-            .filter_map(|k| Some(format!("{k} {}", fmt_value(*self.metrics.get(k)?))))
+            .filter_map(|k| Some(format!("{k} {}", fmt_num(*self.metrics.get(k)?))))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -146,6 +148,8 @@ pub struct Report {
     pub results: Vec<Row>,
     /// Engine/Linux per metric.
     pub ratios: Vec<Ratio>,
+    /// The outside programs' rows (sockperf, memcached).
+    pub outside: OutsideTable,
 }
 
 impl Report {
@@ -186,11 +190,13 @@ impl Report {
         for (k, v) in &self.setup {
             let _ = writeln!(t, "  {k}: {v}");
         }
-        let _ = writeln!(
-            t,
-            "{:<7} {:<12} {:<14} {:>12} {:>12} {:>8}  {:>11}",
-            "role", "workload", "metric", "engine", "linux", "eng/lnx", "cores e/l"
-        );
+        if !self.ratios.is_empty() {
+            let _ = writeln!(
+                t,
+                "{:<7} {:<12} {:<14} {:>12} {:>12} {:>8}  {:>11}",
+                "role", "workload", "metric", "engine", "linux", "eng/lnx", "cores e/l"
+            );
+        }
         for r in &self.ratios {
             let cores = |side| {
                 self.results
@@ -208,24 +214,14 @@ impl Report {
                 role,
                 r.workload,
                 r.metric,
-                fmt_value(r.engine),
-                fmt_value(r.linux),
+                fmt_num(r.engine),
+                fmt_num(r.linux),
                 r.ratio,
                 cores(Side::Engine),
                 cores(Side::Linux),
             );
         }
+        t.push_str(&self.outside.render());
         t
-    }
-}
-
-/// A number with as many decimals as it needs.
-fn fmt_value(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }

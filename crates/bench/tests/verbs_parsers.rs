@@ -3,7 +3,8 @@
 //! sockperf ping-pong over Linux TCP and over Sluice TCP, iperf3 -J over Linux TCP.
 
 use sluice_bench::apps::tools::iperf3;
-use sluice_bench::verbs::{perftest, sockperf};
+use sluice_bench::sockperf;
+use sluice_bench::verbs::perftest;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6 * b.abs().max(1.0)

@@ -1,6 +1,7 @@
 //! `sluice bench --quick --json` end to end in the lab (needs root: the test is
 //! `#[ignore]`d, and scripts/test.sh runs it as root):
-//! every workload is measured for both sides in both roles, with positive, finite numbers.
+//! every workload is measured for both sides in both roles, with positive, finite numbers,
+//! and so are the outside programs' rows (sockperf, memcached) with CPU per operation.
 //! No performance assertion: the numbers are reported, not tested (house rule 5).
 
 use std::process::Command;
@@ -60,5 +61,50 @@ fn quick_bench_reports_every_workload_for_both_sides() {
     assert!(ratios.iter().all(|r| r["ratio"]
         .as_f64()
         .is_some_and(|x| x.is_finite() && x > 0.0)));
+    outside_rows_have_numbers_and_cpu(&report, &stderr);
+    let bridge = report["setup"]["bridge"].as_str().unwrap_or_default();
+    assert!(
+        bridge.contains("br_netfilter not loaded") || bridge.contains("= 0"),
+        "the lab's bridge still calls netfilter: {bridge:?}"
+    );
     lab.teardown().expect("lab down and no namespace left");
+}
+
+/// Every outside workload ran on both sides, with positive metrics and CPU per operation
+/// (the engine's own on Sluice, the softirq time on Linux).
+fn outside_rows_have_numbers_and_cpu(report: &Value, stderr: &str) {
+    let rows = report["outside"]["rows"].as_array().expect("outside rows");
+    for workload in ["sockperf-pp", "sockperf-tp", "memcached"] {
+        for side in ["engine", "linux"] {
+            let row = rows
+                .iter()
+                .find(|r| r["workload"] == workload && r["side"] == side)
+                .unwrap_or_else(|| panic!("no outside {workload}/{side} row:\n{stderr}"));
+            let m = &row["result"]["Ok"];
+            assert!(
+                m.is_object(),
+                "outside {workload}/{side} failed: {}",
+                row["result"]["Err"]
+            );
+            let metrics = m["metrics"].as_array().expect("metrics");
+            assert!(!metrics.is_empty());
+            for pair in metrics {
+                let v = pair[1].as_f64().unwrap_or(f64::NAN);
+                assert!(v.is_finite() && v > 0.0, "{workload}/{side} {pair}");
+            }
+            let other = if side == "engine" {
+                "engine_us"
+            } else {
+                "softirq_us"
+            };
+            for cpu in ["app_us", "busy_us", other] {
+                let v = m["cpu"][cpu].as_f64().unwrap_or(f64::NAN);
+                assert!(
+                    v.is_finite() && v >= 0.0,
+                    "{workload}/{side} cpu {cpu} = {v}"
+                );
+            }
+            assert!(m["cpu"]["busy_us"].as_f64().is_some_and(|v| v > 0.0));
+        }
+    }
 }

@@ -46,6 +46,14 @@ impl Running {
         self.server.addr()
     }
 
+    /// The program's pid, and its engine's on Side::Engine (for their CPU time).
+    pub fn pids(&self) -> (u32, Option<u32>) {
+        (
+            self.server.pid(),
+            self.engine.as_ref().map(EngineProcess::pid),
+        )
+    }
+
     /// Fails (with the logs) if the program or its engine has exited.
     pub fn check_alive(&mut self) -> Result<(), AppsError> {
         self.server.check_alive()?;

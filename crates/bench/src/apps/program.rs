@@ -41,6 +41,16 @@ pub const CURL: Program = Program {
     name: "curl",
     package: "curl",
 };
+/// sockperf (server and client).
+pub const SOCKPERF: Program = Program {
+    name: "sockperf",
+    package: "sockperf",
+};
+/// memcaslap (libmemcached's memaslap): memcached's load generator.
+pub const MEMCASLAP: Program = Program {
+    name: "memcaslap",
+    package: "libmemcached-tools",
+};
 /// python3.
 pub const PYTHON3: Program = Program {
     name: "python3",

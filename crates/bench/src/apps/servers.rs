@@ -28,17 +28,20 @@ pub enum App {
     PythonHttp,
     /// The harness's python threaded echo server (echo_server.py).
     PythonEcho,
+    /// `sockperf server` over TCP (the ping-pong and throughput rows of `sluice bench`).
+    Sockperf,
 }
 
 impl App {
     /// Every server program.
-    pub const ALL: [App; 6] = [
+    pub const ALL: [App; 7] = [
         App::Redis,
         App::Memcached,
         App::Nginx,
         App::Iperf3,
         App::PythonHttp,
         App::PythonEcho,
+        App::Sockperf,
     ];
 
     /// Its short name.
@@ -50,6 +53,7 @@ impl App {
             App::Iperf3 => "iperf3",
             App::PythonHttp => "python-http",
             App::PythonEcho => "python-echo",
+            App::Sockperf => "sockperf",
         }
     }
 
@@ -62,6 +66,7 @@ impl App {
             App::Iperf3 => 5201,
             App::PythonHttp => 8000,
             App::PythonEcho => 7000,
+            App::Sockperf => 11111,
         }
     }
 
@@ -73,6 +78,7 @@ impl App {
             App::Nginx => program::NGINX,
             App::Iperf3 => program::IPERF3,
             App::PythonHttp | App::PythonEcho => program::PYTHON3,
+            App::Sockperf => program::SOCKPERF,
         }
     }
 
@@ -153,6 +159,12 @@ impl App {
                 push(&"-u");
                 push(&script);
                 for a in ["--bind", "0.0.0.0", "--port", &port] {
+                    push(&a);
+                }
+            }
+            App::Sockperf => {
+                let ip = ip.to_string();
+                for a in ["server", "--tcp", "-i", &ip, "-p", &port] {
                     push(&a);
                 }
             }

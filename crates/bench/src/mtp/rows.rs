@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::verbs::cpu::CpuUse;
+use crate::cpu::CpuUse;
 use crate::verbs::hosts::Hosts;
 use crate::verbs::table::{Bw, CpuPerOp, Lat};
 

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::verbs::table::{fmt_num, fmt_opt, ratio, short, Bw, Lat};
+use crate::cells::{fmt_num, fmt_opt, ratio, short};
+use crate::verbs::table::{Bw, Lat};
 
 /// What carried the operations of a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -16,12 +16,12 @@ use sluice_lab::{
     command, ENGINE2_IFACE, ENGINE2_IP, KERNEL_IP, NS_CLIENT, NS_ENGINE2, PREFIX_LEN,
 };
 
-use super::cpu::{CpuMeter, CpuUse};
 use super::table::Stack;
 use crate::apps::engine::EngineProcess;
 use crate::apps::error::AppsError;
 use crate::apps::process::{output_tail, run_captured, tail_lines, Supervised};
 use crate::apps::program::Program;
+use crate::cpu::{CpuMeter, CpuUse};
 
 /// Engine flags of the verbs lab (scripts/verbs-demo.sh): poll 20 us before sleeping.
 pub const ENGINE_FLAGS: [&str; 4] = ["--idle-us", "20", "--app-idle-us", "200"];

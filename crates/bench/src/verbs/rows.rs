@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use super::cpu::CpuUse;
 use super::hosts::Hosts;
+use super::perftest;
 use super::table::{Bw, CpuPerOp, Lat, Stack};
-use super::{perftest, sockperf};
 use crate::apps::program::{Program, IPERF3};
 use crate::apps::tools::iperf3;
+use crate::cpu::CpuUse;
+use crate::sockperf;
 
 /// perftest's devices: the Sluice provider's sluice0, GID index 0.
 const PERFTEST_DEVICE: [&str; 5] = ["-d", "sluice0", "-x", "0", "-F"];
@@ -31,10 +32,7 @@ const IPERF3_PORT: u16 = 5201;
 const PERFTEST_LIMIT: Duration = Duration::from_secs(90);
 
 /// sockperf (Debian's package).
-pub const SOCKPERF: Program = Program {
-    name: "sockperf",
-    package: "sockperf",
-};
+pub const SOCKPERF: Program = crate::apps::program::SOCKPERF;
 
 /// The perftest program of a latency or bandwidth row.
 pub fn perftest_program(stack: Stack, bw: bool) -> Program {

@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use crate::cells::{fmt_num, fmt_opt, ratio, short};
+
 /// What carried the operations of a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stack {
@@ -94,28 +96,6 @@ pub struct Table {
     pub lat: Vec<LatRow>,
     /// Bandwidth rows, in the order measured.
     pub bw: Vec<BwRow>,
-}
-
-/// `a / b` as `1.23x`, or n/a.
-pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-        _ => "n/a".into(),
-    }
-}
-
-pub(crate) fn fmt_num(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-pub(crate) fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or("-".into(), fmt_num)
 }
 
 impl Table {
@@ -283,17 +263,6 @@ impl Table {
         t
     }
 }
-
-/// A failure's first [`ROW_REASON`] characters (the whole reason is listed under the table).
-pub(crate) fn short(reason: &str) -> String {
-    match reason.char_indices().nth(ROW_REASON) {
-        Some((i, _)) => format!("{}...", &reason[..i]),
-        None => reason.to_string(),
-    }
-}
-
-/// How much of a failure's reason its row shows.
-const ROW_REASON: usize = 120;
 
 /// `what: met|not met (per size)`.
 fn goal_line(what: &str, per_size: &[(u64, Option<bool>)]) -> String {
