@@ -138,7 +138,16 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
     } else {
         print!("{}", report.table());
     }
-    Ok(())
+    // An engine row that failed is a finding; a Linux baseline that failed is a broken run.
+    let linux = report.outside.failed_on(apps::Side::Linux);
+    if linux.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Helper {
+            what: "the outside programs' Linux baseline".into(),
+            detail: format!("failed for {} (reasons above)", linux.join(", ")),
+        })
+    }
 }
 
 /// Linux clients make a connection per request in the connect workload and close first:

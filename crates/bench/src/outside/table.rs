@@ -42,6 +42,15 @@ impl OutsideTable {
             .collect()
     }
 
+    /// The workloads that failed on `side`.
+    pub fn failed_on(&self, side: Side) -> Vec<&'static str> {
+        self.rows
+            .iter()
+            .filter(|r| r.side == side.name() && r.result.is_err())
+            .map(|r| r.workload.name())
+            .collect()
+    }
+
     /// Rows that produced no number, as `workload side: why`.
     pub fn failures(&self) -> Vec<String> {
         self.rows
