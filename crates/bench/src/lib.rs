@@ -338,9 +338,11 @@ fn measure_own(
         let target = addr(ENGINE_IP, w);
         p.start(Role::Server, Side::Engine, w, target);
         let cpu0 = server.cpu_seconds();
+        let machine0 = MachineCpu::now();
         let m = run_loadgen(NS_CLIENT, w, target, timing)?;
         let mut row = Row::new(Role::Server, Side::Engine, w, target.to_string(), &m);
         row.server_cores = (server.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+        machine0.set_cores_since(&mut row, timing);
         rows.push(finish(row)?);
     }
     server.stop()?;
@@ -351,9 +353,11 @@ fn measure_own(
         let target = addr(KERNEL_IP, w);
         p.start(Role::Server, Side::Linux, w, target);
         let cpu0 = kernel.cpu_seconds();
+        let machine0 = MachineCpu::now();
         let m = run_loadgen(NS_CLIENT, w, target, timing)?;
         let mut row = Row::new(Role::Server, Side::Linux, w, target.to_string(), &m);
         row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+        machine0.set_cores_since(&mut row, timing);
         rows.push(finish(row)?);
     }
     drop(kernel);
@@ -365,17 +369,45 @@ fn measure_own(
         for side in [Side::Engine, Side::Linux] {
             p.start(Role::Client, side, w, target);
             let cpu0 = kernel.cpu_seconds();
+            let machine0 = MachineCpu::now();
             let m = match side {
                 Side::Engine => engine_side::run_client(spec, w, CLIENT_IP, w.port(), timing)?,
                 Side::Linux => run_loadgen(NS_KERNEL, w, target, timing)?,
             };
             let mut row = Row::new(Role::Client, side, w, target.to_string(), &m);
             row.server_cores = (kernel.cpu_seconds() - cpu0) / (timing.seconds + timing.warmup);
+            machine0.set_cores_since(&mut row, timing);
             rows.push(finish(row)?);
         }
     }
     drop(kernel);
     Ok(rows)
+}
+
+/// The machine's busy and softirq CPU seconds at one instant (/proc/stat).
+struct MachineCpu {
+    busy: Option<f64>,
+    softirq: Option<f64>,
+}
+
+impl MachineCpu {
+    fn now() -> MachineCpu {
+        MachineCpu {
+            busy: cpu::busy_seconds(),
+            softirq: cpu::softirq_seconds(),
+        }
+    }
+
+    /// Sets `row`'s machine-wide busy and softirq cores since `self`, over a run's window.
+    fn set_cores_since(&self, row: &mut Row, timing: Timing) {
+        let now = MachineCpu::now();
+        let window = timing.seconds + timing.warmup;
+        let cores = |a: Option<f64>, b: Option<f64>| {
+            a.zip(b).map_or(0.0, |(a, b)| (b - a).max(0.0) / window)
+        };
+        row.busy_cores = cores(self.busy, now.busy);
+        row.softirq_cores = cores(self.softirq, now.softirq);
+    }
 }
 
 /// The outside programs' rows: the service engine (`sluice engine --lab`, polling as the
