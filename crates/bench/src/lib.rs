@@ -83,6 +83,11 @@ pub struct BenchArgs {
     /// stream-down, connect-4, sockperf-pp, sockperf-tp, memcached); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Extra arguments for the outside rows' `sluice engine` (repeat it:
+    /// `--engine-arg=--app-idle-us --engine-arg=100`); `--idle-us` here replaces the one
+    /// `--engine-idle-us` gives.
+    #[arg(long = "engine-arg", allow_hyphen_values = true)]
+    engine_args: Vec<String>,
     /// Leave the lab up afterwards.
     #[arg(long)]
     keep_lab: bool,
@@ -431,13 +436,18 @@ fn measure_outside(
     Ok(outside::measure_all(&h, workloads, seconds))
 }
 
-/// `sluice engine` flags for the outside rows: the bench's idle policy.
+/// `sluice engine` flags for the outside rows: the bench's idle policy, then `--engine-arg`s.
 fn service_engine_args(args: &BenchArgs) -> Vec<String> {
-    // --busy-poll: an idle spell longer than any run.
-    let idle_us = if args.busy_poll {
-        u64::from(u32::MAX)
-    } else {
-        args.engine_idle_us
-    };
-    vec!["--idle-us".into(), idle_us.to_string()]
+    let mut flags = Vec::new();
+    if !args.engine_args.iter().any(|a| a.starts_with("--idle-us")) {
+        // --busy-poll: an idle spell longer than any run.
+        let idle_us = if args.busy_poll {
+            u64::from(u32::MAX)
+        } else {
+            args.engine_idle_us
+        };
+        flags.extend(["--idle-us".to_string(), idle_us.to_string()]);
+    }
+    flags.extend(args.engine_args.iter().cloned());
+    flags
 }

@@ -42,6 +42,9 @@ fn quick_bench_reports_every_workload_for_both_sides() {
                     .iter()
                     .find(|r| r["role"] == role && r["side"] == side && r["workload"] == workload)
                     .unwrap_or_else(|| panic!("no {role}/{side}/{workload} row:\n{stderr}"));
+                // The machine-wide busy time behind CPU per operation was read.
+                let busy = row["busy_cores"].as_f64().unwrap_or(f64::NAN);
+                assert!(busy > 0.0, "{role}/{side}/{workload} busy_cores = {busy}");
                 for metric in metrics_of(workload) {
                     let v = row["metrics"][metric].as_f64().unwrap_or(f64::NAN);
                     assert!(
