@@ -99,6 +99,7 @@ impl MtpStack {
                 }
                 probed = true;
                 st.inflight = false;
+                st.resent_by_timer = true;
                 msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                 if msg.queue_retx(n) {
                     self.counters.retx_timeout += 1;

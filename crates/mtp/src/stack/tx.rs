@@ -146,6 +146,9 @@ impl MtpStack {
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
+        if !st.sent {
+            st.first_sent_at = now;
+        }
         st.sent = true;
         st.inflight = true;
         st.sent_at = now;
