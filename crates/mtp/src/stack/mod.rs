@@ -228,6 +228,22 @@ impl MtpStack {
         data: &[u8],
         opts: SendOptions,
     ) -> Result<u32, SendError> {
+        if data.len() > self.cfg.max_message_len as usize {
+            return Err(SendError::TooLong(data.len()));
+        }
+        self.send_message_owned(now, ep, dst, data.to_vec(), opts)
+    }
+
+    /// [`MtpStack::send_message`] of bytes the caller already copied out (the engine reads
+    /// them from an application's memory): kept as they are, not copied again.
+    pub fn send_message_owned(
+        &mut self,
+        now: Nanos,
+        ep: EndpointId,
+        dst: SocketAddrV4,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<u32, SendError> {
         let _ = now;
         let src_port = self
             .endpoints
@@ -259,7 +275,7 @@ impl MtpStack {
             id,
             priority: opts.priority,
             tc: opts.tc,
-            data: data.to_vec(),
+            data,
             mss: self.mss,
             pkt: vec![PktState::default(); pkts],
             acked: 0,
