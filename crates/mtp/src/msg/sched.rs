@@ -16,13 +16,23 @@ pub struct Scheduler {
 impl Scheduler {
     /// Sets message `id`'s place (or removes it when `wants` is false).
     pub fn update(&mut self, id: u32, priority: u8, remaining: u64, wants: bool) {
-        if let Some(old) = self.key_of.remove(&id) {
+        let k = (Reverse(priority), remaining, id);
+        let old = if wants {
+            // Called per packet sent and acknowledged (issue 17): an unchanged place is left
+            // alone, and a new one is inserted before the old goes, so that a set of one
+            // never empties (emptied, the tree frees its node and allocates it again).
+            match self.key_of.insert(id, k) {
+                Some(old) if old == k => return,
+                old => {
+                    self.order.insert(k);
+                    old
+                }
+            }
+        } else {
+            self.key_of.remove(&id)
+        };
+        if let Some(old) = old {
             self.order.remove(&old);
-        }
-        if wants {
-            let k = (Reverse(priority), remaining, id);
-            self.order.insert(k);
-            self.key_of.insert(id, k);
         }
     }
 
@@ -34,5 +44,28 @@ impl Scheduler {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_priority_then_fewest_remaining_and_updates_move_or_remove() {
+        let mut s = Scheduler::default();
+        s.update(1, 0, 500, true);
+        s.update(2, 0, 100, true);
+        s.update(3, 7, 900, true);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [3, 2, 1]);
+        s.update(1, 0, 50, true);
+        s.update(1, 0, 50, true);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [3, 1, 2]);
+        s.update(3, 7, 900, false);
+        s.update(2, 0, 0, false);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [1]);
+        s.update(1, 0, 0, false);
+        assert!(s.is_empty());
+        assert!(s.key_of.is_empty());
     }
 }

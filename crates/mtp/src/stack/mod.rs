@@ -104,6 +104,10 @@ pub struct MtpStack {
     line_free_at: Nanos,
     /// When paced data may leave (a deadline `poll_timeout` reports).
     pace_at: Option<Nanos>,
+    /// The last scan for data found nothing that may leave; nothing changed since (a frame,
+    /// a timeout or a call clears it). The engine polls every loop iteration: a blocked
+    /// window then costs nothing, not a scan of the outstanding messages (issue 17).
+    tx_blocked: bool,
 }
 
 impl MtpStack {
@@ -125,6 +129,7 @@ impl MtpStack {
             sched: Scheduler::default(),
             line_free_at: 0,
             pace_at: None,
+            tx_blocked: false,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -159,6 +164,7 @@ impl MtpStack {
 
     /// Sets the next hop's MAC for `ip`.
     pub fn set_neighbor(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.tx_blocked = false;
         self.neighbors.insert(ip, mac);
     }
 
@@ -204,6 +210,7 @@ impl MtpStack {
 
     /// Unbinds `ep`: its queued messages go, its outstanding messages fail.
     pub fn unbind(&mut self, ep: EndpointId) {
+        self.tx_blocked = false;
         let Some(e) = self.endpoints.remove(&ep) else {
             return;
         };
@@ -245,6 +252,7 @@ impl MtpStack {
         opts: SendOptions,
     ) -> Result<u32, SendError> {
         let _ = now;
+        self.tx_blocked = false;
         let src_port = self
             .endpoints
             .get(&ep)

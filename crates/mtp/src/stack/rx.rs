@@ -44,6 +44,7 @@ fn run(msg_id: u32, first: u16, count: u16) -> PacketRun {
 impl MtpStack {
     /// Takes a frame the classifier gave it (IPv4 protocol 253 or UDP port 9919).
     pub fn handle_frame(&mut self, now: Nanos, frame: &[u8]) {
+        self.tx_blocked = false;
         self.counters.frames_in += 1;
         let (f, payload) = match MtpFrameRepr::parse(frame, true) {
             Ok(v) => v,

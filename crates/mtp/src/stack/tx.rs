@@ -61,7 +61,7 @@ impl MtpStack {
     }
 
     fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        if !self.line_ready(now) {
+        if self.tx_blocked || !self.line_ready(now) {
             return None;
         }
         let mut scan = std::mem::take(&mut self.scan);
@@ -75,6 +75,7 @@ impl MtpStack {
             }
         }
         self.scan = scan;
+        self.tx_blocked = sent.is_none();
         sent
     }
 

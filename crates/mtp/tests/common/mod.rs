@@ -151,7 +151,7 @@ impl Pair {
         let link = &mut self.links[li];
         let depart = link.busy_until.max(self.now) + ser;
         link.busy_until = depart;
-        for _ in 0..copies {
+        for copy in 1..=copies {
             let mut at = depart + self.delay + extra;
             if self.rng.chance(self.reorder) {
                 at += match self.reorder_hold {
@@ -160,9 +160,13 @@ impl Pair {
                 };
             }
             self.seq += 1;
-            self.links[li]
-                .heap
-                .push(Reverse((at, self.seq, frame.clone())));
+            // The last copy takes the frame itself (one allocation per frame, not two).
+            let f = if copy == copies {
+                std::mem::take(&mut frame)
+            } else {
+                frame.clone()
+            };
+            self.links[li].heap.push(Reverse((at, self.seq, f)));
         }
     }
 
