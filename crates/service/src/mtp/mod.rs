@@ -119,12 +119,6 @@ impl Mtp {
         // timeout floor is set above them (the stack's default suits the simulator).
         c.rto_min = 5_000_000;
         c.rto_initial = 20_000_000;
-        // Without pathlet feedback (a network of plain switches) a destination's bytes in
-        // flight stay at the initial window: 64 KiB held a 64 KB message to one per round
-        // trip (issue 17). 512 KiB is the bandwidth-delay product of 10 Gbit/s over 400 us,
-        // the lab's round trip between engines; feedback, where devices give it, adjusts
-        // the pathlets' windows from there.
-        c.initial_window = 512 * 1024;
         let max_message = c.max_message_len;
         let stack = MtpStack::new(c).map_err(|e| format!("MTP: {e}"))?;
         Ok(Mtp {
@@ -206,6 +200,8 @@ impl Mtp {
             ("mtp_retx_timeout", c.retx_timeout),
             ("mtp_retx_nack", c.retx_nack),
             ("mtp_retx_sack_gap", c.retx_sack_gap),
+            ("mtp_retx_rack", c.retx_rack),
+            ("mtp_timeouts", c.timeouts),
             ("mtp_no_neighbor", c.no_neighbor),
         ];
         rows.iter().map(|(n, v)| format!("{n:<25} {v}\n")).collect()
