@@ -104,6 +104,8 @@ pub struct MtpStack {
     line_free_at: Nanos,
     /// When paced data may leave (a deadline `poll_timeout` reports).
     pace_at: Option<Nanos>,
+    /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
+    since_aged: u32,
 }
 
 impl MtpStack {
@@ -125,6 +127,7 @@ impl MtpStack {
             sched: Scheduler::default(),
             line_free_at: 0,
             pace_at: None,
+            since_aged: 0,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -381,7 +384,7 @@ impl MtpStack {
     /// Takes message `id` out of every table, releasing what its packets hold.
     fn remove_message(&mut self, id: u32) -> Option<OutMessage> {
         let mut msg = self.out.remove(&id)?;
-        self.sched.update(id, 0, 0, false);
+        self.sched.remove(id);
         let ip = *msg.dst.ip();
         if let Some(d) = self.dests.get_mut(&ip) {
             d.msgs.remove(&id);
