@@ -159,7 +159,9 @@ impl MtpStack {
             m.store(h.pkt_num, h.pkt_offset as usize, payload);
         }
         let (cum, complete) = (m.cum, m.complete());
-        if cum > 0 {
+        // The prefix run repeats the packet's own when it is the first (a one-packet
+        // message's only): 8 bytes an ACK saved, a tenth of the ACK of a tiny RPC.
+        if cum > 0 && !(h.pkt_num == 0 && cum == 1) {
             ack.sack[1] = run(h.msg_id, 0, cum);
             ack.n_sack = 2;
         }
