@@ -72,3 +72,44 @@ fn descending_cutoffs_are_refused() {
     c.dscp_cutoffs = [1000, 500, 0, 0, 0, 0, 0];
     assert_eq!(MtpStack::new(c).err(), Some(ConfigError::DscpCutoffs));
 }
+
+/// RACK retransmissions when a short message sent 300 us after a long one is acknowledged
+/// while the long one's packets still wait (in a lower priority queue).
+fn rack_after_overtaking(cutoffs: [u64; 7]) -> u64 {
+    let mut ca = config(MAC_A, IP_A);
+    ca.dscp_cutoffs = cutoffs;
+    let mut a = MtpStack::new(ca).unwrap();
+    let mut b = MtpStack::new(config(MAC_B, IP_B)).unwrap();
+    a.set_neighbor(IP_B, MAC_B);
+    b.set_neighbor(IP_A, MAC_A);
+    let ea = a.bind(100).unwrap();
+    b.bind(200).unwrap();
+    let dst = SocketAddrV4::new(IP_B, 200);
+    a.send_message(0, ea, dst, &[1; 3000], SendOptions::default())
+        .unwrap();
+    let long = drain(&mut a, 0);
+    assert_eq!(long.len(), 3);
+    a.send_message(300_000, ea, dst, &[2; 100], SendOptions::default())
+        .unwrap();
+    let short = drain(&mut a, 300_000);
+    b.handle_frame(301_000, &short[0].0);
+    for ack in drain(&mut b, 301_000) {
+        a.handle_frame(302_000, &ack.0);
+    }
+    assert_eq!(a.counters().messages_acked, 1);
+    a.counters().retx_rack
+}
+
+#[test]
+fn a_short_message_overtaking_a_long_one_is_not_read_as_the_long_ones_loss() {
+    assert_eq!(
+        rack_after_overtaking([0; 7]),
+        3,
+        "one FIFO: the long one was lost"
+    );
+    assert_eq!(
+        rack_after_overtaking([500, 0, 0, 0, 0, 0, 0]),
+        0,
+        "classes apart: the long one may still be queued"
+    );
+}

@@ -48,8 +48,10 @@ struct Dest {
     deadline: Option<Nanos>,
     /// The earliest entry it has in the timer heap.
     armed: Option<Nanos>,
-    /// Its transmissions in send order, for RACK-style loss detection.
-    log: SendLog,
+    /// Its transmissions in send order, for RACK-style loss detection: one log per priority
+    /// class (`dscp_cutoffs`), since switch priority queues reorder packets of different
+    /// classes on one path and a later short message's ACK says nothing of a long one.
+    log: [SendLog; 8],
 }
 
 /// How much state the stack holds (for tests of its bounds).
@@ -310,7 +312,7 @@ impl MtpStack {
                 msgs: BTreeSet::new(),
                 deadline: None,
                 armed: None,
-                log: SendLog::default(),
+                log: Default::default(),
             },
         );
         Ok(())

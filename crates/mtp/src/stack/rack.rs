@@ -14,13 +14,20 @@ impl MtpStack {
     /// transmission over its path outran by more than a quarter of the smoothed RTT
     /// (RFC 8985 6.2's reordering window).
     pub(super) fn rack_detect(&mut self, ip: Ipv4Addr) {
+        for class in 0..8 {
+            self.rack_detect_class(ip, class);
+        }
+    }
+
+    /// [`MtpStack::rack_detect`] over the transmissions of one priority class.
+    fn rack_detect_class(&mut self, ip: Ipv4Addr, class: usize) {
         let Some(d) = self.dests.get_mut(&ip) else {
             return;
         };
         let reo_wnd = d.rtt.srtt_or_rto() / 4;
         loop {
             let out = &self.out;
-            let verdict = d.log.judge(reo_wnd, |s| {
+            let verdict = d.log[class].judge(reo_wnd, |s| {
                 let m = out.get(&s.msg)?;
                 let p = m.pkt.get(usize::from(s.pkt))?;
                 (p.inflight && !p.acked && p.sent_at == s.at).then_some(m.learned.or(s.path))

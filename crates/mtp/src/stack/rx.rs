@@ -236,6 +236,7 @@ impl MtpStack {
         // feedback below may reveal the actual one).
         let mut newest_sent: Option<Nanos> = None;
         let mut acked_path = None;
+        let mut acked_class = 0;
         // A message this ACK completed: its later runs are not stale.
         let mut finished = None;
         for (i, r) in h.sack.iter().take(max).enumerate() {
@@ -276,6 +277,7 @@ impl MtpStack {
                 }
                 newest_sent = newest_sent.max(Some(st.sent_at));
                 acked_path = msg.learned.or(msg.charge);
+                acked_class = usize::from(self.cfg.data_dscp(msg.data.len() as u64) & 7);
                 if st.inflight {
                     st.inflight = false;
                     msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
@@ -336,7 +338,7 @@ impl MtpStack {
                 }
             }
             if let Some(at) = newest_sent {
-                d.log.acked(acked_path, at);
+                d.log[acked_class].acked(acked_path, at);
             }
             if progress {
                 self.rack_detect(src);

@@ -157,7 +157,8 @@ impl MtpStack {
             pkt: n,
             path: msg.charge,
         };
-        if !dest.log.record(sent, RACK_LOG_CAP) {
+        let class = usize::from(self.cfg.data_dscp(msg.data.len() as u64) & 7);
+        if !dest.log[class].record(sent, RACK_LOG_CAP) {
             self.counters.rack_log_full += 1;
         }
         let st = &mut msg.pkt[usize::from(n)];
