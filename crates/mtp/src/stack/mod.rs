@@ -48,8 +48,10 @@ struct Dest {
     deadline: Option<Nanos>,
     /// The earliest entry it has in the timer heap.
     armed: Option<Nanos>,
-    /// Its transmissions in send order, for RACK-style loss detection.
-    log: SendLog,
+    /// Its transmissions in send order, for RACK-style loss detection: one log per priority
+    /// class (`dscp_cutoffs`), since switch priority queues reorder packets of different
+    /// classes on one path and a later short message's ACK says nothing of a long one.
+    log: [SendLog; 8],
 }
 
 /// How much state the stack holds (for tests of its bounds).
@@ -108,6 +110,8 @@ pub struct MtpStack {
     /// a timeout or a call clears it). The engine polls every loop iteration: a blocked
     /// window then costs nothing, not a scan of the outstanding messages (issue 17).
     tx_blocked: bool,
+    /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
+    since_aged: u32,
 }
 
 impl MtpStack {
@@ -130,6 +134,7 @@ impl MtpStack {
             line_free_at: 0,
             pace_at: None,
             tx_blocked: false,
+            since_aged: 0,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -331,7 +336,7 @@ impl MtpStack {
                 msgs: BTreeSet::new(),
                 deadline: None,
                 armed: None,
-                log: SendLog::default(),
+                log: Default::default(),
             },
         );
         Ok(())
@@ -405,7 +410,7 @@ impl MtpStack {
     /// Takes message `id` out of every table, releasing what its packets hold.
     fn remove_message(&mut self, id: u32) -> Option<OutMessage> {
         let mut msg = self.out.remove(&id)?;
-        self.sched.update(id, 0, 0, false);
+        self.sched.remove(id);
         let ip = *msg.dst.ip();
         if let Some(d) = self.dests.get_mut(&ip) {
             d.msgs.remove(&id);

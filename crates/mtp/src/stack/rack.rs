@@ -14,6 +14,13 @@ impl MtpStack {
     /// transmission over its path outran by more than a quarter of the smoothed RTT
     /// (RFC 8985 6.2's reordering window).
     pub(super) fn rack_detect(&mut self, ip: Ipv4Addr) {
+        for class in 0..8 {
+            self.rack_detect_class(ip, class);
+        }
+    }
+
+    /// [`MtpStack::rack_detect`] over the transmissions of one priority class.
+    fn rack_detect_class(&mut self, ip: Ipv4Addr, class: usize) {
         let Some(d) = self.dests.get_mut(&ip) else {
             return;
         };
@@ -22,7 +29,7 @@ impl MtpStack {
         let one_path = d.paths.expected.is_none();
         loop {
             let out = &self.out;
-            let verdict = d.log.judge(reo_wnd, d.rtt.rto(), |s| {
+            let verdict = d.log[class].judge(reo_wnd, d.rtt.rto(), |s| {
                 let m = out.get(&s.msg)?;
                 let p = m.pkt.get(usize::from(s.pkt))?;
                 let took = match m.learned {

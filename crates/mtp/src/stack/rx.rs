@@ -160,7 +160,9 @@ impl MtpStack {
             m.store(h.pkt_num, h.pkt_offset as usize, payload);
         }
         let (cum, complete) = (m.cum, m.complete());
-        if cum > 0 {
+        // The prefix run repeats the packet's own when it is the first (a one-packet
+        // message's only): 8 bytes an ACK saved, a tenth of the ACK of a tiny RPC.
+        if cum > 0 && !(h.pkt_num == 0 && cum == 1) {
             ack.sack[1] = run(h.msg_id, 0, cum);
             ack.n_sack = 2;
         }
@@ -235,6 +237,7 @@ impl MtpStack {
         // feedback below may reveal it; a guess would let one path's ACKs judge another's).
         let mut newest_sent: Option<Nanos> = None;
         let mut acked_path = None;
+        let mut acked_class = 0;
         // A message this ACK completed: its later runs are not stale.
         let mut finished = None;
         for (i, r) in h.sack.iter().take(max).enumerate() {
@@ -287,6 +290,7 @@ impl MtpStack {
                     None if d.paths.expected.is_none() => Some(msg.charge),
                     None => None,
                 };
+                acked_class = usize::from(self.cfg.data_dscp(msg.data.len() as u64) & 7);
                 if st.inflight {
                     st.inflight = false;
                     msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
@@ -347,7 +351,7 @@ impl MtpStack {
                 }
             }
             if let (Some(at), Some(path)) = (newest_sent, acked_path) {
-                d.log.acked(path, at);
+                d.log[acked_class].acked(path, at);
             }
             if progress {
                 self.rack_detect(src);
