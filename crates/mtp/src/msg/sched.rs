@@ -28,13 +28,15 @@ impl Scheduler {
     /// Sets message `id`'s place (or takes it out of the order when `wants` is false; it
     /// keeps its age until [`Scheduler::remove`]).
     pub fn update(&mut self, id: u32, priority: u8, remaining: u64, wants: bool) {
-        if let Some(old) = self.place.get(&id).copied() {
-            if let Some(k) = old.key {
-                self.order.remove(&k);
-                self.by_age.remove(&old.age);
-            }
+        let key = wants.then_some((Reverse(priority), remaining, id));
+        let prev = self.place.get(&id).copied();
+        // Called per packet sent and acknowledged (issue 17): an unchanged place is left
+        // alone, and a new one is inserted before the old goes, so that a set of one never
+        // empties (emptied, the tree frees its node and allocates it again).
+        if prev.is_some_and(|p| p.key == key && p.age.0 == Reverse(priority)) {
+            return;
         }
-        let seq = match self.place.get(&id) {
+        let seq = match prev {
             Some(p) => p.age.1,
             None if !wants => return,
             None => {
@@ -43,10 +45,17 @@ impl Scheduler {
             }
         };
         let age = (Reverse(priority), seq, id);
-        let key = wants.then_some((Reverse(priority), remaining, id));
         if let Some(k) = key {
             self.order.insert(k);
             self.by_age.insert(age);
+        }
+        if let Some(p) = prev {
+            if let Some(old) = p.key.filter(|&old| Some(old) != key) {
+                self.order.remove(&old);
+            }
+            if p.key.is_some() && (key.is_none() || p.age != age) {
+                self.by_age.remove(&p.age);
+            }
         }
         self.place.insert(id, Place { key, age });
     }
@@ -105,5 +114,26 @@ mod tests {
         s.update(4, 9, 1 << 30, true);
         assert_eq!(s.first(1).next(), Some(4));
         assert_eq!(s.oldest(1).next(), Some(4));
+    }
+
+    #[test]
+    fn order_is_priority_then_fewest_remaining_and_updates_move_or_remove() {
+        let mut s = Scheduler::default();
+        s.update(1, 0, 500, true);
+        s.update(2, 0, 100, true);
+        s.update(3, 7, 900, true);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [3, 2, 1]);
+        s.update(1, 0, 50, true);
+        s.update(1, 0, 50, true);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [3, 1, 2]);
+        s.update(3, 7, 900, false);
+        s.update(2, 0, 0, false);
+        assert_eq!(s.first(3).collect::<Vec<_>>(), [1]);
+        s.update(1, 0, 0, false);
+        assert!(s.is_empty());
+        for id in 1..=3 {
+            s.remove(id);
+        }
+        assert!(s.place.is_empty() && s.by_age.is_empty());
     }
 }

@@ -108,6 +108,10 @@ pub struct MtpStack {
     pace_at: Option<Nanos>,
     /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
     since_aged: u32,
+    /// The last scan for data found nothing that may leave; nothing changed since (a frame,
+    /// a timeout or a call clears it). The engine polls every loop iteration: a blocked
+    /// window then costs nothing, not a scan of the outstanding messages (issue 17).
+    tx_blocked: bool,
 }
 
 impl MtpStack {
@@ -130,6 +134,7 @@ impl MtpStack {
             line_free_at: 0,
             pace_at: None,
             since_aged: 0,
+            tx_blocked: false,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -164,6 +169,7 @@ impl MtpStack {
 
     /// Sets the next hop's MAC for `ip`.
     pub fn set_neighbor(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.tx_blocked = false;
         self.neighbors.insert(ip, mac);
     }
 
@@ -209,6 +215,7 @@ impl MtpStack {
 
     /// Unbinds `ep`: its queued messages go, its outstanding messages fail.
     pub fn unbind(&mut self, ep: EndpointId) {
+        self.tx_blocked = false;
         let Some(e) = self.endpoints.remove(&ep) else {
             return;
         };
@@ -233,7 +240,24 @@ impl MtpStack {
         data: &[u8],
         opts: SendOptions,
     ) -> Result<u32, SendError> {
+        if data.len() > self.cfg.max_message_len as usize {
+            return Err(SendError::TooLong(data.len()));
+        }
+        self.send_message_owned(now, ep, dst, data.to_vec(), opts)
+    }
+
+    /// [`MtpStack::send_message`] of bytes the caller already copied out (the engine reads
+    /// them from an application's memory): kept as they are, not copied again.
+    pub fn send_message_owned(
+        &mut self,
+        now: Nanos,
+        ep: EndpointId,
+        dst: SocketAddrV4,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<u32, SendError> {
         let _ = now;
+        self.tx_blocked = false;
         let src_port = self
             .endpoints
             .get(&ep)
@@ -264,7 +288,7 @@ impl MtpStack {
             id,
             priority: opts.priority,
             tc: opts.tc,
-            data: data.to_vec(),
+            data,
             mss: self.mss,
             pkt: vec![PktState::default(); pkts],
             acked: 0,

@@ -62,7 +62,7 @@ impl MtpStack {
     }
 
     fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        if !self.line_ready(now) {
+        if self.tx_blocked || !self.line_ready(now) {
             return None;
         }
         let aging = self.cfg.srpt_aging;
@@ -91,6 +91,7 @@ impl MtpStack {
             }
         }
         self.scan = scan;
+        self.tx_blocked = sent.is_none();
         sent
     }
 
@@ -164,6 +165,9 @@ impl MtpStack {
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
+        if !st.sent {
+            st.first_sent_at = now;
+        }
         st.sent = true;
         st.inflight = true;
         st.sent_at = now;
