@@ -28,8 +28,15 @@ impl Scheduler {
     /// Sets message `id`'s place (or takes it out of the order when `wants` is false; it
     /// keeps its age until [`Scheduler::remove`]).
     pub fn update(&mut self, id: u32, priority: u8, remaining: u64, wants: bool) {
-        let old = self.place.get(&id).copied();
-        let seq = match old {
+        let key = wants.then_some((Reverse(priority), remaining, id));
+        let prev = self.place.get(&id).copied();
+        // Called per packet sent and acknowledged (issue 17): an unchanged place is left
+        // alone, and a new one is inserted before the old goes, so that a set of one never
+        // empties (emptied, the tree frees its node and allocates it again).
+        if prev.is_some_and(|p| p.key == key && p.age.0 == Reverse(priority)) {
+            return;
+        }
+        let seq = match prev {
             Some(p) => p.age.1,
             None if !wants => return,
             None => {
@@ -38,27 +45,16 @@ impl Scheduler {
             }
         };
         let age = (Reverse(priority), seq, id);
-        let key = wants.then_some((Reverse(priority), remaining, id));
-        // Called per packet sent and acknowledged (issue 17): an unchanged place is left
-        // alone, and a new one goes in before the old comes out, so that a set of one never
-        // empties (emptied, the tree frees its node and allocates it again).
-        if old.is_some_and(|p| p.key == key && p.age == age) {
-            return;
-        }
         if let Some(k) = key {
             self.order.insert(k);
             self.by_age.insert(age);
         }
-        if let Some(Place {
-            key: Some(k),
-            age: a,
-        }) = old
-        {
-            if Some(k) != key {
-                self.order.remove(&k);
+        if let Some(p) = prev {
+            if let Some(old) = p.key.filter(|&old| Some(old) != key) {
+                self.order.remove(&old);
             }
-            if a != age || key.is_none() {
-                self.by_age.remove(&a);
+            if p.key.is_some() && (key.is_none() || p.age != age) {
+                self.by_age.remove(&p.age);
             }
         }
         self.place.insert(id, Place { key, age });
@@ -137,10 +133,9 @@ mod tests {
         assert_eq!(s.oldest(3).collect::<Vec<_>>(), [1]);
         s.update(1, 0, 0, false);
         assert!(s.is_empty());
-        assert_eq!(s.by_age.len(), 0);
         for id in 1..=3 {
             s.remove(id);
         }
-        assert!(s.place.is_empty());
+        assert!(s.place.is_empty() && s.by_age.is_empty());
     }
 }
