@@ -225,6 +225,8 @@ fn mtp_messages_cross_two_impaired_paths_byte_exact() {
             "mtp_retx_timeout",
             "mtp_retx_nack",
             "mtp_retx_sack_gap",
+            "mtp_retx_rack",
+            "mtp_timeouts",
         ];
         let line: Vec<String> = keys
             .iter()

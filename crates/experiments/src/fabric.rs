@@ -30,6 +30,8 @@ pub struct FabricSpec {
     pub queue_bytes: usize,
     /// ECN marking threshold K per switch port, bytes.
     pub ecn_k_bytes: Option<usize>,
+    /// Strict-priority queues per port by IPv4 DSCP, sharing `queue_bytes` (0 or 1: a FIFO).
+    pub priority_queues: usize,
 }
 
 /// A built fabric: the hosts in order (leaf by leaf), with their leaf.
@@ -96,6 +98,9 @@ pub fn build_with<H: Host>(
         if let Some(k) = spec.ecn_k_bytes {
             l = l.with_ecn(k);
         }
+        if spec.priority_queues >= 2 {
+            l = l.with_priority_queues(spec.priority_queues);
+        }
         l
     };
     let spines: Vec<NodeId> = (0..spec.spines).map(|_| sim.add_static_switch()).collect();
@@ -159,6 +164,7 @@ mod tests {
             delay: Duration::from_micros(1),
             queue_bytes: 1 << 20,
             ecn_k_bytes: None,
+            priority_queues: 0,
         };
         let mut sim: Sim<Stack> = Sim::new(3);
         let fab = build(&mut sim, &spec, |i| {

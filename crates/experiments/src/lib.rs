@@ -3,6 +3,7 @@
 //! The lab experiments build their runs from sluice-bench's public API.
 #![forbid(unsafe_code)]
 
+pub mod drain;
 pub mod error;
 pub mod fabric;
 pub mod fairness;

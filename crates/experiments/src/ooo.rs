@@ -15,6 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use sluice_sim::Sim;
 use sluice_tcp::{Config, Stack};
 
+use crate::drain::{check, drain};
 use crate::error::ExperimentError;
 use crate::fabric::{self, FabricSpec};
 use crate::flows::{quantile, Class, Flows};
@@ -76,6 +77,7 @@ impl Scale {
             delay: Duration::from_micros(2),
             queue_bytes: 200 * 1024,
             ecn_k_bytes: Some(65 * 1500),
+            priority_queues: 0,
         };
         Scale {
             fabric,
@@ -298,24 +300,9 @@ fn run_one(
                 flows.send(&mut sim, chan, bytes, Class::Background)?
             }
         }
-        if let Some(e) = flows.error() {
-            return Err(ExperimentError::Workload(e.to_string()));
-        }
+        check(&flows)?;
     }
-    let drain = sim.now() + Duration::from_secs(5);
-    let _ = sim.run_until(drain, |now, hosts| {
-        flows.step(now, hosts);
-        flows.idle()
-    });
-    if let Some(e) = flows.error() {
-        return Err(ExperimentError::Workload(e.to_string()));
-    }
-    if !flows.idle() {
-        return Err(ExperimentError::Workload(format!(
-            "{} messages still unread 5 s after the last arrival",
-            flows.outstanding()
-        )));
-    }
+    drain(&mut sim, &mut flows, Duration::from_secs(5), "messages")?;
     let ms = |class| {
         flows
             .done

@@ -5,15 +5,31 @@
 //!
 //! Each class queue has the link's whole byte (and frame) capacity and its own ECN
 //! threshold check, so a backlogged class neither fills nor marks another's queue.
+//!
+//! Or strict priority ([`ClassService::Strict`]): the highest non-empty class is served
+//! first, as the priority queues of commodity switches that Homa and pFabric rely on so that
+//! short messages pass long ones. Those classes share one buffer (the link's capacity), and
+//! a frame's queue is what waits at or above its class (what it will wait behind).
 
 use std::collections::VecDeque;
 
 /// The DRR quantum: one full-size Ethernet frame, so a class sends at least one frame a turn.
 pub const DRR_QUANTUM: usize = 1514;
 
+/// How class queues are served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClassService {
+    /// Deficit round robin: each class a fair share of bytes, its own buffer.
+    #[default]
+    Drr,
+    /// Strict priority, the highest class (DSCP modulo N) first; one shared buffer.
+    Strict,
+}
+
 /// N class queues and the DRR scheduler's state.
 #[derive(Debug)]
 pub(crate) struct ClassQueues {
+    service: ClassService,
     queues: Vec<VecDeque<Vec<u8>>>,
     bytes: Vec<usize>,
     deficit: Vec<usize>,
@@ -35,10 +51,11 @@ pub fn class_of(frame: &[u8], n: usize) -> usize {
 }
 
 impl ClassQueues {
-    /// `n` empty class queues (at least 2 make sense; 1 is a FIFO).
-    pub(crate) fn new(n: usize) -> Self {
+    /// `n` empty class queues served by `service` (at least 2 make sense; 1 is a FIFO).
+    pub(crate) fn new(n: usize, service: ClassService) -> Self {
         let n = n.max(1);
         ClassQueues {
+            service,
             queues: (0..n).map(|_| VecDeque::new()).collect(),
             bytes: vec![0; n],
             deficit: vec![0; n],
@@ -63,6 +80,20 @@ impl ClassQueues {
         self.queues.get(c).map_or(0, VecDeque::len)
     }
 
+    /// How they are served.
+    pub(crate) fn service(&self) -> ClassService {
+        self.service
+    }
+
+    /// Bytes and frames waiting in class `c` and every class above it.
+    pub(crate) fn at_or_above(&self, c: usize) -> (usize, usize) {
+        let from = c.min(self.queues.len());
+        (
+            self.bytes[from..].iter().sum(),
+            self.queues[from..].iter().map(VecDeque::len).sum(),
+        )
+    }
+
     /// Frames waiting over all classes.
     pub(crate) fn frames(&self) -> usize {
         self.frames
@@ -81,6 +112,13 @@ impl ClassQueues {
     pub(crate) fn pop(&mut self) -> Option<Vec<u8>> {
         if self.frames == 0 {
             return None;
+        }
+        if self.service == ClassService::Strict {
+            let c = self.queues.iter().rposition(|q| !q.is_empty())?;
+            let frame = self.queues[c].pop_front()?;
+            self.bytes[c] -= frame.len();
+            self.frames -= 1;
+            return Some(frame);
         }
         let n = self.queues.len();
         loop {
@@ -142,7 +180,7 @@ mod tests {
     fn drr_shares_bytes_equally_between_frame_sizes() {
         // Class 0 sends 1500-byte frames, class 1 300-byte ones: over many turns each class
         // gets the same bytes, not the same frames.
-        let mut q = ClassQueues::new(2);
+        let mut q = ClassQueues::new(2, ClassService::Drr);
         for _ in 0..100 {
             q.push(0, ipv4(0, 1500));
         }
@@ -161,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_lone_class_gets_everything() {
-        let mut q = ClassQueues::new(4);
+        let mut q = ClassQueues::new(4, ClassService::Drr);
         for _ in 0..3 {
             q.push(2, ipv4(2, 9000));
         }
@@ -169,5 +207,22 @@ mod tests {
         assert_eq!((0..3).filter_map(|_| q.pop()).count(), 3);
         assert!(q.pop().is_none());
         assert_eq!(q.class_frames(2), 0);
+    }
+
+    #[test]
+    fn strict_priority_serves_the_highest_class_first_whatever_arrived_earlier() {
+        let mut q = ClassQueues::new(8, ClassService::Strict);
+        for _ in 0..3 {
+            q.push(0, ipv4(0, 1500));
+        }
+        q.push(7, ipv4(7, 100));
+        q.push(3, ipv4(3, 200));
+        q.push(7, ipv4(7, 101));
+        assert_eq!(q.at_or_above(3), (401, 3));
+        assert_eq!(q.at_or_above(0), (4901, 6));
+        let order: Vec<usize> = (0..6).filter_map(|_| q.pop()).map(|f| f.len()).collect();
+        // DRR would have sent class 0's first frame first.
+        assert_eq!(order, [100, 101, 200, 1500, 1500, 1500]);
+        assert!(q.pop().is_none());
     }
 }

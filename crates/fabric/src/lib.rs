@@ -7,7 +7,8 @@
 //!   leaves the line (loss, Gilbert–Elliott burst loss, reordering, duplication, corruption).
 //! - [`Bridge`]: a learning switch's forwarding decision over a bounded MAC table.
 //! - Class queues ([`LinkConfig::with_class_queues`]): N queues by IPv4 DSCP served by
-//!   deficit round robin, the "queue per tenant" baseline of mtp.txt 5.3.
+//!   deficit round robin, the "queue per tenant" baseline of mtp.txt 5.3; or, with
+//!   [`LinkConfig::with_priority_queues`], strict priority for short messages (Homa, pFabric).
 //! - [`mtp`]: MTP devices: pathlet feedback, balancers for route groups, per-tenant fair
 //!   share on one queue, trimming on overflow ([`mtp::MtpDevice`]).
 //! - [`FramePool`]: recycled frame buffers, so steady-state forwarding does not allocate.
@@ -24,7 +25,7 @@ pub mod mtp;
 mod pool;
 
 pub use bridge::{Bridge, Forward, Mac, SwitchStats, DEFAULT_MAX_LEARNED};
-pub use classes::{class_of, DRR_QUANTUM};
+pub use classes::{class_of, ClassService, DRR_QUANTUM};
 pub use ecn::{mark_ce, EcnOutcome};
 pub use link::{Channel, GilbertElliott, Impairment, LinkConfig, LinkStats, Offer, Transmitted};
 pub use pool::FramePool;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::classes::{class_of, ClassQueues};
+use crate::classes::{class_of, ClassQueues, ClassService};
 use crate::ecn::{mark_ce, EcnOutcome};
 use crate::pool::FramePool;
 
@@ -37,6 +37,8 @@ pub struct LinkConfig {
     /// Class queues served by deficit round robin, classified by IPv4 DSCP (each with the
     /// capacity and ECN threshold above); 0 or 1: one FIFO. Read when the channel is made.
     pub class_queues: usize,
+    /// How the class queues are served (deficit round robin or strict priority).
+    pub class_service: ClassService,
 }
 
 impl LinkConfig {
@@ -50,6 +52,7 @@ impl LinkConfig {
             ecn_threshold_bytes: None,
             impairment: Impairment::default(),
             class_queues: 0,
+            class_service: ClassService::Drr,
         }
     }
 
@@ -57,6 +60,14 @@ impl LinkConfig {
     /// FIFO: the "queue per tenant" switch of mtp.txt 5.3.
     pub fn with_class_queues(mut self, n: usize) -> Self {
         self.class_queues = n;
+        self
+    }
+
+    /// Serves `n` priority queues (IPv4 DSCP modulo `n`, the highest first) sharing the
+    /// queue's capacity: the switch priority queues Homa and pFabric use for short messages.
+    pub fn with_priority_queues(mut self, n: usize) -> Self {
+        self.class_queues = n;
+        self.class_service = ClassService::Strict;
         self
     }
 
@@ -259,7 +270,8 @@ pub struct Channel {
 impl Channel {
     /// A fresh idle channel.
     pub fn new(config: LinkConfig, rng: ChaCha8Rng) -> Self {
-        let classes = (config.class_queues >= 2).then(|| ClassQueues::new(config.class_queues));
+        let classes = (config.class_queues >= 2)
+            .then(|| ClassQueues::new(config.class_queues, config.class_service));
         Channel {
             config,
             stats: LinkStats::default(),
@@ -285,9 +297,14 @@ impl Channel {
     }
 
     /// The class a frame goes to and that class's (bytes, frames) queued; the whole queue's
-    /// without class queues.
+    /// without class queues; with strict priority, what waits at or above its class.
     fn occupancy(&self, frame: &[u8]) -> (usize, usize, usize) {
         match &self.classes {
+            Some(c) if c.service() == ClassService::Strict => {
+                let class = class_of(frame, c.len());
+                let (bytes, frames) = c.at_or_above(class);
+                (class, bytes, frames)
+            }
             Some(c) => {
                 let class = class_of(frame, c.len());
                 (class, c.class_bytes(class), c.class_frames(class))
@@ -299,7 +316,11 @@ impl Channel {
     /// Whether a frame of `frame`'s class and `len` bytes would be tail-dropped now, with
     /// `headroom` bytes allowed beyond the capacity (and one frame per 64 of them).
     pub fn would_drop(&self, frame: &[u8], len: usize, headroom: usize) -> bool {
-        let (_, bytes, frames) = self.occupancy(frame);
+        let (_, bytes, frames) = match &self.classes {
+            // Priority queues share one buffer.
+            Some(c) if c.service() == ClassService::Strict => (0, self.queue_bytes, c.frames()),
+            _ => self.occupancy(frame),
+        };
         let packets_full = self
             .config
             .queue_capacity_packets

@@ -122,7 +122,9 @@ fn ten_thousand_messages_under_loss_reordering_and_duplication_arrive_once() {
     assert!(p.b.recv_message(eb).is_none(), "nothing delivered twice");
     assert_eq!(delivered, total);
     let c = p.a.counters();
-    assert!(c.retx_timeout + c.retx_sack_gap > 0, "{c:?}");
+    // Losses were recovered by retransmission (which detector fires first depends on the
+    // frames' timing).
+    assert!(c.retx_timeout + c.retx_sack_gap + c.retx_rack > 0, "{c:?}");
     assert!(p.b.counters().duplicates > 0);
     assert_eq!(p.a.usage().outstanding, 0);
 }

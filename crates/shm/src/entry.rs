@@ -7,6 +7,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use crate::le::{u16_at, u32_at};
 use crate::queue::PAYLOAD_BYTES;
 use crate::splice::SpliceReport;
 use crate::Congestion;
@@ -300,14 +301,6 @@ fn put_u32(e: &mut Payload, at: usize, v: u32) {
     e[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-fn get_u32(e: &Payload, at: usize) -> u32 {
-    u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
-}
-
-fn get_u16(e: &Payload, at: usize) -> u16 {
-    u16::from_le_bytes([e[at], e[at + 1]])
-}
-
 fn get_bool(e: &Payload, at: usize) -> Result<bool, EntryError> {
     match e[at] {
         0 => Ok(false),
@@ -396,8 +389,8 @@ impl Command {
 
     /// Reads an entry; slot ranges are the engine's to check.
     pub fn decode(e: &Payload) -> Result<Command, EntryError> {
-        let req = get_u32(e, at::REQ);
-        let slot = get_u32(e, at::SLOT);
+        let req = u32_at(e, at::REQ);
+        let slot = u32_at(e, at::SLOT);
         let ip = || Ipv4Addr::new(e[at::ARG], e[at::ARG + 1], e[at::ARG + 2], e[at::ARG + 3]);
         let Some(code) = Opcode::from_code(e[0]) else {
             return Err(EntryError::UnknownOpcode(e[0]));
@@ -408,18 +401,18 @@ impl Command {
                 req,
                 slot,
                 ip: ip(),
-                port: get_u16(e, at::PORT),
+                port: u16_at(e, at::PORT),
             },
             Opcode::Listen => Command::Listen {
                 req,
                 slot,
-                backlog: get_u32(e, at::ARG),
+                backlog: u32_at(e, at::ARG),
             },
             Opcode::Connect => Command::Connect {
                 req,
                 slot,
                 ip: ip(),
-                port: get_u16(e, at::PORT),
+                port: u16_at(e, at::PORT),
             },
             Opcode::Send => Command::Send { slot },
             Opcode::Consumed => Command::Consumed { slot },
@@ -456,7 +449,7 @@ impl Command {
             Opcode::Splice => Command::Splice {
                 req,
                 slot_a: slot,
-                slot_b: get_u32(e, at::ARG),
+                slot_b: u32_at(e, at::ARG),
             },
             Opcode::QpDoorbell => Command::QpDoorbell { qpn: slot },
             Opcode::MtpDoorbell => Command::MtpDoorbell { ep: slot },
@@ -533,7 +526,7 @@ impl Command {
     pub fn req_of(e: &Payload) -> Option<u32> {
         match Command::opcode_of(e) {
             Ok(code) if !code.carries_req() => None,
-            _ => Some(get_u32(e, at::REQ)),
+            _ => Some(u32_at(e, at::REQ)),
         }
     }
 }
@@ -564,16 +557,16 @@ impl Completion {
 
     /// Reads an entry.
     pub fn decode(e: &Payload) -> Result<Completion, EntryError> {
-        let req = get_u32(e, at::REQ);
+        let req = u32_at(e, at::REQ);
         Ok(match e[0] {
             op::DONE => Completion::Done {
                 req,
-                slot: get_u32(e, at::SLOT),
-                value: get_u32(e, at::ARG),
+                slot: u32_at(e, at::SLOT),
+                value: u32_at(e, at::ARG),
             },
             op::FAILED => Completion::Failed {
                 req,
-                errno: get_u32(e, at::SLOT) as i32,
+                errno: u32_at(e, at::SLOT) as i32,
             },
             op::SPLICE => Completion::Splice(
                 SpliceReport::decode_from(e).ok_or(EntryError::BadField("outcome"))?,

@@ -22,6 +22,7 @@ mod congestion;
 mod error;
 mod eventfd;
 mod layout;
+mod le;
 mod mapped;
 mod queue;
 mod region;

@@ -4,6 +4,8 @@
 //! Layout after the completion opcode: handle u32 at 4, outcome u8 at 8, bytes relayed
 //! from the first connection's peer to the second's u64 at 16, the other way u64 at 24.
 
+use crate::le::{u32_at, u64_at};
+
 /// What happened to a splice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpliceOutcome {
@@ -69,12 +71,6 @@ const OUTCOME: usize = 8;
 const A_TO_B: usize = 16;
 const B_TO_A: usize = 24;
 
-fn get_u64(e: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&e[at..at + 8]);
-    u64::from_le_bytes(b)
-}
-
 impl SpliceReport {
     /// Writes the report's fields into an entry of at least 32 bytes (the caller writes
     /// the opcode).
@@ -88,12 +84,12 @@ impl SpliceReport {
     /// Reads the report's fields from an entry of at least 32 bytes; None for an unknown
     /// outcome.
     pub(crate) fn decode_from(e: &[u8]) -> Option<SpliceReport> {
-        let handle = u32::from_le_bytes([e[HANDLE], e[HANDLE + 1], e[HANDLE + 2], e[HANDLE + 3]]);
+        let handle = u32_at(e, HANDLE);
         Some(SpliceReport {
             handle,
             outcome: SpliceOutcome::from_code(e[OUTCOME])?,
-            a_to_b: get_u64(e, A_TO_B),
-            b_to_a: get_u64(e, B_TO_A),
+            a_to_b: u64_at(e, A_TO_B),
+            b_to_a: u64_at(e, B_TO_A),
         })
     }
 }

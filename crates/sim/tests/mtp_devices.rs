@@ -8,8 +8,8 @@ use std::time::Duration;
 use sluice_mtp::wire::{Encap, FeedbackKind, List, MtpFrameRepr, MtpRepr, PathletTc, FLAG_DATA};
 use sluice_sim::mtp::{Balancer, MtpDevice, Pathlet};
 use sluice_sim::{Host, Instant, LinkConfig, Sim};
-use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::ethernet::EthernetAddress;
+use sluice_wire::ipv4::Ecn;
 
 const GBPS: u64 = 1_000_000_000;
 const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -42,28 +42,11 @@ impl Host for Peer {
 fn message(msg: u32, pkts: u16, exclude: &[PathletTc]) -> Vec<Vec<u8>> {
     (0..pkts)
         .map(|pkt| {
-            let repr = MtpFrameRepr {
-                eth: EthernetRepr {
-                    dst: EthernetAddress(B),
-                    src: EthernetAddress(A),
-                    ethertype: EtherType::Ipv4,
-                    vlan: None,
-                },
-                ip: Ipv4Repr {
-                    src: Ipv4Addr::new(10, 0, 0, 1),
-                    dst: Ipv4Addr::new(10, 0, 0, 2),
-                    protocol: 0,
-                    payload_len: 0,
-                    ttl: 64,
-                    dscp: 0,
-                    ecn: Ecn::Ect0,
-                    ident: 1,
-                    dont_fragment: true,
-                    more_fragments: false,
-                    fragment_offset: 0,
-                },
-                encap: Encap::Udp { src_port: 7000 },
-                mtp: MtpRepr {
+            let mut repr = MtpFrameRepr::new(
+                (EthernetAddress(A), Ipv4Addr::new(10, 0, 0, 1)),
+                (EthernetAddress(B), Ipv4Addr::new(10, 0, 0, 2)),
+                Encap::Udp { src_port: 7000 },
+                MtpRepr {
                     src_port: 4000,
                     dst_port: 5000,
                     flags: FLAG_DATA,
@@ -78,7 +61,9 @@ fn message(msg: u32, pkts: u16, exclude: &[PathletTc]) -> Vec<Vec<u8>> {
                     feedback_slots: 4,
                     ..MtpRepr::default()
                 },
-            };
+            );
+            // ECN-capable, so the links' marking applies as to the stack's traffic.
+            repr.ip.ecn = Ecn::Ect0;
             let mut buf = vec![0u8; repr.frame_len(PAYLOAD).unwrap()];
             repr.emit(&mut buf, &[0x5a; PAYLOAD]).unwrap();
             buf

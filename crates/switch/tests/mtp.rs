@@ -10,36 +10,19 @@ use sluice_mtp::wire::{
 };
 use sluice_switch::device::{Balancer, FeedbackPolicy};
 use sluice_switch::{default_egress, MtpConfig, PortSpec, SwitchCore, TxResult};
-use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::ethernet::EthernetAddress;
+use sluice_wire::ipv4::Ecn;
 
 const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 /// Packet `pkt` of message `msg` (`pkts` packets of `payload` bytes) from A to B.
 fn mtp(msg: u32, pkt: u16, pkts: u16, payload: usize) -> Vec<u8> {
-    let repr = MtpFrameRepr {
-        eth: EthernetRepr {
-            dst: EthernetAddress(B),
-            src: EthernetAddress(A),
-            ethertype: EtherType::Ipv4,
-            vlan: None,
-        },
-        ip: Ipv4Repr {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 0,
-            ecn: Ecn::Ect0,
-            ident: 1,
-            dont_fragment: true,
-            more_fragments: false,
-            fragment_offset: 0,
-        },
-        encap: Encap::Ip,
-        mtp: MtpRepr {
+    let mut repr = MtpFrameRepr::new(
+        (EthernetAddress(A), Ipv4Addr::new(10, 0, 0, 1)),
+        (EthernetAddress(B), Ipv4Addr::new(10, 0, 0, 2)),
+        Encap::Ip,
+        MtpRepr {
             src_port: 4000,
             dst_port: 5000,
             flags: FLAG_DATA,
@@ -54,7 +37,9 @@ fn mtp(msg: u32, pkt: u16, pkts: u16, payload: usize) -> Vec<u8> {
             feedback_slots: 2,
             ..MtpRepr::default()
         },
-    };
+    );
+    // ECN-capable, so the links' marking applies as to the stack's traffic.
+    repr.ip.ecn = Ecn::Ect0;
     let mut buf = vec![0u8; repr.frame_len(payload).unwrap()];
     repr.emit(&mut buf, &vec![7u8; payload]).unwrap();
     buf

@@ -119,8 +119,8 @@ fn measure_all(args: &BenchMtpArgs) -> Result<Table, AppsError> {
             args.messages(65536),
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ),
-        "  MTP:        `sluice mtp rpc|send` on engine A (sluice-a) against `sluice mtp recv \
-         --echo|--quiet` on engine E (sluice-e, 10.77.0.4), through br0"
+        "  MTP:        `sluice mtp rpc|send --window 64` on engine A (sluice-a) against `sluice \
+         mtp recv --echo|--quiet --buffers 64` on engine E (sluice-e, 10.77.0.4), through br0"
             .into(),
         format!(
             "  sluice TCP: sockperf/iperf3 under `sluice run --no-verbs`, same engines (both `{}`)",

@@ -12,6 +12,9 @@ use crate::verbs::table::{Bw, CpuPerOp, Lat};
 /// The MTP port the servers bind on engine E.
 const RPC_PORT: u16 = 7100;
 const SINK_PORT: u16 = 7101;
+/// Messages outstanding in a throughput run (the sender's slots, the receiver's buffers):
+/// as a TCP stream keeps a window of bytes in flight, not one round trip per 8 messages.
+const WINDOW: u32 = 64;
 /// How long one MTP client may take.
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -119,7 +122,13 @@ pub fn mtp_rpc(h: &mut Hosts, size: u64, count: u64) -> Result<Lat, String> {
 /// `count` one-way MTP messages of `size` bytes, each acknowledged.
 pub fn mtp_throughput(h: &mut Hosts, size: u64, count: u64) -> Result<Bw, String> {
     let mut server = h.mtp_command(true, "recv")?;
-    server.args(["--port", &SINK_PORT.to_string(), "--quiet"]);
+    server.args([
+        "--port",
+        &SINK_PORT.to_string(),
+        "--quiet",
+        "--buffers",
+        &WINDOW.to_string(),
+    ]);
     let mut client = h.mtp_command(false, "send")?;
     let (to, size_s, count_s) = (
         format!(
@@ -130,7 +139,8 @@ pub fn mtp_throughput(h: &mut Hosts, size: u64, count: u64) -> Result<Bw, String
         count.to_string(),
     );
     client.args(["--to", &to, "--size", &size_s, "--count", &count_s]);
-    let what = format!("sluice mtp send --size {size} --count {count}");
+    client.args(["--window", &WINDOW.to_string()]);
+    let what = format!("sluice mtp send --size {size} --count {count} --window {WINDOW}");
     let (out, cpu) = h.measure_commands("mtp-send", &what, server, client, LIMIT, false)?;
     let (msgs, mbps) = parse_send(&out).map_err(|e| e.to_string())?;
     Ok(Bw {

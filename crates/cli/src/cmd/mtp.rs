@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
-use sluice::mtp::{CqeKind, Endpoint, MtpError, MtpStatus, Rpc};
+use sluice::mtp::{CqeKind, Endpoint, EndpointConfig, MtpError, MtpStatus, Rpc};
 use sluice::Sluice;
 use sluice_shm::control::DEFAULT_SOCKET;
 
@@ -52,6 +52,9 @@ pub struct RecvArgs {
     /// No line per message (throughput runs); the totals and digest are still printed.
     #[arg(long)]
     quiet: bool,
+    /// Receive buffers posted: messages the engine may place before this program takes them.
+    #[arg(long, default_value_t = 8)]
+    buffers: usize,
 }
 
 /// `sluice mtp send` and `sluice mtp rpc`.
@@ -78,6 +81,10 @@ pub struct SendArgs {
     /// The messages' traffic class.
     #[arg(long, default_value_t = 0)]
     tc: u8,
+    /// Messages outstanding at most (`send`: the endpoint's send slots; a throughput run
+    /// with few is bound by the round trip, not by the engines).
+    #[arg(long, default_value_t = 8)]
+    window: usize,
 }
 
 /// Runs `sluice mtp ...`.
@@ -164,7 +171,11 @@ fn pattern(k: u64, size: usize) -> Vec<u8> {
 
 fn recv(a: &RecvArgs) -> Result<(), CliError> {
     let app = Sluice::attach(&a.engine.socket)?;
-    let ep = Endpoint::bind(&app, a.port)?;
+    let cfg = EndpointConfig {
+        recv_buffers: a.buffers.max(1),
+        ..EndpointConfig::default()
+    };
+    let ep = Endpoint::bind_with(&app, a.port, cfg)?;
     println!("sluice mtp: receiving on port {}", ep.port());
     let mut got = 0u64;
     let mut bytes = 0u64;
@@ -210,7 +221,11 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
 
 fn send(a: &SendArgs) -> Result<(), CliError> {
     let app = Sluice::attach(&a.engine.socket)?;
-    let ep = Endpoint::bind(&app, 0)?;
+    let cfg = EndpointConfig {
+        send_slots: a.window.max(1),
+        ..EndpointConfig::default()
+    };
+    let ep = Endpoint::bind_with(&app, 0, cfg)?;
     let largest = a.max_size.unwrap_or(a.size).max(a.size);
     if largest > ep.max_message() {
         return Err(CliError::usage(format!(

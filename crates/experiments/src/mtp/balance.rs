@@ -14,6 +14,7 @@ use sluice_sim::mtp::Balancer;
 use sluice_sim::{Host, Instant, Sim};
 use sluice_tcp::Stack;
 
+use crate::drain::{check, drain};
 use crate::error::ExperimentError;
 use crate::fabric::host_addr;
 use crate::flows::{quantile, Class, Flows};
@@ -289,24 +290,9 @@ fn run_tcp(
             .unwrap_or(chans[0]);
         next = (next + 1) % TCP_CHANNELS;
         flows.send(&mut sim, ch, bytes, Class::Background)?;
-        if let Some(e) = flows.error() {
-            return Err(ExperimentError::Workload(e.to_string()));
-        }
+        check(&flows)?;
     }
-    let drain = sim.now() + Duration::from_secs(1);
-    let _ = sim.run_until(drain, |now, hosts| {
-        flows.step(now, hosts);
-        flows.idle()
-    });
-    if let Some(e) = flows.error() {
-        return Err(ExperimentError::Workload(e.to_string()));
-    }
-    if !flows.idle() {
-        return Err(ExperimentError::Workload(format!(
-            "{} messages unread 1 s after the last arrival",
-            flows.outstanding()
-        )));
-    }
+    drain(&mut sim, &mut flows, Duration::from_secs(1), "TCP messages")?;
     let retx = sim
         .host(topo.sender)
         .map_or(0, |s| s.counters().retransmitted_bytes);
@@ -336,24 +322,9 @@ fn run_mtp(
             false
         });
         msgs.send(&mut sim, 0, 1, bytes, 0, 0)?;
-        if let Some(e) = msgs.error() {
-            return Err(ExperimentError::Workload(e.to_string()));
-        }
+        check(&msgs)?;
     }
-    let drain = sim.now() + Duration::from_secs(1);
-    let _ = sim.run_until(drain, |now, hosts| {
-        msgs.step(now, hosts);
-        msgs.outstanding() == 0
-    });
-    if let Some(e) = msgs.error() {
-        return Err(ExperimentError::Workload(e.to_string()));
-    }
-    if msgs.outstanding() > 0 {
-        return Err(ExperimentError::Workload(format!(
-            "{} MTP messages not received 1 s after the last arrival",
-            msgs.outstanding()
-        )));
-    }
+    drain(&mut sim, &mut msgs, Duration::from_secs(1), "MTP messages")?;
     let retx = sim.host(topo.sender).map_or(0, |h| {
         let c = h.stack.counters();
         (c.retx_timeout + c.retx_nack + c.retx_sack_gap + c.retx_rack) * h.stack.mss() as u64

@@ -15,6 +15,7 @@ use sluice_sim::mtp::{Balancer, MtpDevice, Pathlet};
 use sluice_sim::Sim;
 use sluice_tcp::Stack;
 
+use crate::drain::{check, drain};
 use crate::error::ExperimentError;
 use crate::fabric::{self, FabricSpec};
 use crate::flows::{quantile, Class, Flows};
@@ -40,6 +41,13 @@ pub struct WorkloadsArgs {
     /// Only these workloads (comma-separated, e.g. w1,w5; default all five).
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
+    /// Only these loads, in percent of a host's link (comma-separated, e.g. 80; default 50,80).
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Vec<u32>,
+    /// One FIFO per switch port instead of eight strict-priority queues (MTP's packets all
+    /// best effort, as before the priorities).
+    #[arg(long)]
+    pub no_priorities: bool,
 }
 
 /// The loads, as fractions of each host's link.
@@ -104,6 +112,9 @@ impl Scale {
             delay: Duration::from_micros(1),
             queue_bytes: 512 * 1024,
             ecn_k_bytes: Some(65 * 1514),
+            // Eight priority queues per port, as Homa's switches (TCP marks no DSCP: one FIFO
+            // for it in effect).
+            priority_queues: if args.no_priorities { 0 } else { 8 },
         };
         Scale {
             fabric,
@@ -178,6 +189,34 @@ fn arrivals(
     (out, window)
 }
 
+/// The longest message given a priority above best effort: the goal's short messages.
+const SHORT_MAX: u64 = 10_000;
+
+/// Priority cutoffs for `dist` (Homa's unscheduled cutoffs, HomaModule's `unsched_cutoffs`,
+/// over the short messages only): lengths splitting the bytes of messages of at most
+/// [`SHORT_MAX`] into seven equal parts, the shortest at DSCP 7; longer messages share DSCP
+/// 0 as one FIFO, so the long ones do not starve each other (and hold their senders'
+/// pathlet windows) in classes below one another. From a seeded sample of `dist`.
+fn dscp_cutoffs(dist: &SizeDist, seed: u64) -> [u64; 7] {
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0xd5c9);
+    let mut sizes: Vec<u64> = (0..20_000)
+        .map(|_| dist.sample(&mut r))
+        .filter(|&b| b <= SHORT_MAX)
+        .collect();
+    sizes.sort_unstable();
+    let total: u64 = sizes.iter().sum::<u64>().max(1);
+    let mut cutoffs = [SHORT_MAX; 7];
+    let (mut acc, mut level) = (0u64, 0usize);
+    for &b in &sizes {
+        acc += b;
+        while level < 6 && acc * 7 >= total * (level as u64 + 1) {
+            cutoffs[level] = b.max(1);
+            level += 1;
+        }
+    }
+    cutoffs
+}
+
 /// The unloaded completion time of `bytes` from `src` to `dst`: serialization at the host
 /// rate (with 1500-byte frames' headers) plus, per link on the way, its delay and one frame's
 /// store-and-forward.
@@ -212,6 +251,19 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
             })
             .collect::<Result<_, _>>()?
     };
+    let loads: Vec<f64> = if args.loads.is_empty() {
+        LOADS.to_vec()
+    } else {
+        args.loads
+            .iter()
+            .map(|&l| {
+                (1..=99)
+                    .contains(&l)
+                    .then_some(f64::from(l) / 100.0)
+                    .ok_or_else(|| ExperimentError::Usage(format!("load {l} % (1..99)")))
+            })
+            .collect::<Result<_, _>>()?
+    };
     let n = scale.hosts();
     // The same peers for every run.
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9ee5);
@@ -228,7 +280,7 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
     let mut windows = Vec::new();
     for w in &workloads {
         let dist = SizeDist::new(*w, Some(scale.cap));
-        for &load in &LOADS {
+        for &load in &loads {
             let (arr, window) = arrivals(&scale, &dist, load, &peers, seed);
             windows.push(format!(
                 "{} {:.0}%: {} messages in {} us",
@@ -249,7 +301,12 @@ pub fn run(args: &WorkloadsArgs) -> Result<Report, ExperimentError> {
                 w.name(),
                 load * 100.0
             );
-            let mtp = run_mtp(&scale, seed, &arr)?;
+            let dscp = if scale.fabric.priority_queues >= 2 {
+                dscp_cutoffs(&dist, seed)
+            } else {
+                [0; 7]
+            };
+            let mtp = run_mtp(&scale, seed, &arr, dscp)?;
             let mut points = Vec::new();
             for b in buckets_of(&dist) {
                 let p99 = |s: &Slowdowns| {
@@ -385,24 +442,9 @@ fn run_tcp(
         });
         let k = peers[a.src].iter().position(|&d| d == a.dst).unwrap_or(0);
         flows.send(&mut sim, chan[a.src][k], a.bytes, Class::Background)?;
-        if let Some(e) = flows.error() {
-            return Err(ExperimentError::Workload(e.to_string()));
-        }
+        check(&flows)?;
     }
-    let drain = sim.now() + Duration::from_secs(2);
-    let _ = sim.run_until(drain, |now, hosts| {
-        flows.step(now, hosts);
-        flows.idle()
-    });
-    if let Some(e) = flows.error() {
-        return Err(ExperimentError::Workload(e.to_string()));
-    }
-    if !flows.idle() {
-        return Err(ExperimentError::Workload(format!(
-            "{} messages unread 2 s after the last arrival",
-            flows.outstanding()
-        )));
-    }
+    drain(&mut sim, &mut flows, Duration::from_secs(2), "TCP messages")?;
     Ok(flows
         .done
         .iter()
@@ -416,7 +458,12 @@ fn run_tcp(
 
 /// MTP: every message sent as it arrives; every switch an MTP device with an ECN pathlet on
 /// each port (the TCP side's marking threshold) and the message balancer on its groups.
-fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, ExperimentError> {
+fn run_mtp(
+    scale: &Scale,
+    seed: u64,
+    arrivals: &[Arrival],
+    dscp: [u64; 7],
+) -> Result<Slowdowns, ExperimentError> {
     let n = scale.hosts();
     let cap = scale.cap;
     let mut sim: Sim<MtpHost> = Sim::new(seed);
@@ -426,6 +473,13 @@ fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, 
             c.max_message_len = cap as u32;
             // Paced to its link: SRPT decides the order on the wire, not a NIC FIFO.
             c.link_bps = host_bps;
+            // Short messages in the switches' higher priority queues.
+            c.dscp_cutoffs = dscp;
+            // A long message gets at least one packet in 16 however many short ones arrive.
+            c.srpt_aging = 16;
+            // The longest path crosses three pathlets (leaf, spine, leaf): a fourth slot
+            // would be 8 bytes of every data packet, 3 % of a W1 message, never filled.
+            c.feedback_slots = 3;
         })
     })?;
     let f = &scale.fabric;
@@ -453,24 +507,25 @@ fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, 
             false
         });
         msgs.send(&mut sim, a.src, a.dst, a.bytes, 0, 0)?;
-        if let Some(e) = msgs.error() {
-            return Err(ExperimentError::Workload(e.to_string()));
+        check(&msgs)?;
+    }
+    drain(&mut sim, &mut msgs, Duration::from_secs(2), "MTP messages")?;
+    // What the senders had to repair, for the account of the tail.
+    let mut c = [0u64; 4];
+    for h in fab.hosts.iter().filter_map(|&n| sim.host(n)) {
+        let k = h.stack.counters();
+        for (x, y) in c
+            .iter_mut()
+            .zip([k.timeouts, k.retx_rack, k.retx_sack_gap, k.data_sent])
+        {
+            *x += y;
         }
     }
-    let drain = sim.now() + Duration::from_secs(2);
-    let _ = sim.run_until(drain, |now, hosts| {
-        msgs.step(now, hosts);
-        msgs.outstanding() == 0
-    });
-    if let Some(e) = msgs.error() {
-        return Err(ExperimentError::Workload(e.to_string()));
-    }
-    if msgs.outstanding() > 0 {
-        return Err(ExperimentError::Workload(format!(
-            "{} MTP messages not received 2 s after the last arrival",
-            msgs.outstanding()
-        )));
-    }
+    eprintln!(
+        "sluice experiment mtp-workloads: MTP timeouts {}, RACK retransmissions {}, SACK-gap \
+         retransmissions {}, data packets {}",
+        c[0], c[1], c[2], c[3]
+    );
     Ok(msgs
         .done
         .iter()
@@ -479,4 +534,56 @@ fn run_mtp(scale: &Scale, seed: u64, arrivals: &[Arrival]) -> Result<Slowdowns, 
             (d.bytes, d.fct.as_secs_f64() / ideal)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(workloads: &[&str], loads: &[u32]) -> WorkloadsArgs {
+        WorkloadsArgs {
+            common: Common {
+                quick: true,
+                out: std::env::temp_dir(),
+                seed: 1,
+            },
+            racks: None,
+            hosts_per_rack: None,
+            workloads: workloads.iter().map(|w| w.to_string()).collect(),
+            loads: loads.to_vec(),
+            no_priorities: false,
+        }
+    }
+
+    #[test]
+    fn one_workload_at_one_load_runs_alone() {
+        let r = run(&args(&["w2"], &[80])).unwrap();
+        let cells: Vec<(&str, &str)> = r
+            .rows
+            .iter()
+            .map(|row| (row[0].as_str(), row[1].as_str()))
+            .collect();
+        assert_eq!(cells, [("W2", "80"), ("W2", "80")], "<1K and 1K-10K only");
+        assert!(matches!(
+            run(&args(&["w2"], &[100])),
+            Err(ExperimentError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn priorities_go_to_short_messages_only_shortest_highest() {
+        for w in Workload::ALL {
+            let dist = SizeDist::new(w, Some(3_000_000));
+            let c = dscp_cutoffs(&dist, 1);
+            assert!(c.windows(2).all(|p| p[0] <= p[1]), "{w:?}: {c:?}");
+            assert_eq!(
+                c[6], SHORT_MAX,
+                "{w:?}: every short message above best effort"
+            );
+            assert!(c[0] >= 1);
+        }
+        // W1 (mostly tiny): the first level already splits messages under 1 KB.
+        let w1 = dscp_cutoffs(&SizeDist::new(Workload::ALL[0], None), 1);
+        assert!(w1[0] < 1000, "{w1:?}");
+    }
 }

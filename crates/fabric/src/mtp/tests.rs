@@ -9,8 +9,8 @@ use rand_chacha::ChaCha8Rng;
 use sluice_mtp::wire::{
     Encap, FeedbackKind, List, MtpFrameRepr, MtpRepr, PathletTc, DEVICE_TRIMMED, FLAG_DATA,
 };
-use sluice_wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
-use sluice_wire::ipv4::{Ecn, Ipv4Repr};
+use sluice_wire::ethernet::EthernetAddress;
+use sluice_wire::ipv4::Ecn;
 
 use super::*;
 use crate::link::{Channel, LinkConfig, Offer};
@@ -22,28 +22,11 @@ const GBPS: u64 = 1_000_000_000;
 /// An MTP data frame: message `msg` of `pkts` packets of `payload` bytes, class `tc`.
 fn mtp(msg: u32, pkt: u16, pkts: u16, payload: usize, tc: u8, exclude: &[PathletTc]) -> Vec<u8> {
     let data = vec![0xab; payload];
-    let repr = MtpFrameRepr {
-        eth: EthernetRepr {
-            dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            src: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            ethertype: EtherType::Ipv4,
-            vlan: None,
-        },
-        ip: Ipv4Repr {
-            src: SRC,
-            dst: DST,
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: tc,
-            ecn: Ecn::Ect0,
-            ident: 1,
-            dont_fragment: true,
-            more_fragments: false,
-            fragment_offset: 0,
-        },
-        encap: Encap::Ip,
-        mtp: MtpRepr {
+    let mut repr = MtpFrameRepr::new(
+        (EthernetAddress([2, 0, 0, 0, 0, 1]), SRC),
+        (EthernetAddress([2, 0, 0, 0, 0, 2]), DST),
+        Encap::Ip,
+        MtpRepr {
             src_port: 4000,
             dst_port: 5000,
             flags: FLAG_DATA,
@@ -58,7 +41,10 @@ fn mtp(msg: u32, pkt: u16, pkts: u16, payload: usize, tc: u8, exclude: &[Pathlet
             feedback_slots: 2,
             ..MtpRepr::default()
         },
-    };
+    );
+    // ECN-capable, so the links' marking applies as to the stack's traffic.
+    repr.ip.ecn = Ecn::Ect0;
+    repr.ip.dscp = tc;
     let mut buf = vec![0u8; repr.frame_len(payload).unwrap()];
     repr.emit(&mut buf, &data).unwrap();
     buf

@@ -1,11 +1,11 @@
 //! Taking what the engine completed for an endpoint (docs/mtp.md "Messages in service
 //! mode"): send completions, messages placed in its buffers (a buffer is posted again when
-//! its message is taken), and waiting for either: poll, then sleep on the endpoint's
-//! eventfd, armed through its completion queue's arm word.
+//! its message is taken), and waiting for either: poll, then sleep as the thread's context
+//! does; or, in a caller's own poll loop, arm the endpoint's eventfd.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_shm::mtp::{CqeKind, MtpCqe, MtpStatus};
 
@@ -90,6 +90,25 @@ impl Endpoint {
         })
     }
 
+    /// The endpoint's eventfd, for a caller's own poll loop: readable after [`Endpoint::arm`]
+    /// once a completion is placed.
+    pub fn event_fd(&self) -> BorrowedFd<'_> {
+        self.event_fd.as_fd()
+    }
+
+    /// Asks the engine to signal [`Endpoint::event_fd`] when it places the next completion
+    /// (check the queue once more after arming, then sleep); false when the queue's arm word
+    /// is out of the region.
+    pub fn arm(&self) -> bool {
+        let Some(arm) = self.sluice.region.verbs_arm(self.cq_queue) else {
+            return false;
+        };
+        arm.store(1, Ordering::SeqCst);
+        // Pairs with the engine's fence before it reads the arm word.
+        fence(Ordering::SeqCst);
+        true
+    }
+
     /// Messages sent and not yet completed.
     pub fn in_flight(&self) -> usize {
         lock(&self.inner).in_flight.len()
@@ -108,39 +127,16 @@ impl Endpoint {
         timeout: Option<Duration>,
         done: &mut dyn FnMut(&Inner) -> bool,
     ) -> Result<bool, MtpError> {
-        let arm = self
-            .sluice
-            .region
-            .verbs_arm(self.cq_queue)
-            .ok_or(MtpError::Os(libc::EINVAL))?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let mut fds = [libc::pollfd {
-                fd: self.event_fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            // Armed before the check: a completion placed after it signals the eventfd.
-            arm.store(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let w = self.sluice.wait(left, &mut fds, &mut || {
-                self.poll();
-                done(&lock(&self.inner))
-            })?;
-            if w.fds_ready > 0 {
-                let mut b = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into b from a non-blocking eventfd we own.
-                unsafe { libc::read(self.event_fd.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
-            }
+        // The thread's context sleeps and wakes as for sockets: the engine signals a
+        // sleeping context of an application it placed completions for. The endpoint's
+        // eventfd is for callers' own poll loops; arming it here, before the spin, made the
+        // engine write it for every batch of completions this thread was spinning for
+        // (issue 17: a system call each way per message).
+        let w = self.sluice.wait(timeout, &mut [], &mut || {
             self.poll();
-            if w.ready || done(&lock(&self.inner)) {
-                return Ok(true);
-            }
-            if w.timed_out || deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
-            }
-        }
+            done(&lock(&self.inner))
+        })?;
+        Ok(w.ready || done(&lock(&self.inner)))
     }
 
     /// Waits for send `id` to complete: Ok when every packet was acknowledged, the

@@ -13,6 +13,9 @@ use crate::time::Nanos;
 pub struct PktState {
     /// When it was last sent.
     pub sent_at: Nanos,
+    /// When it was first sent: an ACK of a packet sent twice may be for either copy, so this
+    /// is all it proves was delivered (RACK's time of the latest delivery).
+    pub first_sent_at: Nanos,
     /// Sent at least once.
     pub sent: bool,
     /// In flight (sent, charged, neither acknowledged nor declared lost).
@@ -23,6 +26,9 @@ pub struct PktState {
     pub retransmitted: bool,
     /// Waiting in the retransmission queue.
     pub queued: bool,
+    /// Resent by the timer: its original, a retransmission timeout old, is taken as lost,
+    /// so its ACK is for the copy sent last.
+    pub resent_by_timer: bool,
 }
 
 /// A message being sent.

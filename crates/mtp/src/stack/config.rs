@@ -81,12 +81,24 @@ pub struct StackConfig {
     /// Messages the scheduler looks at per transmit decision (bounds the work when the
     /// first ones are blocked by their windows).
     pub sched_scan: usize,
+    /// Every `srpt_aging`-th data packet goes to the oldest message with something to send
+    /// rather than the one with the fewest bytes left (bounded starvation: a long message
+    /// gets at least that share of the line however many short ones arrive); 0: pure SRPT.
+    pub srpt_aging: u32,
     /// The local link's rate in bit/s, 0 for unknown. When known, data leaves at most
     /// `line_backlog` bytes ahead of the line (the NIC queue is a resource no device reports
     /// on, and a FIFO there would undo the sender's priority and SRPT order).
     pub link_bps: u64,
     /// Bytes data may run ahead of the line when `link_bps` is set.
     pub line_backlog: usize,
+    /// Bytes the line spends per frame besides the frame (Ethernet's preamble, start
+    /// delimiter and inter-frame gap: 20; a link model that counts frame bytes only: 0).
+    pub line_frame_overhead: usize,
+    /// Message-length cutoffs, ascending, for the IPv4 DSCP of data packets (the switch
+    /// priority queue they join, as Homa's unscheduled priorities): a message of at most
+    /// `dscp_cutoffs[i]` bytes goes at DSCP 7 - i, a longer one at 0. All 0: off (DSCP 0
+    /// for every packet). When on, ACKs go at DSCP 7 so they do not wait behind data.
+    pub dscp_cutoffs: [u64; 7],
 }
 
 impl StackConfig {
@@ -122,8 +134,31 @@ impl StackConfig {
             initial_window: 64 * 1024,
             cc: CcParams::default(),
             sched_scan: 64,
+            srpt_aging: 0,
             link_bps: 0,
             line_backlog: 3000,
+            line_frame_overhead: 20,
+            dscp_cutoffs: [0; 7],
+        }
+    }
+
+    /// The IPv4 DSCP of a data packet of a message of `len` bytes ([`Self::dscp_cutoffs`]).
+    pub fn data_dscp(&self, len: u64) -> u8 {
+        if self.dscp_cutoffs == [0; 7] {
+            return 0;
+        }
+        match self.dscp_cutoffs.iter().position(|&c| c > 0 && len <= c) {
+            Some(i) => 7 - i as u8,
+            None => 0,
+        }
+    }
+
+    /// The IPv4 DSCP of an ACK: the highest when priorities are on.
+    pub fn ack_dscp(&self) -> u8 {
+        if self.dscp_cutoffs == [0; 7] {
+            0
+        } else {
+            7
         }
     }
 
@@ -190,6 +225,13 @@ impl StackConfig {
         if self.rto_min == 0 || self.rto_min > self.rto_max || self.rto_initial == 0 {
             return Err(ConfigError::Rto);
         }
+        if self
+            .dscp_cutoffs
+            .windows(2)
+            .any(|w| w[1] != 0 && w[1] < w[0])
+        {
+            return Err(ConfigError::DscpCutoffs);
+        }
         if self.initial_window == 0
             || self.cc.max_cwnd < self.initial_window
             || self.cc.g_shift > 16
@@ -219,6 +261,8 @@ pub enum ConfigError {
     Rto,
     /// The initial window is 0 or above max_cwnd, or g_shift is above 16.
     Window,
+    /// The DSCP cutoffs are not ascending.
+    DscpCutoffs,
 }
 
 impl fmt::Display for ConfigError {
@@ -237,6 +281,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "reassembly_bytes {n} cannot hold one maximal message")
             }
             ConfigError::Rto => f.write_str("RTO bounds must satisfy 0 < rto_min <= rto_max"),
+            ConfigError::DscpCutoffs => f.write_str("dscp_cutoffs must be ascending"),
             ConfigError::Window => {
                 f.write_str("initial window must be in 1..=max_cwnd and g_shift at most 16")
             }

@@ -48,8 +48,10 @@ struct Dest {
     deadline: Option<Nanos>,
     /// The earliest entry it has in the timer heap.
     armed: Option<Nanos>,
-    /// Its transmissions in send order, for RACK-style loss detection.
-    log: SendLog,
+    /// Its transmissions in send order, for RACK-style loss detection: one log per priority
+    /// class (`dscp_cutoffs`), since switch priority queues reorder packets of different
+    /// classes on one path and a later short message's ACK says nothing of a long one.
+    log: [SendLog; 8],
 }
 
 /// How much state the stack holds (for tests of its bounds).
@@ -104,6 +106,12 @@ pub struct MtpStack {
     line_free_at: Nanos,
     /// When paced data may leave (a deadline `poll_timeout` reports).
     pace_at: Option<Nanos>,
+    /// The last scan for data found nothing that may leave; nothing changed since (a frame,
+    /// a timeout or a call clears it). The engine polls every loop iteration: a blocked
+    /// window then costs nothing, not a scan of the outstanding messages (issue 17).
+    tx_blocked: bool,
+    /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
+    since_aged: u32,
 }
 
 impl MtpStack {
@@ -125,6 +133,8 @@ impl MtpStack {
             sched: Scheduler::default(),
             line_free_at: 0,
             pace_at: None,
+            tx_blocked: false,
+            since_aged: 0,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
@@ -159,6 +169,7 @@ impl MtpStack {
 
     /// Sets the next hop's MAC for `ip`.
     pub fn set_neighbor(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.tx_blocked = false;
         self.neighbors.insert(ip, mac);
     }
 
@@ -204,6 +215,7 @@ impl MtpStack {
 
     /// Unbinds `ep`: its queued messages go, its outstanding messages fail.
     pub fn unbind(&mut self, ep: EndpointId) {
+        self.tx_blocked = false;
         let Some(e) = self.endpoints.remove(&ep) else {
             return;
         };
@@ -228,7 +240,24 @@ impl MtpStack {
         data: &[u8],
         opts: SendOptions,
     ) -> Result<u32, SendError> {
+        if data.len() > self.cfg.max_message_len as usize {
+            return Err(SendError::TooLong(data.len()));
+        }
+        self.send_message_owned(now, ep, dst, data.to_vec(), opts)
+    }
+
+    /// [`MtpStack::send_message`] of bytes the caller already copied out (the engine reads
+    /// them from an application's memory): kept as they are, not copied again.
+    pub fn send_message_owned(
+        &mut self,
+        now: Nanos,
+        ep: EndpointId,
+        dst: SocketAddrV4,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<u32, SendError> {
         let _ = now;
+        self.tx_blocked = false;
         let src_port = self
             .endpoints
             .get(&ep)
@@ -259,7 +288,7 @@ impl MtpStack {
             id,
             priority: opts.priority,
             tc: opts.tc,
-            data: data.to_vec(),
+            data,
             mss: self.mss,
             pkt: vec![PktState::default(); pkts],
             acked: 0,
@@ -307,7 +336,7 @@ impl MtpStack {
                 msgs: BTreeSet::new(),
                 deadline: None,
                 armed: None,
-                log: SendLog::default(),
+                log: Default::default(),
             },
         );
         Ok(())
@@ -381,7 +410,7 @@ impl MtpStack {
     /// Takes message `id` out of every table, releasing what its packets hold.
     fn remove_message(&mut self, id: u32) -> Option<OutMessage> {
         let mut msg = self.out.remove(&id)?;
-        self.sched.update(id, 0, 0, false);
+        self.sched.remove(id);
         let ip = *msg.dst.ip();
         if let Some(d) = self.dests.get_mut(&ip) {
             d.msgs.remove(&id);

@@ -32,8 +32,8 @@ impl MtpStack {
     /// A frame of `bytes` was handed to the line at `now`.
     pub(super) fn line_sent(&mut self, now: Nanos, bytes: usize) {
         if self.cfg.link_bps != 0 {
-            // Ethernet's preamble, start delimiter and gap: 20 bytes a frame.
-            self.line_free_at = self.line_free_at.max(now) + self.line_time(bytes + 20);
+            let on_line = bytes + self.cfg.line_frame_overhead;
+            self.line_free_at = self.line_free_at.max(now) + self.line_time(on_line);
         }
     }
 }

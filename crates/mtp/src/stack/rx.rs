@@ -44,6 +44,7 @@ fn run(msg_id: u32, first: u16, count: u16) -> PacketRun {
 impl MtpStack {
     /// Takes a frame the classifier gave it (IPv4 protocol 253 or UDP port 9919).
     pub fn handle_frame(&mut self, now: Nanos, frame: &[u8]) {
+        self.tx_blocked = false;
         self.counters.frames_in += 1;
         let (f, payload) = match MtpFrameRepr::parse(frame, true) {
             Ok(v) => v,
@@ -159,7 +160,9 @@ impl MtpStack {
             m.store(h.pkt_num, h.pkt_offset as usize, payload);
         }
         let (cum, complete) = (m.cum, m.complete());
-        if cum > 0 {
+        // The prefix run repeats the packet's own when it is the first (a one-packet
+        // message's only): 8 bytes an ACK saved, a tenth of the ACK of a tiny RPC.
+        if cum > 0 && !(h.pkt_num == 0 && cum == 1) {
             ack.sack[1] = run(h.msg_id, 0, cum);
             ack.n_sack = 2;
         }
@@ -230,10 +233,11 @@ impl MtpStack {
             self.sched.update(id, p, rem, w);
         }
         let mut progress = false;
-        // For RACK: the latest send time acknowledged and the path it was charged to (the
-        // feedback below may reveal the actual one).
+        // For RACK: the latest send time acknowledged and the path it took, when known (the
+        // feedback below may reveal it; a guess would let one path's ACKs judge another's).
         let mut newest_sent: Option<Nanos> = None;
         let mut acked_path = None;
+        let mut acked_class = 0;
         // A message this ACK completed: its later runs are not stale.
         let mut finished = None;
         for (i, r) in h.sack.iter().take(max).enumerate() {
@@ -272,8 +276,21 @@ impl MtpStack {
                 if i == 0 && n == r.first && !st.retransmitted {
                     d.rtt.sample(now.saturating_sub(st.sent_at));
                 }
-                newest_sent = newest_sent.max(Some(st.sent_at));
-                acked_path = msg.learned.or(msg.charge);
+                // The ACK of a retransmitted packet may be for the original copy: taking
+                // the retransmission's time would declare lost everything sent between the
+                // two (issue 17: a cascade of spurious retransmissions under reordering).
+                let delivered = if st.resent_by_timer {
+                    st.sent_at
+                } else {
+                    st.first_sent_at
+                };
+                newest_sent = newest_sent.max(Some(delivered));
+                acked_path = match msg.learned {
+                    Some(p) => Some(Some(p)),
+                    None if d.paths.expected.is_none() => Some(msg.charge),
+                    None => None,
+                };
+                acked_class = usize::from(self.cfg.data_dscp(msg.data.len() as u64) & 7);
                 if st.inflight {
                     st.inflight = false;
                     msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
@@ -330,11 +347,11 @@ impl MtpStack {
                     msg.learn(&mut self.cc, a);
                 }
                 if actual.is_some() {
-                    acked_path = actual;
+                    acked_path = Some(actual);
                 }
             }
-            if let Some(at) = newest_sent {
-                d.log.acked(acked_path, at);
+            if let (Some(at), Some(path)) = (newest_sent, acked_path) {
+                d.log[acked_class].acked(path, at);
             }
             if progress {
                 self.rack_detect(src);

@@ -32,6 +32,7 @@ impl MtpStack {
 
     /// Fires the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.tx_blocked = false;
         if self.pace_at.is_some_and(|t| t <= now) {
             // Paced data may leave: the caller polls transmit after this.
             self.pace_at = None;
@@ -99,6 +100,7 @@ impl MtpStack {
                 }
                 probed = true;
                 st.inflight = false;
+                st.resent_by_timer = true;
                 msg.release_packet(&mut self.cc, &mut d.paths, len as u64);
                 if msg.queue_retx(n) {
                     self.counters.retx_timeout += 1;

@@ -48,7 +48,8 @@ impl MtpStack {
                 nack: List::Items(ack.nack.as_slice()),
                 ..MtpRepr::default()
             };
-            let f = frame_repr(&self.cfg, ack.dst, mac, ack.msg_id, mtp);
+            let mut f = frame_repr(&self.cfg, ack.dst, mac, ack.msg_id, mtp);
+            f.ip.dscp = self.cfg.ack_dscp();
             if let Ok(n) = f.emit(buf, &[]) {
                 self.line_sent(now, n);
                 self.counters.acks_sent += 1;
@@ -61,20 +62,36 @@ impl MtpStack {
     }
 
     fn poll_data(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        if !self.line_ready(now) {
+        if self.tx_blocked || !self.line_ready(now) {
             return None;
         }
+        let aging = self.cfg.srpt_aging;
+        let aged = aging > 0 && self.since_aged.saturating_add(1) >= aging;
         let mut scan = std::mem::take(&mut self.scan);
-        scan.clear();
-        scan.extend(self.sched.first(self.cfg.sched_scan));
         let mut sent = None;
-        for &id in &scan {
-            if let Some(n) = self.try_send(now, id, buf) {
+        // The oldest message's turn first, when it is due; SRPT when it cannot send.
+        for oldest in [true, false] {
+            if oldest && !aged {
+                continue;
+            }
+            scan.clear();
+            if oldest {
+                scan.extend(self.sched.oldest(self.cfg.sched_scan));
+            } else {
+                scan.extend(self.sched.first(self.cfg.sched_scan));
+            }
+            if let Some(n) = scan.iter().find_map(|&id| self.try_send(now, id, buf)) {
+                self.since_aged = if oldest {
+                    0
+                } else {
+                    self.since_aged.saturating_add(1)
+                };
                 sent = Some(n);
                 break;
             }
         }
         self.scan = scan;
+        self.tx_blocked = sent.is_none();
         sent
     }
 
@@ -125,7 +142,8 @@ impl MtpStack {
             feedback_slots: self.cfg.feedback_slots,
             ..MtpRepr::default()
         };
-        let f = frame_repr(&self.cfg, ip, mac, msg.id, mtp);
+        let mut f = frame_repr(&self.cfg, ip, mac, msg.id, mtp);
+        f.ip.dscp = self.cfg.data_dscp(msg.data.len() as u64);
         let size = f.emit(buf, &msg.data[off..off + len]).ok()?;
         let retx = msg.retx.front() == Some(&n);
         if retx {
@@ -140,12 +158,16 @@ impl MtpStack {
             pkt: n,
             path: msg.charge,
         };
-        if !dest.log.record(sent, RACK_LOG_CAP) {
+        let class = usize::from(self.cfg.data_dscp(msg.data.len() as u64) & 7);
+        if !dest.log[class].record(sent, RACK_LOG_CAP) {
             self.counters.rack_log_full += 1;
         }
         let st = &mut msg.pkt[usize::from(n)];
         st.queued = false;
         st.retransmitted |= st.sent;
+        if !st.sent {
+            st.first_sent_at = now;
+        }
         st.sent = true;
         st.inflight = true;
         st.sent_at = now;

@@ -34,6 +34,10 @@ pub struct LinkView {
 /// Edits a frame entering the link; false drops it.
 pub type Device = Box<dyn FnMut(Dir, &mut Vec<u8>, LinkView) -> bool>;
 
+/// The extra one-way delay of the path a frame takes (after the device edited it): a
+/// second, longer path beside the link's own.
+pub type PathDelay = Box<dyn FnMut(Dir, &[u8]) -> Nanos>;
+
 /// A small seeded generator (SplitMix64): the rig's only randomness.
 pub struct Rng(pub u64);
 
@@ -71,6 +75,11 @@ pub struct Pair {
     pub reorder: f64,
     pub rng: Rng,
     pub device: Option<Device>,
+    /// Extra delay per frame (None: every frame takes `delay`).
+    pub path_delay: Option<PathDelay>,
+    /// Reordered frames are held back exactly this long instead of up to `delay` at random
+    /// (as the lab's switches hold them).
+    pub reorder_hold: Option<Nanos>,
     links: [Link; 2],
     seq: u64,
     buf: Vec<u8>,
@@ -102,6 +111,8 @@ impl Pair {
             reorder: 0.0,
             rng: Rng(seed),
             device: None,
+            path_delay: None,
+            reorder_hold: None,
             links: [Link::default(), Link::default()],
             seq: 0,
             buf: vec![0; 9000],
@@ -136,18 +147,26 @@ impl Pair {
             return;
         }
         let copies = if self.rng.chance(self.dup) { 2 } else { 1 };
+        let extra = self.path_delay.as_mut().map_or(0, |f| f(dir, &frame));
         let link = &mut self.links[li];
         let depart = link.busy_until.max(self.now) + ser;
         link.busy_until = depart;
-        for _ in 0..copies {
-            let mut at = depart + self.delay;
+        for copy in 1..=copies {
+            let mut at = depart + self.delay + extra;
             if self.rng.chance(self.reorder) {
-                at += self.rng.next() % self.delay.max(1);
+                at += match self.reorder_hold {
+                    Some(h) => h,
+                    None => self.rng.next() % self.delay.max(1),
+                };
             }
             self.seq += 1;
-            self.links[li]
-                .heap
-                .push(Reverse((at, self.seq, frame.clone())));
+            // The last copy takes the frame itself (one allocation per frame, not two).
+            let f = if copy == copies {
+                std::mem::take(&mut frame)
+            } else {
+                frame.clone()
+            };
+            self.links[li].heap.push(Reverse((at, self.seq, f)));
         }
     }
 

@@ -200,6 +200,8 @@ impl Mtp {
             ("mtp_retx_timeout", c.retx_timeout),
             ("mtp_retx_nack", c.retx_nack),
             ("mtp_retx_sack_gap", c.retx_sack_gap),
+            ("mtp_retx_rack", c.retx_rack),
+            ("mtp_timeouts", c.timeouts),
             ("mtp_no_neighbor", c.no_neighbor),
         ];
         rows.iter().map(|(n, v)| format!("{n:<25} {v}\n")).collect()

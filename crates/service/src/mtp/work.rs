@@ -136,7 +136,7 @@ fn take(m: &mut Mtp, app: u32, ep: u32, tcp: &mut Stack, now: Instant, counters:
         };
         match core
             .stack
-            .send_message(now.as_nanos(), EndpointId(ep), s.dst, &data, opts)
+            .send_message_owned(now.as_nanos(), EndpointId(ep), s.dst, data, opts)
         {
             Ok(msg_id) => {
                 rec.sq_in.pop();

@@ -9,6 +9,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use crate::entry::{EntryError, Payload};
+use crate::le::{put, u16_at, u32_at, u64_at};
 use crate::queue::PAYLOAD_BYTES;
 
 /// Entry kinds (the opcode byte).
@@ -154,20 +155,6 @@ pub struct MtpCqe {
     pub tc: u8,
 }
 
-fn put(e: &mut Payload, at: usize, bytes: &[u8]) {
-    e[at..at + bytes.len()].copy_from_slice(bytes);
-}
-
-fn u32_at(e: &Payload, at: usize) -> u32 {
-    u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
-}
-
-fn u64_at(e: &Payload, at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&e[at..at + 8]);
-    u64::from_le_bytes(b)
-}
-
 fn put_peer(e: &mut Payload, peer: SocketAddrV4) {
     put(e, at::IP, &peer.ip().octets());
     put(e, at::PORT, &peer.port().to_le_bytes());
@@ -175,7 +162,7 @@ fn put_peer(e: &mut Payload, peer: SocketAddrV4) {
 
 fn peer_of(e: &Payload) -> SocketAddrV4 {
     let ip = Ipv4Addr::new(e[at::IP], e[at::IP + 1], e[at::IP + 2], e[at::IP + 3]);
-    SocketAddrV4::new(ip, u16::from_le_bytes([e[at::PORT], e[at::PORT + 1]]))
+    SocketAddrV4::new(ip, u16_at(e, at::PORT))
 }
 
 fn expect_kind(e: &Payload, k: u8) -> Result<(), EntryError> {

@@ -6,6 +6,7 @@
 //! panics: the engine decodes entries an application it does not trust wrote.
 
 use crate::entry::{EntryError, Payload};
+use crate::le::{put, u16_at, u32_at, u64_at};
 use crate::queue::PAYLOAD_BYTES;
 
 /// Most inline bytes one send work request may carry (`max_inline_data`).
@@ -157,20 +158,6 @@ mod at {
     pub const SRC_QP: usize = 28;
 }
 
-fn put(e: &mut Payload, at: usize, bytes: &[u8]) {
-    e[at..at + bytes.len()].copy_from_slice(bytes);
-}
-
-fn u32_at(e: &Payload, at: usize) -> u32 {
-    u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
-}
-
-fn u64_at(e: &Payload, at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&e[at..at + 8]);
-    u64::from_le_bytes(b)
-}
-
 fn put_sge(e: &mut Payload, sge: Option<WqeSge>) {
     if let Some(s) = sge {
         e[at::NUM_SGE] = 1;
@@ -242,7 +229,7 @@ impl SendWqe {
         if flags & !send_flags::ALL != 0 {
             return Err(EntryError::BadField("send_flags"));
         }
-        let inline_len = u16::from_le_bytes([e[at::INLINE_LEN], e[at::INLINE_LEN + 1]]);
+        let inline_len = u16_at(e, at::INLINE_LEN);
         let inline = flags & send_flags::INLINE != 0;
         if usize::from(inline_len) > MAX_INLINE || (!inline && inline_len != 0) {
             return Err(EntryError::BadField("inline_len"));
