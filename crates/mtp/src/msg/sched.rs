@@ -126,9 +126,11 @@ mod tests {
         s.update(1, 0, 50, true);
         s.update(1, 0, 50, true);
         assert_eq!(s.first(3).collect::<Vec<_>>(), [3, 1, 2]);
+        assert_eq!(s.oldest(3).collect::<Vec<_>>(), [3, 1, 2]);
         s.update(3, 7, 900, false);
         s.update(2, 0, 0, false);
         assert_eq!(s.first(3).collect::<Vec<_>>(), [1]);
+        assert_eq!(s.oldest(3).collect::<Vec<_>>(), [1]);
         s.update(1, 0, 0, false);
         assert!(s.is_empty());
         for id in 1..=3 {

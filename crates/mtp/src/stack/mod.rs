@@ -106,12 +106,12 @@ pub struct MtpStack {
     line_free_at: Nanos,
     /// When paced data may leave (a deadline `poll_timeout` reports).
     pace_at: Option<Nanos>,
-    /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
-    since_aged: u32,
     /// The last scan for data found nothing that may leave; nothing changed since (a frame,
     /// a timeout or a call clears it). The engine polls every loop iteration: a blocked
     /// window then costs nothing, not a scan of the outstanding messages (issue 17).
     tx_blocked: bool,
+    /// Data packets sent by SRPT since the oldest message last had its turn (`srpt_aging`).
+    since_aged: u32,
 }
 
 impl MtpStack {
@@ -133,8 +133,8 @@ impl MtpStack {
             sched: Scheduler::default(),
             line_free_at: 0,
             pace_at: None,
-            since_aged: 0,
             tx_blocked: false,
+            since_aged: 0,
             timers: BinaryHeap::new(),
             cc: Cc::new(
                 cfg.cc,
