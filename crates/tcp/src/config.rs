@@ -98,6 +98,16 @@ pub struct Config {
     pub rto_min: Duration,
     /// Upper bound on the retransmission timeout and on the persist interval.
     pub rto_max: Duration,
+    /// RACK-TLP (RFC 8985): tail loss probes, and time-based loss detection (off: losses
+    /// are found by DupThresh and the retransmission timer alone).
+    pub rack_tlp: bool,
+    /// Lower bound on the tail loss probe timeout, PTO (RFC 8985 7.2): 2 SRTT of a path of
+    /// tens of microseconds is near a host's scheduling noise.
+    pub tlp_pto_min: Duration,
+    /// The peer's worst-case delayed-ACK time, added to the PTO when one segment is in
+    /// flight (RFC 8985 7.2 WCDelAckT). None: this host's own (`ack_policy`'s timeout, 0
+    /// when every segment is acknowledged), taking the data center's hosts as alike.
+    pub tlp_max_ack_delay: Option<Duration>,
     /// Give up on a connection whose data has gone unacknowledged for this long (RFC 9293 3.8.3, R2).
     pub user_timeout: Duration,
     /// SYN (or SYN-ACK) transmissions before an open fails.
@@ -196,6 +206,9 @@ impl Config {
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
+            rack_tlp: false,
+            tlp_pto_min: Duration::from_micros(10),
+            tlp_max_ack_delay: None,
             user_timeout: Duration::from_secs(120),
             syn_retries: 6,
             time_wait: Duration::from_secs(60),
@@ -288,6 +301,14 @@ impl Config {
             return Err(ConfigError::Range(
                 "rto_min/rto_initial/rto_max",
                 "0 < min <= initial <= max",
+            ));
+        }
+        let max_ack_delay = self.tlp_max_ack_delay.unwrap_or_default();
+        if self.tlp_pto_min > self.rto_max || max_ack_delay > self.rto_max {
+            // A probe later than any RTO never goes.
+            return Err(ConfigError::Range(
+                "tlp_pto_min/tlp_max_ack_delay",
+                "<= rto_max",
             ));
         }
         if self.cc_interval_min.is_zero() || self.cc_interval_min > Duration::from_secs(1) {
@@ -393,6 +414,15 @@ impl Config {
                 pressure: high / 3 * 2,
                 high,
             }
+        })
+    }
+
+    /// The delayed-ACK time the tail loss probe allows for with one segment in flight
+    /// (RFC 8985 7.2 WCDelAckT): `tlp_max_ack_delay`, or this host's own.
+    pub fn tlp_ack_delay(&self) -> Duration {
+        self.tlp_max_ack_delay.unwrap_or(match self.ack_policy {
+            AckPolicy::EverySegment => Duration::ZERO,
+            AckPolicy::Delayed { timeout, .. } => timeout,
         })
     }
 

@@ -166,6 +166,9 @@ impl Stack {
             let rto = self.now + conn.rto;
             self.arm_timer(slot, Timer::Rto, rto);
         }
+        if self.cfg.rack_tlp {
+            self.tlp_on_ack(s, out.rto_stop);
+        }
         if s.actions.contains(Actions::FIN_ACKED) {
             self.on_fin_acked(slot);
         }

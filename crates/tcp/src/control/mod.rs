@@ -10,6 +10,7 @@ pub(crate) mod cookie;
 mod handshake;
 mod input;
 pub(crate) mod isn;
+pub(crate) mod loss_probe;
 mod memory;
 pub(crate) mod neighbor;
 mod offload;

@@ -14,6 +14,7 @@ pub(crate) mod scheduler;
 pub(crate) mod scoreboard;
 pub(crate) mod state;
 pub(crate) mod summary;
+pub(crate) mod tlp;
 pub(crate) mod tx;
 
 pub(crate) use crate::queue::ReadyQueue;

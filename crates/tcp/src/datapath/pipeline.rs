@@ -8,7 +8,7 @@ use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use super::state::flags;
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, scheduler, scoreboard, tx};
+use super::{ecn, post, protocol, scheduler, scoreboard, tlp, tx};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
@@ -472,9 +472,10 @@ impl Stack {
         let next = scoreboard::next_segment(&mut self.dp.proto[i], board, max_payload);
         let ps = &self.dp.proto[i];
         if let Some(next) = next {
-            let (mut seg, sack_rxt) = match next {
-                scoreboard::Next::Send(seg) => (seg, false),
-                scoreboard::Next::Retransmit(seg) => (seg, true),
+            let (mut seg, next) = match next {
+                scoreboard::Next::Send(seg)
+                | scoreboard::Next::Retransmit(seg)
+                | scoreboard::Next::Probe(seg) => (seg, next),
             };
             let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
             let ack = tx::AckFields::current(ps);
@@ -558,12 +559,18 @@ impl Stack {
                 let credit = self.dp.wheel.granularity_ns();
                 scheduler::charge(&mut self.dp.sched[i], wire, self.now.as_nanos(), credit);
             }
-            let retransmission = if sack_rxt {
-                scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
-                self.counters.sack_retransmits += u64::from(segments);
-                true
-            } else {
-                tx::commit(&mut self.dp.proto[i], &seg, now_us)
+            let retransmission = match next {
+                scoreboard::Next::Retransmit(_) => {
+                    scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
+                    self.counters.sack_retransmits += u64::from(segments);
+                    true
+                }
+                scoreboard::Next::Send(_) => tx::commit(&mut self.dp.proto[i], &seg, now_us),
+                scoreboard::Next::Probe(_) => {
+                    let rxt = tlp::commit_probe(&mut self.dp.proto[i], &seg, now_us);
+                    self.tlp_probe_sent(slot, rxt);
+                    rxt
+                }
             };
             if header.flags.contains(TcpFlags::CWR) {
                 ecn::cwr_sent(&mut self.dp.proto[i]);
@@ -575,6 +582,10 @@ impl Stack {
             self.ack_sent(slot);
             if !self.conns[i].timers.is_set(Timer::Rto) {
                 self.arm_timer(slot, Timer::Rto, self.now + self.conns[i].rto);
+            }
+            if self.cfg.rack_tlp && matches!(next, scoreboard::Next::Send(_)) && !retransmission {
+                // RFC 8985 7.2: new data sent; the probe timeout starts over.
+                self.tlp_arm(slot);
             }
             let c = &mut self.conns[i];
             if c.stalled_since == Instant::MAX {

@@ -406,6 +406,7 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
         sb.set(sack_flags::RXT_FIRST, true);
     }
     sb.set(sack_flags::IN_RECOVERY, true);
+    sb.set(sack_flags::TLP_PROBE, false);
     sb.set(sack_flags::UNDO_ARMED, !repairing);
     sb.undo_rxt = 0;
     sb.reorder_seen = 0;
@@ -470,6 +471,8 @@ pub(crate) enum Next {
     /// A retransmission chosen by NextSeg() in recovery: commit with
     /// [`commit_retransmission`].
     Retransmit(Segment),
+    /// A tail loss probe (RFC 8985 7.3): commit with `tlp::commit_probe`.
+    Probe(Segment),
 }
 
 /// The next segment to send, at most `max_len` payload bytes (the MSS, or more for a
@@ -481,6 +484,12 @@ pub(crate) fn next_segment(
     board: &[SackedRange],
     max_len: u32,
 ) -> Option<Next> {
+    if ps.sack.flags & (sack_flags::TLP_PROBE | sack_flags::IN_RECOVERY) == sack_flags::TLP_PROBE {
+        match super::tlp::probe_segment(ps) {
+            Some(seg) => return Some(Next::Probe(seg)),
+            None => ps.sack.set(sack_flags::TLP_PROBE, false),
+        }
+    }
     if ps.sack.has(sack_flags::IN_RECOVERY) {
         if ps.snd_una.seq_lt(ps.sack.recovery_point) {
             return next_seg(ps, board, max_len);
@@ -539,7 +548,7 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
     if ps.sack.has(sack_flags::RXT_FIRST) {
         // Step 4.3: the segment at snd_una goes first, whatever pipe says.
         let (a, b) = holes(ps, board).next()?;
-        return retransmission(ps, a, b, mss).map(Next::Retransmit);
+        return tx::retransmission(ps, a, b, mss).map(Next::Retransmit);
     }
     // Step (C): send only while cwnd - pipe >= 1 SMSS.
     let room = ps.cwnd.saturating_sub(pipe(ps, board));
@@ -557,7 +566,7 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
         if !s.seq_lt(lost) {
             break;
         }
-        return retransmission(ps, s, b.min(lost), cap).map(Next::Retransmit);
+        return tx::retransmission(ps, s, b.min(lost), cap).map(Next::Retransmit);
     }
     // Rule 2: new data, as much as the receive window and cwnd - pipe allow.
     let rwnd = ps
@@ -579,28 +588,10 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
         if !s.seq_lt(highest) {
             break;
         }
-        return retransmission(ps, s, b.min(highest), cap).map(Next::Retransmit);
+        return tx::retransmission(ps, s, b.min(highest), cap).map(Next::Retransmit);
     }
     // Rule 4 (RescueRxt) is optional and not used: the timer covers the tail.
     None
-}
-
-/// The retransmission of up to `cap` bytes of [start, end), which lies in [snd_una,
-/// snd_max): payload up to tx_end, and our FIN if it was sent and falls inside.
-fn retransmission(ps: &ProtoState, start: SeqNumber, end: SeqNumber, cap: u32) -> Option<Segment> {
-    let data_end = end.min(ps.tx_end);
-    let len = (data_end.diff(start).max(0) as u32).min(cap);
-    let fin_sent = ps.has(flags::FIN_QUEUED) && ps.snd_max.seq_gt(ps.tx_end);
-    let fin = fin_sent && start + len == ps.tx_end && end.seq_gt(ps.tx_end);
-    if len == 0 && !fin {
-        return None;
-    }
-    Some(Segment {
-        seq: start,
-        len,
-        fin,
-        push: start + len == ps.tx_end,
-    })
 }
 
 /// Records that NextSeg()'s retransmission `seg` was sent (RFC 6675 5 step C.2: HighRxt).
@@ -753,6 +744,7 @@ mod tests {
                     tx::commit(&mut ps, &s, 0);
                     sent.push(("new", s.seq.0 / MSS, s.len));
                 }
+                Next::Probe(_) => panic!("no probe in recovery"),
             }
             assert!(sent.len() < 50);
         }

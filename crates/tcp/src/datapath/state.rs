@@ -214,6 +214,9 @@ pub(crate) mod sack_flags {
     /// The latest fast recovery's window cut may still be undone: every retransmission it
     /// made so far may yet be shown needless by a D-SACK (RFC 3708 2, RFC 2883).
     pub(crate) const UNDO_ARMED: u8 = 1 << 4;
+    /// The control plane's probe timer fired: the TX workflow sends one tail loss probe
+    /// next, outside cwnd (RFC 8985 7.3).
+    pub(crate) const TLP_PROBE: u8 = 1 << 5;
 }
 
 /// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
