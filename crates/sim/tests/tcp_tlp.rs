@@ -8,55 +8,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use sluice_apps::RpcEcho;
-use sluice_sim::{Host, LinkConfig, Sim};
-use sluice_tcp::{Config, Counters, Instant, Stack};
+use sluice_sim::{LinkConfig, Sim};
+use sluice_tcp::{Config, Counters, Stack};
+use support::lossy::Lossy;
 use support::*;
-
-/// A core whose next `drop_data` outgoing frames with TCP payload are lost on the wire.
-struct Lossy {
-    stack: Stack,
-    drop_data: u32,
-    dropped: u32,
-}
-
-impl Host for Lossy {
-    fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        self.stack.handle_frame(now, frame)
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        loop {
-            let n = self.stack.poll_transmit(now, buf)?;
-            if self.drop_data > 0 && tcp_payload_len(&buf[..n]) > 0 {
-                self.drop_data -= 1;
-                self.dropped += 1;
-                continue;
-            }
-            return Some(n);
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.stack.poll_timeout()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.stack.handle_timeout(now)
-    }
-}
-
-/// TCP payload bytes of an Ethernet + IPv4 + TCP frame (0 for anything else).
-fn tcp_payload_len(frame: &[u8]) -> usize {
-    if frame.len() < 54 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
-        return 0;
-    }
-    let ihl = usize::from(frame[14] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
-    let doff = frame
-        .get(14 + ihl + 12)
-        .map_or(0, |b| usize::from(b >> 4) * 4);
-    total.saturating_sub(ihl + doff)
-}
 
 const RTO_MIN: Duration = Duration::from_millis(5);
 
@@ -73,13 +28,7 @@ fn host_config(n: u8, rack_tlp: bool) -> Config {
 /// counters.
 fn rpc_with_tail_loss(rack_tlp: bool, drop: u32) -> (Duration, Counters) {
     let mut sim: Sim<Lossy> = Sim::new(7);
-    let mut add = |n| {
-        sim.add_host(Lossy {
-            stack: Stack::new(host_config(n, rack_tlp)).unwrap(),
-            drop_data: 0,
-            dropped: 0,
-        })
-    };
+    let mut add = |n| sim.add_host(Lossy::new(Stack::new(host_config(n, rack_tlp)).unwrap()));
     let (a, b) = (add(1), add(2));
     sim.connect(
         a,

@@ -15,6 +15,7 @@ mod memory;
 pub(crate) mod neighbor;
 mod offload;
 pub(crate) mod rcv_space;
+mod reorder;
 mod reset;
 pub(crate) mod splice;
 pub(crate) mod state;

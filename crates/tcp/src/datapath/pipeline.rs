@@ -6,9 +6,9 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::state::flags;
+use super::state::{flags, sack_flags};
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, scheduler, scoreboard, tlp, tx};
+use super::{ecn, post, protocol, rack, scheduler, scoreboard, tlp, tx};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
@@ -61,6 +61,7 @@ impl Stack {
             {
                 ps.set(flags::RTT_TIMING, false);
             }
+            let was_in_recovery = scoreboard::in_recovery(ps);
             protocol::process(
                 ps,
                 &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
@@ -69,6 +70,21 @@ impl Stack {
                 now_us,
                 admit_ooo,
             );
+            let k = self.dp.xmit_stride;
+            if k > 0 && ps.sack.has(sack_flags::ENABLED) && !s.actions.contains(Actions::EXCEPTION)
+            {
+                // RFC 8985 6; SRTT caps reo_wnd (read from the post-processor's table).
+                s.rack_lost = rack::process_ack(
+                    ps,
+                    &self.dp.sacked[slot * sacked..(slot + 1) * sacked],
+                    &mut self.dp.rack[slot],
+                    &mut self.dp.xmit[slot * k..(slot + 1) * k],
+                    s,
+                    was_in_recovery,
+                    now_us,
+                    self.dp.post[slot].srtt_us,
+                );
+            }
         }
     }
 
@@ -118,6 +134,7 @@ impl Stack {
             c.sack_scoreboard_full += u64::from(s.sack.overflow);
             c.sack_lost_retransmissions += u64::from(s.sack.rxt_lost);
         }
+        self.counters.rack_losses += u64::from(s.rack_lost);
         // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
         // the connection's, which later segments of the batch may have moved on.
         if s.actions.contains(Actions::ACK_NOW)
@@ -572,6 +589,13 @@ impl Stack {
                     rxt
                 }
             };
+            let k = self.dp.xmit_stride;
+            if k > 0 && !retransmission {
+                // RACK's transmit time of new data (RFC 8985 6.1).
+                let end = seg.seq + seg.len + seg.fin as u32;
+                let marks = &mut self.dp.xmit[i * k..(i + 1) * k];
+                rack::on_sent(&mut self.dp.rack[i], marks, seg.seq, end, now_us);
+            }
             if header.flags.contains(TcpFlags::CWR) {
                 ecn::cwr_sent(&mut self.dp.proto[i]);
                 self.counters.ecn_cwr_sent += 1;

@@ -205,7 +205,7 @@ pub(crate) fn on_cumulative_ack(
             // those retransmissions and is lost (RFC 6582 3.2 step 5 retransmits the next
             // hole at once; this lets NextSeg() retransmit all of them within cwnd, which
             // a receiver that keeps few or no out-of-order intervals needs).
-            sb.lost_below = sb.recovery_point;
+            sb.lost_below = sb.lost_below.max(sb.recovery_point);
         }
     }
     if sb.has(sack_flags::AFTER_RTO) && una.seq_ge(sb.recovery_point) {
@@ -317,12 +317,13 @@ fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool
     false
 }
 
-/// The boundary during recovery: IsLost() and what [`SackSender::lost_below`] marks.
+/// The boundary: IsLost() by DupThresh (RFC 6675 4), and what [`SackSender::lost_below`]
+/// marks (recovery's rules, and RACK's by time, RFC 8985 6.2).
 #[inline]
 fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
     let b = sack_boundary(ps, board);
     let marked = ps.sack.lost_below;
-    if ps.sack.has(sack_flags::IN_RECOVERY) && marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
+    if marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
         marked
     } else {
         b
@@ -396,13 +397,15 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     // retransmitted marks), unless found lost (`detect_lost_retransmissions`); nor can
     // D-SACKs judge a recovery whose repairs began before it.
     let repairing = sb.high_rxt.seq_gt(ps.snd_una) && sb.high_rxt.seq_le(ps.snd_max);
+    // What RACK found lost before the recovery (RFC 8985 6.2) stays lost.
+    let rack = sb.lost_below.max(ps.snd_una).min(ps.snd_max);
     if repairing {
-        sb.lost_below = ps.snd_una;
+        sb.lost_below = rack;
     } else {
         sb.high_rxt = ps.snd_una;
         // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
         // scoreboard says (three plain duplicate ACKs may carry no SACK block).
-        sb.lost_below = ps.snd_una + u32::from(ps.mss);
+        sb.lost_below = rack.max(ps.snd_una + u32::from(ps.mss));
         sb.set(sack_flags::RXT_FIRST, true);
     }
     sb.set(sack_flags::IN_RECOVERY, true);
@@ -426,6 +429,8 @@ pub(crate) fn on_timeout(ps: &mut ProtoState) {
     }
     sb.count = 0;
     sb.recovery_point = ps.snd_max;
+    // The marks of lost data go with the recovery: go-back-N resends all.
+    sb.lost_below = ps.snd_una;
     // The timeout's go-back-N resends what D-SACKs would count: undo is the timeout's
     // detection's business now (RFC 3522, 5682).
     sb.set(
@@ -452,6 +457,18 @@ pub(crate) fn sacked_bytes(ps: &ProtoState, board: &[SackedRange]) -> u32 {
             };
             r.end.diff(start).max(0) as u32
         })
+        .fold(0u32, u32::saturating_add)
+}
+
+/// UnSACKed bytes of [from, to).
+pub(crate) fn unsacked_bytes(
+    ps: &ProtoState,
+    board: &[SackedRange],
+    from: SeqNumber,
+    to: SeqNumber,
+) -> u32 {
+    holes(ps, board)
+        .map(|(a, b)| b.min(to).diff(a.max(from)).max(0) as u32)
         .fold(0u32, u32::saturating_add)
 }
 

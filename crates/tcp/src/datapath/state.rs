@@ -231,7 +231,9 @@ pub(crate) struct SackSender {
     /// says: the first segment at recovery entry, and, once every retransmission so far is
     /// cumulatively acknowledged, all that was outstanding at entry (it was sent before
     /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
-    /// rule in SACK terms, and the idea of RFC 8985).
+    /// rule in SACK terms, and the idea of RFC 8985); and RACK's verdict, in or out of
+    /// recovery (RFC 8985 6.2: sent too long before a segment since delivered). At or
+    /// below snd_una it says nothing.
     pub lost_below: SeqNumber,
     /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
     /// unSACKed hole below HighRxt means a retransmission was lost too.
