@@ -273,6 +273,12 @@ pub(crate) fn detect(
         // Nothing delivered beyond a hole: no reordering to judge (TLP's business).
         return 0;
     }
+    if scoreboard::dup_thresh(ps) > scoreboard::DUP_THRESH {
+        // D-SACKs showed reordering deeper than DupThresh: a window capped at SRTT cannot
+        // cover a path that holds segments that long (many RTTs), so the raised DupThresh
+        // alone judges (RFC 6675 2, RFC 4653).
+        return 0;
+    }
     let (lost, timer) = detect_loss(rk, marks, now_us, srtt_us);
     s.rack_timer_us = timer.unwrap_or(0);
     let Some(lost) = lost.map(|b| b.min(ps.snd_max)) else {
