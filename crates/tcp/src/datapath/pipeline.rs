@@ -74,13 +74,16 @@ impl Stack {
             if k > 0 && ps.sack.has(sack_flags::ENABLED) && !s.actions.contains(Actions::EXCEPTION)
             {
                 // RFC 8985 6; SRTT caps reo_wnd (read from the post-processor's table).
+                let rk = &mut self.dp.rack[slot];
+                if was_in_recovery && !scoreboard::in_recovery(ps) {
+                    rack::on_recovery_end(rk);
+                }
                 s.rack_lost = rack::process_ack(
                     ps,
                     &self.dp.sacked[slot * sacked..(slot + 1) * sacked],
-                    &mut self.dp.rack[slot],
+                    rk,
                     &mut self.dp.xmit[slot * k..(slot + 1) * k],
                     s,
-                    was_in_recovery,
                     now_us,
                     self.dp.post[slot].srtt_us,
                 );

@@ -225,14 +225,14 @@ pub(crate) fn detect_loss(
 /// SACK recovery on): the delivered data times RACK.xmit_ts (step 2), D-SACKs and ended
 /// recoveries adapt reo_wnd (step 4), losses are detected (step 5) into the scoreboard's
 /// boundary, which may start a recovery; `s.rack_timer_us` asks for the reordering timer.
-/// `was_in_recovery`: before the ACK. Returns the segments newly found lost.
+/// The caller calls [`on_recovery_end`] if the ACK ended a recovery. Returns the segments
+/// newly found lost.
 pub(crate) fn process_ack(
     ps: &mut ProtoState,
     board: &[SackedRange],
     rk: &mut RackState,
     marks: &mut [XmitMark],
     s: &mut HeaderSummary,
-    was_in_recovery: bool,
     now_us: u32,
     srtt_us: u32,
 ) -> u32 {
@@ -249,9 +249,6 @@ pub(crate) fn process_ack(
     on_cumulative_ack(rk, marks, ps.snd_una);
     if s.sack.old > 0 {
         on_dsack(rk, ps.snd_una, ps.snd_max);
-    }
-    if was_in_recovery && !scoreboard::in_recovery(ps) {
-        on_recovery_end(rk);
     }
     detect(ps, board, rk, marks, s, now_us, srtt_us)
 }
