@@ -51,6 +51,9 @@ pub struct LossArgs {
     /// The engines' congestion control (dctcp, timely, reno, cubic, bbr); DCTCP if not given.
     #[arg(long, value_parser = Algorithm::from_str)]
     pub cc: Option<Algorithm>,
+    /// Turn the engines' RACK-TLP (RFC 8985) off, to compare.
+    #[arg(long)]
+    pub no_rack_tlp: bool,
     /// Run length and the lab lock.
     #[command(flatten)]
     pub lab: LabRun,
@@ -110,7 +113,7 @@ fn measure(
         sluice_bench::KernelServers::start(sluice_lab::NS_KERNEL).map_err(|e| lab_workload(&e))?;
     let mut cells = Vec::new();
     for pairing in Pairing::ALL {
-        let config = configure(pairing, args.ooo_intervals, args.cc);
+        let config = configure(pairing, args.ooo_intervals, args.cc, !args.no_rack_tlp);
         let mut row = Vec::new();
         for (i, &p) in losses.iter().enumerate() {
             let seed = args.common.seed.wrapping_add(i as u64);
@@ -296,6 +299,7 @@ mod tests {
             loss: Vec::new(),
             ooo_intervals: None,
             cc: None,
+            no_rack_tlp: false,
             lab: LabRun::default(),
         };
         let losses = [0.0, 0.1, 2.0];

@@ -29,6 +29,9 @@ pub struct OooArgs {
     /// Size, output directory and seed.
     #[command(flatten)]
     pub common: Common,
+    /// Turn RACK-TLP (RFC 8985) off in every host, to compare.
+    #[arg(long)]
+    pub no_rack_tlp: bool,
 }
 
 /// Out-of-order intervals per row: "max" first (the reference), then 0, 1, 2.
@@ -153,7 +156,13 @@ pub fn run(args: &OooArgs) -> Result<Report, ExperimentError> {
         let mut points = Vec::new();
         for (i, &(label, intervals)) in FIDELITIES.iter().enumerate() {
             eprintln!("sluice experiment ooo: {cc}, {label} intervals");
-            let f = run_one(&scale, args.common.seed, intervals, apply)?;
+            let f = run_one(
+                &scale,
+                args.common.seed,
+                intervals,
+                apply,
+                !args.no_rack_tlp,
+            )?;
             let r = *reference.get_or_insert(f);
             report.rows.push(vec![
                 cc.to_string(),
@@ -192,6 +201,7 @@ fn run_one(
     seed: u64,
     intervals: usize,
     apply_cc: crate::ConfigureCc,
+    rack_tlp: bool,
 ) -> Result<Fcts, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
     let fab = fabric::build(&mut sim, &scale.fabric, |i| {
@@ -204,6 +214,7 @@ fn run_one(
         c.max_connections = 512;
         c.syn_backlog = 512;
         c.time_wait = Duration::from_millis(10);
+        c.rack_tlp = rack_tlp;
         apply_cc(&mut c);
         c
     })?;

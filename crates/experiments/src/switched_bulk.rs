@@ -123,9 +123,11 @@ pub fn configure(
     pairing: Pairing,
     ooo_intervals: Option<usize>,
     cc: Option<Algorithm>,
+    rack_tlp: bool,
 ) -> Configure {
     let go_back_n = pairing == Pairing::GoBackN;
     Arc::new(move |c: &mut Config| {
+        c.rack_tlp = rack_tlp;
         if let Some(cc) = cc {
             c.congestion_control = cc;
         }

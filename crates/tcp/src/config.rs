@@ -94,10 +94,28 @@ pub struct Config {
     pub nagle: bool,
     /// Initial retransmission timeout (RFC 6298 2.1).
     pub rto_initial: Duration,
-    /// Lower bound on the retransmission timeout.
+    /// Lower bound on the retransmission timeout. Default 5 ms, a data-center value:
+    /// RFC 6298 2.4's one second is a SHOULD that RFC 8961 4 leaves room to lower where
+    /// paths are known (and Linux's 200 ms is its own choice); on a path of tens of
+    /// microseconds even 5 ms is a hundred RTTs, above the stalls of hosts whose cores are
+    /// shared (RFC 4015 undoes a spurious timeout). Tail losses are repaired earlier, by
+    /// RACK-TLP. Raise it for peers that delay ACKs longer (Linux holds one up to 40 ms).
     pub rto_min: Duration,
     /// Upper bound on the retransmission timeout and on the persist interval.
     pub rto_max: Duration,
+    /// RACK-TLP (RFC 8985): tail loss probes, and time-based loss detection (off: losses
+    /// are found by DupThresh and the retransmission timer alone).
+    pub rack_tlp: bool,
+    /// Lower bound on the tail loss probe timeout, PTO (RFC 8985 7.2): 2 SRTT of a path of
+    /// tens of microseconds is near a host's scheduling noise.
+    pub tlp_pto_min: Duration,
+    /// The peer's worst-case delayed-ACK time, added to the PTO when one segment is in
+    /// flight (RFC 8985 7.2 WCDelAckT). None: this host's own (`ack_policy`'s timeout, 0
+    /// when every segment is acknowledged), taking the data center's hosts as alike.
+    pub tlp_max_ack_delay: Option<Duration>,
+    /// RACK's transmit marks per connection (RFC 8985 6, datapath/rack.rs): 8 bytes each;
+    /// more marks time losses in a large window more finely. 0: no RACK loss detection.
+    pub rack_marks: usize,
     /// Give up on a connection whose data has gone unacknowledged for this long (RFC 9293 3.8.3, R2).
     pub user_timeout: Duration,
     /// SYN (or SYN-ACK) transmissions before an open fails.
@@ -194,8 +212,12 @@ impl Config {
             ack_policy: AckPolicy::EverySegment,
             nagle: true,
             rto_initial: Duration::from_secs(1),
-            rto_min: Duration::from_millis(200),
+            rto_min: Duration::from_millis(5),
             rto_max: Duration::from_secs(60),
+            rack_tlp: true,
+            tlp_pto_min: Duration::from_micros(10),
+            tlp_max_ack_delay: None,
+            rack_marks: 8,
             user_timeout: Duration::from_secs(120),
             syn_retries: 6,
             time_wait: Duration::from_secs(60),
@@ -288,6 +310,17 @@ impl Config {
             return Err(ConfigError::Range(
                 "rto_min/rto_initial/rto_max",
                 "0 < min <= initial <= max",
+            ));
+        }
+        if self.rack_marks > 64 {
+            return Err(ConfigError::Range("rack_marks", "0..=64"));
+        }
+        let max_ack_delay = self.tlp_max_ack_delay.unwrap_or_default();
+        if self.tlp_pto_min > self.rto_max || max_ack_delay > self.rto_max {
+            // A probe later than any RTO never goes.
+            return Err(ConfigError::Range(
+                "tlp_pto_min/tlp_max_ack_delay",
+                "<= rto_max",
             ));
         }
         if self.cc_interval_min.is_zero() || self.cc_interval_min > Duration::from_secs(1) {
@@ -393,6 +426,25 @@ impl Config {
                 pressure: high / 3 * 2,
                 high,
             }
+        })
+    }
+
+    /// RACK's transmit marks per connection: `rack_marks` with RACK-TLP and SACK recovery
+    /// (RACK needs SACK blocks to see data delivered beyond a hole), else 0.
+    pub fn rack_marks(&self) -> usize {
+        if self.rack_tlp && self.recovery == Recovery::Sack {
+            self.rack_marks
+        } else {
+            0
+        }
+    }
+
+    /// The delayed-ACK time the tail loss probe allows for with one segment in flight
+    /// (RFC 8985 7.2 WCDelAckT): `tlp_max_ack_delay`, or this host's own.
+    pub fn tlp_ack_delay(&self) -> Duration {
+        self.tlp_max_ack_delay.unwrap_or(match self.ack_policy {
+            AckPolicy::EverySegment => Duration::ZERO,
+            AckPolicy::Delayed { timeout, .. } => timeout,
         })
     }
 

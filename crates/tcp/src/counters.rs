@@ -65,6 +65,16 @@ pub struct Counters {
     /// Times the retransmission timer found recovery stuck on a lost retransmission at
     /// snd_una while later data was SACKed, and resent it without a timeout (RFC 8985 6.2).
     pub rxt_lost_by_timer: u64,
+    /// Tail loss probes sent (RFC 8985 7.3).
+    pub tlp_probes: u64,
+    /// Tail loss probes that repaired a loss (RFC 8985 7.4: the ACK went past the probe
+    /// with no D-SACK of it); congestion control answered each as a loss.
+    pub tlp_recoveries: u64,
+    /// Segments RACK found lost by time (RFC 8985 6.2): sent more than RTT + reo_wnd
+    /// before the most recently delivered one.
+    pub rack_losses: u64,
+    /// RACK reordering-timer expiries (RFC 8985 6.3).
+    pub rack_reo_timeouts: u64,
     /// Large segments handed to a device's segmentation offload (TSO/GSO).
     pub large_segments_tx: u64,
     /// Zero-window probes sent.

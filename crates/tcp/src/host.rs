@@ -112,6 +112,7 @@ impl Stack {
                 slots,
                 cfg.ooo_intervals,
                 cfg.scoreboard_ranges(),
+                cfg.rack_marks(),
                 cfg.sched_wheel_slots,
                 cfg.sched_granularity.as_nanos() as u64,
             ),

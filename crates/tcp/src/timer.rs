@@ -24,11 +24,15 @@ pub(crate) enum Timer {
     TimeWait = 3,
     /// The next congestion-control iteration (control/congestion.rs).
     Congestion = 4,
+    /// The tail loss probe (RFC 8985 7): PTO after the last transmission or ACK.
+    Probe = 5,
+    /// RACK's reordering timer (RFC 8985 6.3).
+    Reorder = 6,
 }
 
 impl Timer {
     /// How many timers a connection has (the last variant's index plus one).
-    const COUNT: usize = Timer::Congestion as usize + 1;
+    const COUNT: usize = Timer::Reorder as usize + 1;
 }
 
 /// A connection's deadlines, one per [`Timer`]; `Instant::MAX` is a stopped timer.

@@ -40,6 +40,9 @@ pub struct DemoArgs {
     /// Seed of the simulation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Turn RACK-TLP (RFC 8985) off, to compare: tail losses then wait for the RTO.
+    #[arg(long)]
+    no_rack_tlp: bool,
 }
 
 /// Errors of the demo.
@@ -77,7 +80,7 @@ impl From<sluice_tcp::Error> for DemoError {
     }
 }
 
-fn host_config(n: u8) -> Config {
+fn host_config(n: u8, rack_tlp: bool) -> Config {
     let mut c = Config::new(
         EthernetAddress([2, 0, 0, 0, 0, n]),
         Ipv4Addr::new(10, 0, 0, n),
@@ -85,6 +88,7 @@ fn host_config(n: u8) -> Config {
     c.seed = 0x51u64 << 8 | n as u64;
     // Data-center timers: RTO floor 5 ms instead of 200 ms.
     c.rto_min = Duration::from_millis(5);
+    c.rack_tlp = rack_tlp;
     c.rx_buffer = 2 << 20;
     c.tx_buffer = 2 << 20;
     c
@@ -120,8 +124,8 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
     check(args)?;
     let wall = WallClock::now();
     let mut sim: Sim<Stack> = Sim::new(args.seed);
-    let a = sim.add_host(Stack::new(host_config(1)).map_err(DemoError::Config)?);
-    let b = sim.add_host(Stack::new(host_config(2)).map_err(DemoError::Config)?);
+    let a = sim.add_host(Stack::new(host_config(1, !args.no_rack_tlp)).map_err(DemoError::Config)?);
+    let b = sim.add_host(Stack::new(host_config(2, !args.no_rack_tlp)).map_err(DemoError::Config)?);
     let impairment = Impairment::default()
         .with_loss(args.loss)
         .with_reorder(
@@ -204,6 +208,10 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
     );
 
     // Closed-loop RPC, 64 B requests.
+    let before_rpc = (
+        sender.clone(),
+        sim.host(b).expect("host").counters().clone(),
+    );
     let mut rpc = RpcEcho::new(args.rpcs, 64);
     rpc.listen(sim.host_mut(b).expect("host"), 7)?;
     let start = sim.now();
@@ -244,6 +252,23 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
     println!(
         "  (the wire alone: {:.1} us round trip)",
         2.0 * args.delay_us as f64
+    );
+    let (ka, kb) = (
+        sim.host(a).expect("host").counters(),
+        sim.host(b).expect("host").counters(),
+    );
+    let delta =
+        |f: fn(&sluice_tcp::Counters) -> u64| f(ka) + f(kb) - f(&before_rpc.0) - f(&before_rpc.1);
+    println!(
+        "  recovery     {} timeouts, {} fast retransmits, {} tail loss probes ({} repaired a \
+         loss), {} RACK losses, {} B resent (RACK-TLP {})",
+        delta(|k| k.timeouts),
+        delta(|k| k.fast_retransmits),
+        delta(|k| k.tlp_probes),
+        delta(|k| k.tlp_recoveries),
+        delta(|k| k.rack_losses),
+        delta(|k| k.retransmitted_bytes),
+        if args.no_rack_tlp { "off" } else { "on" }
     );
 
     let (ab, ba) = sim.link_stats(l);

@@ -247,7 +247,7 @@ fn measure(
         for (i, imp) in impairments.iter().enumerate() {
             let params = imp.switch_params(args.reorder_delay.as_deref());
             for (j, &pairing) in pairings.iter().enumerate() {
-                let config = configure(pairing, None, args.cc);
+                let config = configure(pairing, None, args.cc, true);
                 let seed = args
                     .common
                     .seed

@@ -1,6 +1,8 @@
 //! Shared setup for TCP-over-simulator tests.
 #![allow(dead_code)]
 
+pub mod lossy;
+
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

@@ -617,6 +617,15 @@ impl Stack {
         };
         self.counters.ecn_connections += u64::from(n.ecn);
         self.dp.post[s] = Default::default();
+        if let Some(rk) = self.dp.rack.get_mut(s) {
+            // The slot's previous connection's RACK state and marks mean nothing here.
+            *rk = crate::datapath::rack::RackState {
+                marks_from: snd,
+                dsack_round: snd,
+                ..Default::default()
+            };
+        }
+        self.conns[s].tlp = None;
         self.cc_start(slot);
         self.dp.pre[s].active = true;
         if let Some(b) = self.bufs[s].as_mut() {

@@ -166,6 +166,16 @@ impl Stack {
             let rto = self.now + conn.rto;
             self.arm_timer(slot, Timer::Rto, rto);
         }
+        if self.cfg.rack_tlp {
+            self.tlp_on_ack(s, out.rto_stop);
+            if s.rack_timer_us > 0 {
+                // RFC 8985 6.3: the reordering timer, for what RACK could not judge yet.
+                let at = self.now + std::time::Duration::from_micros(s.rack_timer_us.into());
+                self.arm_timer(slot, Timer::Reorder, at);
+            } else {
+                self.conns[i].timers.stop(Timer::Reorder);
+            }
+        }
         if s.actions.contains(Actions::FIN_ACKED) {
             self.on_fin_acked(slot);
         }

@@ -142,6 +142,17 @@ pub(crate) struct ConnControl {
     pub teardown_offload: bool,
     /// Given up by the application to a splice that waits for it to drain.
     pub splicing: bool,
+    /// The tail loss probe outstanding, if any (RFC 8985 7).
+    pub tlp: Option<TlpProbe>,
+}
+
+/// A tail loss probe sent and not yet judged (RFC 8985 7.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TlpProbe {
+    /// RFC 8985 TLP.end_seq: snd_max when the probe left.
+    pub end_seq: SeqNumber,
+    /// RFC 8985 TLP.is_retrans: the probe resent the last segment (no new data could go).
+    pub is_retrans: bool,
 }
 
 impl ConnControl {
@@ -173,6 +184,7 @@ impl ConnControl {
             syn_sent_at: Instant::MAX,
             teardown_offload: false,
             splicing: false,
+            tlp: None,
         }
     }
 

@@ -99,6 +99,19 @@ impl Stack {
                 _ => self.retransmit_data(slot),
             }
         }
+        if c.timers.is_expired(Timer::Reorder, now) {
+            self.conns[s].timers.stop(Timer::Reorder);
+            if c.state.is_synchronized() {
+                self.rack_reo_timeout(slot);
+            }
+        }
+        if c.timers.is_expired(Timer::Probe, now) {
+            // After the RTO's check: a timeout at the same instant makes the probe moot.
+            self.conns[s].timers.stop(Timer::Probe);
+            if c.state.is_synchronized() {
+                self.tlp_fire(slot);
+            }
+        }
     }
 
     fn backoff(&mut self, slot: u32) {
@@ -178,6 +191,8 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
+        self.tlp_on_timeout(slot);
+        self.rack_on_timeout(slot);
         if ps.rto_probe.is_none() {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
             // 3.1: the state to restore if the timeout proves spurious. Later backoffs of

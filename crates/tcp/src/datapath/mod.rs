@@ -10,10 +10,12 @@ pub(crate) mod ecn;
 pub(crate) mod pipeline;
 pub(crate) mod post;
 pub(crate) mod protocol;
+pub(crate) mod rack;
 pub(crate) mod scheduler;
 pub(crate) mod scoreboard;
 pub(crate) mod state;
 pub(crate) mod summary;
+pub(crate) mod tlp;
 pub(crate) mod tx;
 
 pub(crate) use crate::queue::ReadyQueue;
@@ -38,6 +40,12 @@ pub(crate) struct DataPath {
     pub sacked: Vec<SackedRange>,
     /// Scoreboard ranges per connection.
     pub sacked_stride: usize,
+    /// RACK state (protocol stage, RFC 8985 6), one per slot.
+    pub rack: Vec<rack::RackState>,
+    /// RACK's transmit marks (protocol stage), `xmit_stride` per slot.
+    pub xmit: Vec<rack::XmitMark>,
+    /// Transmit marks per connection (0: no RACK loss detection).
+    pub xmit_stride: usize,
     /// Post-processor state.
     pub post: Vec<PostState>,
     /// Flow-scheduler state: rates programmed by the control plane, next send times.
@@ -60,6 +68,7 @@ impl DataPath {
         slots: usize,
         ooo: usize,
         sacked: usize,
+        xmit: usize,
         wheel_slots: usize,
         granularity_ns: u64,
     ) -> Self {
@@ -70,6 +79,9 @@ impl DataPath {
             ooo_stride: ooo,
             sacked: Vec::with_capacity(slots * sacked),
             sacked_stride: sacked,
+            rack: Vec::with_capacity(if xmit > 0 { slots } else { 0 }),
+            xmit: Vec::with_capacity(slots * xmit),
+            xmit_stride: xmit,
             post: Vec::with_capacity(slots),
             sched: Vec::with_capacity(slots),
             batch: Box::new([HeaderSummary::default(); BATCH]),
@@ -88,6 +100,13 @@ impl DataPath {
             SackedRange::default(),
             self.sacked_stride,
         ));
+        if self.xmit_stride > 0 {
+            self.rack.push(rack::RackState::default());
+            self.xmit.extend(core::iter::repeat_n(
+                rack::XmitMark::default(),
+                self.xmit_stride,
+            ));
+        }
         self.post.push(PostState::default());
         self.sched.push(SchedState::default());
         self.wheel.add_node();

@@ -6,9 +6,9 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::state::flags;
+use super::state::{flags, sack_flags};
 use super::summary::{Actions, HeaderSummary};
-use super::{ecn, post, protocol, scheduler, scoreboard, tx};
+use super::{ecn, post, protocol, rack, scheduler, scoreboard, tlp, tx};
 use crate::config::AckPolicy;
 use crate::events::bits;
 use crate::frame::{emit_segment, emit_segment_ecn, Route, Transmit, TxChecksum};
@@ -61,6 +61,7 @@ impl Stack {
             {
                 ps.set(flags::RTT_TIMING, false);
             }
+            let was_in_recovery = scoreboard::in_recovery(ps);
             protocol::process(
                 ps,
                 &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
@@ -69,6 +70,24 @@ impl Stack {
                 now_us,
                 admit_ooo,
             );
+            let k = self.dp.xmit_stride;
+            if k > 0 && ps.sack.has(sack_flags::ENABLED) && !s.actions.contains(Actions::EXCEPTION)
+            {
+                // RFC 8985 6; SRTT caps reo_wnd (read from the post-processor's table).
+                let rk = &mut self.dp.rack[slot];
+                if was_in_recovery && !scoreboard::in_recovery(ps) {
+                    rack::on_recovery_end(rk);
+                }
+                s.rack_lost = rack::process_ack(
+                    ps,
+                    &self.dp.sacked[slot * sacked..(slot + 1) * sacked],
+                    rk,
+                    &mut self.dp.xmit[slot * k..(slot + 1) * k],
+                    s,
+                    now_us,
+                    self.dp.post[slot].srtt_us,
+                );
+            }
         }
     }
 
@@ -118,6 +137,7 @@ impl Stack {
             c.sack_scoreboard_full += u64::from(s.sack.overflow);
             c.sack_lost_retransmissions += u64::from(s.sack.rxt_lost);
         }
+        self.counters.rack_losses += u64::from(s.rack_lost);
         // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
         // the connection's, which later segments of the batch may have moved on.
         if s.actions.contains(Actions::ACK_NOW)
@@ -472,9 +492,10 @@ impl Stack {
         let next = scoreboard::next_segment(&mut self.dp.proto[i], board, max_payload);
         let ps = &self.dp.proto[i];
         if let Some(next) = next {
-            let (mut seg, sack_rxt) = match next {
-                scoreboard::Next::Send(seg) => (seg, false),
-                scoreboard::Next::Retransmit(seg) => (seg, true),
+            let (mut seg, next) = match next {
+                scoreboard::Next::Send(seg)
+                | scoreboard::Next::Retransmit(seg)
+                | scoreboard::Next::Probe(seg) => (seg, next),
             };
             let ooo = &self.dp.ooo[i * self.dp.ooo_stride..(i + 1) * self.dp.ooo_stride];
             let ack = tx::AckFields::current(ps);
@@ -558,13 +579,26 @@ impl Stack {
                 let credit = self.dp.wheel.granularity_ns();
                 scheduler::charge(&mut self.dp.sched[i], wire, self.now.as_nanos(), credit);
             }
-            let retransmission = if sack_rxt {
-                scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
-                self.counters.sack_retransmits += u64::from(segments);
-                true
-            } else {
-                tx::commit(&mut self.dp.proto[i], &seg, now_us)
+            let retransmission = match next {
+                scoreboard::Next::Retransmit(_) => {
+                    scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
+                    self.counters.sack_retransmits += u64::from(segments);
+                    true
+                }
+                scoreboard::Next::Send(_) => tx::commit(&mut self.dp.proto[i], &seg, now_us),
+                scoreboard::Next::Probe(_) => {
+                    let rxt = tlp::commit_probe(&mut self.dp.proto[i], &seg, now_us);
+                    self.tlp_probe_sent(slot, rxt);
+                    rxt
+                }
             };
+            let k = self.dp.xmit_stride;
+            if k > 0 && !retransmission {
+                // RACK's transmit time of new data (RFC 8985 6.1).
+                let end = seg.seq + seg.len + seg.fin as u32;
+                let marks = &mut self.dp.xmit[i * k..(i + 1) * k];
+                rack::on_sent(&mut self.dp.rack[i], marks, seg.seq, end, now_us);
+            }
             if header.flags.contains(TcpFlags::CWR) {
                 ecn::cwr_sent(&mut self.dp.proto[i]);
                 self.counters.ecn_cwr_sent += 1;
@@ -575,6 +609,10 @@ impl Stack {
             self.ack_sent(slot);
             if !self.conns[i].timers.is_set(Timer::Rto) {
                 self.arm_timer(slot, Timer::Rto, self.now + self.conns[i].rto);
+            }
+            if self.cfg.rack_tlp && matches!(next, scoreboard::Next::Send(_)) && !retransmission {
+                // RFC 8985 7.2: new data sent; the probe timeout starts over.
+                self.tlp_arm(slot);
             }
             let c = &mut self.conns[i];
             if c.stalled_since == Instant::MAX {

@@ -67,6 +67,26 @@ fn may_fast_retransmit(post: &PostState, snd_una: SeqNumber) -> bool {
     !post.in_recovery || snd_una.seq_ge(post.recover)
 }
 
+/// A fast retransmit: loss recovery begins unless one runs (RFC 6582 3.2 step 1). Returns
+/// whether it began; the caller restarts the retransmission timer and tells congestion
+/// control.
+pub(crate) fn begin_recovery(ps: &mut ProtoState, post: &mut PostState) -> bool {
+    if scoreboard::in_recovery(ps) || !may_fast_retransmit(post, ps.snd_una) {
+        return false;
+    }
+    post.cnt_fretx = post.cnt_fretx.saturating_add(1);
+    post.total_fretx = post.total_fretx.wrapping_add(1);
+    post.in_recovery = true;
+    post.recover = ps.snd_max;
+    // RFC 6675 5 step 4 with SACK; else go-back-N from snd_una, as TAS and Laminar do.
+    if !scoreboard::enter_recovery(ps) {
+        ps.snd_nxt = ps.snd_una;
+    }
+    // Stop timing (Karn).
+    ps.set(super::state::flags::RTT_TIMING, false);
+    true
+}
+
 /// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
 /// recomputes the RTO.
 #[inline]
@@ -164,20 +184,7 @@ pub(crate) fn process(
             out.rto_restart = true;
         }
     }
-    if s.actions.contains(Actions::FAST_RETRANSMIT)
-        && !scoreboard::in_recovery(ps)
-        && may_fast_retransmit(post, ps.snd_una)
-    {
-        post.cnt_fretx = post.cnt_fretx.saturating_add(1);
-        post.total_fretx = post.total_fretx.wrapping_add(1);
-        post.in_recovery = true;
-        post.recover = ps.snd_max;
-        // RFC 6675 5 step 4 with SACK; else go-back-N from snd_una, as TAS and Laminar do.
-        if !scoreboard::enter_recovery(ps) {
-            ps.snd_nxt = ps.snd_una;
-        }
-        // Stop timing (Karn).
-        ps.set(super::state::flags::RTT_TIMING, false);
+    if s.actions.contains(Actions::FAST_RETRANSMIT) && begin_recovery(ps, post) {
         out.rto_restart = true;
         out.fast_retransmit = true;
     }

@@ -205,7 +205,7 @@ pub(crate) fn on_cumulative_ack(
             // those retransmissions and is lost (RFC 6582 3.2 step 5 retransmits the next
             // hole at once; this lets NextSeg() retransmit all of them within cwnd, which
             // a receiver that keeps few or no out-of-order intervals needs).
-            sb.lost_below = sb.recovery_point;
+            sb.lost_below = sb.lost_below.max(sb.recovery_point);
         }
     }
     if sb.has(sack_flags::AFTER_RTO) && una.seq_ge(sb.recovery_point) {
@@ -317,12 +317,13 @@ fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool
     false
 }
 
-/// The boundary during recovery: IsLost() and what [`SackSender::lost_below`] marks.
+/// The boundary: IsLost() by DupThresh (RFC 6675 4), and what [`SackSender::lost_below`]
+/// marks (recovery's rules, and RACK's by time, RFC 8985 6.2).
 #[inline]
 fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
     let b = sack_boundary(ps, board);
     let marked = ps.sack.lost_below;
-    if ps.sack.has(sack_flags::IN_RECOVERY) && marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
+    if marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
         marked
     } else {
         b
@@ -396,16 +397,19 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     // retransmitted marks), unless found lost (`detect_lost_retransmissions`); nor can
     // D-SACKs judge a recovery whose repairs began before it.
     let repairing = sb.high_rxt.seq_gt(ps.snd_una) && sb.high_rxt.seq_le(ps.snd_max);
+    // What RACK found lost before the recovery (RFC 8985 6.2) stays lost.
+    let rack = sb.lost_below.max(ps.snd_una).min(ps.snd_max);
     if repairing {
-        sb.lost_below = ps.snd_una;
+        sb.lost_below = rack;
     } else {
         sb.high_rxt = ps.snd_una;
         // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
         // scoreboard says (three plain duplicate ACKs may carry no SACK block).
-        sb.lost_below = ps.snd_una + u32::from(ps.mss);
+        sb.lost_below = rack.max(ps.snd_una + u32::from(ps.mss));
         sb.set(sack_flags::RXT_FIRST, true);
     }
     sb.set(sack_flags::IN_RECOVERY, true);
+    sb.set(sack_flags::TLP_PROBE, false);
     sb.set(sack_flags::UNDO_ARMED, !repairing);
     sb.undo_rxt = 0;
     sb.reorder_seen = 0;
@@ -425,6 +429,8 @@ pub(crate) fn on_timeout(ps: &mut ProtoState) {
     }
     sb.count = 0;
     sb.recovery_point = ps.snd_max;
+    // The marks of lost data go with the recovery: go-back-N resends all.
+    sb.lost_below = ps.snd_una;
     // The timeout's go-back-N resends what D-SACKs would count: undo is the timeout's
     // detection's business now (RFC 3522, 5682).
     sb.set(
@@ -454,6 +460,18 @@ pub(crate) fn sacked_bytes(ps: &ProtoState, board: &[SackedRange]) -> u32 {
         .fold(0u32, u32::saturating_add)
 }
 
+/// UnSACKed bytes of [from, to).
+pub(crate) fn unsacked_bytes(
+    ps: &ProtoState,
+    board: &[SackedRange],
+    from: SeqNumber,
+    to: SeqNumber,
+) -> u32 {
+    holes(ps, board)
+        .map(|(a, b)| b.min(to).diff(a.max(from)).max(0) as u32)
+        .fold(0u32, u32::saturating_add)
+}
+
 /// The highest sequence number the scoreboard reports SACKed, if any.
 pub(crate) fn highest_sacked(ps: &ProtoState, board: &[SackedRange]) -> Option<SeqNumber> {
     board[..usize::from(ps.sack.count).min(board.len())]
@@ -470,6 +488,8 @@ pub(crate) enum Next {
     /// A retransmission chosen by NextSeg() in recovery: commit with
     /// [`commit_retransmission`].
     Retransmit(Segment),
+    /// A tail loss probe (RFC 8985 7.3): commit with `tlp::commit_probe`.
+    Probe(Segment),
 }
 
 /// The next segment to send, at most `max_len` payload bytes (the MSS, or more for a
@@ -481,6 +501,12 @@ pub(crate) fn next_segment(
     board: &[SackedRange],
     max_len: u32,
 ) -> Option<Next> {
+    if ps.sack.flags & (sack_flags::TLP_PROBE | sack_flags::IN_RECOVERY) == sack_flags::TLP_PROBE {
+        match super::tlp::probe_segment(ps) {
+            Some(seg) => return Some(Next::Probe(seg)),
+            None => ps.sack.set(sack_flags::TLP_PROBE, false),
+        }
+    }
     if ps.sack.has(sack_flags::IN_RECOVERY) {
         if ps.snd_una.seq_lt(ps.sack.recovery_point) {
             return next_seg(ps, board, max_len);
@@ -539,7 +565,7 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
     if ps.sack.has(sack_flags::RXT_FIRST) {
         // Step 4.3: the segment at snd_una goes first, whatever pipe says.
         let (a, b) = holes(ps, board).next()?;
-        return retransmission(ps, a, b, mss).map(Next::Retransmit);
+        return tx::retransmission(ps, a, b, mss).map(Next::Retransmit);
     }
     // Step (C): send only while cwnd - pipe >= 1 SMSS.
     let room = ps.cwnd.saturating_sub(pipe(ps, board));
@@ -557,7 +583,7 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
         if !s.seq_lt(lost) {
             break;
         }
-        return retransmission(ps, s, b.min(lost), cap).map(Next::Retransmit);
+        return tx::retransmission(ps, s, b.min(lost), cap).map(Next::Retransmit);
     }
     // Rule 2: new data, as much as the receive window and cwnd - pipe allow.
     let rwnd = ps
@@ -579,28 +605,10 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
         if !s.seq_lt(highest) {
             break;
         }
-        return retransmission(ps, s, b.min(highest), cap).map(Next::Retransmit);
+        return tx::retransmission(ps, s, b.min(highest), cap).map(Next::Retransmit);
     }
     // Rule 4 (RescueRxt) is optional and not used: the timer covers the tail.
     None
-}
-
-/// The retransmission of up to `cap` bytes of [start, end), which lies in [snd_una,
-/// snd_max): payload up to tx_end, and our FIN if it was sent and falls inside.
-fn retransmission(ps: &ProtoState, start: SeqNumber, end: SeqNumber, cap: u32) -> Option<Segment> {
-    let data_end = end.min(ps.tx_end);
-    let len = (data_end.diff(start).max(0) as u32).min(cap);
-    let fin_sent = ps.has(flags::FIN_QUEUED) && ps.snd_max.seq_gt(ps.tx_end);
-    let fin = fin_sent && start + len == ps.tx_end && end.seq_gt(ps.tx_end);
-    if len == 0 && !fin {
-        return None;
-    }
-    Some(Segment {
-        seq: start,
-        len,
-        fin,
-        push: start + len == ps.tx_end,
-    })
 }
 
 /// Records that NextSeg()'s retransmission `seg` was sent (RFC 6675 5 step C.2: HighRxt).
@@ -753,6 +761,7 @@ mod tests {
                     tx::commit(&mut ps, &s, 0);
                     sent.push(("new", s.seq.0 / MSS, s.len));
                 }
+                Next::Probe(_) => panic!("no probe in recovery"),
             }
             assert!(sent.len() < 50);
         }

@@ -214,6 +214,9 @@ pub(crate) mod sack_flags {
     /// The latest fast recovery's window cut may still be undone: every retransmission it
     /// made so far may yet be shown needless by a D-SACK (RFC 3708 2, RFC 2883).
     pub(crate) const UNDO_ARMED: u8 = 1 << 4;
+    /// The control plane's probe timer fired: the TX workflow sends one tail loss probe
+    /// next, outside cwnd (RFC 8985 7.3).
+    pub(crate) const TLP_PROBE: u8 = 1 << 5;
 }
 
 /// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
@@ -228,7 +231,9 @@ pub(crate) struct SackSender {
     /// says: the first segment at recovery entry, and, once every retransmission so far is
     /// cumulatively acknowledged, all that was outstanding at entry (it was sent before
     /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
-    /// rule in SACK terms, and the idea of RFC 8985).
+    /// rule in SACK terms, and the idea of RFC 8985); and RACK's verdict, in or out of
+    /// recovery (RFC 8985 6.2: sent too long before a segment since delivered). At or
+    /// below snd_una it says nothing.
     pub lost_below: SeqNumber,
     /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
     /// unSACKed hole below HighRxt means a retransmission was lost too.

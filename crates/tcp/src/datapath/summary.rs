@@ -112,6 +112,10 @@ pub(crate) struct HeaderSummary {
     pub ack_rx_avail: u32,
     /// What the protocol stage made of the SACK blocks, for the counters.
     pub sack: SackReport,
+    /// RACK's reordering timer (RFC 8985 6.3): arm it this many microseconds ahead (0: no).
+    pub rack_timer_us: u32,
+    /// Segments RACK found lost on this ACK (RFC 8985 6.2).
+    pub rack_lost: u32,
     /// What later stages must do.
     pub actions: Actions,
 }

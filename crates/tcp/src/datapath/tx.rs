@@ -85,6 +85,29 @@ pub(crate) fn whole_segments(
     }
 }
 
+/// The retransmission of up to `cap` bytes of [start, end), which lies in [snd_una,
+/// snd_max): payload up to tx_end, and our FIN if it was sent and falls inside.
+pub(crate) fn retransmission(
+    ps: &ProtoState,
+    start: SeqNumber,
+    end: SeqNumber,
+    cap: u32,
+) -> Option<Segment> {
+    let data_end = end.min(ps.tx_end);
+    let len = (data_end.diff(start).max(0) as u32).min(cap);
+    let fin_sent = ps.has(flags::FIN_QUEUED) && ps.snd_max.seq_gt(ps.tx_end);
+    let fin = fin_sent && start + len == ps.tx_end && end.seq_gt(ps.tx_end);
+    if len == 0 && !fin {
+        return None;
+    }
+    Some(Segment {
+        seq: start,
+        len,
+        fin,
+        push: start + len == ps.tx_end,
+    })
+}
+
 /// Records that `seg` was sent at `now_us`.
 #[inline]
 pub(crate) fn commit(ps: &mut ProtoState, seg: &Segment, now_us: u32) -> bool {

@@ -66,6 +66,10 @@ pub fn config() -> Config {
     cfg.time_wait = TIME_WAIT;
     cfg.challenge_ack_limit = 10;
     cfg.control_frame_queue = 256;
+    // These tests pin the retransmission timer's behaviour frame by frame; RACK-TLP's
+    // probes and time-based losses are tested on their own (crates/sim/tests/tcp_tlp.rs,
+    // tcp_rack.rs, and src/datapath/rack.rs, tlp.rs, control/loss_probe.rs).
+    cfg.rack_tlp = false;
     cfg
 }
 
