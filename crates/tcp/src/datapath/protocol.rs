@@ -13,8 +13,9 @@ use super::summary::{Actions, HeaderSummary};
 
 /// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
 /// slice of the sender's SACK scoreboard; `oo` and `rec` its cold rows, touched only by
-/// out-of-order data or a FIN, and by recovery or a timeout's probe. Without `admit_ooo` (the control plane's memory
-/// limit), out-of-order data is kept only where it adds no bytes to what is held.
+/// out-of-order data or a FIN, and by recovery or a timeout's probe. Without `admit_ooo`
+/// (the control plane's memory limit), out-of-order data is kept only where it adds no
+/// bytes to what is held.
 #[inline]
 #[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn process(
