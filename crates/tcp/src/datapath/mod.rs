@@ -160,7 +160,8 @@ impl DataPath {
 ///
 /// Hot is what the receive path touches for an in-order data segment and a plain ACK:
 /// the pre-processor's row, the protocol stage's [`ProtoState`] and the post-processor's
-/// [`PostState`] (issue 18's budget: at most 128 B, two cache lines). The flow
+/// [`PostState`] (issue 18's budget: at most 128 B in all, two cache lines' worth; the
+/// rows sit in three tables, unaligned, so the lines touched are not yet two). The flow
 /// scheduler's row is counted apart: the receive path never touches it, and the TX
 /// workflow reads only its rate (8 B) unless the connection is paced. RACK's table is
 /// apart too: it is touched per ACK and per transmission while RACK-TLP is on (a third
@@ -194,8 +195,8 @@ impl StateBytes {
 mod tests {
     use super::*;
 
-    /// Issue 18's budget: what an in-order data segment and a plain ACK touch fits in two
-    /// cache lines. A field added to a hot row must find its bytes elsewhere, or go to a
+    /// Issue 18's budget: what an in-order data segment and a plain ACK touch is at most
+    /// 128 B, two cache lines' worth. A field added to a hot row must find its bytes elsewhere, or go to a
     /// cold row.
     #[test]
     fn the_hot_state_of_a_connection_fits_in_128_bytes() {
