@@ -37,6 +37,7 @@ pub use control::splice::{SpliceEnd, SpliceError, SpliceEvent, SpliceId, SpliceS
 pub use control::state::{ConnError, TcpState};
 pub use control::teardown::Closing;
 pub use counters::Counters;
+pub use datapath::StateBytes;
 pub use error::{ConnectError, Error, ListenError};
 pub use frame::{Transmit, TxChecksum};
 pub use handle::{ConnId, ListenerId};

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::control::state::{ConnControl, ConnError, TcpState};
 use crate::counters::Counters;
 use crate::datapath::state::flags;
-use crate::datapath::DataPath;
+use crate::datapath::{DataPath, StateBytes};
 use crate::error::{ConnectError, Error, ListenError};
 use crate::events::bits;
 use crate::handle::{ConnId, ListenerId};
@@ -612,7 +612,7 @@ impl Stack {
             readable,
             writable,
             unacked,
-            fast_retransmits: post.total_fretx,
+            fast_retransmits: self.dp.post_cold[slot].total_fretx,
             congestion_control: self.conns[slot].cc_algorithm,
             ssthresh: self.cc[slot].ssthresh(),
             rate_bps: self.dp.sched[slot].rate_bps,
@@ -620,10 +620,14 @@ impl Stack {
         })
     }
 
-    /// Per-connection data-path state in bytes: (pre-processor, protocol, post-processor,
-    /// out-of-order intervals and SACK scoreboard) — compare FlexTOE's 108 B (Table 5).
-    pub fn datapath_state_bytes(&self) -> (usize, usize, usize, usize) {
-        DataPath::state_bytes(self.cfg.ooo_intervals, self.cfg.scoreboard_ranges())
+    /// Per-connection data-path state in bytes, hot (what an in-order segment and an ACK
+    /// touch) and cold, by stage — compare FlexTOE's 108 B (Table 5).
+    pub fn datapath_state_bytes(&self) -> StateBytes {
+        DataPath::state_bytes(
+            self.cfg.ooo_intervals,
+            self.cfg.scoreboard_ranges(),
+            self.dp.xmit_stride,
+        )
     }
 
     /// Checks internal invariants; used by the fuzzer and tests. Returns the first violation.
@@ -751,7 +755,10 @@ impl Stack {
         self.dp.wheel.remove(slot);
         self.dp.sched[s] = Default::default();
         self.dp.proto[s] = Default::default();
+        self.dp.ooo_state[s] = Default::default();
+        self.dp.recovery[s] = Default::default();
         self.dp.post[s] = Default::default();
+        self.dp.post_cold[s] = Default::default();
         self.events.clear(slot);
         // The rings are kept for the next connection in the slot, but never its positions:
         // until `install` sets them, the new connection has nothing to read and is not at
@@ -914,7 +921,7 @@ impl Stack {
         // A window held back under pressure and now given its room back is news too.
         let restored = window > before.saturating_add(n);
         if self.dp.pre[s].active && (opened || grown || restored) {
-            self.dp.post[s].ack_pending = true;
+            self.dp.post[s].set(crate::datapath::state::post_flags::ACK_PENDING, true);
             self.dp.ready.push(slot);
         }
     }

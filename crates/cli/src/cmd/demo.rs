@@ -283,10 +283,18 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         ab.corrupted + ba.corrupted,
         counters_a.bad_checksum + counters_b.bad_checksum + counters_a.malformed + counters_b.malformed
     );
-    let (pre, proto, post, ooo) = sim.host(a).expect("host").datapath_state_bytes();
+    let b = sim.host(a).expect("host").datapath_state_bytes();
+    // Hot: what an in-order segment and an ACK touch (issue 18: at most 128 B).
     println!(
-        "data-path state per connection: {} B (pre {pre}, protocol {proto}, post {post}, out-of-order {ooo})",
-        pre + proto + post + ooo
+        "data-path state per connection: hot {} B (pre {}, protocol {}, post {}); scheduler {}; cold: recovery {}, out-of-order {}, RACK {}",
+        b.hot(),
+        b.pre,
+        b.protocol,
+        b.post,
+        b.scheduler,
+        b.recovery,
+        b.out_of_order,
+        b.rack
     );
     println!(
         "simulated {:.3} s of virtual time in {:.2} s of wall time",

@@ -29,7 +29,7 @@ use crate::cc::{Algorithm, CcInput, CongestionControl, Policy};
 use crate::datapath::ecn;
 use crate::datapath::post;
 use crate::datapath::scoreboard;
-use crate::datapath::state::SchedState;
+use crate::datapath::state::{post_flags, SchedState};
 use crate::error::Error;
 use crate::handle::ConnId;
 use crate::host::Stack;
@@ -139,7 +139,7 @@ impl Stack {
             self.conns[s].timers.stop(Timer::Congestion);
             return;
         }
-        let counters = post::take_cc_counters(&mut self.dp.post[s]);
+        let counters = post::take_cc_counters(&mut self.dp.post[s], &mut self.dp.post_cold[s]);
         let ps = &self.dp.proto[s];
         let sacked = scoreboard::sacked_bytes(ps, self.dp.sacked_of(slot));
         let input = CcInput {
@@ -150,7 +150,7 @@ impl Stack {
             mss: u32::from(ps.mss),
             snd_una: ps.snd_una,
             snd_max: ps.snd_max,
-            in_recovery: self.dp.post[s].in_recovery,
+            in_recovery: self.dp.post[s].has(post_flags::IN_RECOVERY),
             now_us: self.now.as_micros(),
             sacked,
         };

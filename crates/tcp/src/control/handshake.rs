@@ -569,7 +569,6 @@ impl Stack {
         self.dp.proto[s] = ProtoState {
             rcv_nxt: rcv,
             rx_avail: rx_cap,
-            rx_fin_seq: rcv,
             ts_recent: n.ts_recent.unwrap_or(0),
             snd_una: ack.max(snd),
             snd_nxt: ack.max(snd),
@@ -594,8 +593,6 @@ impl Stack {
             } else {
                 0
             },
-            ooo_seen: 0,
-            rto_probe: None,
             sack: SackSender {
                 // RFC 6675 needs the peer's SACK blocks: without SACK-permitted (RFC 2018 2)
                 // the connection recovers by go-back-N.
@@ -604,19 +601,27 @@ impl Stack {
                 } else {
                     0
                 },
-                recovery_point: snd,
                 high_rxt: snd,
-                lost_below: snd,
-                rxt_snd_max: snd,
-                una_rxt_snd_max: snd,
                 count: 0,
-                undo_rxt: 0,
-                reordering: crate::datapath::scoreboard::DUP_THRESH as u8,
-                reorder_seen: 0,
             },
         };
         self.counters.ecn_connections += u64::from(n.ecn);
+        self.dp.ooo_state[s] = crate::datapath::state::OooState {
+            rx_fin_seq: rcv,
+            ooo_seen: 0,
+        };
+        self.dp.recovery[s] = crate::datapath::state::RecoveryState {
+            recovery_point: snd,
+            lost_below: snd,
+            rxt_snd_max: snd,
+            una_rxt_snd_max: snd,
+            undo_rxt: 0,
+            reordering: crate::datapath::scoreboard::DUP_THRESH as u8,
+            reorder_seen: 0,
+            rto_probe: Default::default(),
+        };
         self.dp.post[s] = Default::default();
+        self.dp.post_cold[s] = Default::default();
         if let Some(rk) = self.dp.rack.get_mut(s) {
             // The slot's previous connection's RACK state and marks mean nothing here.
             *rk = crate::datapath::rack::RackState {
@@ -645,8 +650,8 @@ impl Stack {
         {
             let sample = self.now.saturating_since(c.syn_sent_at).as_micros();
             let sample = u32::try_from(sample).unwrap_or(u32::MAX).max(1);
-            post::rtt_update(&mut self.dp.post[s], sample, rto_min, rto_max);
-            c.rto = rto_of(&self.dp.post[s], self.cfg.rto_initial);
+            post::rtt_update(&mut self.dp.post[s], sample);
+            c.rto = rto_of(&self.dp.post[s], self.cfg.rto_initial, (rto_min, rto_max));
         } else {
             c.rto = self.cfg.rto_initial;
         }

@@ -10,7 +10,7 @@ use sluice_wire::tcp::{TcpFlags, TcpHeader};
 use super::state::{ConnError, TcpState};
 use crate::datapath::classify::TcpInput;
 use crate::datapath::classify::{classify, Checks, Classified, DropReason};
-use crate::datapath::pipeline::{rto_of, StageOutcome};
+use crate::datapath::pipeline::{rto_of, PostRules, StageOutcome};
 use crate::datapath::post::PostOutcome;
 use crate::datapath::summary::Actions;
 use crate::datapath::summary::HeaderSummary;
@@ -120,7 +120,7 @@ impl Stack {
             let s = self.dp.batch[i];
             match self.post_stage(&s, frames, rules) {
                 StageOutcome::Exception => self.datapath_exception(&s),
-                StageOutcome::Posted(out) => self.on_posted(&s, out),
+                StageOutcome::Posted(out) => self.on_posted(&s, out, rules),
             }
         }
     }
@@ -128,7 +128,7 @@ impl Stack {
     /// The control plane's part of a segment the post stage took: congestion control, the
     /// retransmission timer, FIN state changes; then the data-path's ACK.
     #[inline]
-    fn on_posted(&mut self, s: &HeaderSummary, out: PostOutcome) {
+    fn on_posted(&mut self, s: &HeaderSummary, out: PostOutcome, rules: PostRules) {
         let slot = s.slot;
         let i = slot as usize;
         // Congestion control: the control plane runs its policy once per RTT over the
@@ -153,7 +153,7 @@ impl Stack {
             conn.timers.stop(Timer::Rto);
             conn.retries = 0;
             conn.stalled_since = Instant::MAX;
-            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
+            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial, rules.rto_bounds);
         } else if out.rto_restart {
             conn.retries = 0;
             if s.tx_freed > 0 || s.actions.contains(Actions::FIN_ACKED) {
@@ -162,7 +162,7 @@ impl Stack {
                 // unacknowledged); a fast retransmit restarts the timer, not this clock.
                 conn.stalled_since = self.now;
             }
-            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial);
+            conn.rto = rto_of(&self.dp.post[i], self.cfg.rto_initial, rules.rto_bounds);
             let rto = self.now + conn.rto;
             self.arm_timer(slot, Timer::Rto, rto);
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::state::TlpProbe;
 use crate::datapath::scoreboard;
-use crate::datapath::state::sack_flags;
+use crate::datapath::state::{post_flags, sack_flags};
 use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::host::Stack;
 use crate::timer::Timer;
@@ -26,10 +26,10 @@ impl Stack {
             && c.tlp.is_none()
             && c.retries == 0
             && ps.snd_una.seq_lt(ps.snd_max)
-            && ps.rto_probe.is_none()
+            && !ps.sack.has(sack_flags::RTO_PROBE)
             && ps.sack.count == 0
             && ps.sack.flags & (sack_flags::IN_RECOVERY | sack_flags::AFTER_RTO) == 0
-            && !self.dp.post[i].in_recovery
+            && !self.dp.post[i].has(post_flags::IN_RECOVERY)
             && self.dp.post[i].srtt_us != 0
     }
 

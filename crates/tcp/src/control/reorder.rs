@@ -23,6 +23,7 @@ impl Stack {
         let sacked = self.dp.sacked_stride;
         let newly = rack::detect(
             &mut self.dp.proto[i],
+            &mut self.dp.recovery[i],
             &self.dp.sacked[i * sacked..(i + 1) * sacked],
             &self.dp.rack[i],
             &self.dp.xmit[i * k..(i + 1) * k],
@@ -36,7 +37,12 @@ impl Stack {
             self.arm_timer(slot, Timer::Reorder, at);
         }
         if s.actions.contains(Actions::FAST_RETRANSMIT)
-            && post::begin_recovery(&mut self.dp.proto[i], &mut self.dp.post[i])
+            && post::begin_recovery(
+                &mut self.dp.proto[i],
+                &mut self.dp.recovery[i],
+                &mut self.dp.post[i],
+                &mut self.dp.post_cold[i],
+            )
         {
             self.counters.fast_retransmits += 1;
             if scoreboard::in_recovery(&self.dp.proto[i]) {

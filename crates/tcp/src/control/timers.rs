@@ -4,7 +4,7 @@
 
 use super::state::{ConnError, TcpState};
 use crate::datapath::scoreboard;
-use crate::datapath::state::{flags, sack_flags, RtoProbe};
+use crate::datapath::state::{flags, post_flags, sack_flags, RtoProbe};
 use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -30,14 +30,10 @@ impl Stack {
             return; // within the timestamp clock's tick, or not a round trip's echo
         }
         let r_us = r_ms.saturating_mul(1000);
-        let (rto_min, rto_max) = self.post_rules().rto_bounds;
+        // The RTO follows from the estimate (`PostState::rto_us`).
         let post = &mut self.dp.post[i];
         post.srtt_us = post.srtt_us.max(r_us);
         post.rttvar_us = post.rttvar_us.max(r_us / 2);
-        let rto = post
-            .srtt_us
-            .saturating_add(post.rttvar_us.saturating_mul(4).max(1));
-        post.rto_us = rto.clamp(rto_min, rto_max);
     }
 
     /// Runs every timer due at or before `now`.
@@ -179,7 +175,12 @@ impl Stack {
         }
         let stride = self.dp.sacked_stride;
         let board = &self.dp.sacked[s * stride..(s + 1) * stride];
-        if c.retries == 0 && scoreboard::una_retransmission_overtaken(&mut self.dp.proto[s], board)
+        if c.retries == 0
+            && scoreboard::una_retransmission_overtaken(
+                &mut self.dp.proto[s],
+                &mut self.dp.recovery[s],
+                board,
+            )
         {
             // Recovery is stuck on a lost retransmission at snd_una: it goes again, and
             // recovery goes on under its window (RFC 8985 6.2), rather than collapsing the
@@ -193,20 +194,22 @@ impl Stack {
         self.counters.timeouts += 1;
         self.tlp_on_timeout(slot);
         self.rack_on_timeout(slot);
-        if ps.rto_probe.is_none() {
+        if !ps.sack.has(sack_flags::RTO_PROBE) {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
             // 3.1: the state to restore if the timeout proves spurious. Later backoffs of
             // the same stall keep the first (the original may still be the one that lands).
             let now_ms = self.now.as_millis() as u32;
             let sack = ps.sack.has(sack_flags::ENABLED);
-            let in_recovery = self.dp.post[s].in_recovery || scoreboard::in_recovery(&ps);
+            let in_recovery =
+                self.dp.post[s].has(post_flags::IN_RECOVERY) || scoreboard::in_recovery(&ps);
             let frto_above = (sack && !in_recovery).then(|| {
                 scoreboard::highest_sacked(&ps, self.dp.sacked_of(slot)).unwrap_or(ps.snd_una)
             });
-            self.dp.proto[s].rto_probe = Some(RtoProbe {
+            self.dp.recovery[s].rto_probe = RtoProbe {
                 tsval: now_ms.wrapping_add(ps.ts_offset),
                 frto_above,
-            });
+            };
+            self.dp.proto[s].sack.set(sack_flags::RTO_PROBE, true);
             self.cc_before_rto[s] = Some(self.cc[s].clone());
             // The timeout's detection decides from now on (RFC 3522, 5682).
             self.cc_before_recovery[s] = None;
@@ -214,11 +217,11 @@ impl Stack {
         // The policy answers the timeout at once (RFC 5681 3.1: one segment) and programs
         // the window; the recovery a fast retransmit began is over.
         self.cc_on_timeout(slot);
-        self.dp.post[s].in_recovery = false;
+        self.dp.post[s].set(post_flags::IN_RECOVERY, false);
         let ps = &mut self.dp.proto[s];
         ps.snd_nxt = ps.snd_una;
         ps.dupacks = 0;
-        scoreboard::on_timeout(ps);
+        scoreboard::on_timeout(ps, &mut self.dp.recovery[s]);
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
         self.backoff(slot);
         let c = &mut self.conns[s];

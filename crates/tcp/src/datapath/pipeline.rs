@@ -6,7 +6,7 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
-use super::state::{flags, sack_flags};
+use super::state::{flags, post_flags, sack_flags};
 use super::summary::{Actions, HeaderSummary};
 use super::{ecn, post, protocol, rack, scheduler, scoreboard, tlp, tx};
 use crate::config::AckPolicy;
@@ -64,6 +64,8 @@ impl Stack {
             let was_in_recovery = scoreboard::in_recovery(ps);
             protocol::process(
                 ps,
+                &mut self.dp.ooo_state[slot],
+                &mut self.dp.recovery[slot],
                 &mut self.dp.ooo[slot * stride..(slot + 1) * stride],
                 &mut self.dp.sacked[slot * sacked..(slot + 1) * sacked],
                 s,
@@ -80,6 +82,7 @@ impl Stack {
                 }
                 s.rack_lost = rack::process_ack(
                     ps,
+                    &mut self.dp.recovery[slot],
                     &self.dp.sacked[slot * sacked..(slot + 1) * sacked],
                     rk,
                     &mut self.dp.xmit[slot * k..(slot + 1) * k],
@@ -192,10 +195,11 @@ impl Stack {
         }
         let out = post::process(
             &mut self.dp.proto[i],
+            &mut self.dp.recovery[i],
             &mut self.dp.post[i],
+            &mut self.dp.post_cold[i],
             s,
             rules.ack,
-            rules.rto_bounds,
         );
         if out.fast_retransmit {
             self.counters.fast_retransmits += 1;
@@ -233,7 +237,7 @@ impl Stack {
                 && !s.actions.contains(Actions::FIN_RECEIVED)
                 && !s.actions.contains(Actions::FIN_ACKED);
             if burst {
-                self.dp.post[i].ack_pending = true;
+                self.dp.post[i].set(post_flags::ACK_PENDING, true);
                 self.dp.ready.push(slot);
             } else {
                 self.send_ack_as_of(slot, s.ack_rcv_nxt, s.ack_rx_avail);
@@ -274,7 +278,7 @@ impl Stack {
         if self.push_pure_ack(slot, seq, ack) {
             self.ack_sent(slot);
         } else {
-            self.dp.post[slot as usize].ack_pending = true;
+            self.dp.post[slot as usize].set(post_flags::ACK_PENDING, true);
             self.dp.ready.push(slot);
         }
     }
@@ -303,7 +307,7 @@ impl Stack {
         if self.push_header(slot, &header) {
             self.ack_sent(slot);
         } else {
-            self.dp.post[slot as usize].ack_pending = true;
+            self.dp.post[slot as usize].set(post_flags::ACK_PENDING, true);
             self.dp.ready.push(slot);
         }
     }
@@ -343,6 +347,7 @@ impl Stack {
         tx::header(
             &self.dp.pre[i],
             &self.dp.proto[i],
+            &self.dp.ooo_state[i],
             ooo,
             seq,
             ack,
@@ -355,7 +360,7 @@ impl Stack {
     #[inline]
     fn ack_sent(&mut self, slot: u32) {
         let i = slot as usize;
-        self.dp.post[i].ack_pending = false;
+        self.dp.post[i].set(post_flags::ACK_PENDING, false);
         self.dp.post[i].unacked_segments = 0;
         self.dp.post[i].sack_news = 0;
         self.conns[i].timers.stop(Timer::DelayedAck);
@@ -489,7 +494,12 @@ impl Stack {
         let route = self.route_of(slot);
         let board = &self.dp.sacked[i * self.dp.sacked_stride..(i + 1) * self.dp.sacked_stride];
         // What to send: NextSeg() in SACK recovery (RFC 6675), else from snd_nxt.
-        let next = scoreboard::next_segment(&mut self.dp.proto[i], board, max_payload);
+        let next = scoreboard::next_segment(
+            &mut self.dp.proto[i],
+            &self.dp.recovery[i],
+            board,
+            max_payload,
+        );
         let ps = &self.dp.proto[i];
         if let Some(next) = next {
             let (mut seg, next) = match next {
@@ -502,6 +512,7 @@ impl Stack {
             let mut header = tx::header(
                 &self.dp.pre[i],
                 ps,
+                &self.dp.ooo_state[i],
                 ooo,
                 seg.seq,
                 ack,
@@ -581,7 +592,11 @@ impl Stack {
             }
             let retransmission = match next {
                 scoreboard::Next::Retransmit(_) => {
-                    scoreboard::commit_retransmission(&mut self.dp.proto[i], &seg);
+                    scoreboard::commit_retransmission(
+                        &mut self.dp.proto[i],
+                        &mut self.dp.recovery[i],
+                        &seg,
+                    );
                     self.counters.sack_retransmits += u64::from(segments);
                     true
                 }
@@ -637,7 +652,7 @@ impl Stack {
                 self.timer_queue.arm(slot, self.now + c.rto);
             }
         }
-        if self.dp.post[i].ack_pending {
+        if self.dp.post[i].has(post_flags::ACK_PENDING) {
             let header = self.pure_ack_header(slot, ps.snd_nxt, tx::AckFields::current(ps));
             self.ip_ident = self.ip_ident.wrapping_add(1);
             let n = emit_segment(
@@ -665,10 +680,10 @@ impl Stack {
 pub(crate) fn rto_of(
     post: &super::state::PostState,
     initial: std::time::Duration,
+    bounds_us: (u32, u32),
 ) -> std::time::Duration {
-    if post.rto_us == 0 {
-        initial
-    } else {
-        std::time::Duration::from_micros(post.rto_us as u64)
+    match post.rto_us(bounds_us) {
+        0 => initial,
+        rto => std::time::Duration::from_micros(rto.into()),
     }
 }

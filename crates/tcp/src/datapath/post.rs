@@ -10,7 +10,7 @@ use crate::cc::CcCounters;
 
 use super::ecn;
 use super::scoreboard;
-use super::state::{PostState, ProtoState};
+use super::state::{post_flags, PostCold, PostState, ProtoState, RecoveryState};
 use super::summary::{Actions, HeaderSummary};
 
 /// What the post-processor decided for one segment, for the caller to carry out on buffers,
@@ -38,12 +38,12 @@ pub(crate) struct PostOutcome {
 /// The congestion-control counters since the last call, which resets them: the message
 /// from the post-processor, which owns them, to the control plane's policy.
 #[inline]
-pub(crate) fn take_cc_counters(post: &mut PostState) -> CcCounters {
+pub(crate) fn take_cc_counters(post: &mut PostState, cold: &mut PostCold) -> CcCounters {
     let c = CcCounters {
         acked_bytes: post.cnt_ackb,
-        ecn_bytes: post.cnt_ecnb,
-        dupacks: post.cnt_dupack.into(),
-        fast_retransmits: post.cnt_fretx.into(),
+        ecn_bytes: cold.cnt_ecnb,
+        dupacks: cold.cnt_dupack.into(),
+        fast_retransmits: cold.cnt_fretx.into(),
         rtt_samples: post.cnt_rtt.into(),
         rtt_last_us: post.rtt_last_us,
         rtt_min_us: post.rtt_min_us,
@@ -51,9 +51,9 @@ pub(crate) fn take_cc_counters(post: &mut PostState) -> CcCounters {
     };
     post.max_flight = 0;
     post.cnt_ackb = 0;
-    post.cnt_ecnb = 0;
-    post.cnt_dupack = 0;
-    post.cnt_fretx = 0;
+    cold.cnt_ecnb = 0;
+    cold.cnt_dupack = 0;
+    cold.cnt_fretx = 0;
     post.cnt_rtt = 0;
     post.rtt_last_us = 0;
     post.rtt_min_us = 0;
@@ -63,23 +63,28 @@ pub(crate) fn take_cc_counters(post: &mut PostState) -> CcCounters {
 /// RFC 6582 3.2 step 1: no new fast retransmit while the previous recovery's data is
 /// unacknowledged.
 #[inline]
-fn may_fast_retransmit(post: &PostState, snd_una: SeqNumber) -> bool {
-    !post.in_recovery || snd_una.seq_ge(post.recover)
+fn may_fast_retransmit(post: &PostState, cold: &PostCold, snd_una: SeqNumber) -> bool {
+    !post.has(post_flags::IN_RECOVERY) || snd_una.seq_ge(cold.recover)
 }
 
 /// A fast retransmit: loss recovery begins unless one runs (RFC 6582 3.2 step 1). Returns
 /// whether it began; the caller restarts the retransmission timer and tells congestion
 /// control.
-pub(crate) fn begin_recovery(ps: &mut ProtoState, post: &mut PostState) -> bool {
-    if scoreboard::in_recovery(ps) || !may_fast_retransmit(post, ps.snd_una) {
+pub(crate) fn begin_recovery(
+    ps: &mut ProtoState,
+    rec: &mut RecoveryState,
+    post: &mut PostState,
+    cold: &mut PostCold,
+) -> bool {
+    if scoreboard::in_recovery(ps) || !may_fast_retransmit(post, cold, ps.snd_una) {
         return false;
     }
-    post.cnt_fretx = post.cnt_fretx.saturating_add(1);
-    post.total_fretx = post.total_fretx.wrapping_add(1);
-    post.in_recovery = true;
-    post.recover = ps.snd_max;
+    cold.cnt_fretx = cold.cnt_fretx.saturating_add(1);
+    cold.total_fretx = cold.total_fretx.wrapping_add(1);
+    post.set(post_flags::IN_RECOVERY, true);
+    cold.recover = ps.snd_max;
     // RFC 6675 5 step 4 with SACK; else go-back-N from snd_una, as TAS and Laminar do.
-    if !scoreboard::enter_recovery(ps) {
+    if !scoreboard::enter_recovery(ps, rec) {
         ps.snd_nxt = ps.snd_una;
     }
     // Stop timing (Karn).
@@ -87,10 +92,10 @@ pub(crate) fn begin_recovery(ps: &mut ProtoState, post: &mut PostState) -> bool 
     true
 }
 
-/// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate and
-/// recomputes the RTO.
+/// RFC 6298 2.2-2.3 (RFC 9293 MUST-18): folds an RTT sample into the estimate, from which
+/// [`PostState::rto_us`] derives the RTO.
 #[inline]
-pub(crate) fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, rto_max_us: u32) {
+pub(crate) fn rtt_update(post: &mut PostState, sample_us: u32) {
     if post.srtt_us == 0 {
         post.srtt_us = sample_us;
         post.rttvar_us = sample_us / 2;
@@ -100,13 +105,6 @@ pub(crate) fn rtt_update(post: &mut PostState, sample_us: u32, rto_min_us: u32, 
         post.rttvar_us = post.rttvar_us - post.rttvar_us / 4 + err / 4;
         post.srtt_us = post.srtt_us - post.srtt_us / 8 + sample_us / 8;
     }
-    // RTO = SRTT + max(G, 4 RTTVAR) with clock granularity G = 1 us; RFC 6298 2.4-2.5 bounds.
-    // Saturating: a sample of over ~36 minutes (an ACK after a long outage) would overflow
-    // 4 * RTTVAR in 32 bits; the RFC 6298 2.5 maximum bounds the result anyway.
-    let rto = post
-        .srtt_us
-        .saturating_add(post.rttvar_us.saturating_mul(4).max(1));
-    post.rto_us = rto.clamp(rto_min_us, rto_max_us);
 }
 
 /// When received data is acknowledged.
@@ -143,15 +141,16 @@ pub(crate) fn ack_before_ce_change(
 #[inline]
 pub(crate) fn process(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     post: &mut PostState,
+    cold: &mut PostCold,
     s: &HeaderSummary,
     ack_rule: AckRule,
-    rto_bounds_us: (u32, u32),
 ) -> PostOutcome {
     let mut out = PostOutcome::default();
     let ecn_ack_now = ecn::on_receive(ps, s);
     if s.rtt_sample_us != 0 {
-        rtt_update(post, s.rtt_sample_us, rto_bounds_us.0, rto_bounds_us.1);
+        rtt_update(post, s.rtt_sample_us);
         post.rtt_last_us = s.rtt_sample_us;
         post.rtt_min_us = match post.rtt_min_us {
             0 => s.rtt_sample_us,
@@ -166,16 +165,20 @@ pub(crate) fn process(
         post.max_flight = post.max_flight.max(flight);
     }
     if s.actions.contains(Actions::DUPACK) {
-        post.cnt_dupack = post.cnt_dupack.saturating_add(1);
+        cold.cnt_dupack = cold.cnt_dupack.saturating_add(1);
     }
     if s.actions.contains(Actions::WAKE_TX) && s.tx_freed > 0
         || s.actions.contains(Actions::FIN_ACKED)
     {
         post.cnt_ackb = post.cnt_ackb.saturating_add(s.tx_freed);
-        post.cnt_ecnb = post.cnt_ecnb.saturating_add(ecn::marked_bytes(ps, s));
-        if post.in_recovery && ps.snd_una.seq_ge(post.recover) {
+        let marked = ecn::marked_bytes(ps, s);
+        if marked > 0 {
+            // Only ACKs that echo ECE count here: the cold row stays untouched otherwise.
+            cold.cnt_ecnb = cold.cnt_ecnb.saturating_add(marked);
+        }
+        if post.has(post_flags::IN_RECOVERY) && ps.snd_una.seq_ge(cold.recover) {
             // RFC 6582 3.2 step 3: a full acknowledgment ends the recovery.
-            post.in_recovery = false;
+            post.set(post_flags::IN_RECOVERY, false);
         }
         // RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else restart it.
         if ps.snd_una == ps.snd_max {
@@ -184,7 +187,7 @@ pub(crate) fn process(
             out.rto_restart = true;
         }
     }
-    if s.actions.contains(Actions::FAST_RETRANSMIT) && begin_recovery(ps, post) {
+    if s.actions.contains(Actions::FAST_RETRANSMIT) && begin_recovery(ps, rec, post, cold) {
         out.rto_restart = true;
         out.fast_retransmit = true;
     }
@@ -257,12 +260,12 @@ mod tests {
         // late: 4 * RTTVAR of a 40-minute sample overflows 32 bits and must saturate.
         let (min, max) = (200_000, 60_000_000);
         let mut post = PostState::default();
-        rtt_update(&mut post, 1_000, min, max);
-        rtt_update(&mut post, 40 * 60 * 1_000_000, min, max);
-        assert_eq!(post.rto_us, max);
+        rtt_update(&mut post, 1_000);
+        rtt_update(&mut post, 40 * 60 * 1_000_000);
+        assert_eq!(post.rto_us((min, max)), max);
         let mut fresh = PostState::default();
-        rtt_update(&mut fresh, 40 * 60 * 1_000_000, min, max);
+        rtt_update(&mut fresh, 40 * 60 * 1_000_000);
         assert_eq!(fresh.srtt_us, 40 * 60 * 1_000_000);
-        assert_eq!(fresh.rto_us, max);
+        assert_eq!(fresh.rto_us((min, max)), max);
     }
 }

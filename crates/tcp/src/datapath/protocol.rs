@@ -8,22 +8,27 @@
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
 use super::scoreboard;
-use super::state::{flags, sack_flags, Interval, ProtoState, SackedRange};
+use super::state::{flags, sack_flags, Interval, OooState, ProtoState, RecoveryState, SackedRange};
 use super::summary::{Actions, HeaderSummary};
 
 /// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
-/// slice of the sender's SACK scoreboard. Without `admit_ooo` (the control plane's memory
-/// limit), out-of-order data is kept only where it adds no bytes to what is held.
+/// slice of the sender's SACK scoreboard; `oo` and `rec` its cold rows, touched only by
+/// out-of-order data or a FIN, and by recovery or a timeout's probe. Without `admit_ooo`
+/// (the control plane's memory limit), out-of-order data is kept only where it adds no
+/// bytes to what is held.
 #[inline]
+#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn process(
     ps: &mut ProtoState,
+    oo: &mut OooState,
+    rec: &mut RecoveryState,
     ooo: &mut [Interval],
     sacked: &mut [SackedRange],
     s: &mut HeaderSummary,
     now_us: u32,
     admit_ooo: bool,
 ) {
-    process_segment(ps, ooo, sacked, s, now_us, admit_ooo);
+    process_segment(ps, oo, rec, ooo, sacked, s, now_us, admit_ooo);
     // An ACK sent for this segment alone (every-segment policy, FIN changes, rate-limited
     // connections) reports the receive state this segment left, not the one the rest of its
     // batch leaves (RFC 9293 3.10.7.4, RFC 5681 4.2): identical ACKs would be duplicate ACKs
@@ -33,8 +38,11 @@ pub(crate) fn process(
 }
 
 #[inline]
+#[allow(clippy::too_many_arguments)] // as `process`
 fn process_segment(
     ps: &mut ProtoState,
+    oo: &mut OooState,
+    rec: &mut RecoveryState,
     ooo: &mut [Interval],
     sacked: &mut [SackedRange],
     s: &mut HeaderSummary,
@@ -66,7 +74,7 @@ fn process_segment(
         return;
     }
 
-    process_ack(ps, sacked, s, now_us);
+    process_ack(ps, rec, sacked, s, now_us);
     if s.actions.contains(Actions::EXCEPTION) {
         return;
     }
@@ -126,7 +134,7 @@ fn process_segment(
                 s.actions.insert(Actions::ACK_NOW);
             }
         } else {
-            let (stored, new_block) = insert_interval(ps, ooo, seq, seq + len, admit_ooo);
+            let (stored, new_block) = insert_interval(ps, oo, ooo, seq, seq + len, admit_ooo);
             if stored {
                 s.actions.insert(Actions::OOO_CHANGED);
                 s.place_seq = seq;
@@ -139,7 +147,7 @@ fn process_segment(
                 s.actions.insert(Actions::NEW_SACK_BLOCK);
             }
             if fin {
-                ps.rx_fin_seq = seq + len;
+                oo.rx_fin_seq = seq + len;
                 ps.set(flags::FIN_PENDING, true);
             }
             // RFC 5681 4.2: an out-of-order segment is acknowledged immediately (a dupack).
@@ -147,7 +155,7 @@ fn process_segment(
             return;
         }
     } else if fin && seq != ps.rcv_nxt {
-        ps.rx_fin_seq = seq;
+        oo.rx_fin_seq = seq;
         ps.set(flags::FIN_PENDING, true);
         s.actions.insert(Actions::ACK_NOW);
         return;
@@ -155,9 +163,9 @@ fn process_segment(
 
     if fin && seq + len == ps.rcv_nxt {
         ps.set(flags::FIN_PENDING, true);
-        ps.rx_fin_seq = ps.rcv_nxt;
+        oo.rx_fin_seq = ps.rcv_nxt;
     }
-    if ps.has(flags::FIN_PENDING) && ps.rx_fin_seq == ps.rcv_nxt {
+    if ps.has(flags::FIN_PENDING) && oo.rx_fin_seq == ps.rcv_nxt {
         // RFC 9293 3.10.7.4 eighth: the FIN advances rcv_nxt by one and is acknowledged.
         ps.rcv_nxt += 1u32;
         // Nothing follows the FIN: out-of-order data stored beyond it (which only a
@@ -178,6 +186,7 @@ fn process_segment(
 #[inline]
 fn process_ack(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     sacked: &mut [SackedRange],
     s: &mut HeaderSummary,
     now_us: u32,
@@ -211,7 +220,9 @@ fn process_ack(
         }
         s.tx_freed = acked;
         ps.snd_una = ack;
-        if let Some(probe) = ps.rto_probe.take() {
+        if ps.sack.has(sack_flags::RTO_PROBE) {
+            ps.sack.set(sack_flags::RTO_PROBE, false);
+            let probe = rec.rto_probe;
             // The first ACK for data outstanding at a timeout judges it. Spurious if it
             // echoes an older timestamp than the retransmission's (RFC 3522 Eifel; a zero
             // echo says nothing), or acknowledges data sent only before the timeout and
@@ -249,14 +260,14 @@ fn process_ack(
     let sack = ps.sack.has(sack_flags::ENABLED);
     if sack && advanced {
         // RFC 6675 5 (A): the cumulative ACK may end recovery, or be a partial ACK.
-        scoreboard::on_cumulative_ack(ps, sacked, old_una);
+        scoreboard::on_cumulative_ack(ps, rec, sacked, old_una);
     }
     // RFC 6675 Update(): record what the SACK blocks newly report.
     let newly_sacked = if sack && s.sack_count > 0 {
         let n = usize::from(s.sack_count).min(s.sack_blocks.len());
-        let (newly, mut report) = scoreboard::update(ps, sacked, &s.sack_blocks[..n]);
+        let (newly, mut report) = scoreboard::update(ps, rec, sacked, &s.sack_blocks[..n]);
         if newly > 0 {
-            report.rxt_lost = scoreboard::detect_lost_retransmissions(ps, sacked);
+            report.rxt_lost = scoreboard::detect_lost_retransmissions(ps, rec, sacked);
         }
         if report.spurious_recovery {
             s.actions.insert(Actions::SPURIOUS_RECOVERY);
@@ -283,8 +294,8 @@ fn process_ack(
                 s.actions.insert(Actions::WAKE_TX);
                 // RFC 6675 5 steps 2.a-2.b: DupThresh duplicates, or IsLost(HighACK + 1).
                 if scoreboard::may_enter_recovery(ps)
-                    && (u32::from(ps.dupacks) >= scoreboard::dup_thresh(ps)
-                        || scoreboard::is_lost(ps, sacked, ps.snd_una))
+                    && (u32::from(ps.dupacks) >= scoreboard::dup_thresh(rec)
+                        || scoreboard::is_lost(ps, rec, sacked, ps.snd_una))
                 {
                     s.actions.insert(Actions::FAST_RETRANSMIT);
                 }
@@ -323,14 +334,15 @@ fn process_ack(
 /// one (a new SACK block for the ACKs to report, RFC 2018 4).
 fn insert_interval(
     ps: &mut ProtoState,
+    oo: &mut OooState,
     ooo: &mut [Interval],
     start: SeqNumber,
     end: SeqNumber,
     admit_new: bool,
 ) -> (bool, bool) {
     let count = ps.ooo_count as usize;
-    ps.ooo_seen = ps.ooo_seen.wrapping_add(1);
-    let seen = ps.ooo_seen;
+    oo.ooo_seen = oo.ooo_seen.wrapping_add(1);
+    let seen = oo.ooo_seen;
     let used = &mut ooo[..count];
     // Intervals are kept sorted and disjoint, all within the window (so their ends
     // increase in sequence-space order): the first that ends at or after `start`, by

@@ -16,7 +16,7 @@
 use sluice_wire::tcp::SeqNumber;
 
 use super::scoreboard;
-use super::state::{sack_flags, ProtoState, SackedRange};
+use super::state::{sack_flags, ProtoState, RecoveryState, SackedRange};
 use super::summary::{Actions, HeaderSummary};
 
 /// New data up to `end` was sent at `sent_us` or earlier.
@@ -227,8 +227,10 @@ pub(crate) fn detect_loss(
 /// boundary, which may start a recovery; `s.rack_timer_us` asks for the reordering timer.
 /// The caller calls [`on_recovery_end`] if the ACK ended a recovery. Returns the segments
 /// newly found lost.
+#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn process_ack(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     board: &[SackedRange],
     rk: &mut RackState,
     marks: &mut [XmitMark],
@@ -250,14 +252,16 @@ pub(crate) fn process_ack(
     if s.sack.old > 0 {
         on_dsack(rk, ps.snd_una, ps.snd_max);
     }
-    detect(ps, board, rk, marks, s, now_us, srtt_us)
+    detect(ps, rec, board, rk, marks, s, now_us, srtt_us)
 }
 
 /// RACK_detect_loss() into the scoreboard: raises `lost_below`, starts a recovery if
 /// the segment at snd_una is lost, and sets `s.rack_timer_us` for what is not yet.
 /// Returns the segments newly found lost.
+#[allow(clippy::too_many_arguments)] // as `process_ack`
 pub(crate) fn detect(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     board: &[SackedRange],
     rk: &RackState,
     marks: &[XmitMark],
@@ -270,7 +274,7 @@ pub(crate) fn detect(
         // Nothing delivered beyond a hole: no reordering to judge (TLP's business).
         return 0;
     }
-    if scoreboard::dup_thresh(ps) > scoreboard::DUP_THRESH {
+    if scoreboard::dup_thresh(rec) > scoreboard::DUP_THRESH {
         // D-SACKs showed reordering deeper than DupThresh: a window capped at SRTT cannot
         // cover a path that holds segments that long (many RTTs), so the raised DupThresh
         // alone judges (RFC 6675 2, RFC 4653).
@@ -281,11 +285,11 @@ pub(crate) fn detect(
     let Some(lost) = lost.map(|b| b.min(ps.snd_max)) else {
         return 0;
     };
-    let from = ps.sack.lost_below.max(ps.snd_una);
+    let from = rec.lost_below.max(ps.snd_una);
     if !lost.seq_gt(from) {
         return 0;
     }
-    ps.sack.lost_below = lost;
+    rec.lost_below = lost;
     let mss = u32::from(ps.mss).max(1);
     let newly = scoreboard::unsacked_bytes(ps, board, from, lost).div_ceil(mss);
     if scoreboard::may_enter_recovery(ps) {

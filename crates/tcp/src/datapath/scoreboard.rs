@@ -10,7 +10,7 @@
 
 use sluice_wire::tcp::SeqNumber;
 
-use super::state::{flags, sack_flags, ProtoState, SackSender, SackedRange};
+use super::state::{flags, sack_flags, ProtoState, RecoveryState, SackSender, SackedRange};
 use super::summary::SackReport;
 use super::tx::{self, Segment};
 
@@ -26,8 +26,8 @@ pub(crate) const MAX_REORDERING: u32 = 127;
 /// measures (as RFC 4653 and Linux's tcp_check_sack_reordering do): after D-SACKs proved a
 /// recovery needless, it is one more than the segments SACKed beyond the late original.
 #[inline]
-pub(crate) fn dup_thresh(ps: &ProtoState) -> u32 {
-    u32::from(ps.sack.reordering).max(DUP_THRESH)
+pub(crate) fn dup_thresh(rec: &RecoveryState) -> u32 {
+    u32::from(rec.reordering).max(DUP_THRESH)
 }
 
 /// Whether `ps` is in SACK-based loss recovery.
@@ -49,6 +49,7 @@ pub(crate) fn may_enter_recovery(ps: &ProtoState) -> bool {
 /// became of the blocks.
 pub(crate) fn update(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     board: &mut [SackedRange],
     blocks: &[(SeqNumber, SeqNumber)],
 ) -> (u32, SackReport) {
@@ -63,7 +64,7 @@ pub(crate) fn update(
         } else if right.seq_le(ps.snd_una) {
             // A D-SACK (RFC 2883) or an old ACK overtaken by a newer one.
             report.old = report.old.saturating_add(1);
-            report.spurious_recovery |= dsack_undo(ps, left, right);
+            report.spurious_recovery |= dsack_undo(ps, rec, left, right);
         } else if !left.seq_gt(ps.snd_una) || right.seq_gt(ps.snd_max) {
             // RFC 6675 Update() records only octets between HighACK and HighData: a block
             // that claims snd_una itself (then the ACK would cover it) or data never sent
@@ -82,24 +83,29 @@ pub(crate) fn update(
 /// retransmitted, shows that many of its retransmissions needless. True when that was the
 /// last of them: the loss was reordering, and the window cut is to be undone (as Linux's
 /// tcp_try_undo_dsack). A duplicate made by the network counts too, as in Linux.
-fn dsack_undo(ps: &mut ProtoState, left: SeqNumber, right: SeqNumber) -> bool {
+fn dsack_undo(
+    ps: &mut ProtoState,
+    rec: &mut RecoveryState,
+    left: SeqNumber,
+    right: SeqNumber,
+) -> bool {
     let sb = &mut ps.sack;
-    if !sb.has(sack_flags::UNDO_ARMED) || sb.undo_rxt == 0 || right.seq_gt(sb.recovery_point) {
+    if !sb.has(sack_flags::UNDO_ARMED) || rec.undo_rxt == 0 || right.seq_gt(rec.recovery_point) {
         // Only D-SACKs of this recovery's retransmissions judge it.
         return false;
     }
     let mss = u32::from(ps.mss).max(1);
     let segments = (right.diff(left) as u32).div_ceil(mss);
-    let left_over = u32::from(sb.undo_rxt).saturating_sub(segments);
-    sb.undo_rxt = left_over as u16;
+    let left_over = u32::from(rec.undo_rxt).saturating_sub(segments);
+    rec.undo_rxt = left_over as u16;
     if left_over > 0 {
         return false;
     }
     sb.set(sack_flags::UNDO_ARMED, false);
     // The original arrived after `reorder_seen` - 1 later segments: a DupThresh of
     // `reorder_seen` would not have set this recovery off.
-    let degree = u32::from(sb.reorder_seen).min(MAX_REORDERING);
-    sb.reordering = sb.reordering.max(degree as u8);
+    let degree = u32::from(rec.reorder_seen).min(MAX_REORDERING);
+    rec.reordering = rec.reordering.max(degree as u8);
     true
 }
 
@@ -164,19 +170,20 @@ fn overlap(r: SackedRange, start: SeqNumber, end: SeqNumber) -> u32 {
 /// or handle a partial ACK (RFC 6675 5 (A)).
 pub(crate) fn on_cumulative_ack(
     ps: &mut ProtoState,
+    rec: &mut RecoveryState,
     board: &mut [SackedRange],
     old_una: SeqNumber,
 ) {
     let una = ps.snd_una;
     let count = usize::from(ps.sack.count).min(board.len());
     let armed = sack_flags::IN_RECOVERY | sack_flags::UNDO_ARMED;
-    if count > 0 && ps.sack.flags & armed == armed && ps.sack.reorder_seen == 0 {
+    if count > 0 && ps.sack.flags & armed == armed && rec.reorder_seen == 0 {
         // The hole that began the recovery is filled while SACKed data lies this far beyond
         // it: if the recovery proves needless, its original came this late (Linux's
         // tcp_check_sack_reordering). Later holes of a long recovery say less.
         let mss = u32::from(ps.mss).max(1);
         let beyond = (board[count - 1].end.diff(old_una).max(0) as u32 / mss).saturating_sub(1);
-        ps.sack.reorder_seen = (beyond + 1).min(u32::from(u8::MAX)) as u8;
+        rec.reorder_seen = (beyond + 1).min(u32::from(u8::MAX)) as u8;
     }
     // Ranges the ACK covered go. So does one it reached into, which only a receiver that
     // reneged (RFC 2018 8) or a broken one sends: SACK information is advisory, and what
@@ -193,10 +200,10 @@ pub(crate) fn on_cumulative_ack(
     if una.seq_lt(sb.high_rxt) {
         // snd_una moved onto a hole retransmitted at some time up to the latest
         // retransmission: take the latest, which can only make the loss test later.
-        sb.una_rxt_snd_max = sb.rxt_snd_max;
+        rec.una_rxt_snd_max = rec.rxt_snd_max;
     }
     if sb.has(sack_flags::IN_RECOVERY) {
-        if una.seq_ge(sb.recovery_point) {
+        if una.seq_ge(rec.recovery_point) {
             // RFC 6675 5 (A): a cumulative ACK of the RecoveryPoint ends recovery.
             sb.set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
         } else if una.seq_ge(sb.high_rxt) && !sb.has(sack_flags::RXT_FIRST) {
@@ -205,10 +212,10 @@ pub(crate) fn on_cumulative_ack(
             // those retransmissions and is lost (RFC 6582 3.2 step 5 retransmits the next
             // hole at once; this lets NextSeg() retransmit all of them within cwnd, which
             // a receiver that keeps few or no out-of-order intervals needs).
-            sb.lost_below = sb.lost_below.max(sb.recovery_point);
+            rec.lost_below = rec.lost_below.max(rec.recovery_point);
         }
     }
-    if sb.has(sack_flags::AFTER_RTO) && una.seq_ge(sb.recovery_point) {
+    if sb.has(sack_flags::AFTER_RTO) && una.seq_ge(rec.recovery_point) {
         sb.set(sack_flags::AFTER_RTO, false);
     }
 }
@@ -217,9 +224,9 @@ pub(crate) fn on_cumulative_ack(
 /// DupThresh discontiguous SACKed ranges, or more than (DupThresh - 1) * SMSS SACKed bytes,
 /// above it). IsLost() is monotone, so one boundary describes it. snd_una when none.
 #[inline]
-fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
+fn sack_boundary(ps: &ProtoState, rec: &RecoveryState, board: &[SackedRange]) -> SeqNumber {
     let used = &board[..usize::from(ps.sack.count).min(board.len())];
-    let dup_thresh = dup_thresh(ps);
+    let dup_thresh = dup_thresh(rec);
     let threshold = (dup_thresh - 1) * u32::from(ps.mss);
     let mut bytes = 0u32;
     for (n, r) in used.iter().rev().enumerate() {
@@ -237,27 +244,31 @@ fn sack_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
 /// still unSACKed below HighRxt lost theirs. HighRxt goes back to snd_una and NextSeg()
 /// retransmits them again (as Linux does with its per-segment retransmission marks).
 /// Returns whether that happened.
-pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+pub(crate) fn detect_lost_retransmissions(
+    ps: &mut ProtoState,
+    rec: &mut RecoveryState,
+    board: &[SackedRange],
+) -> bool {
     if !repairing_in_recovery(ps) {
         return false;
     }
     let sb = &ps.sack;
-    if !sb.rxt_snd_max.seq_gt(sb.high_rxt) || !sacked_beyond(ps, board, sb.rxt_snd_max) {
+    if !rec.rxt_snd_max.seq_gt(sb.high_rxt) || !sacked_beyond(ps, rec, board, rec.rxt_snd_max) {
         // Under steady loss new retransmissions keep moving rxt_snd_max on, and the test
         // above may never pass while the hole at snd_una, whose retransmission was lost,
         // holds the window until the timer fires. Its own test: data sent after its
         // retransmission is SACKed.
-        let una_lost =
-            sb.una_rxt_snd_max.seq_gt(ps.snd_una) && sacked_beyond(ps, board, sb.una_rxt_snd_max);
+        let una_lost = rec.una_rxt_snd_max.seq_gt(ps.snd_una)
+            && sacked_beyond(ps, rec, board, rec.una_rxt_snd_max);
         if una_lost {
-            resend_una(ps);
+            resend_una(ps, rec);
         }
         return una_lost;
     }
     // snd_una itself is below HighRxt and never SACKed: NextSeg() retransmitted every hole
     // below HighRxt, and at least that one is still missing.
     ps.sack.high_rxt = ps.snd_una;
-    ps.sack.rxt_snd_max = ps.snd_una;
+    rec.rxt_snd_max = ps.snd_una;
     true
 }
 
@@ -267,16 +278,20 @@ pub(crate) fn detect_lost_retransmissions(ps: &mut ProtoState, board: &[SackedRa
 /// again at once, the recovery and its window kept (RACK would have found it a reordering
 /// window after a round trip; the timer found it later). False when nothing says so: the
 /// timeout is then a timeout.
-pub(crate) fn una_retransmission_overtaken(ps: &mut ProtoState, board: &[SackedRange]) -> bool {
+pub(crate) fn una_retransmission_overtaken(
+    ps: &mut ProtoState,
+    rec: &mut RecoveryState,
+    board: &[SackedRange],
+) -> bool {
     let sb = &ps.sack;
     let used = &board[..usize::from(sb.count).min(board.len())];
     let overtaken = repairing_in_recovery(ps)
-        && sb.una_rxt_snd_max.seq_gt(ps.snd_una)
+        && rec.una_rxt_snd_max.seq_gt(ps.snd_una)
         && used
             .last()
-            .is_some_and(|r| r.end.seq_gt(sb.una_rxt_snd_max));
+            .is_some_and(|r| r.end.seq_gt(rec.una_rxt_snd_max));
     if overtaken {
-        resend_una(ps);
+        resend_una(ps, rec);
     }
     overtaken
 }
@@ -293,16 +308,21 @@ fn repairing_in_recovery(ps: &ProtoState) -> bool {
 /// The retransmission of the segment at snd_una was lost: it goes again at once (as
 /// RXT_FIRST, one segment), and its loss test starts over from what is sent after it.
 #[inline]
-fn resend_una(ps: &mut ProtoState) {
-    ps.sack.una_rxt_snd_max = ps.snd_max;
+fn resend_una(ps: &mut ProtoState, rec: &mut RecoveryState) {
+    rec.una_rxt_snd_max = ps.snd_max;
     ps.sack.set(sack_flags::RXT_FIRST, true);
 }
 
 /// Whether DupThresh discontiguous ranges, or more than (DupThresh - 1) * SMSS bytes,
 /// are SACKed at or beyond `seq` (IsLost() of the sequence number just below it).
-fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
+fn sacked_beyond(
+    ps: &ProtoState,
+    rec: &RecoveryState,
+    board: &[SackedRange],
+    seq: SeqNumber,
+) -> bool {
     let used = &board[..usize::from(ps.sack.count).min(board.len())];
-    let dup_thresh = dup_thresh(ps);
+    let dup_thresh = dup_thresh(rec);
     let threshold = (dup_thresh - 1) * u32::from(ps.mss);
     let mut bytes = 0u32;
     for (n, r) in used.iter().rev().enumerate() {
@@ -320,9 +340,9 @@ fn sacked_beyond(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool
 /// The boundary: IsLost() by DupThresh (RFC 6675 4), and what [`SackSender::lost_below`]
 /// marks (recovery's rules, and RACK's by time, RFC 8985 6.2).
 #[inline]
-fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
-    let b = sack_boundary(ps, board);
-    let marked = ps.sack.lost_below;
+fn lost_boundary(ps: &ProtoState, rec: &RecoveryState, board: &[SackedRange]) -> SeqNumber {
+    let b = sack_boundary(ps, rec, board);
+    let marked = rec.lost_below;
     if marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
         marked
     } else {
@@ -332,8 +352,13 @@ fn lost_boundary(ps: &ProtoState, board: &[SackedRange]) -> SeqNumber {
 
 /// RFC 6675 IsLost(seq) for an unSACKed `seq`.
 #[inline]
-pub(crate) fn is_lost(ps: &ProtoState, board: &[SackedRange], seq: SeqNumber) -> bool {
-    seq.seq_lt(lost_boundary(ps, board))
+pub(crate) fn is_lost(
+    ps: &ProtoState,
+    rec: &RecoveryState,
+    board: &[SackedRange],
+    seq: SeqNumber,
+) -> bool {
+    seq.seq_lt(lost_boundary(ps, rec, board))
 }
 
 /// The unSACKed holes in [snd_una, snd_max), in order.
@@ -368,8 +393,8 @@ fn holes<'a>(
 /// RFC 6675 SetPipe(): the sender's estimate of the bytes in the network. Every unSACKed
 /// byte in [snd_una, snd_max) counts once unless it is lost, and once more if it was
 /// retransmitted in this recovery (below HighRxt).
-pub(crate) fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
-    let lost = lost_boundary(ps, board);
+pub(crate) fn pipe(ps: &ProtoState, rec: &RecoveryState, board: &[SackedRange]) -> u32 {
+    let lost = lost_boundary(ps, rec, board);
     let high_rxt = ps.sack.high_rxt.max(ps.snd_una);
     let mut pipe = 0u32;
     for (a, b) in holes(ps, board) {
@@ -382,7 +407,7 @@ pub(crate) fn pipe(ps: &ProtoState, board: &[SackedRange]) -> u32 {
 
 /// Starts SACK-based loss recovery (RFC 6675 5 step 4) if this connection uses it: the
 /// caller has told congestion control (step 4.2). Returns false for go-back-N.
-pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
+pub(crate) fn enter_recovery(ps: &mut ProtoState, rec: &mut RecoveryState) -> bool {
     // Nothing outstanding: a later ACK of the same batch (the protocol stage runs over the
     // whole batch before this stage) acknowledged everything; no recovery could end.
     if !may_enter_recovery(ps) || !ps.snd_una.seq_lt(ps.snd_max) {
@@ -390,7 +415,7 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     }
     let sb = &mut ps.sack;
     // RFC 6675 5 step 4.1: RecoveryPoint = HighData.
-    sb.recovery_point = ps.snd_max;
+    rec.recovery_point = ps.snd_max;
     // Data sent during the last recovery, above its RecoveryPoint, may have been lost and
     // retransmitted already: those retransmissions are in flight and the holes they fill
     // are what set this recovery off. They are not sent again (as Linux keeps its
@@ -398,21 +423,21 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
     // D-SACKs judge a recovery whose repairs began before it.
     let repairing = sb.high_rxt.seq_gt(ps.snd_una) && sb.high_rxt.seq_le(ps.snd_max);
     // What RACK found lost before the recovery (RFC 8985 6.2) stays lost.
-    let rack = sb.lost_below.max(ps.snd_una).min(ps.snd_max);
+    let rack = rec.lost_below.max(ps.snd_una).min(ps.snd_max);
     if repairing {
-        sb.lost_below = rack;
+        rec.lost_below = rack;
     } else {
         sb.high_rxt = ps.snd_una;
         // Step 4.3: the first segment is retransmitted now, taken as lost whatever the
         // scoreboard says (three plain duplicate ACKs may carry no SACK block).
-        sb.lost_below = rack.max(ps.snd_una + u32::from(ps.mss));
+        rec.lost_below = rack.max(ps.snd_una + u32::from(ps.mss));
         sb.set(sack_flags::RXT_FIRST, true);
     }
     sb.set(sack_flags::IN_RECOVERY, true);
     sb.set(sack_flags::TLP_PROBE, false);
     sb.set(sack_flags::UNDO_ARMED, !repairing);
-    sb.undo_rxt = 0;
-    sb.reorder_seen = 0;
+    rec.undo_rxt = 0;
+    rec.reorder_seen = 0;
     // New data goes out from HighData; the scoreboard, not snd_nxt, says what to resend.
     ps.snd_nxt = ps.snd_max;
     true
@@ -422,15 +447,15 @@ pub(crate) fn enter_recovery(ps: &mut ProtoState) -> bool {
 /// none starts again until snd_una passes it. RFC 2018 8: the SACKed ranges are forgotten,
 /// as the receiver may have reneged; go-back-N resends from snd_una, skipping what new
 /// SACK blocks report.
-pub(crate) fn on_timeout(ps: &mut ProtoState) {
+pub(crate) fn on_timeout(ps: &mut ProtoState, rec: &mut RecoveryState) {
     let sb = &mut ps.sack;
     if !sb.has(sack_flags::ENABLED) {
         return;
     }
     sb.count = 0;
-    sb.recovery_point = ps.snd_max;
+    rec.recovery_point = ps.snd_max;
     // The marks of lost data go with the recovery: go-back-N resends all.
-    sb.lost_below = ps.snd_una;
+    rec.lost_below = ps.snd_una;
     // The timeout's go-back-N resends what D-SACKs would count: undo is the timeout's
     // detection's business now (RFC 3522, 5682).
     sb.set(
@@ -498,6 +523,7 @@ pub(crate) enum Next {
 #[inline]
 pub(crate) fn next_segment(
     ps: &mut ProtoState,
+    rec: &RecoveryState,
     board: &[SackedRange],
     max_len: u32,
 ) -> Option<Next> {
@@ -508,8 +534,8 @@ pub(crate) fn next_segment(
         }
     }
     if ps.sack.has(sack_flags::IN_RECOVERY) {
-        if ps.snd_una.seq_lt(ps.sack.recovery_point) {
-            return next_seg(ps, board, max_len);
+        if ps.snd_una.seq_lt(rec.recovery_point) {
+            return next_seg(ps, rec, board, max_len);
         }
         // Recovery must not outlive its RecoveryPoint (RFC 6675 5 (A)), whatever order
         // the stages saw a batch's ACKs in.
@@ -517,7 +543,10 @@ pub(crate) fn next_segment(
             .set(sack_flags::IN_RECOVERY | sack_flags::RXT_FIRST, false);
     }
     if !ps.snd_nxt.seq_lt(ps.snd_max) {
-        if ps.sack.has(sack_flags::ENABLED) && (1..dup_thresh(ps)).contains(&u32::from(ps.dupacks))
+        // dupacks first: an ACK that is no duplicate leaves the cold row alone.
+        if ps.sack.has(sack_flags::ENABLED)
+            && ps.dupacks > 0
+            && u32::from(ps.dupacks) < dup_thresh(rec)
         {
             // RFC 6675 5 step 3, RFC 3042 (RFC 5681 3.2 step 1) Limited Transmit: on the
             // first DupThresh - 1 duplicate ACKs a new segment may go if the flight stays
@@ -559,7 +588,12 @@ pub(crate) fn next_segment(
 }
 
 /// RFC 6675 NextSeg() under the pipe limit of step (C).
-fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next> {
+fn next_seg(
+    ps: &ProtoState,
+    rec: &RecoveryState,
+    board: &[SackedRange],
+    max_len: u32,
+) -> Option<Next> {
     let mss = u32::from(ps.mss).max(1);
     let from = ps.sack.high_rxt.max(ps.snd_una);
     if ps.sack.has(sack_flags::RXT_FIRST) {
@@ -568,12 +602,12 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
         return tx::retransmission(ps, a, b, mss).map(Next::Retransmit);
     }
     // Step (C): send only while cwnd - pipe >= 1 SMSS.
-    let room = ps.cwnd.saturating_sub(pipe(ps, board));
+    let room = ps.cwnd.saturating_sub(pipe(ps, rec, board));
     if room < mss {
         return None;
     }
     let cap = max_len.max(mss).min(room);
-    let lost = lost_boundary(ps, board);
+    let lost = lost_boundary(ps, rec, board);
     // Rule 1: the first unSACKed sequence number above HighRxt that IsLost().
     for (a, b) in holes(ps, board) {
         if b.seq_le(from) {
@@ -613,15 +647,15 @@ fn next_seg(ps: &ProtoState, board: &[SackedRange], max_len: u32) -> Option<Next
 
 /// Records that NextSeg()'s retransmission `seg` was sent (RFC 6675 5 step C.2: HighRxt).
 #[inline]
-pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
+pub(crate) fn commit_retransmission(ps: &mut ProtoState, rec: &mut RecoveryState, seg: &Segment) {
     let end = seg.seq + seg.len + seg.fin as u32;
     let sb = &mut ps.sack;
     if end.seq_gt(sb.high_rxt) {
         sb.high_rxt = end;
     }
-    sb.rxt_snd_max = ps.snd_max;
+    rec.rxt_snd_max = ps.snd_max;
     if seg.seq == ps.snd_una {
-        sb.una_rxt_snd_max = ps.snd_max;
+        rec.una_rxt_snd_max = ps.snd_max;
     }
     sb.set(sack_flags::RXT_FIRST, false);
     if sb.has(sack_flags::UNDO_ARMED) {
@@ -629,9 +663,9 @@ pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
         let segments = seg.len.div_ceil(u32::from(ps.mss).max(1)).max(1);
         match u16::try_from(segments)
             .ok()
-            .and_then(|n| sb.undo_rxt.checked_add(n))
+            .and_then(|n| rec.undo_rxt.checked_add(n))
         {
-            Some(n) => sb.undo_rxt = n,
+            Some(n) => rec.undo_rxt = n,
             // Too many to account for: no undo for this recovery.
             None => sb.set(sack_flags::UNDO_ARMED, false),
         }
@@ -640,374 +674,4 @@ pub(crate) fn commit_retransmission(ps: &mut ProtoState, seg: &Segment) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MSS: u32 = 1000;
-
-    /// A sender with 20 segments in flight from sequence 0 and a 8-range scoreboard.
-    fn conn() -> (ProtoState, [SackedRange; 8]) {
-        let ps = ProtoState {
-            snd_una: SeqNumber(0),
-            snd_nxt: SeqNumber(20 * MSS),
-            snd_max: SeqNumber(20 * MSS),
-            tx_end: SeqNumber(40 * MSS),
-            snd_wnd: 100 * MSS,
-            max_snd_wnd: 100 * MSS,
-            cwnd: 20 * MSS,
-            mss: MSS as u16,
-            sack: SackSender {
-                flags: sack_flags::ENABLED,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        (ps, [SackedRange::default(); 8])
-    }
-
-    fn seg(n: u32) -> SeqNumber {
-        SeqNumber(n * MSS)
-    }
-
-    fn ranges(ps: &ProtoState, board: &[SackedRange]) -> Vec<(u32, u32)> {
-        board[..ps.sack.count as usize]
-            .iter()
-            .map(|r| (r.start.0 / MSS, r.end.0 / MSS))
-            .collect()
-    }
-
-    #[test]
-    fn rfc6675_update_merges_and_counts_newly_sacked_bytes() {
-        let (mut ps, mut b) = conn();
-        let (n, _) = update(&mut ps, &mut b, &[(seg(5), seg(7)), (seg(9), seg(10))]);
-        assert_eq!(n, 3 * MSS);
-        let (n, _) = update(&mut ps, &mut b, &[(seg(6), seg(9))]);
-        assert_eq!(n, 2 * MSS, "only 7..9 is new");
-        assert_eq!(ranges(&ps, &b), vec![(5, 10)]);
-        let (n, _) = update(&mut ps, &mut b, &[(seg(5), seg(10))]);
-        assert_eq!(n, 0);
-    }
-
-    #[test]
-    fn rfc2018_invalid_blocks_are_counted_and_ignored() {
-        let (mut ps, mut b) = conn();
-        ps.snd_una = seg(2);
-        let blocks = [
-            (seg(5), seg(4)),   // reversed
-            (seg(1), seg(2)),   // at or below snd_una: old
-            (seg(2), seg(3)),   // claims snd_una
-            (seg(19), seg(21)), // beyond snd_max
-        ];
-        let (n, r) = update(&mut ps, &mut b, &blocks);
-        assert_eq!(n, 0);
-        assert_eq!((r.received, r.invalid, r.old, r.overflow), (4, 3, 1, 0));
-        assert_eq!(ps.sack.count, 0);
-    }
-
-    #[test]
-    fn scoreboard_is_bounded_and_keeps_the_lowest_ranges() {
-        let (mut ps, mut b) = conn();
-        let mut board = &mut b[..2];
-        update(&mut ps, board, &[(seg(4), seg(5)), (seg(8), seg(9))]);
-        let (n, r) = update(&mut ps, board, &[(seg(12), seg(13))]);
-        assert_eq!((n, r.overflow), (0, 1), "above all and no room: dropped");
-        let (n, r) = update(&mut ps, board, &[(seg(2), seg(3))]);
-        assert_eq!((n, r.overflow), (MSS, 1), "below: evicts the highest");
-        board = &mut b[..2];
-        assert_eq!(ranges(&ps, board), vec![(2, 3), (4, 5)]);
-    }
-
-    #[test]
-    fn rfc6675_is_lost_needs_dupthresh_ranges_or_bytes_above() {
-        let (mut ps, mut b) = conn();
-        update(&mut ps, &mut b, &[(seg(3), seg(5))]);
-        assert!(!is_lost(&ps, &b, seg(0)), "2 segments SACKed above");
-        update(&mut ps, &mut b, &[(seg(6), seg(7))]);
-        assert!(is_lost(&ps, &b, seg(0)), "3 segments above");
-        assert!(is_lost(&ps, &b, seg(2)));
-        assert!(!is_lost(&ps, &b, seg(5)), "one segment above the hole at 5");
-        // Three small discontiguous ranges are enough too.
-        let (mut ps, mut b) = conn();
-        update(
-            &mut ps,
-            &mut b,
-            &[(seg(2), seg(2) + 10u32), (seg(4), seg(4) + 10u32)],
-        );
-        assert!(!is_lost(&ps, &b, seg(0)));
-        update(&mut ps, &mut b, &[(seg(6), seg(6) + 10u32)]);
-        assert!(is_lost(&ps, &b, seg(0)));
-    }
-
-    #[test]
-    fn rfc6675_recovery_retransmits_holes_first_then_new_data_under_pipe() {
-        let (mut ps, mut b) = conn();
-        // Segments 0, 5 and 9 lost; the rest of 0..20 SACKed.
-        update(
-            &mut ps,
-            &mut b,
-            &[(seg(1), seg(5)), (seg(6), seg(9)), (seg(10), seg(20))],
-        );
-        ps.cwnd = 10 * MSS;
-        assert!(enter_recovery(&mut ps));
-        assert_eq!(ps.sack.recovery_point, seg(20));
-        let mut sent = vec![];
-        while let Some(next) = next_segment(&mut ps, &b, MSS) {
-            match next {
-                Next::Retransmit(s) => {
-                    commit_retransmission(&mut ps, &s);
-                    sent.push(("rxt", s.seq.0 / MSS, s.len));
-                }
-                Next::Send(s) => {
-                    tx::commit(&mut ps, &s, 0);
-                    sent.push(("new", s.seq.0 / MSS, s.len));
-                }
-                Next::Probe(_) => panic!("no probe in recovery"),
-            }
-            assert!(sent.len() < 50);
-        }
-        // Pipe: the three lost holes are not in flight, their retransmissions are: cwnd 10
-        // lets 3 retransmissions and 7 new segments out.
-        let want: Vec<_> = [("rxt", 0), ("rxt", 5), ("rxt", 9)]
-            .into_iter()
-            .chain((20..27).map(|n| ("new", n)))
-            .map(|(k, n)| (k, n, MSS))
-            .collect();
-        assert_eq!(sent, want);
-        assert_eq!(pipe(&ps, &b), 10 * MSS);
-        // A partial ACK to 5, then the ACK of everything up to the RecoveryPoint ends it.
-        ps.snd_una = seg(5);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        assert!(in_recovery(&ps));
-        ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        assert!(!in_recovery(&ps));
-        assert_eq!(ps.sack.count, 0);
-    }
-
-    #[test]
-    fn without_sack_blocks_a_partial_ack_marks_the_window_lost() {
-        // A receiver that keeps no out-of-order data SACKs nothing: after the first
-        // retransmission is acknowledged the rest of the window goes within cwnd.
-        let (mut ps, b) = conn();
-        ps.cwnd = 4 * MSS;
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        assert_eq!(next_segment(&mut ps, &b, MSS), None, "pipe is full");
-        let mut b = b;
-        ps.snd_una = seg(1);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        let mut rxt = vec![];
-        while let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) {
-            commit_retransmission(&mut ps, &s);
-            rxt.push(s.seq.0 / MSS);
-        }
-        assert_eq!(rxt, vec![1, 2, 3, 4]);
-    }
-
-    #[test]
-    fn a_lost_retransmission_goes_again_once_later_data_is_sacked() {
-        let (mut ps, mut b) = conn();
-        update(&mut ps, &mut b, &[(seg(1), seg(5))]);
-        ps.cwnd = 10 * MSS;
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        assert_eq!(ps.sack.rxt_snd_max, seg(20));
-        // Data sent before the retransmission is SACKed: nothing to conclude.
-        update(&mut ps, &mut b, &[(seg(5), seg(20))]);
-        assert!(!detect_lost_retransmissions(&mut ps, &b));
-        // Three segments sent after it are SACKed, snd_una has not moved: it was lost.
-        ps.snd_max = seg(23);
-        ps.snd_nxt = seg(23);
-        update(&mut ps, &mut b, &[(seg(20), seg(23))]);
-        assert!(detect_lost_retransmissions(&mut ps, &b));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("the hole again")
-        };
-        assert_eq!((s.seq, s.len), (seg(0), MSS));
-    }
-
-    #[test]
-    fn rfc6675_5_1_timeout_resets_the_scoreboard_and_blocks_recovery() {
-        let (mut ps, mut b) = conn();
-        update(&mut ps, &mut b, &[(seg(3), seg(9))]);
-        assert!(enter_recovery(&mut ps));
-        on_timeout(&mut ps);
-        assert_eq!(ps.sack.count, 0);
-        assert!(!in_recovery(&ps) && !may_enter_recovery(&ps));
-        ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        assert!(may_enter_recovery(&ps));
-    }
-
-    #[test]
-    fn go_back_n_after_a_timeout_steps_over_sacked_ranges() {
-        let (mut ps, mut b) = conn();
-        ps.snd_nxt = seg(1);
-        ps.cwnd = 40 * MSS;
-        update(&mut ps, &mut b, &[(seg(2), seg(4))]);
-        let mut sent = vec![];
-        while let Some(Next::Send(s)) = next_segment(&mut ps, &b, MSS) {
-            tx::commit(&mut ps, &s, 0);
-            sent.push(s.seq.0 / MSS);
-            if s.seq == seg(6) {
-                break;
-            }
-        }
-        assert_eq!(sent, vec![1, 4, 5, 6]);
-    }
-
-    #[test]
-    fn a_recovery_that_d_sacks_prove_needless_raises_dup_thresh_to_the_reordering_seen() {
-        // Segment 0 is held back; 1..12 are SACKed and set off a recovery.
-        let (mut ps, mut b) = conn();
-        assert_eq!(dup_thresh(&ps), DUP_THRESH);
-        update(&mut ps, &mut b, &[(seg(1), seg(12))]);
-        assert!(is_lost(&ps, &b, seg(0)));
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        // The original arrives: the cumulative ACK jumps over the 11 SACKed segments.
-        ps.snd_una = seg(12);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        assert_eq!(
-            dup_thresh(&ps),
-            DUP_THRESH,
-            "not yet known to be reordering"
-        );
-        // The retransmission arrives as a duplicate: D-SACK, recovery needless.
-        let (_, report) = update(&mut ps, &mut b, &[(seg(0), seg(1))]);
-        assert!(report.spurious_recovery);
-        assert_eq!(dup_thresh(&ps), 12);
-        ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b, seg(12));
-        assert!(!in_recovery(&ps));
-        // Eleven segments SACKed above a hole no longer make it lost; twelve do.
-        ps.snd_max = seg(40);
-        ps.snd_nxt = seg(40);
-        update(&mut ps, &mut b, &[(seg(21), seg(32))]);
-        assert!(!is_lost(&ps, &b, seg(20)));
-        update(&mut ps, &mut b, &[(seg(32), seg(33))]);
-        assert!(is_lost(&ps, &b, seg(20)));
-    }
-
-    #[test]
-    fn a_real_loss_leaves_dup_thresh_alone() {
-        let (mut ps, mut b) = conn();
-        update(&mut ps, &mut b, &[(seg(1), seg(12))]);
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        ps.snd_una = seg(12);
-        on_cumulative_ack(&mut ps, &mut b, seg(0));
-        // No D-SACK ever comes: the retransmission was needed.
-        ps.snd_una = seg(20);
-        on_cumulative_ack(&mut ps, &mut b, seg(12));
-        assert!(!in_recovery(&ps));
-        assert_eq!(dup_thresh(&ps), DUP_THRESH);
-    }
-
-    #[test]
-    fn a_lost_retransmission_at_snd_una_goes_again_while_later_retransmissions_continue() {
-        // Holes at 0, 5 and 9; cwnd lets all three go, then new data.
-        let (mut ps, mut b) = conn();
-        update(
-            &mut ps,
-            &mut b,
-            &[(seg(1), seg(5)), (seg(6), seg(9)), (seg(10), seg(20))],
-        );
-        ps.cwnd = 10 * MSS;
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        assert_eq!(ps.sack.una_rxt_snd_max, seg(20));
-        // New data goes, and another hole is retransmitted later: rxt_snd_max moves on.
-        ps.snd_max = seg(24);
-        ps.snd_nxt = seg(24);
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("second retransmission")
-        };
-        assert_eq!(s.seq, seg(5));
-        commit_retransmission(&mut ps, &s);
-        assert_eq!(ps.sack.rxt_snd_max, seg(24));
-        // Three segments sent after the first retransmission (20..23) are SACKed; snd_una
-        // has not moved: that one was lost, though not all data after the latest was SACKed.
-        update(&mut ps, &mut b, &[(seg(20), seg(23))]);
-        assert!(detect_lost_retransmissions(&mut ps, &b));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("snd_una again")
-        };
-        assert_eq!((s.seq, s.len), (seg(0), MSS));
-        commit_retransmission(&mut ps, &s);
-        // The hole at 5 is not resent: its retransmission may yet arrive.
-        assert_eq!(ps.sack.high_rxt, seg(6));
-        assert!(!detect_lost_retransmissions(&mut ps, &b));
-    }
-
-    #[test]
-    fn a_recovery_that_begins_on_holes_already_retransmitted_does_not_resend_them() {
-        // The last recovery retransmitted 20 (new data it had sent, lost) and ended when
-        // snd_una reached its RecoveryPoint, 20.
-        let (mut ps, mut b) = conn();
-        ps.snd_una = seg(20);
-        ps.snd_max = seg(32);
-        ps.snd_nxt = seg(32);
-        ps.sack.high_rxt = seg(21);
-        ps.sack.rxt_snd_max = seg(28);
-        ps.sack.una_rxt_snd_max = seg(28);
-        update(&mut ps, &mut b, &[(seg(21), seg(24))]);
-        assert!(is_lost(&ps, &b, seg(20)));
-        assert!(enter_recovery(&mut ps));
-        // Nothing is resent at once, nor may D-SACKs of earlier repairs undo this one.
-        assert!(!ps.sack.has(sack_flags::RXT_FIRST | sack_flags::UNDO_ARMED));
-        ps.cwnd = 0;
-        assert_eq!(next_segment(&mut ps, &b, MSS), None);
-        // If data sent after that retransmission is SACKed, 20 goes again.
-        ps.cwnd = 10 * MSS;
-        update(&mut ps, &mut b, &[(seg(28), seg(31))]);
-        assert!(detect_lost_retransmissions(&mut ps, &b));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("the hole again")
-        };
-        assert_eq!(s.seq, seg(20));
-    }
-
-    #[test]
-    fn the_timer_finds_a_lost_retransmission_at_snd_una_once_one_later_segment_is_sacked() {
-        let (mut ps, mut b) = conn();
-        update(&mut ps, &mut b, &[(seg(1), seg(20))]);
-        ps.cwnd = 4 * MSS;
-        assert!(enter_recovery(&mut ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("first retransmission")
-        };
-        commit_retransmission(&mut ps, &s);
-        // Nothing sent after it is SACKed: the timeout is a timeout.
-        assert!(!una_retransmission_overtaken(&mut ps, &b));
-        // One segment sent after it is SACKed (too few for DupThresh): it was lost.
-        ps.snd_max = seg(21);
-        ps.snd_nxt = seg(21);
-        update(&mut ps, &mut b, &[(seg(20), seg(21))]);
-        assert!(!detect_lost_retransmissions(&mut ps, &b));
-        assert!(una_retransmission_overtaken(&mut ps, &b));
-        assert!(in_recovery(&ps));
-        let Some(Next::Retransmit(s)) = next_segment(&mut ps, &b, MSS) else {
-            panic!("snd_una again")
-        };
-        assert_eq!(s.seq, seg(0));
-        commit_retransmission(&mut ps, &s);
-        // Once only until data sent after this one is SACKed.
-        assert!(!una_retransmission_overtaken(&mut ps, &b));
-    }
-}
+mod tests;

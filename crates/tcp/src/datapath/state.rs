@@ -75,8 +75,6 @@ pub(crate) struct ProtoState {
     /// The window we accept beyond rcv_nxt: the receive buffer's free bytes, or fewer while
     /// memory pressure holds a window back (control/memory.rs).
     pub rx_avail: u32,
-    /// Where the peer's out-of-order FIN sits (valid with FIN_PENDING).
-    pub rx_fin_seq: SeqNumber,
     /// The peer's most recent TSval, echoed in our TSecr (RFC 7323 TS.Recent).
     pub ts_recent: u32,
     /// Oldest unacknowledged sequence number.
@@ -117,19 +115,63 @@ pub(crate) struct ProtoState {
     pub flags: u8,
     /// ECN state (RFC 3168): see [`super::ecn::bits`].
     pub ecn: u8,
-    /// Counts receptions of out-of-order data; stamps the interval each one touched, so SACK
-    /// blocks go out most recent first (RFC 2018 4).
-    pub ooo_seen: u32,
     /// The sender's SACK-based loss recovery (RFC 6675); its SACKed ranges live in
     /// `DataPath::sacked`.
     pub sack: SackSender,
+}
+
+/// Protocol-stage state that only out-of-order data and FIN handling touch: kept in its
+/// own per-slot table (`DataPath::ooo_state`) so the in-order path leaves its cache line
+/// alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OooState {
+    /// Where the peer's out-of-order FIN sits (valid with `flags::FIN_PENDING`).
+    pub rx_fin_seq: SeqNumber,
+    /// Counts receptions of out-of-order data; stamps the interval each one touched, so SACK
+    /// blocks go out most recent first (RFC 2018 4).
+    pub ooo_seen: u32,
+}
+
+/// Protocol-stage state that only loss recovery and timeouts touch, in its own per-slot
+/// table (`DataPath::recovery`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RecoveryState {
     /// Set by a timeout until the first ACK that advances snd_una tells whether it was
-    /// spurious.
-    pub rto_probe: Option<RtoProbe>,
+    /// spurious (valid with `sack_flags::RTO_PROBE`, which the hot path tests).
+    pub rto_probe: RtoProbe,
+    /// RFC 6675 RecoveryPoint: snd_max when recovery (or the last timeout) began (read
+    /// with `sack_flags::IN_RECOVERY` or `AFTER_RTO`).
+    pub recovery_point: SeqNumber,
+    /// Every unSACKed sequence number below this is taken as lost, besides what IsLost()
+    /// says: the first segment at recovery entry, and, once every retransmission so far is
+    /// cumulatively acknowledged, all that was outstanding at entry (it was sent before
+    /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
+    /// rule in SACK terms, and the idea of RFC 8985); and RACK's verdict, in or out of
+    /// recovery (RFC 8985 6.2: sent too long before a segment since delivered). At or
+    /// below snd_una it says nothing.
+    pub lost_below: SeqNumber,
+    /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
+    /// unSACKed hole below HighRxt means a retransmission was lost too.
+    pub rxt_snd_max: SeqNumber,
+    /// snd_max when the segment at snd_una was last retransmitted (at the latest, when
+    /// snd_una moved onto a hole retransmitted earlier): the same test for that one hole,
+    /// which holds the window's left edge, while later retransmissions keep moving
+    /// `rxt_snd_max` on.
+    pub una_rxt_snd_max: SeqNumber,
+    /// Segments the latest fast recovery retransmitted that no D-SACK has reported yet
+    /// (Linux's undo_retrans): with UNDO_ARMED, reaching 0 means every one was needless.
+    pub undo_rxt: u16,
+    /// DupThresh for this connection, in segments: 3 (RFC 6675 2) until reordering is seen,
+    /// then the reordering degree measured (see `scoreboard::dup_thresh`).
+    pub reordering: u8,
+    /// One more than the segments SACKed beyond the hole that began the latest recovery
+    /// when the cumulative ACK filled it (0: not yet): the reordering degree, if D-SACKs
+    /// later show that recovery needless.
+    pub reorder_seen: u8,
 }
 
 /// What a timeout leaves for the first ACK after it to judge it by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RtoProbe {
     /// The TSval the retransmission carries (RFC 3522 Eifel detection; with timestamps).
     pub tsval: u32,
@@ -183,7 +225,7 @@ pub(crate) struct Interval {
     pub start: SeqNumber,
     /// One past the last.
     pub end: SeqNumber,
-    /// `ProtoState::ooo_seen` when data last landed in it (orders SACK blocks, RFC 2018 4).
+    /// `OooState::ooo_seen` when data last landed in it (orders SACK blocks, RFC 2018 4).
     pub seen: u32,
 }
 
@@ -217,46 +259,23 @@ pub(crate) mod sack_flags {
     /// The control plane's probe timer fired: the TX workflow sends one tail loss probe
     /// next, outside cwnd (RFC 8985 7.3).
     pub(crate) const TLP_PROBE: u8 = 1 << 5;
+    /// A timeout left `RecoveryState::rto_probe` for the first ACK after it (kept with the
+    /// SACK flags, whether or not SACK is on, so an ACK tests one hot byte).
+    pub(crate) const RTO_PROBE: u8 = 1 << 6;
 }
 
-/// The sender's RFC 6675 state, owned by the protocol stage with the rest of the sequence
-/// space (the TX workflow reads it to choose what to send, as it reads snd_nxt).
+/// The sender's RFC 6675 state the in-order path reads, owned by the protocol stage with
+/// the rest of the sequence space (the TX workflow reads it to choose what to send, as it
+/// reads snd_nxt). What only recovery touches is in [`RecoveryState`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SackSender {
-    /// RFC 6675 RecoveryPoint: snd_max when recovery (or the last timeout) began.
-    pub recovery_point: SeqNumber,
-    /// RFC 6675 HighRxt, held as one past the highest sequence number retransmitted.
+    /// RFC 6675 HighRxt, held as one past the highest sequence number retransmitted (every
+    /// cumulative ACK compares it, and RACK skips what lies below it).
     pub high_rxt: SeqNumber,
-    /// Every unSACKed sequence number below this is taken as lost, besides what IsLost()
-    /// says: the first segment at recovery entry, and, once every retransmission so far is
-    /// cumulatively acknowledged, all that was outstanding at entry (it was sent before
-    /// those retransmissions, so it would have arrived before them; RFC 6582's partial-ACK
-    /// rule in SACK terms, and the idea of RFC 8985); and RACK's verdict, in or out of
-    /// recovery (RFC 8985 6.2: sent too long before a segment since delivered). At or
-    /// below snd_una it says nothing.
-    pub lost_below: SeqNumber,
-    /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
-    /// unSACKed hole below HighRxt means a retransmission was lost too.
-    pub rxt_snd_max: SeqNumber,
-    /// snd_max when the segment at snd_una was last retransmitted (at the latest, when
-    /// snd_una moved onto a hole retransmitted earlier): the same test for that one hole,
-    /// which holds the window's left edge, while later retransmissions keep moving
-    /// `rxt_snd_max` on.
-    pub una_rxt_snd_max: SeqNumber,
     /// SACKed ranges in use in this connection's slice of `DataPath::sacked`.
     pub count: u8,
     /// See [`sack_flags`].
     pub flags: u8,
-    /// Segments the latest fast recovery retransmitted that no D-SACK has reported yet
-    /// (Linux's undo_retrans): with UNDO_ARMED, reaching 0 means every one was needless.
-    pub undo_rxt: u16,
-    /// DupThresh for this connection, in segments: 3 (RFC 6675 2) until reordering is seen,
-    /// then the reordering degree measured (see `scoreboard::dup_thresh`).
-    pub reordering: u8,
-    /// One more than the segments SACKed beyond the hole that began the latest recovery
-    /// when the cumulative ACK filled it (0: not yet): the reordering degree, if D-SACKs
-    /// later show that recovery needless.
-    pub reorder_seen: u8,
 }
 
 impl SackSender {
@@ -287,30 +306,20 @@ pub(crate) struct PostState {
     pub srtt_us: u32,
     /// RTT variation in microseconds.
     pub rttvar_us: u32,
-    /// Current retransmission timeout in microseconds (RFC 6298).
-    pub rto_us: u32,
     /// Acknowledged bytes since the last control iteration.
     pub cnt_ackb: u32,
-    /// Of those, bytes acknowledged by ACKs carrying ECE (the sender's ECN signal).
-    pub cnt_ecnb: u32,
     /// The latest RTT sample since the last iteration (0: none).
     pub rtt_last_us: u32,
     /// The smallest RTT sample since the last iteration (0: none).
     pub rtt_min_us: u32,
     /// The largest flight an ACK found since the last iteration (RFC 7661).
     pub max_flight: u32,
-    /// RTT samples since the last iteration.
-    pub cnt_rtt: u16,
-    /// Duplicate ACKs since the last iteration.
-    pub cnt_dupack: u16,
-    /// Fast retransmits since the last iteration.
-    pub cnt_fretx: u16,
-    /// Fast retransmits over the connection's life (for `ConnInfo`).
-    pub total_fretx: u16,
-    /// A fast-retransmit recovery is under way until `recover` is acknowledged (RFC 6582).
-    pub in_recovery: bool,
-    /// snd_max when the recovery began (RFC 6582 `recover`).
-    pub recover: SeqNumber,
+    /// RTT samples since the last iteration, saturating: one is taken per round trip (one
+    /// timed segment at a time) and an iteration lasts one SRTT (at least
+    /// `Config::cc_interval_min`), so a u8 holds what one interval takes.
+    pub cnt_rtt: u8,
+    /// See [`post_flags`].
+    pub flags: u8,
     /// Segments owed an ACK since we last sent one: delayed, or waiting for the end of
     /// their receive burst.
     pub unacked_segments: u8,
@@ -319,9 +328,70 @@ pub(crate) struct PostState {
     pub delack_rcv_nxt: SeqNumber,
     /// See `delack_rcv_nxt`.
     pub delack_rx_avail: u32,
-    /// An ACK is owed and will go out with the next segment or as a pure ACK.
-    pub ack_pending: bool,
     /// Intervals out-of-order data touched since the last ACK left, besides the one the
     /// latest ACK reported first: SACK blocks still to report.
     pub sack_news: u8,
+}
+
+/// Flags of [`PostState`].
+pub(crate) mod post_flags {
+    /// A fast-retransmit recovery is under way until `PostCold::recover` is acknowledged
+    /// (RFC 6582).
+    pub(crate) const IN_RECOVERY: u8 = 1 << 0;
+    /// An ACK is owed and will go out with the next segment or as a pure ACK.
+    pub(crate) const ACK_PENDING: u8 = 1 << 1;
+}
+
+impl PostState {
+    /// Whether `flag` is set.
+    #[inline]
+    pub(crate) fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Sets or clears `flag`.
+    #[inline]
+    pub(crate) fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    /// The retransmission timeout in microseconds (RFC 6298 2.2-2.5) within `bounds`
+    /// (min, max), 0 before the first sample. Derived from SRTT and RTTVAR, which every
+    /// writer of the estimate sets together, rather than stored: 4 B less per connection.
+    #[inline]
+    pub(crate) fn rto_us(&self, bounds: (u32, u32)) -> u32 {
+        if self.srtt_us == 0 {
+            return 0;
+        }
+        // RTO = SRTT + max(G, 4 RTTVAR) with clock granularity G = 1 us. Saturating: a
+        // sample of over ~36 minutes (an ACK after a long outage) would overflow 4 * RTTVAR
+        // in 32 bits; the RFC 6298 2.5 maximum bounds the result anyway.
+        let rto = self
+            .srtt_us
+            .saturating_add(self.rttvar_us.saturating_mul(4).max(1));
+        rto.clamp(bounds.0, bounds.1)
+    }
+}
+
+/// Post-processor state that only duplicate ACKs, ECE-marked ACKs and loss recovery touch,
+/// in its own per-slot table (`DataPath::post_cold`). The counters are congestion-control
+/// input, taken with [`PostState`]'s once per control iteration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PostCold {
+    /// snd_max when the recovery began (RFC 6582 `recover`; valid with
+    /// `post_flags::IN_RECOVERY`).
+    pub recover: SeqNumber,
+    /// Bytes acknowledged by ACKs carrying ECE since the last iteration (the sender's ECN
+    /// signal).
+    pub cnt_ecnb: u32,
+    /// Duplicate ACKs since the last iteration.
+    pub cnt_dupack: u16,
+    /// Fast retransmits since the last iteration.
+    pub cnt_fretx: u16,
+    /// Fast retransmits over the connection's life (for `ConnInfo`).
+    pub total_fretx: u16,
 }

@@ -3,7 +3,7 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions, MAX_SACK_BLOCKS};
 
-use super::state::{flags, Interval, PreState, ProtoState};
+use super::state::{flags, Interval, OooState, PreState, ProtoState};
 
 /// What the next segment of a connection carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,9 +150,11 @@ impl AckFields {
 /// The header of a segment from this connection with the given flags at `seq`,
 /// acknowledging `ack`.
 #[inline]
+#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn header(
     pre: &PreState,
     ps: &ProtoState,
+    oo: &OooState,
     ooo: &[Interval],
     seq: SeqNumber,
     ack: AckFields,
@@ -172,7 +174,7 @@ pub(crate) fn header(
             MAX_SACK_BLOCKS
         };
         let used = &ooo[..(ps.ooo_count as usize).min(ooo.len())];
-        sack_count = most_recent_first(ps.ooo_seen, used, &mut sack_blocks[..room]) as u8;
+        sack_count = most_recent_first(oo.ooo_seen, used, &mut sack_blocks[..room]) as u8;
     }
     // One struct expression in tail position, so the header is built where the caller
     // wants it: a copy of a just-written header stalls on store-to-load forwarding.
