@@ -7,7 +7,9 @@ mod common;
 use std::net::SocketAddrV4;
 
 use common::{config, IP_A, IP_B, MAC_A, MAC_B};
-use sluice_mtp::stack::{MtpStack, SendOptions};
+use sluice_mtp::stack::{
+    ConfigError, MtpStack, SendOptions, MAX_LINE_BACKLOG, MAX_LINE_FRAME_OVERHEAD,
+};
 
 /// Frames of 100-byte messages a stack paced to 1 Gbit/s hands out in 100 us, and their length.
 fn frames_in_100us(overhead: usize) -> (u64, u64) {
@@ -50,4 +52,19 @@ fn the_line_is_counted_as_the_link_model_counts_it() {
     assert_eq!(bare, 100_000u64.div_ceil(len * 8), "frame of {len} bytes");
     assert_eq!(ethernet, 100_000u64.div_ceil((len + 20) * 8));
     assert!(bare > ethernet);
+}
+
+#[test]
+fn pacing_bounds_beyond_a_line_are_refused() {
+    let mut c = config(MAC_A, IP_A);
+    c.link_bps = 1_000_000_000;
+    c.line_frame_overhead = MAX_LINE_FRAME_OVERHEAD;
+    c.line_backlog = MAX_LINE_BACKLOG;
+    assert!(MtpStack::new(c).is_ok());
+    let mut huge = c;
+    huge.line_frame_overhead = usize::MAX;
+    assert_eq!(MtpStack::new(huge).err(), Some(ConfigError::Pacing));
+    let mut deep = c;
+    deep.line_backlog = MAX_LINE_BACKLOG + 1;
+    assert_eq!(MtpStack::new(deep).err(), Some(ConfigError::Pacing));
 }

@@ -232,6 +232,12 @@ impl StackConfig {
         {
             return Err(ConfigError::DscpCutoffs);
         }
+        // Pacing adds these to the line's clock per frame: bounded, it cannot overflow it.
+        if self.line_frame_overhead > MAX_LINE_FRAME_OVERHEAD
+            || self.line_backlog > MAX_LINE_BACKLOG
+        {
+            return Err(ConfigError::Pacing);
+        }
         if self.initial_window == 0
             || self.cc.max_cwnd < self.initial_window
             || self.cc.g_shift > 16
@@ -241,6 +247,13 @@ impl StackConfig {
         Ok(())
     }
 }
+
+/// The largest per-frame line overhead pacing accepts, bytes (Ethernet's is 20; 802.1Q
+/// tags, FEC or a tunnel add some).
+pub const MAX_LINE_FRAME_OVERHEAD: usize = 256;
+
+/// The largest `line_backlog` pacing accepts, bytes.
+pub const MAX_LINE_BACKLOG: usize = 1 << 30;
 
 /// Why a configuration was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,6 +276,8 @@ pub enum ConfigError {
     Window,
     /// The DSCP cutoffs are not ascending.
     DscpCutoffs,
+    /// line_frame_overhead or line_backlog is above what a link's pacing can mean.
+    Pacing,
 }
 
 impl fmt::Display for ConfigError {
@@ -282,6 +297,10 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::Rto => f.write_str("RTO bounds must satisfy 0 < rto_min <= rto_max"),
             ConfigError::DscpCutoffs => f.write_str("dscp_cutoffs must be ascending"),
+            ConfigError::Pacing => write!(
+                f,
+                "line_frame_overhead must be at most {MAX_LINE_FRAME_OVERHEAD} and line_backlog at most {MAX_LINE_BACKLOG}"
+            ),
             ConfigError::Window => {
                 f.write_str("initial window must be in 1..=max_cwnd and g_shift at most 16")
             }

@@ -11,7 +11,10 @@ mod timer;
 mod tx;
 
 pub use api::{BindError, EndpointId, Event, FailReason, Message, SendError, SendOptions};
-pub use config::{CcParams, ConfigError, Encapsulation, Nanos, StackConfig, MAX_FEEDBACK_CAP};
+pub use config::{
+    CcParams, ConfigError, Encapsulation, Nanos, StackConfig, MAX_FEEDBACK_CAP, MAX_LINE_BACKLOG,
+    MAX_LINE_FRAME_OVERHEAD,
+};
 pub use counters::StackCounters;
 
 use std::cmp::Reverse;
