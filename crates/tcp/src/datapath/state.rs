@@ -6,6 +6,32 @@ use std::net::Ipv4Addr;
 use sluice_wire::tcp::SeqNumber;
 use sluice_wire::EthernetAddress;
 
+/// `has(flag)` and `set(flag, on)` over a state's `flags: u8` bit set, the one way every
+/// stage's state reads and writes its flags.
+macro_rules! flag_bits {
+    ($($state:ty),+) => {$(
+        impl $state {
+            /// Whether `flag` is set.
+            #[inline]
+            pub(crate) fn has(&self, flag: u8) -> bool {
+                self.flags & flag != 0
+            }
+
+            /// Sets or clears `flag`.
+            #[inline]
+            pub(crate) fn set(&mut self, flag: u8, on: bool) {
+                if on {
+                    self.flags |= flag;
+                } else {
+                    self.flags &= !flag;
+                }
+            }
+        }
+    )+};
+}
+
+flag_bits!(ProtoState, SackSender, PostState);
+
 /// Pre-processor state: connection identification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PreState {
@@ -183,22 +209,6 @@ pub(crate) struct RtoProbe {
 }
 
 impl ProtoState {
-    /// Whether `flag` is set.
-    #[inline]
-    pub(crate) fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
-
-    /// Sets or clears `flag`.
-    #[inline]
-    pub(crate) fn set(&mut self, flag: u8, on: bool) {
-        if on {
-            self.flags |= flag;
-        } else {
-            self.flags &= !flag;
-        }
-    }
-
     /// Bytes sent and not yet acknowledged.
     #[inline]
     pub(crate) fn in_flight(&self) -> u32 {
@@ -278,24 +288,6 @@ pub(crate) struct SackSender {
     pub flags: u8,
 }
 
-impl SackSender {
-    /// Whether `flag` is set.
-    #[inline]
-    pub(crate) fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
-
-    /// Sets or clears `flag`.
-    #[inline]
-    pub(crate) fn set(&mut self, flag: u8, on: bool) {
-        if on {
-            self.flags |= flag;
-        } else {
-            self.flags &= !flag;
-        }
-    }
-}
-
 /// Post-processor state: RTT estimate, counters for congestion control, ACK policy.
 ///
 /// The `cnt_*` and `rtt_*` counters are the congestion-control input: the control plane
@@ -343,22 +335,6 @@ pub(crate) mod post_flags {
 }
 
 impl PostState {
-    /// Whether `flag` is set.
-    #[inline]
-    pub(crate) fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
-
-    /// Sets or clears `flag`.
-    #[inline]
-    pub(crate) fn set(&mut self, flag: u8, on: bool) {
-        if on {
-            self.flags |= flag;
-        } else {
-            self.flags &= !flag;
-        }
-    }
-
     /// The retransmission timeout in microseconds (RFC 6298 2.2-2.5) within `bounds`
     /// (min, max), 0 before the first sample. Derived from SRTT and RTTVAR, which every
     /// writer of the estimate sets together, rather than stored: 4 B less per connection.
