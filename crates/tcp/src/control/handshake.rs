@@ -566,6 +566,8 @@ impl Stack {
         }
         let snd = c.iss + 1u32;
         let rcv = c.irs + 1u32;
+        // No pooled row survives into a new connection (none is taken before install).
+        self.dp.drop_cold_row(s);
         self.dp.proto[s] = ProtoState {
             rcv_nxt: rcv,
             rx_avail: rx_cap,
