@@ -31,7 +31,7 @@ impl Stack {
     }
 
     /// Sends a pure ACK acknowledging `rcv_nxt` with a window of `rx_avail` bytes: the
-    /// receive state one segment of a batch left (see [`HeaderSummary::ack_rcv_nxt`]).
+    /// receive state one segment of a batch left (see [`super::summary::HeaderSummary::ack_rcv_nxt`]).
     pub(super) fn send_ack_as_of(&mut self, slot: u32, rcv_nxt: SeqNumber, rx_avail: u32) {
         let ack = tx::AckFields { rcv_nxt, rx_avail };
         let seq = self.dp.proto[slot as usize].snd_nxt;

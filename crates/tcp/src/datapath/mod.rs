@@ -3,7 +3,9 @@
 //! stage ([`tx`]) driven by the flow scheduler: its ready queue, and for rate-limited
 //! connections the Carousel timing wheel ([`scheduler`]). Each stage owns a table of
 //! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
-//! Nothing here allocates after construction.
+//! The protocol stage's cold rows are in a bounded [`pool`], held only while needed.
+//! Nothing here allocates per segment: rows are added, within their bounds, as slots and
+//! pooled rows are first used.
 
 pub(crate) mod acks;
 pub(crate) mod classify;
@@ -254,7 +256,9 @@ impl DataPath {
 /// scheduler's row is counted apart: the receive path never touches it, and the TX
 /// workflow reads only its rate (8 B) unless the connection is paced. RACK's table is
 /// apart too: it is touched per ACK and per transmission while RACK-TLP is on (a third
-/// line), and only then. Cold rows are touched only on the paths their names say.
+/// line), and only then. Cold per-slot rows are touched only on the paths their names
+/// say; a pooled row is held only while the connection is out of order, has SACKed data or
+/// is recovering, so an idle connection holds [`StateBytes::idle`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateBytes {
     /// Pre-processor: connection identification.
