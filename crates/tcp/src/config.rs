@@ -86,6 +86,15 @@ pub struct Config {
     /// SACKed ranges the sender's scoreboard tracks per connection (RFC 6675); a SACK block
     /// that finds no room is dropped (or evicts the highest range) and counted.
     pub sack_scoreboard: usize,
+    /// Rows of the cold pool: a connection holds one (its out-of-order intervals, SACK
+    /// scoreboard and loss-recovery state, `ooo_intervals` and `sack_scoreboard` sized)
+    /// only while it has out-of-order data, SACKed ranges, a recovery or a timeout to
+    /// judge; an idle connection holds none. None: [`Config::cold_pool`]'s default, an
+    /// eighth of `max_connections`, at least 256 (at most `max_connections` and 65535).
+    /// A connection that finds the pool empty is counted (`Counters::cold_pool_empty`)
+    /// and goes on without: its out-of-order data is dropped (the peer retransmits) and
+    /// its recovery is go-back-N (RFC 6582) until nothing is outstanding.
+    pub cold_pool_rows: Option<usize>,
     /// Loss recovery of the sender.
     pub recovery: Recovery,
     /// Acknowledgment policy for received data.
@@ -184,6 +193,10 @@ pub struct Config {
     pub splice_relay_frames: usize,
 }
 
+/// The most rows [`Config::cold_pool_rows`] may ask for: a row's handle is 2 bytes, one
+/// value of which means none.
+pub const COLD_POOL_MAX: usize = 65_535;
+
 /// The largest TCP payload one IPv4 packet can carry with a full-size TCP header.
 pub const TSO_MAX_PAYLOAD_LIMIT: u32 = 65_535 - 20 - 60;
 
@@ -208,6 +221,7 @@ impl Config {
             mtu: 1500,
             ooo_intervals: 1,
             sack_scoreboard: 8,
+            cold_pool_rows: None,
             recovery: Recovery::Sack,
             ack_policy: AckPolicy::EverySegment,
             nagle: true,
@@ -287,6 +301,9 @@ impl Config {
         }
         if self.ooo_intervals > 64 {
             return Err(ConfigError::Range("ooo_intervals", "0..=64"));
+        }
+        if self.cold_pool_rows.is_some_and(|n| n > COLD_POOL_MAX) {
+            return Err(ConfigError::Range("cold_pool_rows", "0..=65535"));
         }
         if self.sack_scoreboard > 64
             || (self.recovery == Recovery::Sack && self.sack_scoreboard == 0)
@@ -395,6 +412,16 @@ impl Config {
             return Err(ConfigError::Range("max_accept_queue", ">= 1"));
         }
         Ok(())
+    }
+
+    /// Rows of the cold pool: `cold_pool_rows`, or an eighth of `max_connections`, at
+    /// least 256; never more than `max_connections` (one row per connection at most) nor
+    /// 65535 (the handle is 2 bytes).
+    pub fn cold_pool(&self) -> usize {
+        self.cold_pool_rows
+            .unwrap_or((self.max_connections / 8).max(256))
+            .min(self.max_connections)
+            .min(COLD_POOL_MAX)
     }
 
     /// Scoreboard ranges allocated per connection: none for go-back-N.

@@ -55,6 +55,11 @@ pub struct Counters {
     pub sack_blocks_old: u64,
     /// SACKed ranges dropped because the scoreboard was full (`Config::sack_scoreboard`).
     pub sack_scoreboard_full: u64,
+    /// A connection needed a row of the cold pool (`Config::cold_pool`) and found none:
+    /// its out-of-order data or FIN was dropped (the peer retransmits), its SACK blocks
+    /// found no scoreboard (also counted in `sack_scoreboard_full`), or its recovery or
+    /// timeout went on without the scoreboard (go-back-N, RFC 6582).
+    pub cold_pool_empty: u64,
     /// SACK-based loss recoveries begun (RFC 6675 5); also counted in `fast_retransmits`.
     pub sack_recoveries: u64,
     /// Segments retransmitted by NextSeg() during SACK recovery (RFC 6675).

@@ -110,6 +110,7 @@ impl Stack {
             now: Instant::ZERO,
             dp: DataPath::new(
                 slots,
+                cfg.cold_pool(),
                 cfg.ooo_intervals,
                 cfg.scoreboard_ranges(),
                 cfg.rack_marks(),

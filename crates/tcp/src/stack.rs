@@ -620,12 +620,20 @@ impl Stack {
         })
     }
 
+    /// Rows of the cold pool held by connections now, and the pool's bound
+    /// (`Config::cold_pool`): a connection holds one only while it is out of order, has
+    /// SACKed ranges or is recovering.
+    pub fn cold_pool_usage(&self) -> (usize, usize) {
+        (self.dp.pool.in_use(), self.dp.pool.capacity())
+    }
+
     /// Per-connection data-path state in bytes, hot (what an in-order segment and an ACK
     /// touch) and cold, by stage — compare FlexTOE's 108 B (Table 5).
     pub fn datapath_state_bytes(&self) -> StateBytes {
         DataPath::state_bytes(
             self.cfg.ooo_intervals,
             self.cfg.scoreboard_ranges(),
+            self.dp.pool.capacity(),
             self.dp.xmit_stride,
         )
     }
@@ -724,7 +732,7 @@ impl Stack {
                 }
                 prev = r.end;
             }
-            let ooo = &self.dp.ooo[s * self.dp.ooo_stride..][..ps.ooo_count as usize];
+            let ooo = &self.dp.intervals_of(slot)[..ps.ooo_count as usize];
             let right = ps.rcv_nxt + ps.rx_avail;
             for iv in ooo {
                 if !(iv.start.seq_gt(ps.rcv_nxt) && iv.end.seq_le(right) && iv.start.seq_lt(iv.end))
@@ -754,9 +762,9 @@ impl Stack {
         self.dp.pre[s] = Default::default();
         self.dp.wheel.remove(slot);
         self.dp.sched[s] = Default::default();
+        self.dp.drop_cold_row(s);
         self.dp.proto[s] = Default::default();
-        self.dp.ooo_state[s] = Default::default();
-        self.dp.recovery[s] = Default::default();
+        self.dp.reordering[s] = crate::datapath::scoreboard::DUP_THRESH as u8;
         self.dp.post[s] = Default::default();
         self.dp.post_cold[s] = Default::default();
         self.events.clear(slot);
@@ -783,6 +791,7 @@ impl Stack {
             }
         }
         self.dp.pre[s].active = false;
+        self.dp.drop_cold_row(s);
         self.conns[s].state = TcpState::Closed;
         self.conns[s].app_owned = false;
         self.release_grown_buffers(s);
@@ -816,6 +825,7 @@ impl Stack {
         let c = &mut self.conns[slot as usize];
         c.state = TcpState::Closed;
         self.dp.pre[slot as usize].active = false;
+        self.dp.drop_cold_row(slot as usize);
         c.timers.stop_all();
         if c.app_owned || c.listener.is_some() {
             // The slot waits for its application (or its listener's accept queue), but the

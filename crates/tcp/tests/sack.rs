@@ -349,6 +349,24 @@ fn config_rejects_an_empty_scoreboard_with_sack_recovery() {
     assert!(cfg.validate().is_err());
 }
 
+#[test]
+fn the_cold_pool_follows_max_connections_within_its_bounds_and_refuses_more_than_a_handle_holds() {
+    let mut cfg = config();
+    cfg.max_connections = 100_000;
+    assert_eq!(cfg.cold_pool(), 12_500, "an eighth of the connections");
+    cfg.max_connections = 100;
+    assert_eq!(cfg.cold_pool(), 100, "never more rows than connections");
+    cfg.max_connections = 4096;
+    assert_eq!(cfg.cold_pool(), 512);
+    cfg.max_connections = 1 << 24;
+    assert_eq!(cfg.cold_pool(), 65_535, "what a 2-byte handle indexes");
+    cfg.cold_pool_rows = Some(7);
+    assert_eq!(cfg.cold_pool(), 7);
+    assert!(cfg.validate().is_ok());
+    cfg.cold_pool_rows = Some(65_536);
+    assert!(cfg.validate().is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 

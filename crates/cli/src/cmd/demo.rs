@@ -284,17 +284,22 @@ pub fn run(args: &DemoArgs) -> Result<(), DemoError> {
         counters_a.bad_checksum + counters_b.bad_checksum + counters_a.malformed + counters_b.malformed
     );
     let b = sim.host(a).expect("host").datapath_state_bytes();
-    // Hot: what an in-order segment and an ACK touch (issue 18: at most 128 B).
+    let (in_use, _) = sim.host(a).expect("host").cold_pool_usage();
+    // Hot: what an in-order segment and an ACK touch (issue 18: at most 128 B). Pooled:
+    // held only while out of order, SACKed or recovering (none at the end of the run).
     println!(
-        "data-path state per connection: hot {} B (pre {}, protocol {}, post {}); scheduler {}; cold: recovery {}, out-of-order {}, RACK {}",
+        "data-path state per connection: hot {} B (pre {}, protocol {}, post {}); scheduler {}; cold {}; RACK {}; pooled: {} B a row x {} rows ({} held); an idle connection {} B",
         b.hot(),
         b.pre,
         b.protocol,
         b.post,
         b.scheduler,
-        b.recovery,
-        b.out_of_order,
-        b.rack
+        b.cold,
+        b.rack,
+        b.pooled_row,
+        b.pool_rows,
+        in_use,
+        b.idle()
     );
     println!(
         "simulated {:.3} s of virtual time in {:.2} s of wall time",

@@ -566,6 +566,8 @@ impl Stack {
         }
         let snd = c.iss + 1u32;
         let rcv = c.irs + 1u32;
+        // No pooled row survives into a new connection (none is taken before install).
+        self.dp.drop_cold_row(s);
         self.dp.proto[s] = ProtoState {
             rcv_nxt: rcv,
             rx_avail: rx_cap,
@@ -603,23 +605,12 @@ impl Stack {
                 },
                 high_rxt: snd,
                 count: 0,
+                cold_row: crate::datapath::state::NO_ROW,
             },
         };
         self.counters.ecn_connections += u64::from(n.ecn);
-        self.dp.ooo_state[s] = crate::datapath::state::OooState {
-            rx_fin_seq: rcv,
-            ooo_seen: 0,
-        };
-        self.dp.recovery[s] = crate::datapath::state::RecoveryState {
-            recovery_point: snd,
-            lost_below: snd,
-            rxt_snd_max: snd,
-            una_rxt_snd_max: snd,
-            undo_rxt: 0,
-            reordering: crate::datapath::scoreboard::DUP_THRESH as u8,
-            reorder_seen: 0,
-            rto_probe: Default::default(),
-        };
+        // Out-of-order and recovery rows come from the pool when first needed.
+        self.dp.reordering[s] = crate::datapath::scoreboard::DUP_THRESH as u8;
         self.dp.post[s] = Default::default();
         self.dp.post_cold[s] = Default::default();
         if let Some(rk) = self.dp.rack.get_mut(s) {

@@ -130,7 +130,7 @@ impl Stack {
         let ooo = if count == 0 {
             0
         } else {
-            self.dp.ooo[s * self.dp.ooo_stride..][..count]
+            self.dp.intervals_of(s as u32)[..count]
                 .iter()
                 .fold(0u32, |sum, iv| {
                     sum.saturating_add(iv.end.diff(iv.start).max(0) as u32)

@@ -20,11 +20,10 @@ impl Stack {
         let now_us = self.now.as_micros() as u32;
         let srtt_us = self.dp.post[i].srtt_us;
         let mut s = HeaderSummary::default();
-        let sacked = self.dp.sacked_stride;
+        let mut cold = self.dp.pool.rows(self.dp.proto[i].sack.cold_row);
         let newly = rack::detect(
             &mut self.dp.proto[i],
-            &mut self.dp.recovery[i],
-            &self.dp.sacked[i * sacked..(i + 1) * sacked],
+            &mut cold,
             &self.dp.rack[i],
             &self.dp.xmit[i * k..(i + 1) * k],
             &mut s,
@@ -36,10 +35,14 @@ impl Stack {
             let at = self.now + std::time::Duration::from_micros(s.rack_timer_us.into());
             self.arm_timer(slot, Timer::Reorder, at);
         }
+        if s.actions.contains(Actions::FAST_RETRANSMIT) && !self.dp.row_for_recovery(i) {
+            self.counters.cold_pool_empty += 1;
+        }
+        let h = self.dp.proto[i].sack.cold_row;
         if s.actions.contains(Actions::FAST_RETRANSMIT)
             && post::begin_recovery(
                 &mut self.dp.proto[i],
-                &mut self.dp.recovery[i],
+                self.dp.pool.rows(h).rec,
                 &mut self.dp.post[i],
                 &mut self.dp.post_cold[i],
             )

@@ -149,6 +149,7 @@ impl Stack {
         // RFC 9293 MUST-13: TIME-WAIT lasts 2 MSL (configurable). The data-path hands the
         // connection back: TIME-WAIT is the control plane's.
         self.dp.pre[s].active = false;
+        self.dp.drop_cold_row(s);
         let c = &mut self.conns[s];
         c.state = TcpState::TimeWait;
         c.timers.stop_all();

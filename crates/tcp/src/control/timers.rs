@@ -173,13 +173,12 @@ impl Stack {
             self.abort_slot(slot, ConnError::TimedOut);
             return;
         }
-        let stride = self.dp.sacked_stride;
-        let board = &self.dp.sacked[s * stride..(s + 1) * stride];
+        let cold = self.dp.pool.rows(ps.sack.cold_row);
         if c.retries == 0
             && scoreboard::una_retransmission_overtaken(
                 &mut self.dp.proto[s],
-                &mut self.dp.recovery[s],
-                board,
+                cold.rec,
+                cold.sacked,
             )
         {
             // Recovery is stuck on a lost retransmission at snd_una: it goes again, and
@@ -194,7 +193,14 @@ impl Stack {
         self.counters.timeouts += 1;
         self.tlp_on_timeout(slot);
         self.rack_on_timeout(slot);
-        if !ps.sack.has(sack_flags::RTO_PROBE) {
+        // The timeout's probe and RecoveryPoint need a pooled row; without one (counted)
+        // the timeout is not judged spurious and SACK recovery waits (go-back-N).
+        let held = self.dp.take_cold_row(s);
+        if !held {
+            self.counters.cold_pool_empty += 1;
+            self.dp.row_for_recovery(s);
+        }
+        if held && !ps.sack.has(sack_flags::RTO_PROBE) {
             // RFC 3522: remember what the retransmission's timestamp will be, and RFC 4015
             // 3.1: the state to restore if the timeout proves spurious. Later backoffs of
             // the same stall keep the first (the original may still be the one that lands).
@@ -205,7 +211,11 @@ impl Stack {
             let frto_above = (sack && !in_recovery).then(|| {
                 scoreboard::highest_sacked(&ps, self.dp.sacked_of(slot)).unwrap_or(ps.snd_una)
             });
-            self.dp.recovery[s].rto_probe = RtoProbe {
+            self.dp
+                .pool
+                .rows(self.dp.proto[s].sack.cold_row)
+                .rec
+                .rto_probe = RtoProbe {
                 tsval: now_ms.wrapping_add(ps.ts_offset),
                 frto_above,
             };
@@ -221,7 +231,8 @@ impl Stack {
         let ps = &mut self.dp.proto[s];
         ps.snd_nxt = ps.snd_una;
         ps.dupacks = 0;
-        scoreboard::on_timeout(ps, &mut self.dp.recovery[s]);
+        let h = ps.sack.cold_row;
+        scoreboard::on_timeout(ps, self.dp.pool.rows(h).rec);
         ps.set(flags::RTT_TIMING, false); // Karn: no samples from retransmitted data
         self.backoff(slot);
         let c = &mut self.conns[s];

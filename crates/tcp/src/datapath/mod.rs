@@ -3,11 +3,15 @@
 //! stage ([`tx`]) driven by the flow scheduler: its ready queue, and for rate-limited
 //! connections the Carousel timing wheel ([`scheduler`]). Each stage owns a table of
 //! per-connection state indexed by slot; segments carry a [`summary::HeaderSummary`].
-//! Nothing here allocates after construction.
+//! The protocol stage's cold rows are in a bounded [`pool`], held only while needed.
+//! Nothing here allocates per segment: rows are added, within their bounds, as slots and
+//! pooled rows are first used.
 
+pub(crate) mod acks;
 pub(crate) mod classify;
 pub(crate) mod ecn;
 pub(crate) mod pipeline;
+pub(crate) mod pool;
 pub(crate) mod post;
 pub(crate) mod protocol;
 pub(crate) mod rack;
@@ -16,14 +20,13 @@ pub(crate) mod scoreboard;
 pub(crate) mod state;
 pub(crate) mod summary;
 pub(crate) mod tlp;
+pub(crate) mod transmit;
 pub(crate) mod tx;
 
 pub(crate) use crate::queue::ReadyQueue;
+use pool::ColdPool;
 use scheduler::TimingWheel;
-use state::{
-    Interval, OooState, PostCold, PostState, PreState, ProtoState, RecoveryState, SackedRange,
-    SchedState,
-};
+use state::{flags, sack_flags, PostCold, PostState, PreState, ProtoState, SchedState};
 use summary::HeaderSummary;
 
 /// Segments processed together by each stage.
@@ -35,17 +38,14 @@ pub(crate) struct DataPath {
     pub pre: Vec<PreState>,
     /// Protocol-stage state: the hot part, what in-order data and ACKs touch.
     pub proto: Vec<ProtoState>,
-    /// Protocol-stage state only out-of-order data and FIN handling touch.
-    pub ooo_state: Vec<OooState>,
-    /// Protocol-stage state only loss recovery and timeouts touch.
-    pub recovery: Vec<RecoveryState>,
-    /// Out-of-order intervals, `ooo_stride` per slot.
-    pub ooo: Vec<Interval>,
-    /// Interval slots per connection.
-    pub ooo_stride: usize,
-    /// The sender's SACK scoreboards (protocol stage), `sacked_stride` ranges per slot.
-    pub sacked: Vec<SackedRange>,
-    /// Scoreboard ranges per connection.
+    /// Protocol-stage rows only out-of-order data, FIN handling, SACKed ranges, loss
+    /// recovery and timeouts touch: held by a connection only while it needs them
+    /// (`SackSender::cold_row`).
+    pub pool: ColdPool,
+    /// DupThresh per slot (`RecoveryState::reordering` while the connection holds a pooled
+    /// row): what D-SACKs taught outlives the row.
+    pub reordering: Vec<u8>,
+    /// Scoreboard ranges per pooled row (0: no SACK recovery).
     pub sacked_stride: usize,
     /// RACK state (protocol stage, RFC 8985 6), one per slot.
     pub rack: Vec<rack::RackState>,
@@ -68,13 +68,14 @@ pub(crate) struct DataPath {
 }
 
 impl DataPath {
-    /// Creates tables with room for `slots` connections, `ooo` interval slots and `sacked`
-    /// scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
+    /// Creates tables with room for `slots` connections, a pool of `pool_rows` cold rows of
+    /// `ooo` interval slots and `sacked` scoreboard ranges each, and a timing wheel of `wheel_slots` slots of
     /// `granularity_ns` nanoseconds. The per-connection rows are added by
     /// [`DataPath::add_slot`] as the connection table first hands each slot out, so a large
     /// `slots` reserves address space but touches memory only for connections that exist.
     pub(crate) fn new(
         slots: usize,
+        pool_rows: usize,
         ooo: usize,
         sacked: usize,
         xmit: usize,
@@ -84,11 +85,8 @@ impl DataPath {
         DataPath {
             pre: Vec::with_capacity(slots),
             proto: Vec::with_capacity(slots),
-            ooo_state: Vec::with_capacity(slots),
-            recovery: Vec::with_capacity(slots),
-            ooo: Vec::with_capacity(slots * ooo),
-            ooo_stride: ooo,
-            sacked: Vec::with_capacity(slots * sacked),
+            pool: ColdPool::new(pool_rows, ooo, sacked),
+            reordering: Vec::with_capacity(slots),
             sacked_stride: sacked,
             rack: Vec::with_capacity(if xmit > 0 { slots } else { 0 }),
             xmit: Vec::with_capacity(slots * xmit),
@@ -106,14 +104,7 @@ impl DataPath {
     pub(crate) fn add_slot(&mut self) {
         self.pre.push(PreState::default());
         self.proto.push(ProtoState::default());
-        self.ooo_state.push(OooState::default());
-        self.recovery.push(RecoveryState::default());
-        self.ooo
-            .extend(core::iter::repeat_n(Interval::default(), self.ooo_stride));
-        self.sacked.extend(core::iter::repeat_n(
-            SackedRange::default(),
-            self.sacked_stride,
-        ));
+        self.reordering.push(scoreboard::DUP_THRESH as u8);
         if self.xmit_stride > 0 {
             self.rack.push(rack::RackState::default());
             self.xmit.extend(core::iter::repeat_n(
@@ -127,26 +118,126 @@ impl DataPath {
         self.wheel.add_node();
     }
 
-    /// The SACK scoreboard of `slot`.
+    /// The SACK scoreboard of `slot` (empty without a pooled row).
     #[inline]
-    pub(crate) fn sacked_of(&self, slot: u32) -> &[SackedRange] {
-        let at = slot as usize * self.sacked_stride;
-        &self.sacked[at..at + self.sacked_stride]
+    pub(crate) fn sacked_of(&self, slot: u32) -> &[state::SackedRange] {
+        self.pool.sacked(self.proto[slot as usize].sack.cold_row)
     }
 
-    /// Per-connection data-path state in bytes, hot and cold (see [`StateBytes`]), for
-    /// `ooo` out-of-order intervals, `sacked` scoreboard ranges and `xmit` RACK marks.
-    pub(crate) fn state_bytes(ooo: usize, sacked: usize, xmit: usize) -> StateBytes {
+    /// The out-of-order intervals of `slot` (none without a pooled row).
+    #[inline]
+    pub(crate) fn intervals_of(&self, slot: u32) -> &[state::Interval] {
+        self.pool.intervals(self.proto[slot as usize].sack.cold_row)
+    }
+
+    /// Gives `slot` a pooled row if it has none, reset to its sequence space. False when
+    /// the pool is empty (the caller counts it and goes on without).
+    pub(crate) fn take_cold_row(&mut self, slot: usize) -> bool {
+        let ps = &mut self.proto[slot];
+        if ps.sack.cold_row != pool::NO_ROW {
+            return true;
+        }
+        match self
+            .pool
+            .take(ps.snd_una, ps.rcv_nxt, self.reordering[slot])
+        {
+            Some(h) => {
+                ps.sack.cold_row = h;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Before a recovery may begin for `slot` (a fast retransmit): a row for the scoreboard
+    /// and RecoveryPoint, or, when the pool is empty, SACK recovery suspended so that the
+    /// recovery is RFC 6582's go-back-N (`sack_flags::SUSPENDED`). False when suspended.
+    pub(crate) fn row_for_recovery(&mut self, slot: usize) -> bool {
+        let ps = &self.proto[slot];
+        if !ps.sack.has(sack_flags::ENABLED) || ps.sack.cold_row != pool::NO_ROW {
+            return true;
+        }
+        if self.take_cold_row(slot) {
+            return true;
+        }
+        let sb = &mut self.proto[slot].sack;
+        sb.set(sack_flags::ENABLED, false);
+        sb.set(sack_flags::SUSPENDED, true);
+        false
+    }
+
+    /// After the protocol stage took a segment of `slot`: its row goes back to the pool if
+    /// the connection needs it no longer, and SACK recovery suspended for want of a row
+    /// resumes once nothing is outstanding.
+    #[inline]
+    pub(crate) fn after_segment(&mut self, slot: usize) {
+        let ps = &mut self.proto[slot];
+        let h = ps.sack.cold_row;
+        if h == pool::NO_ROW {
+            if ps.sack.has(sack_flags::SUSPENDED) && ps.snd_una == ps.snd_max {
+                ps.sack.set(sack_flags::SUSPENDED, false);
+                ps.sack.set(sack_flags::ENABLED, true);
+            }
+            if ps.has(flags::FIN_PENDING) {
+                // A FIN beyond rcv_nxt that found no row is dropped, as its data would be:
+                // the peer sends it again.
+                ps.set(flags::FIN_PENDING, false);
+            }
+            return;
+        }
+        if self
+            .pool
+            .recovery(h)
+            .is_some_and(|rec| pool::is_idle(ps, rec))
+        {
+            self.reordering[slot] = self.pool.give_back(h);
+            ps.sack.cold_row = pool::NO_ROW;
+        }
+    }
+
+    /// The connection in `slot` leaves the data-path (closed, TIME-WAIT, slot reused): its
+    /// row goes back whatever it holds, with the counts and flags that index it.
+    pub(crate) fn drop_cold_row(&mut self, slot: usize) {
+        let Some(ps) = self.proto.get_mut(slot) else {
+            return;
+        };
+        let h = ps.sack.cold_row;
+        if h == pool::NO_ROW {
+            return;
+        }
+        self.reordering[slot] = self.pool.give_back(h);
+        ps.sack.cold_row = pool::NO_ROW;
+        ps.ooo_count = 0;
+        ps.sack.count = 0;
+        ps.set(flags::FIN_PENDING, false);
+        ps.sack.set(
+            sack_flags::IN_RECOVERY
+                | sack_flags::RXT_FIRST
+                | sack_flags::AFTER_RTO
+                | sack_flags::UNDO_ARMED
+                | sack_flags::RTO_PROBE,
+            false,
+        );
+    }
+
+    /// Per-connection data-path state in bytes (see [`StateBytes`]), for `ooo` out-of-order
+    /// intervals and `sacked` scoreboard ranges per pooled row, `pool_rows` rows, and `xmit`
+    /// RACK marks.
+    pub(crate) fn state_bytes(
+        ooo: usize,
+        sacked: usize,
+        pool_rows: usize,
+        xmit: usize,
+    ) -> StateBytes {
         use core::mem::size_of;
         StateBytes {
             pre: size_of::<PreState>(),
             protocol: size_of::<ProtoState>(),
             post: size_of::<PostState>(),
             scheduler: size_of::<SchedState>() + TimingWheel::PER_CONNECTION_BYTES,
-            recovery: size_of::<RecoveryState>() + size_of::<PostCold>(),
-            out_of_order: size_of::<OooState>()
-                + ooo * size_of::<Interval>()
-                + sacked * size_of::<SackedRange>(),
+            cold: size_of::<PostCold>() + size_of::<u8>(),
+            pooled_row: ColdPool::row_bytes(ooo, sacked),
+            pool_rows,
             rack: if xmit > 0 {
                 size_of::<rack::RackState>() + xmit * size_of::<rack::XmitMark>()
             } else {
@@ -165,7 +256,9 @@ impl DataPath {
 /// scheduler's row is counted apart: the receive path never touches it, and the TX
 /// workflow reads only its rate (8 B) unless the connection is paced. RACK's table is
 /// apart too: it is touched per ACK and per transmission while RACK-TLP is on (a third
-/// line), and only then. Cold rows are touched only on the paths their names say.
+/// line), and only then. Cold per-slot rows are touched only on the paths their names
+/// say; a pooled row is held only while the connection is out of order, has SACKed data or
+/// is recovering, so an idle connection holds [`StateBytes::idle`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateBytes {
     /// Pre-processor: connection identification.
@@ -176,10 +269,13 @@ pub struct StateBytes {
     pub post: usize,
     /// Flow scheduler: rate, next send time, timing-wheel node.
     pub scheduler: usize,
-    /// Cold: loss recovery and timeouts (protocol and post stages).
-    pub recovery: usize,
-    /// Cold: out-of-order intervals, FIN bookkeeping, SACK scoreboard.
-    pub out_of_order: usize,
+    /// Cold, per slot: the post-processor's recovery and ECN counters, and DupThresh.
+    pub cold: usize,
+    /// Pooled, per row held (only while out of order, SACKed or recovering):
+    /// out-of-order intervals, FIN bookkeeping, SACK scoreboard, recovery state.
+    pub pooled_row: usize,
+    /// Rows in the pool (`Config::cold_pool()`).
+    pub pool_rows: usize,
     /// RACK (RFC 8985): state and transmit marks; 0 when RACK is off.
     pub rack: usize,
 }
@@ -188,6 +284,12 @@ impl StateBytes {
     /// The hot total: pre + protocol + post.
     pub fn hot(&self) -> usize {
         self.pre + self.protocol + self.post
+    }
+
+    /// What an idle connection (in order, nothing SACKed, not recovering) holds: the hot
+    /// rows, the scheduler's, the per-slot cold rows and RACK's; no pooled row.
+    pub fn idle(&self) -> usize {
+        self.hot() + self.scheduler + self.cold + self.rack
     }
 }
 
@@ -200,7 +302,7 @@ mod tests {
     /// cold row.
     #[test]
     fn the_hot_state_of_a_connection_fits_in_128_bytes() {
-        let b = DataPath::state_bytes(8, 8, 8);
+        let b = DataPath::state_bytes(8, 8, 64, 8);
         println!("{b:?}, hot {}", b.hot());
         assert!(b.hot() <= 128, "hot state {} B: {b:?}", b.hot());
     }

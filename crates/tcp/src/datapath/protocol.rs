@@ -7,28 +7,25 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags};
 
+use super::pool::ColdRows;
 use super::scoreboard;
 use super::state::{flags, sack_flags, Interval, OooState, ProtoState, RecoveryState, SackedRange};
 use super::summary::{Actions, HeaderSummary};
 
-/// Processes one segment. `ooo` is this connection's slice of interval slots, `sacked` its
-/// slice of the sender's SACK scoreboard; `oo` and `rec` its cold rows, touched only by
-/// out-of-order data or a FIN, and by recovery or a timeout's probe. Without `admit_ooo`
-/// (the control plane's memory limit), out-of-order data is kept only where it adds no
-/// bytes to what is held.
+/// Processes one segment. `cold` is the connection's pooled row (interval slots, SACK
+/// scoreboard, out-of-order and recovery state), touched only by out-of-order data or a
+/// FIN, SACK blocks, recovery or a timeout's probe; without one, scratch rows with no
+/// interval and no scoreboard range. Without `admit_ooo` (the control plane's memory
+/// limit), out-of-order data is kept only where it adds no bytes to what is held.
 #[inline]
-#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn process(
     ps: &mut ProtoState,
-    oo: &mut OooState,
-    rec: &mut RecoveryState,
-    ooo: &mut [Interval],
-    sacked: &mut [SackedRange],
+    cold: &mut ColdRows<'_>,
     s: &mut HeaderSummary,
     now_us: u32,
     admit_ooo: bool,
 ) {
-    process_segment(ps, oo, rec, ooo, sacked, s, now_us, admit_ooo);
+    process_segment(ps, cold, s, now_us, admit_ooo);
     // An ACK sent for this segment alone (every-segment policy, FIN changes, rate-limited
     // connections) reports the receive state this segment left, not the one the rest of its
     // batch leaves (RFC 9293 3.10.7.4, RFC 5681 4.2): identical ACKs would be duplicate ACKs
@@ -38,13 +35,9 @@ pub(crate) fn process(
 }
 
 #[inline]
-#[allow(clippy::too_many_arguments)] // as `process`
 fn process_segment(
     ps: &mut ProtoState,
-    oo: &mut OooState,
-    rec: &mut RecoveryState,
-    ooo: &mut [Interval],
-    sacked: &mut [SackedRange],
+    cold: &mut ColdRows<'_>,
     s: &mut HeaderSummary,
     now_us: u32,
     admit_ooo: bool,
@@ -74,7 +67,7 @@ fn process_segment(
         return;
     }
 
-    process_ack(ps, rec, sacked, s, now_us);
+    process_ack(ps, cold.rec, cold.sacked, s, now_us);
     if s.actions.contains(Actions::EXCEPTION) {
         return;
     }
@@ -122,7 +115,7 @@ fn process_segment(
             s.place_len = len as u16;
             let before = ps.rcv_nxt;
             ps.rcv_nxt += len;
-            if merge_intervals(ps, ooo) {
+            if merge_intervals(ps, cold.ooo) {
                 s.actions.insert(Actions::OOO_CHANGED);
             }
             let advance = ps.rcv_nxt.diff(before) as u32;
@@ -134,7 +127,8 @@ fn process_segment(
                 s.actions.insert(Actions::ACK_NOW);
             }
         } else {
-            let (stored, new_block) = insert_interval(ps, oo, ooo, seq, seq + len, admit_ooo);
+            let (stored, new_block) =
+                insert_interval(ps, cold.oo, cold.ooo, seq, seq + len, admit_ooo);
             if stored {
                 s.actions.insert(Actions::OOO_CHANGED);
                 s.place_seq = seq;
@@ -147,7 +141,7 @@ fn process_segment(
                 s.actions.insert(Actions::NEW_SACK_BLOCK);
             }
             if fin {
-                oo.rx_fin_seq = seq + len;
+                cold.oo.rx_fin_seq = seq + len;
                 ps.set(flags::FIN_PENDING, true);
             }
             // RFC 5681 4.2: an out-of-order segment is acknowledged immediately (a dupack).
@@ -155,7 +149,7 @@ fn process_segment(
             return;
         }
     } else if fin && seq != ps.rcv_nxt {
-        oo.rx_fin_seq = seq;
+        cold.oo.rx_fin_seq = seq;
         ps.set(flags::FIN_PENDING, true);
         s.actions.insert(Actions::ACK_NOW);
         return;
@@ -163,9 +157,9 @@ fn process_segment(
 
     if fin && seq + len == ps.rcv_nxt {
         ps.set(flags::FIN_PENDING, true);
-        oo.rx_fin_seq = ps.rcv_nxt;
+        cold.oo.rx_fin_seq = ps.rcv_nxt;
     }
-    if ps.has(flags::FIN_PENDING) && oo.rx_fin_seq == ps.rcv_nxt {
+    if ps.has(flags::FIN_PENDING) && cold.oo.rx_fin_seq == ps.rcv_nxt {
         // RFC 9293 3.10.7.4 eighth: the FIN advances rcv_nxt by one and is acknowledged.
         ps.rcv_nxt += 1u32;
         // Nothing follows the FIN: out-of-order data stored beyond it (which only a

@@ -15,8 +15,9 @@
 
 use sluice_wire::tcp::SeqNumber;
 
+use super::pool::ColdRows;
 use super::scoreboard;
-use super::state::{sack_flags, ProtoState, RecoveryState, SackedRange};
+use super::state::{sack_flags, ProtoState};
 use super::summary::{Actions, HeaderSummary};
 
 /// New data up to `end` was sent at `sent_us` or earlier.
@@ -227,11 +228,9 @@ pub(crate) fn detect_loss(
 /// boundary, which may start a recovery; `s.rack_timer_us` asks for the reordering timer.
 /// The caller calls [`on_recovery_end`] if the ACK ended a recovery. Returns the segments
 /// newly found lost.
-#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn process_ack(
     ps: &mut ProtoState,
-    rec: &mut RecoveryState,
-    board: &[SackedRange],
+    cold: &mut ColdRows<'_>,
     rk: &mut RackState,
     marks: &mut [XmitMark],
     s: &mut HeaderSummary,
@@ -252,17 +251,15 @@ pub(crate) fn process_ack(
     if s.sack.old > 0 {
         on_dsack(rk, ps.snd_una, ps.snd_max);
     }
-    detect(ps, rec, board, rk, marks, s, now_us, srtt_us)
+    detect(ps, cold, rk, marks, s, now_us, srtt_us)
 }
 
 /// RACK_detect_loss() into the scoreboard: raises `lost_below`, starts a recovery if
 /// the segment at snd_una is lost, and sets `s.rack_timer_us` for what is not yet.
 /// Returns the segments newly found lost.
-#[allow(clippy::too_many_arguments)] // as `process_ack`
 pub(crate) fn detect(
     ps: &mut ProtoState,
-    rec: &mut RecoveryState,
-    board: &[SackedRange],
+    cold: &mut ColdRows<'_>,
     rk: &RackState,
     marks: &[XmitMark],
     s: &mut HeaderSummary,
@@ -270,6 +267,7 @@ pub(crate) fn detect(
     srtt_us: u32,
 ) -> u32 {
     s.rack_timer_us = 0;
+    let (rec, board) = (&mut *cold.rec, &*cold.sacked);
     if ps.sack.count == 0 && !scoreboard::in_recovery(ps) {
         // Nothing delivered beyond a hole: no reordering to judge (TLP's business).
         return 0;

@@ -1,6 +1,6 @@
 //! The sender's SACK scoreboard and loss recovery (RFC 6675, on RFC 2018 SACK blocks).
 //!
-//! Per connection: a bounded, sorted list of SACKed ranges (a slice of `DataPath::sacked`,
+//! Per connection: a bounded, sorted list of SACKed ranges (a slice of a pooled row, `datapath/pool.rs`,
 //! allocated up front) and [`SackSender`] in the protocol stage's state. The protocol stage
 //! validates and records SACK blocks (Update()) and decides when recovery starts and ends;
 //! the TX workflow asks [`next_segment`] what to send (NextSeg() under the pipe limit).

@@ -141,14 +141,13 @@ pub(crate) struct ProtoState {
     pub flags: u8,
     /// ECN state (RFC 3168): see [`super::ecn::bits`].
     pub ecn: u8,
-    /// The sender's SACK-based loss recovery (RFC 6675); its SACKed ranges live in
-    /// `DataPath::sacked`.
+    /// The sender's SACK-based loss recovery (RFC 6675); its SACKed ranges live in the
+    /// connection's pooled row, with the handle of that row.
     pub sack: SackSender,
 }
 
-/// Protocol-stage state that only out-of-order data and FIN handling touch: kept in its
-/// own per-slot table (`DataPath::ooo_state`) so the in-order path leaves its cache line
-/// alone.
+/// Protocol-stage state that only out-of-order data and FIN handling touch: part of the
+/// connection's pooled row (`DataPath::pool`), held only while it is needed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OooState {
     /// Where the peer's out-of-order FIN sits (valid with `flags::FIN_PENDING`).
@@ -158,8 +157,9 @@ pub(crate) struct OooState {
     pub ooo_seen: u32,
 }
 
-/// Protocol-stage state that only loss recovery and timeouts touch, in its own per-slot
-/// table (`DataPath::recovery`).
+/// Protocol-stage state that only loss recovery and timeouts touch: part of the
+/// connection's pooled row (`DataPath::pool`), held only while it is needed; `reordering`
+/// outlives the row in `DataPath::reordering`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RecoveryState {
     /// Set by a timeout until the first ACK that advances snd_una tells whether it was
@@ -272,20 +272,42 @@ pub(crate) mod sack_flags {
     /// A timeout left `RecoveryState::rto_probe` for the first ACK after it (kept with the
     /// SACK flags, whether or not SACK is on, so an ACK tests one hot byte).
     pub(crate) const RTO_PROBE: u8 = 1 << 6;
+    /// SACK recovery is configured and negotiated but was suspended (`ENABLED` cleared)
+    /// because the pool had no row for the scoreboard: go-back-N with RFC 6582 recovery
+    /// until nothing is outstanding, then SACK recovery again.
+    pub(crate) const SUSPENDED: u8 = 1 << 7;
 }
 
 /// The sender's RFC 6675 state the in-order path reads, owned by the protocol stage with
 /// the rest of the sequence space (the TX workflow reads it to choose what to send, as it
 /// reads snd_nxt). What only recovery touches is in [`RecoveryState`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SackSender {
     /// RFC 6675 HighRxt, held as one past the highest sequence number retransmitted (every
     /// cumulative ACK compares it, and RACK skips what lies below it).
     pub high_rxt: SeqNumber,
-    /// SACKed ranges in use in this connection's slice of `DataPath::sacked`.
+    /// SACKed ranges in use in this connection's pooled row (0 without one).
     pub count: u8,
     /// See [`sack_flags`].
     pub flags: u8,
+    /// The connection's row in `DataPath::pool` (out-of-order intervals, scoreboard,
+    /// [`OooState`], [`RecoveryState`]), or [`NO_ROW`]. Here because it fits in this
+    /// struct's padding: the hot row stays 76 B.
+    pub cold_row: u16,
+}
+
+/// The handle of no pooled row (`SackSender::cold_row`).
+pub(crate) const NO_ROW: u16 = u16::MAX;
+
+impl Default for SackSender {
+    fn default() -> Self {
+        SackSender {
+            high_rxt: SeqNumber::default(),
+            count: 0,
+            flags: 0,
+            cold_row: NO_ROW,
+        }
+    }
 }
 
 /// Post-processor state: RTT estimate, counters for congestion control, ACK policy.

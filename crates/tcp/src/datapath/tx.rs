@@ -3,7 +3,8 @@
 
 use sluice_wire::tcp::{SeqNumber, TcpFlags, TcpHeader, TcpOptions, MAX_SACK_BLOCKS};
 
-use super::state::{flags, Interval, OooState, PreState, ProtoState};
+use super::pool::ColdPool;
+use super::state::{flags, Interval, PreState, ProtoState};
 
 /// What the next segment of a connection carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,14 +149,13 @@ impl AckFields {
 }
 
 /// The header of a segment from this connection with the given flags at `seq`,
-/// acknowledging `ack`.
+/// acknowledging `ack`. Its SACK blocks come from the connection's pooled row in `pool`,
+/// looked up only when it has out-of-order intervals.
 #[inline]
-#[allow(clippy::too_many_arguments)] // one per stage-owned table row, passed apart
 pub(crate) fn header(
     pre: &PreState,
     ps: &ProtoState,
-    oo: &OooState,
-    ooo: &[Interval],
+    pool: &ColdPool,
     seq: SeqNumber,
     ack: AckFields,
     tcp_flags: TcpFlags,
@@ -173,6 +173,10 @@ pub(crate) fn header(
         } else {
             MAX_SACK_BLOCKS
         };
+        let (oo, ooo) = (
+            pool.ooo_state(ps.sack.cold_row),
+            pool.intervals(ps.sack.cold_row),
+        );
         let used = &ooo[..(ps.ooo_count as usize).min(ooo.len())];
         sack_count = most_recent_first(oo.ooo_seen, used, &mut sack_blocks[..room]) as u8;
     }
