@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use hashbrown::HashMap;
 
-use crate::buffer::ConnBuffers;
+use crate::buffer::{ConnBuffers, RingPool, POOL_RINGS};
 use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
@@ -54,6 +54,10 @@ pub struct Stack {
     pub(crate) cc_before_recovery: Vec<Option<Policy>>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Vec<Option<ConnBuffers>>,
+    /// Storage for receive rings at the initial size, taken on data, given back drained.
+    pub(crate) rx_pool: RingPool,
+    /// Storage for send rings at the initial size, taken on send, given back when acked.
+    pub(crate) tx_pool: RingPool,
     pub(crate) listeners: Box<[Option<Listener>]>,
     /// The generation the next listener's handle gets.
     pub(crate) next_listener_generation: u32,
@@ -124,6 +128,8 @@ impl Stack {
             cc_before_recovery: Vec::with_capacity(slots),
             table: ConnTable::new(slots, cfg.seed),
             bufs: Vec::with_capacity(slots),
+            rx_pool: RingPool::new(cfg.rx_initial(), POOL_RINGS),
+            tx_pool: RingPool::new(cfg.tx_initial(), POOL_RINGS),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
             next_listener_generation: 0,
             listener_by_port: HashMap::with_capacity_and_hasher(

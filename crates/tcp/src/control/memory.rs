@@ -182,7 +182,7 @@ impl Stack {
         {
             return;
         }
-        let mut ring = PayloadRing::new(initial);
+        let mut ring = PayloadRing::unallocated(initial);
         // The window [rcv_nxt, rcv_nxt + rx_avail) starts at the ring's first byte.
         ring.rebase(b.rx_head);
         b.rx = ring;
