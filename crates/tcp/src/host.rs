@@ -47,11 +47,12 @@ pub struct Stack {
     /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
     pub(crate) cc: Vec<Policy>,
     /// Each connection's policy as it was before its latest timeout, to undo a spurious
-    /// one (RFC 4015); control-plane state like `cc`.
-    pub(crate) cc_before_rto: Vec<Option<Policy>>,
+    /// one (RFC 4015); control-plane state like `cc`. Boxed: only a connection that had a
+    /// timeout holds one, and a slot pays 8 bytes instead of a policy's size.
+    pub(crate) cc_before_rto: Vec<Option<Box<Policy>>>,
     /// Each connection's policy as it was before its latest fast recovery, to undo the
-    /// cut if D-SACKs show the recovery needless (RFC 3708).
-    pub(crate) cc_before_recovery: Vec<Option<Policy>>,
+    /// cut if D-SACKs show the recovery needless (RFC 3708); boxed as `cc_before_rto`.
+    pub(crate) cc_before_recovery: Vec<Option<Box<Policy>>>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Vec<Option<ConnBuffers>>,
     /// Storage for receive rings at the initial size, taken on data, given back drained.
@@ -206,5 +207,24 @@ fn placeholder_tuple() -> FourTuple {
         remote_ip: Ipv4Addr::UNSPECIFIED,
         remote_port: 0,
         local_port: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What each per-slot row costs, for docs/notes/issue-18/million.md (printed).
+    #[test]
+    fn per_slot_rows_are_what_the_million_note_says() {
+        use core::mem::size_of;
+        let rows = [
+            ("ConnControl", size_of::<ConnControl>()),
+            ("Policy", size_of::<Policy>()),
+            ("Option<Box<Policy>>", size_of::<Option<Box<Policy>>>()),
+            ("Option<ConnBuffers>", size_of::<Option<ConnBuffers>>()),
+        ];
+        println!("{rows:?}");
+        assert!(rows.iter().all(|&(_, n)| n > 0));
     }
 }
