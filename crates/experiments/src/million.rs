@@ -49,7 +49,8 @@ pub fn run(args: &MillionArgs) -> Result<Report, ExperimentError> {
     };
     let base = run(BASELINE)?;
     let large = run(conns)?;
-    let ratio = large.ns_per_segment() / base.ns_per_segment().max(f64::MIN_POSITIVE);
+    let ratio = large.best_ns_per_segment / base.best_ns_per_segment.max(f64::MIN_POSITIVE);
+    let ratio_all = large.ns_per_segment() / base.ns_per_segment().max(f64::MIN_POSITIVE);
     let state = large.state;
     let row = |r: &MillionReport| {
         let (rx, tx, pooled) = r.ring_bytes;
@@ -61,6 +62,7 @@ pub fn run(args: &MillionArgs) -> Result<Report, ExperimentError> {
             pooled.to_string(),
             r.segments.to_string(),
             fmt_num(r.ns_per_segment()),
+            fmt_num(r.best_ns_per_segment),
         ]
     };
     Ok(Report {
@@ -76,8 +78,13 @@ pub fn run(args: &MillionArgs) -> Result<Report, ExperimentError> {
             ),
             "memory: VmRSS of this process after the connections are up and idle, minus \
              before the core was made; ns/segment: wall time in the server's calls per \
-             segment it took in or sent during the echo workload (virtual-time simulation)"
+             segment it took in or sent during the echo workload (virtual-time simulation); \
+             best block: the lowest over ten blocks of its round trips"
                 .into(),
+            format!(
+                "once idle, the server's next timer of {} connections: {:?}",
+                large.established, large.next_timer
+            ),
             format!(
                 "data-path state per connection: hot {} B (pre {}, protocol {}, post {}), \
                  scheduler {}, recovery {}, out-of-order {}, rack {}",
@@ -99,13 +106,15 @@ pub fn run(args: &MillionArgs) -> Result<Report, ExperimentError> {
             "pooled bytes",
             "echo segments",
             "ns/segment",
+            "best block",
         ]
         .map(String::from)
         .to_vec(),
         rows: vec![row(&base), row(&large)],
         notes: vec![format!(
-            "ns/segment at {} over at {}: {:.2}x (goal <= 2x)",
-            large.established, base.established, ratio
+            "ns/segment at {} over at {}: {:.2}x in the best blocks, {:.2}x over the whole \
+             workloads (goal <= 2x)",
+            large.established, base.established, ratio, ratio_all
         )],
         plot: None,
         data: None,
