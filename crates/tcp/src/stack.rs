@@ -169,16 +169,6 @@ impl Stack {
         })
     }
 
-    /// Bytes of payload storage allocated now: (receive rings, send rings, the pools'
-    /// spare storage). A drained ring gives its storage back, so idle connections add
-    /// nothing here. Walks the slots: for statistics.
-    pub fn buffer_memory_allocated(&self) -> (usize, usize, usize) {
-        let (rx, tx) = self.bufs.iter().flatten().fold((0, 0), |(rx, tx), b| {
-            (rx + b.rx.allocated(), tx + b.tx.allocated())
-        });
-        (rx, tx, self.rx_pool.bytes() + self.tx_pool.bytes())
-    }
-
     // ---- application API -------------------------------------------------------------
 
     /// Starts listening on `port` with an accept queue of `backlog` connections
