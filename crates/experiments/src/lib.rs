@@ -11,6 +11,7 @@ pub mod flows;
 pub mod impair;
 pub mod incast;
 pub mod loss;
+pub mod million;
 pub mod mtp;
 pub mod netstat;
 pub mod ooo;
@@ -101,6 +102,9 @@ pub fn lab_workload(e: &dyn std::fmt::Display) -> ExperimentError {
 pub enum ExperimentCommand {
     /// Out-of-order fidelity in a simulated leaf-spine fabric (Laminar Table 2).
     Ooo(ooo::OooArgs),
+    /// One core holding a million idle connections from simulated peers: memory per
+    /// connection, and the cost per segment against 1,000 connections (the simulator).
+    Million(million::MillionArgs),
     /// 1 to 1024 bulk connections on the engine and on Linux: per-connection shares and
     /// Jain's index (needs root: the lab).
     Fairness(fairness::FairnessArgs),
@@ -142,6 +146,7 @@ pub enum ExperimentCommand {
 pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
     let (report, common) = match cmd {
         ExperimentCommand::Ooo(args) => (ooo::run(args)?, &args.common),
+        ExperimentCommand::Million(args) => (million::run(args)?, &args.common),
         ExperimentCommand::Fairness(args) => (fairness::run(args)?, &args.common),
         ExperimentCommand::Loss(args) => (loss::run(args)?, &args.common),
         ExperimentCommand::Impair(args) => (impair::run(args)?, &args.common),

@@ -15,6 +15,7 @@
 mod error;
 mod host;
 mod link;
+pub mod million;
 mod nic;
 mod pcap;
 mod sim;

@@ -7,6 +7,12 @@
 //! separate offset. The base is the connection's initial sequence number, so every connection
 //! starts at the ring's first byte: a ring reused by many short connections touches only the
 //! pages their bytes need, where random ISNs would touch a new page with each connection.
+//!
+//! A ring's capacity is logical: its storage is allocated when the first byte arrives or is
+//! written, and given back (to a bounded [`RingPool`]) when the ring is drained, so an idle
+//! connection holds no payload memory. The capacity, and so the window advertised from it,
+//! does not change when storage comes or goes (RFC 9293 3.8.6, RFC 7323 2.4: an advertised
+//! window is never taken back).
 
 use sluice_wire::tcp::SeqNumber;
 
@@ -14,6 +20,7 @@ use crate::config::Config;
 
 /// A power-of-two byte ring indexed by sequence number.
 pub(crate) struct PayloadRing {
+    /// The storage: empty while the ring holds nothing (see [`PayloadRing::unallocated`]).
     bytes: Box<[u8]>,
     mask: u32,
     /// The sequence number stored at the ring's first byte (modulo its capacity).
@@ -29,6 +36,49 @@ impl PayloadRing {
             mask: (capacity - 1) as u32,
             base: 0,
         }
+    }
+
+    /// A ring of at least `capacity` bytes (rounded up to a power of two) without storage
+    /// yet: an idle connection's, which costs no payload memory.
+    pub(crate) fn unallocated(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
+        PayloadRing {
+            bytes: Box::default(),
+            mask: (capacity - 1) as u32,
+            base: 0,
+        }
+    }
+
+    /// Whether the ring has its storage.
+    #[inline]
+    pub(crate) fn is_allocated(&self) -> bool {
+        !self.bytes.is_empty()
+    }
+
+    /// Bytes of storage the ring holds (0 or its capacity).
+    #[inline]
+    pub(crate) fn allocated(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Gives an unallocated ring its storage: `storage` if it has the ring's capacity, else
+    /// a new zeroed one. Its old contents are never read: the ring reads only bytes written
+    /// since (the positions of the connection using it).
+    pub(crate) fn attach(&mut self, storage: Option<Box<[u8]>>) {
+        if self.is_allocated() {
+            return;
+        }
+        let capacity = self.capacity() as usize;
+        self.bytes = match storage {
+            Some(s) if s.len() == capacity => s,
+            _ => vec![0; capacity].into_boxed_slice(),
+        };
+    }
+
+    /// Takes the storage out, leaving the ring's capacity and base as they were.
+    pub(crate) fn detach(&mut self) -> Option<Box<[u8]>> {
+        self.is_allocated()
+            .then(|| core::mem::take(&mut self.bytes))
     }
 
     /// Makes `seq` the sequence number of the ring's first byte (a new connection's start).
@@ -52,7 +102,12 @@ impl PayloadRing {
     /// the `len` bytes from `seq` at their sequence numbers. Never shrinks.
     pub(crate) fn grow(&mut self, seq: SeqNumber, len: u32, capacity: usize) {
         let capacity = capacity.clamp(1, 1 << 30).next_power_of_two();
-        if capacity <= self.bytes.len() {
+        if capacity <= self.capacity() as usize {
+            return;
+        }
+        if !self.is_allocated() {
+            // Nothing is stored: only the capacity changes, the storage comes with data.
+            self.mask = (capacity - 1) as u32;
             return;
         }
         let mut grown = PayloadRing::new(capacity);
@@ -67,6 +122,11 @@ impl PayloadRing {
     /// is truncated to the ring's capacity (callers bound it by the window first).
     #[inline]
     pub(crate) fn write(&mut self, seq: SeqNumber, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        // The callers attach storage from the pool first; this is the fallback.
+        self.attach(None);
         let data = &data[..data.len().min(self.bytes.len())];
         let start = self.index(seq);
         let first = data.len().min(self.bytes.len() - start);
@@ -82,6 +142,10 @@ impl PayloadRing {
     #[inline]
     pub(crate) fn read(&self, seq: SeqNumber, out: &mut [u8]) {
         let len = out.len().min(self.bytes.len());
+        if len == 0 {
+            // Also an unallocated ring, whose index would lie past its empty storage.
+            return;
+        }
         let start = self.index(seq);
         let first = len.min(self.bytes.len() - start);
         out[..first].copy_from_slice(&self.bytes[start..start + first]);
@@ -93,6 +157,9 @@ impl PayloadRing {
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.
     pub(crate) fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
         let len = len.min(self.bytes.len());
+        if len == 0 {
+            return (&[], &[]);
+        }
         let start = self.index(seq);
         let first = len.min(self.bytes.len() - start);
         (
@@ -159,6 +226,65 @@ impl ConnBuffers {
         self.tx_tail = snd;
         self.eof = false;
         self.want_writable = false;
+    }
+}
+
+/// Storages a [`RingPool`] keeps: enough for the connections active at once in a batch
+/// cycle to take and give back without allocating; bounded so idle memory stays small
+/// (64 each way: 8 MiB at the default 64 KiB initial rings).
+pub(crate) const POOL_RINGS: usize = 64;
+
+/// Storage of drained initial-size rings, kept for the next ring that needs it: active
+/// connections then take and give back storage without allocating (or zeroing), and idle
+/// ones hold none. At most `max` are kept; more are freed.
+pub(crate) struct RingPool {
+    free: Vec<Box<[u8]>>,
+    /// The storage size kept (the initial ring size).
+    size: usize,
+    max: usize,
+}
+
+impl RingPool {
+    /// A pool of at most `max` storages of `size` bytes (rounded up as rings are).
+    pub(crate) fn new(size: usize, max: usize) -> Self {
+        RingPool {
+            free: Vec::with_capacity(max),
+            size: size.clamp(1, 1 << 30).next_power_of_two(),
+            max,
+        }
+    }
+
+    /// Gives `ring` storage, from the pool if it has some of the ring's size.
+    #[inline]
+    pub(crate) fn attach(&mut self, ring: &mut PayloadRing) {
+        if ring.is_allocated() {
+            return;
+        }
+        let storage = if ring.capacity() as usize == self.size {
+            self.free.pop()
+        } else {
+            None
+        };
+        ring.attach(storage);
+    }
+
+    /// Takes `ring`'s storage if the ring is at the pool's size; a grown ring keeps its
+    /// storage (its connection is busy; pressure and close give it back).
+    #[inline]
+    pub(crate) fn detach(&mut self, ring: &mut PayloadRing) {
+        if ring.capacity() as usize != self.size {
+            return;
+        }
+        if let Some(storage) = ring.detach() {
+            if self.free.len() < self.max {
+                self.free.push(storage);
+            }
+        }
+    }
+
+    /// Bytes the pool keeps.
+    pub(crate) fn bytes(&self) -> usize {
+        self.free.len() * self.size
     }
 }
 
@@ -232,6 +358,52 @@ mod tests {
         ring.read(isn, &mut out);
         assert_eq!(&out, b"abc");
         assert_eq!(&ring.bytes[..3], b"abc");
+    }
+
+    #[test]
+    fn an_unallocated_ring_has_its_capacity_and_takes_storage_with_data() {
+        let mut ring = PayloadRing::unallocated(5000);
+        assert_eq!(ring.capacity(), 8192);
+        assert_eq!(ring.allocated(), 0);
+        let seq = SeqNumber(0x1234_5678);
+        ring.rebase(seq);
+        // Reading nothing from no storage, wherever, neither panics nor allocates.
+        ring.read(seq + 77u32, &mut []);
+        assert_eq!(ring.slices(seq + 9u32, 100), (&[][..], &[][..]));
+        ring.grow(seq, 0, 16384);
+        assert_eq!((ring.capacity(), ring.allocated()), (16384, 0));
+        ring.write(seq + 3u32, b"xyz");
+        assert_eq!(ring.allocated(), 16384);
+        let mut out = [0u8; 3];
+        ring.read(seq + 3u32, &mut out);
+        assert_eq!(&out, b"xyz");
+    }
+
+    #[test]
+    fn the_pool_recycles_initial_size_storage_and_is_bounded() {
+        let mut pool = RingPool::new(4096, 1);
+        let mut a = PayloadRing::unallocated(4096);
+        let mut b = PayloadRing::unallocated(4096);
+        pool.attach(&mut a);
+        pool.attach(&mut b);
+        a.write(SeqNumber(0), b"old");
+        pool.detach(&mut a);
+        pool.detach(&mut b);
+        assert_eq!((a.allocated(), b.allocated()), (0, 0));
+        assert_eq!(pool.bytes(), 4096, "one kept, the other freed");
+        assert_eq!(
+            a.capacity(),
+            4096,
+            "capacity stays: the window does not shrink"
+        );
+        let mut c = PayloadRing::unallocated(4096);
+        pool.attach(&mut c);
+        assert_eq!((c.allocated(), pool.bytes()), (4096, 0));
+        // A grown ring keeps its storage.
+        let mut big = PayloadRing::unallocated(8192);
+        pool.attach(&mut big);
+        pool.detach(&mut big);
+        assert_eq!(big.allocated(), 8192);
     }
 
     #[test]

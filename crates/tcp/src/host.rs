@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use hashbrown::HashMap;
 
-use crate::buffer::ConnBuffers;
+use crate::buffer::{ConnBuffers, RingPool, POOL_RINGS};
 use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
 use crate::control::isn::Secret;
@@ -47,13 +47,18 @@ pub struct Stack {
     /// Congestion-control policies, per slot: the control plane's (control/congestion.rs).
     pub(crate) cc: Vec<Policy>,
     /// Each connection's policy as it was before its latest timeout, to undo a spurious
-    /// one (RFC 4015); control-plane state like `cc`.
-    pub(crate) cc_before_rto: Vec<Option<Policy>>,
+    /// one (RFC 4015); control-plane state like `cc`. Boxed: only a connection that had a
+    /// timeout holds one, and a slot pays 8 bytes instead of a policy's size.
+    pub(crate) cc_before_rto: Vec<Option<Box<Policy>>>,
     /// Each connection's policy as it was before its latest fast recovery, to undo the
-    /// cut if D-SACKs show the recovery needless (RFC 3708).
-    pub(crate) cc_before_recovery: Vec<Option<Policy>>,
+    /// cut if D-SACKs show the recovery needless (RFC 3708); boxed as `cc_before_rto`.
+    pub(crate) cc_before_recovery: Vec<Option<Box<Policy>>>,
     pub(crate) table: ConnTable,
     pub(crate) bufs: Vec<Option<ConnBuffers>>,
+    /// Storage for receive rings at the initial size, taken on data, given back drained.
+    pub(crate) rx_pool: RingPool,
+    /// Storage for send rings at the initial size, taken on send, given back when acked.
+    pub(crate) tx_pool: RingPool,
     pub(crate) listeners: Box<[Option<Listener>]>,
     /// The generation the next listener's handle gets.
     pub(crate) next_listener_generation: u32,
@@ -125,6 +130,8 @@ impl Stack {
             cc_before_recovery: Vec::with_capacity(slots),
             table: ConnTable::new(slots, cfg.seed),
             bufs: Vec::with_capacity(slots),
+            rx_pool: RingPool::new(cfg.rx_initial(), POOL_RINGS),
+            tx_pool: RingPool::new(cfg.tx_initial(), POOL_RINGS),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
             next_listener_generation: 0,
             listener_by_port: HashMap::with_capacity_and_hasher(
@@ -201,5 +208,36 @@ fn placeholder_tuple() -> FourTuple {
         remote_ip: Ipv4Addr::UNSPECIFIED,
         remote_port: 0,
         local_port: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The control plane's per-slot rows (printed for docs/notes/issue-18/million.md) stay
+    /// within the note's budget: a row added to every slot must find its bytes, and the
+    /// undo copies of the policy stay boxed.
+    #[test]
+    fn per_slot_rows_are_what_the_million_note_says() {
+        use core::mem::size_of;
+        let rows = [
+            ("ConnControl", size_of::<ConnControl>()),
+            ("Policy", size_of::<Policy>()),
+            ("Option<Box<Policy>>", size_of::<Option<Box<Policy>>>()),
+            ("Option<ConnBuffers>", size_of::<Option<ConnBuffers>>()),
+        ];
+        println!("{rows:?}");
+        assert_eq!(
+            size_of::<Option<Box<Policy>>>(),
+            8,
+            "an empty undo copy is a pointer"
+        );
+        // ConnControl + Policy + two undo boxes + ConnBuffers (216 + 224 + 16 + 72 today).
+        let slot = rows[0].1 + rows[1].1 + 2 * rows[2].1 + rows[3].1;
+        assert!(
+            slot <= 560,
+            "{slot} B of control-plane rows per slot: {rows:?}"
+        );
     }
 }

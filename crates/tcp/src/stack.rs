@@ -159,9 +159,10 @@ impl Stack {
         self.table.len()
     }
 
-    /// Bytes of payload rings held, (receive, send), over every slot: the open
-    /// connections' and the initial-size rings freed slots keep for reuse. Walks the slots:
-    /// for statistics, not the data-path.
+    /// Capacity of the payload rings, (receive, send), over every slot: the open
+    /// connections' and the initial-size rings freed slots keep for reuse, whether their
+    /// storage is allocated now or not (see [`Stack::buffer_memory_allocated`]). Walks the
+    /// slots: for statistics, not the data-path.
     pub fn buffer_memory(&self) -> (usize, usize) {
         self.bufs.iter().flatten().fold((0, 0), |(rx, tx), b| {
             (rx + b.rx.capacity() as usize, tx + b.tx.capacity() as usize)
@@ -397,7 +398,7 @@ impl Stack {
         if used == 0 && b.tx.capacity() as usize > keep {
             // Empty and above today's share: give the memory back (writes cycle through the
             // whole ring, so holding it would touch all of it).
-            b.tx = PayloadRing::new(pow2_floor(keep));
+            b.tx = PayloadRing::unallocated(pow2_floor(keep));
             self.counters.memory_rings_released += u64::from(pressured);
         }
         if (b.tx.capacity() as usize).min(limit) < used + data.len() {
@@ -425,6 +426,7 @@ impl Stack {
         if n < data.len() {
             b.want_writable = true;
         }
+        self.tx_pool.attach(&mut b.tx);
         b.tx.write(b.tx_tail, &data[..n]);
         b.tx_tail += n;
         // Doorbell (FlexTOE HC workflow): the protocol stage learns of the new data.
@@ -772,8 +774,9 @@ impl Stack {
         // until `install` sets them, the new connection has nothing to read and is not at
         // end of stream (the previous one may have been freed with unread data).
         let (rx, tx) = (self.cfg.rx_initial(), self.cfg.tx_initial());
-        let b = self.bufs[s]
-            .get_or_insert_with(|| ConnBuffers::new(PayloadRing::new(rx), PayloadRing::new(tx)));
+        let b = self.bufs[s].get_or_insert_with(|| {
+            ConnBuffers::new(PayloadRing::unallocated(rx), PayloadRing::unallocated(tx))
+        });
         b.reset_at(SeqNumber(0), SeqNumber(0));
         self.uncharge(slot);
     }
@@ -816,6 +819,9 @@ impl Stack {
         });
         if grown {
             self.bufs[s] = None;
+        } else if let Some(b) = self.bufs[s].as_mut() {
+            self.rx_pool.detach(&mut b.rx);
+            self.tx_pool.detach(&mut b.tx);
         }
     }
 
@@ -933,6 +939,15 @@ impl Stack {
         if self.dp.pre[s].active && (opened || grown || restored) {
             self.dp.post[s].set(crate::datapath::state::post_flags::ACK_PENDING, true);
             self.dp.ready.push(slot);
+        }
+        // Read to the end with nothing out of order: the ring's storage goes back to the
+        // pool (its capacity, and so the window, stays).
+        let ooo = self.dp.proto[s].ooo_count;
+        if let Some(b) = self.bufs[s]
+            .as_mut()
+            .filter(|b| b.rx_head == b.rx_tail && ooo == 0)
+        {
+            self.rx_pool.detach(&mut b.rx);
         }
     }
 }

@@ -588,3 +588,67 @@ fn buffered_bytes_are_unread_unacknowledged_and_out_of_order_and_leave_with_the_
     assert_eq!(stack.buffered_bytes(), 0);
     assert_eq!(stack.connection_count(), 0);
 }
+
+/// Issue 18 item 3: an idle connection holds no payload storage. The receive ring gets its
+/// storage with the first data and gives it back when read to the end; the send ring when
+/// all it held is acknowledged. The capacity stays, so the window offered before the ring
+/// was drained is offered again after (RFC 9293 3.8.6, RFC 7323 2.4: never taken back).
+#[test]
+fn an_idle_connection_holds_no_ring_storage_and_its_window_stays() {
+    let mut stack = stack_with(autotuned());
+    let l = stack.listen(LISTEN_PORT, 16).unwrap();
+    let mut c = scaled_conn(&mut stack, l, 40000);
+    assert_eq!(
+        stack.buffer_memory_allocated(),
+        (0, 0, 0),
+        "established, idle"
+    );
+    assert_eq!(stack.buffer_memory().0, INITIAL, "the capacity is there");
+    // Data arrives: storage is taken; the ACK offers what is left of the ring.
+    c.peer.send(&mut stack, ms(1), c.data_seg(b"hello"));
+    c.peer_nxt += 5u32;
+    let ack = ack_of(&mut stack, &c, 1);
+    assert_eq!(ack.ack, c.peer_nxt);
+    assert_eq!(stack.buffer_memory_allocated().0, INITIAL);
+    assert_eq!(read_all(&mut stack, c.id), b"hello");
+    // Read to the end: the storage goes to the pool, the ring keeps its capacity.
+    assert_eq!(stack.buffer_memory_allocated(), (0, 0, INITIAL));
+    assert_eq!(stack.buffer_memory().0, INITIAL);
+    // The next segment is placed in storage from the pool, at its sequence number, and
+    // the window it is acknowledged with is the whole ring beyond it again.
+    c.peer.send(&mut stack, ms(300), c.data_seg(b"again"));
+    c.peer_nxt += 5u32;
+    let ack2 = ack_of(&mut stack, &c, 300);
+    assert_eq!(ack2.ack, c.peer_nxt);
+    // Right edges, with our window shift of 3 (256 KiB).
+    let edge = |h: &sluice_wire::tcp::TcpHeader| h.ack + (u32::from(h.window) << 3);
+    assert!(
+        edge(&ack2).seq_ge(edge(&ack)),
+        "the right edge never moves left: {:?} then {:?}",
+        edge(&ack),
+        edge(&ack2)
+    );
+    assert_eq!(stack.buffer_memory_allocated(), (INITIAL, 0, 0));
+    assert_eq!(read_all(&mut stack, c.id), b"again");
+    // Sending takes send storage, which the peer's ACK of every byte gives back.
+    assert_eq!(stack.send(c.id, b"reply").unwrap(), 5);
+    let tx_initial = stack.config().tx_initial().next_power_of_two();
+    assert_eq!(stack.buffer_memory_allocated().1, tx_initial);
+    let (data, payload) = c.peer.recv_one(&mut stack, ms(600));
+    assert_eq!(payload, b"reply");
+    c.our_nxt = data.seq + 5u32;
+    c.peer.send(&mut stack, ms(600), c.ack_seg());
+    let (rx, tx, pooled) = stack.buffer_memory_allocated();
+    assert_eq!((rx, tx), (0, 0), "drained both ways: nothing held");
+    assert_eq!(pooled, INITIAL + tx_initial);
+    stack.check_invariants().unwrap();
+}
+
+/// The stack's latest ACK to `c`'s peer at `now` ms, waiting out a delayed ACK if needed.
+fn ack_of(stack: &mut Stack, c: &Conn, now: u64) -> sluice_wire::tcp::TcpHeader {
+    if let Some((h, _)) = c.peer.recv_all(stack, ms(now)).pop() {
+        return h;
+    }
+    let (_, (h, _)) = run_until(stack, ms(now + 200)).pop().expect("an ACK");
+    h
+}

@@ -86,7 +86,7 @@ impl Stack {
     /// A fast retransmit started: react now, keeping the policy of before to undo the cut
     /// if the recovery proves needless.
     pub(crate) fn cc_on_loss(&mut self, slot: u32) {
-        self.cc_before_recovery[slot as usize] = Some(self.cc[slot as usize].clone());
+        self.cc_before_recovery[slot as usize] = Some(Box::new(self.cc[slot as usize].clone()));
         self.cc_iteration(slot, 0);
     }
 
@@ -99,7 +99,7 @@ impl Stack {
         };
         self.counters.spurious_recoveries += 1;
         if before.window() > self.cc[s].window() {
-            self.cc[s] = before;
+            self.cc[s] = *before;
             let cwnd = self.cc[s].window().max(u32::from(self.dp.proto[s].mss));
             self.dp.proto[s].cwnd = cwnd;
             self.program_rate(slot);
@@ -120,7 +120,7 @@ impl Stack {
             return;
         };
         self.counters.spurious_timeouts += 1;
-        self.cc[s] = before;
+        self.cc[s] = *before;
         let cwnd = self.cc[s].window().max(u32::from(self.dp.proto[s].mss));
         self.dp.proto[s].cwnd = cwnd;
         self.program_rate(slot);

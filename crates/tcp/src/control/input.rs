@@ -115,6 +115,15 @@ impl Stack {
             return;
         }
         self.protocol_stage(n);
+        // The post stage places payload in the receive rings: a ring still without storage
+        // (an idle connection's) gets it here, in the control plane, from the pool.
+        for s in &self.dp.batch[..n] {
+            if s.place_len > 0 {
+                if let Some(b) = self.bufs[s.slot as usize].as_mut() {
+                    self.rx_pool.attach(&mut b.rx);
+                }
+            }
+        }
         let rules = self.post_rules();
         for i in 0..n {
             let s = self.dp.batch[i];
@@ -131,6 +140,13 @@ impl Stack {
     fn on_posted(&mut self, s: &HeaderSummary, out: PostOutcome, rules: PostRules) {
         let slot = s.slot;
         let i = slot as usize;
+        if s.tx_freed > 0 {
+            // All sent bytes acknowledged: the send ring's storage goes back to the pool
+            // until the application writes again.
+            if let Some(b) = self.bufs[i].as_mut().filter(|b| b.tx_used() == 0) {
+                self.tx_pool.detach(&mut b.tx);
+            }
+        }
         // Congestion control: the control plane runs its policy once per RTT over the
         // counters post::process kept; a loss makes it run now (control/congestion.rs).
         if s.actions.contains(Actions::SPURIOUS_RTO) {

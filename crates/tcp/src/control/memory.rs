@@ -33,6 +33,16 @@ impl Stack {
         self.memory.total()
     }
 
+    /// Bytes of payload storage allocated now: (receive rings, send rings, the pools'
+    /// spare storage). A drained ring gives its storage back, so idle connections add
+    /// nothing here. Walks the slots: for statistics.
+    pub fn buffer_memory_allocated(&self) -> (usize, usize, usize) {
+        let (rx, tx) = self.bufs.iter().flatten().fold((0, 0), |(rx, tx), b| {
+            (rx + b.rx.allocated(), tx + b.tx.allocated())
+        });
+        (rx, tx, self.rx_pool.bytes() + self.tx_pool.bytes())
+    }
+
     /// Where [`Stack::buffered_bytes`] stands against `Config::tcp_mem`.
     pub fn memory_state(&self) -> MemoryState {
         self.memory.state()
@@ -182,7 +192,7 @@ impl Stack {
         {
             return;
         }
-        let mut ring = PayloadRing::new(initial);
+        let mut ring = PayloadRing::unallocated(initial);
         // The window [rcv_nxt, rcv_nxt + rx_avail) starts at the ring's first byte.
         ring.rebase(b.rx_head);
         b.rx = ring;

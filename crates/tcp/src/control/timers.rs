@@ -220,7 +220,7 @@ impl Stack {
                 frto_above,
             };
             self.dp.proto[s].sack.set(sack_flags::RTO_PROBE, true);
-            self.cc_before_rto[s] = Some(self.cc[s].clone());
+            self.cc_before_rto[s] = Some(Box::new(self.cc[s].clone()));
             // The timeout's detection decides from now on (RFC 3522, 5682).
             self.cc_before_recovery[s] = None;
         }
