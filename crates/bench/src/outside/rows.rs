@@ -197,8 +197,8 @@ fn client(h: &Harness, w: Workload, addr: SocketAddr, seconds: u32) -> Result<St
                 "-m",
                 &m,
                 "-t",
-                // Enough pings for a p99 even in a quick run.
-                &seconds.max(4).to_string(),
+                // At least 100 pings, even in a quick run.
+                &seconds.max(2).to_string(),
                 "--mps",
                 &WAKE_PINGS_PER_SECOND.to_string(),
                 "--full-rtt",
