@@ -24,9 +24,11 @@ mod engine_side;
 mod error;
 mod helpers;
 pub mod kserve;
+mod lab_run;
 pub mod loadgen;
 mod measure;
 pub mod mtp;
+mod op_rows;
 pub mod outside;
 mod plan;
 mod report;
@@ -40,7 +42,7 @@ use std::time::Instant;
 
 use clap::Args;
 use sluice_engine::setup::Backend;
-use sluice_lab::{Lab, LabLock, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
+use sluice_lab::{Lab, CLIENT_IP, ENGINE_IP, KERNEL_IP, NS_CLIENT, NS_KERNEL};
 
 // The bench's public API: what the experiments build their runs from.
 pub use engine_side::{
@@ -106,29 +108,13 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
                 .into(),
         ));
     }
-    sluice_lab::check_root()?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        progress("waiting for the lab lock");
-        Some(LabLock::acquire()?)
-    };
-    let lab = Lab::new();
-    progress("bringing the lab up");
-    let result = lab.up().map_err(BenchError::from).and_then(|()| {
-        prepare(&lab)?;
+    let report = lab_run::in_lab("bench", args.no_lock, args.keep_lab, |lab| {
+        prepare(lab)?;
         let bridge = lab.bridge_netfilter()?;
         let mut report = measure_all(args)?;
         report.setup.insert("bridge", bridge.to_string());
-        Ok(report)
-    });
-    if !args.keep_lab {
-        progress("tearing the lab down");
-        if let Err(e) = lab.down() {
-            eprintln!("sluice bench: tearing the lab down failed: {e}");
-        }
-    }
-    let report = result?;
+        Ok::<_, BenchError>(report)
+    })?;
     let json = serde_json::to_string_pretty(&report).map_err(|e| BenchError::Helper {
         what: "JSON".into(),
         detail: e.to_string(),
@@ -174,11 +160,6 @@ fn backend_name(b: Backend) -> &'static str {
         Backend::AfXdp => "af_xdp",
         Backend::Sim => "sim",
     }
-}
-
-/// A progress line on stderr.
-fn progress(msg: &str) {
-    eprintln!("sluice bench: {msg}");
 }
 
 /// Counts runs for progress lines.

@@ -69,6 +69,10 @@ struct Cell {
     /// Frames the switch dropped otherwise, on any port: tail drops, oversize, receive
     /// truncation or failure, transmit failure.
     other_drops: u64,
+    /// A sending engine's mean SRTT over its congestion-control iterations, usec: at loss,
+    /// the goodput of a window-limited sender follows it (Mathis), so a loaded machine shows
+    /// here.
+    sender_srtt_us: Option<f64>,
 }
 
 /// Runs the experiment in the switched lab and builds its report.
@@ -126,6 +130,11 @@ fn measure(
                 lost: run.port.egress.link.lost,
                 forwarded: run.port.forwarded,
                 other_drops: run.other_drops,
+                sender_srtt_us: run
+                    .sender
+                    .as_ref()
+                    .filter(|c| c.core.cc_iterations > 0)
+                    .map(|c| c.core.cc_srtt_us_sum as f64 / c.core.cc_iterations as f64),
             });
         }
         cells.push(row);
@@ -210,6 +219,20 @@ fn report(args: &LossArgs, losses: &[f64], timing: Timing, cells: &[Vec<Cell>]) 
             ));
         }
     }
+    for (pairing, row) in Pairing::ALL.iter().zip(cells) {
+        let srtts: Vec<String> = losses
+            .iter()
+            .zip(row)
+            .filter_map(|(p, c)| c.sender_srtt_us.map(|us| format!("{p} %: {us:.0}")))
+            .collect();
+        if !srtts.is_empty() {
+            notes.push(format!(
+                "  {} sender's mean SRTT, us: {}",
+                pairing.name(),
+                srtts.join(", ")
+            ));
+        }
+    }
     if let Some(i) = losses.iter().position(|&p| p == 2.0) {
         let (e, g) = (cells[engine][i].mbps, cells[gbn][i].mbps);
         notes.push(format!(
@@ -282,6 +305,7 @@ mod tests {
                         lost: 1,
                         forwarded: 99,
                         other_drops: 0,
+                        sender_srtt_us: None,
                     })
                     .collect()
             })
@@ -303,13 +327,16 @@ mod tests {
             lab: LabRun::default(),
         };
         let losses = [0.0, 0.1, 2.0];
-        let c = cells(&[
+        let mut c = cells(&[
             &[2.0, 1.96, 1.0],
             &[2.0, 1.0, 0.5],
             &[4.0, 3.9, 1.2],
             &[1.0, 1.0, 0.2],
             &[4.0, 2.0, 0.4],
         ]);
+        for (cell, us) in c[0].iter_mut().zip([120.0, 150.4, 800.0]) {
+            cell.sender_srtt_us = Some(us);
+        }
         let timing = Timing {
             seconds: 1.0,
             warmup: 0.5,
@@ -330,6 +357,12 @@ mod tests {
             text.contains("at 2 % loss: x3.00 the baseline (met)"),
             "{text}"
         );
+        let srtt = format!(
+            "{} sender's mean SRTT, us: 0 %: 120, 0.1 %: 150, 2 %: 800",
+            Pairing::ALL[0].name()
+        );
+        assert!(text.contains(&srtt), "{text}");
+        assert_eq!(text.matches("mean SRTT").count(), 1, "{text}");
         let plot = r.plot.unwrap();
         assert_eq!(plot.series.len(), Pairing::ALL.len());
         assert!(percent_of_lossless(&[1.0], &c[0][..1], 0).is_nan());

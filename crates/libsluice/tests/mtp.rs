@@ -7,117 +7,22 @@
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::two_engines::TwoEngines;
 use sluice::mtp::{
     ring_doorbell, CqeKind, Endpoint, EndpointConfig, MtpCqe, MtpStatus, Rpc, SendEntry,
 };
 use sluice::Sluice;
-use sluice_device::{pair, PairConfig};
-use sluice_engine::Engine;
-use sluice_service::{Counters, Service, ServiceConfig};
 use sluice_shm::mtp::RecvEntry;
-use sluice_shm::{Layout, PAYLOAD_BYTES};
-use sluice_tcp::{Config, Stack};
+use sluice_shm::PAYLOAD_BYTES;
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 12, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 12, 0, 2);
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Two engines over the device pair, each with the service.
-struct TwoEngines {
-    sockets: [PathBuf; 2],
-    counters: Vec<Arc<Mutex<Counters>>>,
-    dir: PathBuf,
-    stops: Vec<Arc<AtomicBool>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl TwoEngines {
-    /// With `arp` false the engines start knowing nothing of each other: the first message
-    /// to the peer waits for ARP.
-    fn start(name: &str, arp_known: bool) -> TwoEngines {
-        let dir = std::env::temp_dir().join(format!("libsluice-mtp-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let cfg = PairConfig::default();
-        let (a, b) = pair(cfg).expect("device pair");
-        let macs = cfg.macs;
-        let sockets = [dir.join("a.sock"), dir.join("b.sock")];
-        let layout = Layout {
-            max_sockets: 8,
-            max_contexts: 8,
-            queue_entries: 64,
-            ring_size: 8192,
-            verbs_queues: 16,
-            verbs_queue_entries: 256,
-        };
-        let (mut stops, mut threads, mut counters) = (Vec::new(), Vec::new(), Vec::new());
-        let ends = [
-            (a, A_IP, B_IP, macs[0], macs[1]),
-            (b, B_IP, A_IP, macs[1], macs[0]),
-        ];
-        for (i, (end, ip, peer, mac, peer_mac)) in ends.into_iter().enumerate() {
-            let mut sc = ServiceConfig::new(&sockets[i], ip, 24);
-            sc.layout = layout;
-            sc.engine.app_idle_us = 100;
-            let mut service = Service::new(sc).expect("service starts");
-            let stop = service.stop_flag();
-            stops.push(stop.clone());
-            counters.push(service.published_counters());
-            threads.push(std::thread::spawn(move || {
-                let mut c = Config::new(mac, ip);
-                c.seed = 0x3770 + i as u64;
-                let mut stack = Stack::new(c).expect("engine core");
-                if arp_known {
-                    stack.add_neighbor(peer, peer_mac);
-                }
-                let mut engine = Engine::new(stack, end);
-                engine.idle_before_sleep = Duration::from_millis(1);
-                let ran = engine.run(&mut service, None);
-                if let Err(e) = ran {
-                    assert!(stop.load(Ordering::Relaxed), "engine {i} failed: {e:?}");
-                }
-            }));
-        }
-        TwoEngines {
-            sockets,
-            counters,
-            dir,
-            stops,
-            threads,
-        }
-    }
-
-    /// Engine `i`'s counters, once `check` holds of them (they are published about every
-    /// millisecond), or the last ones after the wait.
-    fn counters_when(&self, i: usize, check: impl Fn(&Counters) -> bool) -> Counters {
-        let until = Instant::now() + WAIT;
-        loop {
-            let c = *self.counters[i].lock().unwrap();
-            if check(&c) || Instant::now() > until {
-                return c;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for TwoEngines {
-    fn drop(&mut self) {
-        for s in &self.stops {
-            s.store(true, Ordering::Relaxed);
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -151,7 +56,7 @@ fn next_completion(ep: &Endpoint) -> MtpCqe {
 
 #[test]
 fn messages_of_every_size_arrive_byte_exact_both_ways() {
-    let e = TwoEngines::start("sizes", true);
+    let e = TwoEngines::start("mtp", "sizes", [A_IP, B_IP], 0x3770, true);
     let (app_a, app_b) = (
         Sluice::attach(&e.sockets[0]).unwrap(),
         Sluice::attach(&e.sockets[1]).unwrap(),
@@ -197,14 +102,14 @@ fn messages_of_every_size_arrive_byte_exact_both_ways() {
     for id in ids {
         a.wait_sent(id, Some(WAIT)).unwrap();
     }
-    let c = e.counters_when(1, |c| c.mtp_received >= 25);
+    let c = e.counters_when(1, WAIT, |c| c.mtp_received >= 25);
     assert_eq!(c.mtp_received, 25, "B received every message once");
     assert_eq!(c.mtp_bad_entries, 0);
 }
 
 #[test]
 fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
-    let e = TwoEngines::start("wait", true);
+    let e = TwoEngines::start("mtp", "wait", [A_IP, B_IP], 0x3770, true);
     let (app_a, app_b) = (
         Sluice::attach(&e.sockets[0]).unwrap(),
         Sluice::attach(&e.sockets[1]).unwrap(),
@@ -227,7 +132,7 @@ fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
     for id in ids {
         a.wait_sent(id, Some(WAIT)).unwrap();
     }
-    let c = e.counters_when(1, |c| c.mtp_received >= 1);
+    let c = e.counters_when(1, WAIT, |c| c.mtp_received >= 1);
     assert_eq!(c.mtp_received, 1, "one buffer, one message placed");
     let mut got: Vec<Vec<u8>> = (0..6).map(|_| next_message(&b).data).collect();
     got.sort_by_key(|d| d.len());
@@ -237,7 +142,7 @@ fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
     assert!(b.recv_message().is_none(), "nothing twice");
     // A buffer too short for the next message completes with its length; the message
     // stays for the next buffer.
-    let c = e.counters_when(1, |c| c.mtp_entries >= 7);
+    let c = e.counters_when(1, WAIT, |c| c.mtp_entries >= 7);
     let (key, base, _) = b.memory();
     let short = RecvEntry {
         cookie: 77,
@@ -248,7 +153,7 @@ fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
     // The endpoint's own buffer holds one message; the short one is posted behind it.
     let first = a.send_message(to_b, b"first", 0, 0).unwrap();
     a.wait_sent(first, Some(WAIT)).unwrap();
-    e.counters_when(1, |x| x.mtp_received > c.mtp_received);
+    e.counters_when(1, WAIT, |x| x.mtp_received > c.mtp_received);
     b.post_raw(true, &short.encode()).unwrap();
     let long = pattern(500, 9);
     let id = a.send_message(to_b, &long, 0, 0).unwrap();
@@ -268,7 +173,7 @@ fn messages_wait_in_the_engine_until_a_buffer_is_posted() {
 #[test]
 fn rpc_round_trips_pair_responses_with_requests_after_arp() {
     // The engines do not know each other's MAC: the first request waits for ARP.
-    let e = TwoEngines::start("rpc", false);
+    let e = TwoEngines::start("mtp", "rpc", [A_IP, B_IP], 0x3770, false);
     let app_b = Sluice::attach(&e.sockets[1]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let server = {
@@ -301,13 +206,13 @@ fn rpc_round_trips_pair_responses_with_requests_after_arp() {
     assert_eq!(rpc.stale(), 0);
     stop.store(true, Ordering::Relaxed);
     assert_eq!(server.join().unwrap(), 50);
-    let c = e.counters_when(0, |c| c.mtp_arp_waits >= 1);
+    let c = e.counters_when(0, WAIT, |c| c.mtp_arp_waits >= 1);
     assert_eq!(c.mtp_arp_waits, 1, "one destination resolved once");
 }
 
 #[test]
 fn bad_entries_are_refused_with_error_completions_and_counters() {
-    let e = TwoEngines::start("bad", true);
+    let e = TwoEngines::start("mtp", "bad", [A_IP, B_IP], 0x3770, true);
     let app = Sluice::attach(&e.sockets[0]).unwrap();
     let ep = Endpoint::bind(&app, 7200).unwrap();
     let (key, base, len) = ep.memory();
@@ -365,11 +270,11 @@ fn bad_entries_are_refused_with_error_completions_and_counters() {
     );
     // Another application rings this endpoint's doorbell: counted, nothing taken.
     let other = Sluice::attach(&e.sockets[0]).unwrap();
-    let before = e.counters_when(0, |c| c.mtp_bad_entries >= 5);
+    let before = e.counters_when(0, WAIT, |c| c.mtp_bad_entries >= 5);
     assert_eq!(before.mtp_bad_entries, 5);
     ring_doorbell(&other, ep.handle()).unwrap();
     ring_doorbell(&other, 0xdead).unwrap();
-    let after = e.counters_when(0, |c| c.mtp_not_owned >= before.mtp_not_owned + 2);
+    let after = e.counters_when(0, WAIT, |c| c.mtp_not_owned >= before.mtp_not_owned + 2);
     assert_eq!(after.mtp_not_owned, before.mtp_not_owned + 2);
     assert_eq!(
         after.mtp_entries, before.mtp_entries,
@@ -388,7 +293,7 @@ fn bad_entries_are_refused_with_error_completions_and_counters() {
 
 #[test]
 fn the_c_ping_echoes_and_its_exit_cleans_up() {
-    let e = TwoEngines::start("c", true);
+    let e = TwoEngines::start("mtp", "c", [A_IP, B_IP], 0x3770, true);
     let dir = std::env::temp_dir().join(format!("libsluice-mtp-c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("mtp_ping");
@@ -434,7 +339,7 @@ fn the_c_ping_echoes_and_its_exit_cleans_up() {
     stop.store(true, Ordering::Relaxed);
     assert_eq!(echo.join().unwrap(), 4);
     // The program exited with its endpoint bound: the engine unbound it when it detached.
-    let c = e.counters_when(0, |c| c.apps_detached >= 1);
+    let c = e.counters_when(0, WAIT, |c| c.apps_detached >= 1);
     assert_eq!(c.apps_detached, 1);
     let app = Sluice::attach(&e.sockets[0]).unwrap();
     let again = Endpoint::bind(&app, 7301).expect("port 7301 is free again after the detach");

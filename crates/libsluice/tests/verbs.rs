@@ -7,101 +7,22 @@
 mod common;
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
+use common::two_engines::TwoEngines;
 use sluice::verbs::{
     access, qp_mask, qp_state, wc_opcode, wc_status, CompletionQueue, Device, MemoryRegion,
     ProtectionDomain, QpAttrs, QpInit, QueuePair, RecvWr, SendData, SendOp, SendWr, Sge,
     VerbsError, WorkCompletion, WC_WITH_IMM,
 };
 use sluice::Sluice;
-use sluice_device::{pair, PairConfig};
-use sluice_engine::Engine;
-use sluice_service::{Service, ServiceConfig};
-use sluice_shm::{EventFd, Layout};
-use sluice_tcp::{Config, Stack};
+use sluice_shm::EventFd;
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 11, 0, 2);
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Two engines over the device pair, each with the service.
-struct TwoEngines {
-    sockets: [PathBuf; 2],
-    dir: PathBuf,
-    stops: Vec<Arc<AtomicBool>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl TwoEngines {
-    fn start(name: &str) -> TwoEngines {
-        let dir =
-            std::env::temp_dir().join(format!("libsluice-verbs-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let cfg = PairConfig::default();
-        let (a, b) = pair(cfg).expect("device pair");
-        let macs = cfg.macs;
-        let sockets = [dir.join("a.sock"), dir.join("b.sock")];
-        let layout = Layout {
-            max_sockets: 8,
-            max_contexts: 8,
-            queue_entries: 64,
-            ring_size: 8192,
-            verbs_queues: 16,
-            verbs_queue_entries: 256,
-        };
-        let mut stops = Vec::new();
-        let mut threads = Vec::new();
-        let ends = [
-            (a, A_IP, B_IP, macs[0], macs[1]),
-            (b, B_IP, A_IP, macs[1], macs[0]),
-        ];
-        for (i, (end, ip, peer, mac, peer_mac)) in ends.into_iter().enumerate() {
-            let mut sc = ServiceConfig::new(&sockets[i], ip, 24);
-            sc.layout = layout;
-            sc.engine.app_idle_us = 100;
-            let mut service = Service::new(sc).expect("service starts");
-            let stop = service.stop_flag();
-            stops.push(stop.clone());
-            threads.push(std::thread::spawn(move || {
-                let mut c = Config::new(mac, ip);
-                c.seed = 0x5eed + i as u64;
-                let mut stack = Stack::new(c).expect("engine core");
-                stack.add_neighbor(peer, peer_mac);
-                let mut engine = Engine::new(stack, end);
-                engine.idle_before_sleep = Duration::from_millis(1);
-                let ran = engine.run(&mut service, None);
-                // At teardown the other engine may stop first and close its end of the pair.
-                if let Err(e) = ran {
-                    assert!(stop.load(Ordering::Relaxed), "engine {i} failed: {e:?}");
-                }
-            }));
-        }
-        TwoEngines {
-            sockets,
-            dir,
-            stops,
-            threads,
-        }
-    }
-}
-
-impl Drop for TwoEngines {
-    fn drop(&mut self) {
-        for s in &self.stops {
-            s.store(true, Ordering::Relaxed);
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// One side: its device, PD, a region, a CQ (with an event) and an RC QP.
 struct Side {
@@ -208,7 +129,7 @@ fn connect(qp: &QueuePair, peer_ip: Ipv4Addr, peer_qpn: u32) {
 }
 
 fn pair_up(name: &str) -> (TwoEngines, Side, Side) {
-    let e = TwoEngines::start(name);
+    let e = TwoEngines::start("verbs", name, [A_IP, B_IP], 0x5eed, true);
     let a = side(&e.sockets[0]);
     let b = side(&e.sockets[1]);
     assert_eq!(a.dev.attrs().ip, A_IP);
@@ -479,7 +400,7 @@ fn the_c_ping_writes_and_sends_between_two_processes() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
 
-    let e = TwoEngines::start("c");
+    let e = TwoEngines::start("verbs", "c", [A_IP, B_IP], 0x5eed, true);
     let dir = std::env::temp_dir().join(format!("libsluice-verbs-c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("rdma_ping");

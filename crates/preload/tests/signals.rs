@@ -5,77 +5,17 @@
 //! behave, handlers installed before the library's constructor and from inside handlers
 //! work, and a blocking call on a kernel descriptor is interrupted as before.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod support;
 
-/// libsluice_preload.so, built by cargo with this test (in deps/ beside the test binary;
-/// `cargo build` also copies it one level up): the newer one, by the rule `sluice run`
-/// follows (`sluice_shm::preload_library`); any other build it falls back to is named on
-/// stderr.
-fn preload() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    sluice_shm::preload_library::locate(None, None, &exe)
-        .unwrap_or_else(|missing| panic!("{missing}"))
-        .announce("tests")
-}
+use std::process::{Command, Output};
 
-/// Panics unless `program` is installed: a test that needs it fails without it, rather than
-/// passing without running (scripts/setup.sh installs them all).
-fn require(program: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "this test needs `{program}` installed (scripts/setup.sh installs it)"
-    );
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-preload-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-/// A command under the preload, with no engine configured.
-///
-/// `SLUICE_TEST_PRELOAD_FIRST` names a library to load before the preload: the shared
-/// AddressSanitizer runtime when `scripts/sanitize.sh` built the preload with ASan, since the
-/// programs here are not built with it (their own leaks are not checked then).
-fn preloaded(program: &str) -> Command {
-    let mut c = Command::new(program);
-    let mut list = std::ffi::OsString::new();
-    if let Some(first) = std::env::var_os("SLUICE_TEST_PRELOAD_FIRST").filter(|f| !f.is_empty()) {
-        list.push(first);
-        list.push(":");
-        c.env("ASAN_OPTIONS", "detect_leaks=0");
-    }
-    list.push(preload());
-    c.env("LD_PRELOAD", list).env_remove("SLUICE_SOCKET");
-    c
-}
+use support::{assert_ok, exported_symbols, preloaded, require, scratch};
 
 fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    let (stdout, stderr) = text(out);
-    assert!(
-        out.status.success() && stdout.lines().any(|l| l == "ok"),
-        "{what}: status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    assert!(
-        !stderr.contains("sluice-preload:"),
-        "{what}: the shim logged:\n{stderr}"
-    );
 }
 
 const C_SIGNALS: &str = r#"
@@ -299,18 +239,7 @@ fn python_handlers_run_under_the_preload() {
 
 #[test]
 fn the_library_exports_the_signal_calls() {
-    let Ok(out) = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(preload())
-        .output()
-    else {
-        panic!("this test needs `nm` installed (binutils; scripts/setup.sh installs it)");
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let exported: std::collections::HashSet<&str> = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .collect();
+    let exported = exported_symbols();
     for name in [
         "sigaction",
         "__sigaction",

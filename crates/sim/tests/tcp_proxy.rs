@@ -10,19 +10,10 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use sluice_apps::{EchoServer, Proxy, ProxyConfig, ProxyMode};
-use sluice_tcp::{ConnId, Error};
+use support::half_close::HalfClose;
 use support::*;
 
 const HEADER: &[u8] = b"POST /upload HTTP/1.1\r\nHost: proxy\r\n\r\n";
-
-struct Client {
-    id: ConnId,
-    body: Vec<u8>,
-    sent: usize,
-    shut: bool,
-    got: Vec<u8>,
-    done: bool,
-}
 
 fn body(n: usize, salt: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(29) ^ salt).collect()
@@ -66,7 +57,7 @@ fn run_with(
     )
     .unwrap();
     let start = sim.now();
-    let mut list: Vec<Client> = (0..clients)
+    let mut list: Vec<HalfClose> = (0..clients)
         .map(|i| {
             let id = sim
                 .host_mut(c)
@@ -75,14 +66,7 @@ fn run_with(
                 .unwrap();
             let mut b = HEADER.to_vec();
             b.extend(body(bytes, i as u8));
-            Client {
-                id,
-                body: b,
-                sent: 0,
-                shut: false,
-                got: Vec::new(),
-                done: false,
-            }
+            HalfClose::new(id, b)
         })
         .collect();
     let mut buf = vec![0u8; 65536];
@@ -90,28 +74,8 @@ fn run_with(
         proxy.poll(hosts.get_mut(p).unwrap(), now);
         echo.poll(hosts.get_mut(s).unwrap());
         let cs = hosts.get_mut(c).unwrap();
-        for cl in list.iter_mut().filter(|cl| !cl.done) {
-            while cl.sent < cl.body.len() {
-                match cs.send(cl.id, &cl.body[cl.sent..]) {
-                    Ok(n) if n > 0 => cl.sent += n,
-                    _ => break,
-                }
-            }
-            if cl.sent == cl.body.len() && !cl.shut {
-                cl.shut = cs.shutdown(cl.id).is_ok();
-            }
-            loop {
-                match cs.recv(cl.id, &mut buf) {
-                    Ok(0) => {
-                        cl.done = true;
-                        let _ = cs.close(cl.id);
-                        break;
-                    }
-                    Ok(n) => cl.got.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("client: {e:?}"),
-                }
-            }
+        for cl in &mut list {
+            cl.step(cs, &mut buf);
         }
         list.iter().all(|cl| cl.done)
     });

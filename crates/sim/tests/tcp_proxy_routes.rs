@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sluice_apps::{Proxy, ProxyConfig, ProxyCounters, ProxyMode, Route, MAX_HEADER};
 use sluice_tcp::{ConnId, Error, ListenerId, Stack};
+use support::half_close::HalfClose;
 use support::*;
 
 /// A server that sends its tag on accept and then echoes until the peer closes.
@@ -76,13 +77,8 @@ impl TagEcho {
 
 /// One client: what it sends (then it shuts its side) and what it must get back.
 struct Client {
-    id: ConnId,
-    request: Vec<u8>,
+    conn: HalfClose,
     want: Vec<u8>,
-    sent: usize,
-    shut: bool,
-    got: Vec<u8>,
-    done: bool,
 }
 
 fn body(n: usize, salt: u8) -> Vec<u8> {
@@ -197,13 +193,8 @@ fn run(
             let mut request = h;
             request.extend(b);
             Client {
-                id,
-                request,
+                conn: HalfClose::new(id, request),
                 want,
-                sent: 0,
-                shut: false,
-                got: Vec::new(),
-                done: false,
             }
         })
         .collect();
@@ -218,38 +209,18 @@ fn run(
             }
         }
         let cs = hosts.get_mut(c).unwrap();
-        for cl in list.iter_mut().filter(|cl| !cl.done) {
-            while cl.sent < cl.request.len() {
-                match cs.send(cl.id, &cl.request[cl.sent..]) {
-                    Ok(n) if n > 0 => cl.sent += n,
-                    _ => break,
-                }
-            }
-            if cl.sent == cl.request.len() && !cl.shut {
-                cl.shut = cs.shutdown(cl.id).is_ok();
-            }
-            loop {
-                match cs.recv(cl.id, &mut buf) {
-                    Ok(0) => {
-                        cl.done = true;
-                        let _ = cs.close(cl.id);
-                        break;
-                    }
-                    Ok(n) => cl.got.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("client: {e:?}, got {:?}", String::from_utf8_lossy(&cl.got)),
-                }
-            }
+        for cl in &mut list {
+            cl.conn.step(cs, &mut buf);
         }
-        list.iter().all(|cl| cl.done)
+        list.iter().all(|cl| cl.conn.done)
     });
     assert!(r.is_ok(), "seed {seed}: {r:?}; proxy {:?}", proxy.counters);
     for (i, cl) in list.iter().enumerate() {
         assert!(
-            cl.got == cl.want,
+            cl.conn.got == cl.want,
             "client {i}: got {} bytes starting {:?}, want {} starting {:?}",
-            cl.got.len(),
-            String::from_utf8_lossy(&cl.got[..cl.got.len().min(80)]),
+            cl.conn.got.len(),
+            String::from_utf8_lossy(&cl.conn.got[..cl.conn.got.len().min(80)]),
             cl.want.len(),
             String::from_utf8_lossy(&cl.want[..cl.want.len().min(80)]),
         );

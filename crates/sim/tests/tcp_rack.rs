@@ -3,60 +3,17 @@
 
 mod support;
 
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_apps::RpcEcho;
-use sluice_sim::{LinkConfig, Sim};
-use sluice_tcp::{Counters, Stack};
-use support::lossy::Lossy;
-use support::*;
+use sluice_tcp::Counters;
+use support::lossy::{armed_rpc, Lossy, RTO_MIN};
 
-const RTO_MIN: Duration = Duration::from_millis(5);
-
-/// 2,000-byte echo RPCs (two segments each way) between a client (host 1) and a server
-/// (host 2) 10 us apart: 20 warm-up RPCs, then `arm` sets the server's impairment for
-/// the 21st, then two clean ones. Returns the 21st's latency and the server's counters.
+/// 2,000-byte echo RPCs (two segments each way) between a client and a server 10 us apart:
+/// 20 warm-up RPCs, then `arm` sets the server's impairment for the 21st, then two clean
+/// ones. Returns the 21st's latency and the server's counters.
 fn rpc(rack_tlp: bool, arm: impl Fn(&mut Lossy)) -> (Duration, Counters) {
-    let mut sim: Sim<Lossy> = Sim::new(11);
-    let mut add = |n| {
-        let mut c = config(n);
-        c.rto_min = RTO_MIN;
-        c.rack_tlp = rack_tlp;
-        sim.add_host(Lossy::new(Stack::new(c).unwrap()))
-    };
-    let (a, b) = (add(1), add(2));
-    sim.connect(
-        a,
-        b,
-        LinkConfig::new(10_000_000_000, Duration::from_micros(10)),
-    )
-    .unwrap();
-    let mut rpc = RpcEcho::new(23, 2000);
-    rpc.listen(&mut sim.host_mut(b).unwrap().stack, 7).unwrap();
-    let now = sim.now();
-    rpc.connect(
-        now,
-        &mut sim.host_mut(a).unwrap().stack,
-        Ipv4Addr::new(10, 0, 0, 2),
-        7,
-    )
-    .unwrap();
-    let mut armed = false;
-    let deadline = sim.now() + Duration::from_secs(5);
-    sim.run_until(deadline, |now, hosts| {
-        let (c, s) = hosts.get_pair_mut(a, b).expect("two hosts");
-        if !armed && rpc.latencies.len() == 20 {
-            arm(s);
-            armed = true;
-        }
-        rpc.step(now, &mut c.stack, &mut s.stack);
-        rpc.done()
-    })
-    .expect("the RPCs complete");
-    assert!(rpc.error.is_none(), "{:?}", rpc.error);
-    let server = sim.host(b).unwrap();
-    (rpc.latencies[20], server.stack.counters().clone())
+    let (latency, counters, _) = armed_rpc(11, 2000, rack_tlp, arm);
+    (latency, counters)
 }
 
 #[test]

@@ -4,64 +4,18 @@
 
 mod support;
 
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use sluice_apps::RpcEcho;
-use sluice_sim::{LinkConfig, Sim};
-use sluice_tcp::{Config, Counters, Stack};
-use support::lossy::Lossy;
-use support::*;
+use sluice_tcp::Counters;
+use support::lossy::{armed_rpc, RTO_MIN};
 
-const RTO_MIN: Duration = Duration::from_millis(5);
-
-fn host_config(n: u8, rack_tlp: bool) -> Config {
-    let mut c = config(n);
-    c.rto_min = RTO_MIN;
-    c.rack_tlp = rack_tlp;
-    c
-}
-
-/// A client (host 1) and an echo server (host 2) 10 us apart. 20 warm-up RPCs, then the
-/// server loses its next `drop` data frames (the response, then its repair), and one more
-/// RPC runs, then two clean ones. Returns the latency of the lossy RPC and the server's
-/// counters.
+/// A client and an echo server 10 us apart. 20 warm-up RPCs, then the server loses its
+/// next `drop` data frames (the response, then its repair), and one more RPC runs, then two
+/// clean ones. Returns the latency of the lossy RPC and the server's counters.
 fn rpc_with_tail_loss(rack_tlp: bool, drop: u32) -> (Duration, Counters) {
-    let mut sim: Sim<Lossy> = Sim::new(7);
-    let mut add = |n| sim.add_host(Lossy::new(Stack::new(host_config(n, rack_tlp)).unwrap()));
-    let (a, b) = (add(1), add(2));
-    sim.connect(
-        a,
-        b,
-        LinkConfig::new(10_000_000_000, Duration::from_micros(10)),
-    )
-    .unwrap();
-    let mut rpc = RpcEcho::new(23, 64);
-    rpc.listen(&mut sim.host_mut(b).unwrap().stack, 7).unwrap();
-    let now = sim.now();
-    rpc.connect(
-        now,
-        &mut sim.host_mut(a).unwrap().stack,
-        Ipv4Addr::new(10, 0, 0, 2),
-        7,
-    )
-    .unwrap();
-    let mut armed = false;
-    let deadline = sim.now() + Duration::from_secs(5);
-    sim.run_until(deadline, |now, hosts| {
-        let (c, s) = hosts.get_pair_mut(a, b).expect("two hosts");
-        if !armed && rpc.latencies.len() == 20 {
-            s.drop_data = drop;
-            armed = true;
-        }
-        rpc.step(now, &mut c.stack, &mut s.stack);
-        rpc.done()
-    })
-    .expect("the RPCs complete");
-    assert!(rpc.error.is_none(), "{:?}", rpc.error);
-    let server = sim.host(b).unwrap();
-    assert_eq!(server.dropped, drop, "the frames meant to be lost were");
-    (rpc.latencies[20], server.stack.counters().clone())
+    let (latency, counters, dropped) = armed_rpc(7, 64, rack_tlp, |s| s.drop_data = drop);
+    assert_eq!(dropped, drop, "the frames meant to be lost were");
+    (latency, counters)
 }
 
 #[test]

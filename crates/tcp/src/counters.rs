@@ -136,6 +136,9 @@ pub struct Counters {
     pub ecn_cwr_sent: u64,
     /// Congestion-control iterations run by the control plane.
     pub cc_iterations: u64,
+    /// Sum of the smoothed RTTs (usec) those iterations ran with: over `cc_iterations`, the
+    /// mean SRTT a sender saw (a window-limited sender's goodput follows it).
+    pub cc_srtt_us_sum: u64,
     /// Times the flow scheduler held a rate-limited connection in its timing wheel until
     /// its send time.
     pub sched_paced: u64,

@@ -3,7 +3,6 @@
 //! one table with the engine/Linux ratios. Numbers are reported, never asserted.
 
 use clap::Args;
-use sluice_lab::{Lab, LabLock};
 
 use super::error::AppsError;
 use super::harness::Harness;
@@ -13,6 +12,7 @@ use super::table::Table;
 use super::tools::iperf3::{self, Direction};
 use super::tools::{redis_benchmark, wrk};
 use super::workdir::SMALL_FILE;
+use crate::lab_run;
 
 /// The programs the bench measures, by name.
 const BENCH_APPS: [App; 3] = [App::Redis, App::Nginx, App::Iperf3];
@@ -47,25 +47,9 @@ pub struct BenchAppsArgs {
 /// Runs `sluice bench apps` and prints the table.
 pub fn run(args: &BenchAppsArgs) -> Result<(), AppsError> {
     let apps = selected(&args.only)?;
-    sluice_lab::check_root()?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        progress("waiting for the lab lock");
-        Some(LabLock::acquire()?)
-    };
-    let lab = Lab::new();
-    progress("bringing the lab up");
-    let result = lab
-        .up()
-        .map_err(AppsError::from)
-        .and_then(|()| measure_all(args, &apps));
-    if !args.keep_lab {
-        progress("tearing the lab down");
-        if let Err(e) = lab.down() {
-            eprintln!("sluice bench apps: tearing the lab down failed: {e}");
-        }
-    }
+    let result = lab_run::in_lab(COMMAND, args.no_lock, args.keep_lab, |_| {
+        measure_all(args, &apps)
+    });
     let table = result?;
     print!("{}", table.render());
     let linux = table.failures(Side::Linux);
@@ -99,9 +83,12 @@ fn selected(only: &[String]) -> Result<Vec<App>, AppsError> {
         .collect()
 }
 
+/// The command, for progress lines.
+const COMMAND: &str = "bench apps";
+
 /// A progress line on stderr.
 fn progress(msg: &str) {
-    eprintln!("sluice bench apps: {msg}");
+    lab_run::progress(COMMAND, msg);
 }
 
 /// Every selected program on Linux, then on the engine.

@@ -4,13 +4,13 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sluice_lab::{Lab, LabLock};
 
 use super::rows;
 use super::table::{Row, Stack, Table};
 use crate::apps::error::AppsError;
 use crate::apps::workdir::WorkDir;
-use crate::verbs::hosts::{Hosts, ENGINE_FLAGS};
+use crate::lab_run;
+use crate::verbs::hosts::{tcp_setup_lines, Hosts};
 use crate::verbs::rows as tcp;
 use crate::verbs::table::Stack as TcpStack;
 
@@ -60,33 +60,18 @@ impl BenchMtpArgs {
     }
 }
 
+/// The command, for progress lines.
+const COMMAND: &str = "bench mtp";
+
 /// A progress line on stderr.
 fn progress(msg: &str) {
-    eprintln!("sluice bench mtp: {msg}");
+    lab_run::progress(COMMAND, msg);
 }
 
 /// Runs `sluice bench mtp` and prints the table; fails only when the bench could not run
 /// (rows that failed are printed as such).
 pub fn run(args: &BenchMtpArgs) -> Result<(), AppsError> {
-    sluice_lab::check_root()?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        progress("waiting for the lab lock");
-        Some(LabLock::acquire()?)
-    };
-    let lab = Lab::new();
-    progress("bringing the lab up");
-    let result = lab
-        .up()
-        .map_err(AppsError::from)
-        .and_then(|()| measure_all(args));
-    if !args.keep_lab {
-        progress("tearing the lab down");
-        if let Err(e) = lab.down() {
-            eprintln!("sluice bench mtp: tearing the lab down failed: {e}");
-        }
-    }
+    let result = lab_run::in_lab(COMMAND, args.no_lock, args.keep_lab, |_| measure_all(args));
     let table = result?.render();
     print!("{table}");
     if let Some(path) = &args.out {
@@ -110,7 +95,7 @@ fn measure_all(args: &BenchMtpArgs) -> Result<Table, AppsError> {
         .seconds
         .unwrap_or(if args.quick { 1 } else { 3 })
         .max(1);
-    let setup = vec![
+    let mut setup = vec![
         format!(
             "sluice bench mtp: {} MTP round trips of {RPC_SIZE} B; MTP messages {} x 64 B, {} x \
              64 KB; sockperf and iperf3 -t {seconds} s; {} shared CPU cores",
@@ -122,14 +107,8 @@ fn measure_all(args: &BenchMtpArgs) -> Result<Table, AppsError> {
         "  MTP:        `sluice mtp rpc|send --window 64` on engine A (sluice-a) against `sluice \
          mtp recv --echo|--quiet --buffers 64` on engine E (sluice-e, 10.77.0.4), through br0"
             .into(),
-        format!(
-            "  sluice TCP: sockperf/iperf3 under `sluice run --no-verbs`, same engines (both `{}`)",
-            ENGINE_FLAGS.join(" ")
-        ),
-        "  linux TCP:  sockperf/iperf3 server in sluice-k (10.77.0.3), client in sluice-b; \
-         measured first, before the engines start"
-            .into(),
     ];
+    setup.extend(tcp_setup_lines());
     let mut t = Table {
         setup,
         ..Table::default()
@@ -223,7 +202,5 @@ fn mtp_rows(h: &mut Hosts, args: &BenchMtpArgs, t: &mut Table) {
 
 /// A failed row on stderr as it happens.
 fn report<T>(result: &Result<T, String>) {
-    if let Err(e) = result {
-        progress(&format!("  failed: {e}"));
-    }
+    lab_run::report(COMMAND, result);
 }

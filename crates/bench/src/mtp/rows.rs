@@ -5,9 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::cpu::CpuUse;
+use crate::op_rows::{cpu_per_op, positive, Bw, Lat};
 use crate::verbs::hosts::Hosts;
-use crate::verbs::table::{Bw, CpuPerOp, Lat};
 
 /// The MTP port the servers bind on engine E.
 const RPC_PORT: u16 = 7100;
@@ -77,22 +76,6 @@ pub fn parse_send(out: &str) -> Result<(f64, f64), ParseError> {
         number_before(line, "messages/s")?,
         number_before(line, "Mbit/s")?,
     ))
-}
-
-fn cpu_per_op(cpu: CpuUse, ops: f64) -> CpuPerOp {
-    CpuPerOp {
-        busy_us: cpu.busy_us_per_op(ops),
-        engines_us: cpu.engines_us_per_op(ops),
-    }
-}
-
-/// Fails a measurement that is not a positive finite number.
-fn positive(what: &str, v: f64) -> Result<f64, String> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("{what} measured {v}"))
-    }
 }
 
 /// `count` MTP round trips of `size` bytes (round-trip usec, not halved).

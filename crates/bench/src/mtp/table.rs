@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::{fmt_num, fmt_opt, ratio, short};
-use crate::verbs::table::{Bw, Lat};
+use crate::cells::ratio;
+use crate::op_rows::{bw_cells, lat_cells, write_failures, Bw, Lat};
 
 /// What carried the operations of a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -102,16 +102,7 @@ impl Table {
         );
         for size in sizes(&self.rtt) {
             for r in self.rtt.iter().filter(|r| r.size == size) {
-                let cells = match &r.result {
-                    Ok(l) => format!(
-                        "{:>9} {:>9} {:>9} {:>9}",
-                        fmt_num(l.p50_us),
-                        fmt_num(l.p99_us),
-                        fmt_opt(l.cpu.busy_us),
-                        fmt_opt(l.cpu.engines_us)
-                    ),
-                    Err(e) => format!("failed: {}", short(e)),
-                };
+                let cells = lat_cells(&r.result);
                 let _ = writeln!(t, "{size:>7}  {:<11} {cells}", r.stack.name());
             }
             let p = |st, q: fn(&Lat) -> f64| of(&self.rtt, size, st).map(q);
@@ -149,16 +140,7 @@ impl Table {
         );
         for size in sizes(&self.bw) {
             for r in self.bw.iter().filter(|r| r.size == size) {
-                let cells = match &r.result {
-                    Ok(b) => format!(
-                        "{:>9} {:>11} {:>9} {:>9}",
-                        fmt_num(b.gbps),
-                        fmt_num(b.msgs_per_s),
-                        fmt_opt(b.cpu.busy_us),
-                        fmt_opt(b.cpu.engines_us)
-                    ),
-                    Err(e) => format!("failed: {}", short(e)),
-                };
+                let cells = bw_cells(&r.result);
                 let _ = writeln!(t, "{size:>7}  {:<11} {cells}", r.stack.name());
             }
             let m = |st| of(&self.bw, size, st).map(|b| b.msgs_per_s);
@@ -170,13 +152,7 @@ impl Table {
                 ratio(m(Stack::Mtp), m(Stack::LinuxTcp)),
             );
         }
-        let failures = self.failures();
-        if !failures.is_empty() {
-            let _ = writeln!(t, "FAILED ROWS");
-            for f in failures {
-                let _ = writeln!(t, "  {f}");
-            }
-        }
+        write_failures(&mut t, &self.failures());
         t
     }
 }
@@ -184,7 +160,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verbs::table::CpuPerOp;
+    use crate::op_rows::CpuPerOp;
 
     fn lat(stack: Stack, p50: f64) -> Row<Lat> {
         Row {

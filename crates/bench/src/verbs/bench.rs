@@ -2,13 +2,13 @@
 //! running), then the two engines and Sluice TCP, then perftest over Sluice's verbs.
 
 use clap::Args;
-use sluice_lab::{Lab, LabLock};
 
-use super::hosts::{Hosts, ENGINE_FLAGS};
+use super::hosts::{tcp_setup_lines, Hosts};
 use super::rows::{self, TX_DEPTH};
 use super::table::{BwRow, LatRow, Stack, Table};
 use crate::apps::error::AppsError;
 use crate::apps::workdir::WorkDir;
+use crate::lab_run;
 
 /// Latency sizes, bytes (issue 16: 2 B to 64 KB).
 const LAT_SIZES: [u64; 5] = [2, 64, 1024, 4096, 65536];
@@ -41,9 +41,12 @@ pub struct BenchVerbsArgs {
     no_lock: bool,
 }
 
+/// The command, for progress lines.
+const COMMAND: &str = "bench verbs";
+
 /// A progress line on stderr.
 fn progress(msg: &str) {
-    eprintln!("sluice bench verbs: {msg}");
+    lab_run::progress(COMMAND, msg);
 }
 
 /// Runs `sluice bench verbs` and prints the table; fails only when the bench could not run
@@ -52,25 +55,7 @@ pub fn run(args: &BenchVerbsArgs) -> Result<(), AppsError> {
     if args.iters == 0 {
         return Err(AppsError::Usage("--iters must be at least 1".into()));
     }
-    sluice_lab::check_root()?;
-    let _lock = if args.no_lock {
-        None
-    } else {
-        progress("waiting for the lab lock");
-        Some(LabLock::acquire()?)
-    };
-    let lab = Lab::new();
-    progress("bringing the lab up");
-    let result = lab
-        .up()
-        .map_err(AppsError::from)
-        .and_then(|()| measure_all(args));
-    if !args.keep_lab {
-        progress("tearing the lab down");
-        if let Err(e) = lab.down() {
-            eprintln!("sluice bench verbs: tearing the lab down failed: {e}");
-        }
-    }
+    let result = lab_run::in_lab(COMMAND, args.no_lock, args.keep_lab, |_| measure_all(args));
     print!("{}", result?.render());
     Ok(())
 }
@@ -90,7 +75,7 @@ fn measure_all(args: &BenchVerbsArgs) -> Result<Table, AppsError> {
         .seconds
         .unwrap_or(if args.quick { 1 } else { 3 })
         .max(1);
-    let setup = vec![
+    let mut setup = vec![
         format!(
             "sluice bench verbs: perftest -n {} (bandwidth: at most 1 GiB per run), sockperf and \
              iperf3 -t {seconds} s; {} shared CPU cores",
@@ -100,14 +85,8 @@ fn measure_all(args: &BenchVerbsArgs) -> Result<Table, AppsError> {
         "  verbs:      perftest -d sluice0 -x 0 -F under `sluice run --verbs`, server on engine \
          E (sluice-e, 10.77.0.4), client on engine A (sluice-a)"
             .into(),
-        format!(
-            "  sluice TCP: sockperf/iperf3 under `sluice run --no-verbs`, same engines (both `{}`)",
-            ENGINE_FLAGS.join(" ")
-        ),
-        "  linux TCP:  sockperf/iperf3 server in sluice-k (10.77.0.3), client in sluice-b; \
-         measured first, before the engines start"
-            .into(),
     ];
+    setup.extend(tcp_setup_lines());
     let mut t = Table {
         setup,
         ..Table::default()
@@ -240,7 +219,5 @@ fn fail_stack(t: &mut Table, stack: Stack, lat: &[u64], bw: &[u64], why: &str) {
 
 /// A failed row on stderr as it happens.
 fn report<T>(result: &Result<T, String>) {
-    if let Err(e) = result {
-        progress(&format!("  failed: {e}"));
-    }
+    lab_run::report(COMMAND, result);
 }

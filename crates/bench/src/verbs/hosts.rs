@@ -25,6 +25,19 @@ use crate::cpu::{CpuMeter, CpuUse};
 
 /// Engine flags of the verbs lab (scripts/verbs-demo.sh): poll 20 us before sleeping.
 pub const ENGINE_FLAGS: [&str; 4] = ["--idle-us", "20", "--app-idle-us", "200"];
+/// The setup lines of a table's TCP rows: where sockperf and iperf3 run for each stack.
+pub fn tcp_setup_lines() -> [String; 2] {
+    [
+        format!(
+            "  sluice TCP: sockperf/iperf3 under `sluice run --no-verbs`, same engines (both `{}`)",
+            ENGINE_FLAGS.join(" ")
+        ),
+        "  linux TCP:  sockperf/iperf3 server in sluice-k (10.77.0.3), client in sluice-b; \
+         measured first, before the engines start"
+            .into(),
+    ]
+}
+
 /// How long a server gets to listen before its client starts.
 const SERVER_WAIT: Duration = Duration::from_millis(1500);
 /// How long a server that ends by itself (perftest) gets after its client.

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use super::hosts::Hosts;
 use super::perftest;
-use super::table::{Bw, CpuPerOp, Lat, Stack};
+use super::table::Stack;
 use crate::apps::program::{Program, IPERF3};
 use crate::apps::tools::iperf3;
-use crate::cpu::CpuUse;
+use crate::op_rows::{cpu_per_op, positive, Bw, Lat};
 use crate::sockperf;
 
 /// perftest's devices: the Sluice provider's sluice0, GID index 0.
@@ -50,22 +50,6 @@ pub fn perftest_program(stack: Stack, bw: bool) -> Program {
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
-}
-
-fn cpu_per_op(cpu: CpuUse, ops: f64) -> CpuPerOp {
-    CpuPerOp {
-        busy_us: cpu.busy_us_per_op(ops),
-        engines_us: cpu.engines_us_per_op(ops),
-    }
-}
-
-/// Fails a measurement that is not a positive finite number.
-fn positive(what: &str, v: f64) -> Result<f64, String> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("{what} measured {v}"))
-    }
 }
 
 /// `ib_write_lat`/`ib_send_lat -s SIZE -n ITERS` over Sluice's verbs.

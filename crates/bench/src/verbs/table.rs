@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::{fmt_num, fmt_opt, ratio, short};
+use crate::cells::ratio;
+use crate::op_rows::{bw_cells, lat_cells, write_failures, Bw, Lat};
 
 /// What carried the operations of a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,37 +29,6 @@ impl Stack {
             Stack::SluiceTcp => "sluice TCP",
         }
     }
-}
-
-/// CPU per operation, usec: machine-wide busy and the engines' own.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct CpuPerOp {
-    /// Machine-wide busy CPU per operation.
-    pub busy_us: Option<f64>,
-    /// The engines' CPU per operation (Sluice rows).
-    pub engines_us: Option<f64>,
-}
-
-/// A latency measurement.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Lat {
-    /// Median, usec one way.
-    pub p50_us: f64,
-    /// 99th percentile, usec one way.
-    pub p99_us: f64,
-    /// CPU per round trip.
-    pub cpu: CpuPerOp,
-}
-
-/// A bandwidth measurement.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bw {
-    /// Payload Gbit/s.
-    pub gbps: f64,
-    /// Messages per second.
-    pub msgs_per_s: f64,
-    /// CPU per message.
-    pub cpu: CpuPerOp,
 }
 
 /// One latency row: a size on a stack, measured or failed.
@@ -195,16 +165,7 @@ impl Table {
         );
         for size in self.lat_sizes() {
             for r in self.lat.iter().filter(|r| r.size == size) {
-                let cells = match &r.result {
-                    Ok(l) => format!(
-                        "{:>9} {:>9} {:>9} {:>9}",
-                        fmt_num(l.p50_us),
-                        fmt_num(l.p99_us),
-                        fmt_opt(l.cpu.busy_us),
-                        fmt_opt(l.cpu.engines_us)
-                    ),
-                    Err(e) => format!("failed: {}", short(e)),
-                };
+                let cells = lat_cells(&r.result);
                 let _ = writeln!(t, "{size:>7}  {:<12} {cells}  {}", r.stack.name(), r.note);
             }
             let p50 = |st| self.lat_of(size, st).map(|l| l.p50_us);
@@ -228,16 +189,7 @@ impl Table {
         );
         for size in self.bw_sizes() {
             for r in self.bw.iter().filter(|r| r.size == size) {
-                let cells = match &r.result {
-                    Ok(b) => format!(
-                        "{:>9} {:>11} {:>9} {:>9}",
-                        fmt_num(b.gbps),
-                        fmt_num(b.msgs_per_s),
-                        fmt_opt(b.cpu.busy_us),
-                        fmt_opt(b.cpu.engines_us)
-                    ),
-                    Err(e) => format!("failed: {}", short(e)),
-                };
+                let cells = bw_cells(&r.result);
                 let _ = writeln!(t, "{size:>7} {:>3}  {:<12} {cells}", r.qps, r.stack.name());
             }
             let gbps = |q, st| self.bw_of(size, q, st).map(|b| b.gbps);
@@ -253,13 +205,7 @@ impl Table {
         for g in self.goals() {
             let _ = writeln!(t, "  {g}");
         }
-        let failures = self.failures();
-        if !failures.is_empty() {
-            let _ = writeln!(t, "FAILED ROWS");
-            for f in failures {
-                let _ = writeln!(t, "  {f}");
-            }
-        }
+        write_failures(&mut t, &self.failures());
         t
     }
 }
@@ -294,6 +240,7 @@ fn goal_line(what: &str, per_size: &[(u64, Option<bool>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::op_rows::CpuPerOp;
 
     fn lat(size: u64, stack: Stack, p50: f64) -> LatRow {
         LatRow {

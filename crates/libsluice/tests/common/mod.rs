@@ -4,6 +4,7 @@
 pub mod c;
 pub mod fake_engine;
 pub mod real_engine;
+pub mod two_engines;
 
 use std::net::SocketAddrV4;
 use std::sync::Arc;

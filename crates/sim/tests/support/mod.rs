@@ -1,6 +1,7 @@
 //! Shared setup for TCP-over-simulator tests.
 #![allow(dead_code)]
 
+pub mod half_close;
 pub mod lossy;
 
 use std::net::Ipv4Addr;

@@ -167,6 +167,7 @@ impl Stack {
             ps.ecn |= ecn::bits::CWR_PENDING;
         }
         self.counters.cc_iterations += 1;
+        self.counters.cc_srtt_us_sum += u64::from(input.srtt_us);
         if cwnd > before {
             self.dp.ready.push(slot);
         }
