@@ -82,7 +82,7 @@ pub struct BenchArgs {
     #[arg(long)]
     busy_poll: bool,
     /// Run only these workloads (comma-separated names: rpc-1, rpc-16, stream-up,
-    /// stream-down, connect-4, sockperf-pp, sockperf-tp, memcached); all by default.
+    /// stream-down, connect-4, sockperf-pp, sockperf-tp, sockperf-wake, memcached); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Extra arguments for the outside rows' `sluice engine` (repeat it:
@@ -273,11 +273,14 @@ fn measure_all(args: &BenchArgs) -> Result<Report, BenchError> {
                  memcached) in sluice-k, the rows above use sluice kserve as a second one; on \
                  the engine the same program runs under `sluice run` on `sluice engine --lab \
                  --backend {} {}` (the service engine; application threads poll 10 ms before \
-                 sleeping, its default); clients in sluice-b: sockperf pp/tp --tcp -m {} \
-                 (pp with --full-rtt: round-trip percentiles), memcaslap -T 1 -c {}",
+                 sleeping at most, less while their core is contended); clients in sluice-b: \
+                 sockperf pp/tp --tcp -m {} (pp with --full-rtt: round-trip percentiles; \
+                 sockperf-wake: pp at --mps {}, every ping finding the server side asleep), \
+                 memcaslap -T 1 -c {}",
                 backend_name(args.backend),
                 service_engine_args(args).join(" "),
                 outside::rows::MESSAGE_BYTES,
+                outside::rows::WAKE_PINGS_PER_SECOND,
                 outside::rows::MEMCASLAP_CONCURRENCY,
             ),
         );

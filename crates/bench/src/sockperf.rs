@@ -1,5 +1,5 @@
 //! sockperf's summaries, shared by every bench that runs it (`sluice bench`, `bench verbs`,
-//! `bench mtp`): ping-pong's latency percentiles (usec, half a round trip unless
+//! `bench mtp`): ping-pong's latency percentiles and maximum (usec, half a round trip unless
 //! `--full-rtt`) and the messages it exchanged, and throughput's message rate.
 
 use std::fmt;
@@ -9,12 +9,16 @@ use std::fmt;
 pub struct PingPong {
     /// Median latency, usec (one way).
     pub p50_us: f64,
+    /// 90th percentile, usec (one way).
+    pub p90_us: f64,
     /// 99th percentile, usec (one way).
     pub p99_us: f64,
     /// 99.9th percentile, usec (one way).
     pub p999_us: f64,
     /// 99.99th percentile, usec (one way).
     pub p9999_us: f64,
+    /// The largest observation, usec (one way).
+    pub max_us: f64,
     /// Round trips completed in the whole run (ReceivedMessages of `[Total Run]`).
     pub round_trips: u64,
     /// The whole run's length, seconds (RunTime of `[Total Run]`).
@@ -43,14 +47,19 @@ impl std::error::Error for ParseError {}
 
 /// The value of `---> percentile P = V`.
 fn percentile(out: &str, p: &'static str) -> Result<f64, ParseError> {
+    value_of(out, "percentile", p, "percentile line")
+}
+
+/// The value of `---> {kind} {key} = V` (`percentile 50.000`, `<MAX> observation`).
+fn value_of(out: &str, kind: &str, key: &str, what: &'static str) -> Result<f64, ParseError> {
     let line = out
         .lines()
         .find(|l| {
-            l.split_once("percentile")
+            l.split_once(kind)
                 .and_then(|(_, rest)| rest.split_once('='))
-                .is_some_and(|(k, _)| k.trim() == p)
+                .is_some_and(|(k, _)| k.trim() == key)
         })
-        .ok_or(ParseError::Missing("percentile line"))?;
+        .ok_or(ParseError::Missing(what))?;
     line.rsplit('=')
         .next()
         .and_then(|v| v.trim().parse::<f64>().ok())
@@ -82,9 +91,11 @@ pub fn parse(out: &str) -> Result<PingPong, ParseError> {
         .ok_or_else(|| ParseError::BadNumber(valid.to_string()))?;
     Ok(PingPong {
         p50_us: percentile(out, "50.000")?,
+        p90_us: percentile(out, "90.000")?,
         p99_us: percentile(out, "99.000")?,
         p999_us: percentile(out, "99.900")?,
         p9999_us: percentile(out, "99.990")?,
+        max_us: value_of(out, "<MAX>", "observation", "<MAX> observation")?,
         round_trips,
         run_seconds,
     })
@@ -171,6 +182,8 @@ sockperf: Summary: BandWidth is 22.931 MBps (183.445 Mbps)
         assert_eq!(pp.p99_us, 49.742);
         assert_eq!(pp.p999_us, 6164.963);
         assert_eq!(pp.p9999_us, 7591.879);
+        assert_eq!(pp.p90_us, 19.025);
+        assert_eq!(pp.max_us, 7607.518);
         assert_eq!(pp.round_trips, 31089);
         assert_eq!(pp.run_seconds, 1.0);
         let no_tail = PP.replace("percentile 99.990", "percentile 99.99x");

@@ -77,7 +77,7 @@ fn quick_bench_reports_every_workload_for_both_sides() {
 /// (the engine's own on Sluice, the softirq time on Linux).
 fn outside_rows_have_numbers_and_cpu(report: &Value, stderr: &str) {
     let rows = report["outside"]["rows"].as_array().expect("outside rows");
-    for workload in ["sockperf-pp", "sockperf-tp", "memcached"] {
+    for workload in ["sockperf-pp", "sockperf-tp", "sockperf-wake", "memcached"] {
         for side in ["engine", "linux"] {
             let row = rows
                 .iter()

@@ -13,5 +13,7 @@ pub mod setup;
 pub mod transport;
 
 pub use clock::Clock;
-pub use runtime::{App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER};
+pub use runtime::{
+    App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER, DEFAULT_SPIN_BEFORE_YIELD,
+};
 pub use transport::{Transport, Transports};

@@ -8,6 +8,7 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use sluice_device::{Device, DeviceError};
+use sluice_shm::idle::{IdlePolicy, IdleSpell, IdleStep};
 use sluice_tcp::{Closing, Instant, Stack};
 
 use crate::clock::Clock;
@@ -99,7 +100,17 @@ pub struct RunStats {
     pub tx_frames: u64,
     /// Times the loop slept on the device.
     pub sleeps: u64,
+    /// Times the idle loop gave up its core between polls.
+    pub yields: u64,
+    /// Idle spells cut short because another thread held the engine's core
+    /// ([`sluice_shm::idle`]).
+    pub preemptions: u64,
 }
+
+/// How long an idle engine polls before it starts yielding its core between polls
+/// ([`sluice_shm::idle`]): about one round trip through a peer on the same machine, so a reply
+/// that comes back at once is met by pure polling.
+pub const DEFAULT_SPIN_BEFORE_YIELD: Duration = Duration::from_micros(20);
 
 /// How long an engine whose application finished keeps driving the core, by default, for the
 /// connections it closed to finish closing.
@@ -121,8 +132,12 @@ pub struct Engine<D: Device> {
     /// The device backend.
     pub device: D,
     clock: Clock,
-    /// Poll this long with nothing to do before sleeping on the device.
+    /// Poll at most this long with nothing to do before sleeping on the device (less while
+    /// the core is contended: [`sluice_shm::idle`]).
     pub idle_before_sleep: Duration,
+    /// Of an idle spell, poll this long without giving up the core; after it, yield the
+    /// core between polls ([`DEFAULT_SPIN_BEFORE_YIELD`]).
+    pub spin_before_yield: Duration,
     /// After the application is done, drive the core at most this long for the connections
     /// it closed to finish closing ([`DEFAULT_LINGER`]; zero returns at once; see
     /// [`Engine::finish_closing`]).
@@ -144,6 +159,7 @@ impl<D: Device> Engine<D> {
             device,
             clock,
             idle_before_sleep: Duration::from_millis(10),
+            spin_before_yield: DEFAULT_SPIN_BEFORE_YIELD,
             linger: DEFAULT_LINGER,
             stats: RunStats::default(),
         }
@@ -226,7 +242,11 @@ impl<D: Device> Engine<D> {
         deadline: Option<Duration>,
     ) -> Result<AppStatus, EngineError> {
         let stop = deadline.map(|d| self.clock.now() + d);
-        let mut idle_since = self.clock.now();
+        let mut policy = IdlePolicy::new(self.idle_before_sleep, self.spin_before_yield);
+        // The idle spell under way, if the last poll found nothing to do.
+        let mut spell: Option<IdleSpell> = None;
+        // The last sleep brought no work: sleep again without polling first.
+        let mut slept_idle = false;
         loop {
             let (busy, status) = self.poll_once(app)?;
             if status == AppStatus::Done {
@@ -253,36 +273,56 @@ impl<D: Device> Engine<D> {
                 return Ok(AppStatus::Running);
             }
             if busy {
-                idle_since = now;
+                if let Some(done) = spell.take() {
+                    policy.end(&done);
+                }
+                slept_idle = false;
                 continue;
             }
             // Virtual time does not pass while polling: waiting on the device advances it.
-            if self.clock.is_virtual() || now.saturating_since(idle_since) >= self.idle_before_sleep
-            {
-                if !app.prepare_sleep() {
-                    // Work arrived while going to sleep (docs/service.md "Sleeping and
-                    // waking": re-check after announcing the sleep).
-                    idle_since = now;
-                    continue;
-                }
-                // Sleep until a frame arrives or the cores' next deadline.
-                let mut wait = Duration::from_millis(100);
-                let transport_due = app.transports().poll_timeout();
-                for t in [self.stack.poll_timeout(), transport_due]
-                    .into_iter()
-                    .flatten()
-                {
-                    wait = wait.min(self.clock.until(t));
-                }
-                if let Some(s) = stop {
-                    wait = wait.min(self.clock.until(s));
-                }
-                self.stats.sleeps += 1;
-                match app.wake_fd() {
-                    Some(fd) => self.device.wait_also(fd, Some(wait))?,
-                    None => self.device.wait(Some(wait))?,
+            if !self.clock.is_virtual() && !slept_idle {
+                let wall = std::time::Instant::now();
+                let idle = spell.get_or_insert_with(|| policy.begin(wall));
+                match policy.step(idle, wall) {
+                    IdleStep::Spin => continue,
+                    IdleStep::Yield => {
+                        self.stats.yields += 1;
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    IdleStep::Sleep => {}
                 }
             }
+            if !app.prepare_sleep() {
+                // Work arrived while going to sleep (docs/service.md "Sleeping and
+                // waking": re-check after announcing the sleep).
+                if let Some(done) = spell.take() {
+                    policy.end(&done);
+                }
+                continue;
+            }
+            // Sleep until a frame arrives or the cores' next deadline.
+            let mut wait = Duration::from_millis(100);
+            let transport_due = app.transports().poll_timeout();
+            for t in [self.stack.poll_timeout(), transport_due]
+                .into_iter()
+                .flatten()
+            {
+                wait = wait.min(self.clock.until(t));
+            }
+            if let Some(s) = stop {
+                wait = wait.min(self.clock.until(s));
+            }
+            self.stats.sleeps += 1;
+            self.stats.preemptions = policy.preemptions;
+            match app.wake_fd() {
+                Some(fd) => self.device.wait_also(fd, Some(wait))?,
+                None => self.device.wait(Some(wait))?,
+            }
+            if let Some(done) = spell.take() {
+                policy.end(&done);
+            }
+            slept_idle = true;
         }
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
 
+use sluice_shm::idle::IdlePolicy;
 use sluice_shm::{
     Completion, Consumer, EventFd, Payload, Producer, QueueKind, Region, SpliceReport,
 };
@@ -27,7 +29,13 @@ pub(crate) struct ContextSlot {
     /// The latest splice report per handle, read from the completion queue (bounded by
     /// [`MAX_REPORTS`]; a [`crate::Splice`] removes its own when dropped).
     reports: Mutex<HashMap<u32, SpliceReport>>,
+    /// The polling budget its waits have earned (`sluice_shm::idle`); None before the first.
+    idle: Mutex<Option<IdlePolicy>>,
 }
+
+/// Pure spinning (no yield) for this long before yielding between checks: short waits
+/// (an RPC's reply) should not pay a system call.
+const SPIN_BEFORE_YIELD: Duration = Duration::from_micros(20);
 
 /// Splice reports a context keeps for handles nobody asked about yet.
 pub(crate) const MAX_REPORTS: usize = 4096;
@@ -54,7 +62,18 @@ impl ContextSlot {
                 next_req: 1,
             }),
             reports: Mutex::new(HashMap::new()),
+            idle: Mutex::new(None),
         })
+    }
+
+    /// The context's polling budget, polling at most `max` per wait until waits teach it less.
+    pub(crate) fn idle_policy(&self, max: Duration) -> IdlePolicy {
+        lock(&self.idle).unwrap_or_else(|| IdlePolicy::new(max, SPIN_BEFORE_YIELD))
+    }
+
+    /// Keeps what a wait taught the budget.
+    pub(crate) fn keep_idle_policy(&self, policy: IdlePolicy) {
+        *lock(&self.idle) = Some(policy);
     }
 
     /// Whether other threads share this context.

@@ -1,10 +1,13 @@
 //! Poll, then sleep (Laminar 5, docs/service.md "Sleeping and waking"): a waiting thread
-//! checks its condition for the engine's `app_idle_us`, then sets its context's sleeping
+//! checks its condition for up to the engine's `app_idle_us` (less while its core is
+//! contended: `sluice_shm::idle`), then sets its context's sleeping
 //! flag, fences, re-checks, and sleeps in poll(2) on the context eventfd, the control socket
 //! (its hang-up is the engine dying) and the caller's own descriptors.
 
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
+
+use sluice_shm::idle::{IdlePolicy, IdleSpell, IdleStep};
 
 use crate::attach::Sluice;
 use crate::context::ContextSlot;
@@ -21,9 +24,6 @@ pub struct Wait {
     pub timed_out: bool,
 }
 
-/// Pure spinning (no yield) for this long before yielding between checks: short waits
-/// (an RPC's reply) should not pay a system call.
-const SPIN_ONLY: Duration = Duration::from_micros(20);
 /// Kernel descriptors are polled once per this many checks while spinning.
 const FD_POLL_EVERY: u32 = 32;
 /// A context shared by several threads cannot rely on its eventfd waking the right one.
@@ -71,6 +71,24 @@ impl Sluice {
     ) -> Result<Wait, Error> {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
+        let mut policy = ctx.idle_policy(Duration::from_micros(self.engine().app_idle_us));
+        let mut spell = policy.begin(start);
+        let r = self.poll_then_sleep(ctx, deadline, fds, ready, &mut policy, &mut spell);
+        policy.end(&spell);
+        ctx.keep_idle_policy(policy);
+        r
+    }
+
+    /// Polls (spinning, then yielding) while the context's budget allows, then sleeps.
+    fn poll_then_sleep(
+        &self,
+        ctx: &ContextSlot,
+        deadline: Option<Instant>,
+        fds: &mut [libc::pollfd],
+        ready: &mut dyn FnMut() -> bool,
+        policy: &mut IdlePolicy,
+        spell: &mut IdleSpell,
+    ) -> Result<Wait, Error> {
         let done = |w: Wait| Ok(w);
         let is_ready = Wait {
             ready: true,
@@ -78,11 +96,6 @@ impl Sluice {
         };
 
         // Poll.
-        let idle = Duration::from_micros(self.engine().app_idle_us);
-        let spin_until = match deadline {
-            Some(d) => d.min(start + idle),
-            None => start + idle,
-        };
         let mut i = 0u32;
         loop {
             if ready() {
@@ -99,13 +112,13 @@ impl Sluice {
             }
             i = i.wrapping_add(1);
             let now = Instant::now();
-            if now >= spin_until {
+            if deadline.is_some_and(|d| now >= d) {
                 break;
             }
-            if now - start < SPIN_ONLY {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+            match policy.step(spell, now) {
+                IdleStep::Spin => std::hint::spin_loop(),
+                IdleStep::Yield => std::thread::yield_now(),
+                IdleStep::Sleep => break,
             }
         }
 

@@ -10,6 +10,7 @@
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
 //! - [`verbs`]: RDMA send, receive and completion queue entries and the control-path verbs.
 //! - [`mtp`]: MTP endpoints' send, receive and completion queue entries and requests.
+//! - [`idle`]: poll, then sleep, adaptively: the waiting policy of both sides.
 //! - [`preload_library`]: where `libsluice_preload.so` is, for `sluice run` and the tests.
 //!
 //! Trust: the engine treats everything an application can write (queue entries, its line of
@@ -32,6 +33,7 @@ mod splice;
 
 pub mod control;
 pub mod entry;
+pub mod idle;
 pub mod mtp;
 pub mod preload_library;
 pub mod verbs;

@@ -16,6 +16,9 @@ use crate::sockperf;
 
 /// sockperf's message size (issue 18: 64 B).
 pub const MESSAGE_BYTES: u32 = 64;
+/// Pings per second of the wake-up row: 20 ms apart, longer than any side polls by default
+/// (the engine's application threads poll 10 ms), so every ping finds both sides asleep.
+pub const WAKE_PINGS_PER_SECOND: u32 = 50;
 /// memcaslap's connections, as redis-benchmark's 50 clients (one thread drives them all).
 pub const MEMCASLAP_CONCURRENCY: u32 = 50;
 
@@ -27,15 +30,19 @@ pub enum Workload {
     SockperfPp,
     /// `sockperf tp --tcp -m 64` against `sockperf server`: one-way messages.
     SockperfTp,
+    /// `sockperf pp` at [`WAKE_PINGS_PER_SECOND`]: round trips that find the server's stack
+    /// and program asleep, so their latency is the wake-up latency of both.
+    SockperfWake,
     /// memcaslap (90 % get, 10 % set) against memcached.
     Memcached,
 }
 
 impl Workload {
     /// Every outside workload, in the order they run.
-    pub const ALL: [Workload; 3] = [
+    pub const ALL: [Workload; 4] = [
         Workload::SockperfPp,
         Workload::SockperfTp,
+        Workload::SockperfWake,
         Workload::Memcached,
     ];
 
@@ -44,6 +51,7 @@ impl Workload {
         match self {
             Workload::SockperfPp => "sockperf-pp",
             Workload::SockperfTp => "sockperf-tp",
+            Workload::SockperfWake => "sockperf-wake",
             Workload::Memcached => "memcached",
         }
     }
@@ -51,7 +59,7 @@ impl Workload {
     /// The server program.
     pub fn app(self) -> App {
         match self {
-            Workload::SockperfPp | Workload::SockperfTp => App::Sockperf,
+            Workload::SockperfPp | Workload::SockperfTp | Workload::SockperfWake => App::Sockperf,
             Workload::Memcached => App::Memcached,
         }
     }
@@ -177,6 +185,27 @@ fn client(h: &Harness, w: Workload, addr: SocketAddr, seconds: u32) -> Result<St
             .map(String::from)
             .to_vec(),
         ),
+        Workload::SockperfWake => (
+            SOCKPERF,
+            [
+                "pp",
+                "--tcp",
+                "-i",
+                &ip,
+                "-p",
+                &port,
+                "-m",
+                &m,
+                "-t",
+                // At least 100 pings, even in a quick run.
+                &seconds.max(2).to_string(),
+                "--mps",
+                &WAKE_PINGS_PER_SECOND.to_string(),
+                "--full-rtt",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
         Workload::SockperfTp => (
             SOCKPERF,
             ["tp", "--tcp", "-i", &ip, "-p", &port, "-m", &m, "-t", &t]
@@ -219,6 +248,22 @@ fn parse(w: Workload, out: &str) -> Result<(Metrics, u64), String> {
         }
     };
     match w {
+        Workload::SockperfWake => {
+            let pp = sockperf::parse(out).map_err(|e| e.to_string())?;
+            Ok((
+                vec![
+                    (
+                        "round trips",
+                        positive("round trips", pp.round_trips as f64)?,
+                    ),
+                    ("p50 rtt us", positive("p50", pp.p50_us)?),
+                    ("p90 rtt us", positive("p90", pp.p90_us)?),
+                    ("p99 rtt us", positive("p99", pp.p99_us)?),
+                    ("max rtt us", positive("max", pp.max_us)?),
+                ],
+                pp.round_trips,
+            ))
+        }
         Workload::SockperfPp => {
             let pp = sockperf::parse(out).map_err(|e| e.to_string())?;
             let rate = pp.round_trips as f64 / positive("RunTime", pp.run_seconds)?;
@@ -291,6 +336,9 @@ mod tests {
             .contains("measured 0"));
         assert!(parse(Workload::SockperfPp, memc).is_err());
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
-        assert_eq!(names, ["sockperf-pp", "sockperf-tp", "memcached"]);
+        assert_eq!(
+            names,
+            ["sockperf-pp", "sockperf-tp", "sockperf-wake", "memcached"]
+        );
     }
 }

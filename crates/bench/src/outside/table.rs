@@ -75,7 +75,7 @@ impl OutsideTable {
         );
         let _ = writeln!(
             t,
-            "{:<12} {:<14} {:>10} {:>10} {:>8}   {:>15} {:>7}   {:>15} {:>7}",
+            "{:<13} {:<14} {:>10} {:>10} {:>8}   {:>15} {:>7}   {:>15} {:>7}",
             "workload",
             "metric",
             "engine",
@@ -93,7 +93,7 @@ impl OutsideTable {
                 .map(|m| m.metrics.iter().map(|(k, _)| *k).collect())
                 .unwrap_or_default();
             if metrics.is_empty() {
-                let _ = writeln!(t, "{:<12} failed on both sides", w.name());
+                let _ = writeln!(t, "{:<13} failed on both sides", w.name());
             }
             for (i, metric) in metrics.into_iter().enumerate() {
                 let get = |m: Option<&Measured>| {
@@ -102,7 +102,7 @@ impl OutsideTable {
                 };
                 let (ev, lv) = (get(e), get(l));
                 let mut line = format!(
-                    "{:<12} {:<14} {:>10} {:>10} {:>8}",
+                    "{:<13} {:<14} {:>10} {:>10} {:>8}",
                     w.name(),
                     metric,
                     fmt_opt(ev),
@@ -135,7 +135,7 @@ impl OutsideTable {
         );
         let _ = writeln!(
             t,
-            "{:<12} {:<7} {:>9} {:>9} {:>9} {:>9}",
+            "{:<13} {:<7} {:>9} {:>9} {:>9} {:>9}",
             "workload", "side", "app/op", "engine/op", "sirq/op", "busy/op"
         );
         for r in &self.rows {
@@ -144,7 +144,7 @@ impl OutsideTable {
                 Err(e) => {
                     let _ = writeln!(
                         t,
-                        "{:<12} {:<7} failed: {}",
+                        "{:<13} {:<7} failed: {}",
                         r.workload.name(),
                         r.side,
                         short(e)
@@ -154,7 +154,7 @@ impl OutsideTable {
             };
             let _ = writeln!(
                 t,
-                "{:<12} {:<7} {:>9} {:>9} {:>9} {:>9}",
+                "{:<13} {:<7} {:>9} {:>9} {:>9} {:>9}",
                 r.workload.name(),
                 r.side,
                 fmt_opt(c.app_us),
@@ -217,7 +217,7 @@ mod tests {
         let out = t.render();
         let pp = out
             .lines()
-            .find(|l| l.starts_with("sockperf-pp  ops/s"))
+            .find(|l| l.starts_with("sockperf-pp   ops/s"))
             .unwrap();
         // Throughput 2x; own CPU 4+6 against 10+10 (0.50x); busy 30 against 40 (0.75x).
         assert!(pp.contains("2.00x"), "{pp}");
@@ -227,13 +227,13 @@ mod tests {
         assert!(p50.contains("0.50x") && !p50.contains("/"), "{p50}");
         let memc = out
             .lines()
-            .find(|l| l.starts_with("memcached    ops/s"))
+            .find(|l| l.starts_with("memcached     ops/s"))
             .unwrap();
         assert!(
             memc.contains(&num(30000.0)) && memc.contains("n/a"),
             "{memc}"
         );
-        assert!(out.contains("memcached    engine  failed: memcaslap: exit status: 1"));
+        assert!(out.contains("memcached     engine  failed: memcaslap: exit status: 1"));
         assert_eq!(
             t.failures(),
             ["memcached engine: memcaslap: exit status: 1"]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use sluice_engine::setup::{self, Backend};
+use sluice_engine::DEFAULT_SPIN_BEFORE_YIELD;
 use sluice_service::{Service, ServiceConfig};
 use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
@@ -30,6 +31,10 @@ pub struct EngineArgs {
     /// How long the engine polls with nothing to do before sleeping, in microseconds.
     #[arg(long, default_value_t = 10_000)]
     idle_us: u64,
+    /// Of an idle spell, how long the engine polls before it yields its core between polls
+    /// (to the applications and clients sharing the machine), in microseconds.
+    #[arg(long, default_value_t = DEFAULT_SPIN_BEFORE_YIELD.as_micros() as u64)]
+    spin_us: u64,
     /// Bytes per payload ring, each socket has an RX and a TX ring (a power of two,
     /// 4096 to 64 MiB).
     #[arg(long, default_value_t = Layout::default().ring_size)]
@@ -101,6 +106,7 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     let mut engine = setup::open(&opts)?;
     engine.linger = linger;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
+    engine.spin_before_yield = Duration::from_micros(args.spin_us);
     let mut config = ServiceConfig::new(&args.socket, opts.ip, opts.prefix);
     config.layout = layout;
     config.engine.app_idle_us = args.app_idle_us;
