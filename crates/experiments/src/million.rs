@@ -87,15 +87,18 @@ pub fn run(args: &MillionArgs) -> Result<Report, ExperimentError> {
             ),
             format!(
                 "data-path state per connection: hot {} B (pre {}, protocol {}, post {}), \
-                 scheduler {}, recovery {}, out-of-order {}, rack {}",
+                 scheduler {}, cold {}, rack {}; pooled rows of {} B x {} (an idle \
+                 connection {} B)",
                 state.hot(),
                 state.pre,
                 state.protocol,
                 state.post,
                 state.scheduler,
-                state.recovery,
-                state.out_of_order,
-                state.rack
+                state.cold,
+                state.rack,
+                state.pooled_row,
+                state.pool_rows,
+                state.idle()
             ),
         ],
         columns: [
