@@ -274,7 +274,7 @@ impl<D: Device> Engine<D> {
             }
             if busy {
                 if let Some(done) = spell.take() {
-                    policy.end(&done);
+                    policy.end(&done, std::time::Instant::now());
                 }
                 slept_idle = false;
                 continue;
@@ -297,8 +297,9 @@ impl<D: Device> Engine<D> {
                 // Work arrived while going to sleep (docs/service.md "Sleeping and
                 // waking": re-check after announcing the sleep).
                 if let Some(done) = spell.take() {
-                    policy.end(&done);
+                    policy.end(&done, std::time::Instant::now());
                 }
+                slept_idle = false;
                 continue;
             }
             // Sleep until a frame arrives or the cores' next deadline.
@@ -319,9 +320,7 @@ impl<D: Device> Engine<D> {
                 Some(fd) => self.device.wait_also(fd, Some(wait))?,
                 None => self.device.wait(Some(wait))?,
             }
-            if let Some(done) = spell.take() {
-                policy.end(&done);
-            }
+            // The spell goes on until work arrives: its length teaches the policy.
             slept_idle = true;
         }
     }

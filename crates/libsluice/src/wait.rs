@@ -74,7 +74,7 @@ impl Sluice {
         let mut policy = ctx.idle_policy(Duration::from_micros(self.engine().app_idle_us));
         let mut spell = policy.begin(start);
         let r = self.poll_then_sleep(ctx, deadline, fds, ready, &mut policy, &mut spell);
-        policy.end(&spell);
+        policy.end(&spell, Instant::now());
         ctx.keep_idle_policy(policy);
         r
     }

@@ -13,8 +13,12 @@
 //!   it is waiting for, often) runs at once instead of waiting for this one's time slice;
 //! - and takes a gap between two of its polls longer than [`PREEMPTED_GAP`] (it was
 //!   descheduled, or its yield let another thread run that long) as proof that the core is
-//!   contended: it halves its polling budget and sleeps now. Each wait that ends without
-//!   such a gap doubles the budget back, up to the configured one.
+//!   contended: it halves its polling budget and sleeps now;
+//! - and learns from how long its waits last: a wait that ends (work arrived) within the
+//!   configured budget would have been met by polling, so it doubles the budget back up to
+//!   the configured one; a longer wait, met by a sleep anyway, made its polling a waste of a
+//!   core, so it halves the budget. A thread with a reply due in microseconds keeps polling;
+//!   one serving a request every 20 ms soon sleeps at once, as a kernel socket's reader does.
 //!
 //! Pure logic with time passed in, so it is tested without a clock.
 
@@ -101,11 +105,16 @@ impl IdlePolicy {
         }
     }
 
-    /// The spell ended (work arrived, polled or after a sleep): an uncontended one earns the
-    /// budget back.
-    pub fn end(&mut self, spell: &IdleSpell) {
-        if !spell.cut_short {
+    /// The spell ended at `now` (work arrived, while polling or after a sleep): one that
+    /// polling would have met earns the budget back, a longer one halves it.
+    pub fn end(&mut self, spell: &IdleSpell, now: Instant) {
+        if spell.cut_short {
+            return;
+        }
+        if now.saturating_duration_since(spell.start) <= self.max {
             self.budget = (self.budget * 2).max(GROW_FROM_ZERO).min(self.max);
+        } else {
+            self.budget /= 2;
         }
     }
 }
@@ -133,11 +142,17 @@ mod tests {
         assert_eq!(steps[9], IdleStep::Yield, "20 us in: yield between polls");
         assert_eq!(steps.last(), Some(&IdleStep::Sleep));
         assert_eq!(steps.len(), 50, "sleeps once 100 us have passed");
-        p.end(&s);
+        p.end(&s, t0 + 100 * US);
         assert_eq!(
             p.budget(),
             100 * US,
-            "an uncontended spell keeps the budget"
+            "work polling would have met keeps the budget"
+        );
+        p.end(&p.begin(t0), t0 + 101 * US);
+        assert_eq!(
+            p.budget(),
+            50 * US,
+            "work that came after a sleep anyway halves it"
         );
         assert_eq!(p.preemptions, 0);
     }
@@ -152,7 +167,7 @@ mod tests {
             p.step(&mut s, t0 + 30 * US + PREEMPTED_GAP),
             IdleStep::Sleep
         );
-        p.end(&s);
+        p.end(&s, t0 + 40 * US + PREEMPTED_GAP);
         assert_eq!(p.budget(), 5_000 * US, "contention halves the budget");
         assert_eq!(p.preemptions, 1);
     }
@@ -165,24 +180,49 @@ mod tests {
             let mut s = p.begin(t);
             t += PREEMPTED_GAP;
             assert_eq!(p.step(&mut s, t), IdleStep::Sleep);
-            p.end(&s);
+            p.end(&s, t);
         }
         assert_eq!(p.budget(), Duration::ZERO);
         // A zero budget sleeps on the first idle poll.
         let mut s = p.begin(t);
         assert_eq!(p.step(&mut s, t + US), IdleStep::Sleep);
-        p.end(&s);
+        p.end(&s, t + 2 * US);
         let mut uncontended = 1;
         while p.budget() < 1_000 * US {
             let mut s = p.begin(t);
             t += US;
             p.step(&mut s, t);
-            p.end(&s);
+            p.end(&s, t);
             uncontended += 1;
         }
         assert!(
             uncontended <= 11,
             "doubling from 2 us: {uncontended} spells"
         );
+    }
+
+    #[test]
+    fn waits_longer_than_the_budget_teach_it_to_sleep_at_once() {
+        // A request every 20 ms against 10 ms of polling: each spin is wasted.
+        let mut p = IdlePolicy::new(10_000 * US, 20 * US);
+        let mut t = Instant::now();
+        let mut spells = 0;
+        while p.budget() > Duration::ZERO {
+            let s = p.begin(t);
+            t += 20_000 * US;
+            p.end(&s, t);
+            spells += 1;
+        }
+        assert!(
+            spells <= 25,
+            "{spells} wasted spins before sleeping at once"
+        );
+        // Then a burst of quick replies brings polling back.
+        for _ in 0..14 {
+            let s = p.begin(t);
+            t += 50 * US;
+            p.end(&s, t);
+        }
+        assert_eq!(p.budget(), 10_000 * US);
     }
 }
