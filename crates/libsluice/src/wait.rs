@@ -74,7 +74,10 @@ impl Sluice {
         let mut policy = ctx.idle_policy(Duration::from_micros(self.engine().app_idle_us));
         let mut spell = policy.begin(start);
         let r = self.poll_then_sleep(ctx, deadline, fds, ready, &mut policy, &mut spell);
-        policy.end(&spell, Instant::now());
+        match r {
+            Ok(w) if w.timed_out => policy.timed_out(&spell, Instant::now()),
+            _ => policy.end(&spell, Instant::now()),
+        }
         ctx.keep_idle_policy(policy);
         r
     }

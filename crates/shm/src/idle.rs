@@ -105,6 +105,15 @@ impl IdlePolicy {
         }
     }
 
+    /// The spell ended at `now` with nothing to do (a wait's timeout passed): polling that
+    /// took a while was a waste, so the budget halves; a check that barely polled leaves it.
+    pub fn timed_out(&mut self, spell: &IdleSpell, now: Instant) {
+        if !spell.cut_short && now.saturating_duration_since(spell.start) >= self.spin_before_yield
+        {
+            self.budget /= 2;
+        }
+    }
+
     /// The spell ended at `now` (work arrived, while polling or after a sleep): one that
     /// polling would have met earns the budget back, a longer one halves it.
     pub fn end(&mut self, spell: &IdleSpell, now: Instant) {
@@ -199,6 +208,16 @@ mod tests {
             uncontended <= 11,
             "doubling from 2 us: {uncontended} spells"
         );
+    }
+
+    #[test]
+    fn timeouts_that_polled_halve_the_budget_and_quick_checks_leave_it() {
+        let mut p = IdlePolicy::new(10_000 * US, 20 * US);
+        let t0 = Instant::now();
+        p.timed_out(&p.begin(t0), t0);
+        assert_eq!(p.budget(), 10_000 * US, "a non-blocking check");
+        p.timed_out(&p.begin(t0), t0 + 1_000 * US);
+        assert_eq!(p.budget(), 5_000 * US, "1 ms polled for nothing");
     }
 
     #[test]
