@@ -841,6 +841,8 @@ impl Stack {
                 self.events.raise(slot, bits::CLOSED);
             }
             self.table.unhash(&tuple, slot);
+            // The pooled row took its out-of-order bytes with it: count what is left.
+            self.recharge(slot);
         } else {
             self.free_slot(slot);
         }

@@ -150,6 +150,8 @@ impl Stack {
         // connection back: TIME-WAIT is the control plane's.
         self.dp.pre[s].active = false;
         self.dp.drop_cold_row(s);
+        // The pooled row took its out-of-order bytes with it: count what is left.
+        self.recharge(slot);
         let c = &mut self.conns[s];
         c.state = TcpState::TimeWait;
         c.timers.stop_all();
