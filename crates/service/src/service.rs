@@ -49,7 +49,7 @@ impl Service {
     /// Listens on the configured socket (replacing a stale socket file).
     pub fn new(config: ServiceConfig) -> Result<Service, ServiceError> {
         config.validate()?;
-        let control = Control::new(&config.socket)?;
+        let control = Control::new(&config.socket, &config.access)?;
         Ok(Service {
             control,
             apps: Apps {
