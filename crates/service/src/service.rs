@@ -65,6 +65,7 @@ impl Service {
                 rx_pending: Vec::new(),
                 tx_pending: Vec::new(),
                 ip: config.engine.ip,
+                unprivileged_port_start: config.unprivileged_port_start,
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),

@@ -152,3 +152,81 @@ fn the_allow_list_and_the_group_admit_another_uid() {
         assert_eq!(counters.apps_denied, 0, "{name}");
     }
 }
+
+/// The environment variable that makes [`child_binds`] run (in a child process as nobody).
+const CHILD_SOCKET: &str = "SLUICE_TEST_CHILD_SOCKET";
+/// A port the parent's (root's) application holds while the child tries it.
+const HELD_PORT: u16 = 9000;
+
+/// Run by [`an_unprivileged_uid_cannot_bind_low_ports_nor_share_a_root_port`] in a child
+/// process as `nobody`: binding port 80 is EACCES, 8080 succeeds, and a port root's
+/// application holds is EADDRINUSE. Does nothing when run otherwise.
+#[test]
+#[ignore = "run as nobody by an_unprivileged_uid_cannot_bind_low_ports_nor_share_a_root_port"]
+fn child_binds() {
+    let Some(socket) = std::env::var_os(CHILD_SOCKET) else {
+        return;
+    };
+    assert_eq!(geteuid().as_raw(), NOBODY, "the child runs as nobody");
+    let mut app = support::Client::attach(Path::new(&socket), "nobody");
+    let c = app.context();
+    let pump = &mut || {};
+    let mut bind = |app: &mut support::Client, port| {
+        let slot = app.open(c, pump);
+        let req = app.req();
+        let ip = std::net::Ipv4Addr::UNSPECIFIED;
+        let cmd = sluice_shm::Command::Bind {
+            req,
+            slot,
+            ip,
+            port,
+        };
+        match app.call(c, cmd, pump) {
+            sluice_shm::Completion::Done { .. } => 0,
+            sluice_shm::Completion::Failed { errno, .. } => errno,
+            other => panic!("unexpected completion {other:?}"),
+        }
+    };
+    assert_eq!(bind(&mut app, 80), libc::EACCES, "port 80 needs privilege");
+    assert_eq!(bind(&mut app, 8080), 0, "port 8080 does not");
+    assert_eq!(bind(&mut app, HELD_PORT), libc::EADDRINUSE, "root's port");
+}
+
+#[test]
+fn an_unprivileged_uid_cannot_bind_low_ports_nor_share_a_root_port() {
+    if !root("an_unprivileged_uid_cannot_bind_low_ports_nor_share_a_root_port") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let mut net = Net::start_with("access-ports", |c| c.access.allow_uids = vec![NOBODY]);
+    open_to_all(&net.socket);
+    // Root's application binds port 80 (privileged) and holds HELD_PORT.
+    let mut root_app = net.attach("root");
+    let c = root_app.context();
+    let pump = &mut || {};
+    for port in [80, HELD_PORT] {
+        let slot = root_app.open(c, pump);
+        let req = root_app.req();
+        let ip = std::net::Ipv4Addr::UNSPECIFIED;
+        root_app.ok(
+            c,
+            sluice_shm::Command::Bind {
+                req,
+                slot,
+                ip,
+                port,
+            },
+            pump,
+        );
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_binds", "--ignored", "--nocapture"])
+        .env(CHILD_SOCKET, &net.socket)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .status()
+        .expect("the child runs");
+    assert!(status.success(), "the child's binds: {status}");
+    let counters = net.until_counters("the refusal counted", |c| c.privileged_ports_refused == 1);
+    assert_eq!(counters.apps_attached, 2);
+}
