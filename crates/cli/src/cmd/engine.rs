@@ -67,9 +67,9 @@ fn resolve_group(group: &str) -> Option<u32> {
         Ok(Some(g)) => Some(g.gid.as_raw()),
         Ok(None) | Err(_) => {
             eprintln!(
-                "sluice engine: group {group:?} does not exist: only root{} may attach \
-                 (socket mode 0600); create it, or name another with --group",
-                " and the --allow-uid uids"
+                "sluice engine: group {group:?} does not exist: only root and the \
+                 --allow-uid uids may attach (socket mode 0600); create it, or name \
+                 another with --group"
             );
             None
         }
