@@ -74,6 +74,9 @@ impl Sluice {
                 layout,
                 engine,
             } => (app, layout, engine),
+            Reply::Refused { reason } if reason.starts_with(control::ACCESS_DENIED) => {
+                return Err(Error::Denied(reason))
+            }
             Reply::Refused { reason } => {
                 return Err(Error::Shm(ShmError::Protocol(format!(
                     "the engine refused: {reason}"

@@ -18,6 +18,8 @@ pub enum Error {
     EngineGone,
     /// Attaching to the engine failed (ECONNREFUSED).
     Shm(ShmError),
+    /// The engine's access policy refused this process's uid (EACCES); the engine's reason.
+    Denied(String),
 }
 
 /// What kind of call failed, for the errno of [`Error::EngineGone`].
@@ -49,6 +51,7 @@ impl Error {
                 Op::Open => libc::ECONNREFUSED,
             },
             Error::Shm(_) => libc::ECONNREFUSED,
+            Error::Denied(_) => libc::EACCES,
         }
     }
 
@@ -70,6 +73,7 @@ impl fmt::Display for Error {
             Error::Os(e) => write!(f, "{}", std::io::Error::from_raw_os_error(*e)),
             Error::EngineGone => f.write_str("the Sluice engine went away"),
             Error::Shm(e) => write!(f, "attaching to the Sluice engine: {e}"),
+            Error::Denied(reason) => write!(f, "the Sluice engine refused to attach: {reason}"),
         }
     }
 }
@@ -97,6 +101,10 @@ impl From<Error> for std::io::Error {
     fn from(e: Error) -> std::io::Error {
         match e {
             Error::Shm(e) => std::io::Error::new(std::io::ErrorKind::ConnectionRefused, e),
+            Error::Denied(reason) => std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("the Sluice engine refused to attach: {reason}"),
+            ),
             e => std::io::Error::from_raw_os_error(e.errno()),
         }
     }
@@ -145,5 +153,10 @@ mod tests {
         let e: std::io::Error = Error::Os(libc::ECONNREFUSED).into();
         assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
         assert!(Error::Os(libc::EPIPE).to_string().contains("pipe"));
+        let denied = Error::Denied("permission denied: uid 65534".into());
+        assert_eq!(denied.errno(), libc::EACCES);
+        assert!(denied.to_string().contains("uid 65534"));
+        let e: std::io::Error = denied.into();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
     }
 }

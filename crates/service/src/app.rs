@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, SocketBlock};
 
+use crate::access::Credentials;
 use crate::owners::Owner;
 use crate::queues::VerbsQueues;
 use crate::slots::{Slot, SlotState, Slots};
@@ -67,8 +68,10 @@ pub(crate) struct AttachedApp {
     pub id: u32,
     /// Its name and pid from Hello (for logs).
     pub name: String,
-    /// Its process id, as it said.
+    /// Its process id (from SO_PEERCRED).
     pub pid: u32,
+    /// Its credentials, from the kernel at attach (what it may bind, whom it shares with).
+    pub creds: Credentials,
     /// The control socket: hang-up means the application is gone.
     pub sock: OwnedFd,
     /// Its shared region (only this application maps it).
@@ -110,6 +113,7 @@ impl AttachedApp {
             id,
             name: hello.0,
             pid: hello.1,
+            creds: Credentials::default(),
             sock,
             verbs_queues: VerbsQueues::new(region.clone()),
             region,

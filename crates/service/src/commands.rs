@@ -137,6 +137,8 @@ pub(crate) fn execute(
         return cmd.req().and_then(|req| open(app, req, stack, sh));
     };
     let req = cmd.req();
+    // Read before the slot handle borrows the application.
+    let may_bind_privileged = app.creds.may_bind_privileged();
     let h = app
         .slot(s)
         .filter(|h| !matches!(h.slot.state, SlotState::Closing { .. }));
@@ -148,9 +150,8 @@ pub(crate) fn execute(
     let result = match cmd {
         // Neither names a slot: handled above.
         Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
-        Command::Bind { req, ip, port, .. } => {
-            bind(h, ip, port, sh).map_or_else(|e| failed(req, e), |port| done(req, s, port as u32))
-        }
+        Command::Bind { req, ip, port, .. } => bind(h, (ip, port), may_bind_privileged, sh)
+            .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Listen { req, backlog, .. } => {
             listen(h, backlog, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
         }
@@ -241,14 +242,25 @@ fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Opti
     done(req, h.s, h.s)
 }
 
-/// Bind: the engine's address or 0.0.0.0; a port bound by any socket of any application is
-/// EADDRINUSE; port 0 is chosen at Listen.
-fn bind(h: SlotHandle<'_>, ip: Ipv4Addr, port: u16, sh: &mut Shared) -> Result<u16, Errno> {
+/// Bind: the engine's address or 0.0.0.0; a port below `unprivileged_port_start` needs uid 0
+/// or CAP_NET_BIND_SERVICE (EACCES, checked first as Linux's inet_bind does); a port bound
+/// by any socket of any application is EADDRINUSE (no port is shared, so neither across
+/// uids); port 0 is chosen at Listen.
+fn bind(
+    h: SlotHandle<'_>,
+    (ip, port): (Ipv4Addr, u16),
+    may_bind_privileged: bool,
+    sh: &mut Shared,
+) -> Result<u16, Errno> {
     if h.slot.state != SlotState::Opened {
         return Err(Errno::EINVAL);
     }
     if ip != sh.ip && !ip.is_unspecified() {
         return Err(Errno::EADDRNOTAVAIL);
+    }
+    if port != 0 && port < sh.unprivileged_port_start && !may_bind_privileged {
+        sh.counters.privileged_ports_refused += 1;
+        return Err(Errno::EACCES);
     }
     if port != 0 && !sh.ports.bind(port, h.owner) {
         return Err(Errno::EADDRINUSE);

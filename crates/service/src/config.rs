@@ -8,6 +8,7 @@ use std::time::Duration;
 use sluice_shm::control::EngineInfo;
 use sluice_shm::Layout;
 
+use crate::access::AccessPolicy;
 use crate::error::ServiceError;
 use crate::verbs::VerbsLimits;
 
@@ -37,6 +38,11 @@ pub struct ServiceConfig {
     pub verbs_limits: VerbsLimits,
     /// Serve MTP messages (docs/mtp.md): an MTP transport beside the TCP core.
     pub mtp: bool,
+    /// Who may attach (and the socket file's group and mode).
+    pub access: AccessPolicy,
+    /// Binding a local port below this needs uid 0 or CAP_NET_BIND_SERVICE (Linux's
+    /// net.ipv4.ip_unprivileged_port_start).
+    pub unprivileged_port_start: u16,
 }
 
 impl ServiceConfig {
@@ -59,6 +65,8 @@ impl ServiceConfig {
             verbs: true,
             verbs_limits: VerbsLimits::default(),
             mtp: true,
+            access: AccessPolicy::default(),
+            unprivileged_port_start: 1024,
         }
     }
 

@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use sluice_shm::control::{
-    accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, PROTOCOL_VERSION,
+    accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, ACCESS_DENIED,
+    PROTOCOL_VERSION,
 };
 use sluice_shm::{EventFd, Region, ShmError};
 use sluice_tcp::Stack;
 
+use crate::access::{AccessPolicy, Credentials};
 use crate::app::{Apps, AttachedApp};
 use crate::commands;
 use crate::config::ServiceConfig;
@@ -47,7 +49,9 @@ pub(crate) struct Control {
     listener: Option<OwnedFd>,
     /// Readable when the engine has control-plane work or a doorbell rang.
     pub epoll: Epoll,
-    pending: Vec<Option<OwnedFd>>,
+    pending: Vec<Option<(OwnedFd, Option<Credentials>)>>,
+    /// The engine's own effective uid (always admitted).
+    engine_uid: u32,
     /// Which pending entry to drop next when all are taken.
     evict: usize,
     events: Vec<EpollEvent>,
@@ -55,8 +59,9 @@ pub(crate) struct Control {
 
 impl Control {
     /// Listens at `path` and sets up the epoll set. A socket file that still answers belongs
-    /// to a running engine and is left alone; a stale one is replaced.
-    pub fn new(path: &Path) -> Result<Control, ServiceError> {
+    /// to a running engine and is left alone; a stale one is replaced. The file is `0660` in
+    /// the policy's group, or `0600` without one: never world-writable.
+    pub fn new(path: &Path, access: &AccessPolicy) -> Result<Control, ServiceError> {
         use std::os::unix::fs::FileTypeExt;
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             // Only a socket is ever replaced: a stray regular file there is a mistake.
@@ -74,6 +79,7 @@ impl Control {
             )));
         }
         let listener = listen_at(path)?;
+        set_socket_mode(path, access)?;
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(sys("epoll_create"))?;
         epoll
             .add(
@@ -86,6 +92,7 @@ impl Control {
             listener: Some(listener),
             epoll,
             pending: (0..MAX_PENDING).map(|_| None).collect(),
+            engine_uid: nix::unistd::geteuid().as_raw(),
             evict: 0,
             events: vec![EpollEvent::empty(); EVENTS],
         })
@@ -112,6 +119,27 @@ impl Control {
     fn unwatch(&self, fd: &impl AsFd) {
         let _ = self.epoll.delete(fd.as_fd());
     }
+}
+
+/// Gives the socket file at `path` its group and mode (before anyone else can connect,
+/// the mode is the umask's; applications of other uids are refused at Hello anyway).
+fn set_socket_mode(path: &Path, access: &AccessPolicy) -> Result<(), ServiceError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match access.group {
+        Some(gid) => {
+            std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
+                ServiceError::Config(format!(
+                    "cannot give {} to group {gid}: {e}",
+                    path.display()
+                ))
+            })?;
+            0o660
+        }
+        None => 0o600,
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| {
+        ServiceError::Config(format!("cannot set the mode of {}: {e}", path.display()))
+    })
 }
 
 /// A name fit for one log line.
@@ -183,7 +211,7 @@ impl Control {
                     // Full of connections that never said Hello: drop the one in turn.
                     let i = self.evict;
                     self.evict = (i + 1) % MAX_PENDING;
-                    if let Some(old) = self.pending[i].take() {
+                    if let Some((old, _)) = self.pending[i].take() {
                         self.unwatch(&old);
                         sh.counters.apps_refused += 1;
                     }
@@ -191,7 +219,9 @@ impl Control {
                 }
             };
             if self.watch(&sock, token::PENDING | i as u64) {
-                self.pending[i] = Some(sock);
+                // Taken now, from the kernel: what the connecting process was at connect().
+                let creds = Credentials::of_peer(&sock);
+                self.pending[i] = Some((sock, creds));
             }
         }
     }
@@ -201,20 +231,41 @@ impl Control {
         let Some(entry) = self.pending.get_mut(i) else {
             return;
         };
-        let Some(sock) = entry.as_ref() else {
+        let Some((sock, _)) = entry.as_ref() else {
             return;
         };
         let msg = recv_message::<Request>(sock.as_fd());
         if matches!(msg, Ok(None)) {
             return;
         }
-        let Some(sock) = entry.take() else {
+        let Some((sock, creds)) = entry.take() else {
             return;
         };
         self.unwatch(&sock);
         match msg {
-            Ok(Some((Request::Hello { version, pid, name }, _))) => {
-                self.attach(sock, (version, pid, printable(&name)), apps, config, sh)
+            Ok(Some((Request::Hello { version, name, .. }, _))) => {
+                let Some(creds) = creds else {
+                    sh.counters.apps_denied += 1;
+                    refuse(
+                        &sock,
+                        &format!("{ACCESS_DENIED}: the peer's credentials are unknown"),
+                    );
+                    return;
+                };
+                if let Err(denied) = config.access.admit(&creds, self.engine_uid) {
+                    sh.counters.apps_denied += 1;
+                    if config.log {
+                        eprintln!(
+                            "sluice engine: refused {} (pid {}, uid {}): {denied}",
+                            printable(&name),
+                            creds.pid,
+                            creds.uid
+                        );
+                    }
+                    refuse(&sock, &denied.to_string());
+                    return;
+                }
+                self.attach(sock, (version, creds, printable(&name)), apps, config, sh)
             }
             Ok(Some(_)) => {
                 sh.counters.bad_control += 1;
@@ -229,7 +280,7 @@ impl Control {
     fn attach(
         &mut self,
         sock: OwnedFd,
-        (version, pid, name): (u32, u32, String),
+        (version, creds, name): (u32, Credentials, String),
         apps: &mut Apps,
         config: &ServiceConfig,
         sh: &mut Shared,
@@ -284,16 +335,14 @@ impl Control {
         apps.next_id += 1;
         sh.counters.apps_attached += 1;
         if config.log {
-            eprintln!("sluice engine: app {id} ({name}, pid {pid}) attached");
+            eprintln!(
+                "sluice engine: app {id} ({name}, pid {}, uid {}, gid {}) attached",
+                creds.pid, creds.uid, creds.gid
+            );
         }
-        apps.table[index] = Some(AttachedApp::new(
-            index as u32,
-            id,
-            (name, pid),
-            sock,
-            region,
-            doorbell,
-        ));
+        let mut app = AttachedApp::new(index as u32, id, (name, creds.pid), sock, region, doorbell);
+        app.creds = creds;
+        apps.table[index] = Some(app);
     }
 
     /// Reads an application's control messages; a hang-up releases it.

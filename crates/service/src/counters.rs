@@ -11,6 +11,11 @@ pub struct Counters {
     pub apps_detached: u64,
     /// Attach requests refused (bad version, too many applications, region creation failed).
     pub apps_refused: u64,
+    /// Attach requests refused by the access policy (the peer's uid may not attach).
+    pub apps_denied: u64,
+    /// Binds to a port below `unprivileged_port_start` refused (EACCES): the application
+    /// has neither uid 0 nor CAP_NET_BIND_SERVICE.
+    pub privileged_ports_refused: u64,
     /// Contexts handed out.
     pub contexts_created: u64,
     /// Context requests refused (the application's contexts are all in use).
@@ -117,10 +122,12 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 52] = [
+        let rows: [(&str, u64); 54] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
+            ("apps_denied", self.apps_denied),
+            ("privileged_ports_refused", self.privileged_ports_refused),
             ("contexts_created", self.contexts_created),
             ("contexts_refused", self.contexts_refused),
             ("commands", self.commands),
@@ -175,7 +182,7 @@ impl fmt::Display for Counters {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write!(f, "{name:<22} {value}")?;
+            write!(f, "{name:<24} {value}")?;
         }
         Ok(())
     }

@@ -16,7 +16,8 @@
 //! Layers: a module imports only modules of the layers below it, never one above or beside
 //! it in a loop, so the engine's stack through [`Service`]'s poll only ever goes down.
 //!
-//! 1. State, at the bottom (each imports only those before it here): `error`, `counters`,
+//! 1. State, at the bottom (each imports only those before it here): `access` (who may
+//!    attach, the peer's credentials), `error`, `counters`,
 //!    `owners` (ports, connections and splices to their owners), `slots` (a slot's life),
 //!    `congestion` (an application's congestion-control choice applied to a connection),
 //!    `verbs` (docs/verbs.md: the RDMA transport, what each application owns of it, its
@@ -37,6 +38,7 @@
 //! 5. `service`: the engine's [`sluice_engine::App`], on top.
 #![forbid(unsafe_code)]
 
+mod access;
 mod app;
 mod commands;
 mod config;
@@ -59,6 +61,7 @@ mod teardown;
 mod verbs;
 mod wake;
 
+pub use access::{AccessPolicy, Credentials, Denied};
 pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;

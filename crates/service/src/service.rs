@@ -49,7 +49,7 @@ impl Service {
     /// Listens on the configured socket (replacing a stale socket file).
     pub fn new(config: ServiceConfig) -> Result<Service, ServiceError> {
         config.validate()?;
-        let control = Control::new(&config.socket)?;
+        let control = Control::new(&config.socket, &config.access)?;
         Ok(Service {
             control,
             apps: Apps {
@@ -65,6 +65,7 @@ impl Service {
                 rx_pending: Vec::new(),
                 tx_pending: Vec::new(),
                 ip: config.engine.ip,
+                unprivileged_port_start: config.unprivileged_port_start,
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),

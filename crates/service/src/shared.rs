@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub tx_pending: Vec<Owner>,
     /// The engine's address.
     pub ip: Ipv4Addr,
+    /// Binding a port below this needs uid 0 or CAP_NET_BIND_SERVICE.
+    pub unprivileged_port_start: u16,
     /// The current iteration's time.
     pub now: Instant,
     /// Whether this iteration did anything for an application.

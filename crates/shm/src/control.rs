@@ -33,6 +33,9 @@ pub const MAX_FDS: usize = 4;
 pub const DEFAULT_SOCKET: &str = "/run/sluice/engine.sock";
 /// The environment variable naming the engine's socket for applications.
 pub const SOCKET_ENV: &str = "SLUICE_SOCKET";
+/// How a Refused reply's reason begins when the engine's access policy refused the
+/// attaching uid (the application reports EACCES).
+pub const ACCESS_DENIED: &str = "permission denied";
 
 /// What the engine tells an application about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

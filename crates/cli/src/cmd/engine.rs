@@ -45,6 +45,35 @@ pub struct EngineArgs {
     /// Contexts (application threads talking to the engine) per application.
     #[arg(long, default_value_t = Layout::default().max_contexts)]
     max_contexts: u32,
+    /// The group (name or gid) whose members may attach; the socket is `root:<group> 0660`.
+    /// If it does not exist, only root (and --allow-uid) may attach, socket `0600`.
+    #[arg(long, default_value = "sluice")]
+    group: String,
+    /// A uid that may attach whatever its groups (repeatable).
+    #[arg(long = "allow-uid")]
+    allow_uid: Vec<u32>,
+    /// Binding a port below this needs root or CAP_NET_BIND_SERVICE in the application.
+    #[arg(long, default_value_t = 1024)]
+    unprivileged_port_start: u16,
+}
+
+/// The gid of `group` (a name, or a number); None, said on stderr, if there is none.
+fn resolve_group(group: &str) -> Option<u32> {
+    let found = match group.parse::<u32>() {
+        Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
+        Err(_) => nix::unistd::Group::from_name(group),
+    };
+    match found {
+        Ok(Some(g)) => Some(g.gid.as_raw()),
+        Ok(None) | Err(_) => {
+            eprintln!(
+                "sluice engine: group {group:?} does not exist: only root and the \
+                 --allow-uid uids may attach (socket mode 0600); create it, or name \
+                 another with --group"
+            );
+            None
+        }
+    }
 }
 
 /// The backend's name as the flag spells it.
@@ -111,6 +140,9 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     config.layout = layout;
     config.engine.app_idle_us = args.app_idle_us;
     config.log = true;
+    config.access.group = resolve_group(&args.group);
+    config.access.allow_uids = args.allow_uid.clone();
+    config.unprivileged_port_start = args.unprivileged_port_start;
     let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.
