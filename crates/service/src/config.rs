@@ -37,6 +37,9 @@ pub struct ServiceConfig {
     pub verbs_limits: VerbsLimits,
     /// Serve MTP messages (docs/mtp.md): an MTP transport beside the TCP core.
     pub mtp: bool,
+    /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
+    /// headroom (an attach that would cross it is refused for that application only).
+    pub map_budget: Option<usize>,
 }
 
 impl ServiceConfig {
@@ -59,6 +62,7 @@ impl ServiceConfig {
             verbs: true,
             verbs_limits: VerbsLimits::default(),
             mtp: true,
+            map_budget: None,
         }
     }
 

@@ -11,6 +11,11 @@ pub struct Counters {
     pub apps_detached: u64,
     /// Attach requests refused (bad version, too many applications, region creation failed).
     pub apps_refused: u64,
+    /// Of those, attaches refused because the engine's mappings would cross its budget
+    /// (`vm.max_map_count` less headroom).
+    pub apps_refused_maps: u64,
+    /// Sockets refused (ENOMEM) because their rings could not be mapped.
+    pub ring_maps_refused: u64,
     /// Contexts handed out.
     pub contexts_created: u64,
     /// Context requests refused (the application's contexts are all in use).
@@ -117,10 +122,12 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 52] = [
+        let rows: [(&str, u64); 54] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
+            ("apps_refused_maps", self.apps_refused_maps),
+            ("ring_maps_refused", self.ring_maps_refused),
             ("contexts_created", self.contexts_created),
             ("contexts_refused", self.contexts_refused),
             ("commands", self.commands),
