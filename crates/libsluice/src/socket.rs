@@ -136,7 +136,7 @@ impl Socket {
             tx_tail: block.tx_tail().load(Ordering::Acquire),
             ..AppLine::default()
         };
-        Ok(Socket {
+        let sock = Socket {
             sluice: sluice.clone(),
             slot,
             line: Mutex::new(line),
@@ -153,7 +153,14 @@ impl Socket {
             bound: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             tx_lent: AtomicBool::new(false),
-        })
+        };
+        // The rings are mapped when a socket is made, not at attach (issue 23): a refused
+        // mapping (vm.max_map_count) closes the slot again and fails this socket only.
+        if sluice.region.map_rings(slot).is_err() {
+            drop(sock);
+            return Err(Error::Os(libc::ENOMEM));
+        }
+        Ok(sock)
     }
 
     /// The attachment this socket belongs to.

@@ -94,6 +94,8 @@ pub(crate) struct AttachedApp {
     /// When its control socket hung up, if it did: it is gone, and only the connections it
     /// had closed (gracefully) before are still being drained from its region.
     pub departed: Option<sluice_tcp::Instant>,
+    /// Sockets refused because their rings could not be mapped (`vm.max_map_count`).
+    pub ring_maps_refused: u64,
 }
 
 impl AttachedApp {
@@ -122,6 +124,7 @@ impl AttachedApp {
             slots: Slots::new(layout.max_sockets),
             ring_size: layout.ring_size as u64,
             dirty: false,
+            ring_maps_refused: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,
         }
@@ -166,8 +169,15 @@ impl AttachedApp {
 
     /// Takes a free slot into use in `state` with `flags`; None when all are in use. (There
     /// are as many slots as the region has sockets, so a slot handed out is in range.)
+    /// A slot whose rings cannot be mapped (the engine's mapping budget or
+    /// `vm.max_map_count`) is given back and counted in `ring_maps_refused`.
     pub fn alloc_slot(&mut self, state: SlotState, flags: u32) -> Option<SlotHandle<'_>> {
         let s = self.slots.alloc(state, flags)?;
+        if self.region.map_rings(s).is_err() {
+            self.ring_maps_refused += 1;
+            let _ = self.slots.release(s);
+            return None;
+        }
         self.slot(s)
     }
 

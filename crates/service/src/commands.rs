@@ -231,7 +231,12 @@ pub(crate) fn execute(
 /// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
 /// congestion control, as a new Linux socket reports the system default).
 fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
+    let refused = app.ring_maps_refused;
     let Some(h) = app.alloc_slot(SlotState::Opened, ALLOCATED) else {
+        if app.ring_maps_refused != refused {
+            sh.counters.ring_maps_refused += 1;
+            return failed(req, Errno::ENOMEM);
+        }
         sh.counters.bad_state += 1;
         return failed(req, Errno::EMFILE);
     };

@@ -43,6 +43,9 @@ pub struct ServiceConfig {
     /// Binding a local port below this needs uid 0 or CAP_NET_BIND_SERVICE (Linux's
     /// net.ipv4.ip_unprivileged_port_start).
     pub unprivileged_port_start: u16,
+    /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
+    /// headroom (an attach that would cross it is refused for that application only).
+    pub map_budget: Option<usize>,
 }
 
 impl ServiceConfig {
@@ -67,6 +70,7 @@ impl ServiceConfig {
             mtp: true,
             access: AccessPolicy::default(),
             unprivileged_port_start: 1024,
+            map_budget: None,
         }
     }
 

@@ -306,6 +306,22 @@ impl Control {
             }
         };
         let id = apps.next_id;
+        // Refuse this application alone before the kernel's limit refuses everyone's.
+        let budget = sluice_shm::MapBudget {
+            budget: config.map_budget.unwrap_or(usize::MAX),
+        };
+        if let Err(e) = budget.admits(sluice_shm::map_budget::ATTACH_MAPPINGS) {
+            sh.counters.apps_refused += 1;
+            sh.counters.apps_refused_maps += 1;
+            if config.log {
+                eprintln!(
+                    "sluice engine: attach of {name} (pid {}) refused: {e}",
+                    creds.pid
+                );
+            }
+            refuse(&sock, &format!("ENOMEM: {e}"));
+            return;
+        }
         let made = Region::create(&format!("sluice-app-{id}"), config.layout)
             .and_then(|region| Ok((region, EventFd::new()?)));
         let (region, doorbell) = match made {

@@ -16,6 +16,11 @@ pub struct Counters {
     /// Binds to a port below `unprivileged_port_start` refused (EACCES): the application
     /// has neither uid 0 nor CAP_NET_BIND_SERVICE.
     pub privileged_ports_refused: u64,
+    /// Of those, attaches refused because the engine's mappings would cross its budget
+    /// (`vm.max_map_count` less headroom).
+    pub apps_refused_maps: u64,
+    /// Sockets refused (ENOMEM) because their rings could not be mapped.
+    pub ring_maps_refused: u64,
     /// Contexts handed out.
     pub contexts_created: u64,
     /// Context requests refused (the application's contexts are all in use).
@@ -122,12 +127,14 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 54] = [
+        let rows: [(&str, u64); 56] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
             ("apps_denied", self.apps_denied),
             ("privileged_ports_refused", self.privileged_ports_refused),
+            ("apps_refused_maps", self.apps_refused_maps),
+            ("ring_maps_refused", self.ring_maps_refused),
             ("contexts_created", self.contexts_created),
             ("contexts_refused", self.contexts_refused),
             ("commands", self.commands),

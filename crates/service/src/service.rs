@@ -47,8 +47,12 @@ pub struct Service {
 
 impl Service {
     /// Listens on the configured socket (replacing a stale socket file).
-    pub fn new(config: ServiceConfig) -> Result<Service, ServiceError> {
+    pub fn new(mut config: ServiceConfig) -> Result<Service, ServiceError> {
         config.validate()?;
+        // Read once at start: the kernel's limit is per process and shared by every app.
+        config
+            .map_budget
+            .get_or_insert_with(|| sluice_shm::MapBudget::from_system().budget);
         let control = Control::new(&config.socket, &config.access)?;
         Ok(Service {
             control,

@@ -1,7 +1,10 @@
-//! An application's shared region: a sealed memfd, mapped with every payload ring twice.
+//! An application's shared region: a sealed memfd, its control area mapped at once and each
+//! socket's payload rings mapped twice back to back when the socket is first used.
 //!
 //! The engine creates the region and passes its descriptor to the application, which maps
-//! it the same way. The file is sealed against shrinking and growing, so neither side can
+//! it the same way. The whole range is reserved (PROT_NONE) up front, so a ring's place is
+//! fixed; its file pages are mapped into it by [`Region::map_rings`], which makes the
+//! region cost mappings in proportion to the sockets used, not to `max_sockets` (issue 23). The file is sealed against shrinking and growing, so neither side can
 //! make the other's accesses fault; everything else in it is treated as untrusted by the
 //! engine (see the crate docs).
 
@@ -9,7 +12,8 @@ use std::ffi::CString;
 use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
 
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use nix::sys::memfd::{memfd_create, MFdFlags};
@@ -40,6 +44,10 @@ pub struct Region {
     base: NonNull<u8>,
     layout: Layout,
     fd: OwnedFd,
+    /// Whether socket `s`'s rings are mapped (set once, after the mapping is in place).
+    rings_mapped: Box<[AtomicBool]>,
+    /// Serialises ring mapping, so a socket's rings are placed once.
+    map_lock: Mutex<()>,
 }
 
 // SAFETY: the mapping is shared memory reached only through atomics and raw copies into
@@ -112,36 +120,75 @@ impl Region {
         }
         .map_err(sys("reserving address space for the region"))?
         .cast::<u8>();
-        let region = Region { base, layout, fd };
-        let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
-        let place = |map_off: usize, len: usize, file_off: usize| -> Result<(), ShmError> {
-            let len = NonZeroUsize::new(len).expect("pieces are not empty");
-            // SAFETY: the target range lies inside our own reservation (map_off + len <=
-            // map_len by the layout's arithmetic), so MAP_FIXED replaces only our pages.
-            unsafe {
-                mmap(
-                    NonZeroUsize::new(region.base.as_ptr() as usize + map_off),
-                    len,
-                    rw,
-                    MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
-                    &region.fd,
-                    file_off as i64,
-                )
-            }
-            .map(|_| ())
-            .map_err(sys("mapping the region"))
+        let rings_mapped = (0..layout.max_sockets)
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        let region = Region {
+            base,
+            layout,
+            fd,
+            rings_mapped,
+            map_lock: Mutex::new(()),
         };
-        place(0, layout.control_len(), 0)?;
-        let ring = layout.ring_size as usize;
-        for s in 0..layout.max_sockets {
-            for dir in [Dir::Rx, Dir::Tx] {
-                let m = layout.ring_map_offset(s, dir);
-                let f = layout.ring_file_offset(s, dir);
-                place(m, ring, f)?;
-                place(m + ring, ring, f)?;
-            }
-        }
+        region.place(0, layout.control_len(), 0)?;
         Ok(region)
+    }
+
+    /// Maps `len` bytes of the file at `file_off` over our reservation at `map_off`.
+    fn place(&self, map_off: usize, len: usize, file_off: usize) -> Result<(), ShmError> {
+        let len = NonZeroUsize::new(len).expect("pieces are not empty");
+        let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+        // SAFETY: the target range lies inside our own reservation (map_off + len <=
+        // map_len by the layout's arithmetic), so MAP_FIXED replaces only our own pages,
+        // and only pages nothing refers to yet (the reservation, or the control area once).
+        unsafe {
+            mmap(
+                NonZeroUsize::new(self.base.as_ptr() as usize + map_off),
+                len,
+                rw,
+                MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
+                &self.fd,
+                file_off as i64,
+            )
+        }
+        .map(|_| ())
+        .map_err(sys("mapping the region"))
+    }
+
+    /// Maps socket `s`'s two rings, each twice back to back, if they are not yet mapped
+    /// (both sides call it before a socket's first use; the mapping then stays until the
+    /// region is dropped, so a reused slot costs nothing more). Fails for `s` out of range
+    /// (EINVAL) or when the system refuses the mapping (ENOMEM at `vm.max_map_count`).
+    pub fn map_rings(&self, s: u32) -> Result<(), ShmError> {
+        let Some(flag) = self.rings_mapped.get(s as usize) else {
+            return Err(ShmError::Sys {
+                what: "a socket slot out of range",
+                err: nix::errno::Errno::EINVAL,
+            });
+        };
+        if flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _guard = self.map_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let ring = self.layout.ring_size as usize;
+        for dir in [Dir::Rx, Dir::Tx] {
+            let m = self.layout.ring_map_offset(s, dir);
+            let f = self.layout.ring_file_offset(s, dir);
+            self.place(m, ring, f)?;
+            self.place(m + ring, ring, f)?;
+        }
+        flag.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether socket `s`'s rings are mapped.
+    pub fn rings_mapped(&self, s: u32) -> bool {
+        self.rings_mapped
+            .get(s as usize)
+            .is_some_and(|f| f.load(Ordering::Acquire))
     }
 
     /// The region's file, to pass to the application.
@@ -194,13 +241,13 @@ impl Region {
         })
     }
 
-    /// A ring of socket `s`, or None if `s` is out of range.
+    /// A ring of socket `s`, mapping the socket's rings first if they are not (see
+    /// [`Region::map_rings`]); None if `s` is out of range or the mapping is refused.
     pub fn ring(&self, s: u32, dir: Dir) -> Option<Ring<'_>> {
-        if s >= self.layout.max_sockets {
-            return None;
-        }
+        self.map_rings(s).ok()?;
         let off = self.layout.ring_map_offset(s, dir);
-        // SAFETY: off is inside the mapping; the ring's 2 * ring_size bytes are mapped.
+        // SAFETY: off is inside the mapping; the ring's 2 * ring_size bytes are mapped
+        // (rings_mapped is set only after map_rings placed them, and they stay until drop).
         let ptr = unsafe { NonNull::new_unchecked(self.base.as_ptr().add(off)) };
         Some(Ring::new(ptr, self.layout.ring_size))
     }
