@@ -56,6 +56,14 @@ impl Workload {
         }
     }
 
+    /// sockperf's mode for a sockperf row (`pp` or `tp`).
+    fn sockperf_mode(self) -> &'static str {
+        match self {
+            Workload::SockperfTp => "tp",
+            _ => "pp",
+        }
+    }
+
     /// The server program.
     pub fn app(self) -> App {
         match self {
@@ -167,51 +175,20 @@ fn client(h: &Harness, w: Workload, addr: SocketAddr, seconds: u32) -> Result<St
     let (ip, port) = (addr.ip().to_string(), addr.port().to_string());
     let (t, m) = (seconds.max(1).to_string(), MESSAGE_BYTES.to_string());
     let (program, args): (_, Vec<String>) = match w {
-        Workload::SockperfPp => (
-            SOCKPERF,
-            [
-                "pp",
-                "--tcp",
-                "-i",
-                &ip,
-                "-p",
-                &port,
-                "-m",
-                &m,
-                "-t",
-                &t,
-                "--full-rtt",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ),
-        Workload::SockperfWake => (
-            SOCKPERF,
-            [
-                "pp",
-                "--tcp",
-                "-i",
-                &ip,
-                "-p",
-                &port,
-                "-m",
-                &m,
-                "-t",
-                // At least 100 pings, even in a quick run.
-                &seconds.max(2).to_string(),
-                "--mps",
-                &WAKE_PINGS_PER_SECOND.to_string(),
-                "--full-rtt",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ),
-        Workload::SockperfTp => (
-            SOCKPERF,
-            ["tp", "--tcp", "-i", &ip, "-p", &port, "-m", &m, "-t", &t]
-                .map(String::from)
-                .to_vec(),
-        ),
+        Workload::SockperfPp | Workload::SockperfWake | Workload::SockperfTp => {
+            let mut args = vec![w.sockperf_mode(), "--tcp", "-i", &ip, "-p", &port, "-m", &m];
+            let wake_rate = WAKE_PINGS_PER_SECOND.to_string();
+            // The wake-up row: at least 100 pings, even in a quick run.
+            let wake_seconds = seconds.max(2).to_string();
+            match w {
+                Workload::SockperfWake => {
+                    args.extend(["-t", &wake_seconds, "--mps", &wake_rate, "--full-rtt"])
+                }
+                Workload::SockperfPp => args.extend(["-t", &t, "--full-rtt"]),
+                _ => args.extend(["-t", &t]),
+            }
+            (SOCKPERF, args.into_iter().map(String::from).collect())
+        }
         Workload::Memcached => (
             MEMCASLAP,
             vec![
