@@ -1,12 +1,12 @@
 //! `python3 -m http.server` over `sluice engine --lab` (root, lab; issue 23 item 5): a Linux
 //! client in sluice-b fetches a ~100 KB file 500 times, one connection per fetch, from the
 //! same server on Linux in sluice-k and then over the engine in sluice-a. Every fetch over
-//! the engine completes within max(20 x Linux's p99, 200 ms) of this run: the issue saw
+//! the engine completes within max(20 x Linux's p99, 500 ms) of this run: the issue saw
 //! fetches stall 0.5-2.9 s after a fast connect and one time out after 5 s.
 //!
 //! The bound is derived from Linux's time in the same run (not a fixed figure) so that a
 //! loaded machine widens it for both; it is a guard against stalls of the order of a
-//! retransmission timeout or a poll interval (0.2-0.5 s and more), not a measurement.
+//! retransmission timeout (a lost request waits 0.2 + 0.4 s), not a measurement.
 //! The test is `#[ignore]`d (scripts/test.sh runs it as root) and, when asked for, fails
 //! if the lab is unavailable.
 
@@ -93,7 +93,7 @@ fn http_server_fetches_over_the_engine_never_stall() {
     let on_linux = fetch_times(&setup, LINUX_SERVER_IP, &linux);
     let over_engine = fetch_times(&setup, ENGINE_IP, &engine);
     let linux_p99 = quantile(&on_linux, 0.99);
-    let bound = (20.0 * linux_p99).max(0.2);
+    let bound = (20.0 * linux_p99).max(0.5);
     let (worst_at, worst) = over_engine
         .iter()
         .copied()
@@ -119,7 +119,7 @@ fn http_server_fetches_over_the_engine_never_stall() {
         .collect();
     assert!(
         slow.is_empty(),
-        "fetches over the engine slower than {:.0} ms (max(20 x Linux p99 {:.2} ms, 200 ms)): \
+        "fetches over the engine slower than {:.0} ms (max(20 x Linux p99 {:.2} ms, 500 ms)): \
          {slow:?}\n--- engine:\n{}",
         bound * 1e3,
         linux_p99 * 1e3,
