@@ -360,3 +360,57 @@ fn listen_and_connect_errors_name_their_cause() {
     assert_eq!(Error::from(ListenError::AddrInUse), Error::AddrInUse);
     assert_eq!(Error::from(ConnectError::NoResources), Error::NoResources);
 }
+
+/// Issue 23 (`python3 -m http.server`, listen backlog 5): a SYN to a listener whose accept
+/// queue is full is dropped, as Linux does (tcp_conn_request, LISTENOVERFLOWS), so the
+/// client's connect waits and retries its SYN. It used to be answered: the client believed
+/// it was connected, and its ACK and request were dropped until the queue drained, a fast
+/// connect and then a stall of the client's RTO backoff (0.2-3 s, or its timeout).
+#[test]
+fn syn_to_a_full_accept_queue_is_dropped_and_its_retry_is_answered_once_there_is_room() {
+    let mut stack = stack();
+    let l = stack.listen(LISTEN_PORT, 1).unwrap();
+    // The first client fills the accept queue (backlog 1): established, not yet accepted.
+    let first = Peer::new(40000, LISTEN_PORT);
+    first.send(&mut stack, ms(0), first.seg(SYN).seq(SeqNumber(1000)));
+    let (synack, _) = first.recv_one(&mut stack, ms(0));
+    first.send(
+        &mut stack,
+        ms(1),
+        first
+            .seg(ACK)
+            .seq(SeqNumber(1001))
+            .ack(synack.seq + 1u32)
+            .win(65535),
+    );
+    first.recv_nothing(&mut stack, ms(1));
+    assert_eq!(events(&mut stack), vec![Event::Acceptable(l)]);
+
+    // The second client's SYN gets no SYN-ACK while the queue is full: it is counted.
+    let second = Peer::new(40001, LISTEN_PORT);
+    second.send(&mut stack, ms(2), second.seg(SYN).seq(SeqNumber(5000)));
+    second.recv_nothing(&mut stack, ms(2));
+    assert_eq!(stack.counters().accept_queue_overflow, 1);
+
+    // The application accepts; the client's SYN retransmission is answered and its request,
+    // sent with the final ACK, is acknowledged and delivered at once.
+    let a = stack.accept(l).unwrap();
+    assert_eq!(stack.state(a), Ok(TcpState::Established));
+    second.send(&mut stack, ms(1002), second.seg(SYN).seq(SeqNumber(5000)));
+    let (synack2, _) = second.recv_one(&mut stack, ms(1002));
+    assert_eq!(synack2.ack, SeqNumber(5001));
+    second.send(
+        &mut stack,
+        ms(1003),
+        second
+            .seg(ACK | PSH)
+            .seq(SeqNumber(5001))
+            .ack(synack2.seq + 1u32)
+            .data(b"GET / HTTP/1.0\r\n\r\n"),
+    );
+    let (ack, _) = second.recv_one(&mut stack, ms(1003));
+    assert_eq!(ack.ack, SeqNumber(5001 + 18));
+    let b = stack.accept(l).unwrap();
+    assert_eq!(read_all(&mut stack, b), b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(stack.counters().accept_queue_overflow, 1);
+}

@@ -288,6 +288,14 @@ impl Stack {
             self.reply_rst(input);
             return Handback::Done;
         }
+        if l.accept.len() >= l.backlog {
+            // Linux's rule (tcp_conn_request, LISTENOVERFLOWS): while the accept queue is
+            // full a SYN is dropped and the client's connect retries. Answered, the client
+            // believes it is connected and its request is dropped with the final ACK until
+            // the queue drains: a fast connect, then stalls of its RTO backoff (issue 23).
+            self.counters.accept_queue_overflow += 1;
+            return Handback::Done;
+        }
         let backlog_full = l.syn_pending >= self.cfg.syn_backlog;
         let slot = if backlog_full {
             None
