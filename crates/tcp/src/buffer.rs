@@ -229,10 +229,12 @@ impl ConnBuffers {
     }
 }
 
-/// Storages a [`RingPool`] keeps: enough for the connections active at once in a batch
-/// cycle to take and give back without allocating; bounded so idle memory stays small
-/// (64 each way: 8 MiB at the default 64 KiB initial rings).
-pub(crate) const POOL_RINGS: usize = 64;
+/// Storages a [`RingPool`] keeps: what a burst of connections took and gave back is reused
+/// by the next burst rather than freed to the allocator, whose fragments would make a second
+/// burst take as much again (lab test interop_memory: 6,000 connections twice); bounded
+/// (8,192 each way: 512 MiB at the default 64 KiB initial rings, a peak the engine already
+/// held). Idle connections hold no storage; the pool holds only what drained ones gave back.
+pub(crate) const POOL_RINGS: usize = 8192;
 
 /// Storage of drained initial-size rings, kept for the next ring that needs it: active
 /// connections then take and give back storage without allocating (or zeroing), and idle

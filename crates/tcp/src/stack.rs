@@ -817,11 +817,11 @@ impl Stack {
             b.rx.capacity() as usize > self.cfg.rx_initial().next_power_of_two()
                 || b.tx.capacity() as usize > self.cfg.tx_initial().next_power_of_two()
         });
+        // Initial-size storage stays with the slot (the next connection in it reuses it
+        // without the allocator: a second burst of connections takes no new memory);
+        // established connections give theirs back when drained (`ConnBuffers` and the pools).
         if grown {
             self.bufs[s] = None;
-        } else if let Some(b) = self.bufs[s].as_mut() {
-            self.rx_pool.detach(&mut b.rx);
-            self.tx_pool.detach(&mut b.tx);
         }
     }
 
