@@ -20,17 +20,7 @@ fn moves_bytes(net: &mut Net, app: &mut Client, port: u16) -> bool {
     app.wait_flags(s, sluice_shm::flags::CONNECTED, &mut || net.peer.pump());
     let data = pattern(3 * RING as usize, port as u32);
     app.write_all(ctx, s, &data, &mut || net.peer.pump());
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 16 << 10];
-    net.peer.until("peer reads it all", |st| {
-        while let Ok(n) = st.recv(c, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        (got.len() >= data.len()).then_some(())
-    });
+    let got = net.peer.read_at_least(c, data.len());
     got == data
 }
 

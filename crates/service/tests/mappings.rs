@@ -69,17 +69,7 @@ fn an_application_costs_mappings_for_its_sockets_not_max_sockets_and_a_hundred_a
     app.wait_flags(s, sluice_shm::flags::CONNECTED, &mut || net.peer.pump());
     let data = pattern(3 * 8192, 23);
     app.write_all(ctx, s, &data, &mut || net.peer.pump());
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 16 << 10];
-    net.peer.until("peer reads it all", |st| {
-        while let Ok(n) = st.recv(c, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        (got.len() >= data.len()).then_some(())
-    });
+    let got = net.peer.read_at_least(c, data.len());
     assert_eq!(got, data);
     drop(apps);
     net.stop();

@@ -140,6 +140,22 @@ impl Peer {
         (out, end)
     }
 
+    /// Reads until `len` bytes have arrived (or end of stream), pumping meanwhile.
+    pub fn read_at_least(&mut self, c: ConnId, len: usize) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 16 << 10];
+        self.until("peer reads it all", |st| {
+            while let Ok(n) = st.recv(c, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            (got.len() >= len).then_some(())
+        });
+        got
+    }
+
     /// Sends all of `data`, pumping as the send buffer drains.
     pub fn send_all(&mut self, c: ConnId, data: &[u8]) {
         let mut sent = 0;
