@@ -220,6 +220,9 @@ pub fn core_config(mac: EthernetAddress, ip: Ipv4Addr, mtu: u16) -> Config {
     // Room for the connections of a busy host; the tables are reserved, and filled only
     // as far as connections are open at once.
     c.max_connections = 1 << 16;
+    // Listeners are shared by every application of a service (issue 23): a host's worth,
+    // not the core's default 64 that one application could take.
+    c.max_listeners = 4096;
     // What buffers may grow to. They start at 64 KiB (Config::rx_buffer_initial and
     // tx_buffer_initial) and grow with need within rx_memory/tx_memory.
     c.rx_buffer = 4 << 20;

@@ -5,8 +5,6 @@
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
-use hashbrown::HashMap;
-
 use crate::buffer::{ConnBuffers, RingPool, POOL_RINGS};
 use crate::cc::{Algorithm, Policy};
 use crate::config::{Config, ConfigError};
@@ -21,6 +19,7 @@ use crate::offload::relay::RelayQueue;
 use crate::offload::splice::{Pending, SpliceEvent, SpliceStage, SpliceStats};
 use crate::offload::teardown::{Expiry, Limits, TeardownStage};
 use crate::pressure::BufferedBytes;
+use crate::reuseport::ListenerPorts;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
 use crate::timer::TimerQueue;
@@ -62,7 +61,8 @@ pub struct Stack {
     pub(crate) listeners: Box<[Option<Listener>]>,
     /// The generation the next listener's handle gets.
     pub(crate) next_listener_generation: u32,
-    pub(crate) listener_by_port: HashMap<u16, u16, ahash::RandomState>,
+    /// Ports to their listener or reuseport group, and the free listener indexes.
+    pub(crate) listener_by_port: ListenerPorts,
     pub(crate) neighbors: NeighborCache,
     /// ARP requests sent for other transports ([`Stack::resolve_neighbor`]): target and
     /// when, to rate-limit them.
@@ -134,10 +134,7 @@ impl Stack {
             tx_pool: RingPool::new(cfg.tx_initial(), POOL_RINGS),
             listeners: (0..cfg.max_listeners).map(|_| None).collect(),
             next_listener_generation: 0,
-            listener_by_port: HashMap::with_capacity_and_hasher(
-                cfg.max_listeners,
-                ahash::RandomState::with_seeds(cfg.seed, 11, 13, 17),
-            ),
+            listener_by_port: ListenerPorts::new(cfg.max_listeners, cfg.seed),
             neighbors: NeighborCache::new(cfg.neighbor_cache, cfg.seed),
             arp_asked: [(Ipv4Addr::UNSPECIFIED, Instant::ZERO); ARP_ASKED],
             isn_secret: Secret::derive(cfg.seed, 1),

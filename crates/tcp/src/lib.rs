@@ -26,6 +26,7 @@ mod invariant;
 mod offload;
 mod pressure;
 mod queue;
+mod reuseport;
 mod stack;
 mod table;
 pub mod time;

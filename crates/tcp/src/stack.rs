@@ -21,6 +21,7 @@ use crate::handle::{ConnId, ListenerId};
 use crate::host::{Listener, Stack};
 use crate::invariant::InvariantViolation;
 use crate::pressure::send_limit;
+use crate::reuseport::JoinRefused;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -187,17 +188,39 @@ impl Stack {
         backlog: usize,
         algorithm: Option<Algorithm>,
     ) -> Result<ListenerId, ListenError> {
+        self.listen_group(port, backlog, algorithm, false)
+    }
+
+    /// [`Stack::listen_with`] for a listener that shares `port` with the others created
+    /// this way (SO_REUSEPORT): each SYN goes to one member, picked by a hash of its
+    /// 4-tuple. AddrInUse if a listener without reuseport holds the port.
+    pub fn listen_reuseport(
+        &mut self,
+        port: u16,
+        backlog: usize,
+        algorithm: Option<Algorithm>,
+    ) -> Result<ListenerId, ListenError> {
+        self.listen_group(port, backlog, algorithm, true)
+    }
+
+    fn listen_group(
+        &mut self,
+        port: u16,
+        backlog: usize,
+        algorithm: Option<Algorithm>,
+        reuseport: bool,
+    ) -> Result<ListenerId, ListenError> {
         if port == 0 {
             return Err(ListenError::InvalidArgument);
         }
-        if self.listener_by_port.contains_key(&port) {
-            return Err(ListenError::AddrInUse);
-        }
         let index = self
-            .listeners
-            .iter()
-            .position(Option::is_none)
-            .ok_or(ListenError::NoResources)?;
+            .listener_by_port
+            .join(port, reuseport)
+            .map_err(|e| match e {
+                JoinRefused::InUse => ListenError::AddrInUse,
+                JoinRefused::Full => ListenError::NoResources,
+            })?;
+        let index = usize::from(index);
         // No more connections can wait to be accepted than the table holds.
         let backlog = backlog.clamp(1, self.cfg.max_accept_queue.min(self.cfg.max_connections));
         self.listeners[index] = Some(Listener {
@@ -208,7 +231,6 @@ impl Stack {
             cc_algorithm: algorithm.unwrap_or(self.cfg.congestion_control),
             generation: self.next_listener_generation,
         });
-        self.listener_by_port.insert(port, index as u16);
         let generation = self.next_listener_generation;
         self.next_listener_generation = generation.wrapping_add(1);
         Ok(ListenerId {
@@ -222,7 +244,8 @@ impl Stack {
     pub fn unlisten(&mut self, id: ListenerId) -> Result<(), Error> {
         self.listener(id)?;
         self.listeners[id.index as usize] = None;
-        self.listener_by_port.remove(&id.port);
+        // The other members of a reuseport group keep the port and take its new SYNs.
+        self.listener_by_port.leave(id.port, id.index);
         // Every connection still tied to the listener, queued for accept or half-open, is
         // reset and freed (RFC 9293 3.10.4: CLOSE in LISTEN deletes the TCB). None may keep
         // the index: it would leak its slot, or land in the accept queue of the next
@@ -324,7 +347,7 @@ impl Stack {
                 remote_port: port,
                 local_port: candidate,
             };
-            if self.listener_by_port.contains_key(&candidate)
+            if self.listener_by_port.contains(candidate)
                 || self.teardown_holds(&tuple)
                 || self.splice_holds(&tuple)
             {

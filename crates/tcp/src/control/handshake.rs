@@ -241,7 +241,12 @@ impl Stack {
         iss: Option<SeqNumber>,
     ) -> Handback {
         let t = &input.tcp;
-        let listener = self.listener_by_port.get(&t.dst_port).copied();
+        // One pick for the SYN and for the ACK that completes its cookie: the same tuple.
+        let listener = self.listener_by_port.select(&FourTuple {
+            remote_ip: input.ip.src,
+            remote_port: t.src_port,
+            local_port: t.dst_port,
+        });
         let Some(index) = listener else {
             // RFC 9293 3.10.7.1 (CLOSED): reset anything but a RST.
             self.reply_rst(input);

@@ -174,7 +174,7 @@ impl Stack {
                 self.counters.teardown_reset += 1;
             }
             Reply::Closed => self.counters.teardown_completed += 1,
-            Reply::MayReopen(iss) if self.listener_by_port.contains_key(&t.dst_port) => {
+            Reply::MayReopen(iss) if self.listener_by_port.contains(t.dst_port) => {
                 self.counters.time_wait_reopened += 1;
                 self.counters.teardown_completed += 1;
                 self.teardown.remove(flow);

@@ -66,7 +66,7 @@ impl Stack {
             // handle to it (the handle must stay valid until close; MAY-2 is optional).
             if self.syn_may_reopen(slot, input)
                 && !self.conns[s].app_owned
-                && self.listener_by_port.contains_key(&t.dst_port)
+                && self.listener_by_port.contains(t.dst_port)
             {
                 self.counters.time_wait_reopened += 1;
                 // RFC 1122 4.2.2.13 (1): the new incarnation's ISS lies above every
