@@ -87,6 +87,11 @@ int sluice_set_nonblocking(sluice_socket *s, int on);
 /* TCP_NODELAY on (on != 0) or off. */
 int sluice_set_nodelay(sluice_socket *s, int on);
 
+/* SO_REUSEADDR (addr != 0) and SO_REUSEPORT (port != 0) for the next bind: sockets of
+ * the same uid share a port as on Linux (both SO_REUSEPORT: bind and listen; both
+ * SO_REUSEADDR: bind, one listener); another uid gets EADDRINUSE. */
+int sluice_set_reuse(sluice_socket *s, int addr, int port);
+
 /* Asks (on != 0) for the socket's close to be offloaded to the engine's teardown stage
  * (advisory; accepted sockets inherit their listener's). */
 int sluice_set_teardown_offload(sluice_socket *s, int on);

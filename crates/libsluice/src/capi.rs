@@ -322,6 +322,24 @@ pub unsafe extern "C" fn sluice_set_nodelay(s: *mut SluiceSocket, on: c_int) -> 
     })
 }
 
+/// Sets SO_REUSEADDR (`addr != 0`) and SO_REUSEPORT (`port != 0`) for the next bind:
+/// sockets of the same uid share a port as Linux lets them (docs/service.md, Bind).
+///
+/// # Safety
+/// `s` is a live socket or null.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_set_reuse(s: *mut SluiceSocket, addr: c_int, port: c_int) -> c_int {
+    ffi(-1, Op::Open, || {
+        // SAFETY: the caller's contract.
+        let s = unsafe { socket(s)? };
+        s.sock.set_reuse(crate::Reuse {
+            addr: addr != 0,
+            port: port != 0,
+        });
+        Ok(0)
+    })
+}
+
 /// Asks (on != 0) or stops asking for the socket's close to be offloaded to the engine's
 /// teardown stage (advisory; accepted sockets inherit their listener's).
 ///

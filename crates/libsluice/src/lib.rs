@@ -38,7 +38,7 @@ pub use capi_verbs_types::{
 };
 pub use error::{Error, Op};
 pub use fork::after_fork_child;
-pub use sluice_shm::{Congestion, SpliceOutcome, SpliceReport, TCP_TEARDOWN_OFFLOAD};
+pub use sluice_shm::{Congestion, Reuse, SpliceOutcome, SpliceReport, TCP_TEARDOWN_OFFLOAD};
 pub use socket::{Readiness, Socket};
 pub use splice::{Splice, SpliceError};
 pub use wait::Wait;

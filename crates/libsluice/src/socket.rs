@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sluice_shm::{
-    flags, AcceptRecord, Command, Congestion, Dir, Ring, Shut, SocketBlock, ACCEPT_RECORD_BYTES,
+    flags, AcceptRecord, Command, Congestion, Dir, Reuse, Ring, Shut, SocketBlock,
+    ACCEPT_RECORD_BYTES,
 };
 
 use crate::attach::Sluice;
@@ -70,6 +71,8 @@ pub struct Socket {
     nodelay: AtomicBool,
     /// Teardown offload asked for (accepted sockets inherit their listener's).
     teardown_offload: AtomicBool,
+    /// SO_REUSEADDR / SO_REUSEPORT ([`Reuse::bits`]), carried by bind.
+    reuse: AtomicU8,
     shut_read: AtomicBool,
     shut_write: AtomicBool,
     /// The pending error was reported (SO_ERROR or a failed call); it is not reported again.
@@ -144,6 +147,7 @@ impl Socket {
             nonblocking: AtomicBool::new(false),
             nodelay: AtomicBool::new(inherited.nodelay),
             teardown_offload: AtomicBool::new(inherited.teardown_offload),
+            reuse: AtomicU8::new(0),
             shut_read: AtomicBool::new(false),
             shut_write: AtomicBool::new(false),
             error_taken: AtomicBool::new(false),
@@ -211,6 +215,7 @@ impl Socket {
                 slot: self.slot,
                 ip: *addr.ip(),
                 port: addr.port(),
+                reuse: self.reuse(),
             })
             .map_err(|e| e.for_op(Op::Open))?;
         let packed = 1u64 << 48 | u64::from(u32::from(*addr.ip())) << 16 | u64::from(port as u16);
@@ -270,6 +275,7 @@ impl Socket {
                 slot: self.slot,
                 ip: *addr.ip(),
                 port: addr.port(),
+                reuse: self.reuse(),
             })
             .map_err(|e| e.for_op(Op::Open))?;
         self.phase.store(phase::CONNECTING, Ordering::Release);
@@ -758,6 +764,34 @@ impl Socket {
     /// Whether TCP_NODELAY is set.
     pub fn nodelay(&self) -> bool {
         self.nodelay.load(Ordering::Relaxed)
+    }
+
+    /// SO_REUSEADDR: set before bind, a port may be bound by other sockets of the same uid
+    /// that set it too (only one of them may listen). Carried by bind; no engine call.
+    pub fn set_reuse_address(&self, on: bool) {
+        self.set_reuse(Reuse {
+            addr: on,
+            ..self.reuse()
+        });
+    }
+
+    /// SO_REUSEPORT: set before bind, sockets of the same uid that all set it share the
+    /// port, and their listeners share its connections (the engine picks one per 4-tuple).
+    pub fn set_reuse_port(&self, on: bool) {
+        self.set_reuse(Reuse {
+            port: on,
+            ..self.reuse()
+        });
+    }
+
+    /// Both reuse options at once.
+    pub fn set_reuse(&self, reuse: Reuse) {
+        self.reuse.store(reuse.bits(), Ordering::Relaxed);
+    }
+
+    /// SO_REUSEADDR and SO_REUSEPORT as set.
+    pub fn reuse(&self) -> Reuse {
+        Reuse::from_bits(self.reuse.load(Ordering::Relaxed)).unwrap_or_default()
     }
 
     /// Asks for this socket's close to be offloaded to the engine's teardown stage

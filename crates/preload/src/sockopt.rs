@@ -4,10 +4,10 @@
 //! engine socket, [`Options::snapshot`] reads them back from the kernel (so whatever the
 //! program set, by setsockopt, fcntl, ioctl or SOCK_NONBLOCK, is carried over exactly), the
 //! ones the engine acts on are applied to the libsluice socket (O_NONBLOCK, TCP_NODELAY,
-//! SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO) and the rest are remembered so getsockopt returns
-//! what was set (SO_REUSEADDR/PORT, SO_KEEPALIVE, buffer sizes, TCP_MAXSEG, TCP_KEEP*,
-//! TCP_CORK, IP_TOS, ...). Options the engine cannot honour return ENOPROTOOPT and are
-//! logged once.
+//! SO_LINGER, SO_RCVTIMEO/SO_SNDTIMEO, SO_REUSEADDR/PORT for bind) and the rest are
+//! remembered so getsockopt returns what was set (SO_KEEPALIVE, buffer sizes, TCP_MAXSEG,
+//! TCP_KEEP*, TCP_CORK, IP_TOS, ...); getsockopt returns the reuse options too. Options the
+//! engine cannot honour return ENOPROTOOPT and are logged once.
 
 use std::time::Duration;
 
@@ -180,6 +180,11 @@ impl Options {
     /// Applies what libsluice acts on to a new engine socket.
     pub fn apply(&self, applied: &Applied, sock: &Socket) {
         sock.set_nonblocking(applied.nonblocking);
+        // Set on the kernel socket while undecided: the engine socket's bind carries them.
+        sock.set_reuse(sluice::Reuse {
+            addr: self.reuseaddr != 0,
+            port: self.reuseport != 0,
+        });
         if applied.nodelay {
             if let Err(e) = sock.set_nodelay(true) {
                 crate::log_debug!("TCP_NODELAY on a new engine socket: {e}");
@@ -241,8 +246,15 @@ pub fn set(
     val: &[u8],
 ) -> Result<(), c_int> {
     match (level, name) {
-        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => opts.reuseaddr = (int_of(val)? != 0) as c_int,
-        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => opts.reuseport = (int_of(val)? != 0) as c_int,
+        // Carried by the socket's bind, as Linux reads them at bind.
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
+            opts.reuseaddr = (int_of(val)? != 0) as c_int;
+            sock.set_reuse_address(opts.reuseaddr != 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => {
+            opts.reuseport = (int_of(val)? != 0) as c_int;
+            sock.set_reuse_port(opts.reuseport != 0);
+        }
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => opts.keepalive = (int_of(val)? != 0) as c_int,
         // Linux doubles the value for its bookkeeping and reports the doubled size.
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => {

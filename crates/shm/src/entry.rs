@@ -26,6 +26,36 @@ pub enum Shut {
     Both,
 }
 
+/// The port-sharing options a socket set before bind (SO_REUSEADDR, SO_REUSEPORT); the
+/// engine shares a port under Linux's rules (docs/service.md, Bind).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reuse {
+    /// SO_REUSEADDR.
+    pub addr: bool,
+    /// SO_REUSEPORT.
+    pub port: bool,
+}
+
+impl Reuse {
+    /// SO_REUSEADDR's bit in a Bind entry.
+    pub const ADDR_BIT: u8 = 1;
+    /// SO_REUSEPORT's bit.
+    pub const PORT_BIT: u8 = 2;
+
+    /// The entry's byte.
+    pub fn bits(self) -> u8 {
+        (self.addr as u8) * Reuse::ADDR_BIT | (self.port as u8) * Reuse::PORT_BIT
+    }
+
+    /// The options of a byte; None if it has a bit this version does not know.
+    pub fn from_bits(b: u8) -> Option<Reuse> {
+        (b & !(Reuse::ADDR_BIT | Reuse::PORT_BIT) == 0).then_some(Reuse {
+            addr: b & Reuse::ADDR_BIT != 0,
+            port: b & Reuse::PORT_BIT != 0,
+        })
+    }
+}
+
 /// An application's request to the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -45,6 +75,9 @@ pub enum Command {
         ip: Ipv4Addr,
         /// Local port.
         port: u16,
+        /// SO_REUSEADDR / SO_REUSEPORT as set before bind (a zero byte, as entries of
+        /// libraries older than the field carry, is neither).
+        reuse: Reuse,
     },
     /// Listen on the slot's bound port.
     Listen {
@@ -295,6 +328,8 @@ mod at {
     pub const SLOT: usize = 8;
     pub const ARG: usize = 12;
     pub const PORT: usize = 16;
+    /// Bind's reuse bits, after the port.
+    pub const REUSE: usize = 18;
 }
 
 fn put_u32(e: &mut Payload, at: usize, v: u32) {
@@ -320,6 +355,7 @@ impl Command {
                 slot,
                 ip,
                 port,
+                ..
             }
             | Command::Connect {
                 req,
@@ -329,7 +365,8 @@ impl Command {
             } => {
                 e[at::ARG..at::ARG + 4].copy_from_slice(&ip.octets());
                 e[at::PORT..at::PORT + 2].copy_from_slice(&port.to_le_bytes());
-                let code = if matches!(self, Command::Bind { .. }) {
+                let code = if let Command::Bind { reuse, .. } = self {
+                    e[at::REUSE] = reuse.bits();
                     Opcode::Bind
                 } else {
                     Opcode::Connect
@@ -402,6 +439,7 @@ impl Command {
                 slot,
                 ip: ip(),
                 port: u16_at(e, at::PORT),
+                reuse: Reuse::from_bits(e[at::REUSE]).ok_or(EntryError::BadField("reuse"))?,
             },
             Opcode::Listen => Command::Listen {
                 req,

@@ -40,7 +40,7 @@ pub mod preload_library;
 pub mod verbs;
 
 pub use congestion::{Congestion, CONGESTION_NAME_MAX};
-pub use entry::{Command, Completion, EntryError, Opcode, Payload, Shut};
+pub use entry::{Command, Completion, EntryError, Opcode, Payload, Reuse, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;
 pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES, VERBS_ARM_OFFSET};

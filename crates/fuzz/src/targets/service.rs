@@ -633,6 +633,7 @@ impl World {
                 slot,
                 ip,
                 port,
+                reuse: Default::default(),
             },
             2 => Command::Listen {
                 req,

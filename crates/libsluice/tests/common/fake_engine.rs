@@ -610,6 +610,7 @@ impl Engine {
                 slot,
                 ip,
                 port,
+                ..
             } => {
                 let c = if self.kind((a, slot)) != Some(Kind::Open) {
                     fail(req, libc::EBADF)

@@ -9,14 +9,23 @@ fn command() -> impl Strategy<Value = Command> {
     let how = prop_oneof![Just(Shut::Read), Just(Shut::Write), Just(Shut::Both)];
     prop_oneof![
         any::<u32>().prop_map(|req| Command::Open { req }),
-        (any::<u32>(), any::<u32>(), ip.clone(), any::<u16>()).prop_map(|(req, slot, ip, port)| {
-            Command::Bind {
+        (
+            any::<u32>(),
+            any::<u32>(),
+            ip.clone(),
+            any::<u16>(),
+            any::<(bool, bool)>()
+        )
+            .prop_map(|(req, slot, ip, port, (addr, reuse_port))| Command::Bind {
                 req,
                 slot,
                 ip,
                 port,
-            }
-        }),
+                reuse: Reuse {
+                    addr,
+                    port: reuse_port
+                },
+            }),
         (any::<u32>(), any::<u32>(), any::<u32>())
             .prop_map(|(req, slot, backlog)| Command::Listen { req, slot, backlog }),
         (any::<u32>(), any::<u32>(), ip, any::<u16>()).prop_map(|(req, slot, ip, port)| {
@@ -183,4 +192,34 @@ fn a_splice_report_with_an_unknown_outcome_is_refused() {
     .encode();
     e[8] = 77;
     assert_eq!(Completion::decode(&e), Err(EntryError::BadField("outcome")));
+}
+
+#[test]
+fn bind_reuse_bits_decode_and_unknown_ones_are_refused() {
+    let bind = Command::Bind {
+        req: 7,
+        slot: 3,
+        ip: Ipv4Addr::UNSPECIFIED,
+        port: 8080,
+        reuse: Reuse {
+            addr: true,
+            port: true,
+        },
+    };
+    let mut e = bind.encode();
+    assert_eq!(e[18], Reuse::ADDR_BIT | Reuse::PORT_BIT);
+    // An entry of a library older than the field has a zero byte there: no reuse.
+    e[18] = 0;
+    assert_eq!(
+        Command::decode(&e),
+        Ok(Command::Bind {
+            req: 7,
+            slot: 3,
+            ip: Ipv4Addr::UNSPECIFIED,
+            port: 8080,
+            reuse: Reuse::default(),
+        })
+    );
+    e[18] = 4;
+    assert_eq!(Command::decode(&e), Err(EntryError::BadField("reuse")));
 }
