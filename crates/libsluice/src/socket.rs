@@ -275,7 +275,6 @@ impl Socket {
                 slot: self.slot,
                 ip: *addr.ip(),
                 port: addr.port(),
-                reuse: self.reuse(),
             })
             .map_err(|e| e.for_op(Op::Open))?;
         self.phase.store(phase::CONNECTING, Ordering::Release);

@@ -5,12 +5,13 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use nix::errno::Errno;
 use sluice_shm::flags::{ALLOCATED, CONNECTED, CONNECTING, ERROR, LISTENING, TX_SHUT};
-use sluice_shm::{Command, Completion, Payload, Shut};
+use sluice_shm::{Command, Completion, Payload, Reuse, Shut};
 use sluice_tcp::{ConnectError, ListenError, Stack};
 
 use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
+use crate::owners::PortRefused;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::{splice, teardown};
@@ -139,6 +140,7 @@ pub(crate) fn execute(
     let req = cmd.req();
     // Read before the slot handle borrows the application.
     let may_bind_privileged = app.creds.may_bind_privileged();
+    let uid = app.creds.uid;
     let h = app
         .slot(s)
         .filter(|h| !matches!(h.slot.state, SlotState::Closing { .. }));
@@ -150,10 +152,16 @@ pub(crate) fn execute(
     let result = match cmd {
         // Neither names a slot: handled above.
         Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
-        Command::Bind { req, ip, port, .. } => bind(h, (ip, port), may_bind_privileged, sh)
+        Command::Bind {
+            req,
+            ip,
+            port,
+            reuse,
+            ..
+        } => bind(h, (ip, port), (uid, may_bind_privileged), reuse, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Listen { req, backlog, .. } => {
-            listen(h, backlog, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
+            listen(h, backlog, uid, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
         }
         Command::Connect { req, ip, port, .. } => connect(h, ip, port, stack, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
@@ -248,13 +256,16 @@ fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Opti
 }
 
 /// Bind: the engine's address or 0.0.0.0; a port below `unprivileged_port_start` needs uid 0
-/// or CAP_NET_BIND_SERVICE (EACCES, checked first as Linux's inet_bind does); a port bound
-/// by any socket of any application is EADDRINUSE (no port is shared, so neither across
-/// uids); port 0 is chosen at Listen.
+/// or CAP_NET_BIND_SERVICE (EACCES, checked first as Linux's inet_bind does), and a port in
+/// a range reserved for another uid is EACCES too (`port_range_refused`); a port bound by
+/// another socket is EADDRINUSE unless Linux's rules let them share it: both SO_REUSEPORT,
+/// or both SO_REUSEADDR with no listener, and the same uid (owners.rs); port 0 is chosen
+/// at Listen.
 fn bind(
     h: SlotHandle<'_>,
     (ip, port): (Ipv4Addr, u16),
-    may_bind_privileged: bool,
+    (uid, may_bind_privileged): (u32, bool),
+    reuse: Reuse,
     sh: &mut Shared,
 ) -> Result<u16, Errno> {
     if h.slot.state != SlotState::Opened {
@@ -267,8 +278,15 @@ fn bind(
         sh.counters.privileged_ports_refused += 1;
         return Err(Errno::EACCES);
     }
-    if port != 0 && !sh.ports.bind(port, h.owner) {
-        return Err(Errno::EADDRINUSE);
+    if port != 0 {
+        match sh.ports.bind(port, h.owner, uid, reuse) {
+            Ok(()) => {}
+            Err(PortRefused::Reserved) => {
+                sh.counters.port_range_refused += 1;
+                return Err(Errno::EACCES);
+            }
+            Err(PortRefused::InUse) => return Err(Errno::EADDRINUSE),
+        }
     }
     h.slot.state = SlotState::Bound { port };
     h.block.set_addresses(
@@ -286,6 +304,7 @@ fn bind(
 fn listen(
     h: SlotHandle<'_>,
     backlog: u32,
+    uid: u32,
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<(), Errno> {
@@ -293,15 +312,28 @@ fn listen(
         // Listening again only changes the backlog on Linux; the core's stays.
         SlotState::Listening { .. } => return Ok(()),
         SlotState::Opened | SlotState::Bound { port: 0 } => (
-            sh.ports.bind_ephemeral(h.owner).ok_or(Errno::EADDRINUSE)?,
+            sh.ports
+                .bind_ephemeral(h.owner, uid)
+                .ok_or(Errno::EADDRINUSE)?,
             true,
         ),
         SlotState::Bound { port } => (port, false),
         _ => return Err(Errno::EINVAL),
     };
+    // Sockets sharing the port by SO_REUSEADDR alone: the first to listen has it (Linux's
+    // inet_csk_get_port at listen); by SO_REUSEPORT, the core's group takes them all.
+    let Some(reuseport) = sh.ports.may_listen(port, h.owner) else {
+        return Err(Errno::EADDRINUSE);
+    };
     // The choice goes in before any SYN is answered: it decides the SYN-ACK's ECN.
     let choice = h.slot.congestion;
-    let listener = match stack.listen_with(port, backlog.clamp(1, MAX_BACKLOG) as usize, choice) {
+    let backlog = backlog.clamp(1, MAX_BACKLOG) as usize;
+    let listened = if reuseport {
+        stack.listen_reuseport(port, backlog, choice)
+    } else {
+        stack.listen_with(port, backlog, choice)
+    };
+    let listener = match listened {
         Ok(l) => l,
         Err(e) => {
             if picked {
@@ -317,6 +349,7 @@ fn listen(
             });
         }
     };
+    sh.ports.set_listener(port, h.owner, listener);
     h.slot.state = SlotState::Listening { listener };
     h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),

@@ -10,6 +10,7 @@ use sluice_shm::Layout;
 
 use crate::access::AccessPolicy;
 use crate::error::ServiceError;
+use crate::port_ranges::{PortRange, PortRanges};
 use crate::verbs::VerbsLimits;
 
 /// How the service runs.
@@ -43,6 +44,9 @@ pub struct ServiceConfig {
     /// Binding a local port below this needs uid 0 or CAP_NET_BIND_SERVICE (Linux's
     /// net.ipv4.ip_unprivileged_port_start).
     pub unprivileged_port_start: u16,
+    /// Ports reserved for one uid each (`sluice engine --port-range UID:LO-HI`): only that
+    /// uid and uid 0 may bind them (EACCES otherwise); ranges may not overlap.
+    pub port_ranges: Vec<PortRange>,
     /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
     /// headroom (an attach that would cross it is refused for that application only).
     pub map_budget: Option<usize>,
@@ -71,6 +75,7 @@ impl ServiceConfig {
             access: AccessPolicy::default(),
             unprivileged_port_start: 1024,
             map_budget: None,
+            port_ranges: Vec::new(),
         }
     }
 
@@ -96,6 +101,7 @@ impl ServiceConfig {
                 self.engine.prefix_len
             )));
         }
+        PortRanges::new(&self.port_ranges).map_err(|e| ServiceError::Config(e.to_string()))?;
         Ok(())
     }
 }

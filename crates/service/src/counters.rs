@@ -123,11 +123,14 @@ pub struct Counters {
     pub mtp_events: u64,
     /// MTP destinations whose MAC had to be resolved first.
     pub mtp_arp_waits: u64,
+    /// Binds refused (EACCES) because the port lies in a range reserved for another uid
+    /// (`ServiceConfig::port_ranges`).
+    pub port_range_refused: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 56] = [
+        let rows: [(&str, u64); 57] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -184,6 +187,7 @@ impl fmt::Display for Counters {
             ("mtp_completions", self.mtp_completions),
             ("mtp_events", self.mtp_events),
             ("mtp_arp_waits", self.mtp_arp_waits),
+            ("port_range_refused", self.port_range_refused),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -31,7 +31,7 @@ pub(crate) fn dispatch(
 ) {
     match event {
         Event::Acceptable(listener) => {
-            let Some(owner) = sh.ports.owner(listener.port()) else {
+            let Some(owner) = sh.ports.owner_of(listener) else {
                 return;
             };
             let Some(Some(app)) = apps.get_mut(owner.app as usize) else {

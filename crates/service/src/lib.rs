@@ -52,6 +52,7 @@ mod events;
 
 mod mtp;
 mod owners;
+mod port_ranges;
 mod queues;
 mod service;
 mod shared;
@@ -65,5 +66,6 @@ pub use access::{AccessPolicy, Credentials, Denied};
 pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;
+pub use port_ranges::{PortRange, PortRangeError};
 pub use service::Service;
 pub use verbs::VerbsLimits;

@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use sluice_tcp::{ConnId, SpliceId};
+use sluice_shm::Reuse;
+use sluice_tcp::{ConnId, ListenerId, SpliceId};
+
+use crate::port_ranges::PortRanges;
 
 /// An application's slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,12 +58,48 @@ impl ConnMap {
     }
 }
 
-/// Local ports bound by any socket of any application (EADDRINUSE across applications).
+/// One socket bound to a port.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    owner: Owner,
+    /// Its application's uid at attach.
+    uid: u32,
+    /// SO_REUSEADDR / SO_REUSEPORT as set before its bind.
+    reuse: Reuse,
+    /// Its core listener, once it listens.
+    listener: Option<ListenerId>,
+}
+
+impl Member {
+    /// Linux's inet_bind_conflict, from `self`'s side against `other` (stricter in one
+    /// point: SO_REUSEADDR shares only within a uid too, issue 23). Both SO_REUSEPORT and
+    /// one uid: no conflict; both SO_REUSEADDR, one uid and `other` not listening: none.
+    fn shares_with(&self, other: &Member) -> bool {
+        self.uid == other.uid
+            && (self.reuse.port && other.reuse.port
+                || self.reuse.addr && other.reuse.addr && other.listener.is_none())
+    }
+}
+
+/// Why a port is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortRefused {
+    /// Held by a socket it may not share with (EADDRINUSE).
+    InUse,
+    /// Reserved for another uid by the port-range map (EACCES).
+    Reserved,
+}
+
+/// Local ports bound by the sockets of every application: a small group per port of the
+/// sockets that share it (SO_REUSEADDR / SO_REUSEPORT within one uid), each with its
+/// owner, uid and flags; EADDRINUSE across uids.
 pub(crate) struct Ports {
-    bound: HashMap<u16, Owner>,
+    bound: HashMap<u16, Vec<Member>>,
     /// Where the next ephemeral listening port is looked for.
     cursor: u16,
     range: (u16, u16),
+    /// Ports reserved for one uid.
+    reserved: PortRanges,
 }
 
 impl Ports {
@@ -71,6 +110,7 @@ impl Ports {
             bound: HashMap::new(),
             cursor: range.0,
             range,
+            reserved: PortRanges::default(),
         }
     }
 
@@ -78,40 +118,116 @@ impl Ports {
     pub fn set_range(&mut self, range: (u16, u16)) {
         *self = Ports {
             bound: std::mem::take(&mut self.bound),
+            reserved: std::mem::take(&mut self.reserved),
             ..Ports::new(range)
         };
     }
 
-    /// Binds `port` (not 0) to `owner`; false if another socket holds it.
-    pub fn bind(&mut self, port: u16, owner: Owner) -> bool {
-        *self.bound.entry(port).or_insert(owner) == owner
+    /// Sets the per-uid port-range map.
+    pub fn set_reserved(&mut self, reserved: PortRanges) {
+        self.reserved = reserved;
     }
 
-    /// Picks a free port in the ephemeral range and binds it to `owner`.
-    pub fn bind_ephemeral(&mut self, owner: Owner) -> Option<u16> {
+    /// Binds `port` (not 0) to `owner` of `uid` with `reuse`: refused if the port is
+    /// reserved for another uid, or held by a socket it may not share with. Binding the
+    /// same owner again is a no-op.
+    pub fn bind(
+        &mut self,
+        port: u16,
+        owner: Owner,
+        uid: u32,
+        reuse: Reuse,
+    ) -> Result<(), PortRefused> {
+        if !self.reserved.allows(uid, port) {
+            return Err(PortRefused::Reserved);
+        }
+        let new = Member {
+            owner,
+            uid,
+            reuse,
+            listener: None,
+        };
+        let members = self.bound.entry(port).or_default();
+        if members.iter().any(|m| m.owner == owner) {
+            return Ok(());
+        }
+        if !members.iter().all(|m| new.shares_with(m)) {
+            return Err(PortRefused::InUse);
+        }
+        members.push(new);
+        Ok(())
+    }
+
+    /// Picks a free port in the ephemeral range that `uid` may bind and binds it to `owner`.
+    pub fn bind_ephemeral(&mut self, owner: Owner, uid: u32) -> Option<u16> {
         let (lo, hi) = self.range;
         let span = (hi - lo) as u32 + 1;
         for _ in 0..span {
             let p = self.cursor;
             self.cursor = if p >= hi { lo } else { p + 1 };
+            if !self.reserved.allows(uid, p) {
+                continue;
+            }
             if let std::collections::hash_map::Entry::Vacant(e) = self.bound.entry(p) {
-                e.insert(owner);
+                e.insert(vec![Member {
+                    owner,
+                    uid,
+                    reuse: Reuse::default(),
+                    listener: None,
+                }]);
                 return Some(p);
             }
         }
         None
     }
 
-    /// Releases `port` if `owner` holds it.
-    pub fn release(&mut self, port: u16, owner: Owner) {
-        if self.bound.get(&port) == Some(&owner) {
-            self.bound.remove(&port);
+    /// Whether `owner`, bound to `port`, may listen on it now (Linux rechecks at listen:
+    /// a listener shares only under SO_REUSEPORT, so of SO_REUSEADDR sockets one listens);
+    /// Some(reuseport) if it may, whether its listener joins the core's reuseport group.
+    pub fn may_listen(&self, port: u16, owner: Owner) -> Option<bool> {
+        let members = self.bound.get(&port)?;
+        let me = members.iter().find(|m| m.owner == owner)?;
+        let alone = members
+            .iter()
+            .filter(|m| m.owner != owner)
+            .all(|m| me.shares_with(m));
+        alone.then_some(me.reuse.port)
+    }
+
+    /// Records `owner`'s core listener on `port`.
+    pub fn set_listener(&mut self, port: u16, owner: Owner, listener: ListenerId) {
+        if let Some(m) = self
+            .bound
+            .get_mut(&port)
+            .and_then(|ms| ms.iter_mut().find(|m| m.owner == owner))
+        {
+            m.listener = Some(listener);
         }
     }
 
-    /// Who holds `port`.
+    /// Releases `owner`'s hold on `port`; the port stays bound for the others that share it.
+    pub fn release(&mut self, port: u16, owner: Owner) {
+        if let Some(members) = self.bound.get_mut(&port) {
+            members.retain(|m| m.owner != owner);
+            if members.is_empty() {
+                self.bound.remove(&port);
+            }
+        }
+    }
+
+    /// Who listens with `listener` (a port's group may have several listeners).
+    pub fn owner_of(&self, listener: ListenerId) -> Option<Owner> {
+        self.bound
+            .get(&listener.port())?
+            .iter()
+            .find(|m| m.listener == Some(listener))
+            .map(|m| m.owner)
+    }
+
+    /// Who holds `port`: its first socket.
+    #[cfg(test)]
     pub fn owner(&self, port: u16) -> Option<Owner> {
-        self.bound.get(&port).copied()
+        self.bound.get(&port)?.first().map(|m| m.owner)
     }
 }
 
@@ -167,15 +283,103 @@ mod tests {
     fn a_port_has_one_owner_and_ephemeral_ports_skip_bound_ones() {
         let a = Owner { app: 0, slot: 1 };
         let b = Owner { app: 1, slot: 1 };
+        let none = Reuse::default();
         let mut ports = Ports::new((5000, 5002));
-        assert!(ports.bind(5000, a));
-        assert!(!ports.bind(5000, b));
-        assert_eq!(ports.bind_ephemeral(b), Some(5001));
-        assert_eq!(ports.bind_ephemeral(b), Some(5002));
-        assert_eq!(ports.bind_ephemeral(b), None);
+        assert_eq!(ports.bind(5000, a, 0, none), Ok(()));
+        assert_eq!(ports.bind(5000, b, 0, none), Err(PortRefused::InUse));
+        assert_eq!(ports.bind_ephemeral(b, 0), Some(5001));
+        assert_eq!(ports.bind_ephemeral(b, 0), Some(5002));
+        assert_eq!(ports.bind_ephemeral(b, 0), None);
         ports.release(5000, b);
         assert_eq!(ports.owner(5000), Some(a));
         ports.release(5000, a);
-        assert_eq!(ports.bind_ephemeral(b), Some(5000));
+        assert_eq!(ports.bind_ephemeral(b, 0), Some(5000));
+    }
+
+    const PORT: Reuse = Reuse {
+        addr: false,
+        port: true,
+    };
+    const ADDR: Reuse = Reuse {
+        addr: true,
+        port: false,
+    };
+
+    #[test]
+    fn reuseport_shares_a_port_within_a_uid_only_and_all_may_listen() {
+        let (a, b, c) = (
+            Owner { app: 0, slot: 1 },
+            Owner { app: 1, slot: 1 },
+            Owner { app: 2, slot: 1 },
+        );
+        let mut ports = Ports::new((5000, 5002));
+        ports.bind(80, a, 1000, PORT).unwrap();
+        assert_eq!(ports.bind(80, b, 1000, PORT), Ok(()));
+        assert_eq!(ports.bind(80, c, 2000, PORT), Err(PortRefused::InUse));
+        assert_eq!(ports.bind(80, c, 1000, ADDR), Err(PortRefused::InUse));
+        assert_eq!(ports.may_listen(80, a), Some(true));
+        ports.set_listener(80, a, listener(80, 1));
+        assert_eq!(ports.may_listen(80, b), Some(true));
+        ports.set_listener(80, b, listener(80, 2));
+        assert_eq!(ports.owner_of(listener(80, 2)), Some(b));
+        ports.release(80, a);
+        assert_eq!(ports.owner_of(listener(80, 1)), None);
+        assert_eq!(ports.owner_of(listener(80, 2)), Some(b), "b keeps the port");
+        assert_eq!(ports.bind(80, c, 2000, PORT), Err(PortRefused::InUse));
+        ports.release(80, b);
+        assert_eq!(ports.bind(80, c, 2000, PORT), Ok(()), "free once all left");
+    }
+
+    #[test]
+    fn reuseaddr_shares_binding_but_one_listens() {
+        let (a, b, c) = (
+            Owner { app: 0, slot: 1 },
+            Owner { app: 0, slot: 2 },
+            Owner { app: 0, slot: 3 },
+        );
+        let mut ports = Ports::new((5000, 5002));
+        ports.bind(8080, a, 7, ADDR).unwrap();
+        assert_eq!(ports.bind(8080, b, 7, ADDR), Ok(()));
+        assert_eq!(ports.bind(8080, c, 8, ADDR), Err(PortRefused::InUse));
+        assert_eq!(ports.may_listen(8080, a), Some(false));
+        ports.set_listener(8080, a, listener(8080, 1));
+        assert_eq!(ports.may_listen(8080, b), None, "a listens: EADDRINUSE");
+        assert_eq!(
+            ports.bind(8080, c, 7, ADDR),
+            Err(PortRefused::InUse),
+            "no bind beside a listener"
+        );
+    }
+
+    #[test]
+    fn reserved_ports_admit_their_uid_and_root_and_ephemeral_ports_avoid_others() {
+        use crate::port_ranges::PortRange;
+        let a = Owner { app: 0, slot: 1 };
+        let mut ports = Ports::new((5000, 5003));
+        let map = PortRanges::new(&[PortRange {
+            uid: 1000,
+            ports: 5000..=5001,
+        }])
+        .unwrap();
+        ports.set_reserved(map);
+        let none = Reuse::default();
+        assert_eq!(ports.bind(5000, a, 2000, none), Err(PortRefused::Reserved));
+        assert_eq!(ports.bind(5000, a, 1000, none), Ok(()));
+        assert_eq!(ports.bind(5001, a, 0, none), Ok(()));
+        assert_eq!(ports.bind_ephemeral(a, 2000), Some(5002));
+    }
+
+    fn listener(port: u16, n: u16) -> ListenerId {
+        let mut cfg = sluice_tcp::Config::new(
+            sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+        );
+        cfg.max_listeners = 16;
+        let mut stack = sluice_tcp::Stack::new(cfg).unwrap();
+        let mut last = None;
+        for _ in 0..n {
+            last = Some(stack.listen_reuseport(port, 1, None).unwrap());
+        }
+        last.unwrap()
     }
 }

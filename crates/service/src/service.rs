@@ -18,6 +18,7 @@ use crate::counters::Counters;
 use crate::error::ServiceError;
 use crate::mtp::{self, Mtp};
 use crate::owners::{ConnMap, Owner, Ports};
+use crate::port_ranges::PortRanges;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
@@ -184,6 +185,10 @@ impl Service {
         self.config.engine.ip = self.sh.ip;
         self.sh.conns = ConnMap::new(stack.config().max_connections);
         self.sh.ports.set_range(stack.config().ephemeral_ports);
+        // Checked by ServiceConfig::validate in Service::new.
+        if let Ok(reserved) = PortRanges::new(&self.config.port_ranges) {
+            self.sh.ports.set_reserved(reserved);
+        }
         self.next_control = now;
         if self.config.verbs {
             self.cores.verbs = Some(Verbs::new(stack, self.config.verbs_limits));

@@ -180,6 +180,7 @@ fn child_binds() {
             slot,
             ip,
             port,
+            reuse: Default::default(),
         };
         match app.call(c, cmd, pump) {
             sluice_shm::Completion::Done { .. } => 0,
@@ -215,6 +216,7 @@ fn an_unprivileged_uid_cannot_bind_low_ports_nor_share_a_root_port() {
                 slot,
                 ip,
                 port,
+                reuse: Default::default(),
             },
             pump,
         );

@@ -363,6 +363,7 @@ fn bad_input_fails_commands_or_resets_one_connection_and_is_counted() {
         slot,
         ip: Ipv4Addr::UNSPECIFIED,
         port: 9,
+        reuse: Default::default(),
     };
     assert_eq!(
         app.fails(ctx, bind(req, 999), &mut pump),
@@ -381,6 +382,7 @@ fn bad_input_fails_commands_or_resets_one_connection_and_is_counted() {
         slot: s,
         ip: Ipv4Addr::new(10, 9, 0, 77),
         port: 9,
+        reuse: Default::default(),
     };
     assert_eq!(
         app.fails(ctx, foreign, &mut pump),
@@ -410,6 +412,7 @@ fn bad_input_fails_commands_or_resets_one_connection_and_is_counted() {
         slot: s1,
         ip: Ipv4Addr::UNSPECIFIED,
         port: 1,
+        reuse: Default::default(),
     };
     assert_eq!(
         app.fails(ctx, again, &mut net_pump(&mut net)),
@@ -566,6 +569,7 @@ fn two_applications_are_isolated_from_each_other() {
         slot: s,
         ip: ENGINE_IP,
         port: 7200,
+        reuse: Default::default(),
     };
     assert_eq!(
         b.fails(cb, taken, &mut net_pump(&mut net)),
@@ -1046,6 +1050,7 @@ fn congestion_control_is_chosen_before_or_after_connect_and_inherited_by_accepte
             slot: l,
             ip: Ipv4Addr::UNSPECIFIED,
             port: 7010,
+            reuse: Default::default(),
         },
         &mut || net.peer.pump(),
     );

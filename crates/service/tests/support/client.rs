@@ -255,6 +255,7 @@ impl Client {
                 slot,
                 ip: Ipv4Addr::UNSPECIFIED,
                 port,
+                reuse: Default::default(),
             },
             pump,
         );
