@@ -10,7 +10,7 @@ use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use sluice_engine::setup::{self, Backend};
 use sluice_engine::DEFAULT_SPIN_BEFORE_YIELD;
-use sluice_service::{Service, ServiceConfig};
+use sluice_service::{PortRange, Service, ServiceConfig};
 use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
 
@@ -55,6 +55,10 @@ pub struct EngineArgs {
     /// Binding a port below this needs root or CAP_NET_BIND_SERVICE in the application.
     #[arg(long, default_value_t = 1024)]
     unprivileged_port_start: u16,
+    /// Ports LO to HI reserved for UID: other uids (but root) get EACCES binding them
+    /// (repeatable; ranges may not overlap).
+    #[arg(long = "port-range", value_name = "UID:LO-HI")]
+    port_range: Vec<PortRange>,
 }
 
 /// The gid of `group` (a name, or a number); None, said on stderr, if there is none.
@@ -143,6 +147,7 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     config.access.group = resolve_group(&args.group);
     config.access.allow_uids = args.allow_uid.clone();
     config.unprivileged_port_start = args.unprivileged_port_start;
+    config.port_ranges = args.port_range.clone();
     let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.
