@@ -323,6 +323,9 @@ fn listen(
     // Sockets sharing the port by SO_REUSEADDR alone: the first to listen has it (Linux's
     // inet_csk_get_port at listen); by SO_REUSEPORT, the core's group takes them all.
     let Some(reuseport) = sh.ports.may_listen(port, h.owner) else {
+        if picked {
+            sh.ports.release(port, h.owner);
+        }
         return Err(Errno::EADDRINUSE);
     };
     // The choice goes in before any SYN is answered: it decides the SYN-ACK's ECN.

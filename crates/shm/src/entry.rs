@@ -44,7 +44,9 @@ impl Reuse {
 
     /// The entry's byte.
     pub fn bits(self) -> u8 {
-        (self.addr as u8) * Reuse::ADDR_BIT | (self.port as u8) * Reuse::PORT_BIT
+        let addr = if self.addr { Reuse::ADDR_BIT } else { 0 };
+        let port = if self.port { Reuse::PORT_BIT } else { 0 };
+        addr | port
     }
 
     /// The options of a byte; None if it has a bit this version does not know.
