@@ -493,3 +493,33 @@ fn the_rust_examples_echo_the_peers_clients() {
         assert!(status.success(), "{example} exited with {status}");
     }
 }
+
+#[test]
+fn so_reuseport_sockets_share_a_port_and_so_reuseaddr_ones_bind_but_one_listens() {
+    let (_e, app) = engine("reuse");
+    let shared = SocketAddrV4::new(ENGINE_IP, 5077);
+    let a = Socket::open(&app).unwrap();
+    a.set_reuse_port(true);
+    assert!(a.reuse().port && !a.reuse().addr);
+    a.bind(shared).unwrap();
+    a.listen(4).unwrap();
+    let b = Socket::open(&app).unwrap();
+    assert_eq!(
+        b.bind(shared).unwrap_err().errno(),
+        libc::EADDRINUSE,
+        "without SO_REUSEPORT"
+    );
+    b.set_reuse_port(true);
+    b.bind(shared).expect("SO_REUSEPORT on both: shared");
+    b.listen(4).expect("both listen");
+
+    let one = SocketAddrV4::new(ENGINE_IP, 5078);
+    let c = Socket::open(&app).unwrap();
+    let d = Socket::open(&app).unwrap();
+    c.set_reuse_address(true);
+    d.set_reuse_address(true);
+    c.bind(one).unwrap();
+    d.bind(one).expect("SO_REUSEADDR on both: both bind");
+    c.listen(4).unwrap();
+    assert_eq!(d.listen(4).unwrap_err().errno(), libc::EADDRINUSE);
+}
