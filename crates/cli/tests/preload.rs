@@ -374,3 +374,60 @@ fn tcp_congestion_is_set_and_read_through_the_shim() {
     assert_clean(&server);
     let _ = setup.stop_engine();
 }
+
+/// SO_REUSEPORT and SO_REUSEADDR through the shim (issue 23): set before bind, read back by
+/// getsockopt and carried by bind, so that two listeners of one program share a port and
+/// each accepts some of 24 Linux clients; a socket without the option gets EADDRINUSE; of
+/// two SO_REUSEADDR sockets bound to one port only the first listens.
+#[test]
+#[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
+fn so_reuseport_listeners_share_a_port_through_the_shim() {
+    common::require_lab(&[]);
+    let mut setup = Setup::up("reuseport");
+    let script = scripts().join("reuseport.py");
+    let script = script.to_str().expect("utf-8");
+    let mut server = setup.run(
+        "reuseport.py",
+        &["python3", "-u", script, "7120", "24", "7121"],
+        true,
+    );
+    let clients = format!(
+        "import socket\n\
+         for i in range(24):\n    \
+             s = socket.create_connection(('{ENGINE_IP}', 7120))\n    \
+             s.sendall(b'x%d' % i)\n    \
+             assert s.recv(16) == b'x%d' % i\n    \
+             s.close()\n\
+         print('clients done')\n"
+    );
+    let client = setup.in_ns(sluice_lab::NS_CLIENT, &["python3", "-c", &clients]);
+    assert_eq!(
+        String::from_utf8_lossy(&client.stdout).trim(),
+        "clients done",
+        "{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let status = server.wait_exit(Duration::from_secs(60));
+    let out = server.output();
+    assert!(status.success(), "reuseport.py failed ({status}):\n{out}");
+    for line in [
+        "getsockopt 1",
+        "plain EADDRINUSE",
+        "reuseaddr both bound",
+        "second listen EADDRINUSE",
+        "done",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    let counts: Vec<u32> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("accepted "))
+        .expect("the accept counts")
+        .split(' ')
+        .map(|kv| kv[2..].parse().expect("a count"))
+        .collect();
+    assert_eq!(counts.iter().sum::<u32>(), 24, "{out}");
+    assert!(counts.iter().all(|&n| n > 0), "both listeners serve: {out}");
+    assert_clean(&server);
+    let _ = setup.stop_engine();
+}
