@@ -11,6 +11,7 @@ use sluice_tcp::{ConnectError, ListenError, Stack};
 use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
+use crate::quota::Resource;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::{splice, teardown};
@@ -18,50 +19,88 @@ use crate::{splice, teardown};
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
 
-/// Runs up to `batch` commands from each live context of `app` (never more than its
-/// completion queue can take, so every completion has room).
+/// Runs up to `batch` commands from each live context of `app`, and up to the
+/// commands-per-application quota over all of them: round-robin from the context where the
+/// last iteration stopped, so that an application with many contexts takes no more of an
+/// iteration than another, and each of its contexts is served in turn.
 pub(crate) fn run_contexts(app: &mut AttachedApp, batch: u64, stack: &mut Stack, sh: &mut Shared) {
-    for ci in 0..app.contexts.len() {
-        if app.contexts[ci].dead {
-            continue;
-        }
-        let room = match app.contexts[ci].completions.free() {
-            Ok(room) => room,
-            Err(_) => {
-                // The application wrote garbage into the completion queue's head.
-                app.contexts[ci].dead = true;
-                sh.counters.corrupt_queues += 1;
-                continue;
+    let n = app.contexts.len();
+    if n == 0 {
+        return;
+    }
+    let start = app.next_context % n;
+    let mut budget = u64::from(sh.quotas.commands_per_app);
+    for k in 0..n {
+        let ci = (start + k) % n;
+        if budget == 0 {
+            // The quota is spent: the next iteration starts with the first context not
+            // served, and what waits is counted.
+            app.next_context = ci;
+            let waiting = (k..n).any(|j| {
+                let c = &app.contexts[(start + j) % n];
+                !c.dead && c.commands.has_entry()
+            });
+            if waiting {
+                sh.counters.quota_command_deferrals += 1;
             }
+            return;
+        }
+        budget -= run_context(app, ci, batch.min(budget), stack, sh);
+    }
+    // Every context had its turn: the next iteration starts one further, so that the
+    // order of contexts does not decide who goes first when the quota runs out.
+    app.next_context = (start + 1) % n;
+}
+
+/// Runs up to `batch` commands from context `ci` (never more than its completion queue
+/// can take, so every completion has room); returns how many ran.
+fn run_context(
+    app: &mut AttachedApp,
+    ci: usize,
+    batch: u64,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) -> u64 {
+    if app.contexts[ci].dead {
+        return 0;
+    }
+    let room = match app.contexts[ci].completions.free() {
+        Ok(room) => room,
+        Err(_) => {
+            // The application wrote garbage into the completion queue's head.
+            app.contexts[ci].dead = true;
+            sh.counters.corrupt_queues += 1;
+            return 0;
+        }
+    };
+    let mut ran = 0;
+    for _ in 0..batch.min(room) {
+        let Some(entry) = app.contexts[ci].commands.pop() else {
+            break;
         };
-        let mut ran = 0;
-        for _ in 0..batch.min(room) {
-            let Some(entry) = app.contexts[ci].commands.pop() else {
-                break;
-            };
-            ran += 1;
-            let completion = execute_entry(app, ci as u32, &entry, stack, sh);
-            if let Some(c) = completion {
-                match app.contexts[ci].completions.push(&c.encode()) {
-                    Ok(true) => {
-                        sh.counters.completions += 1;
-                        app.dirty = true;
-                    }
-                    // Room was counted before the batch; a full queue here means the
-                    // application moved its head backwards: only it loses completions.
-                    Ok(false) | Err(_) => {
-                        app.contexts[ci].dead = true;
-                        sh.counters.corrupt_queues += 1;
-                        break;
-                    }
+        ran += 1;
+        let completion = execute_entry(app, ci as u32, &entry, stack, sh);
+        if let Some(c) = completion {
+            match app.contexts[ci].completions.push(&c.encode()) {
+                Ok(true) => {
+                    sh.counters.completions += 1;
+                    app.dirty = true;
+                }
+                // Room was counted before the batch; a full queue here means the
+                // application moved its head backwards: only it loses completions.
+                Ok(false) | Err(_) => {
+                    app.contexts[ci].dead = true;
+                    sh.counters.corrupt_queues += 1;
+                    break;
                 }
             }
         }
-        if ran > 0 {
-            app.contexts[ci].commands.publish();
-            sh.busy = true;
-        }
     }
+    if ran > 0 {
+        app.contexts[ci].commands.publish();
+        sh.busy = true;
+    }
+    ran
 }
 
 /// Runs what a departed application posted before it went (its last `Send`s and `Close`s:
@@ -229,8 +268,18 @@ pub(crate) fn execute(
 }
 
 /// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
-/// congestion control, as a new Linux socket reports the system default).
+/// congestion control, as a new Linux socket reports the system default). Over the
+/// sockets-per-uid quota: EMFILE, as over RLIMIT_NOFILE.
 fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
+    let uid = app.creds.uid;
+    if sh
+        .books
+        .admits(&sh.quotas, uid, &app.usage, Resource::Socket)
+        .is_err()
+    {
+        sh.counters.quota_sockets_refused += 1;
+        return failed(req, Errno::EMFILE);
+    }
     let refused = app.ring_maps_refused;
     let Some(h) = app.alloc_slot(SlotState::Opened, ALLOCATED) else {
         if app.ring_maps_refused != refused {
@@ -240,6 +289,7 @@ fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Opti
         sh.counters.bad_state += 1;
         return failed(req, Errno::EMFILE);
     };
+    h.slot.settle(&mut sh.books, uid, h.usage);
     h.block.reset(ALLOCATED);
     h.block
         .set_congestion(congestion_of(stack.config().congestion_control));
@@ -282,7 +332,9 @@ fn bind(
     Ok(port)
 }
 
-/// Listen: the core listens on the bound port (an ephemeral one if none).
+/// Listen: the core listens on the bound port (an ephemeral one if none). Over the
+/// listeners-per-application or per-uid quota: ENOBUFS (the core's own answer when its
+/// listeners are all taken), and the socket stays as it was.
 fn listen(
     h: SlotHandle<'_>,
     backlog: u32,
@@ -292,6 +344,15 @@ fn listen(
     let (port, picked) = match h.slot.state {
         // Listening again only changes the backlog on Linux; the core's stays.
         SlotState::Listening { .. } => return Ok(()),
+        SlotState::Opened | SlotState::Bound { .. }
+            if sh
+                .books
+                .admits(&sh.quotas, h.uid, h.usage, Resource::Listener)
+                .is_err() =>
+        {
+            sh.counters.quota_listeners_refused += 1;
+            return Err(Errno::ENOBUFS);
+        }
         SlotState::Opened | SlotState::Bound { port: 0 } => (
             sh.ports.bind_ephemeral(h.owner).ok_or(Errno::EADDRINUSE)?,
             true,
@@ -318,6 +379,7 @@ fn listen(
         }
     };
     h.slot.state = SlotState::Listening { listener };
+    h.slot.settle(&mut sh.books, h.uid, h.usage);
     h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
@@ -328,7 +390,8 @@ fn listen(
 }
 
 /// Connect: the core opens from an ephemeral port (it picks the local port, so a port bound
-/// before is released); the outcome shows in the block.
+/// before is released); the outcome shows in the block. Over the connections-per-application
+/// or per-uid quota: ENOBUFS.
 fn connect(
     h: SlotHandle<'_>,
     ip: Ipv4Addr,
@@ -342,6 +405,14 @@ fn connect(
         SlotState::Conn { .. } if h.slot.flags & CONNECTING != 0 => return Err(Errno::EALREADY),
         SlotState::Conn { .. } | SlotState::Listening { .. } => return Err(Errno::EISCONN),
         _ => return Err(Errno::EINVAL),
+    }
+    if sh
+        .books
+        .admits(&sh.quotas, h.uid, h.usage, Resource::Connection)
+        .is_err()
+    {
+        sh.counters.quota_connections_refused += 1;
+        return Err(Errno::ENOBUFS);
     }
     if ip == sh.ip {
         // The core has no loopback path to its own address.
@@ -365,6 +436,7 @@ fn connect(
         .unwrap_or((SocketAddrV4::new(sh.ip, 0), SocketAddrV4::new(ip, port)));
     h.block.set_addresses(local, peer);
     h.slot.state = SlotState::Conn { id };
+    h.slot.settle(&mut sh.books, h.uid, h.usage);
     if h.slot.nodelay {
         let _ = stack.set_nagle(id, false);
     }
@@ -418,10 +490,10 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
     let owner = h.owner;
     match h.slot.state {
         // A spliced connection is the core's: closing the slot does not touch it.
-        SlotState::Opened | SlotState::Dead | SlotState::Spliced => teardown::free_slot(app, s),
+        SlotState::Opened | SlotState::Dead | SlotState::Spliced => teardown::free_slot(app, s, sh),
         SlotState::Bound { port } => {
             sh.ports.release(port, owner);
-            teardown::free_slot(app, s);
+            teardown::free_slot(app, s, sh);
         }
         SlotState::Listening { listener } => {
             // What the application read of its accept records is taken; the rest is reset.
@@ -429,7 +501,7 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
                 h.slot.rx_head_seen = head;
             }
             teardown::stop_listening(app, s, listener, stack, sh);
-            teardown::free_slot(app, s);
+            teardown::free_slot(app, s, sh);
         }
         SlotState::Conn { id } => {
             let slot = h.slot;
@@ -445,13 +517,13 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
                 let _ = stack.abort(id);
                 sh.conns.remove(id);
                 sh.counters.resets_on_close += 1;
-                teardown::free_slot(app, s);
+                teardown::free_slot(app, s, sh);
                 return;
             }
             if slot.flags & ERROR != 0 {
                 let _ = stack.close(id);
                 sh.conns.remove(id);
-                teardown::free_slot(app, s);
+                teardown::free_slot(app, s, sh);
                 return;
             }
             if slot.tx_end.is_none() {

@@ -10,6 +10,7 @@ use sluice_shm::Layout;
 
 use crate::access::AccessPolicy;
 use crate::error::ServiceError;
+use crate::quota::Quotas;
 use crate::verbs::VerbsLimits;
 
 /// How the service runs.
@@ -21,7 +22,8 @@ pub struct ServiceConfig {
     pub layout: Layout,
     /// What applications are told about the engine (its address is taken from the core).
     pub engine: EngineInfo,
-    /// Most applications attached at once.
+    /// Most applications attached at once (each also costs mappings: the map budget
+    /// refuses an attach that would cross `vm.max_map_count` before this does).
     pub max_apps: usize,
     /// Most commands taken from one context per loop iteration.
     pub command_batch: u32,
@@ -46,6 +48,8 @@ pub struct ServiceConfig {
     /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
     /// headroom (an attach that would cross it is refused for that application only).
     pub map_budget: Option<usize>,
+    /// Quotas per application and per uid (README "Security model").
+    pub quotas: Quotas,
 }
 
 impl ServiceConfig {
@@ -60,7 +64,7 @@ impl ServiceConfig {
                 gateway: None,
                 app_idle_us: 10_000,
             },
-            max_apps: 64,
+            max_apps: 1024,
             command_batch: 64,
             control_interval: Duration::from_millis(1),
             log: false,
@@ -71,6 +75,7 @@ impl ServiceConfig {
             access: AccessPolicy::default(),
             unprivileged_port_start: 1024,
             map_budget: None,
+            quotas: Quotas::default(),
         }
     }
 
@@ -89,6 +94,13 @@ impl ServiceConfig {
             return Err(ServiceError::Config(
                 "command_batch must be at least 1".into(),
             ));
+        }
+        for (name, value) in self.quotas.named() {
+            if value == 0 {
+                return Err(ServiceError::Config(format!(
+                    "quota {name} is 0 (at least 1)"
+                )));
+            }
         }
         if self.engine.prefix_len > 32 {
             return Err(ServiceError::Config(format!(

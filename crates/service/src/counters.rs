@@ -123,11 +123,26 @@ pub struct Counters {
     pub mtp_events: u64,
     /// MTP destinations whose MAC had to be resolved first.
     pub mtp_arp_waits: u64,
+    /// Attaches refused by the applications-per-uid quota (EAGAIN; counted in
+    /// `apps_refused` too).
+    pub quota_apps_refused: u64,
+    /// Opens refused by the sockets-per-uid quota (EMFILE).
+    pub quota_sockets_refused: u64,
+    /// Listens refused by the listeners-per-application or per-uid quota (ENOBUFS).
+    pub quota_listeners_refused: u64,
+    /// Connects refused by the connections-per-application or per-uid quota (ENOBUFS).
+    pub quota_connections_refused: u64,
+    /// Times a listener stalled because its application (or uid) is at its connections
+    /// quota: the connection waits in the core's accept queue.
+    pub quota_accept_stalls: u64,
+    /// Loop iterations in which an application had more commands waiting than its
+    /// commands-per-application quota (the rest wait for the next iteration).
+    pub quota_command_deferrals: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 56] = [
+        let rows: [(&str, u64); 62] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -184,6 +199,12 @@ impl fmt::Display for Counters {
             ("mtp_completions", self.mtp_completions),
             ("mtp_events", self.mtp_events),
             ("mtp_arp_waits", self.mtp_arp_waits),
+            ("quota_apps_refused", self.quota_apps_refused),
+            ("quota_sockets_refused", self.quota_sockets_refused),
+            ("quota_listeners_refused", self.quota_listeners_refused),
+            ("quota_connections_refused", self.quota_connections_refused),
+            ("quota_accept_stalls", self.quota_accept_stalls),
+            ("quota_command_deferrals", self.quota_command_deferrals),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

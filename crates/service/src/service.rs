@@ -70,6 +70,8 @@ impl Service {
                 tx_pending: Vec::new(),
                 ip: config.engine.ip,
                 unprivileged_port_start: config.unprivileged_port_start,
+                quotas: config.quotas,
+                books: Default::default(),
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),

@@ -8,6 +8,7 @@ use sluice_tcp::Instant;
 
 use crate::counters::Counters;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
+use crate::quota::{Books, Quotas};
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.
@@ -28,6 +29,10 @@ pub(crate) struct Shared {
     pub ip: Ipv4Addr,
     /// Binding a port below this needs uid 0 or CAP_NET_BIND_SERVICE.
     pub unprivileged_port_start: u16,
+    /// The quotas per application and per uid.
+    pub quotas: Quotas,
+    /// What every uid holds, against the quotas.
+    pub books: Books,
     /// The current iteration's time.
     pub now: Instant,
     /// Whether this iteration did anything for an application.
