@@ -535,3 +535,129 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
         SlotState::Free | SlotState::Closing { .. } => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::os::unix::net::UnixStream;
+
+    use sluice_shm::{Consumer, EventFd, Layout, QueueKind, Region};
+
+    use super::*;
+    use crate::counters::Counters;
+    use crate::owners::{ConnMap, Ports};
+    use crate::quota::{Books, Quotas};
+
+    /// An application with `n` contexts, and its side of each context's queues.
+    fn app(name: &str, n: u32) -> (AttachedApp, Vec<(sluice_shm::Producer, Consumer)>) {
+        let layout = Layout {
+            max_sockets: 4,
+            max_contexts: n,
+            ..Layout::default()
+        };
+        let region = Region::create(name, layout).unwrap();
+        let (sock, _peer) = UnixStream::pair().unwrap();
+        let mut app = AttachedApp::new(
+            0,
+            1,
+            ("t".into(), 1),
+            sock.into(),
+            region,
+            EventFd::new().unwrap(),
+        );
+        let region = app.region.clone();
+        let queues = (0..n)
+            .map(|i| {
+                assert_eq!(app.new_context().unwrap(), Some(i));
+                (
+                    sluice_shm::Producer::new(region.clone(), i, QueueKind::Command).unwrap(),
+                    Consumer::new(region.clone(), i, QueueKind::Completion).unwrap(),
+                )
+            })
+            .collect();
+        (app, queues)
+    }
+
+    fn shared(quotas: Quotas) -> Shared {
+        Shared {
+            conns: ConnMap::new(0),
+            splices: Default::default(),
+            ports: Ports::new((49152, 65535)),
+            counters: Counters::default(),
+            rx_pending: Vec::new(),
+            tx_pending: Vec::new(),
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+            unprivileged_port_start: 1024,
+            quotas,
+            books: Books::default(),
+            now: sluice_tcp::Instant::ZERO,
+            busy: false,
+            doorbells: Vec::new(),
+            mtp_doorbells: Vec::new(),
+        }
+    }
+
+    /// Completions waiting on the application's side of each context.
+    fn taken(queues: &mut [(sluice_shm::Producer, Consumer)]) -> Vec<u32> {
+        queues
+            .iter_mut()
+            .map(|(_, comp)| {
+                let mut n = 0;
+                while comp.pop().is_some() {
+                    n += 1;
+                }
+                comp.publish();
+                n
+            })
+            .collect()
+    }
+
+    #[test]
+    fn commands_are_taken_round_robin_up_to_the_applications_quota() {
+        let quotas = Quotas {
+            commands_per_app: 8,
+            ..Quotas::default()
+        };
+        let mut sh = shared(quotas);
+        let mac = sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let mut stack = Stack::new(sluice_tcp::Config::new(mac, sh.ip)).unwrap();
+        // A floods: 10 commands in each of 4 contexts (each answered: EBADF, no socket).
+        let (mut a, mut qa) = app("sluice-test-commands-flood", 4);
+        for (cmd, _) in qa.iter_mut() {
+            for req in 1..=10 {
+                let entry = Command::SetNoDelay {
+                    req,
+                    slot: 0,
+                    nodelay: true,
+                }
+                .encode();
+                assert!(cmd.push(&entry).unwrap());
+            }
+        }
+        // B posts one.
+        let (mut b, mut qb) = app("sluice-test-commands-other", 1);
+        let open = Command::Open { req: 1 }.encode();
+        assert!(qb[0].0.push(&open).unwrap());
+        // Iteration by iteration, as the service runs them (A before B).
+        let mut per_iteration = Vec::new();
+        for _ in 0..5 {
+            run_contexts(&mut a, 64, &mut stack, &mut sh);
+            run_contexts(&mut b, 64, &mut stack, &mut sh);
+            per_iteration.push((taken(&mut qa), taken(&mut qb)[0]));
+        }
+        // A never more than its quota an iteration, each context in turn from where the
+        // last stopped; B served in the first.
+        assert_eq!(
+            per_iteration,
+            vec![
+                (vec![8, 0, 0, 0], 1),
+                (vec![0, 8, 0, 0], 0),
+                (vec![0, 0, 8, 0], 0),
+                (vec![0, 0, 0, 8], 0),
+                (vec![2, 2, 2, 2], 0),
+            ]
+        );
+        assert_eq!(sh.counters.commands, 41);
+        assert_eq!(sh.counters.quota_command_deferrals, 4);
+    }
+}
