@@ -86,7 +86,7 @@ pub struct EngineArgs {
 }
 
 /// A quota flag's parser: 0 would lock every application out.
-fn at_least_one() -> clap::builder::RangedU64ValueParser<u32> {
+fn at_least_one() -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(1..)
 }
 
