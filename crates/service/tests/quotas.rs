@@ -342,6 +342,49 @@ fn hostile_child() {
             say(format!("after a close: {}", outcome(&c)));
             wait();
         }
+        "drain" => {
+            // Three connections (the uid's quota) whose peer does not read: closed with
+            // bytes still in their TX rings, they drain after this process is gone.
+            let mut a = Client::attach(socket, "hostile-drain");
+            let ca = a.context();
+            let slots: Vec<u32> = (0..3)
+                .map(|_| match try_connect(&mut a, ca, 9100, pump) {
+                    Completion::Done { slot, .. } => slot,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            for &s in &slots {
+                a.wait_flags(s, flags::CONNECTED, pump);
+                let chunk = pattern(RING as usize, s);
+                let mut idle = std::time::Instant::now();
+                while idle.elapsed() < std::time::Duration::from_millis(200) {
+                    if a.write_some(ca, s, &chunk) > 0 {
+                        idle = std::time::Instant::now();
+                    } else {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            }
+            for &s in &slots {
+                a.post(
+                    ca,
+                    Command::Close {
+                        slot: s,
+                        abort: false,
+                    },
+                );
+            }
+            a.sync(ca, pump);
+            say("closed".into());
+        }
+        "connect" => {
+            let mut a = Client::attach(socket, "hostile-connect");
+            let ca = a.context();
+            say(outcome(&try_connect(&mut a, ca, 9100, pump)));
+            wait();
+            say(outcome(&try_connect(&mut a, ca, 9100, pump)));
+            wait();
+        }
         other => panic!("unknown action {other}"),
     }
 }
@@ -512,4 +555,66 @@ fn an_application_with_many_contexts_flooding_commands_does_not_starve_another()
         }
     }
     still_served(&mut net, "after", 8601);
+}
+
+#[test]
+fn a_departed_applications_draining_connections_count_for_its_uid_until_gone() {
+    if !root("a_departed_applications_draining_connections_count_for_its_uid_until_gone") {
+        return;
+    }
+    let mut net = Net::start_with("quota-drain", |c| {
+        c.quotas = Quotas {
+            connections_per_app: 3,
+            ..quotas()
+        };
+        c.access.allow_uids = vec![NOBODY];
+    });
+    std::fs::set_permissions(&net.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let listener = net.peer.stack.listen(9100, 8).unwrap();
+    let mut drain = Hostile::spawn(&net, "drain");
+    assert_eq!(drain.report(&mut net), "closed");
+    drain.finish(&mut net);
+    net.until_counters("it departed", |c| c.apps_detached == 1);
+    // Its three closed connections still hold the uid's quota (3).
+    let mut next = Hostile::spawn(&net, "connect");
+    assert_eq!(next.report(&mut net), format!("errno {}", libc::ENOBUFS));
+    // The peer reads everything: they finish, the departed application is freed.
+    let conns: Vec<_> = (0..3)
+        .map(|_| {
+            net.peer
+                .until("peer accepts", |st| st.accept(listener).ok())
+        })
+        .collect();
+    for c in conns {
+        let (got, err) = net.peer.read_to_end(c);
+        assert!(err.is_none(), "{err:?}");
+        assert!(got.len() > RING as usize, "bytes were left to drain");
+    }
+    net.until_counters("the orphan freed", |c| c.orphans_freed == 1);
+    next.release();
+    assert_eq!(next.report(&mut net), "ok");
+    next.finish(&mut net);
+}
+
+#[test]
+fn a_quota_of_zero_is_refused() {
+    let c = sluice_service::ServiceConfig::new("/nonexistent", ENGINE_IP, 24);
+    assert_eq!(c.max_apps, 1024);
+    assert_eq!(c.quotas, Quotas::default());
+    assert!(c.validate().is_ok());
+    let zeroes: [fn(&mut Quotas); 7] = [
+        |q| q.apps_per_uid = 0,
+        |q| q.sockets_per_uid = 0,
+        |q| q.listeners_per_app = 0,
+        |q| q.listeners_per_uid = 0,
+        |q| q.connections_per_app = 0,
+        |q| q.connections_per_uid = 0,
+        |q| q.commands_per_app = 0,
+    ];
+    for zero in zeroes {
+        let mut c = c.clone();
+        zero(&mut c.quotas);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("is 0"), "{e}");
+    }
 }
