@@ -73,6 +73,7 @@ impl Hostile {
             .args([
                 "hostile_child",
                 "--exact",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -227,12 +228,15 @@ fn close(app: &mut Client, ctx: u32, s: u32) {
 
 /// The hostile application, when run as the child of a test here (else it does nothing).
 /// It exhausts a resource, reports, waits for `release` on stdin, gives part back, tries
-/// again, reports, and stays attached until its stdin closes.
+/// again, reports, and stays attached until its stdin closes. Does nothing when run
+/// otherwise.
 #[test]
+#[ignore = "run as nobody by the per-uid tests of this file"]
 fn hostile_child() {
     let Ok(spec) = std::env::var(HOSTILE_ENV) else {
         return;
     };
+    assert_eq!(geteuid().as_raw(), NOBODY, "the child runs as nobody");
     let (socket, action) = spec.split_once('|').expect("SOCKET|ACTION");
     let socket = Path::new(socket);
     let say = |r: String| println!("{REPORT}{r}");
