@@ -47,6 +47,8 @@ pub(crate) struct SlotHandle<'a> {
     pub ring_size: u64,
     /// The application's mark that something changed for it (its sleepers get signalled).
     pub dirty: &'a mut bool,
+    /// The application's uid (its memory group's: src/memory_groups.rs).
+    pub uid: u32,
 }
 
 /// Every attached application, indexed as [`crate::owners::Owner::app`], and the books kept
@@ -164,6 +166,7 @@ impl AttachedApp {
             tx: self.region.ring(s, Dir::Tx)?,
             ring_size: self.ring_size,
             dirty: &mut self.dirty,
+            uid: self.creds.uid,
         })
     }
 

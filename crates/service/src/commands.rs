@@ -317,6 +317,8 @@ fn listen(
             });
         }
     };
+    sh.memory_groups
+        .listener_joins(stack, listener, h.uid, &mut sh.counters);
     h.slot.state = SlotState::Listening { listener };
     h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),
@@ -360,6 +362,8 @@ fn connect(
         }
     }
     sh.conns.insert(id, h.owner);
+    sh.memory_groups
+        .connection_joins(stack, id, h.uid, &mut sh.counters);
     let (local, peer) = stack
         .endpoints(id)
         .unwrap_or((SocketAddrV4::new(sh.ip, 0), SocketAddrV4::new(ip, port)));

@@ -46,6 +46,11 @@ pub struct ServiceConfig {
     /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
     /// headroom (an attach that would cross it is refused for that application only).
     pub map_budget: Option<usize>,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged) before its SYNs and new buffers are refused, its memory group's
+    /// hard limit (src/memory_groups.rs); None: half the core's global hard limit, so no
+    /// single uid reaches it; 0: no per-uid limit.
+    pub buffered_bytes_per_uid: Option<u64>,
 }
 
 impl ServiceConfig {
@@ -71,6 +76,7 @@ impl ServiceConfig {
             access: AccessPolicy::default(),
             unprivileged_port_start: 1024,
             map_budget: None,
+            buffered_bytes_per_uid: None,
         }
     }
 

@@ -123,11 +123,14 @@ pub struct Counters {
     pub mtp_events: u64,
     /// MTP destinations whose MAC had to be resolved first.
     pub mtp_arp_waits: u64,
+    /// Connections and listeners of a uid left ungrouped (under the core's global limit
+    /// only) because every memory group was taken (src/memory_groups.rs).
+    pub uid_groups_full: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 56] = [
+        let rows: [(&str, u64); 57] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -184,6 +187,7 @@ impl fmt::Display for Counters {
             ("mtp_completions", self.mtp_completions),
             ("mtp_events", self.mtp_events),
             ("mtp_arp_waits", self.mtp_arp_waits),
+            ("uid_groups_full", self.uid_groups_full),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

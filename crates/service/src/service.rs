@@ -70,6 +70,7 @@ impl Service {
                 tx_pending: Vec::new(),
                 ip: config.engine.ip,
                 unprivileged_port_start: config.unprivileged_port_start,
+                memory_groups: crate::memory_groups::UidGroups::new(config.buffered_bytes_per_uid),
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),

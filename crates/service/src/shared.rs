@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
+use crate::memory_groups::UidGroups;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
 
 /// State every part of the service reaches: who owns which port and connection, the
@@ -28,6 +29,8 @@ pub(crate) struct Shared {
     pub ip: Ipv4Addr,
     /// Binding a port below this needs uid 0 or CAP_NET_BIND_SERVICE.
     pub unprivileged_port_start: u16,
+    /// Each uid's memory group in the core (its limit on buffered bytes).
+    pub memory_groups: UidGroups,
     /// The current iteration's time.
     pub now: Instant,
     /// Whether this iteration did anything for an application.
