@@ -109,7 +109,7 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
 /// refused, its rings kept small, while other groups go on).
 pub fn group_limits(s: &mut Stack) {
     let bits = s.config().seed >> 16;
-    if bits % 3 == 0 {
+    if bits.is_multiple_of(3) {
         return;
     }
     let low = 2048usize << ((bits >> 2) % 4);
