@@ -55,6 +55,12 @@ pub struct EngineArgs {
     /// Binding a port below this needs root or CAP_NET_BIND_SERVICE in the application.
     #[arg(long, default_value_t = 1024)]
     unprivileged_port_start: u16,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged): past it that uid's new connections are refused at the SYN and
+    /// its buffers stop growing, while other uids go on. Sizes take k, m or g; 0 for no
+    /// per-uid limit; default half the core's global hard limit (--tcp-mem's HIGH).
+    #[arg(long, value_name = "BYTES")]
+    buffered_bytes_per_uid: Option<String>,
 }
 
 /// The gid of `group` (a name, or a number); None, said on stderr, if there is none.
@@ -143,6 +149,13 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     config.access.group = resolve_group(&args.group);
     config.access.allow_uids = args.allow_uid.clone();
     config.unprivileged_port_start = args.unprivileged_port_start;
+    config.buffered_bytes_per_uid = args
+        .buffered_bytes_per_uid
+        .as_deref()
+        .map(|v| sluice_switch::parse_size("--buffered-bytes-per-uid", v))
+        .transpose()
+        .map_err(|e| CliError::usage(e.to_string()))?
+        .map(|n| n as u64);
     let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.
