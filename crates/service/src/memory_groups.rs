@@ -92,3 +92,51 @@ impl UidGroups {
         let _ = stack.set_listener_memory_group(id, group);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use sluice_tcp::Config;
+
+    use super::*;
+
+    fn stack(groups: usize) -> Stack {
+        let mut c = Config::new(Default::default(), Ipv4Addr::new(10, 0, 0, 1));
+        c.max_memory_groups = groups;
+        Stack::new(c).expect("config")
+    }
+
+    #[test]
+    fn each_uid_gets_a_group_of_its_own_until_they_run_out() {
+        let mut s = stack(3);
+        let mut counters = Counters::default();
+        let mut g = UidGroups::new(Some(30_000));
+        assert_eq!(g.group_of(1000, &mut s, &mut counters), 1);
+        assert_eq!(
+            g.group_of(0, &mut s, &mut counters),
+            2,
+            "root is charged too"
+        );
+        assert_eq!(g.group_of(1000, &mut s, &mut counters), 1, "the same uid");
+        let limits = s.memory_group(1).unwrap().limits.expect("limited");
+        assert_eq!(
+            (limits.low, limits.pressure, limits.high),
+            (15_000, 20_000, 30_000)
+        );
+        assert_eq!(counters.uid_groups_full, 0);
+        assert_eq!(g.group_of(1001, &mut s, &mut counters), UNGROUPED);
+        assert_eq!(counters.uid_groups_full, 1);
+    }
+
+    #[test]
+    fn the_default_is_half_the_global_hard_limit_and_zero_turns_groups_off() {
+        let mut s = stack(8);
+        let mut counters = Counters::default();
+        let high = s.config().memory_limits().high as u64;
+        assert_eq!(UidGroups::new(None).per_uid(&s), high / 2);
+        let mut off = UidGroups::new(Some(0));
+        assert_eq!(off.group_of(1000, &mut s, &mut counters), UNGROUPED);
+        assert_eq!(counters.uid_groups_full, 0, "off, not full");
+    }
+}
