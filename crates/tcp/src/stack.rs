@@ -443,11 +443,6 @@ impl Stack {
         send_limit(&self.cfg, self.table.len(), self.memory.state())
     }
 
-    /// [`Stack::tx_limit`] for `slot`'s connection, under its memory group's state too.
-    pub(crate) fn tx_limit_of(&self, slot: u32) -> usize {
-        send_limit(&self.cfg, self.table.len(), self.slot_memory_state(slot))
-    }
-
     /// Copies received bytes into `buf`. Ok(0) means the peer closed (end of stream).
     pub fn recv(&mut self, id: ConnId, buf: &mut [u8]) -> Result<usize, Error> {
         let slot = self.slot_of(id)?;

@@ -13,7 +13,7 @@ use crate::handle::{ConnId, ListenerId};
 use crate::host::Stack;
 use crate::invariant::InvariantViolation;
 use crate::memory_group::{GroupStats, UNGROUPED};
-use crate::pressure::{Crossed, MemoryState};
+use crate::pressure::{send_limit, Crossed, MemoryState};
 
 impl Stack {
     /// Charges the connection's buffered bytes to `group` from now on (what it holds moves
@@ -110,6 +110,12 @@ impl Stack {
     #[inline]
     pub(crate) fn slot_memory_state(&self, slot: u32) -> MemoryState {
         self.memory.state().worse(self.groups.state_of(slot))
+    }
+
+    /// The most `slot`'s send ring may hold now (`Stack::tx_limit`, under its group's state
+    /// too).
+    pub(crate) fn tx_limit_of(&self, slot: u32) -> usize {
+        send_limit(&self.cfg, self.table.len(), self.slot_memory_state(slot))
     }
 
     /// Whether pressure is on for `slot`'s connection (globally or in its group).
