@@ -50,7 +50,8 @@ pub(crate) struct SlotHandle<'a> {
     pub dirty: &'a mut bool,
     /// What the application holds, against its quotas.
     pub usage: &'a mut Usage,
-    /// The application's uid (whose books the slot is counted in too).
+    /// The application's uid (whose books the slot is counted in too, and whose memory
+    /// group its connections are charged to: src/memory_groups.rs).
     pub uid: u32,
 }
 

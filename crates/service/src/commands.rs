@@ -378,6 +378,8 @@ fn listen(
             });
         }
     };
+    sh.memory_groups
+        .listener_joins(stack, listener, h.uid, &mut sh.counters);
     h.slot.state = SlotState::Listening { listener };
     h.slot.settle(&mut sh.books, h.uid, h.usage);
     h.block.set_addresses(
@@ -431,6 +433,8 @@ fn connect(
         }
     }
     sh.conns.insert(id, h.owner);
+    sh.memory_groups
+        .connection_joins(stack, id, h.uid, &mut sh.counters);
     let (local, peer) = stack
         .endpoints(id)
         .unwrap_or((SocketAddrV4::new(sh.ip, 0), SocketAddrV4::new(ip, port)));
@@ -590,6 +594,7 @@ mod tests {
             unprivileged_port_start: 1024,
             quotas,
             books: Books::default(),
+            memory_groups: crate::memory_groups::UidGroups::new(None),
             now: sluice_tcp::Instant::ZERO,
             busy: false,
             doorbells: Vec::new(),

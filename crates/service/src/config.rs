@@ -50,6 +50,11 @@ pub struct ServiceConfig {
     pub map_budget: Option<usize>,
     /// Quotas per application and per uid (README "Security model").
     pub quotas: Quotas,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged) before its SYNs and new buffers are refused, its memory group's
+    /// hard limit (src/memory_groups.rs); None: half the core's global hard limit, so no
+    /// single uid reaches it; 0: no per-uid limit.
+    pub buffered_bytes_per_uid: Option<u64>,
 }
 
 impl ServiceConfig {
@@ -76,6 +81,7 @@ impl ServiceConfig {
             unprivileged_port_start: 1024,
             map_budget: None,
             quotas: Quotas::default(),
+            buffered_bytes_per_uid: None,
         }
     }
 

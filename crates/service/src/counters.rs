@@ -138,11 +138,14 @@ pub struct Counters {
     /// Loop iterations in which an application had more commands waiting than its
     /// commands-per-application quota (the rest wait for the next iteration).
     pub quota_command_deferrals: u64,
+    /// Connections and listeners of a uid left ungrouped (under the core's global limit
+    /// only) because every memory group was taken (src/memory_groups.rs).
+    pub uid_groups_full: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 62] = [
+        let rows: [(&str, u64); 63] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -205,6 +208,7 @@ impl fmt::Display for Counters {
             ("quota_connections_refused", self.quota_connections_refused),
             ("quota_accept_stalls", self.quota_accept_stalls),
             ("quota_command_deferrals", self.quota_command_deferrals),
+            ("uid_groups_full", self.uid_groups_full),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -24,7 +24,8 @@
 //!    control path, work requests and completions; it reaches only `counters` and
 //!    `queues`, the verbs queues it shares with MTP), `mtp` (docs/mtp.md: the MTP transport,
 //!    each application's memory and endpoints, requests, entries and completions; the same
-//!    reach), `cores` (both transports, for the control plane), `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
+//!    reach), `cores` (both transports, for the control plane), `config`, `memory_groups`
+//!    (each uid's memory group in the core), `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).
 //! 2. Data movers, which call nothing above them: `teardown` (ending things: a slot freed,
 //!    a connection closed or reset, a listener stopped, an application released) and,
@@ -50,6 +51,7 @@ mod data;
 mod error;
 mod events;
 
+mod memory_groups;
 mod mtp;
 mod owners;
 mod queues;

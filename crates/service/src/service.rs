@@ -72,6 +72,7 @@ impl Service {
                 unprivileged_port_start: config.unprivileged_port_start,
                 quotas: config.quotas,
                 books: Default::default(),
+                memory_groups: crate::memory_groups::UidGroups::new(config.buffered_bytes_per_uid),
                 now: Instant::ZERO,
                 busy: false,
                 doorbells: Vec::new(),

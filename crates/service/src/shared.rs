@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
+use crate::memory_groups::UidGroups;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
 use crate::quota::{Books, Quotas};
 
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub quotas: Quotas,
     /// What every uid holds, against the quotas.
     pub books: Books,
+    /// Each uid's memory group in the core (its limit on buffered bytes).
+    pub memory_groups: UidGroups,
     /// The current iteration's time.
     pub now: Instant,
     /// Whether this iteration did anything for an application.

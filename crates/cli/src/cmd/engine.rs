@@ -83,6 +83,12 @@ pub struct EngineArgs {
     /// Commands taken from one application per loop iteration, over all its contexts.
     #[arg(long, default_value_t = Quotas::default().commands_per_app, value_parser = at_least_one())]
     commands_per_app: u32,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged): past it that uid's new connections are refused at the SYN and
+    /// its buffers stop growing, while other uids go on. Sizes take k, m or g; 0 for no
+    /// per-uid limit; default half the core's global hard limit (--tcp-mem's HIGH).
+    #[arg(long, value_name = "BYTES")]
+    buffered_bytes_per_uid: Option<String>,
 }
 
 /// A quota flag's parser: 0 would lock every application out.
@@ -186,6 +192,13 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
         connections_per_uid: args.connections_per_uid,
         commands_per_app: args.commands_per_app,
     };
+    config.buffered_bytes_per_uid = args
+        .buffered_bytes_per_uid
+        .as_deref()
+        .map(|v| sluice_switch::parse_size("--buffered-bytes-per-uid", v))
+        .transpose()
+        .map_err(|e| CliError::usage(e.to_string()))?
+        .map(|n| n as u64);
     let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.
