@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use sluice_tcp::{Error, ListenError, TcpState};
+use sluice_tcp::{Error, ListenError, MemoryGroupError, TcpState};
 
 use crate::case::{trace, Case, Handle};
 use crate::config::SERVICE_PORTS;
@@ -31,6 +31,15 @@ fn check_handle<T>(h: &Handle, what: &'static str, r: &Result<T, Error>) -> Resu
     }
 }
 
+/// A memory-group refusal in [`Error`]'s terms for [`check_handle`]: the groups asked for
+/// exist, so a handle refusal is the only one expected.
+fn group_error(e: MemoryGroupError) -> Error {
+    match e {
+        MemoryGroupError::InvalidHandle => Error::InvalidHandle,
+        _ => Error::InvalidArgument,
+    }
+}
+
 impl Case {
     pub(crate) fn listen(
         &mut self,
@@ -41,7 +50,18 @@ impl Case {
         let r = self.stack(side).listen(port, backlog);
         trace!(self, "{side:?} listen({port}, {backlog}) = {r:?}");
         match r {
-            Ok(id) => self.listeners.push((side, id)),
+            Ok(id) => {
+                let s = self.stack(side);
+                let group = crate::config::group_of(s, u32::from(port));
+                if s.set_listener_memory_group(id, group).is_err() {
+                    return Err(Violation::LiveRefused {
+                        side,
+                        call: "set_listener_memory_group",
+                        slot: u32::from(port),
+                    });
+                }
+                self.listeners.push((side, id));
+            }
             Err(ListenError::InvalidArgument) if port != 0 => {
                 return Err(Violation::ListenRefused { side, port })
             }
@@ -59,7 +79,15 @@ impl Case {
             if port == 0 || ip == side.ip() || ip.is_broadcast() || ip.is_unspecified() {
                 return Err(Violation::BadConnectAccepted { side, ip, port });
             }
+            let s = self.stack(side);
+            let group = crate::config::group_of(s, id.slot() + 1);
+            let r = s.set_memory_group(id, group).map_err(group_error);
             self.handles.push(Handle::new(side, id, true));
+            check_handle(
+                &self.handles[self.handles.len() - 1],
+                "set_memory_group",
+                &r,
+            )?;
         }
         Ok(())
     }
@@ -475,6 +503,11 @@ impl Case {
                 check_handle(&hd, "state", &s.state(hd.id))?;
                 check_handle(&hd, "error", &s.error(hd.id))?;
                 check_handle(&hd, "info", &s.info(hd.id))?;
+                // Into another group, with the bytes it holds (a per-group count that
+                // drifts shows in the core's invariant check).
+                let group = crate::config::group_of(s, hd.id.slot() + self.step as u32);
+                let r = self.stack(hd.side).set_memory_group(hd.id, group);
+                check_handle(&hd, "set_memory_group", &r.map_err(group_error))?;
             }
             (12, _) => {
                 // A transmit buffer too small for a frame is refused without taking anything

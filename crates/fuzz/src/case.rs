@@ -157,6 +157,7 @@ impl Case {
         let stacks = Side::BOTH.map(|side| {
             let cfg = random_config(&mut rng, side);
             let mut s = Stack::new(cfg).expect("random_config yields valid configurations");
+            crate::config::group_limits(&mut s);
             s.add_neighbor(side.other().ip(), side.other().mac());
             s
         });

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::seq::SliceRandom;
 use rand::Rng;
-use sluice_tcp::{AckPolicy, Config, MemoryLimits};
+use sluice_tcp::{AckPolicy, Config, MemoryLimits, Stack};
 
 use crate::net::Side;
 
@@ -98,7 +98,36 @@ pub fn random_config<R: Rng>(rng: &mut R, side: Side) -> Config {
     c.teardown_retries = 1 + (bits >> 4) as u8 % 8;
     c.teardown_wheel_slots = [64, 256][(bits >> 7) as usize % 2];
     c.teardown_tick = Duration::from_millis(1 + (bits >> 8) % 20);
+    // Memory groups (from the seed's bits too): connections and listeners spread over
+    // them (crate::apps), each limited by `group_limits`.
+    c.max_memory_groups = [1, 2, 3, 4][(bits >> 12) as usize % 4];
     c
+}
+
+/// Limits on every memory group but the ungrouped, from the seed's bits: sometimes none,
+/// else thresholds a connection or two reach (the group's SYNs and new out-of-order data
+/// refused, its rings kept small, while other groups go on).
+pub fn group_limits(s: &mut Stack) {
+    let bits = s.config().seed >> 16;
+    if bits.is_multiple_of(3) {
+        return;
+    }
+    let low = 2048usize << ((bits >> 2) % 4);
+    let limits = MemoryLimits {
+        low,
+        pressure: low * 2,
+        high: low * 3,
+    };
+    for group in 1..s.config().max_memory_groups {
+        // Within max_memory_groups and valid limits: refused only by a bug.
+        s.set_group_limit(group as u16, Some(limits))
+            .expect("a valid group limit");
+    }
+}
+
+/// The group a connection or listener joins: spread by `key` over the groups.
+pub fn group_of(s: &Stack, key: u32) -> u16 {
+    (key % s.config().max_memory_groups as u32) as u16
 }
 
 /// Bound on the frames one drain of `poll_transmit` may yield: every queued control frame,

@@ -77,6 +77,9 @@ impl Sluice {
             Reply::Refused { reason } if reason.starts_with(control::ACCESS_DENIED) => {
                 return Err(Error::Denied(reason))
             }
+            Reply::Refused { reason } if reason.starts_with(control::QUOTA_EXCEEDED) => {
+                return Err(Error::Quota(reason))
+            }
             Reply::Refused { reason } => {
                 return Err(Error::Shm(ShmError::Protocol(format!(
                     "the engine refused: {reason}"

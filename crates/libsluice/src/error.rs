@@ -20,6 +20,9 @@ pub enum Error {
     Shm(ShmError),
     /// The engine's access policy refused this process's uid (EACCES); the engine's reason.
     Denied(String),
+    /// Attaching would cross one of the engine's quotas (applications per uid): EAGAIN, as
+    /// fork over RLIMIT_NPROC; the engine's reason.
+    Quota(String),
 }
 
 /// What kind of call failed, for the errno of [`Error::EngineGone`].
@@ -52,6 +55,7 @@ impl Error {
             },
             Error::Shm(_) => libc::ECONNREFUSED,
             Error::Denied(_) => libc::EACCES,
+            Error::Quota(_) => libc::EAGAIN,
         }
     }
 
@@ -73,7 +77,9 @@ impl fmt::Display for Error {
             Error::Os(e) => write!(f, "{}", std::io::Error::from_raw_os_error(*e)),
             Error::EngineGone => f.write_str("the Sluice engine went away"),
             Error::Shm(e) => write!(f, "attaching to the Sluice engine: {e}"),
-            Error::Denied(reason) => write!(f, "the Sluice engine refused to attach: {reason}"),
+            Error::Denied(reason) | Error::Quota(reason) => {
+                write!(f, "the Sluice engine refused to attach: {reason}")
+            }
         }
     }
 }
@@ -103,6 +109,10 @@ impl From<Error> for std::io::Error {
             Error::Shm(e) => std::io::Error::new(std::io::ErrorKind::ConnectionRefused, e),
             Error::Denied(reason) => std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
+                format!("the Sluice engine refused to attach: {reason}"),
+            ),
+            Error::Quota(reason) => std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
                 format!("the Sluice engine refused to attach: {reason}"),
             ),
             e => std::io::Error::from_raw_os_error(e.errno()),
@@ -158,5 +168,11 @@ mod tests {
         assert!(denied.to_string().contains("uid 65534"));
         let e: std::io::Error = denied.into();
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        let quota = Error::Quota("quota exceeded: uid 65534 has 64 applications".into());
+        assert_eq!(quota.errno(), libc::EAGAIN);
+        assert!(quota.to_string().contains("quota exceeded"));
+        let e: std::io::Error = quota.into();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        assert!(e.to_string().contains("uid 65534"), "{e}");
     }
 }

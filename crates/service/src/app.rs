@@ -9,6 +9,7 @@ use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, Sock
 use crate::access::Credentials;
 use crate::owners::Owner;
 use crate::queues::VerbsQueues;
+use crate::quota::Usage;
 use crate::slots::{Slot, SlotState, Slots};
 
 /// One application thread's context: its two queues and the eventfd the engine signals.
@@ -47,6 +48,11 @@ pub(crate) struct SlotHandle<'a> {
     pub ring_size: u64,
     /// The application's mark that something changed for it (its sleepers get signalled).
     pub dirty: &'a mut bool,
+    /// What the application holds, against its quotas.
+    pub usage: &'a mut Usage,
+    /// The application's uid (whose books the slot is counted in too, and whose memory
+    /// group its connections are charged to: src/memory_groups.rs).
+    pub uid: u32,
 }
 
 /// Every attached application, indexed as [`crate::owners::Owner::app`], and the books kept
@@ -96,6 +102,12 @@ pub(crate) struct AttachedApp {
     pub departed: Option<sluice_tcp::Instant>,
     /// Sockets refused because their rings could not be mapped (`vm.max_map_count`).
     pub ring_maps_refused: u64,
+    /// What it holds (sockets, listeners, connections), against its quotas; its uid's
+    /// books hold the same counts summed over the uid's applications.
+    pub usage: Usage,
+    /// The context whose commands are taken first next iteration (the commands quota is
+    /// shared round-robin, so that every context is served).
+    pub next_context: usize,
 }
 
 impl AttachedApp {
@@ -125,6 +137,8 @@ impl AttachedApp {
             ring_size: layout.ring_size as u64,
             dirty: false,
             ring_maps_refused: 0,
+            usage: Usage::default(),
+            next_context: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,
         }
@@ -164,6 +178,8 @@ impl AttachedApp {
             tx: self.region.ring(s, Dir::Tx)?,
             ring_size: self.ring_size,
             dirty: &mut self.dirty,
+            usage: &mut self.usage,
+            uid: self.creds.uid,
         })
     }
 

@@ -12,6 +12,7 @@ use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
 use crate::owners::PortRefused;
+use crate::quota::Resource;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::{splice, teardown};
@@ -19,50 +20,88 @@ use crate::{splice, teardown};
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
 
-/// Runs up to `batch` commands from each live context of `app` (never more than its
-/// completion queue can take, so every completion has room).
+/// Runs up to `batch` commands from each live context of `app`, and up to the
+/// commands-per-application quota over all of them: round-robin from the context where the
+/// last iteration stopped, so that an application with many contexts takes no more of an
+/// iteration than another, and each of its contexts is served in turn.
 pub(crate) fn run_contexts(app: &mut AttachedApp, batch: u64, stack: &mut Stack, sh: &mut Shared) {
-    for ci in 0..app.contexts.len() {
-        if app.contexts[ci].dead {
-            continue;
-        }
-        let room = match app.contexts[ci].completions.free() {
-            Ok(room) => room,
-            Err(_) => {
-                // The application wrote garbage into the completion queue's head.
-                app.contexts[ci].dead = true;
-                sh.counters.corrupt_queues += 1;
-                continue;
+    let n = app.contexts.len();
+    if n == 0 {
+        return;
+    }
+    let start = app.next_context % n;
+    let mut budget = u64::from(sh.quotas.commands_per_app);
+    for k in 0..n {
+        let ci = (start + k) % n;
+        if budget == 0 {
+            // The quota is spent: the next iteration starts with the first context not
+            // served, and what waits is counted.
+            app.next_context = ci;
+            let waiting = (k..n).any(|j| {
+                let c = &app.contexts[(start + j) % n];
+                !c.dead && c.commands.has_entry()
+            });
+            if waiting {
+                sh.counters.quota_command_deferrals += 1;
             }
+            return;
+        }
+        budget -= run_context(app, ci, batch.min(budget), stack, sh);
+    }
+    // Every context had its turn: the next iteration starts one further, so that the
+    // order of contexts does not decide who goes first when the quota runs out.
+    app.next_context = (start + 1) % n;
+}
+
+/// Runs up to `batch` commands from context `ci` (never more than its completion queue
+/// can take, so every completion has room); returns how many ran.
+fn run_context(
+    app: &mut AttachedApp,
+    ci: usize,
+    batch: u64,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) -> u64 {
+    if app.contexts[ci].dead {
+        return 0;
+    }
+    let room = match app.contexts[ci].completions.free() {
+        Ok(room) => room,
+        Err(_) => {
+            // The application wrote garbage into the completion queue's head.
+            app.contexts[ci].dead = true;
+            sh.counters.corrupt_queues += 1;
+            return 0;
+        }
+    };
+    let mut ran = 0;
+    for _ in 0..batch.min(room) {
+        let Some(entry) = app.contexts[ci].commands.pop() else {
+            break;
         };
-        let mut ran = 0;
-        for _ in 0..batch.min(room) {
-            let Some(entry) = app.contexts[ci].commands.pop() else {
-                break;
-            };
-            ran += 1;
-            let completion = execute_entry(app, ci as u32, &entry, stack, sh);
-            if let Some(c) = completion {
-                match app.contexts[ci].completions.push(&c.encode()) {
-                    Ok(true) => {
-                        sh.counters.completions += 1;
-                        app.dirty = true;
-                    }
-                    // Room was counted before the batch; a full queue here means the
-                    // application moved its head backwards: only it loses completions.
-                    Ok(false) | Err(_) => {
-                        app.contexts[ci].dead = true;
-                        sh.counters.corrupt_queues += 1;
-                        break;
-                    }
+        ran += 1;
+        let completion = execute_entry(app, ci as u32, &entry, stack, sh);
+        if let Some(c) = completion {
+            match app.contexts[ci].completions.push(&c.encode()) {
+                Ok(true) => {
+                    sh.counters.completions += 1;
+                    app.dirty = true;
+                }
+                // Room was counted before the batch; a full queue here means the
+                // application moved its head backwards: only it loses completions.
+                Ok(false) | Err(_) => {
+                    app.contexts[ci].dead = true;
+                    sh.counters.corrupt_queues += 1;
+                    break;
                 }
             }
         }
-        if ran > 0 {
-            app.contexts[ci].commands.publish();
-            sh.busy = true;
-        }
     }
+    if ran > 0 {
+        app.contexts[ci].commands.publish();
+        sh.busy = true;
+    }
+    ran
 }
 
 /// Runs what a departed application posted before it went (its last `Send`s and `Close`s:
@@ -237,8 +276,18 @@ pub(crate) fn execute(
 }
 
 /// Open: a free slot, its block reset to ALLOCATED (and showing the engine's default
-/// congestion control, as a new Linux socket reports the system default).
+/// congestion control, as a new Linux socket reports the system default). Over the
+/// sockets-per-uid quota: EMFILE, as over RLIMIT_NOFILE.
 fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Option<Completion> {
+    let uid = app.creds.uid;
+    if sh
+        .books
+        .admits(&sh.quotas, uid, &app.usage, Resource::Socket)
+        .is_err()
+    {
+        sh.counters.quota_sockets_refused += 1;
+        return failed(req, Errno::EMFILE);
+    }
     let refused = app.ring_maps_refused;
     let Some(h) = app.alloc_slot(SlotState::Opened, ALLOCATED) else {
         if app.ring_maps_refused != refused {
@@ -248,6 +297,7 @@ fn open(app: &mut AttachedApp, req: u32, stack: &Stack, sh: &mut Shared) -> Opti
         sh.counters.bad_state += 1;
         return failed(req, Errno::EMFILE);
     };
+    h.slot.settle(&mut sh.books, uid, h.usage);
     h.block.reset(ALLOCATED);
     h.block
         .set_congestion(congestion_of(stack.config().congestion_control));
@@ -300,7 +350,9 @@ fn bind(
     Ok(port)
 }
 
-/// Listen: the core listens on the bound port (an ephemeral one if none).
+/// Listen: the core listens on the bound port (an ephemeral one if none). Over the
+/// listeners-per-application or per-uid quota: ENOBUFS (the core's own answer when its
+/// listeners are all taken), and the socket stays as it was.
 fn listen(
     h: SlotHandle<'_>,
     backlog: u32,
@@ -311,6 +363,15 @@ fn listen(
     let (port, picked) = match h.slot.state {
         // Listening again only changes the backlog on Linux; the core's stays.
         SlotState::Listening { .. } => return Ok(()),
+        SlotState::Opened | SlotState::Bound { .. }
+            if sh
+                .books
+                .admits(&sh.quotas, h.uid, h.usage, Resource::Listener)
+                .is_err() =>
+        {
+            sh.counters.quota_listeners_refused += 1;
+            return Err(Errno::ENOBUFS);
+        }
         SlotState::Opened | SlotState::Bound { port: 0 } => (
             sh.ports
                 .bind_ephemeral(h.owner, uid)
@@ -353,7 +414,10 @@ fn listen(
         }
     };
     sh.ports.set_listener(port, h.owner, listener);
+    sh.memory_groups
+        .listener_joins(stack, listener, h.uid, &mut sh.counters);
     h.slot.state = SlotState::Listening { listener };
+    h.slot.settle(&mut sh.books, h.uid, h.usage);
     h.block.set_addresses(
         SocketAddrV4::new(sh.ip, port),
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
@@ -364,7 +428,8 @@ fn listen(
 }
 
 /// Connect: the core opens from an ephemeral port (it picks the local port, so a port bound
-/// before is released); the outcome shows in the block.
+/// before is released); the outcome shows in the block. Over the connections-per-application
+/// or per-uid quota: ENOBUFS.
 fn connect(
     h: SlotHandle<'_>,
     ip: Ipv4Addr,
@@ -378,6 +443,14 @@ fn connect(
         SlotState::Conn { .. } if h.slot.flags & CONNECTING != 0 => return Err(Errno::EALREADY),
         SlotState::Conn { .. } | SlotState::Listening { .. } => return Err(Errno::EISCONN),
         _ => return Err(Errno::EINVAL),
+    }
+    if sh
+        .books
+        .admits(&sh.quotas, h.uid, h.usage, Resource::Connection)
+        .is_err()
+    {
+        sh.counters.quota_connections_refused += 1;
+        return Err(Errno::ENOBUFS);
     }
     if ip == sh.ip {
         // The core has no loopback path to its own address.
@@ -396,11 +469,14 @@ fn connect(
         }
     }
     sh.conns.insert(id, h.owner);
+    sh.memory_groups
+        .connection_joins(stack, id, h.uid, &mut sh.counters);
     let (local, peer) = stack
         .endpoints(id)
         .unwrap_or((SocketAddrV4::new(sh.ip, 0), SocketAddrV4::new(ip, port)));
     h.block.set_addresses(local, peer);
     h.slot.state = SlotState::Conn { id };
+    h.slot.settle(&mut sh.books, h.uid, h.usage);
     if h.slot.nodelay {
         let _ = stack.set_nagle(id, false);
     }
@@ -454,10 +530,10 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
     let owner = h.owner;
     match h.slot.state {
         // A spliced connection is the core's: closing the slot does not touch it.
-        SlotState::Opened | SlotState::Dead | SlotState::Spliced => teardown::free_slot(app, s),
+        SlotState::Opened | SlotState::Dead | SlotState::Spliced => teardown::free_slot(app, s, sh),
         SlotState::Bound { port } => {
             sh.ports.release(port, owner);
-            teardown::free_slot(app, s);
+            teardown::free_slot(app, s, sh);
         }
         SlotState::Listening { listener } => {
             // What the application read of its accept records is taken; the rest is reset.
@@ -465,7 +541,7 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
                 h.slot.rx_head_seen = head;
             }
             teardown::stop_listening(app, s, listener, stack, sh);
-            teardown::free_slot(app, s);
+            teardown::free_slot(app, s, sh);
         }
         SlotState::Conn { id } => {
             let slot = h.slot;
@@ -481,13 +557,13 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
                 let _ = stack.abort(id);
                 sh.conns.remove(id);
                 sh.counters.resets_on_close += 1;
-                teardown::free_slot(app, s);
+                teardown::free_slot(app, s, sh);
                 return;
             }
             if slot.flags & ERROR != 0 {
                 let _ = stack.close(id);
                 sh.conns.remove(id);
-                teardown::free_slot(app, s);
+                teardown::free_slot(app, s, sh);
                 return;
             }
             if slot.tx_end.is_none() {
@@ -497,5 +573,132 @@ fn close(app: &mut AttachedApp, s: u32, abort: bool, stack: &mut Stack, sh: &mut
             data::tx_move(app, s, stack, sh);
         }
         SlotState::Free | SlotState::Closing { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::os::unix::net::UnixStream;
+
+    use sluice_shm::{Consumer, EventFd, Layout, QueueKind, Region};
+
+    use super::*;
+    use crate::counters::Counters;
+    use crate::owners::{ConnMap, Ports};
+    use crate::quota::{Books, Quotas};
+
+    /// An application with `n` contexts, and its side of each context's queues.
+    fn app(name: &str, n: u32) -> (AttachedApp, Vec<(sluice_shm::Producer, Consumer)>) {
+        let layout = Layout {
+            max_sockets: 4,
+            max_contexts: n,
+            ..Layout::default()
+        };
+        let region = Region::create(name, layout).unwrap();
+        let (sock, _peer) = UnixStream::pair().unwrap();
+        let mut app = AttachedApp::new(
+            0,
+            1,
+            ("t".into(), 1),
+            sock.into(),
+            region,
+            EventFd::new().unwrap(),
+        );
+        let region = app.region.clone();
+        let queues = (0..n)
+            .map(|i| {
+                assert_eq!(app.new_context().unwrap(), Some(i));
+                (
+                    sluice_shm::Producer::new(region.clone(), i, QueueKind::Command).unwrap(),
+                    Consumer::new(region.clone(), i, QueueKind::Completion).unwrap(),
+                )
+            })
+            .collect();
+        (app, queues)
+    }
+
+    fn shared(quotas: Quotas) -> Shared {
+        Shared {
+            conns: ConnMap::new(0),
+            splices: Default::default(),
+            ports: Ports::new((49152, 65535)),
+            counters: Counters::default(),
+            rx_pending: Vec::new(),
+            tx_pending: Vec::new(),
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+            unprivileged_port_start: 1024,
+            quotas,
+            books: Books::default(),
+            memory_groups: crate::memory_groups::UidGroups::new(None),
+            now: sluice_tcp::Instant::ZERO,
+            busy: false,
+            doorbells: Vec::new(),
+            mtp_doorbells: Vec::new(),
+        }
+    }
+
+    /// Completions waiting on the application's side of each context.
+    fn taken(queues: &mut [(sluice_shm::Producer, Consumer)]) -> Vec<u32> {
+        queues
+            .iter_mut()
+            .map(|(_, comp)| {
+                let mut n = 0;
+                while comp.pop().is_some() {
+                    n += 1;
+                }
+                comp.publish();
+                n
+            })
+            .collect()
+    }
+
+    #[test]
+    fn commands_are_taken_round_robin_up_to_the_applications_quota() {
+        let quotas = Quotas {
+            commands_per_app: 8,
+            ..Quotas::default()
+        };
+        let mut sh = shared(quotas);
+        let mac = sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let mut stack = Stack::new(sluice_tcp::Config::new(mac, sh.ip)).unwrap();
+        // A floods: 10 commands in each of 4 contexts (each answered: EBADF, no socket).
+        let (mut a, mut qa) = app("sluice-test-commands-flood", 4);
+        for (cmd, _) in qa.iter_mut() {
+            for req in 1..=10 {
+                let entry = Command::SetNoDelay {
+                    req,
+                    slot: 0,
+                    nodelay: true,
+                }
+                .encode();
+                assert!(cmd.push(&entry).unwrap());
+            }
+        }
+        // B posts one.
+        let (mut b, mut qb) = app("sluice-test-commands-other", 1);
+        let open = Command::Open { req: 1 }.encode();
+        assert!(qb[0].0.push(&open).unwrap());
+        // Iteration by iteration, as the service runs them (A before B).
+        let mut per_iteration = Vec::new();
+        for _ in 0..5 {
+            run_contexts(&mut a, 64, &mut stack, &mut sh);
+            run_contexts(&mut b, 64, &mut stack, &mut sh);
+            per_iteration.push((taken(&mut qa), taken(&mut qb)[0]));
+        }
+        // A never more than its quota an iteration, each context in turn from where the
+        // last stopped; B served in the first.
+        assert_eq!(
+            per_iteration,
+            vec![
+                (vec![8, 0, 0, 0], 1),
+                (vec![0, 8, 0, 0], 0),
+                (vec![0, 0, 8, 0], 0),
+                (vec![0, 0, 0, 8], 0),
+                (vec![2, 2, 2, 2], 0),
+            ]
+        );
+        assert_eq!(sh.counters.commands, 41);
+        assert_eq!(sh.counters.quota_command_deferrals, 4);
     }
 }

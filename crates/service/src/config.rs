@@ -11,6 +11,7 @@ use sluice_shm::Layout;
 use crate::access::AccessPolicy;
 use crate::error::ServiceError;
 use crate::port_ranges::{PortRange, PortRanges};
+use crate::quota::Quotas;
 use crate::verbs::VerbsLimits;
 
 /// How the service runs.
@@ -22,7 +23,8 @@ pub struct ServiceConfig {
     pub layout: Layout,
     /// What applications are told about the engine (its address is taken from the core).
     pub engine: EngineInfo,
-    /// Most applications attached at once.
+    /// Most applications attached at once (each also costs mappings: the map budget
+    /// refuses an attach that would cross `vm.max_map_count` before this does).
     pub max_apps: usize,
     /// Most commands taken from one context per loop iteration.
     pub command_batch: u32,
@@ -50,6 +52,13 @@ pub struct ServiceConfig {
     /// The engine's budget of memory mappings; None: `vm.max_map_count` read at start, less
     /// headroom (an attach that would cross it is refused for that application only).
     pub map_budget: Option<usize>,
+    /// Quotas per application and per uid (README "Security model").
+    pub quotas: Quotas,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged) before its SYNs and new buffers are refused, its memory group's
+    /// hard limit (src/memory_groups.rs); None: half the core's global hard limit, so no
+    /// single uid reaches it; 0: no per-uid limit.
+    pub buffered_bytes_per_uid: Option<u64>,
 }
 
 impl ServiceConfig {
@@ -64,7 +73,7 @@ impl ServiceConfig {
                 gateway: None,
                 app_idle_us: 10_000,
             },
-            max_apps: 64,
+            max_apps: 1024,
             command_batch: 64,
             control_interval: Duration::from_millis(1),
             log: false,
@@ -76,6 +85,8 @@ impl ServiceConfig {
             unprivileged_port_start: 1024,
             map_budget: None,
             port_ranges: Vec::new(),
+            quotas: Quotas::default(),
+            buffered_bytes_per_uid: None,
         }
     }
 
@@ -94,6 +105,13 @@ impl ServiceConfig {
             return Err(ServiceError::Config(
                 "command_batch must be at least 1".into(),
             ));
+        }
+        for (name, value) in self.quotas.named() {
+            if value == 0 {
+                return Err(ServiceError::Config(format!(
+                    "quota {name} is 0 (at least 1)"
+                )));
+            }
         }
         if self.engine.prefix_len > 32 {
             return Err(ServiceError::Config(format!(

@@ -19,6 +19,7 @@ use crate::commands;
 use crate::config::ServiceConfig;
 use crate::cores::Cores;
 use crate::error::{sys, ServiceError};
+use crate::quota::{Resource, Usage};
 use crate::shared::Shared;
 use crate::teardown::{self, Release};
 use crate::{mtp, verbs};
@@ -293,6 +294,22 @@ impl Control {
             );
             return;
         }
+        // One uid's applications leave room for everyone else's (EAGAIN in libsluice).
+        let quota = sh
+            .books
+            .admits(&sh.quotas, creds.uid, &Usage::default(), Resource::App);
+        if let Err(e) = quota {
+            sh.counters.apps_refused += 1;
+            sh.counters.quota_apps_refused += 1;
+            if config.log {
+                eprintln!(
+                    "sluice engine: attach of {name} (pid {}) refused: {e}",
+                    creds.pid
+                );
+            }
+            refuse(&sock, &e.to_string());
+            return;
+        }
         let index = match apps.table.iter().position(Option::is_none) {
             Some(i) => i,
             None if apps.table.len() < config.max_apps => {
@@ -350,6 +367,7 @@ impl Control {
         }
         apps.next_id += 1;
         sh.counters.apps_attached += 1;
+        sh.books.attach(creds.uid);
         if config.log {
             eprintln!(
                 "sluice engine: app {id} ({name}, pid {}, uid {}, gid {}) attached",
@@ -479,6 +497,8 @@ impl Control {
         if app.departed.is_some() {
             return;
         }
+        // Its process is gone; what it still drains stays in its uid's books until done.
+        sh.books.detach(app.creds.uid);
         self.unwatch(&app.sock);
         self.unwatch(&app.doorbell);
         // The hang-up can be seen before the commands the application posted last.

@@ -126,11 +126,29 @@ pub struct Counters {
     /// Binds refused (EACCES) because the port lies in a range reserved for another uid
     /// (`ServiceConfig::port_ranges`).
     pub port_range_refused: u64,
+    /// Attaches refused by the applications-per-uid quota (EAGAIN; counted in
+    /// `apps_refused` too).
+    pub quota_apps_refused: u64,
+    /// Opens refused by the sockets-per-uid quota (EMFILE).
+    pub quota_sockets_refused: u64,
+    /// Listens refused by the listeners-per-application or per-uid quota (ENOBUFS).
+    pub quota_listeners_refused: u64,
+    /// Connects refused by the connections-per-application or per-uid quota (ENOBUFS).
+    pub quota_connections_refused: u64,
+    /// Times a listener stalled because its application (or uid) is at its connections
+    /// quota: the connection waits in the core's accept queue.
+    pub quota_accept_stalls: u64,
+    /// Loop iterations in which an application had more commands waiting than its
+    /// commands-per-application quota (the rest wait for the next iteration).
+    pub quota_command_deferrals: u64,
+    /// Connections and listeners of a uid left ungrouped (under the core's global limit
+    /// only) because every memory group was taken (src/memory_groups.rs).
+    pub uid_groups_full: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 57] = [
+        let rows: [(&str, u64); 64] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -188,6 +206,13 @@ impl fmt::Display for Counters {
             ("mtp_events", self.mtp_events),
             ("mtp_arp_waits", self.mtp_arp_waits),
             ("port_range_refused", self.port_range_refused),
+            ("quota_apps_refused", self.quota_apps_refused),
+            ("quota_sockets_refused", self.quota_sockets_refused),
+            ("quota_listeners_refused", self.quota_listeners_refused),
+            ("quota_connections_refused", self.quota_connections_refused),
+            ("quota_accept_stalls", self.quota_accept_stalls),
+            ("quota_command_deferrals", self.quota_command_deferrals),
+            ("uid_groups_full", self.uid_groups_full),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

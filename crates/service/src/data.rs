@@ -11,6 +11,7 @@ use sluice_tcp::{Error, Stack};
 
 use crate::app::AttachedApp;
 use crate::congestion::apply_congestion;
+use crate::quota::Resource;
 use crate::shared::Shared;
 use crate::slots::{Slot, SlotState, Unclaimed};
 use crate::teardown;
@@ -195,7 +196,8 @@ pub(crate) fn publish_closed(
 
 /// Accepts waiting connections of listener `s` into slots of the same application and
 /// announces each with an accept record in the listener's ring, while the ring has room
-/// and the application a free slot (otherwise RX_STALLED; the rest wait in the core).
+/// and the application a free slot and room in its connections quota (otherwise
+/// RX_STALLED; the rest wait in the core's accept queue until it closes some).
 pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
     let record_bytes = ACCEPT_RECORD_BYTES as u64;
     let (listener, nodelay, offload, congestion, mut rx_head) = {
@@ -226,7 +228,17 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
         )
     };
     loop {
-        let free_slots = app.slots.free_count();
+        // At its (or its uid's) connections quota, the application is as one without a
+        // free slot: it takes no more until it closes some.
+        let over_quota = sh
+            .books
+            .admits(&sh.quotas, app.creds.uid, &app.usage, Resource::Connection)
+            .is_err();
+        let free_slots = if over_quota {
+            0
+        } else {
+            app.slots.free_count()
+        };
         // Looked up again each round: the accepted connection's slot was taken meanwhile.
         let Some(h) = app.slot(s) else {
             return;
@@ -244,6 +256,9 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             if slot.flags & RX_STALLED == 0 {
                 slot.set_flags(&h.block, RX_STALLED, 0);
                 sh.counters.accept_stalls += 1;
+                if over_quota {
+                    sh.counters.quota_accept_stalls += 1;
+                }
                 *h.dirty = true;
             }
             if !slot.rx_listed {
@@ -280,6 +295,7 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
             let _ = stack.abort(id);
             return;
         };
+        c.slot.settle(&mut sh.books, c.uid, c.usage);
         c.block.reset(ALLOCATED | CONNECTED);
         let (local, peer) = stack.endpoints(id).unwrap_or((
             SocketAddrV4::new(sh.ip, listener.port()),

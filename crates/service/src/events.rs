@@ -100,6 +100,8 @@ fn connection(
                     // After the error and after the bytes: if the RX ring could not take
                     // everything yet, rx_move publishes CLOSED once it has.
                     h.slot.core_closed = true;
+                    // No longer a connection in its quota: only a socket until Close.
+                    h.slot.settle(&mut sh.books, h.uid, h.usage);
                     data::publish_closed(h.slot, &h.block, id, stack);
                 }
                 *h.dirty = true;

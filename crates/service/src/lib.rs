@@ -24,7 +24,8 @@
 //!    control path, work requests and completions; it reaches only `counters` and
 //!    `queues`, the verbs queues it shares with MTP), `mtp` (docs/mtp.md: the MTP transport,
 //!    each application's memory and endpoints, requests, entries and completions; the same
-//!    reach), `cores` (both transports, for the control plane), `config`, `shared` (what every part reaches: maps, counters, pending lists) and `app`
+//!    reach), `cores` (both transports, for the control plane), `config`, `memory_groups`
+//!    (each uid's memory group in the core), `shared` (what every part reaches: maps, counters, pending lists) and `app`
 //!    (an attached application, and the checked slot handle, the one way to a slot).
 //! 2. Data movers, which call nothing above them: `teardown` (ending things: a slot freed,
 //!    a connection closed or reset, a listener stopped, an application released) and,
@@ -50,10 +51,12 @@ mod data;
 mod error;
 mod events;
 
+mod memory_groups;
 mod mtp;
 mod owners;
 mod port_ranges;
 mod queues;
+mod quota;
 mod service;
 mod shared;
 mod slots;
@@ -67,5 +70,6 @@ pub use config::ServiceConfig;
 pub use counters::Counters;
 pub use error::ServiceError;
 pub use port_ranges::{PortRange, PortRangeError};
+pub use quota::{Exceeded, Quotas};
 pub use service::Service;
 pub use verbs::VerbsLimits;

@@ -7,7 +7,9 @@ use std::net::Ipv4Addr;
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
+use crate::memory_groups::UidGroups;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
+use crate::quota::{Books, Quotas};
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.
@@ -28,6 +30,12 @@ pub(crate) struct Shared {
     pub ip: Ipv4Addr,
     /// Binding a port below this needs uid 0 or CAP_NET_BIND_SERVICE.
     pub unprivileged_port_start: u16,
+    /// The quotas per application and per uid.
+    pub quotas: Quotas,
+    /// What every uid holds, against the quotas.
+    pub books: Books,
+    /// Each uid's memory group in the core (its limit on buffered bytes).
+    pub memory_groups: UidGroups,
     /// The current iteration's time.
     pub now: Instant,
     /// Whether this iteration did anything for an application.

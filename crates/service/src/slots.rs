@@ -10,6 +10,8 @@ use std::sync::atomic::Ordering;
 use sluice_shm::SocketBlock;
 use sluice_tcp::{Algorithm, ConnId, ListenerId};
 
+use crate::quota::{Books, Charge, Usage};
+
 /// Where a slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SlotState {
@@ -94,6 +96,9 @@ pub(crate) struct Slot {
     pub accept_ready: bool,
     /// Listener: records in its ring not yet read by the application (bounded by the ring).
     pub unclaimed: VecDeque<Unclaimed>,
+    /// What the quota books count it as (kept across lives: released before the slot is
+    /// freed, so that it is released exactly once).
+    pub charged: Charge,
 }
 
 impl Slot {
@@ -115,7 +120,42 @@ impl Slot {
             tx_listed: false,
             accept_ready: false,
             unclaimed: VecDeque::new(),
+            charged: Charge::NONE,
         }
+    }
+
+    /// What the quota books count it as in its present state. A connection the core has
+    /// closed (reset by the peer, or done) is no longer one: only a socket until Close.
+    pub fn charge(&self) -> Charge {
+        let socket = |connection| Charge {
+            socket: true,
+            listener: false,
+            connection,
+        };
+        match self.state {
+            SlotState::Free => Charge::NONE,
+            SlotState::Opened | SlotState::Bound { .. } | SlotState::Dead | SlotState::Spliced => {
+                socket(false)
+            }
+            SlotState::Listening { .. } => Charge {
+                socket: true,
+                listener: true,
+                connection: false,
+            },
+            SlotState::Conn { .. } => socket(!self.core_closed),
+            SlotState::Closing { .. } => socket(true),
+        }
+    }
+
+    /// Counts it in the books of its application (`usage`) and `uid` as its state makes it.
+    pub fn settle(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+        let now = self.charge();
+        books.recharge(uid, usage, &mut self.charged, now);
+    }
+
+    /// Counts it as nothing: it is about to be freed.
+    pub fn uncharge(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+        books.recharge(uid, usage, &mut self.charged, Charge::NONE);
     }
 
     /// Resets the slot for a new life (keeps the unclaimed queue's allocation).
@@ -238,6 +278,7 @@ impl Slots {
         if slot.state == SlotState::Free {
             return None;
         }
+        debug_assert_eq!(slot.charged, Charge::NONE, "slot {s} freed while counted");
         slot.reopen(SlotState::Free, 0);
         self.warm.push_back(s);
         if self.warm.len() <= WARM_SLOTS {

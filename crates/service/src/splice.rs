@@ -103,6 +103,8 @@ pub(crate) fn request(
         sh.conns.remove(id);
         if let Some(h) = app.slot(s) {
             h.slot.state = SlotState::Spliced;
+            // The core owns the connection now: no longer one of the application's.
+            h.slot.settle(&mut sh.books, h.uid, h.usage);
             h.slot.set_flags(&h.block, SPLICED, 0);
             *h.dirty = true;
         }

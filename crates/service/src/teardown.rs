@@ -24,8 +24,12 @@ pub(crate) enum Release {
 
 /// Returns slot `s` to the application's free list: its block reads "not allocated"; its
 /// ring pages stay resident for the next socket while few slots are warm, else the oldest
-/// warm slot's go back to the system (slots::WARM_SLOTS).
-pub(crate) fn free_slot(app: &mut AttachedApp, s: u32) {
+/// warm slot's go back to the system (slots::WARM_SLOTS). What it was counted as leaves
+/// the quota books here, once.
+pub(crate) fn free_slot(app: &mut AttachedApp, s: u32, sh: &mut Shared) {
+    if let Some(slot) = app.slots.get_mut(s) {
+        slot.uncharge(&mut sh.books, app.creds.uid, &mut app.usage);
+    }
     if let Some(block) = SocketBlock::new(&app.region, s) {
         block.reset(0);
     }
@@ -48,7 +52,7 @@ pub(crate) fn bad_position(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh:
             sh.conns.remove(id);
             sh.counters.resets_bad_input += 1;
             if matches!(state, SlotState::Closing { .. }) {
-                free_slot(app, s);
+                free_slot(app, s, sh);
                 return;
             }
         }
@@ -61,6 +65,7 @@ pub(crate) fn bad_position(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh:
         return;
     };
     h.slot.state = SlotState::Dead;
+    h.slot.settle(&mut sh.books, h.uid, h.usage);
     // Nothing more will be placed in its ring: an application must not wait for it.
     h.slot.fail(
         &h.block,
@@ -78,7 +83,7 @@ pub(crate) fn finish_close(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh:
         // (RFC 2525 2.17), and finishes the teardown on its own.
         let _ = stack.close(id);
         sh.conns.remove(id);
-        free_slot(app, s);
+        free_slot(app, s, sh);
     }
 }
 
@@ -115,7 +120,7 @@ pub(crate) fn stop_listening(
             let _ = stack.abort(u.id);
             sh.conns.remove(u.id);
             sh.counters.resets_on_close += 1;
-            free_slot(app, u.slot);
+            free_slot(app, u.slot, sh);
         }
     }
     if let Some(slot) = app.slots.get_mut(s) {
@@ -160,6 +165,9 @@ pub(crate) fn release_app(
             }
             SlotState::Bound { port } if port != 0 => sh.ports.release(port, owner(s)),
             _ => {}
+        }
+        if let Some(slot) = app.slots.get_mut(s) {
+            slot.uncharge(&mut sh.books, app.creds.uid, &mut app.usage);
         }
         if let Some(cold) = app.slots.release(s) {
             app.region.release_rings(cold);

@@ -36,6 +36,10 @@ pub const SOCKET_ENV: &str = "SLUICE_SOCKET";
 /// How a Refused reply's reason begins when the engine's access policy refused the
 /// attaching uid (the application reports EACCES).
 pub const ACCESS_DENIED: &str = "permission denied";
+/// How a Refused reply's reason begins when attaching would cross one of the engine's
+/// quotas (applications per uid): the application reports EAGAIN, as fork over
+/// RLIMIT_NPROC.
+pub const QUOTA_EXCEEDED: &str = "quota exceeded";
 
 /// What the engine tells an application about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

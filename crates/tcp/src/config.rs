@@ -79,6 +79,10 @@ pub struct Config {
     /// data are refused (control/memory.rs). None: derived from `rx_memory + tx_memory`
     /// ([`Config::memory_limits`]).
     pub tcp_mem: Option<MemoryLimits>,
+    /// Memory groups (ids 0..max_memory_groups; 0 is the ungrouped): each counts the bytes
+    /// its connections buffer against limits of its own (`Stack::set_group_limit`,
+    /// control/memory_group.rs), as Linux's memory cgroups do under tcp_mem.
+    pub max_memory_groups: usize,
     /// Interface MTU (IPv4 packet size).
     pub mtu: u16,
     /// Out-of-order intervals tracked per connection (Laminar and TAS use 1).
@@ -218,6 +222,7 @@ impl Config {
             tx_buffer_initial: 64 * 1024,
             tx_memory: 256 << 20,
             tcp_mem: None,
+            max_memory_groups: 256,
             mtu: 1500,
             ooo_intervals: 1,
             sack_scoreboard: 8,
@@ -293,6 +298,9 @@ impl Config {
         }
         if self.tx_buffer_initial < 4096 {
             return Err(ConfigError::Range("tx_buffer_initial", ">= 4096"));
+        }
+        if self.max_memory_groups == 0 || self.max_memory_groups > 65536 {
+            return Err(ConfigError::Range("max_memory_groups", "1..=65536"));
         }
         if let Some(m) = self.tcp_mem {
             if m.low == 0 || m.low > m.pressure || m.pressure > m.high {

@@ -167,6 +167,14 @@ pub struct Counters {
     /// Out-of-order segments dropped because the bytes buffered were over the high
     /// threshold (in-order data within the window is always taken).
     pub memory_ooo_dropped: u64,
+    /// SYNs not answered because their listener's memory group was over its own limit
+    /// (control/memory_group.rs); other groups' SYNs were answered.
+    pub memory_group_syn_refused: u64,
+    /// ACKs of valid SYN cookies answered with a RST because their listener's memory group
+    /// was over its own limit.
+    pub memory_group_cookie_refused: u64,
+    /// Times a memory group's buffered bytes rose above its own high threshold.
+    pub memory_group_over_limit_entered: u64,
     /// Closes handed to the teardown stage (acceltcp.txt 4.2): the connection left the
     /// table and the stage finishes its close.
     pub teardown_offloaded: u64,

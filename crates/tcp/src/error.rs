@@ -96,3 +96,40 @@ impl From<ConnectError> for Error {
         }
     }
 }
+
+/// Why a memory-group call ([`crate::Stack::set_memory_group`] and the like) refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryGroupError {
+    /// The group id is not below `Config::max_memory_groups`.
+    NoSuchGroup {
+        /// The id asked for.
+        group: u16,
+        /// How many groups there are (`Config::max_memory_groups`).
+        groups: usize,
+    },
+    /// The handle does not name a live connection or listener.
+    InvalidHandle,
+    /// Group 0 is the ungrouped: it takes no limits of its own.
+    Ungrouped,
+    /// Limits must satisfy 0 < low <= pressure <= high.
+    BadLimits,
+}
+
+impl core::fmt::Display for MemoryGroupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MemoryGroupError::NoSuchGroup { group, groups } => {
+                write!(f, "no memory group {group} (groups are 0..{groups})")
+            }
+            MemoryGroupError::InvalidHandle => Error::InvalidHandle.fmt(f),
+            MemoryGroupError::Ungrouped => {
+                f.write_str("memory group 0 is the ungrouped and takes no limits")
+            }
+            MemoryGroupError::BadLimits => {
+                f.write_str("memory group limits must be 0 < low <= pressure <= high")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MemoryGroupError {}

@@ -15,6 +15,7 @@ use crate::counters::Counters;
 use crate::datapath::DataPath;
 use crate::events::EventQueue;
 use crate::frame::ControlQueue;
+use crate::memory_group::MemoryGroups;
 use crate::offload::relay::RelayQueue;
 use crate::offload::splice::{Pending, SpliceEvent, SpliceStage, SpliceStats};
 use crate::offload::teardown::{Expiry, Limits, TeardownStage};
@@ -79,6 +80,9 @@ pub struct Stack {
     pub(crate) counters: Counters,
     /// Bytes buffered by all connections against `Config::tcp_mem` (control/memory.rs).
     pub(crate) memory: BufferedBytes,
+    /// The same bytes per memory group, and each slot's and listener's group
+    /// (control/memory_group.rs).
+    pub(crate) groups: MemoryGroups,
     pub(crate) ip_ident: u16,
     pub(crate) next_port: u16,
     pub(crate) awaiting_arp: Vec<u32>,
@@ -146,6 +150,7 @@ impl Stack {
             events: EventQueue::new(slots, cfg.max_listeners),
             counters: Counters::default(),
             memory: BufferedBytes::new(cfg.memory_limits(), slots),
+            groups: MemoryGroups::new(cfg.max_memory_groups, slots, cfg.max_listeners),
             ip_ident: (cfg.seed >> 16) as u16,
             next_port: lo + (cfg.seed % span) as u16,
             awaiting_arp: Vec::with_capacity(slots),

@@ -118,6 +118,17 @@ pub enum InvariantViolation {
         /// Bytes it holds.
         held: u32,
     },
+    /// A memory group's count is not what its connections hold, or its state disagrees
+    /// with its thresholds (or the counts of groups in each state are off: group 0,
+    /// counted and held are then those counts).
+    MemoryGroup {
+        /// The group.
+        group: u16,
+        /// Bytes in its count.
+        counted: u64,
+        /// Bytes its connections hold.
+        held: u64,
+    },
 }
 
 impl fmt::Display for InvariantViolation {
@@ -180,6 +191,14 @@ impl fmt::Display for InvariantViolation {
                 counted,
                 held,
             } => write!(f, "slot {slot}: {counted} bytes counted, {held} held"),
+            InvariantViolation::MemoryGroup {
+                group,
+                counted,
+                held,
+            } => write!(
+                f,
+                "memory group {group}: {counted} bytes counted, {held} held (or a state off)"
+            ),
         }
     }
 }

@@ -79,12 +79,6 @@ impl BufferedBytes {
         self.state
     }
 
-    /// Whether pressure is on (Pressure or OverLimit).
-    #[inline]
-    pub(crate) fn pressured(&self) -> bool {
-        self.state != MemoryState::Normal
-    }
-
     /// Records that `slot` now holds `bytes` and moves the state as the total says: into
     /// pressure above `pressure`, out of it only below `low` (hysteresis, as Linux's
     /// tcp_enter/leave_memory_pressure), over the limit above `high`.
@@ -125,21 +119,51 @@ impl BufferedBytes {
 
     #[cold]
     fn update_state(&mut self) -> Crossed {
-        let total = self.total;
-        let l = &self.limits;
         let before = self.state;
-        self.state = if total > l.high as u64 {
-            MemoryState::OverLimit
-        } else if total > l.pressure as u64
-            || before != MemoryState::Normal && total >= l.low as u64
-        {
-            MemoryState::Pressure
-        } else {
-            MemoryState::Normal
-        };
+        self.state = next_state(&self.limits, self.total, before);
+        Crossed::between(before, self.state)
+    }
+}
+
+/// The state `total` bytes put a count in that was in `before`: into pressure above
+/// `pressure`, out of it only below `low` (hysteresis), over the limit above `high`. Shared
+/// by the global count and the memory groups' (crate::memory_group).
+#[inline]
+pub(crate) fn next_state(l: &MemoryLimits, total: u64, before: MemoryState) -> MemoryState {
+    if total > l.high as u64 {
+        MemoryState::OverLimit
+    } else if total > l.pressure as u64 || before != MemoryState::Normal && total >= l.low as u64 {
+        MemoryState::Pressure
+    } else {
+        MemoryState::Normal
+    }
+}
+
+impl Crossed {
+    /// What moving from `before` to `after` crossed.
+    #[inline]
+    pub(crate) fn between(before: MemoryState, after: MemoryState) -> Crossed {
         Crossed {
-            pressure: before == MemoryState::Normal && self.state != MemoryState::Normal,
-            over_limit: before != MemoryState::OverLimit && self.state == MemoryState::OverLimit,
+            pressure: before == MemoryState::Normal && after != MemoryState::Normal,
+            over_limit: before != MemoryState::OverLimit && after == MemoryState::OverLimit,
+        }
+    }
+}
+
+impl MemoryState {
+    /// The stricter of two states: a connection in a memory group lives under both its
+    /// group's state and the global one.
+    #[inline]
+    pub(crate) fn worse(self, other: MemoryState) -> MemoryState {
+        let rank = |s: MemoryState| match s {
+            MemoryState::Normal => 0,
+            MemoryState::Pressure => 1,
+            MemoryState::OverLimit => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
         }
     }
 }

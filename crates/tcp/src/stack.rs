@@ -20,7 +20,7 @@ use crate::events::bits;
 use crate::handle::{ConnId, ListenerId};
 use crate::host::{Listener, Stack};
 use crate::invariant::InvariantViolation;
-use crate::pressure::send_limit;
+use crate::pressure::{send_limit, MemoryState};
 use crate::reuseport::JoinRefused;
 use crate::table::FourTuple;
 use crate::time::Instant;
@@ -406,9 +406,9 @@ impl Stack {
                 },
             );
         }
-        let limit = self.tx_limit();
+        let limit = self.tx_limit_of(slot);
         // Under memory pressure an empty ring keeps only the initial size.
-        let pressured = self.memory.pressured();
+        let pressured = self.slot_pressured(slot);
         let keep = if pressured {
             limit.min(self.cfg.tx_initial())
         } else {
@@ -613,7 +613,7 @@ impl Stack {
         let slot = self.slot_of(id)? as usize;
         let ps = &self.dp.proto[slot];
         let post = &self.dp.post[slot];
-        let limit = self.tx_limit();
+        let limit = self.tx_limit_of(slot as u32);
         let (readable, writable, unacked) = match &self.bufs[slot] {
             Some(b) => (
                 b.rx_tail.diff(b.rx_head) as u32 as usize,
@@ -676,6 +676,7 @@ impl Stack {
             ));
         }
         self.check_buffered()?;
+        self.check_groups()?;
         for s in 0..self.conns.len() {
             let pre = &self.dp.pre[s];
             if !pre.active {
@@ -999,7 +1000,7 @@ impl Stack {
         if grown <= cap {
             return false;
         }
-        if self.memory.pressured() {
+        if self.memory.state().worse(self.groups.state_of(slot)) != MemoryState::Normal {
             self.counters.memory_growth_refused += 1;
             return false;
         }

@@ -10,7 +10,7 @@ use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use sluice_engine::setup::{self, Backend};
 use sluice_engine::DEFAULT_SPIN_BEFORE_YIELD;
-use sluice_service::{PortRange, Service, ServiceConfig};
+use sluice_service::{PortRange, Quotas, Service, ServiceConfig};
 use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
 
@@ -59,6 +59,45 @@ pub struct EngineArgs {
     /// (repeatable; ranges may not overlap).
     #[arg(long = "port-range", value_name = "UID:LO-HI")]
     port_range: Vec<PortRange>,
+    /// Applications attached at once, of every uid (each also costs memory mappings: an
+    /// attach over the engine's mapping budget is refused first).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_apps: u64,
+    /// Applications of one uid attached at once (uid 0 exempt); over it the attach is
+    /// refused with EAGAIN.
+    #[arg(long, default_value_t = Quotas::default().apps_per_uid, value_parser = at_least_one())]
+    apps_per_uid: u32,
+    /// Open sockets of all applications of one uid (uid 0 exempt); Open over it: EMFILE.
+    #[arg(long, default_value_t = Quotas::default().sockets_per_uid, value_parser = at_least_one())]
+    sockets_per_uid: u32,
+    /// Listeners of one application; Listen over it: ENOBUFS.
+    #[arg(long, default_value_t = Quotas::default().listeners_per_app, value_parser = at_least_one())]
+    listeners_per_app: u32,
+    /// Listeners of all applications of one uid (uid 0 exempt); Listen over it: ENOBUFS.
+    #[arg(long, default_value_t = Quotas::default().listeners_per_uid, value_parser = at_least_one())]
+    listeners_per_uid: u32,
+    /// Connections one application owns; Connect over it: ENOBUFS, and accepts wait in
+    /// the listener's queue until it closes some.
+    #[arg(long, default_value_t = Quotas::default().connections_per_app, value_parser = at_least_one())]
+    connections_per_app: u32,
+    /// Connections all applications of one uid own, closed ones still draining included
+    /// (uid 0 exempt).
+    #[arg(long, default_value_t = Quotas::default().connections_per_uid, value_parser = at_least_one())]
+    connections_per_uid: u32,
+    /// Commands taken from one application per loop iteration, over all its contexts.
+    #[arg(long, default_value_t = Quotas::default().commands_per_app, value_parser = at_least_one())]
+    commands_per_app: u32,
+    /// The most bytes the connections of one uid may buffer in the core (unread, out of
+    /// order, unacknowledged): past it that uid's new connections are refused at the SYN and
+    /// its buffers stop growing, while other uids go on. Sizes take k, m or g; 0 for no
+    /// per-uid limit; default half the core's global hard limit (--tcp-mem's HIGH).
+    #[arg(long, value_name = "BYTES")]
+    buffered_bytes_per_uid: Option<String>,
+}
+
+/// A quota flag's parser: 0 would lock every application out.
+fn at_least_one() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..)
 }
 
 /// The gid of `group` (a name, or a number); None, said on stderr, if there is none.
@@ -148,6 +187,23 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     config.access.allow_uids = args.allow_uid.clone();
     config.unprivileged_port_start = args.unprivileged_port_start;
     config.port_ranges = args.port_range.clone();
+    config.max_apps = args.max_apps as usize;
+    config.quotas = Quotas {
+        apps_per_uid: args.apps_per_uid,
+        sockets_per_uid: args.sockets_per_uid,
+        listeners_per_app: args.listeners_per_app,
+        listeners_per_uid: args.listeners_per_uid,
+        connections_per_app: args.connections_per_app,
+        connections_per_uid: args.connections_per_uid,
+        commands_per_app: args.commands_per_app,
+    };
+    config.buffered_bytes_per_uid = args
+        .buffered_bytes_per_uid
+        .as_deref()
+        .map(|v| sluice_switch::parse_size("--buffered-bytes-per-uid", v))
+        .transpose()
+        .map_err(|e| CliError::usage(e.to_string()))?
+        .map(|n| n as u64);
     let mut service = Service::new(config)?;
     // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
     // second one exits at once.

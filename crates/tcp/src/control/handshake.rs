@@ -275,7 +275,7 @@ impl Stack {
             self.counters.syn_dropped += 1;
             return Handback::Done;
         }
-        if !self.admit_syn() {
+        if !self.admit_syn(index) {
             return Handback::Done;
         }
         let tuple = FourTuple {
@@ -316,6 +316,7 @@ impl Stack {
             l.syn_pending += 1;
         }
         self.open_slot(slot, tuple);
+        self.join_listener_group(slot, index);
         let s = slot as usize;
         let negotiated = Negotiated {
             ecn: self.ecn_accepted(t, algorithm),

@@ -13,6 +13,9 @@
 //!   dropped (tcp_data_queue_ofo's TCPOFODrop), and a connection may keep only an initial
 //!   ring's worth unacknowledged (the tcp_wmem minimum every socket keeps). In-order data
 //!   within the window already offered is always taken.
+//!
+//! A connection in a memory group (control/memory_group.rs) gets each of these also when
+//! its group's own count is in that state, and only its group's connections do.
 
 use crate::buffer::PayloadRing;
 use crate::control::state::TcpState;
@@ -77,11 +80,13 @@ impl Stack {
         if !self.holds_connection(slot as usize) {
             return;
         }
+        let before = self.memory.charged(slot);
         let crossed = self.memory.add(slot, delta);
         if crossed != Crossed::default() {
             self.counters.memory_pressure_entered += u64::from(crossed.pressure);
             self.counters.memory_over_limit_entered += u64::from(crossed.over_limit);
         }
+        self.charge_group(slot, before);
     }
 
     /// The post stage's update for a segment that changed what its connection holds.
@@ -97,14 +102,18 @@ impl Stack {
         }
     }
 
-    /// Takes `slot`'s bytes out of the total: its connection is gone, or just begun.
+    /// Takes `slot`'s bytes out of the total: its connection is gone, or just begun (and
+    /// so out of its memory group).
     pub(crate) fn uncharge(&mut self, slot: u32) {
         self.charge(slot, 0);
+        self.leave_group(slot);
     }
 
     #[inline]
     fn charge(&mut self, slot: u32, bytes: u32) {
+        let before = self.memory.charged(slot);
         let crossed = self.memory.charge(slot, bytes);
+        self.charge_group(slot, before);
         self.counters.memory_pressure_entered += u64::from(crossed.pressure);
         self.counters.memory_over_limit_entered += u64::from(crossed.over_limit);
     }
@@ -164,7 +173,7 @@ impl Stack {
         let room = (b.rx_head + b.rx.capacity())
             .diff(self.dp.proto[s].rcv_nxt)
             .max(0) as u32;
-        if !self.memory.pressured() {
+        if !self.slot_pressured(slot) {
             return reopened.max(room);
         }
         let clamp = PRESSURE_WINDOW_SEGMENTS * u32::from(self.cfg.local_mss());
@@ -178,7 +187,7 @@ impl Stack {
     /// Under pressure, a receive ring that had grown and that a read left empty goes back
     /// to the initial size, if the window it offered fits there (the right edge stays).
     pub(crate) fn release_idle_rx(&mut self, slot: u32) {
-        if !self.memory.pressured() {
+        if !self.slot_pressured(slot) {
             return;
         }
         let s = slot as usize;
@@ -203,15 +212,16 @@ impl Stack {
         self.counters.memory_rings_released += 1;
     }
 
-    /// Whether a SYN may open a connection now; counts a refusal. Over the limit it gets
-    /// no SYN-ACK: the client sends its SYN again and gets in once reads and ACKs have
-    /// brought the total down (as a SYN finding a full accept queue in Linux).
-    pub(crate) fn admit_syn(&mut self) -> bool {
+    /// Whether a SYN to listener `index` may open a connection now; counts a refusal. Over
+    /// the limit (the global one, or the listener's memory group's) it gets no SYN-ACK: the
+    /// client sends its SYN again and gets in once reads and ACKs have brought the total
+    /// down (as a SYN finding a full accept queue in Linux).
+    pub(crate) fn admit_syn(&mut self, index: u16) -> bool {
         if self.memory.state() == MemoryState::OverLimit {
             self.counters.memory_syn_refused += 1;
             return false;
         }
-        true
+        self.admit_to_group(index, false)
     }
 
     /// Whether the ACK of a valid SYN cookie may open a connection now; counts a refusal.
@@ -220,11 +230,11 @@ impl Stack {
     /// caller answers a refusal with a RST (RFC 9293 3.10.7.2, an ACK in LISTEN), so that
     /// the client's next call fails at once instead of its data going unacknowledged into
     /// a connection the engine never took. Unlike a SYN, a cookie's ACK is not sent again.
-    pub(crate) fn admit_cookie(&mut self) -> bool {
+    pub(crate) fn admit_cookie(&mut self, index: u16) -> bool {
         if self.memory.state() == MemoryState::OverLimit {
             self.counters.memory_cookie_refused += 1;
             return false;
         }
-        true
+        self.admit_to_group(index, true)
     }
 }

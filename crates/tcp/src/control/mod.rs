@@ -12,6 +12,7 @@ mod input;
 pub(crate) mod isn;
 pub(crate) mod loss_probe;
 mod memory;
+mod memory_group;
 pub(crate) mod neighbor;
 mod offload;
 pub(crate) mod rcv_space;

@@ -131,7 +131,7 @@ impl Stack {
             return Some(Handback::Done); // drop silently; the client retransmits
         }
         let algorithm = l.cc_algorithm;
-        if !self.admit_cookie() {
+        if !self.admit_cookie(index) {
             // Over tcp_mem's high threshold: the same admission as a SYN's, told to a
             // peer that believes it is connected (RFC 9293 3.10.7.2: <SEQ=SEG.ACK><RST>).
             self.reply_rst(input);
@@ -146,6 +146,7 @@ impl Stack {
         };
         self.counters.syn_cookies_accepted += 1;
         self.open_slot(slot, tuple);
+        self.join_listener_group(slot, index);
         let s = slot as usize;
         let negotiated = Negotiated {
             peer_mss: opts.mss,

@@ -39,9 +39,11 @@ impl Stack {
     pub(crate) fn protocol_stage(&mut self, n: usize) {
         let now_us = self.now.as_micros() as u32;
         // Over the memory limit, out-of-order data may not add bytes (control/memory.rs).
-        let admit_ooo = self.memory.state() != MemoryState::OverLimit;
+        // A memory group over its own limit: the same for its connections only.
+        let admit_ooo_all = self.memory.state() != MemoryState::OverLimit;
         for i in 0..n {
             let slot = self.dp.batch[i].slot as usize;
+            let admit_ooo = admit_ooo_all && !self.groups.over_limit(slot as u32);
             let (ps, s) = (&self.dp.proto[slot], &self.dp.batch[i]);
             // The cold path: a connection without a row whose segment may need one.
             if ps.sack.cold_row == pool::NO_ROW
@@ -191,7 +193,11 @@ impl Stack {
                 b.tx_head += s.tx_freed;
                 // Only when `send` would take something: a ring above today's share waits.
                 if b.want_writable
-                    && b.tx_room(send_limit(&self.cfg, self.table.len(), self.memory.state())) > 0
+                    && b.tx_room(send_limit(
+                        &self.cfg,
+                        self.table.len(),
+                        self.memory.state().worse(self.groups.state_of(slot)),
+                    )) > 0
                 {
                     b.want_writable = false;
                     self.events.raise(slot, bits::WRITABLE);
