@@ -127,7 +127,9 @@ fn a_user_in_the_group_serves_through_sluice_run_and_others_get_eacces() {
     );
 
     // An unmodified server as the user, a Linux client checking every byte.
-    let page: Vec<u8> = (0..200_000usize).map(|i| (i * 13 + i / 509) as u8).collect();
+    let page: Vec<u8> = (0..200_000usize)
+        .map(|i| (i * 13 + i / 509) as u8)
+        .collect();
     let page_path = setup.dir.join("page.bin");
     std::fs::write(&page_path, &page).expect("write the page");
     std::fs::set_permissions(&page_path, std::fs::Permissions::from_mode(0o644))
@@ -158,7 +160,13 @@ fn a_user_in_the_group_serves_through_sluice_run_and_others_get_eacces() {
     for _ in 0..3 {
         let out = setup.in_ns(
             NS_CLIENT,
-            &["python3", "-c", fetch, &url, page_path.to_str().expect("utf-8")],
+            &[
+                "python3",
+                "-c",
+                fetch,
+                &url,
+                page_path.to_str().expect("utf-8"),
+            ],
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(

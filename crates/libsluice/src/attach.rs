@@ -62,9 +62,9 @@ impl Sluice {
             // the engine sees them: the same refusal as the engine's own, so EACCES too.
             ShmError::Sys { err, .. } if matches!(err as i32, libc::EACCES | libc::EPERM) => {
                 Error::Denied(format!(
-                "{}: cannot connect to {} (not in the engine's group?)",
-                control::ACCESS_DENIED,
-                path.display()
+                    "{}: cannot connect to {} (not in the engine's group?)",
+                    control::ACCESS_DENIED,
+                    path.display()
                 ))
             }
             e => Error::Shm(e),

@@ -16,14 +16,22 @@ fn a_socket_directory_made_under_umask_077_is_reachable_by_the_group() {
     let listener = listen_at(&dir.join("engine.sock"));
     umask(old);
     let _listener = listener.expect("listen_at");
-    let mode = std::fs::metadata(&dir).expect("the directory").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&dir)
+        .expect("the directory")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o755, "made 0755 whatever the umask, got {mode:o}");
     // An existing directory is left as it was.
     let existing = base.join("existing");
     std::fs::create_dir(&existing).expect("existing dir");
     std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o711)).expect("chmod");
     let _second = listen_at(&existing.join("engine.sock")).expect("listen_at");
-    let mode = std::fs::metadata(&existing).expect("dir").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&existing)
+        .expect("dir")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o711, "an existing directory keeps its mode");
     let _ = std::fs::remove_dir_all(&base);
 }
