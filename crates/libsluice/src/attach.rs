@@ -57,7 +57,18 @@ impl std::fmt::Debug for Sluice {
 impl Sluice {
     /// Attaches to the engine listening at `path`.
     pub fn attach(path: &Path) -> Result<Arc<Sluice>, Error> {
-        let control = control::connect_to(path).map_err(Error::Shm)?;
+        let control = control::connect_to(path).map_err(|e| match e {
+            // The socket file's mode (0660 in the engine's group) keeps other users out before
+            // the engine sees them: the same refusal as the engine's own, so EACCES too.
+            ShmError::Sys { err, .. } if matches!(err as i32, libc::EACCES | libc::EPERM) => {
+                Error::Denied(format!(
+                    "{}: cannot connect to {} (not in the engine's group?)",
+                    control::ACCESS_DENIED,
+                    path.display()
+                ))
+            }
+            e => Error::Shm(e),
+        })?;
         set_receive_timeout(&control, CONTROL_TIMEOUT);
         let hello = Request::Hello {
             version: PROTOCOL_VERSION,

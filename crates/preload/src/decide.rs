@@ -13,7 +13,8 @@
 //!   waits for listen (engine) or connect (by destination);
 //! - no engine configured (`SLUICE_SOCKET` unset and nothing at the default socket): kernel;
 //!   `SLUICE_SOCKET` set but the engine unreachable: the call fails with ECONNREFUSED,
-//!   because a user who asked for the engine must not silently get Linux.
+//!   because a user who asked for the engine must not silently get Linux; refused by the
+//!   engine (a uid outside its group): EACCES, with one log line saying so.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
@@ -61,6 +62,8 @@ pub enum Engine<R> {
     NotConfigured,
     /// `SLUICE_SOCKET` names an engine that cannot be reached.
     Unreachable,
+    /// `SLUICE_SOCKET` names an engine that refuses this process (permission denied).
+    Denied,
     /// Attached.
     Attached(R),
 }
@@ -96,6 +99,7 @@ pub fn on_bind<R: Routing>(ip: Ipv4Addr, port: u16, engine: &Engine<R>) -> Decis
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
+        Engine::Denied => Decision::Refuse(libc::EACCES),
         Engine::Attached(_) if ip.is_unspecified() && port == 0 => Decision::Defer,
         Engine::Attached(r) if r.owns(ip) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
@@ -110,6 +114,7 @@ pub fn on_connect<R: Routing>(ip: Ipv4Addr, engine: &Engine<R>) -> Decision {
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
+        Engine::Denied => Decision::Refuse(libc::EACCES),
         Engine::Attached(r) if r.routes(ip) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
     }
@@ -121,6 +126,7 @@ pub fn on_listen<R: Routing>(engine: &Engine<R>) -> Decision {
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
+        Engine::Denied => Decision::Refuse(libc::EACCES),
         Engine::Attached(r) if r.owns(Ipv4Addr::UNSPECIFIED) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
     }
@@ -247,6 +253,10 @@ fn attach_locked(required: bool) -> Engine<Arc<Sluice>> {
             ATTACHED.store(Arc::into_raw(s.clone()) as *mut Sluice, Ordering::Release);
             Engine::Attached(s)
         }
+        Err(e @ sluice::Error::Denied(_)) if required => {
+            crate::log_once!("{e}; engine sockets fail with EACCES (permission denied)");
+            Engine::Denied
+        }
         Err(e) if required => {
             crate::log_once!(
                 "cannot attach to the Sluice engine ($SLUICE_SOCKET): {e}; engine sockets fail with ECONNREFUSED"
@@ -359,6 +369,16 @@ mod tests {
         );
         assert_eq!(on_connect(PEER, &e), Decision::Refuse(libc::ECONNREFUSED));
         assert_eq!(on_listen(&e), Decision::Refuse(libc::ECONNREFUSED));
+        assert_eq!(on_bind(Ipv4Addr::LOCALHOST, 80, &e), Decision::Kernel);
+        assert_eq!(on_connect(Ipv4Addr::LOCALHOST, &e), Decision::Kernel);
+    }
+
+    #[test]
+    fn a_refusing_engine_is_eacces_but_loopback_still_works() {
+        let e: Engine<Lab> = Engine::Denied;
+        assert_eq!(on_bind(ENGINE, 8080, &e), Decision::Refuse(libc::EACCES));
+        assert_eq!(on_connect(PEER, &e), Decision::Refuse(libc::EACCES));
+        assert_eq!(on_listen(&e), Decision::Refuse(libc::EACCES));
         assert_eq!(on_bind(Ipv4Addr::LOCALHOST, 80, &e), Decision::Kernel);
         assert_eq!(on_connect(Ipv4Addr::LOCALHOST, &e), Decision::Kernel);
     }

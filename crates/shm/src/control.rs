@@ -105,9 +105,15 @@ pub enum Reply {
 
 /// A listening SOCK_SEQPACKET Unix socket at `path` (a stale socket file is replaced).
 pub fn listen_at(path: &Path) -> Result<OwnedFd, ShmError> {
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.exists()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| ShmError::Protocol(format!("cannot create {}: {e}", dir.display())))?;
+        // A directory made here (/run/sluice) must let the engine's group reach the socket
+        // whatever the engine's umask (a service's is often 077): 0755, the socket file's own
+        // mode decides who may connect.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| ShmError::Protocol(format!("cannot chmod {}: {e}", dir.display())))?;
     }
     let _ = std::fs::remove_file(path);
     let fd = socket(

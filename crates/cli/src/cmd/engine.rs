@@ -133,13 +133,15 @@ fn backend_name(b: Backend) -> &'static str {
 /// service's.
 fn core_counters(stack: &sluice_tcp::Stack) -> String {
     let c = stack.counters();
-    let rows: [(&str, u64); 15] = [
+    let rows: [(&str, u64); 16] = [
         ("frames_rx", c.frames_rx),
         ("frames_tx", c.frames_tx),
         ("rst_sent", c.rst_sent),
         ("timeouts", c.timeouts),
         ("syn_cookies_sent", c.syn_cookies_sent),
         ("syn_cookies_accepted", c.syn_cookies_accepted),
+        // SYNs dropped because the listener's accept queue was full (issue 23: the stalls).
+        ("accept_queue_overflow", c.accept_queue_overflow),
         ("teardown_offloaded", c.teardown_offloaded),
         ("teardown_refused_state", c.teardown_refused_state),
         ("teardown_refused_full", c.teardown_refused_full),
