@@ -67,8 +67,8 @@ impl Object {
         }
         let mut programs = Vec::new();
         for sec in file.sections() {
-            let object::SectionFlags::Elf { sh_flags } = sec.flags() else { continue };
-            if sh_flags & SHF_EXECINSTR == 0 || sec.size() == 0 {
+            let object::SectionFlags::Elf { sh_flags, .. } = sec.flags() else { continue };
+            if sh_flags.0 & SHF_EXECINSTR == 0 || sec.size() == 0 {
                 continue;
             }
             let name = sec.name().map_err(|e| LoadError::Elf(e.to_string()))?.to_string();
@@ -76,14 +76,14 @@ impl Object {
             let mut insns = insn::decode(data).map_err(LoadError::Decode)?;
             for (off, rel) in sec.relocations() {
                 let i = (off / 8) as usize;
-                let RelocationFlags::Elf { r_type } = rel.flags() else {
+                let RelocationFlags::Elf { r_type, .. } = rel.flags() else {
                     return Err(LoadError::Relocation(i, "not an ELF relocation".into()));
                 };
-                if r_type == R_BPF_64_32 {
+                if r_type.0 == R_BPF_64_32 {
                     return Err(LoadError::Relocation(i, "bpf-to-bpf calls are not supported".into()));
                 }
-                if r_type != R_BPF_64_64 || off % 8 != 0 || !insns.get(i).is_some_and(Insn::is_lddw) {
-                    return Err(LoadError::Relocation(i, format!("unsupported relocation type {r_type}")));
+                if r_type.0 != R_BPF_64_64 || off % 8 != 0 || !insns.get(i).is_some_and(Insn::is_lddw) {
+                    return Err(LoadError::Relocation(i, format!("unsupported relocation type {}", r_type.0)));
                 }
                 let RelocationTarget::Symbol(si) = rel.target() else {
                     return Err(LoadError::Relocation(i, "relocation without a symbol".into()));

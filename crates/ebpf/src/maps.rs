@@ -3,7 +3,6 @@
 //! (one thread at a time), so there are no locks here; `Maps` is `Send`.
 
 use crate::error::{LoadError, MapError};
-use std::hash::BuildHasher;
 
 /// Kernel map type numbers (enum bpf_map_type) for the kinds supported.
 pub mod map_type {
@@ -218,12 +217,6 @@ impl Map {
                 Some(slot)
             }
         }
-    }
-
-    /// The bytes of a value unit.
-    pub(crate) fn unit(&self, unit: u32) -> Option<&[u8]> {
-        let vs = self.vs();
-        self.values.get(unit as usize * vs..(unit as usize + 1) * vs)
     }
 
     /// The bytes of a value unit, writable.
