@@ -254,3 +254,17 @@ pub fn encode(insns: &[Insn]) -> Vec<u8> {
     }
     out
 }
+
+impl Insn {
+    /// An instruction from its fields (an assembler for tests and hand-written programs).
+    pub fn new(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn { op, dst, src, off, imm, imm64: 0 }
+    }
+
+    /// The two slots of `dst = imm64` (with `src` = PSEUDO_MAP_FD, `imm64` is a map index).
+    pub fn lddw(dst: u8, src: u8, imm64: u64) -> [Insn; 2] {
+        let lo = Insn { op: class::LD | mode::IMM | 0x18, dst, src, off: 0, imm: imm64 as u32 as i32, imm64 };
+        let hi = Insn { op: 0, dst: 0, src: 0, off: 0, imm: (imm64 >> 32) as i32, imm64: 0 };
+        [lo, hi]
+    }
+}

@@ -150,6 +150,10 @@ impl Map {
         def.validate()?;
         let cpus = if def.kind == MapKind::PerCpuArray { cpus.max(1) } else { 1 };
         let n = def.max_entries as usize;
+        if n * cpus > 1 << 24 {
+            // The interpreter's map value addresses hold a 24-bit value unit.
+            return Err(LoadError::MapDef(def.name.clone(), "max_entries x CPUs above 2^24"));
+        }
         let values = vec![0u8; n * cpus * def.value_size as usize];
         let store = match def.kind {
             MapKind::Array | MapKind::PerCpuArray => {

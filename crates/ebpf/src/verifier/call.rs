@@ -34,9 +34,11 @@ fn mem(st: &State, maps: &[MapDef], h: Helper, r: u8, size: u64) -> Result<(), R
     let size_i = size as i64;
     match st.regs[r as usize] {
         Val::Stack(off) => st.stack_readable(off, size as usize),
-        Val::Pkt { lo, hi } => {
-            if lo < 0 || hi + size_i > st.pkt_range {
-                return Err(Reason::PacketOutOfBounds { write: false, size: size as usize, lo, hi, proven: st.pkt_range.max(0) as u64 });
+        Val::Pkt { id, off, vmin, vmax } => {
+            let proven = st.proven(id);
+            if off + vmin < 0 || off + size_i > proven {
+                let (lo, hi) = (off + vmin, off + vmax);
+                return Err(Reason::PacketOutOfBounds { write: false, size: size as usize, lo, hi, proven: proven.max(0) as u64 });
             }
             Ok(())
         }
@@ -124,6 +126,7 @@ pub fn call(st: &mut State, maps: &[MapDef], id: i32) -> Result<(), Reason> {
                 }
             });
             st.pkt_range = 0;
+            st.var_ranges.clear();
             Val::Scalar(Range::ANY)
         }
     };

@@ -161,6 +161,8 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
     }
     let dst = read(st, i.dst)?;
     let to_be = i.src_is_reg() || is64;
+    st.next_id = st.next_id.wrapping_add(1);
+    let fresh = st.next_id;
     st.regs[d] = match (dst, src) {
         (Val::Scalar(a), Val::Scalar(b)) => {
             if matches!(code, alu::DIV | alu::MOD) && b.may_be_zero() {
@@ -169,8 +171,8 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
             Val::Scalar(value::scalar_op(code, a, b, is64, to_be, i.imm))
         }
         _ if !is64 => return Err(Reason::BadPointerArithmetic("32-bit arithmetic on a pointer")),
-        (p, Val::Scalar(b)) if code == alu::ADD || code == alu::SUB => ptr_add(p, b, code == alu::SUB)?,
-        (Val::Scalar(a), p) if code == alu::ADD => ptr_add(p, a, false)?,
+        (p, Val::Scalar(b)) if code == alu::ADD || code == alu::SUB => ptr_add(p, b, code == alu::SUB, fresh)?,
+        (Val::Scalar(a), p) if code == alu::ADD => ptr_add(p, a, false, fresh)?,
         (p, q) if code == alu::SUB => match (p, q) {
             (Val::Pkt { .. } | Val::PktEnd, Val::Pkt { .. } | Val::PktEnd) => Val::Scalar(Range::ANY),
             (Val::Stack(x), Val::Stack(y)) => Val::Scalar(Range::exact(x.wrapping_sub(y) as u64)),
@@ -182,7 +184,7 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
 }
 
 /// ptr + b (or ptr - b).
-fn ptr_add(p: Val, b: Range, sub: bool) -> Result<Val, Reason> {
+fn ptr_add(p: Val, b: Range, sub: bool, fresh: u32) -> Result<Val, Reason> {
     let bound = |lo: i64, hi: i64, max: i64, what| {
         let (lo, hi) = match b.known() {
             Some(c) => {
@@ -198,9 +200,22 @@ fn ptr_add(p: Val, b: Range, sub: bool) -> Result<Val, Reason> {
         Ok((lo, hi))
     };
     match p {
-        Val::Pkt { lo, hi } => {
-            let (lo, hi) = bound(lo, hi, MAX_PACKET_OFF, "packet pointer offset beyond 0xffff or unbounded")?;
-            Ok(Val::Pkt { lo, hi })
+        Val::Pkt { id, off, vmin, vmax } => {
+            let what = "packet pointer offset beyond 0xffff or unbounded";
+            match b.known() {
+                Some(_) => {
+                    let (off, _) = bound(off, off, MAX_PACKET_OFF, what)?;
+                    Ok(Val::Pkt { id, off, vmin, vmax })
+                }
+                // A new variable part: a new identity, nothing proven for it yet.
+                None => {
+                    let (vmin, vmax) = bound(vmin, vmax, MAX_PACKET_OFF, what)?;
+                    if off + vmax > MAX_PACKET_OFF {
+                        return Err(Reason::BadPointerArithmetic(what));
+                    }
+                    Ok(Val::Pkt { id: fresh, off, vmin, vmax })
+                }
+            }
         }
         Val::MapValue { map, lo, hi } => {
             let max = crate::maps::MAX_VALUE_SIZE as i64;
@@ -226,10 +241,11 @@ fn ptr_add(p: Val, b: Range, sub: bool) -> Result<Val, Reason> {
 fn access(st: &mut State, maps: &[MapDef], r: u8, base: Val, off: i64, size: usize, write: Option<Val>) -> Result<Val, Reason> {
     let leak = matches!(write, Some(v) if !matches!(v, Val::Scalar(_)));
     match base {
-        Val::Pkt { lo, hi } => {
-            let (lo, hi) = (lo + off, hi + off);
-            if lo < 0 || hi + size as i64 > st.pkt_range {
-                let proven = st.pkt_range.max(0) as u64;
+        Val::Pkt { id, off: o, vmin, vmax } => {
+            let proven = st.proven(id);
+            if o + off + vmin < 0 || o + off + size as i64 > proven {
+                let (lo, hi) = (o + off + vmin, o + off + vmax);
+                let proven = proven.max(0) as u64;
                 return Err(Reason::PacketOutOfBounds { write: write.is_some(), size, lo, hi, proven });
             }
             if leak {
@@ -247,7 +263,7 @@ fn access(st: &mut State, maps: &[MapDef], r: u8, base: Val, off: i64, size: usi
             }
             match (off, size) {
                 // data and data_meta (no metadata area: data_meta == data).
-                (0, 4) | (8, 4) => Ok(Val::Pkt { lo: 0, hi: 0 }),
+                (0, 4) | (8, 4) => Ok(Val::Pkt { id: 0, off: 0, vmin: 0, vmax: 0 }),
                 (4, 4) => Ok(Val::PktEnd),
                 // ingress_ifindex, rx_queue_index, egress_ifindex.
                 (12, 4) | (16, 4) | (20, 4) => Ok(Val::Scalar(Range::U32)),
@@ -314,7 +330,9 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
             let (t, f) = (branch(true), branch(false));
             Ok(Next::Branch(t, f, target))
         }
-        (Val::Pkt { lo, .. }, Val::PktEnd) | (Val::PktEnd, Val::Pkt { lo, .. }) if is64 && lo >= 0 => {
+        (Val::Pkt { id, off: lo, vmin, .. }, Val::PktEnd) | (Val::PktEnd, Val::Pkt { id, off: lo, vmin, .. })
+            if is64 && lo >= 0 && vmin >= 0 =>
+        {
             let pkt_first = matches!(a, Val::Pkt { .. });
             // (branch where the bound holds, bytes proven): pkt <= end proves lo, pkt < end lo+1.
             let proof = match (code, pkt_first) {
@@ -330,8 +348,8 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
             };
             let (mut t, mut f) = (st.clone(), st.clone());
             match proof {
-                Some((true, n)) => t.pkt_range = t.pkt_range.max(n),
-                Some((false, n)) => f.pkt_range = f.pkt_range.max(n),
+                Some((true, n)) => t.prove(id, n),
+                Some((false, n)) => f.prove(id, n),
                 None => {}
             }
             Ok(Next::Branch(Some(t), Some(f), target))

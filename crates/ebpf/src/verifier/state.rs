@@ -26,8 +26,10 @@ pub struct State {
     pub regs: [Val; REGS],
     /// The frame, lowest address (fp-512) first.
     pub stack: [Slot; SLOTS],
-    /// Bytes after data proven readable by a data_end comparison.
+    /// Bytes after data proven readable by a data_end comparison (pointers of id 0).
     pub pkt_range: i64,
+    /// The same for pointers with a variable part: (id, bytes after data + var).
+    pub var_ranges: Vec<(u32, i64)>,
     /// The next id for a lookup result.
     pub next_id: u32,
 }
@@ -38,7 +40,7 @@ impl State {
         let mut regs = [Val::Uninit; REGS];
         regs[1] = Val::Ctx;
         regs[10] = Val::Stack(0);
-        State { regs, stack: [Slot { spill: None, init: 0 }; SLOTS], pkt_range: 0, next_id: 0 }
+        State { regs, stack: [Slot { spill: None, init: 0 }; SLOTS], pkt_range: 0, var_ranges: Vec::new(), next_id: 0 }
     }
 
     /// Checks fp+off..+size lies in the frame; the first byte's index from fp-512.
@@ -89,6 +91,25 @@ impl State {
             slot.init |= 1 << (b % 8);
         }
         Ok(())
+    }
+
+    /// Bytes proven after the base of packet pointers of `id`.
+    pub fn proven(&self, id: u32) -> i64 {
+        if id == 0 {
+            return self.pkt_range;
+        }
+        self.var_ranges.iter().find(|(i, _)| *i == id).map_or(0, |r| r.1)
+    }
+
+    /// Records that `n` bytes after the base of pointers of `id` are within data_end.
+    pub fn prove(&mut self, id: u32, n: i64) {
+        if id == 0 {
+            self.pkt_range = self.pkt_range.max(n);
+        } else if let Some(r) = self.var_ranges.iter_mut().find(|(i, _)| *i == id) {
+            r.1 = r.1.max(n);
+        } else {
+            self.var_ranges.push((id, n));
+        }
     }
 
     /// Applies `f` to every register and spilled slot (null checks, invalidation).

@@ -15,12 +15,17 @@ pub enum Val {
     Scalar(Range),
     /// The xdp_md context.
     Ctx,
-    /// data + an offset in lo..=hi.
+    /// data + var + off, var in vmin..=vmax; pointers that share `id` share `var`, so a
+    /// data_end comparison of one proves bytes for all (id 0: no variable part).
     Pkt {
-        /// Lowest offset.
-        lo: i64,
-        /// Highest offset.
-        hi: i64,
+        /// Identity of the variable part.
+        id: u32,
+        /// Constant offset.
+        off: i64,
+        /// Smallest variable part.
+        vmin: i64,
+        /// Largest variable part.
+        vmax: i64,
     },
     /// data_end.
     PktEnd,
