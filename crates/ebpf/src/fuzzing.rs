@@ -29,8 +29,9 @@ pub fn fuzz_maps() -> Vec<MapDef> {
 }
 
 /// Input layout: byte 0 frame length, byte 1 headroom, the next 256 bytes frame contents
-/// (cycled), the rest instructions (8-byte slots).
-pub fn verify_and_run(data: &[u8]) -> Option<Result<crate::Action, crate::RunError>> {
+/// (cycled), the rest instructions (8-byte slots). Panics (a finding) if a program the
+/// verifier accepted stops with a `RunError`: the verifier and the interpreter disagree.
+pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
     if data.len() < 2 {
         return None;
     }
@@ -44,7 +45,10 @@ pub fn verify_and_run(data: &[u8]) -> Option<Result<crate::Action, crate::RunErr
         i.imm64 %= maps.len() as u64 + 1;
     }
     let program = Program::verify_within(insns, &maps, FUZZ_EXPLORED).ok()?;
-    Some(run_on(&program, &maps, len, headroom, fill))
+    match run_on(&program, &maps, len, headroom, fill) {
+        Ok(action) => Some(action),
+        Err(e) => panic!("verified program stopped at run time: {e}"),
+    }
 }
 
 /// Runs a verified program on a frame of `len` bytes after `headroom`, filled from `fill`.
