@@ -34,6 +34,8 @@ pub const MAX_VALUE_SIZE: u32 = 1 << 16;
 pub const MAX_ENTRIES: u32 = 1 << 22;
 /// The most bytes of storage one map may reserve.
 pub const MAX_MAP_BYTES: u64 = 256 << 20;
+/// The most bytes of storage one set of maps may reserve together.
+pub const MAX_TOTAL_BYTES: u64 = 512 << 20;
 /// The most maps one set may hold.
 pub const MAX_MAPS: usize = 4096;
 
@@ -81,6 +83,12 @@ pub struct MapDef {
 }
 
 impl MapDef {
+    /// Bytes of storage the map reserves with `cpus` values per key (keys, values, links).
+    pub fn storage_bytes(&self, cpus: usize) -> u64 {
+        let cpus = if self.kind == MapKind::PerCpuArray { cpus.max(1) as u64 } else { 1 };
+        (self.max_entries as u64).saturating_mul((self.value_size as u64).saturating_mul(cpus).saturating_add(self.key_size as u64 + 16))
+    }
+
     /// Checks the limits this crate supports; `Err` names what is wrong.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |why| Err(LoadError::MapDef(self.name.clone(), why));
@@ -96,8 +104,7 @@ impl MapDef {
         if matches!(self.kind, MapKind::Array | MapKind::PerCpuArray) && self.key_size != 4 {
             return bad("array keys are 4 bytes");
         }
-        let bytes = self.max_entries as u64 * (self.key_size as u64 + self.value_size as u64 + 16);
-        if bytes > MAX_MAP_BYTES {
+        if self.storage_bytes(1) > MAX_MAP_BYTES {
             return bad("more than 256 MiB of storage");
         }
         Ok(())
@@ -150,7 +157,7 @@ impl Map {
         def.validate()?;
         let cpus = if def.kind == MapKind::PerCpuArray { cpus.max(1) } else { 1 };
         let n = def.max_entries as usize;
-        if n * cpus > 1 << 24 {
+        if n.saturating_mul(cpus) > 1 << 24 {
             // The interpreter's map value addresses hold a 24-bit value unit.
             return Err(LoadError::MapDef(def.name.clone(), "max_entries x CPUs above 2^24"));
         }
@@ -431,6 +438,10 @@ impl Maps {
     pub fn with_cpus(defs: &[MapDef], cpus: usize) -> Result<Maps, LoadError> {
         if defs.len() > MAX_MAPS {
             return Err(LoadError::MapDef(String::new(), "more than 4096 maps"));
+        }
+        let total = defs.iter().fold(0u64, |t, d| t.saturating_add(d.storage_bytes(cpus)));
+        if total > MAX_TOTAL_BYTES {
+            return Err(LoadError::MapDef(String::new(), "maps would reserve more than 512 MiB together"));
         }
         let maps = defs.iter().map(|d| Map::new(d, cpus)).collect::<Result<Vec<_>, _>>()?;
         let scratch = vec![0u8; defs.iter().map(|d| d.value_size as usize).max().unwrap_or(0)];

@@ -354,7 +354,10 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
             }
             Ok(Next::Branch(Some(t), Some(f), target))
         }
-        (Val::MapValueOrNull { map, id }, Val::Scalar(z)) if z.known() == Some(0) && matches!(code, jmp::JEQ | jmp::JNE) => {
+        // 64-bit only: a value's address may have zero low 32 bits.
+        (Val::MapValueOrNull { map, id }, Val::Scalar(z))
+            if is64 && z.known() == Some(0) && matches!(code, jmp::JEQ | jmp::JNE) =>
+        {
             let (mut null, mut some) = (st.clone(), st.clone());
             null.for_each_val(|v| {
                 if matches!(v, Val::MapValueOrNull { id: x, .. } if *x == id) {

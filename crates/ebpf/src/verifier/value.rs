@@ -159,7 +159,7 @@ pub fn decide(code: u8, a: Range, b: Range, is64: bool) -> Option<bool> {
     if !is64 && (a.max > u32::MAX as u64 || b.max > u32::MAX as u64) {
         return None;
     }
-    let code = unsigned_equivalent(code, a, b)?;
+    let code = unsigned_equivalent(code, a, b, is64)?;
     match code {
         JEQ | JNE => {
             let disjoint = a.max < b.min || b.max < a.min;
@@ -177,10 +177,11 @@ pub fn decide(code: u8, a: Range, b: Range, is64: bool) -> Option<bool> {
     }
 }
 
-/// Signed comparisons of two non-negative ranges are the unsigned ones.
-fn unsigned_equivalent(code: u8, a: Range, b: Range) -> Option<u8> {
+/// Signed comparisons of two ranges non-negative at the comparison's width are the unsigned ones.
+fn unsigned_equivalent(code: u8, a: Range, b: Range, is64: bool) -> Option<u8> {
     use crate::insn::jmp::*;
-    let nonneg = a.max <= i64::MAX as u64 && b.max <= i64::MAX as u64;
+    let top = if is64 { i64::MAX as u64 } else { i32::MAX as u64 };
+    let nonneg = a.max <= top && b.max <= top;
     match code {
         JSGT | JSGE | JSLT | JSLE if !nonneg => None,
         JSGT => Some(JGT),
@@ -199,7 +200,7 @@ pub fn refine(code: u8, a: Range, b: Range, taken: bool, is64: bool) -> Option<(
     if !is64 && (a.max > u32::MAX as u64 || b.max > u32::MAX as u64) {
         return Some((a, b));
     }
-    let Some(code) = unsigned_equivalent(code, a, b) else { return Some((a, b)) };
+    let Some(code) = unsigned_equivalent(code, a, b, is64) else { return Some((a, b)) };
     // Normalise to the condition that holds on this branch.
     let code = match (code, taken) {
         (c, true) => c,
@@ -282,5 +283,9 @@ mod tests {
         assert_eq!(decide(JGT, Range { min: 5, max: 9 }, Range::exact(4), true), Some(true));
         assert_eq!(decide(JGT, i, Range::exact(4), true), None);
         assert!(refine(JEQ, Range::exact(3), Range::exact(4), true, true).is_none());
+        // 0x8000_0000 is negative as a 32-bit signed number: not decided as unsigned.
+        let big = Range { min: 0x8000_0000, max: 0x8000_0001 };
+        assert_eq!(decide(JSGT, big, Range::exact(1), false), None);
+        assert_eq!(decide(JSGT, big, Range::exact(1), true), Some(true));
     }
 }
