@@ -18,7 +18,10 @@ fn main() {
         entries.sort();
         for src in entries {
             println!("cargo:rerun-if-changed={}", src.display());
-            let stem = src.file_stem().and_then(|s| s.to_str()).expect("utf-8 file name");
+            let stem = src
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .expect("utf-8 file name");
             let obj = Path::new(&out).join(format!("{stem}.o"));
             let status = Command::new("clang")
                 .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
@@ -28,7 +31,9 @@ fn main() {
                 .arg("-o")
                 .arg(&obj)
                 .status()
-                .unwrap_or_else(|e| panic!("clang not found ({e}): scripts/setup.sh installs clang and libbpf-dev"));
+                .unwrap_or_else(|e| {
+                    panic!("clang not found ({e}): scripts/setup.sh installs clang and libbpf-dev")
+                });
             assert!(status.success(), "clang failed on {}", src.display());
         }
     }

@@ -61,8 +61,16 @@ pub fn eval(code: u8, dst: u64, src: u64, is64: bool, to_be: bool, imm: i32) -> 
 
 /// Whether a conditional jump is taken (`None` for a code that is not a condition).
 pub fn cond(code: u8, dst: u64, src: u64, is64: bool) -> Option<bool> {
-    let (a, b) = if is64 { (dst, src) } else { (dst as u32 as u64, src as u32 as u64) };
-    let (sa, sb) = if is64 { (a as i64, b as i64) } else { (a as u32 as i32 as i64, b as u32 as i32 as i64) };
+    let (a, b) = if is64 {
+        (dst, src)
+    } else {
+        (dst as u32 as u64, src as u32 as u64)
+    };
+    let (sa, sb) = if is64 {
+        (a as i64, b as i64)
+    } else {
+        (a as u32 as i32 as i64, b as u32 as i32 as i64)
+    };
     Some(match code {
         jmp::JEQ => a == b,
         jmp::JNE => a != b,
@@ -88,14 +96,20 @@ mod tests {
         assert_eq!(eval(alu::DIV, 7, 0, true, false, 0), Some(0));
         assert_eq!(eval(alu::MOD, 7, 0, true, false, 0), Some(7));
         assert_eq!(eval(alu::DIV, 7, 0, false, false, 0), Some(0));
-        assert_eq!(eval(alu::MOD, u64::MAX, 0, false, false, 0), Some(u32::MAX as u64));
+        assert_eq!(
+            eval(alu::MOD, u64::MAX, 0, false, false, 0),
+            Some(u32::MAX as u64)
+        );
     }
 
     #[test]
     fn alu32_zero_extends_and_byte_swaps() {
         assert_eq!(eval(alu::ADD, u64::MAX, 1, false, false, 0), Some(0));
         assert_eq!(eval(alu::END, 0x1234, 0, false, true, 16), Some(0x3412));
-        assert_eq!(eval(alu::END, 0xffff_1234, 0, false, false, 16), Some(0x1234));
+        assert_eq!(
+            eval(alu::END, 0xffff_1234, 0, false, false, 16),
+            Some(0x1234)
+        );
         assert_eq!(cond(jmp::JSGT, 0, u32::MAX as u64, false), Some(true));
         assert_eq!(cond(jmp::JSGT, 0, u32::MAX as u64, true), Some(false));
     }

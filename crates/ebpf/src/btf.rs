@@ -65,8 +65,15 @@ impl<'a> Btf<'a> {
             section.get(start..start.checked_add(len)?)
         };
         let data = range(type_off, type_len).ok_or(LoadError::Btf("type section out of range"))?;
-        let strings = range(str_off, str_len).ok_or(LoadError::Btf("string section out of range"))?;
-        let mut types = vec![Type { name_off: 0, kind: 0, vlen: 0, size_or_type: 0, extra: 0 }];
+        let strings =
+            range(str_off, str_len).ok_or(LoadError::Btf("string section out of range"))?;
+        let mut types = vec![Type {
+            name_off: 0,
+            kind: 0,
+            vlen: 0,
+            size_or_type: 0,
+            extra: 0,
+        }];
         let mut at = 0;
         while at < data.len() {
             let info = u32_at(data, at + 4)?;
@@ -92,11 +99,18 @@ impl<'a> Btf<'a> {
             }
             types.push(t);
         }
-        Ok(Btf { types, data, strings })
+        Ok(Btf {
+            types,
+            data,
+            strings,
+        })
     }
 
     fn ty(&self, id: u32) -> Result<Type, LoadError> {
-        self.types.get(id as usize).copied().ok_or(LoadError::Btf("type id out of range"))
+        self.types
+            .get(id as usize)
+            .copied()
+            .ok_or(LoadError::Btf("type id out of range"))
     }
 
     fn name(&self, off: u32) -> &'a str {
@@ -110,7 +124,9 @@ impl<'a> Btf<'a> {
         for _ in 0..MAX_DEPTH {
             let t = self.ty(id)?;
             match t.kind {
-                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => id = t.size_or_type,
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.size_or_type
+                }
                 _ => return Ok((id, t)),
             }
         }
@@ -124,7 +140,9 @@ impl<'a> Btf<'a> {
         }
         let (_, t) = self.strip(id)?;
         match t.kind {
-            KIND_INT | KIND_STRUCT | KIND_UNION | KIND_ENUM | KIND_ENUM64 => Ok(t.size_or_type as u64),
+            KIND_INT | KIND_STRUCT | KIND_UNION | KIND_ENUM | KIND_ENUM64 => {
+                Ok(t.size_or_type as u64)
+            }
             KIND_PTR => Ok(8),
             KIND_ARRAY => {
                 let elem = u32_at(self.data, t.extra)?;
@@ -193,7 +211,9 @@ impl<'a> Btf<'a> {
         let t = kind.ok_or(bad("no type"))?;
         let def = MapDef {
             name: name.to_string(),
-            kind: MapKind::from_type(t).ok_or(bad("map type not supported (array, hash, percpu_array, lru_hash)"))?,
+            kind: MapKind::from_type(t).ok_or(bad(
+                "map type not supported (array, hash, percpu_array, lru_hash)",
+            ))?,
             key_size: key.ok_or(bad("no key or key_size"))?,
             value_size: value.ok_or(bad("no value or value_size"))?,
             max_entries: max.ok_or(bad("no max_entries"))?,

@@ -6,7 +6,10 @@ use crate::btf::Btf;
 use crate::error::LoadError;
 use crate::insn::{self, Insn, PSEUDO_MAP_FD};
 use crate::maps::{MapDef, MapKind};
-use object::{Object as _, ObjectSection as _, ObjectSymbol as _, RelocationFlags, RelocationTarget, SectionIndex};
+use object::{
+    Object as _, ObjectSection as _, ObjectSymbol as _, RelocationFlags, RelocationTarget,
+    SectionIndex,
+};
 
 /// R_BPF_64_64: a 64-bit immediate (LDDW) relocation, how clang references a map.
 const R_BPF_64_64: u32 = 1;
@@ -29,8 +32,13 @@ impl Object {
     /// Parses and relocates an object.
     pub fn parse(bytes: &[u8]) -> Result<Object, LoadError> {
         let file = object::File::parse(bytes).map_err(|e| LoadError::Elf(e.to_string()))?;
-        if file.architecture() != object::Architecture::Bpf || !file.is_little_endian() || !file.is_64() {
-            return Err(LoadError::Elf("not a little-endian 64-bit BPF object".into()));
+        if file.architecture() != object::Architecture::Bpf
+            || !file.is_little_endian()
+            || !file.is_64()
+        {
+            return Err(LoadError::Elf(
+                "not a little-endian 64-bit BPF object".into(),
+            ));
         }
         // Maps, located by (section, offset) for relocations.
         let mut maps = Vec::new();
@@ -43,8 +51,12 @@ impl Object {
             None => Vec::new(),
         };
         for sym in file.symbols() {
-            let Some(sec_idx) = sym.section_index() else { continue };
-            let Ok(sec) = file.section_by_index(sec_idx) else { continue };
+            let Some(sec_idx) = sym.section_index() else {
+                continue;
+            };
+            let Ok(sec) = file.section_by_index(sec_idx) else {
+                continue;
+            };
             let sec_name = sec.name().unwrap_or("");
             let name = sym.name().unwrap_or("").to_string();
             if sym.kind() == object::SymbolKind::Section || name.is_empty() {
@@ -67,11 +79,16 @@ impl Object {
         }
         let mut programs = Vec::new();
         for sec in file.sections() {
-            let object::SectionFlags::Elf { sh_flags, .. } = sec.flags() else { continue };
+            let object::SectionFlags::Elf { sh_flags, .. } = sec.flags() else {
+                continue;
+            };
             if sh_flags.0 & SHF_EXECINSTR == 0 || sec.size() == 0 {
                 continue;
             }
-            let name = sec.name().map_err(|e| LoadError::Elf(e.to_string()))?.to_string();
+            let name = sec
+                .name()
+                .map_err(|e| LoadError::Elf(e.to_string()))?
+                .to_string();
             let data = sec.data().map_err(|e| LoadError::Elf(e.to_string()))?;
             let mut insns = insn::decode(data).map_err(LoadError::Decode)?;
             for (off, rel) in sec.relocations() {
@@ -80,23 +97,46 @@ impl Object {
                     return Err(LoadError::Relocation(i, "not an ELF relocation".into()));
                 };
                 if r_type.0 == R_BPF_64_32 {
-                    return Err(LoadError::Relocation(i, "bpf-to-bpf calls are not supported".into()));
-                }
-                if r_type.0 != R_BPF_64_64 || off % 8 != 0 || !insns.get(i).is_some_and(Insn::is_lddw) {
-                    return Err(LoadError::Relocation(i, format!("unsupported relocation type {}", r_type.0)));
-                }
-                let RelocationTarget::Symbol(si) = rel.target() else {
-                    return Err(LoadError::Relocation(i, "relocation without a symbol".into()));
-                };
-                let sym = file.symbol_by_index(si).map_err(|e| LoadError::Relocation(i, e.to_string()))?;
-                let at = sym.address().wrapping_add(insns[i].imm as i64 as u64);
-                let map = map_at.iter().find(|(s, a, _)| Some(*s) == sym.section_index() && *a == at).map(|m| m.2);
-                let Some(map) = map else {
-                    let what = sym.section_index().and_then(|s| file.section_by_index(s).ok());
-                    let what = what.and_then(|s| s.name().ok().map(str::to_string)).unwrap_or_default();
                     return Err(LoadError::Relocation(
                         i,
-                        format!("reference into {what:?} is not a map (global data is not supported)"),
+                        "bpf-to-bpf calls are not supported".into(),
+                    ));
+                }
+                if r_type.0 != R_BPF_64_64
+                    || off % 8 != 0
+                    || !insns.get(i).is_some_and(Insn::is_lddw)
+                {
+                    return Err(LoadError::Relocation(
+                        i,
+                        format!("unsupported relocation type {}", r_type.0),
+                    ));
+                }
+                let RelocationTarget::Symbol(si) = rel.target() else {
+                    return Err(LoadError::Relocation(
+                        i,
+                        "relocation without a symbol".into(),
+                    ));
+                };
+                let sym = file
+                    .symbol_by_index(si)
+                    .map_err(|e| LoadError::Relocation(i, e.to_string()))?;
+                let at = sym.address().wrapping_add(insns[i].imm as i64 as u64);
+                let map = map_at
+                    .iter()
+                    .find(|(s, a, _)| Some(*s) == sym.section_index() && *a == at)
+                    .map(|m| m.2);
+                let Some(map) = map else {
+                    let what = sym
+                        .section_index()
+                        .and_then(|s| file.section_by_index(s).ok());
+                    let what = what
+                        .and_then(|s| s.name().ok().map(str::to_string))
+                        .unwrap_or_default();
+                    return Err(LoadError::Relocation(
+                        i,
+                        format!(
+                            "reference into {what:?} is not a map (global data is not supported)"
+                        ),
                     ));
                 };
                 insns[i].src = PSEUDO_MAP_FD;
@@ -118,9 +158,14 @@ impl Object {
     pub fn program(&self, name: &str) -> Result<&[Insn], LoadError> {
         let exact = self.programs.iter().find(|(n, _)| n == name);
         let xdp = || {
-            self.programs.iter().find(|(n, _)| name == "xdp" && (n == "xdp" || n.starts_with("xdp/") || n == "xdp.frags"))
+            self.programs.iter().find(|(n, _)| {
+                name == "xdp" && (n == "xdp" || n.starts_with("xdp/") || n == "xdp.frags")
+            })
         };
-        exact.or_else(xdp).map(|(_, i)| i.as_slice()).ok_or_else(|| LoadError::NoSection(name.into()))
+        exact
+            .or_else(xdp)
+            .map(|(_, i)| i.as_slice())
+            .ok_or_else(|| LoadError::NoSection(name.into()))
     }
 }
 
@@ -133,7 +178,9 @@ fn legacy_def(name: &str, data: &[u8], at: u64) -> Result<MapDef, LoadError> {
     let w = |k: usize| u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
     let def = MapDef {
         name: name.to_string(),
-        kind: MapKind::from_type(w(0)).ok_or(bad("map type not supported (array, hash, percpu_array, lru_hash)"))?,
+        kind: MapKind::from_type(w(0)).ok_or(bad(
+            "map type not supported (array, hash, percpu_array, lru_hash)",
+        ))?,
         key_size: w(1),
         value_size: w(2),
         max_entries: w(3),

@@ -233,7 +233,9 @@ impl fmt::Display for MapError {
         match self {
             MapError::NoMap => write!(f, "no such map"),
             MapError::KeySize(n) => write!(f, "key of {n} bytes does not match the map's key size"),
-            MapError::ValueSize(n) => write!(f, "value of {n} bytes does not match the map's value size"),
+            MapError::ValueSize(n) => {
+                write!(f, "value of {n} bytes does not match the map's value size")
+            }
             MapError::Index(i) => write!(f, "index {i} past the array's max_entries"),
             MapError::Full => write!(f, "map is full"),
             MapError::NotFound => write!(f, "no such key"),

@@ -41,7 +41,10 @@ pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
     let code = &code[..code.len() - code.len() % 8];
     let mut insns: Vec<Insn> = insn::decode(code).ok()?;
     let maps = fuzz_maps();
-    for i in insns.iter_mut().filter(|i| i.is_lddw() && i.src == PSEUDO_MAP_FD) {
+    for i in insns
+        .iter_mut()
+        .filter(|i| i.is_lddw() && i.src == PSEUDO_MAP_FD)
+    {
         i.imm64 %= maps.len() as u64 + 1;
     }
     let program = Program::verify_within(insns, &maps, FUZZ_EXPLORED).ok()?;
@@ -52,7 +55,13 @@ pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
 }
 
 /// Runs a verified program on a frame of `len` bytes after `headroom`, filled from `fill`.
-pub fn run_on(program: &Program, maps: &[MapDef], len: usize, headroom: usize, fill: &[u8]) -> Result<crate::Action, crate::RunError> {
+pub fn run_on(
+    program: &Program,
+    maps: &[MapDef],
+    len: usize,
+    headroom: usize,
+    fill: &[u8],
+) -> Result<crate::Action, crate::RunError> {
     let mut buf = [0u8; 64 + 256 + 64];
     for (i, b) in buf[headroom..headroom + len].iter_mut().enumerate() {
         *b = fill.get(i % fill.len().max(1)).copied().unwrap_or(i as u8);
@@ -61,9 +70,18 @@ pub fn run_on(program: &Program, maps: &[MapDef], len: usize, headroom: usize, f
     let mut counters = Counters::default();
     let mut trace = NoTrace;
     let mut ctx = XdpContext::new(&mut buf, headroom, len).expect("the frame fits");
-    let mut env = Env { maps: &mut maps, now_ns: 1, cpu: 0, trace: &mut trace, counters: &mut counters };
+    let mut env = Env {
+        maps: &mut maps,
+        now_ns: 1,
+        cpu: 0,
+        trace: &mut trace,
+        counters: &mut counters,
+    };
     let r = crate::run(program, &mut ctx, &mut env);
-    assert!(ctx.data <= ctx.data_end && ctx.data_end <= ctx.buf.len(), "frame bounds escaped the buffer");
+    assert!(
+        ctx.data <= ctx.data_end && ctx.data_end <= ctx.buf.len(),
+        "frame bounds escaped the buffer"
+    );
     assert!(counters.insns <= program.budget(), "ran past the budget");
     r
 }

@@ -201,8 +201,12 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::Length(n) => write!(f, "{n} bytes is not a whole number of 8-byte instructions"),
-            DecodeError::TruncatedLddw(i) => write!(f, "insn {i}: 64-bit immediate load without its second slot"),
+            DecodeError::Length(n) => {
+                write!(f, "{n} bytes is not a whole number of 8-byte instructions")
+            }
+            DecodeError::TruncatedLddw(i) => {
+                write!(f, "insn {i}: 64-bit immediate load without its second slot")
+            }
         }
     }
 }
@@ -220,7 +224,7 @@ fn slot(b: &[u8]) -> Insn {
 
 /// Decodes bytes into one `Insn` per 8-byte slot (an LDDW's second slot keeps its raw fields).
 pub fn decode(bytes: &[u8]) -> Result<Vec<Insn>, DecodeError> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(DecodeError::Length(bytes.len()));
     }
     let mut out: Vec<Insn> = bytes.chunks_exact(8).map(slot).collect();
@@ -258,13 +262,34 @@ pub fn encode(insns: &[Insn]) -> Vec<u8> {
 impl Insn {
     /// An instruction from its fields (an assembler for tests and hand-written programs).
     pub fn new(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-        Insn { op, dst, src, off, imm, imm64: 0 }
+        Insn {
+            op,
+            dst,
+            src,
+            off,
+            imm,
+            imm64: 0,
+        }
     }
 
     /// The two slots of `dst = imm64` (with `src` = PSEUDO_MAP_FD, `imm64` is a map index).
     pub fn lddw(dst: u8, src: u8, imm64: u64) -> [Insn; 2] {
-        let lo = Insn { op: class::LD | mode::IMM | 0x18, dst, src, off: 0, imm: imm64 as u32 as i32, imm64 };
-        let hi = Insn { op: 0, dst: 0, src: 0, off: 0, imm: (imm64 >> 32) as i32, imm64: 0 };
+        let lo = Insn {
+            op: class::LD | mode::IMM | 0x18,
+            dst,
+            src,
+            off: 0,
+            imm: imm64 as u32 as i32,
+            imm64,
+        };
+        let hi = Insn {
+            op: 0,
+            dst: 0,
+            src: 0,
+            off: 0,
+            imm: (imm64 >> 32) as i32,
+            imm64: 0,
+        };
         [lo, hi]
     }
 }

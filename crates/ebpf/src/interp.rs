@@ -36,7 +36,10 @@ fn tag(kind: u64, off: u64) -> u64 {
 
 /// The address of a value unit of a map, as bpf_map_lookup_elem returns it.
 fn map_value(map: usize, unit: u32) -> u64 {
-    tag(MAP_VALUE, ((map as u64) << MV_MAP_SHIFT) | ((unit as u64) << MV_UNIT_SHIFT))
+    tag(
+        MAP_VALUE,
+        ((map as u64) << MV_MAP_SHIFT) | ((unit as u64) << MV_UNIT_SHIFT),
+    )
 }
 
 fn map_of(addr: u64) -> Option<usize> {
@@ -44,7 +47,13 @@ fn map_of(addr: u64) -> Option<usize> {
 }
 
 /// The bytes at `addr..addr+len` in whichever region it names, if inside it.
-fn mem<'b>(ctx: &'b mut XdpContext<'_>, stack: &'b mut [u8; STACK_SIZE], maps: &'b mut Maps, addr: u64, len: usize) -> Option<&'b mut [u8]> {
+fn mem<'b>(
+    ctx: &'b mut XdpContext<'_>,
+    stack: &'b mut [u8; STACK_SIZE],
+    maps: &'b mut Maps,
+    addr: u64,
+    len: usize,
+) -> Option<&'b mut [u8]> {
     let off = addr & OFF_MASK;
     match addr >> KIND_SHIFT {
         PKT => {
@@ -77,7 +86,11 @@ fn load_le(b: &[u8]) -> u64 {
 }
 
 /// Runs a verified program on a frame: the action, or why it stopped (both counted).
-pub fn run(program: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Action, RunError> {
+pub fn run(
+    program: &Program,
+    ctx: &mut XdpContext<'_>,
+    env: &mut Env<'_>,
+) -> Result<Action, RunError> {
     env.counters.runs += 1;
     let r = exec(program, ctx, env);
     let c = &mut *env.counters;
@@ -121,16 +134,25 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
             class::ALU | class::ALU64 => {
                 let is64 = i.class() == class::ALU64;
                 let code = i.code();
-                let src = if i.src_is_reg() && code != crate::insn::alu::END { reg[s] } else { i.imm as i64 as u64 };
+                let src = if i.src_is_reg() && code != crate::insn::alu::END {
+                    reg[s]
+                } else {
+                    i.imm as i64 as u64
+                };
                 let to_be = i.src_is_reg() || is64;
-                reg[d] = alu::eval(code, reg[d], src, is64, to_be, i.imm).ok_or(RunError::BadInsn(pc))?;
+                reg[d] = alu::eval(code, reg[d], src, is64, to_be, i.imm)
+                    .ok_or(RunError::BadInsn(pc))?;
                 pc += 1;
             }
             class::LD => {
                 if !i.is_lddw() {
                     return Err(RunError::BadInsn(pc));
                 }
-                reg[d] = if i.src == PSEUDO_MAP_FD { tag(MAP, i.imm64) } else { i.imm64 };
+                reg[d] = if i.src == PSEUDO_MAP_FD {
+                    tag(MAP, i.imm64)
+                } else {
+                    i.imm64
+                };
                 pc += 2;
             }
             class::LDX => {
@@ -149,20 +171,29 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
                         _ => return Err(RunError::OutOfBounds(pc)),
                     }
                 } else {
-                    load_le(mem(ctx, &mut stack, env.maps, addr, size).ok_or(RunError::OutOfBounds(pc))?)
+                    load_le(
+                        mem(ctx, &mut stack, env.maps, addr, size)
+                            .ok_or(RunError::OutOfBounds(pc))?,
+                    )
                 };
                 pc += 1;
             }
             class::ST | class::STX if i.mode() == mode::MEM => {
-                let v = if i.class() == class::ST { i.imm as i64 as u64 } else { reg[s] };
+                let v = if i.class() == class::ST {
+                    i.imm as i64 as u64
+                } else {
+                    reg[s]
+                };
                 let size = i.size();
-                let b = mem(ctx, &mut stack, env.maps, reg[d].wrapping_add(off), size).ok_or(RunError::OutOfBounds(pc))?;
+                let b = mem(ctx, &mut stack, env.maps, reg[d].wrapping_add(off), size)
+                    .ok_or(RunError::OutOfBounds(pc))?;
                 b.copy_from_slice(&v.to_le_bytes()[..size]);
                 pc += 1;
             }
             class::STX if i.mode() == mode::ATOMIC => {
                 let size = i.size();
-                let b = mem(ctx, &mut stack, env.maps, reg[d].wrapping_add(off), size).ok_or(RunError::OutOfBounds(pc))?;
+                let b = mem(ctx, &mut stack, env.maps, reg[d].wrapping_add(off), size)
+                    .ok_or(RunError::OutOfBounds(pc))?;
                 let old = load_le(b);
                 let mask = if size == 8 { u64::MAX } else { u32::MAX as u64 };
                 let src = reg[s] & mask;
@@ -206,8 +237,16 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
                     }
                     (cls, code) => {
                         let is64 = cls == class::JMP;
-                        let src = if i.src_is_reg() { reg[s] } else { i.imm as i64 as u64 };
-                        pc = if alu::cond(code, reg[d], src, is64).ok_or(RunError::BadInsn(pc))? { jump(target)? } else { pc + 1 };
+                        let src = if i.src_is_reg() {
+                            reg[s]
+                        } else {
+                            i.imm as i64 as u64
+                        };
+                        pc = if alu::cond(code, reg[d], src, is64).ok_or(RunError::BadInsn(pc))? {
+                            jump(target)?
+                        } else {
+                            pc + 1
+                        };
                     }
                 }
             }
@@ -217,17 +256,35 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
 }
 
 /// Copies `len` bytes at `addr` into `out`.
-fn copy_in(ctx: &mut XdpContext<'_>, stack: &mut [u8; STACK_SIZE], maps: &mut Maps, addr: u64, out: &mut [u8], pc: usize) -> Result<(), RunError> {
+fn copy_in(
+    ctx: &mut XdpContext<'_>,
+    stack: &mut [u8; STACK_SIZE],
+    maps: &mut Maps,
+    addr: u64,
+    out: &mut [u8],
+    pc: usize,
+) -> Result<(), RunError> {
     let len = out.len();
     out.copy_from_slice(mem(ctx, stack, maps, addr, len).ok_or(RunError::OutOfBounds(pc))?);
     Ok(())
 }
 
-fn call(id: i32, reg: &[u64; 16], ctx: &mut XdpContext<'_>, stack: &mut [u8; STACK_SIZE], env: &mut Env<'_>, pc: usize) -> Result<u64, RunError> {
+fn call(
+    id: i32,
+    reg: &[u64; 16],
+    ctx: &mut XdpContext<'_>,
+    stack: &mut [u8; STACK_SIZE],
+    env: &mut Env<'_>,
+    pc: usize,
+) -> Result<u64, RunError> {
     let h = Helper::from_id(id).ok_or(RunError::BadInsn(pc))?;
     let mut key = [0u8; crate::maps::MAX_KEY_SIZE as usize];
     let map = || map_of(reg[1]).ok_or(RunError::Helper(pc));
-    let key_size = |maps: &Maps, m: usize| maps.map(m).map(|m| m.def().key_size as usize).ok_or(RunError::MapMismatch(pc));
+    let key_size = |maps: &Maps, m: usize| {
+        maps.map(m)
+            .map(|m| m.def().key_size as usize)
+            .ok_or(RunError::MapMismatch(pc))
+    };
     Ok(match h {
         Helper::MapLookupElem => {
             let m = map()?;
@@ -235,13 +292,20 @@ fn call(id: i32, reg: &[u64; 16], ctx: &mut XdpContext<'_>, stack: &mut [u8; STA
             copy_in(ctx, stack, env.maps, reg[2], &mut key[..ks], pc)?;
             let cpu = env.cpu as usize;
             let map_ref = env.maps.map_mut(m).ok_or(RunError::MapMismatch(pc))?;
-            map_ref.find(&key[..ks], cpu, true).map_or(0, |unit| map_value(m, unit))
+            map_ref
+                .find(&key[..ks], cpu, true)
+                .map_or(0, |unit| map_value(m, unit))
         }
         Helper::MapUpdateElem => {
             let m = map()?;
             let ks = key_size(env.maps, m)?;
             copy_in(ctx, stack, env.maps, reg[2], &mut key[..ks], pc)?;
-            let vs = env.maps.map(m).ok_or(RunError::MapMismatch(pc))?.def().value_size as usize;
+            let vs = env
+                .maps
+                .map(m)
+                .ok_or(RunError::MapMismatch(pc))?
+                .def()
+                .value_size as usize;
             // The value may live in a map: copy it out first (into preallocated scratch).
             let mut scratch = std::mem::take(&mut env.maps.scratch);
             let copied = match scratch.get_mut(..vs) {
@@ -298,8 +362,12 @@ fn call(id: i32, reg: &[u64; 16], ctx: &mut XdpContext<'_>, stack: &mut [u8; STA
             }
         }
         Helper::CsumDiff => {
-            let max = helpers::MAX_HELPER_MEM as u64;
-            if reg[2] > max || reg[4] > max || reg[2] % 4 != 0 || reg[4] % 4 != 0 {
+            let max = helpers::MAX_HELPER_MEM;
+            if reg[2] > max
+                || reg[4] > max
+                || !reg[2].is_multiple_of(4)
+                || !reg[4].is_multiple_of(4)
+            {
                 return Ok(EINVAL);
             }
             let (mut from, mut to) = ([0u8; 512], [0u8; 512]);

@@ -18,8 +18,8 @@ pub mod helpers;
 pub mod insn;
 mod interp;
 pub mod maps;
-pub mod programs;
 mod program;
+pub mod programs;
 pub mod verifier;
 pub mod xdp;
 

@@ -85,8 +85,16 @@ pub struct MapDef {
 impl MapDef {
     /// Bytes of storage the map reserves with `cpus` values per key (keys, values, links).
     pub fn storage_bytes(&self, cpus: usize) -> u64 {
-        let cpus = if self.kind == MapKind::PerCpuArray { cpus.max(1) as u64 } else { 1 };
-        (self.max_entries as u64).saturating_mul((self.value_size as u64).saturating_mul(cpus).saturating_add(self.key_size as u64 + 16))
+        let cpus = if self.kind == MapKind::PerCpuArray {
+            cpus.max(1) as u64
+        } else {
+            1
+        };
+        (self.max_entries as u64).saturating_mul(
+            (self.value_size as u64)
+                .saturating_mul(cpus)
+                .saturating_add(self.key_size as u64 + 16),
+        )
     }
 
     /// Checks the limits this crate supports; `Err` names what is wrong.
@@ -138,7 +146,9 @@ struct HashTable {
 #[derive(Debug)]
 enum Store {
     /// Keys are the indices (kept as bytes for the control plane's iteration).
-    Array { keys: Vec<u8> },
+    Array {
+        keys: Vec<u8>,
+    },
     Hash(HashTable),
 }
 
@@ -155,23 +165,32 @@ pub struct Map {
 impl Map {
     fn new(def: &MapDef, cpus: usize) -> Result<Map, LoadError> {
         def.validate()?;
-        let cpus = if def.kind == MapKind::PerCpuArray { cpus.max(1) } else { 1 };
+        let cpus = if def.kind == MapKind::PerCpuArray {
+            cpus.max(1)
+        } else {
+            1
+        };
         let n = def.max_entries as usize;
         if n.saturating_mul(cpus) > 1 << 24 {
             // The interpreter's map value addresses hold a 24-bit value unit.
-            return Err(LoadError::MapDef(def.name.clone(), "max_entries x CPUs above 2^24"));
+            return Err(LoadError::MapDef(
+                def.name.clone(),
+                "max_entries x CPUs above 2^24",
+            ));
         }
         let values = vec![0u8; n * cpus * def.value_size as usize];
         let store = match def.kind {
-            MapKind::Array | MapKind::PerCpuArray => {
-                Store::Array { keys: (0..def.max_entries).flat_map(u32::to_le_bytes).collect() }
-            }
+            MapKind::Array | MapKind::PerCpuArray => Store::Array {
+                keys: (0..def.max_entries).flat_map(u32::to_le_bytes).collect(),
+            },
             MapKind::Hash | MapKind::LruHash => {
                 let nb = n.next_power_of_two();
                 Store::Hash(HashTable {
                     lru: def.kind == MapKind::LruHash,
                     buckets: vec![NIL; nb],
-                    next: (1..=n as u32).map(|i| if i as usize == n { NIL } else { i }).collect(),
+                    next: (1..=n as u32)
+                        .map(|i| if i as usize == n { NIL } else { i })
+                        .collect(),
                     used: vec![false; n],
                     keys: vec![0u8; n * def.key_size as usize],
                     free: 0,
@@ -185,7 +204,12 @@ impl Map {
                 })
             }
         };
-        Ok(Map { def: def.clone(), cpus, values, store })
+        Ok(Map {
+            def: def.clone(),
+            cpus,
+            values,
+            store,
+        })
     }
 
     /// The declaration.
@@ -233,7 +257,8 @@ impl Map {
     /// The bytes of a value unit, writable.
     pub(crate) fn unit_mut(&mut self, unit: u32) -> Option<&mut [u8]> {
         let vs = self.vs();
-        self.values.get_mut(unit as usize * vs..(unit as usize + 1) * vs)
+        self.values
+            .get_mut(unit as usize * vs..(unit as usize + 1) * vs)
     }
 
     /// Insert or replace `key` with `value` (value_size bytes, or value_size x CPUs for a
@@ -253,7 +278,8 @@ impl Map {
         let cpus = self.cpus;
         let first = match &mut self.store {
             Store::Array { .. } => {
-                let idx = u32::from_le_bytes(key.try_into().map_err(|_| MapError::KeySize(key.len()))?);
+                let idx =
+                    u32::from_le_bytes(key.try_into().map_err(|_| MapError::KeySize(key.len()))?);
                 if idx >= self.def.max_entries {
                     return Err(MapError::Index(idx));
                 }
@@ -303,10 +329,14 @@ impl Map {
         if key.len() != self.def.key_size as usize {
             return Err(MapError::KeySize(key.len()));
         }
-        let Some(unit) = self.find(key, 0, false) else { return Ok(None) };
+        let Some(unit) = self.find(key, 0, false) else {
+            return Ok(None);
+        };
         let vs = self.vs();
         let n = self.cpus;
-        Ok(self.values.get(unit as usize * vs..(unit as usize + n) * vs))
+        Ok(self
+            .values
+            .get(unit as usize * vs..(unit as usize + n) * vs))
     }
 
     /// Every (key, value) present, in storage order (per-CPU values concatenated).
@@ -319,7 +349,12 @@ impl Map {
         };
         (0..self.def.max_entries as usize)
             .filter(move |&i| used.is_none_or(|u| u[i]))
-            .map(move |i| (&keys[i * ks..(i + 1) * ks], &self.values[i * stride..(i + 1) * stride]))
+            .map(move |i| {
+                (
+                    &keys[i * ks..(i + 1) * ks],
+                    &self.values[i * stride..(i + 1) * stride],
+                )
+            })
     }
 }
 
@@ -347,7 +382,8 @@ impl HashTable {
             let victim = self.tail;
             let vkey = victim as usize * ks;
             // Copy out the victim's key via its bucket walk: unlink by slot.
-            let b = (self.hasher.hash_one(&self.keys[vkey..vkey + ks]) as usize) & (self.buckets.len() - 1);
+            let b = (self.hasher.hash_one(&self.keys[vkey..vkey + ks]) as usize)
+                & (self.buckets.len() - 1);
             self.unlink_bucket(b, victim);
             self.release(victim);
         }
@@ -401,8 +437,16 @@ impl HashTable {
 
     fn unlink_lru(&mut self, s: u32) {
         let (p, n) = (self.prev_lru[s as usize], self.next_lru[s as usize]);
-        if p == NIL { self.head = n } else { self.next_lru[p as usize] = n }
-        if n == NIL { self.tail = p } else { self.prev_lru[n as usize] = p }
+        if p == NIL {
+            self.head = n
+        } else {
+            self.next_lru[p as usize] = n
+        }
+        if n == NIL {
+            self.tail = p
+        } else {
+            self.prev_lru[n as usize] = p
+        }
         self.prev_lru[s as usize] = NIL;
         self.next_lru[s as usize] = NIL;
     }
@@ -439,12 +483,26 @@ impl Maps {
         if defs.len() > MAX_MAPS {
             return Err(LoadError::MapDef(String::new(), "more than 4096 maps"));
         }
-        let total = defs.iter().fold(0u64, |t, d| t.saturating_add(d.storage_bytes(cpus)));
+        let total = defs
+            .iter()
+            .fold(0u64, |t, d| t.saturating_add(d.storage_bytes(cpus)));
         if total > MAX_TOTAL_BYTES {
-            return Err(LoadError::MapDef(String::new(), "maps would reserve more than 512 MiB together"));
+            return Err(LoadError::MapDef(
+                String::new(),
+                "maps would reserve more than 512 MiB together",
+            ));
         }
-        let maps = defs.iter().map(|d| Map::new(d, cpus)).collect::<Result<Vec<_>, _>>()?;
-        let scratch = vec![0u8; defs.iter().map(|d| d.value_size as usize).max().unwrap_or(0)];
+        let maps = defs
+            .iter()
+            .map(|d| Map::new(d, cpus))
+            .collect::<Result<Vec<_>, _>>()?;
+        let scratch = vec![
+            0u8;
+            defs.iter()
+                .map(|d| d.value_size as usize)
+                .max()
+                .unwrap_or(0)
+        ];
         Ok(Maps { maps, scratch })
     }
 
@@ -480,7 +538,10 @@ impl Maps {
 
     /// Control plane: insert or replace (flags as map_update_elem's).
     pub fn set(&mut self, id: MapId, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
-        self.maps.get_mut(id).ok_or(MapError::NoMap)?.update(key, value, flags)
+        self.maps
+            .get_mut(id)
+            .ok_or(MapError::NoMap)?
+            .update(key, value, flags)
     }
 
     /// Control plane: delete a key.
@@ -508,7 +569,14 @@ mod tests {
     use super::*;
 
     fn def(kind: MapKind, max: u32) -> MapDef {
-        MapDef { name: "m".into(), kind, key_size: 4, value_size: 8, max_entries: max, flags: 0 }
+        MapDef {
+            name: "m".into(),
+            kind,
+            key_size: 4,
+            value_size: 8,
+            max_entries: max,
+            flags: 0,
+        }
     }
 
     #[test]
@@ -516,13 +584,19 @@ mod tests {
         let mut m = Map::new(&def(MapKind::Hash, 2), 1).unwrap();
         m.update(&1u32.to_le_bytes(), &[1; 8], 0).unwrap();
         m.update(&2u32.to_le_bytes(), &[2; 8], 0).unwrap();
-        assert_eq!(m.update(&3u32.to_le_bytes(), &[3; 8], 0), Err(MapError::Full));
+        assert_eq!(
+            m.update(&3u32.to_le_bytes(), &[3; 8], 0),
+            Err(MapError::Full)
+        );
         m.delete(&1u32.to_le_bytes()).unwrap();
         m.update(&3u32.to_le_bytes(), &[3; 8], 0).unwrap();
         assert_eq!(m.get(&3u32.to_le_bytes()).unwrap(), Some(&[3u8; 8][..]));
         assert_eq!(m.get(&1u32.to_le_bytes()).unwrap(), None);
         assert_eq!(m.iter().count(), 2);
-        assert_eq!(m.update(&3u32.to_le_bytes(), &[4; 8], update_flags::NOEXIST), Err(MapError::Exists));
+        assert_eq!(
+            m.update(&3u32.to_le_bytes(), &[4; 8], update_flags::NOEXIST),
+            Err(MapError::Exists)
+        );
     }
 
     #[test]
@@ -543,7 +617,10 @@ mod tests {
         let mut m = Map::new(&def(MapKind::PerCpuArray, 4), 2).unwrap();
         m.update(&1u32.to_le_bytes(), &[7; 8], 0).unwrap();
         assert_eq!(m.get(&1u32.to_le_bytes()).unwrap().unwrap(), &[7u8; 16][..]);
-        assert_eq!(m.update(&4u32.to_le_bytes(), &[7; 8], 0), Err(MapError::Index(4)));
+        assert_eq!(
+            m.update(&4u32.to_le_bytes(), &[7; 8], 0),
+            Err(MapError::Index(4))
+        );
         assert_eq!(m.delete(&1u32.to_le_bytes()), Err(MapError::NotDeletable));
         assert_eq!(m.iter().count(), 4);
     }

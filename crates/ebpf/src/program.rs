@@ -53,10 +53,18 @@ impl Program {
     }
 
     /// As `verify`, with a smaller exploration budget (fuzzing, tests).
-    pub fn verify_within(insns: Vec<Insn>, maps: &[MapDef], max_explored: usize) -> Result<Program, VerifyError> {
+    pub fn verify_within(
+        insns: Vec<Insn>,
+        maps: &[MapDef],
+        max_explored: usize,
+    ) -> Result<Program, VerifyError> {
         let v = verifier::verify(&insns, maps, max_explored)?;
         // No run is longer than the longest explored path, which is at most all of them.
-        Ok(Program { insns, maps: maps.to_vec(), budget: v.explored as u64 })
+        Ok(Program {
+            insns,
+            maps: maps.to_vec(),
+            budget: v.explored as u64,
+        })
     }
 
     /// Verifies a section of a parsed object (`"xdp"` finds `xdp` or `xdp/NAME`).

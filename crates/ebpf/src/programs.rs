@@ -19,5 +19,6 @@ pub mod bad {
     /// Dereferences a map lookup's result without a null check.
     pub const NULL_UNCHECKED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/null_unchecked.o"));
     /// Reads past the end of an 8-byte map value.
-    pub const VALUE_TOO_SMALL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/value_too_small.o"));
+    pub const VALUE_TOO_SMALL: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/value_too_small.o"));
 }

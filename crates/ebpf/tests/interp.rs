@@ -4,7 +4,9 @@
 use proptest::prelude::*;
 use sluice_ebpf::fuzzing::{fuzz_maps, run_on, verify_and_run};
 use sluice_ebpf::insn::{alu, atomic, class, encode, jmp, Insn, PSEUDO_MAP_FD, SRC_X};
-use sluice_ebpf::{Action, Counters, DropReason, Env, MapDef, MapKind, Maps, Program, TraceSink, XdpContext};
+use sluice_ebpf::{
+    Action, Counters, DropReason, Env, MapDef, MapKind, Maps, Program, TraceSink, XdpContext,
+};
 
 const LDXW: u8 = class::LDX | 0x60;
 const LDXDW: u8 = class::LDX | 0x60 | 0x18;
@@ -45,10 +47,22 @@ fn exec(p: &Program, maps: &mut Maps, frame: &[u8], headroom: usize) -> Out {
     ctx.ingress_ifindex = 3;
     let mut trace = Lines::default();
     let mut counters = Counters::default();
-    let mut env = Env { maps, now_ns: 12345, cpu: 0, trace: &mut trace, counters: &mut counters };
+    let mut env = Env {
+        maps,
+        now_ns: 12345,
+        cpu: 0,
+        trace: &mut trace,
+        counters: &mut counters,
+    };
     let action = sluice_ebpf::run(p, &mut ctx, &mut env);
     let (frame, redirect) = (ctx.frame().to_vec(), ctx.redirect);
-    Out { action, frame, redirect, trace, counters }
+    Out {
+        action,
+        frame,
+        redirect,
+        trace,
+        counters,
+    }
 }
 
 #[test]
@@ -65,7 +79,10 @@ fn return_codes_map_to_actions() {
         let out = exec(&p, &mut Maps::new(&[]).unwrap(), &[0; 20], 0);
         assert_eq!(out.action, Ok(want));
         let c = out.counters;
-        assert_eq!(c.aborted + c.dropped + c.passed + c.tx + c.redirected + c.invalid_action, 1);
+        assert_eq!(
+            c.aborted + c.dropped + c.passed + c.tx + c.redirected + c.invalid_action,
+            1
+        );
     }
 }
 
@@ -94,12 +111,23 @@ fn helpers_ktime_trace_redirect() {
 }
 
 fn array(kind: MapKind) -> Vec<MapDef> {
-    vec![MapDef { name: "a".into(), kind, key_size: 4, value_size: 8, max_entries: 4, flags: 0 }]
+    vec![MapDef {
+        name: "a".into(),
+        kind,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 4,
+        flags: 0,
+    }]
 }
 
 /// key 1 on the stack; v = lookup; if v: atomic v += 5 (fetch: r0 = old); update key 2 = v.
 fn counter_program() -> Vec<Insn> {
-    let mut p = vec![i(STW, 10, 0, -4, 1), i(MOV_X, 2, 10, 0, 0), i(ADD_K, 2, 0, 0, -4)];
+    let mut p = vec![
+        i(STW, 10, 0, -4, 1),
+        i(MOV_X, 2, 10, 0, 0),
+        i(ADD_K, 2, 0, 0, -4),
+    ];
     p.extend(Insn::lddw(1, PSEUDO_MAP_FD, 0));
     p.push(i(CALL, 0, 0, 0, 1));
     p.push(i(class::JMP | jmp::JNE, 0, 0, 2, 0));
@@ -116,25 +144,43 @@ fn counter_program() -> Vec<Insn> {
         i(MOV_K, 4, 0, 0, 0),
     ]);
     p.extend(Insn::lddw(1, PSEUDO_MAP_FD, 0));
-    p.extend([i(CALL, 0, 0, 0, 2), i(MOV_K, 0, 0, 0, 2), i(EXIT, 0, 0, 0, 0)]);
+    p.extend([
+        i(CALL, 0, 0, 0, 2),
+        i(MOV_K, 0, 0, 0, 2),
+        i(EXIT, 0, 0, 0, 0),
+    ]);
     p
 }
 
 #[test]
 fn array_lookup_atomic_and_update_from_a_map_value() {
-    for kind in [MapKind::Array, MapKind::PerCpuArray, MapKind::Hash, MapKind::LruHash] {
+    for kind in [
+        MapKind::Array,
+        MapKind::PerCpuArray,
+        MapKind::Hash,
+        MapKind::LruHash,
+    ] {
         let defs = array(kind);
         let p = Program::verify(counter_program(), &defs).unwrap();
         let mut maps = Maps::new(&defs).unwrap();
         if matches!(kind, MapKind::Hash | MapKind::LruHash) {
-            maps.set(0, &1u32.to_le_bytes(), &0u64.to_le_bytes(), 0).unwrap();
+            maps.set(0, &1u32.to_le_bytes(), &0u64.to_le_bytes(), 0)
+                .unwrap();
         }
         for _ in 0..3 {
             assert_eq!(exec(&p, &mut maps, &[0; 20], 0).action, Ok(Action::Pass));
         }
-        let get = |maps: &mut Maps, k: u32| maps.get(0, &k.to_le_bytes()).unwrap().map(|v| u64::from_le_bytes(v.try_into().unwrap()));
+        let get = |maps: &mut Maps, k: u32| {
+            maps.get(0, &k.to_le_bytes())
+                .unwrap()
+                .map(|v| u64::from_le_bytes(v.try_into().unwrap()))
+        };
         assert_eq!(get(&mut maps, 1), Some(15), "{kind:?}");
-        assert_eq!(get(&mut maps, 2), Some(15), "{kind:?}: updated from the map value");
+        assert_eq!(
+            get(&mut maps, 2),
+            Some(15),
+            "{kind:?}: updated from the map value"
+        );
     }
 }
 
@@ -187,7 +233,9 @@ fn csum_diff_matches_rfc1624() {
         i(EXIT, 0, 0, 0, 0),
     ];
     let p = Program::verify(p, &[]).unwrap();
-    let Ok(Action::Drop(DropReason::InvalidAction(sum))) = exec(&p, &mut Maps::new(&[]).unwrap(), &[0; 20], 0).action else {
+    let Ok(Action::Drop(DropReason::InvalidAction(sum))) =
+        exec(&p, &mut Maps::new(&[]).unwrap(), &[0; 20], 0).action
+    else {
         panic!("the sum is returned as the action");
     };
     // !0x1234 + 0x1240 folded with end-around carry: the difference, 12.
@@ -196,7 +244,12 @@ fn csum_diff_matches_rfc1624() {
 
 #[test]
 fn budget_is_the_longest_explored_path() {
-    let p = vec![i(MOV_K, 0, 0, 0, 0), i(ADD_K, 0, 0, 0, 1), i(class::JMP | jmp::JLT, 0, 0, -2, 50), i(EXIT, 0, 0, 0, 0)];
+    let p = vec![
+        i(MOV_K, 0, 0, 0, 0),
+        i(ADD_K, 0, 0, 0, 1),
+        i(class::JMP | jmp::JLT, 0, 0, -2, 50),
+        i(EXIT, 0, 0, 0, 0),
+    ];
     let p = Program::verify(p, &[]).unwrap();
     let out = exec(&p, &mut Maps::new(&[]).unwrap(), &[0; 20], 0);
     assert_eq!(out.action, Ok(Action::Drop(DropReason::InvalidAction(50))));
@@ -216,36 +269,94 @@ fn runs_allocate_per_map_not_per_run_and_maps_are_send() {
 /// verification and reach the interpreter.
 fn insn() -> impl Strategy<Value = Insn> {
     let alu_ops = vec![
-        MOV_K, MOV_X, ADD_K, class::ALU64 | alu::ADD | SRC_X, class::ALU64 | alu::SUB | SRC_X,
-        class::ALU64 | alu::AND, class::ALU64 | alu::LSH, class::ALU64 | alu::RSH, class::ALU64 | alu::DIV | SRC_X,
-        class::ALU64 | alu::MOD, class::ALU | alu::ADD | SRC_X, class::ALU | alu::END | SRC_X, class::ALU64 | alu::ARSH,
-        class::ALU64 | alu::NEG, class::ALU | alu::MUL, class::ALU64 | alu::XOR | SRC_X, class::ALU64 | alu::OR,
+        MOV_K,
+        MOV_X,
+        ADD_K,
+        class::ALU64 | alu::ADD | SRC_X,
+        class::ALU64 | alu::SUB | SRC_X,
+        class::ALU64 | alu::AND,
+        class::ALU64 | alu::LSH,
+        class::ALU64 | alu::RSH,
+        class::ALU64 | alu::DIV | SRC_X,
+        class::ALU64 | alu::MOD,
+        class::ALU | alu::ADD | SRC_X,
+        class::ALU | alu::END | SRC_X,
+        class::ALU64 | alu::ARSH,
+        class::ALU64 | alu::NEG,
+        class::ALU | alu::MUL,
+        class::ALU64 | alu::XOR | SRC_X,
+        class::ALU64 | alu::OR,
     ];
     let mem_ops = vec![
-        LDXW, LDXDW, class::LDX | 0x60 | 0x10, class::LDX | 0x60 | 0x08, STW, STDW,
-        class::STX | 0x60 | 0x18, class::STX | 0x60 | 0x10, ATOMIC_DW,
+        LDXW,
+        LDXDW,
+        class::LDX | 0x60 | 0x10,
+        class::LDX | 0x60 | 0x08,
+        STW,
+        STDW,
+        class::STX | 0x60 | 0x18,
+        class::STX | 0x60 | 0x10,
+        ATOMIC_DW,
     ];
     let jmp_ops = vec![
-        class::JMP | jmp::JEQ, class::JMP | jmp::JGT | SRC_X, class::JMP | jmp::JLT, class::JMP | jmp::JNE,
-        class::JMP | jmp::JSGT, class::JMP32 | jmp::JLE, class::JMP | jmp::JSET, class::JMP | jmp::JA,
+        class::JMP | jmp::JEQ,
+        class::JMP | jmp::JGT | SRC_X,
+        class::JMP | jmp::JLT,
+        class::JMP | jmp::JNE,
+        class::JMP | jmp::JSGT,
+        class::JMP32 | jmp::JLE,
+        class::JMP | jmp::JSET,
+        class::JMP | jmp::JA,
     ];
-    let imm = prop_oneof![Just(0i32), Just(1), Just(2), Just(4), Just(8), Just(14), -16i32..64];
+    let imm = prop_oneof![
+        Just(0i32),
+        Just(1),
+        Just(2),
+        Just(4),
+        Just(8),
+        Just(14),
+        -16i32..64
+    ];
     let reg = 0u8..10;
-    let alu = (proptest::sample::select(alu_ops), reg.clone(), reg.clone(), imm.clone())
-        .prop_map(|(op, d, s, imm)| Insn::new(op, d, s, 0, if op & 0xf0 == alu::END { 16 } else { imm }));
-    let mem = (proptest::sample::select(mem_ops), proptest::sample::select(vec![1u8, 2, 10]), 0u8..10, 0i16..16, imm.clone())
+    let alu = (
+        proptest::sample::select(alu_ops),
+        reg.clone(),
+        reg.clone(),
+        imm.clone(),
+    )
+        .prop_map(|(op, d, s, imm)| {
+            Insn::new(op, d, s, 0, if op & 0xf0 == alu::END { 16 } else { imm })
+        });
+    let mem = (
+        proptest::sample::select(mem_ops),
+        proptest::sample::select(vec![1u8, 2, 10]),
+        0u8..10,
+        0i16..16,
+        imm.clone(),
+    )
         .prop_map(|(op, base, s, k, imm)| {
             let off = match base {
                 10 => -8 * (1 + k % 8),
                 1 => 4 * (k % 6),
                 _ => k % 14,
             };
-            let (d, s) = if op & 0x07 == class::LDX { (s, base) } else { (base, s) };
+            let (d, s) = if op & 0x07 == class::LDX {
+                (s, base)
+            } else {
+                (base, s)
+            };
             Insn::new(op, d, s, off, imm)
         });
-    let jump = (proptest::sample::select(jmp_ops), reg.clone(), reg, -2i16..6, imm)
+    let jump = (
+        proptest::sample::select(jmp_ops),
+        reg.clone(),
+        reg,
+        -2i16..6,
+        imm,
+    )
         .prop_map(|(op, d, s, off, imm)| Insn::new(op, d, s, off, imm));
-    let call = proptest::sample::select(vec![5i32, 8, 23, 44, 1]).prop_map(|h| Insn::new(CALL, 0, 0, 0, h));
+    let call = proptest::sample::select(vec![5i32, 8, 23, 44, 1])
+        .prop_map(|h| Insn::new(CALL, 0, 0, 0, h));
     prop_oneof![4 => alu, 4 => mem, 2 => jump, 1 => call]
 }
 
@@ -286,7 +397,8 @@ proptest! {
 
 #[test]
 fn fuzz_seed_corpus_replays_and_reaches_the_interpreter() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ebpf_verify_run");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ebpf_verify_run");
     let mut ran = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let data = std::fs::read(entry.unwrap().path()).unwrap();

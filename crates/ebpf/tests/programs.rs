@@ -1,12 +1,22 @@
 //! The programs that ship in programs/*.c: loaded from clang's objects, verified, and run on
 //! crafted frames; their maps read and written through the control-plane API.
 
-use sluice_ebpf::{programs, Action, Counters, DropReason, Env, Maps, NoTrace, Program, TraceSink, XdpContext};
+use sluice_ebpf::{
+    programs, Action, Counters, DropReason, Env, Maps, NoTrace, Program, TraceSink, XdpContext,
+};
 
 const HEADROOM: usize = 32;
 
 /// Ethernet (optionally 802.1Q) + IPv4 + UDP/TCP ports, padded to `len` bytes.
-fn frame(vlan: Option<u16>, proto: u8, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: usize) -> Vec<u8> {
+fn frame(
+    vlan: Option<u16>,
+    proto: u8,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    len: usize,
+) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
     if let Some(tci) = vlan {
         f.extend_from_slice(&[0x81, 0x00]);
@@ -32,9 +42,18 @@ fn run(p: &Program, maps: &mut Maps, bytes: &[u8], counters: &mut Counters) -> R
     buf[HEADROOM..].copy_from_slice(bytes);
     let mut ctx = XdpContext::new(&mut buf, HEADROOM, bytes.len()).unwrap();
     let mut trace = NoTrace;
-    let mut env = Env { maps, now_ns: 0, cpu: 0, trace: &mut trace, counters };
+    let mut env = Env {
+        maps,
+        now_ns: 0,
+        cpu: 0,
+        trace: &mut trace,
+        counters,
+    };
     let action = sluice_ebpf::run(p, &mut ctx, &mut env).expect("a verified program runs");
-    Run { action, frame: ctx.frame().to_vec() }
+    Run {
+        action,
+        frame: ctx.frame().to_vec(),
+    }
 }
 
 #[test]
@@ -51,7 +70,10 @@ fn drop_all_drops_by_its_section_name_and_as_xdp() {
     for section in ["xdp/drop_all", "xdp"] {
         let (p, mut maps) = sluice_ebpf::load(programs::DROP, section).unwrap();
         let mut c = Counters::default();
-        assert_eq!(run(&p, &mut maps, &[0u8; 60], &mut c).action, Action::Drop(DropReason::Program));
+        assert_eq!(
+            run(&p, &mut maps, &[0u8; 60], &mut c).action,
+            Action::Drop(DropReason::Program)
+        );
         assert_eq!(c.dropped, 1);
     }
     let err = sluice_ebpf::load(programs::DROP, "tc").unwrap_err();
@@ -66,7 +88,10 @@ fn vlan_strip_removes_the_tag() {
     let untagged = frame(None, 17, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
     let r = run(&p, &mut maps, &tagged, &mut c);
     assert_eq!(r.action, Action::Pass);
-    assert_eq!(r.frame, untagged, "the tag is gone, MACs and payload intact");
+    assert_eq!(
+        r.frame, untagged,
+        "the tag is gone, MACs and payload intact"
+    );
     let r = run(&p, &mut maps, &untagged, &mut c);
     assert_eq!((r.action, r.frame), (Action::Pass, untagged.clone()));
     // Too short to hold a tag: passed untouched.
@@ -89,13 +114,28 @@ fn firewall_drops_the_5_tuple_the_control_plane_wrote() {
     let (p, mut maps) = sluice_ebpf::load(programs::FIREWALL, "xdp").unwrap();
     let rules = maps.id("rules").expect("BTF map `rules`");
     let def = maps.map(rules).unwrap().def().clone();
-    assert_eq!((def.key_size, def.value_size, def.max_entries), (16, 8, 1024));
+    assert_eq!(
+        (def.key_size, def.value_size, def.max_entries),
+        (16, 8, 1024)
+    );
     let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
-    maps.set(rules, &five_tuple(a, b, 4000, 80, 6), &0u64.to_le_bytes(), 0).unwrap();
+    maps.set(
+        rules,
+        &five_tuple(a, b, 4000, 80, 6),
+        &0u64.to_le_bytes(),
+        0,
+    )
+    .unwrap();
     let mut c = Counters::default();
     let blocked = frame(None, 6, a, b, 4000, 80, 60);
-    assert_eq!(run(&p, &mut maps, &blocked, &mut c).action, Action::Drop(DropReason::Program));
-    assert_eq!(run(&p, &mut maps, &blocked, &mut c).action, Action::Drop(DropReason::Program));
+    assert_eq!(
+        run(&p, &mut maps, &blocked, &mut c).action,
+        Action::Drop(DropReason::Program)
+    );
+    assert_eq!(
+        run(&p, &mut maps, &blocked, &mut c).action,
+        Action::Drop(DropReason::Program)
+    );
     for other in [
         frame(None, 6, a, b, 4000, 81, 60),
         frame(None, 17, a, b, 4000, 80, 60),
@@ -104,8 +144,15 @@ fn firewall_drops_the_5_tuple_the_control_plane_wrote() {
     ] {
         assert_eq!(run(&p, &mut maps, &other, &mut c).action, Action::Pass);
     }
-    let hits = maps.get(rules, &five_tuple(a, b, 4000, 80, 6)).unwrap().unwrap();
-    assert_eq!(u64::from_le_bytes(hits.try_into().unwrap()), 2, "the program's counter, read back");
+    let hits = maps
+        .get(rules, &five_tuple(a, b, 4000, 80, 6))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        u64::from_le_bytes(hits.try_into().unwrap()),
+        2,
+        "the program's counter, read back"
+    );
     maps.delete(rules, &five_tuple(a, b, 4000, 80, 6)).unwrap();
     assert_eq!(run(&p, &mut maps, &blocked, &mut c).action, Action::Pass);
     assert_eq!((c.dropped, c.passed), (2, 5));
@@ -125,12 +172,19 @@ fn port_counter_counts_what_was_sent() {
     run(&p, &mut maps, &frame(None, 1, a, b, 1, 443, 70), &mut c); // ICMP: not counted
     let read = |maps: &mut Maps, port: u32| {
         let v = maps.get(id, &port.to_le_bytes()).unwrap().unwrap().to_vec();
-        (u64::from_le_bytes(v[..8].try_into().unwrap()), u64::from_le_bytes(v[8..].try_into().unwrap()))
+        (
+            u64::from_le_bytes(v[..8].try_into().unwrap()),
+            u64::from_le_bytes(v[8..].try_into().unwrap()),
+        )
     };
     assert_eq!(read(&mut maps, 80), (3, 60 + 100 + 1500));
     assert_eq!(read(&mut maps, 443), (1, 70));
     assert_eq!(read(&mut maps, 22), (0, 0));
-    let nonzero = maps.iter(id).unwrap().filter(|(_, v)| v.iter().any(|&b| b != 0)).count();
+    let nonzero = maps
+        .iter(id)
+        .unwrap()
+        .filter(|(_, v)| v.iter().any(|&b| b != 0))
+        .count();
     assert_eq!(nonzero, 2);
 }
 
@@ -151,7 +205,10 @@ fn bad_objects_are_refused_with_instruction_and_reason() {
 
 #[test]
 fn malformed_objects_are_errors_not_panics() {
-    assert!(matches!(sluice_ebpf::load(b"not an elf", "xdp"), Err(sluice_ebpf::ModuleError::Load(_))));
+    assert!(matches!(
+        sluice_ebpf::load(b"not an elf", "xdp"),
+        Err(sluice_ebpf::ModuleError::Load(_))
+    ));
     // Every truncation and a flipped byte of a real object: an error or a program, never a panic.
     let obj = programs::FIREWALL;
     for cut in (0..obj.len()).step_by(7) {
@@ -183,9 +240,24 @@ fn maps_are_shared_by_two_programs_of_one_set() {
     let mut buf = [0u8; 64];
     let mut ctx = XdpContext::new(&mut buf, 0, 64).unwrap();
     let mut t = Lines(Vec::new());
-    let mut env = Env { maps: &mut wrong, now_ns: 0, cpu: 0, trace: &mut t, counters: &mut c };
-    assert_eq!(sluice_ebpf::run(&p, &mut ctx, &mut env), Err(sluice_ebpf::RunError::MapMismatch(0)));
+    let mut env = Env {
+        maps: &mut wrong,
+        now_ns: 0,
+        cpu: 0,
+        trace: &mut t,
+        counters: &mut c,
+    };
+    assert_eq!(
+        sluice_ebpf::run(&p, &mut ctx, &mut env),
+        Err(sluice_ebpf::RunError::MapMismatch(0))
+    );
     assert_eq!(c.run_errors, 1);
-    let mut env = Env { maps: &mut maps, now_ns: 0, cpu: 0, trace: &mut t, counters: &mut c };
+    let mut env = Env {
+        maps: &mut maps,
+        now_ns: 0,
+        cpu: 0,
+        trace: &mut t,
+        counters: &mut c,
+    };
     assert_eq!(sluice_ebpf::run(&p, &mut ctx, &mut env), Ok(Action::Pass));
 }

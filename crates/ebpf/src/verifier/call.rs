@@ -17,7 +17,11 @@ fn scalar(st: &State, h: Helper, r: u8) -> Result<Range, Reason> {
 fn const_size(st: &State, h: Helper, r: u8, max: u64) -> Result<u64, Reason> {
     match scalar(st, h, r)?.known() {
         Some(n) if n <= max => Ok(n),
-        _ => Err(Reason::BadHelperArg(h.name(), r, "a known size within 512 bytes")),
+        _ => Err(Reason::BadHelperArg(
+            h.name(),
+            r,
+            "a known size within 512 bytes",
+        )),
     }
 }
 
@@ -34,25 +38,45 @@ fn mem(st: &State, maps: &[MapDef], h: Helper, r: u8, size: u64) -> Result<(), R
     let size_i = size as i64;
     match st.regs[r as usize] {
         Val::Stack(off) => st.stack_readable(off, size as usize),
-        Val::Pkt { id, off, vmin, vmax } => {
+        Val::Pkt {
+            id,
+            off,
+            vmin,
+            vmax,
+        } => {
             let proven = st.proven(id);
             if off + vmin < 0 || off + size_i > proven {
                 let (lo, hi) = (off + vmin, off + vmax);
-                return Err(Reason::PacketOutOfBounds { write: false, size: size as usize, lo, hi, proven: proven.max(0) as u64 });
+                return Err(Reason::PacketOutOfBounds {
+                    write: false,
+                    size: size as usize,
+                    lo,
+                    hi,
+                    proven: proven.max(0) as u64,
+                });
             }
             Ok(())
         }
         Val::MapValue { map, lo, hi } => {
             let value_size = maps[map as usize].value_size;
             if lo < 0 || hi + size_i > value_size as i64 {
-                return Err(Reason::MapValueOutOfBounds { lo, hi, size: size as usize, value_size });
+                return Err(Reason::MapValueOutOfBounds {
+                    lo,
+                    hi,
+                    size: size as usize,
+                    value_size,
+                });
             }
             Ok(())
         }
         Val::MapValueOrNull { .. } => Err(Reason::MaybeNull(r)),
         Val::Uninit => Err(Reason::UninitRegister(r)),
         Val::Invalid => Err(Reason::InvalidatedPacketPointer(r)),
-        _ => Err(Reason::BadHelperArg(h.name(), r, "a pointer to stack, packet or map value")),
+        _ => Err(Reason::BadHelperArg(
+            h.name(),
+            r,
+            "a pointer to stack, packet or map value",
+        )),
     }
 }
 
@@ -64,7 +88,10 @@ pub fn call(st: &mut State, maps: &[MapDef], id: i32) -> Result<(), Reason> {
             let m = map(st, h, 1)?;
             mem(st, maps, h, 2, maps[m as usize].key_size as u64)?;
             st.next_id = st.next_id.wrapping_add(1);
-            Val::MapValueOrNull { map: m, id: st.next_id }
+            Val::MapValueOrNull {
+                map: m,
+                id: st.next_id,
+            }
         }
         Helper::MapUpdateElem => {
             let m = map(st, h, 1)?;

@@ -28,11 +28,13 @@ fn check_opcode(i: &Insn) -> Result<(), Reason> {
                 return Err(Reason::BadRegister(FP));
             }
             match code {
-                alu::END => {
-                    if !matches!(i.imm, 16 | 32 | 64) || (i.class() == class::ALU64 && i.src_is_reg()) {
-                        return bad;
-                    }
+                alu::END
+                    if !matches!(i.imm, 16 | 32 | 64)
+                        || (i.class() == class::ALU64 && i.src_is_reg()) =>
+                {
+                    return bad
                 }
+                alu::END => {}
                 alu::NEG if i.src_is_reg() || i.off != 0 => return bad,
                 // A non-zero offset selects the v4 signed division and sign-extending moves.
                 _ if code > alu::ARSH || i.off != 0 => return bad,
@@ -145,7 +147,11 @@ pub fn check(insns: &[Insn]) -> Result<Vec<bool>, VerifyError> {
         }
         for (t, is_jump) in succ.into_iter().flatten() {
             if t < 0 || t >= n as i64 || second[t as usize] {
-                let reason = if is_jump { Reason::JumpOutOfRange(t) } else { Reason::FallThrough };
+                let reason = if is_jump {
+                    Reason::JumpOutOfRange(t)
+                } else {
+                    Reason::FallThrough
+                };
                 return Err(err(i, reason));
             }
             if !seen[t as usize] {

@@ -37,12 +37,17 @@ pub struct Verified {
 enum Next {
     Fall,
     Jump(usize),
-    Branch(Option<State>, Option<State>, usize),
+    /// (state if taken, state if not, target); `None` where the branch cannot happen.
+    Branch(Option<Box<State>>, Option<Box<State>>, usize),
     Exit,
 }
 
 /// Verifies a program against the maps it references (by index), within `max_explored`.
-pub fn verify(insns: &[Insn], maps: &[MapDef], max_explored: usize) -> Result<Verified, VerifyError> {
+pub fn verify(
+    insns: &[Insn],
+    maps: &[MapDef],
+    max_explored: usize,
+) -> Result<Verified, VerifyError> {
     cfg::check(insns)?;
     let mut pending: Vec<(usize, State)> = vec![(0, State::entry())];
     let mut explored = 0usize;
@@ -50,9 +55,13 @@ pub fn verify(insns: &[Insn], maps: &[MapDef], max_explored: usize) -> Result<Ve
         loop {
             explored += 1;
             if explored > max_explored {
-                return Err(VerifyError { insn: pc, reason: Reason::Complexity(max_explored) });
+                return Err(VerifyError {
+                    insn: pc,
+                    reason: Reason::Complexity(max_explored),
+                });
             }
-            let next = step(&mut st, &insns[pc], pc, maps).map_err(|reason| VerifyError { insn: pc, reason })?;
+            let next = step(&mut st, &insns[pc], pc, maps)
+                .map_err(|reason| VerifyError { insn: pc, reason })?;
             match next {
                 Next::Fall => pc = cfg::next(insns, pc),
                 Next::Jump(t) => pc = t,
@@ -60,18 +69,21 @@ pub fn verify(insns: &[Insn], maps: &[MapDef], max_explored: usize) -> Result<Ve
                 Next::Branch(taken, fall, target) => match (taken, fall) {
                     (Some(t), Some(f)) => {
                         if pending.len() >= MAX_PENDING {
-                            return Err(VerifyError { insn: pc, reason: Reason::Complexity(max_explored) });
+                            return Err(VerifyError {
+                                insn: pc,
+                                reason: Reason::Complexity(max_explored),
+                            });
                         }
-                        pending.push((target, t));
-                        st = f;
+                        pending.push((target, *t));
+                        st = *f;
                         pc += 1;
                     }
                     (Some(t), None) => {
-                        st = t;
+                        st = *t;
                         pc = target;
                     }
                     (None, Some(f)) => {
-                        st = f;
+                        st = *f;
                         pc += 1;
                     }
                     (None, None) => break,
@@ -124,7 +136,15 @@ fn step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next, Re
             }
             let size = i.size();
             access(st, maps, i.dst, base, i.off as i64, size, None)?;
-            access(st, maps, i.dst, base, i.off as i64, size, Some(Val::Scalar(Range::bytes(size))))?;
+            access(
+                st,
+                maps,
+                i.dst,
+                base,
+                i.off as i64,
+                size,
+                Some(Val::Scalar(Range::bytes(size))),
+            )?;
             if i.imm == atomic::CMPXCHG {
                 if !matches!(read(st, 0)?, Val::Scalar(_)) {
                     return Err(Reason::PointerLeak);
@@ -149,8 +169,16 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
     let is64 = i.class() == class::ALU64;
     let code = i.code();
     let d = i.dst as usize;
-    let imm = if is64 { i.imm as i64 as u64 } else { i.imm as u32 as u64 };
-    let src = if i.src_is_reg() && code != alu::END { read(st, i.src)? } else { Val::Scalar(Range::exact(imm)) };
+    let imm = if is64 {
+        i.imm as i64 as u64
+    } else {
+        i.imm as u32 as u64
+    };
+    let src = if i.src_is_reg() && code != alu::END {
+        read(st, i.src)?
+    } else {
+        Val::Scalar(Range::exact(imm))
+    };
     if code == alu::MOV {
         st.regs[d] = match src {
             _ if is64 => src,
@@ -170,15 +198,31 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
             }
             Val::Scalar(value::scalar_op(code, a, b, is64, to_be, i.imm))
         }
-        _ if !is64 => return Err(Reason::BadPointerArithmetic("32-bit arithmetic on a pointer")),
-        (p, Val::Scalar(b)) if code == alu::ADD || code == alu::SUB => ptr_add(p, b, code == alu::SUB, fresh)?,
+        _ if !is64 => {
+            return Err(Reason::BadPointerArithmetic(
+                "32-bit arithmetic on a pointer",
+            ))
+        }
+        (p, Val::Scalar(b)) if code == alu::ADD || code == alu::SUB => {
+            ptr_add(p, b, code == alu::SUB, fresh)?
+        }
         (Val::Scalar(a), p) if code == alu::ADD => ptr_add(p, a, false, fresh)?,
         (p, q) if code == alu::SUB => match (p, q) {
-            (Val::Pkt { .. } | Val::PktEnd, Val::Pkt { .. } | Val::PktEnd) => Val::Scalar(Range::ANY),
+            (Val::Pkt { .. } | Val::PktEnd, Val::Pkt { .. } | Val::PktEnd) => {
+                Val::Scalar(Range::ANY)
+            }
             (Val::Stack(x), Val::Stack(y)) => Val::Scalar(Range::exact(x.wrapping_sub(y) as u64)),
-            _ => return Err(Reason::BadPointerArithmetic("subtracting pointers into different regions")),
+            _ => {
+                return Err(Reason::BadPointerArithmetic(
+                    "subtracting pointers into different regions",
+                ))
+            }
         },
-        _ => return Err(Reason::BadPointerArithmetic("only adding or subtracting a scalar")),
+        _ => {
+            return Err(Reason::BadPointerArithmetic(
+                "only adding or subtracting a scalar",
+            ))
+        }
     };
     Ok(())
 }
@@ -188,7 +232,11 @@ fn ptr_add(p: Val, b: Range, sub: bool, fresh: u32) -> Result<Val, Reason> {
     let bound = |lo: i64, hi: i64, max: i64, what| {
         let (lo, hi) = match b.known() {
             Some(c) => {
-                let c = if sub { (c as i64).wrapping_neg() } else { c as i64 };
+                let c = if sub {
+                    (c as i64).wrapping_neg()
+                } else {
+                    c as i64
+                };
                 (lo.saturating_add(c), hi.saturating_add(c))
             }
             None if !sub && b.max <= max as u64 => (lo + b.min as i64, hi + b.max as i64),
@@ -200,12 +248,22 @@ fn ptr_add(p: Val, b: Range, sub: bool, fresh: u32) -> Result<Val, Reason> {
         Ok((lo, hi))
     };
     match p {
-        Val::Pkt { id, off, vmin, vmax } => {
+        Val::Pkt {
+            id,
+            off,
+            vmin,
+            vmax,
+        } => {
             let what = "packet pointer offset beyond 0xffff or unbounded";
             match b.known() {
                 Some(_) => {
                     let (off, _) = bound(off, off, MAX_PACKET_OFF, what)?;
-                    Ok(Val::Pkt { id, off, vmin, vmax })
+                    Ok(Val::Pkt {
+                        id,
+                        off,
+                        vmin,
+                        vmax,
+                    })
                 }
                 // A new variable part: a new identity, nothing proven for it yet.
                 None => {
@@ -213,13 +271,23 @@ fn ptr_add(p: Val, b: Range, sub: bool, fresh: u32) -> Result<Val, Reason> {
                     if off + vmax > MAX_PACKET_OFF {
                         return Err(Reason::BadPointerArithmetic(what));
                     }
-                    Ok(Val::Pkt { id: fresh, off, vmin, vmax })
+                    Ok(Val::Pkt {
+                        id: fresh,
+                        off,
+                        vmin,
+                        vmax,
+                    })
                 }
             }
         }
         Val::MapValue { map, lo, hi } => {
             let max = crate::maps::MAX_VALUE_SIZE as i64;
-            let (lo, hi) = bound(lo, hi, max, "map value pointer offset beyond its size or unbounded")?;
+            let (lo, hi) = bound(
+                lo,
+                hi,
+                max,
+                "map value pointer offset beyond its size or unbounded",
+            )?;
             Ok(Val::MapValue { map, lo, hi })
         }
         Val::Stack(o) => match b.known() {
@@ -232,21 +300,44 @@ fn ptr_add(p: Val, b: Range, sub: bool, fresh: u32) -> Result<Val, Reason> {
         Val::Ctx => Err(Reason::BadPointerArithmetic("context pointer")),
         Val::PktEnd => Err(Reason::BadPointerArithmetic("data_end")),
         Val::MapPtr(_) => Err(Reason::BadPointerArithmetic("map pointer")),
-        Val::MapValueOrNull { .. } => Err(Reason::BadPointerArithmetic("map lookup result before its null check")),
-        Val::Scalar(_) | Val::Uninit | Val::Invalid => Err(Reason::BadPointerArithmetic("not a pointer")),
+        Val::MapValueOrNull { .. } => Err(Reason::BadPointerArithmetic(
+            "map lookup result before its null check",
+        )),
+        Val::Scalar(_) | Val::Uninit | Val::Invalid => {
+            Err(Reason::BadPointerArithmetic("not a pointer"))
+        }
     }
 }
 
 /// Checks a load (`write` None) or store of `size` bytes at base+off; a load's value.
-fn access(st: &mut State, maps: &[MapDef], r: u8, base: Val, off: i64, size: usize, write: Option<Val>) -> Result<Val, Reason> {
+fn access(
+    st: &mut State,
+    maps: &[MapDef],
+    r: u8,
+    base: Val,
+    off: i64,
+    size: usize,
+    write: Option<Val>,
+) -> Result<Val, Reason> {
     let leak = matches!(write, Some(v) if !matches!(v, Val::Scalar(_)));
     match base {
-        Val::Pkt { id, off: o, vmin, vmax } => {
+        Val::Pkt {
+            id,
+            off: o,
+            vmin,
+            vmax,
+        } => {
             let proven = st.proven(id);
             if o + off + vmin < 0 || o + off + size as i64 > proven {
                 let (lo, hi) = (o + off + vmin, o + off + vmax);
                 let proven = proven.max(0) as u64;
-                return Err(Reason::PacketOutOfBounds { write: write.is_some(), size, lo, hi, proven });
+                return Err(Reason::PacketOutOfBounds {
+                    write: write.is_some(),
+                    size,
+                    lo,
+                    hi,
+                    proven,
+                });
             }
             if leak {
                 return Err(Reason::PointerLeak);
@@ -263,7 +354,12 @@ fn access(st: &mut State, maps: &[MapDef], r: u8, base: Val, off: i64, size: usi
             }
             match (off, size) {
                 // data and data_meta (no metadata area: data_meta == data).
-                (0, 4) | (8, 4) => Ok(Val::Pkt { id: 0, off: 0, vmin: 0, vmax: 0 }),
+                (0, 4) | (8, 4) => Ok(Val::Pkt {
+                    id: 0,
+                    off: 0,
+                    vmin: 0,
+                    vmax: 0,
+                }),
                 (4, 4) => Ok(Val::PktEnd),
                 // ingress_ifindex, rx_queue_index, egress_ifindex.
                 (12, 4) | (16, 4) | (20, 4) => Ok(Val::Scalar(Range::U32)),
@@ -274,7 +370,12 @@ fn access(st: &mut State, maps: &[MapDef], r: u8, base: Val, off: i64, size: usi
             let value_size = maps[map as usize].value_size;
             let (lo, hi) = (lo + off, hi + off);
             if lo < 0 || hi + size as i64 > value_size as i64 {
-                return Err(Reason::MapValueOutOfBounds { lo, hi, size, value_size });
+                return Err(Reason::MapValueOutOfBounds {
+                    lo,
+                    hi,
+                    size,
+                    value_size,
+                });
             }
             if leak {
                 return Err(Reason::PointerLeak);
@@ -309,17 +410,35 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
     }
     let is64 = i.class() == class::JMP;
     let a = read(st, i.dst)?;
-    let imm = if is64 { i.imm as i64 as u64 } else { i.imm as u32 as u64 };
-    let b = if i.src_is_reg() { read(st, i.src)? } else { Val::Scalar(Range::exact(imm)) };
-    let both = |st: &State| Ok(Next::Branch(Some(st.clone()), Some(st.clone()), target));
+    let imm = if is64 {
+        i.imm as i64 as u64
+    } else {
+        i.imm as u32 as u64
+    };
+    let b = if i.src_is_reg() {
+        read(st, i.src)?
+    } else {
+        Val::Scalar(Range::exact(imm))
+    };
+    let both = |st: &State| {
+        Ok(Next::Branch(
+            Some(Box::new(st.clone())),
+            Some(Box::new(st.clone())),
+            target,
+        ))
+    };
     match (a, b) {
         (Val::Scalar(ra), Val::Scalar(rb)) => {
             if let Some(taken) = value::decide(code, ra, rb, is64) {
-                return Ok(if taken { Next::Jump(target) } else { Next::Fall });
+                return Ok(if taken {
+                    Next::Jump(target)
+                } else {
+                    Next::Fall
+                });
             }
             let branch = |taken: bool| {
                 value::refine(code, ra, rb, taken, is64).map(|(na, nb)| {
-                    let mut s = st.clone();
+                    let mut s = Box::new(st.clone());
                     s.regs[i.dst as usize] = Val::Scalar(na);
                     if i.src_is_reg() {
                         s.regs[i.src as usize] = Val::Scalar(nb);
@@ -330,9 +449,18 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
             let (t, f) = (branch(true), branch(false));
             Ok(Next::Branch(t, f, target))
         }
-        (Val::Pkt { id, off: lo, vmin, .. }, Val::PktEnd) | (Val::PktEnd, Val::Pkt { id, off: lo, vmin, .. })
-            if is64 && lo >= 0 && vmin >= 0 =>
-        {
+        (
+            Val::Pkt {
+                id, off: lo, vmin, ..
+            },
+            Val::PktEnd,
+        )
+        | (
+            Val::PktEnd,
+            Val::Pkt {
+                id, off: lo, vmin, ..
+            },
+        ) if is64 && lo >= 0 && vmin >= 0 => {
             let pkt_first = matches!(a, Val::Pkt { .. });
             // (branch where the bound holds, bytes proven): pkt <= end proves lo, pkt < end lo+1.
             let proof = match (code, pkt_first) {
@@ -352,7 +480,7 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
                 Some((false, n)) => f.prove(id, n),
                 None => {}
             }
-            Ok(Next::Branch(Some(t), Some(f), target))
+            Ok(Next::Branch(Some(Box::new(t)), Some(Box::new(f)), target))
         }
         // 64-bit only: a value's address may have zero low 32 bits.
         (Val::MapValueOrNull { map, id }, Val::Scalar(z))
@@ -369,7 +497,11 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
                     *v = Val::MapValue { map, lo: 0, hi: 0 };
                 }
             });
-            Ok(if code == jmp::JEQ { Next::Branch(Some(null), Some(some), target) } else { Next::Branch(Some(some), Some(null), target) })
+            Ok(if code == jmp::JEQ {
+                Next::Branch(Some(Box::new(null)), Some(Box::new(some)), target)
+            } else {
+                Next::Branch(Some(Box::new(some)), Some(Box::new(null)), target)
+            })
         }
         _ => both(st),
     }

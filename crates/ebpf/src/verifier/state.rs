@@ -40,7 +40,16 @@ impl State {
         let mut regs = [Val::Uninit; REGS];
         regs[1] = Val::Ctx;
         regs[10] = Val::Stack(0);
-        State { regs, stack: [Slot { spill: None, init: 0 }; SLOTS], pkt_range: 0, var_ranges: Vec::new(), next_id: 0 }
+        State {
+            regs,
+            stack: [Slot {
+                spill: None,
+                init: 0,
+            }; SLOTS],
+            pkt_range: 0,
+            var_ranges: Vec::new(),
+            next_id: 0,
+        }
     }
 
     /// Checks fp+off..+size lies in the frame; the first byte's index from fp-512.
@@ -78,7 +87,10 @@ impl State {
         let start = Self::frame(off, size)?;
         let pointer = !matches!(v, Val::Scalar(_));
         if size == 8 && start % 8 == 0 {
-            self.stack[start / 8] = Slot { spill: Some(v), init: 0xff };
+            self.stack[start / 8] = Slot {
+                spill: Some(v),
+                init: 0xff,
+            };
             return Ok(());
         }
         if pointer {
@@ -98,7 +110,10 @@ impl State {
         if id == 0 {
             return self.pkt_range;
         }
-        self.var_ranges.iter().find(|(i, _)| *i == id).map_or(0, |r| r.1)
+        self.var_ranges
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map_or(0, |r| r.1)
     }
 
     /// Records that `n` bytes after the base of pointers of `id` are within data_end.

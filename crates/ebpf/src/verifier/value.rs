@@ -64,9 +64,15 @@ pub struct Range {
 
 impl Range {
     /// Any 64-bit value.
-    pub const ANY: Range = Range { min: 0, max: u64::MAX };
+    pub const ANY: Range = Range {
+        min: 0,
+        max: u64::MAX,
+    };
     /// Any 32-bit value.
-    pub const U32: Range = Range { min: 0, max: u32::MAX as u64 };
+    pub const U32: Range = Range {
+        min: 0,
+        max: u32::MAX as u64,
+    };
 
     /// Exactly `v`.
     pub fn exact(v: u64) -> Range {
@@ -75,7 +81,14 @@ impl Range {
 
     /// Any value of `bytes` bytes.
     pub fn bytes(bytes: usize) -> Range {
-        Range { min: 0, max: if bytes >= 8 { u64::MAX } else { (1u64 << (bytes * 8)) - 1 } }
+        Range {
+            min: 0,
+            max: if bytes >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (bytes * 8)) - 1
+            },
+        }
     }
 
     /// The value, if known exactly.
@@ -110,32 +123,65 @@ pub fn scalar_op(code: u8, a: Range, b: Range, is64: bool, to_be: bool, imm: i32
             (Some(max), Some(min)) => Range { min, max },
             _ => Range::ANY,
         },
-        op::SUB if a.min >= b.max => Range { min: a.min - b.max, max: a.max - b.min },
+        op::SUB if a.min >= b.max => Range {
+            min: a.min - b.max,
+            max: a.max - b.min,
+        },
         op::MUL => match a.max.checked_mul(b.max) {
-            Some(max) => Range { min: a.min.saturating_mul(b.min), max },
+            Some(max) => Range {
+                min: a.min.saturating_mul(b.min),
+                max,
+            },
             None => Range::ANY,
         },
-        op::DIV if b.min > 0 => Range { min: a.min / b.max, max: a.max / b.min },
+        op::DIV if b.min > 0 => Range {
+            min: a.min / b.max,
+            max: a.max / b.min,
+        },
         op::DIV => Range { min: 0, max: a.max },
-        op::MOD if b.min > 0 => Range { min: 0, max: a.max.min(b.max - 1) },
+        op::MOD if b.min > 0 => Range {
+            min: 0,
+            max: a.max.min(b.max - 1),
+        },
         op::MOD => Range { min: 0, max: a.max },
-        op::AND => Range { min: 0, max: a.max.min(b.max) },
-        op::OR | op::XOR => Range { min: 0, max: fill(a.max | b.max) },
+        op::AND => Range {
+            min: 0,
+            max: a.max.min(b.max),
+        },
+        op::OR | op::XOR => Range {
+            min: 0,
+            max: fill(a.max | b.max),
+        },
         op::MOV => b,
         op::LSH => match b.known() {
-            Some(k) if k < 64 && a.max.leading_zeros() as u64 >= k => Range { min: a.min << k, max: a.max << k },
+            Some(k) if k < 64 && a.max.leading_zeros() as u64 >= k => Range {
+                min: a.min << k,
+                max: a.max << k,
+            },
             _ => Range::ANY,
         },
         op::RSH => match b.known() {
-            Some(k) if k < 64 => Range { min: a.min >> k, max: a.max >> k },
+            Some(k) if k < 64 => Range {
+                min: a.min >> k,
+                max: a.max >> k,
+            },
             _ => Range { min: 0, max: a.max },
         },
         op::ARSH => match b.known() {
-            Some(k) if k < 64 && a.max <= i64::MAX as u64 => Range { min: a.min >> k, max: a.max >> k },
+            Some(k) if k < 64 && a.max <= i64::MAX as u64 => Range {
+                min: a.min >> k,
+                max: a.max >> k,
+            },
             _ => Range::ANY,
         },
-        op::END if !to_be && imm == 16 => Range { min: 0, max: a.max.min(0xffff) },
-        op::END if !to_be && imm == 32 => Range { min: 0, max: a.max.min(u32::MAX as u64) },
+        op::END if !to_be && imm == 16 => Range {
+            min: 0,
+            max: a.max.min(0xffff),
+        },
+        op::END if !to_be && imm == 32 => Range {
+            min: 0,
+            max: a.max.min(u32::MAX as u64),
+        },
         op::END if !to_be && imm == 64 => a,
         op::END => Range::bytes(imm as usize / 8),
         _ => Range::ANY,
@@ -180,7 +226,11 @@ pub fn decide(code: u8, a: Range, b: Range, is64: bool) -> Option<bool> {
 /// Signed comparisons of two ranges non-negative at the comparison's width are the unsigned ones.
 fn unsigned_equivalent(code: u8, a: Range, b: Range, is64: bool) -> Option<u8> {
     use crate::insn::jmp::*;
-    let top = if is64 { i64::MAX as u64 } else { i32::MAX as u64 };
+    let top = if is64 {
+        i64::MAX as u64
+    } else {
+        i32::MAX as u64
+    };
     let nonneg = a.max <= top && b.max <= top;
     match code {
         JSGT | JSGE | JSLT | JSLE if !nonneg => None,
@@ -200,7 +250,9 @@ pub fn refine(code: u8, a: Range, b: Range, taken: bool, is64: bool) -> Option<(
     if !is64 && (a.max > u32::MAX as u64 || b.max > u32::MAX as u64) {
         return Some((a, b));
     }
-    let Some(code) = unsigned_equivalent(code, a, b, is64) else { return Some((a, b)) };
+    let Some(code) = unsigned_equivalent(code, a, b, is64) else {
+        return Some((a, b));
+    };
     // Normalise to the condition that holds on this branch.
     let code = match (code, taken) {
         (c, true) => c,
@@ -215,7 +267,10 @@ pub fn refine(code: u8, a: Range, b: Range, taken: bool, is64: bool) -> Option<(
     let (mut a, mut b) = (a, b);
     match code {
         JEQ => {
-            let r = Range { min: a.min.max(b.min), max: a.max.min(b.max) };
+            let r = Range {
+                min: a.min.max(b.min),
+                max: a.max.min(b.max),
+            };
             a = r;
             b = r;
         }
@@ -270,7 +325,10 @@ mod tests {
         assert_eq!(r, Range { min: 0, max: 1020 });
         let r = scalar_op(op::AND, r, Range::exact(60), true, false, 0);
         assert_eq!(r, Range { min: 0, max: 60 });
-        assert_eq!(scalar_op(op::ADD, Range::ANY, Range::exact(1), true, false, 0), Range::ANY);
+        assert_eq!(
+            scalar_op(op::ADD, Range::ANY, Range::exact(1), true, false, 0),
+            Range::ANY
+        );
     }
 
     #[test]
@@ -280,11 +338,17 @@ mod tests {
         assert_eq!(t, Range { min: 0, max: 9 });
         let (f, _) = refine(JLT, i, Range::exact(10), false, true).unwrap();
         assert_eq!(f, Range { min: 10, max: 100 });
-        assert_eq!(decide(JGT, Range { min: 5, max: 9 }, Range::exact(4), true), Some(true));
+        assert_eq!(
+            decide(JGT, Range { min: 5, max: 9 }, Range::exact(4), true),
+            Some(true)
+        );
         assert_eq!(decide(JGT, i, Range::exact(4), true), None);
         assert!(refine(JEQ, Range::exact(3), Range::exact(4), true, true).is_none());
         // 0x8000_0000 is negative as a 32-bit signed number: not decided as unsigned.
-        let big = Range { min: 0x8000_0000, max: 0x8000_0001 };
+        let big = Range {
+            min: 0x8000_0000,
+            max: 0x8000_0001,
+        };
         assert_eq!(decide(JSGT, big, Range::exact(1), false), None);
         assert_eq!(decide(JSGT, big, Range::exact(1), true), Some(true));
     }
