@@ -18,6 +18,10 @@ pub mod bad {
     pub const OOB_READ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/oob_read.o"));
     /// Dereferences a map lookup's result without a null check.
     pub const NULL_UNCHECKED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/null_unchecked.o"));
+    /// Loops over the Collatz sequence of the ingress ifindex: no bound proves its end.
+    pub const UNBOUNDED_LOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unbounded_loop.o"));
+    /// Calls helper 12 (bpf_tail_call), not on the whitelist.
+    pub const UNKNOWN_HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unknown_helper.o"));
     /// Reads past the end of an 8-byte map value.
     pub const VALUE_TOO_SMALL: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/value_too_small.o"));

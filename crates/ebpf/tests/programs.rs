@@ -201,6 +201,25 @@ fn bad_objects_are_refused_with_instruction_and_reason() {
             other => panic!("expected a refusal ({want}), got {other:?}"),
         }
     }
+    match sluice_ebpf::load(programs::bad::UNBOUNDED_LOOP, "xdp") {
+        Err(sluice_ebpf::ModuleError::Verify(e)) => {
+            assert!(
+                matches!(e.reason, sluice_ebpf::Reason::Complexity(_)),
+                "{e}"
+            );
+            assert!(e.insn >= 7 && e.insn <= 22, "inside the loop: {e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    match sluice_ebpf::load(programs::bad::UNKNOWN_HELPER, "xdp") {
+        Err(sluice_ebpf::ModuleError::Verify(e)) => {
+            assert_eq!(
+                e.to_string(),
+                "insn 0: call to helper 12, which is not allowed"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }
 
 #[test]
