@@ -409,3 +409,38 @@ fn fuzz_seed_corpus_replays_and_reaches_the_interpreter() {
     // null, drop and the two parsers with map 0 in the fuzz set's shapes verify and run.
     assert!(ran >= 3, "only {ran} seeds reached the interpreter");
 }
+
+fn seeds() -> Vec<Vec<u8>> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ebpf_verify_run");
+    let mut v: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// Mutants of the shipped programs (near-valid code, so many verify): the fuzz target's
+    /// property holds — accepted programs never stop with a run-time error.
+    #[test]
+    fn mutated_programs_fail_verification_or_run_safely(
+        which in 0usize..5,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+        frame_len in 0u8..=255,
+    ) {
+        let mut data = seeds()[which].clone();
+        data[0] = frame_len;
+        let code = data.len() - 258;
+        for (at, byte) in edits {
+            let k = 258 + at.index(code.max(1));
+            if k < data.len() {
+                data[k] = byte;
+            }
+        }
+        let _ = verify_and_run(&data);
+    }
+}
