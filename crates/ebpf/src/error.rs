@@ -134,7 +134,7 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::Empty => write!(f, "empty program"),
-            Reason::TooLong(n) => write!(f, "{n} instructions is more than {}", crate::verifier::MAX_INSNS),
+            Reason::TooLong(n) => write!(f, "{n} instructions is more than {}", crate::insn::MAX_INSNS),
             Reason::BadOpcode(op) => write!(f, "unknown or unsupported opcode {op:#04x}"),
             Reason::BadRegister(r) => write!(f, "bad register r{r}"),
             Reason::JumpOutOfRange(t) => write!(f, "jump to {t} out of range"),

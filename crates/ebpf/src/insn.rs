@@ -125,6 +125,9 @@ pub mod atomic {
     pub const CMPXCHG: i32 = 0xf0 | FETCH;
 }
 
+/// The most instructions a program may have (the kernel's limit for unprivileged programs).
+pub const MAX_INSNS: usize = 4096;
+
 /// Number of registers: R0..R9 general, R10 the read-only frame pointer.
 pub const REGS: usize = 11;
 /// The frame pointer's register number.

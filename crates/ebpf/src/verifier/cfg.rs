@@ -3,10 +3,7 @@
 //! reachable from the entry.
 
 use crate::error::{Reason, VerifyError};
-use crate::insn::{alu, atomic, class, jmp, mode, Insn, FP, PSEUDO_CALL, PSEUDO_MAP_FD};
-
-/// The most instructions a program may have (the kernel's limit for unprivileged programs).
-pub const MAX_INSNS: usize = 4096;
+use crate::insn::{alu, atomic, class, jmp, mode, Insn, FP, MAX_INSNS, PSEUDO_CALL, PSEUDO_MAP_FD};
 
 fn err(insn: usize, reason: Reason) -> VerifyError {
     VerifyError { insn, reason }

@@ -14,7 +14,7 @@ mod cfg;
 pub mod state;
 pub mod value;
 
-pub use cfg::MAX_INSNS;
+pub use crate::insn::MAX_INSNS;
 
 use crate::error::{Reason, VerifyError};
 use crate::insn::{alu, atomic, class, jmp, mode, Insn, PSEUDO_MAP_FD};
