@@ -182,7 +182,9 @@ fn alu_step(st: &mut State, i: &Insn) -> Result<(), Reason> {
     if code == alu::MOV {
         st.regs[d] = match src {
             _ if is64 => src,
-            Val::Scalar(b) => Val::Scalar(value::scalar_op(code, Range::ANY, b, false, false, 0)),
+            Val::Scalar(b) => {
+                Val::Scalar(value::scalar_op(code, Range::exact(0), b, false, false, 0))
+            }
             _ => return Err(Reason::BadPointerArithmetic("32-bit move of a pointer")),
         };
         return Ok(());
