@@ -8,6 +8,7 @@
 //! `[[bin]]` entry in `fuzz/Cargo.toml`.
 
 pub mod core;
+pub mod ebpf;
 pub mod mtp;
 pub mod rdma;
 pub mod roce;

@@ -1,0 +1,28 @@
+//! The eBPF programs that ship with the crate (programs/*.c), built by build.rs with
+//! `clang -O2 -g -target bpf`, as object bytes ready for [`crate::load`].
+
+/// Returns XDP_PASS for every frame (section `xdp`).
+pub const NULL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/null.o"));
+/// Returns XDP_DROP for every frame (section `xdp/drop_all`).
+pub const DROP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/drop.o"));
+/// Removes one 802.1Q tag with bpf_xdp_adjust_head (section `xdp`).
+pub const VLAN_STRIP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vlan_strip.o"));
+/// Drops IPv4 TCP/UDP frames whose 5-tuple is a key of the hash map `rules` (section `xdp`).
+pub const FIREWALL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/firewall.o"));
+/// Counts frames and bytes per destination port in the array map `port_counts` (section `xdp`).
+pub const PORT_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_counter.o"));
+
+/// Programs the verifier must refuse (programs/bad/*.c), one per class of error.
+pub mod bad {
+    /// Reads byte 23 after proving 14.
+    pub const OOB_READ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/oob_read.o"));
+    /// Dereferences a map lookup's result without a null check.
+    pub const NULL_UNCHECKED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/null_unchecked.o"));
+    /// Loops over the Collatz sequence of the ingress ifindex: no bound proves its end.
+    pub const UNBOUNDED_LOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unbounded_loop.o"));
+    /// Calls helper 12 (bpf_tail_call), not on the whitelist.
+    pub const UNKNOWN_HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unknown_helper.o"));
+    /// Reads past the end of an 8-byte map value.
+    pub const VALUE_TOO_SMALL: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/value_too_small.o"));
+}
