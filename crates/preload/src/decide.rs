@@ -62,8 +62,9 @@ pub enum Engine<R> {
     NotConfigured,
     /// `SLUICE_SOCKET` names an engine that cannot be reached.
     Unreachable,
-    /// `SLUICE_SOCKET` names an engine that refuses this process (permission denied).
-    Denied,
+    /// `SLUICE_SOCKET` names an engine that refuses this process: permission denied
+    /// (EACCES) or its uid's quota of applications (EAGAIN); engine sockets fail with it.
+    Refused(i32),
     /// Attached.
     Attached(R),
 }
@@ -99,7 +100,7 @@ pub fn on_bind<R: Routing>(ip: Ipv4Addr, port: u16, engine: &Engine<R>) -> Decis
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
-        Engine::Denied => Decision::Refuse(libc::EACCES),
+        Engine::Refused(errno) => Decision::Refuse(*errno),
         Engine::Attached(_) if ip.is_unspecified() && port == 0 => Decision::Defer,
         Engine::Attached(r) if r.owns(ip) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
@@ -114,7 +115,7 @@ pub fn on_connect<R: Routing>(ip: Ipv4Addr, engine: &Engine<R>) -> Decision {
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
-        Engine::Denied => Decision::Refuse(libc::EACCES),
+        Engine::Refused(errno) => Decision::Refuse(*errno),
         Engine::Attached(r) if r.routes(ip) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
     }
@@ -126,7 +127,7 @@ pub fn on_listen<R: Routing>(engine: &Engine<R>) -> Decision {
     match engine {
         Engine::NotConfigured => Decision::Kernel,
         Engine::Unreachable => Decision::Refuse(libc::ECONNREFUSED),
-        Engine::Denied => Decision::Refuse(libc::EACCES),
+        Engine::Refused(errno) => Decision::Refuse(*errno),
         Engine::Attached(r) if r.owns(Ipv4Addr::UNSPECIFIED) => Decision::Engine,
         Engine::Attached(_) => Decision::Kernel,
     }
@@ -253,9 +254,13 @@ fn attach_locked(required: bool) -> Engine<Arc<Sluice>> {
             ATTACHED.store(Arc::into_raw(s.clone()) as *mut Sluice, Ordering::Release);
             Engine::Attached(s)
         }
-        Err(e @ sluice::Error::Denied(_)) if required => {
-            crate::log_once!("{e}; engine sockets fail with EACCES (permission denied)");
-            Engine::Denied
+        Err(e @ (sluice::Error::Denied(_) | sluice::Error::Quota(_))) if required => {
+            let errno = e.errno();
+            crate::log_once!(
+                "{e}; engine sockets fail with {}",
+                std::io::Error::from_raw_os_error(errno)
+            );
+            Engine::Refused(errno)
         }
         Err(e) if required => {
             crate::log_once!(
@@ -375,11 +380,19 @@ mod tests {
 
     #[test]
     fn a_refusing_engine_is_eacces_but_loopback_still_works() {
-        let e: Engine<Lab> = Engine::Denied;
+        let e: Engine<Lab> = Engine::Refused(libc::EACCES);
         assert_eq!(on_bind(ENGINE, 8080, &e), Decision::Refuse(libc::EACCES));
         assert_eq!(on_connect(PEER, &e), Decision::Refuse(libc::EACCES));
         assert_eq!(on_listen(&e), Decision::Refuse(libc::EACCES));
         assert_eq!(on_bind(Ipv4Addr::LOCALHOST, 80, &e), Decision::Kernel);
         assert_eq!(on_connect(Ipv4Addr::LOCALHOST, &e), Decision::Kernel);
+    }
+
+    #[test]
+    fn an_engine_at_its_quota_is_eagain() {
+        let e: Engine<Lab> = Engine::Refused(libc::EAGAIN);
+        assert_eq!(on_bind(ENGINE, 8080, &e), Decision::Refuse(libc::EAGAIN));
+        assert_eq!(on_connect(PEER, &e), Decision::Refuse(libc::EAGAIN));
+        assert_eq!(on_listen(&e), Decision::Refuse(libc::EAGAIN));
     }
 }
