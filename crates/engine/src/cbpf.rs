@@ -430,9 +430,9 @@ mod tests {
     fn tcp_dport_80() -> Vec<Insn> {
         vec![
             Insn::new(LD_H_ABS, 0, 0, 12),
-            Insn::new(JEQ_K, 0, 5, 0x0800),
+            Insn::new(JEQ_K, 0, 6, 0x0800),
             Insn::new(LD_B_ABS, 0, 0, 23),
-            Insn::new(JEQ_K, 0, 3, 6),
+            Insn::new(JEQ_K, 0, 4, 6),
             Insn::new(LDX_MSH, 0, 0, 14),
             Insn::new(LD_H_IND, 0, 0, 16),
             Insn::new(JEQ_K, 0, 1, 80),
@@ -461,11 +461,14 @@ mod tests {
         let mut udp = tcp_frame(1234, 80);
         udp[23] = 17;
         assert_eq!(p.run(&udp, 54), 0);
+        let mut arp = tcp_frame(1234, 80);
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(p.run(&arp, 54), 0);
         // An IPv4 header with options moves the ports: X follows the IHL.
         let mut opts = tcp_frame(1, 2);
         opts[14] = 0x46;
         opts.splice(34..34, [0u8; 4]);
-        opts[38..40].copy_from_slice(&80u16.to_be_bytes());
+        opts[40..42].copy_from_slice(&80u16.to_be_bytes());
         assert_eq!(p.run(&opts, 58), 262144);
     }
 
@@ -575,17 +578,28 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
+        // Mostly valid opcodes (so programs get past the checks), sometimes any byte.
+        const CODES: [u16; 39] = [
+            0x20, 0x28, 0x30, 0x40, 0x48, 0x50, 0x00, 0x80, 0x60, 0x01, 0x81, 0x61, 0xb1, 0x02,
+            0x03, 0x04, 0x0c, 0x14, 0x24, 0x34, 0x3c, 0x44, 0x54, 0x64, 0x74, 0x84, 0x94, 0x9c,
+            0xa4, 0x05, 0x15, 0x1d, 0x25, 0x35, 0x45, 0x06, 0x16, 0x07, 0x87,
+        ];
         let mut accepted = 0;
         for _ in 0..20_000 {
-            let n = (next() % 8 + 1) as usize;
-            let insns: Vec<Insn> = (0..n)
+            let n = (next() % 12 + 1) as usize;
+            let mut insns: Vec<Insn> = (0..n)
                 .map(|_| {
                     let r = next();
-                    Insn::new(r as u16 & 0xff, (r >> 16) as u8 % 4, (r >> 24) as u8 % 4, {
-                        (r >> 32) as u32 % 80
-                    })
+                    let code = if r % 16 == 0 {
+                        (r >> 8) as u16 & 0xff
+                    } else {
+                        CODES[(r >> 8) as usize % CODES.len()]
+                    };
+                    let k = (r >> 32) as u32 % 80;
+                    Insn::new(code, (r >> 16) as u8 % 4, (r >> 24) as u8 % 4, k)
                 })
                 .collect();
+            insns.push(Insn::new(RET | RET_A, 0, 0, 0));
             if let Ok(p) = Program::new(&insns) {
                 accepted += 1;
                 let frame: Vec<u8> = (0..(next() % 70) as usize).map(|i| i as u8).collect();
