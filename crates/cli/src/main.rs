@@ -13,7 +13,7 @@ mod sim;
 mod sim_args;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, capture, demo, echo, engine, flood, lab, mtp, proxy, run, sink, soak, source, switch};
+use cmd::{bench, demo, echo, engine, flood, lab, mtp, proxy, run, sink, soak, source, switch};
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
 
@@ -34,7 +34,7 @@ enum Command {
     /// Runs an unmodified program over the engine (LD_PRELOAD of libsluice_preload.so).
     Run(run::RunArgs),
     /// tcpdump-style capture from a running engine into a pcap file (root or the engine's uid).
-    Capture(capture::CaptureArgs),
+    Capture(cmd::capture::CaptureArgs),
     /// Echo server on the engine.
     Echo(echo::EchoArgs),
     /// L7 proxy on the engine that splices each client to its backend (AccelTCP).
@@ -82,7 +82,7 @@ fn main() {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Engine(args) => engine::run(&args).map_err(|e| e.to_string()),
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
-        Command::Capture(args) => capture::run(&args).map_err(|e| e.to_string()),
+        Command::Capture(args) => cmd::capture::run(&args).map_err(|e| e.to_string()),
         Command::Echo(args) => echo::run(&args).map_err(|e| e.to_string()),
         Command::Proxy(args) => proxy::run(&args).map_err(|e| e.to_string()),
         Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),

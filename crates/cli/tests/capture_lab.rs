@@ -114,7 +114,12 @@ fn tshark(file: &Path) -> Vec<Segment> {
 /// Ends a session with SIGTERM; its "N packets captured, M dropped by engine" line.
 fn finish(mut p: Proc) -> (u64, u64) {
     let status = p.terminate(Duration::from_secs(10));
-    assert!(status.success(), "{} exited with {status}:\n{}", p.name, p.output());
+    assert!(
+        status.success(),
+        "{} exited with {status}:\n{}",
+        p.name,
+        p.output()
+    );
     totals(&p)
 }
 
@@ -144,16 +149,36 @@ fn capture_writes_pcap_that_tshark_reads_and_filters_exclude_other_traffic() {
     let other_file = dir.join("other.pcap");
     let first_file = dir.join("first.pcap");
     let filter = format!("tcp port {PORT}");
-    let on_port = capture(&setup, "capture port", &["-w", port_file.to_str().unwrap(), &filter]);
+    let on_port = capture(
+        &setup,
+        "capture port",
+        &["-w", port_file.to_str().unwrap(), &filter],
+    );
     let on_other = capture(
         &setup,
         "capture other",
-        &["--hook", "both", "-w", other_file.to_str().unwrap(), "tcp", "port", &OTHER_PORT.to_string()],
+        &[
+            "--hook",
+            "both",
+            "-w",
+            other_file.to_str().unwrap(),
+            "tcp",
+            "port",
+            &OTHER_PORT.to_string(),
+        ],
     );
     let mut first3 = capture(
         &setup,
         "capture -c 3",
-        &["-c", "3", "-s", "96", "-w", first_file.to_str().unwrap(), &filter],
+        &[
+            "-c",
+            "3",
+            "-s",
+            "96",
+            "-w",
+            first_file.to_str().unwrap(),
+            &filter,
+        ],
     );
 
     talk(&setup, PORT);
@@ -162,44 +187,85 @@ fn capture_writes_pcap_that_tshark_reads_and_filters_exclude_other_traffic() {
     std::thread::sleep(Duration::from_millis(500));
 
     let status = first3.wait_exit(Duration::from_secs(10));
-    assert!(status.success(), "capture -c 3: {status}\n{}", first3.output());
+    assert!(
+        status.success(),
+        "capture -c 3: {status}\n{}",
+        first3.output()
+    );
     assert_eq!(totals(&first3).0, 3);
     let (captured, dropped) = finish(on_port);
     let (other_captured, _) = finish(on_other);
 
     let segs = tshark(&port_file);
-    assert_eq!(segs.len() as u64, captured, "every captured frame is in the file");
+    assert_eq!(
+        segs.len() as u64,
+        captured,
+        "every captured frame is in the file"
+    );
     assert!(
-        segs.iter().all(|s| s.src_port == PORT || s.dst_port == PORT),
+        segs.iter()
+            .all(|s| s.src_port == PORT || s.dst_port == PORT),
         "the filter let another port through: {segs:?}"
     );
-    assert!(segs.iter().any(|s| s.syn && s.dst_port == PORT), "the client's SYN");
-    assert!(segs.iter().any(|s| s.syn && s.src_port == PORT), "the engine's SYN-ACK");
-    assert!(segs.iter().any(|s| s.fin && s.dst_port == PORT), "the client's FIN");
-    assert!(segs.iter().any(|s| s.fin && s.src_port == PORT), "the engine's FIN");
-    let to_engine: usize = segs.iter().filter(|s| s.dst_port == PORT).map(|s| s.len).sum();
-    let from_engine: usize = segs.iter().filter(|s| s.src_port == PORT).map(|s| s.len).sum();
+    assert!(
+        segs.iter().any(|s| s.syn && s.dst_port == PORT),
+        "the client's SYN"
+    );
+    assert!(
+        segs.iter().any(|s| s.syn && s.src_port == PORT),
+        "the engine's SYN-ACK"
+    );
+    assert!(
+        segs.iter().any(|s| s.fin && s.dst_port == PORT),
+        "the client's FIN"
+    );
+    assert!(
+        segs.iter().any(|s| s.fin && s.src_port == PORT),
+        "the engine's FIN"
+    );
+    let to_engine: usize = segs
+        .iter()
+        .filter(|s| s.dst_port == PORT)
+        .map(|s| s.len)
+        .sum();
+    let from_engine: usize = segs
+        .iter()
+        .filter(|s| s.src_port == PORT)
+        .map(|s| s.len)
+        .sum();
     if dropped == 0 {
         assert_eq!(to_engine, BYTES, "payload bytes received (ingress)");
         assert_eq!(from_engine, BYTES, "payload bytes echoed (egress)");
     } else {
         // A loaded machine may drop at a full session socket: counted, never waited for.
-        assert!(to_engine <= BYTES && from_engine <= BYTES, "{dropped} dropped");
+        assert!(
+            to_engine <= BYTES && from_engine <= BYTES,
+            "{dropped} dropped"
+        );
     }
 
     let other = tshark(&other_file);
     assert_eq!(other.len() as u64, other_captured);
     assert!(!other.is_empty(), "the other port's traffic was captured");
     assert!(
-        other.iter().all(|s| s.src_port == OTHER_PORT || s.dst_port == OTHER_PORT),
+        other
+            .iter()
+            .all(|s| s.src_port == OTHER_PORT || s.dst_port == OTHER_PORT),
         "the other session's filter let port {PORT} through"
     );
 
     let first = tshark(&first_file);
     assert_eq!(first.len(), 3);
-    assert!(first[0].syn && first[0].dst_port == PORT, "the first frame is the SYN: {first:?}");
+    assert!(
+        first[0].syn && first[0].dst_port == PORT,
+        "the first frame is the SYN: {first:?}"
+    );
     let raw = std::fs::read(&first_file).expect("first.pcap");
-    assert_eq!(u32::from_le_bytes(raw[16..20].try_into().unwrap()), 96, "snap length");
+    assert_eq!(
+        u32::from_le_bytes(raw[16..20].try_into().unwrap()),
+        96,
+        "snap length"
+    );
 
     setup.teardown();
 }

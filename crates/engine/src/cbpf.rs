@@ -151,7 +151,11 @@ enum Cond {
 #[derive(Clone, Copy, Debug)]
 enum Op {
     /// A = packet[k..] (ABS) or packet[X + k..] (IND).
-    LoadPkt { width: Width, indexed: bool, k: u32 },
+    LoadPkt {
+        width: Width,
+        indexed: bool,
+        k: u32,
+    },
     LoadImm(u32),
     LoadLen,
     LoadMem(usize),
@@ -162,9 +166,19 @@ enum Op {
     LoadXMsh(u32),
     Store(usize),
     StoreX(usize),
-    Alu { op: AluOp, src_x: bool, k: u32 },
+    Alu {
+        op: AluOp,
+        src_x: bool,
+        k: u32,
+    },
     Ja(usize),
-    Jump { cond: Cond, src_x: bool, k: u32, jt: usize, jf: usize },
+    Jump {
+        cond: Cond,
+        src_x: bool,
+        k: u32,
+        jt: usize,
+        jf: usize,
+    },
     RetK(u32),
     RetA,
     Tax,
@@ -497,8 +511,7 @@ mod tests {
     #[test]
     fn division_by_zero_rejects_or_is_refused() {
         assert_eq!(
-            Program::new(&[Insn::new(ALU_DIV_K, 0, 0, 0), Insn::new(RET_K, 0, 0, 1)])
-                .unwrap_err(),
+            Program::new(&[Insn::new(ALU_DIV_K, 0, 0, 0), Insn::new(RET_K, 0, 0, 1)]).unwrap_err(),
             CbpfError::DivideByZero { pc: 0 }
         );
         let by_x = Program::new(&[

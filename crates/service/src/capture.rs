@@ -60,7 +60,11 @@ impl Tap for CaptureTap {
         let wire_len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         // Nonzero is a match; the session's snap length (not the filter's return, which
         // libpcap's dead handle fixes at 65535) says how much to keep, as in tcpdump.
-        if self.filter.as_ref().is_some_and(|p| p.run(frame, wire_len) == 0) {
+        if self
+            .filter
+            .as_ref()
+            .is_some_and(|p| p.run(frame, wire_len) == 0)
+        {
             return;
         }
         let n = frame.len().min(self.snaplen as usize);
@@ -103,7 +107,10 @@ fn check(req: &CaptureRequest) -> Result<(Points, Option<Program>), String> {
         ));
     }
     if req.ring == 0 || req.ring > MAX_RING {
-        return Err(format!("ring of {} frames is outside 1..={MAX_RING}", req.ring));
+        return Err(format!(
+            "ring of {} frames is outside 1..={MAX_RING}",
+            req.ring
+        ));
     }
     let filter = if req.filter.is_empty() {
         None
@@ -156,8 +163,7 @@ pub(crate) fn start(
         );
     }
     let per_frame = req.snaplen as usize + RECORD_HEADER + PER_MESSAGE_OVERHEAD;
-    let (engine_end, client_end) = match session_pair(per_frame.saturating_mul(req.ring as usize))
-    {
+    let (engine_end, client_end) = match session_pair(per_frame.saturating_mul(req.ring as usize)) {
         Ok(p) => p,
         Err(e) => return refuse(counters, format!("cannot create the session's socket: {e}")),
     };
@@ -172,7 +178,13 @@ pub(crate) fn start(
         Ok(id) => id,
         Err(e) => return refuse(counters, e.to_string()),
     };
-    if send_message(sock.as_fd(), &Reply::Capture { tap: id.0 }, &[client_end.as_fd()]).is_err() {
+    if send_message(
+        sock.as_fd(),
+        &Reply::Capture { tap: id.0 },
+        &[client_end.as_fd()],
+    )
+    .is_err()
+    {
         hooks.detach(id);
         counters.refused += 1;
         return;

@@ -6,11 +6,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use sluice_shm::capture::CaptureRequest;
 use sluice_shm::control::{
     accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, ACCESS_DENIED,
     PROTOCOL_VERSION,
 };
-use sluice_shm::capture::CaptureRequest;
 use sluice_shm::{EventFd, Region, ShmError};
 use sluice_tcp::Stack;
 

@@ -84,10 +84,18 @@ fn a_session_sees_the_filtered_frames_at_both_hooks() {
     assert_eq!(syn.len(), 60);
     assert!(h.ts_ns > 1_600_000_000_000_000_000, "a wall-clock time");
     let (_, dport, flags) = tcp_of(&syn);
-    assert_eq!((dport, flags & 0x02), (5555, 0x02), "the peer's SYN to 5555");
+    assert_eq!(
+        (dport, flags & 0x02),
+        (5555, 0x02),
+        "the peer's SYN to 5555"
+    );
     let (_, rst) = next_record(&mut net, &session);
     let (sport, _, flags) = tcp_of(&rst);
-    assert_eq!((sport, flags & 0x04), (5555, 0x04), "the engine's RST from 5555");
+    assert_eq!(
+        (sport, flags & 0x04),
+        (5555, 0x04),
+        "the engine's RST from 5555"
+    );
     // The SYN to 5556 and its RST passed the hooks but not the filter.
     for _ in 0..50 {
         net.peer.pump();
@@ -104,7 +112,10 @@ fn a_session_sees_the_filtered_frames_at_both_hooks() {
 fn bad_filters_are_refused_and_sessions_are_bounded() {
     let mut net = Net::start("capture-bounds");
     let reason = ask(&net, vec![(0x05, 0, 0, 9), (0x06, 0, 0, 0)]).unwrap_err();
-    assert!(reason.contains("instruction 0: jump out of the program"), "{reason}");
+    assert!(
+        reason.contains("instruction 0: jump out of the program"),
+        "{reason}"
+    );
     let reason = ask(&net, vec![(0x06, 0, 0, 0); 4097]).unwrap_err();
     assert!(reason.contains("more than 4096"), "{reason}");
     let mut sessions: Vec<OwnedFd> = (0..8)
@@ -119,4 +130,78 @@ fn bad_filters_are_refused_and_sessions_are_bounded() {
     assert!(again.is_ok(), "{again:?}");
     drop(sessions);
     net.stop();
+}
+
+/// The uid and gid of `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Asks for a capture from a child process running as `nobody`: 0 if it was refused with
+/// permission denied, 1 if it was given a session, 2 on anything else.
+fn capture_as_nobody(path: &std::path::Path) -> i32 {
+    use nix::sys::socket::{connect, send, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, ForkResult, Gid, Uid};
+    // Made before fork: the child only makes system calls.
+    let ask = br#"{"Capture":{"hook":"Both","snaplen":60,"ring":8,"filter":[]}}"#;
+    let addr = UnixAddr::new(path).expect("socket path");
+    let denied = sluice_shm::control::ACCESS_DENIED.as_bytes();
+    // SAFETY: the child makes only async-signal-safe system calls and leaves by _exit.
+    match unsafe { fork() }.expect("fork") {
+        ForkResult::Child => {
+            let code = (|| {
+                if nix::unistd::setgroups(&[]).is_err()
+                    || nix::unistd::setgid(Gid::from_raw(NOBODY)).is_err()
+                    || nix::unistd::setuid(Uid::from_raw(NOBODY)).is_err()
+                {
+                    return 2;
+                }
+                let Ok(fd) = socket(
+                    AddressFamily::Unix,
+                    SockType::SeqPacket,
+                    SockFlag::empty(),
+                    None,
+                ) else {
+                    return 2;
+                };
+                if connect(fd.as_raw_fd(), &addr).is_err()
+                    || send(fd.as_raw_fd(), ask, MsgFlags::empty()).is_err()
+                {
+                    return 2;
+                }
+                let mut buf = [0u8; 512];
+                let Ok(n) = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()) else {
+                    return 2;
+                };
+                let reply = &buf[..n];
+                if reply.windows(denied.len()).any(|w| w == denied) {
+                    0
+                } else if reply.starts_with(br#"{"Capture""#) {
+                    1
+                } else {
+                    2
+                }
+            })();
+            // SAFETY: leaves the forked child at once, without running the parent's
+            // destructors or atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => match waitpid(child, None).expect("waitpid") {
+            WaitStatus::Exited(_, code) => code,
+            other => panic!("the child ended as {other:?}"),
+        },
+    }
+}
+
+#[test]
+fn only_root_or_the_engines_uid_may_capture() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped only_root_or_the_engines_uid_may_capture: needs root to ask as nobody");
+        return;
+    }
+    // nobody may attach applications here, and still may not capture.
+    let net = Net::start_with("capture-access", |c| c.access.allow_uids = vec![NOBODY]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&net.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(capture_as_nobody(&net.socket), 0, "nobody is refused");
+    assert!(ask(&net, vec![]).is_ok(), "root is not");
 }

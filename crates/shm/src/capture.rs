@@ -196,8 +196,7 @@ mod tests {
         }
         assert!(full);
         assert!(!client_done(engine.as_fd()));
-        nix::sys::socket::shutdown(client.as_raw_fd(), nix::sys::socket::Shutdown::Write)
-            .unwrap();
+        nix::sys::socket::shutdown(client.as_raw_fd(), nix::sys::socket::Shutdown::Write).unwrap();
         assert!(client_done(engine.as_fd()));
         drop(client);
         assert_eq!(send_record(engine.as_fd(), &h, b""), Sent::Gone);

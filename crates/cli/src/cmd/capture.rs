@@ -39,6 +39,17 @@ pub enum HookArg {
     Both,
 }
 
+impl HookArg {
+    /// Its name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            HookArg::Ingress => "ingress",
+            HookArg::Egress => "egress",
+            HookArg::Both => "both",
+        }
+    }
+}
+
 /// `sluice capture`'s arguments.
 #[derive(Args, Debug)]
 pub struct CaptureArgs {
@@ -148,7 +159,7 @@ pub fn run(args: &CaptureArgs) -> Result<(), CaptureError> {
         "sluice capture: listening on {} ({}), link-type EN10MB (Ethernet), snapshot length \
          {snaplen} bytes",
         socket.display(),
-        format!("{:?}", args.hook).to_lowercase()
+        args.hook.name()
     );
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
@@ -165,7 +176,8 @@ pub fn run(args: &CaptureArgs) -> Result<(), CaptureError> {
 
 /// Asks the engine at `socket` for a session; its record socket.
 fn open_session(socket: &std::path::Path, req: CaptureRequest) -> Result<OwnedFd, CaptureError> {
-    let control = connect_to(socket).map_err(|e| CaptureError::Connect(format!("{}: {e}", socket.display())))?;
+    let control = connect_to(socket)
+        .map_err(|e| CaptureError::Connect(format!("{}: {e}", socket.display())))?;
     send_message(control.as_fd(), &Request::Capture(req), &[])
         .map_err(|e| CaptureError::Connect(e.to_string()))?;
     match recv_message::<Reply>(control.as_fd()) {
@@ -210,7 +222,10 @@ fn capture<W: Write>(
             None => Duration::from_millis(200),
         };
         let mut fds = [PollFd::new(session.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX)) {
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX),
+        ) {
             Ok(0) => {
                 pcap.flush()?;
                 continue;
@@ -226,7 +241,9 @@ fn capture<W: Write>(
             Err(_) => break,
         };
         let Some(h) = RecordHeader::decode(&buf[..n]) else {
-            return Err(CaptureError::Protocol("a record that does not decode".into()));
+            return Err(CaptureError::Protocol(
+                "a record that does not decode".into(),
+            ));
         };
         totals.dropped = totals.dropped.max(h.dropped);
         if h.kind == KIND_END {

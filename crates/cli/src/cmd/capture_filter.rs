@@ -43,7 +43,11 @@ pub fn compile_pcap(expr: &str) -> Result<pcap::BpfProgram, FilterError> {
 
 /// The pcap crate shows an instruction as "code jt jf k" (its fields are private).
 fn parse_insn(text: &str) -> Result<FilterInsn, FilterError> {
-    let bad = || FilterError(format!("libpcap gave an instruction that does not parse: {text:?}"));
+    let bad = || {
+        FilterError(format!(
+            "libpcap gave an instruction that does not parse: {text:?}"
+        ))
+    };
     let mut it = text.split_whitespace();
     let mut next = || it.next().ok_or_else(bad);
     let code = next()?.parse().map_err(|_| bad())?;
@@ -94,7 +98,10 @@ mod tests {
             ("ack from 80", tcp(a, b, (80, 40000), 0x10, false)),
             ("ack 5001", tcp(b, a, (40001, 5001), 0x10, false)),
             ("fin 5001", tcp(a, b, (5001, 40001), 0x11, false)),
-            ("other hosts", tcp([10, 0, 0, 9], [10, 0, 0, 8], (1, 2), 0x02, false)),
+            (
+                "other hosts",
+                tcp([10, 0, 0, 9], [10, 0, 0, 8], (1, 2), 0x02, false),
+            ),
             ("vlan syn", tcp(b, a, (40000, 80), 0x02, true)),
             ("arp", arp()),
             ("short", vec![0u8; 10]),

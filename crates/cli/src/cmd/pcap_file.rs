@@ -56,13 +56,17 @@ mod tests {
     #[test]
     fn header_and_records_have_pcaps_layout() {
         let mut w = PcapWriter::new(Vec::new(), 96).unwrap();
-        w.write(1_700_000_000_000_000_123, 1514, &[0xaa; 96]).unwrap();
+        w.write(1_700_000_000_000_000_123, 1514, &[0xaa; 96])
+            .unwrap();
         let b = w.out;
         assert_eq!(b.len(), 24 + 16 + 96);
         assert_eq!(&b[0..4], &[0x4d, 0x3c, 0xb2, 0xa1]);
         assert_eq!(u32::from_le_bytes(b[16..20].try_into().unwrap()), 96);
         assert_eq!(u32::from_le_bytes(b[20..24].try_into().unwrap()), 1);
-        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()), 1_700_000_000);
+        assert_eq!(
+            u32::from_le_bytes(b[24..28].try_into().unwrap()),
+            1_700_000_000
+        );
         assert_eq!(u32::from_le_bytes(b[28..32].try_into().unwrap()), 123);
         assert_eq!(u32::from_le_bytes(b[32..36].try_into().unwrap()), 96);
         assert_eq!(u32::from_le_bytes(b[36..40].try_into().unwrap()), 1514);
