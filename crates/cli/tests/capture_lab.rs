@@ -233,6 +233,10 @@ fn capture_writes_pcap_that_tshark_reads_and_filters_exclude_other_traffic() {
         .filter(|s| s.src_port == PORT)
         .map(|s| s.len)
         .sum();
+    println!(
+        "tcp port {PORT}: {captured} frames ({dropped} dropped by engine), payload {to_engine} B \
+         in, {from_engine} B out; tcp port {OTHER_PORT}: {other_captured} frames"
+    );
     if dropped == 0 {
         assert_eq!(to_engine, BYTES, "payload bytes received (ingress)");
         assert_eq!(from_engine, BYTES, "payload bytes echoed (egress)");
