@@ -209,9 +209,11 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
+    type Seen = Rc<RefCell<Vec<(HookPoint, Vec<u8>)>>>;
+
     /// Records what it sees; closes when told.
     struct Recorder {
-        seen: Rc<RefCell<Vec<(HookPoint, Vec<u8>)>>>,
+        seen: Seen,
         closed: Rc<RefCell<bool>>,
     }
 
@@ -223,8 +225,6 @@ mod tests {
             *self.closed.borrow()
         }
     }
-
-    type Seen = Rc<RefCell<Vec<(HookPoint, Vec<u8>)>>>;
 
     fn recorder() -> (Recorder, Seen, Rc<RefCell<bool>>) {
         let seen = Rc::new(RefCell::new(Vec::new()));
