@@ -24,6 +24,8 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llc >/dev/null 2>&1 || need+=(llvm)
 command -v m4 >/dev/null 2>&1 || need+=(m4)
 for p in libbpf-dev libelf-dev zlib1g-dev; do pkg_ok "$p" || need+=("$p"); done
+# `sluice capture` compiles tcpdump's filter language with libpcap (the pcap crate links it).
+pkg_ok libpcap-dev || need+=(libpcap-dev)
 # `sluice experiment` draws its PNG plots with plotters, whose text goes through fontconfig
 # and FreeType and needs a font at run time.
 for p in libfontconfig1-dev libfreetype-dev fonts-dejavu-core; do pkg_ok "$p" || need+=("$p"); done

@@ -33,6 +33,8 @@ enum Command {
     Engine(engine::EngineArgs),
     /// Runs an unmodified program over the engine (LD_PRELOAD of libsluice_preload.so).
     Run(run::RunArgs),
+    /// tcpdump-style capture from a running engine into a pcap file (root or the engine's uid).
+    Capture(cmd::capture::CaptureArgs),
     /// Echo server on the engine.
     Echo(echo::EchoArgs),
     /// L7 proxy on the engine that splices each client to its backend (AccelTCP).
@@ -80,6 +82,7 @@ fn main() {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Engine(args) => engine::run(&args).map_err(|e| e.to_string()),
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
+        Command::Capture(args) => cmd::capture::run(&args).map_err(|e| e.to_string()),
         Command::Echo(args) => echo::run(&args).map_err(|e| e.to_string()),
         Command::Proxy(args) => proxy::run(&args).map_err(|e| e.to_string()),
         Command::Sink(args) => sink::run(&args).map_err(|e| e.to_string()),

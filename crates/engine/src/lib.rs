@@ -6,13 +6,16 @@
 #![forbid(unsafe_code)]
 
 pub mod apps;
+pub mod cbpf;
 mod clock;
+pub mod hooks;
 pub mod pump;
 mod runtime;
 pub mod setup;
 pub mod transport;
 
 pub use clock::Clock;
+pub use hooks::{HookPoint, Hooks};
 pub use runtime::{
     App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER, DEFAULT_SPIN_BEFORE_YIELD,
 };

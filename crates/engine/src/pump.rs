@@ -6,6 +6,7 @@
 use sluice_device::{Device, DeviceError, RxChecksum, TxFrame};
 use sluice_tcp::{Instant, Stack};
 
+use crate::hooks::Hooks;
 use crate::transport::{classify, Class, Transports};
 
 /// Hands one burst of received frames from `device` to `stack`; returns how many.
@@ -26,7 +27,19 @@ pub fn receive_classified<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
+    receive_hooked(stack, transports, &mut Hooks::new(), device, now)
+}
+
+/// [`receive_classified`] through the ingress hook point: `hooks` sees each frame first.
+pub fn receive_hooked<D: Device + ?Sized>(
+    stack: &mut Stack,
+    transports: &mut Transports<'_>,
+    hooks: &mut Hooks,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
     device.receive(&mut |frame, meta| {
+        hooks.ingress(frame);
         let class = classify(frame);
         if class != Class::Core {
             if let Some(t) = transports.for_class(class) {
@@ -65,9 +78,21 @@ pub fn transmit_transports<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
+    transmit_transports_hooked(transports, &mut Hooks::new(), device, now)
+}
+
+/// [`transmit_transports`] through the egress hook point.
+pub fn transmit_transports_hooked<D: Device + ?Sized>(
+    transports: &mut Transports<'_>,
+    hooks: &mut Hooks,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
     let mut sent = 0;
     for t in transports.each() {
-        sent += drain(device, |buf| t.poll_transmit(now, buf).map(TxFrame::plain))?;
+        sent += drain(device, hooks, |buf| {
+            t.poll_transmit(now, buf).map(TxFrame::plain)
+        })?;
     }
     Ok(sent)
 }
@@ -86,7 +111,17 @@ pub fn transmit<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    drain(device, |buf| {
+    transmit_hooked(stack, &mut Hooks::new(), device, now)
+}
+
+/// [`transmit`] through the egress hook point: `hooks` sees each frame the core wrote.
+pub fn transmit_hooked<D: Device + ?Sized>(
+    stack: &mut Stack,
+    hooks: &mut Hooks,
+    device: &mut D,
+    now: Instant,
+) -> Result<usize, DeviceError> {
+    drain(device, hooks, |buf| {
         // Devices with segmentation offload get large segments (the core only makes them
         // when configured to: Config::tso_max_payload).
         stack.poll_transmit_offload(now, buf).map(|t| TxFrame {
@@ -98,9 +133,11 @@ pub fn transmit<D: Device + ?Sized>(
 }
 
 /// Fills the device's free transmit slots from `produce` until it has nothing more,
-/// flushing full bursts; returns how many frames were queued. One loop for every core.
+/// flushing full bursts; returns how many frames were queued. One loop for every core, and
+/// so the one place of the egress hook point.
 fn drain<D: Device + ?Sized>(
     device: &mut D,
+    hooks: &mut Hooks,
     mut produce: impl FnMut(&mut [u8]) -> Option<TxFrame>,
 ) -> Result<usize, DeviceError> {
     let mut sent = 0;
@@ -112,6 +149,11 @@ fn drain<D: Device + ?Sized>(
         let queued = device.transmit_with(&mut |buf| {
             let t = produce(buf);
             produced = t.is_some();
+            if let Some(f) = &t {
+                if let Some(frame) = buf.get(..f.len) {
+                    hooks.egress(frame);
+                }
+            }
             t
         })?;
         if queued && produced {

@@ -12,6 +12,7 @@ use sluice_shm::idle::{IdlePolicy, IdleSpell, IdleStep};
 use sluice_tcp::{Closing, Instant, Stack};
 
 use crate::clock::Clock;
+use crate::hooks::Hooks;
 use crate::pump;
 use crate::transport::Transports;
 
@@ -52,6 +53,11 @@ pub trait App {
     fn transports(&mut self) -> Transports<'_> {
         Transports::none()
     }
+
+    /// The application's control plane attaches and detaches taps at the engine's hook
+    /// points (`sluice capture` through the service); called once per loop iteration, after
+    /// [`App::poll`]. The default attaches nothing.
+    fn control_hooks(&mut self, _hooks: &mut Hooks) {}
 }
 
 /// Why the engine stopped with an error.
@@ -142,6 +148,8 @@ pub struct Engine<D: Device> {
     /// it closed to finish closing ([`DEFAULT_LINGER`]; zero returns at once; see
     /// [`Engine::finish_closing`]).
     pub linger: Duration,
+    /// The hook points of the frames' path ([`crate::hooks`]).
+    pub hooks: Hooks,
     stats: RunStats,
 }
 
@@ -161,6 +169,7 @@ impl<D: Device> Engine<D> {
             idle_before_sleep: Duration::from_millis(10),
             spin_before_yield: DEFAULT_SPIN_BEFORE_YIELD,
             linger: DEFAULT_LINGER,
+            hooks: Hooks::new(),
             stats: RunStats::default(),
         }
     }
@@ -180,9 +189,10 @@ impl<D: Device> Engine<D> {
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
-        let received = pump::receive_classified(
+        let received = pump::receive_hooked(
             &mut self.stack,
             &mut app.transports(),
+            &mut self.hooks,
             &mut self.device,
             now,
         )?;
@@ -190,8 +200,14 @@ impl<D: Device> Engine<D> {
         pump::run_due_timers(&mut self.stack, now);
         pump::run_due_transport_timers(&mut app.transports(), now);
         let status = app.poll(&mut self.stack, now)?;
+        app.control_hooks(&mut self.hooks);
         let mut sent = self.transmit(now)?;
-        let n = pump::transmit_transports(&mut app.transports(), &mut self.device, now)?;
+        let n = pump::transmit_transports_hooked(
+            &mut app.transports(),
+            &mut self.hooks,
+            &mut self.device,
+            now,
+        )?;
         self.stats.tx_frames += n as u64;
         sent += n;
         Ok((
@@ -202,7 +218,7 @@ impl<D: Device> Engine<D> {
 
     /// Moves every frame the core has ready onto the device, flushing full bursts.
     fn transmit(&mut self, now: Instant) -> Result<usize, EngineError> {
-        let sent = pump::transmit(&mut self.stack, &mut self.device, now)?;
+        let sent = pump::transmit_hooked(&mut self.stack, &mut self.hooks, &mut self.device, now)?;
         self.stats.tx_frames += sent as u64;
         Ok(sent)
     }

@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use sluice_shm::capture::CaptureRequest;
 use sluice_shm::control::{
     accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, ACCESS_DENIED,
     PROTOCOL_VERSION,
@@ -56,6 +57,11 @@ pub(crate) struct Control {
     /// Which pending entry to drop next when all are taken.
     evict: usize,
     events: Vec<EpollEvent>,
+    /// Capture requests admitted and waiting for the engine's hooks (crate::capture);
+    /// at most one per pending connection per look.
+    pub captures: Vec<(OwnedFd, CaptureRequest)>,
+    /// Capture requests refused by the access policy.
+    pub captures_denied: u64,
 }
 
 impl Control {
@@ -96,6 +102,8 @@ impl Control {
             engine_uid: nix::unistd::geteuid().as_raw(),
             evict: 0,
             events: vec![EpollEvent::empty(); EVENTS],
+            captures: Vec::new(),
+            captures_denied: 0,
         })
     }
 
@@ -267,6 +275,22 @@ impl Control {
                     return;
                 }
                 self.attach(sock, (version, creds, printable(&name)), apps, config, sh)
+            }
+            Ok(Some((Request::Capture(req), _))) => {
+                // A capture sees every application's traffic: root or the engine's own uid
+                // only, not the group that may attach.
+                match creds {
+                    Some(c) if c.uid == 0 || c.uid == self.engine_uid => {
+                        self.captures.push((sock, req))
+                    }
+                    _ => {
+                        self.captures_denied += 1;
+                        refuse(
+                            &sock,
+                            &format!("{ACCESS_DENIED}: capture needs root or the engine's uid"),
+                        );
+                    }
+                }
             }
             Ok(Some(_)) => {
                 sh.counters.bad_control += 1;
@@ -460,6 +484,10 @@ impl Control {
                 Ok(Some((Request::Hello { .. }, _))) => {
                     sh.counters.bad_control += 1;
                     "already attached".to_string()
+                }
+                Ok(Some((Request::Capture(_), _))) => {
+                    sh.counters.bad_control += 1;
+                    "a capture session is asked for on a connection of its own".to_string()
                 }
                 Err(ShmError::Protocol(m)) => {
                     sh.counters.bad_control += 1;

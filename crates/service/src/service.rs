@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{App, AppStatus, EngineError, Transport, Transports};
+use sluice_engine::{App, AppStatus, EngineError, Hooks, Transport, Transports};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
+use crate::capture::{self, CaptureCounters};
 use crate::config::ServiceConfig;
 use crate::control::Control;
 use crate::cores::Cores;
@@ -41,6 +42,9 @@ pub struct Service {
     asleep: bool,
     stopped: bool,
     next_control: Instant,
+    /// The control plane ran this iteration: capture sessions start and end with it.
+    hooks_due: bool,
+    capture: CaptureCounters,
     /// $SLUICE_VERBS_TRACE: print the RDMA and MTP transports' state every 2 s.
     trace_verbs: bool,
     next_trace: Instant,
@@ -87,6 +91,8 @@ impl Service {
             asleep: false,
             stopped: false,
             next_control: Instant::ZERO,
+            hooks_due: false,
+            capture: CaptureCounters::default(),
             trace_verbs: std::env::var_os("SLUICE_VERBS_TRACE").is_some(),
             next_trace: Instant::ZERO,
             config,
@@ -102,6 +108,14 @@ impl Service {
     /// The counters so far.
     pub fn counters(&self) -> Counters {
         self.sh.counters
+    }
+
+    /// The capture sessions' counters so far (docs/capture.md).
+    pub fn capture_counters(&self) -> CaptureCounters {
+        CaptureCounters {
+            refused: self.capture.refused + self.control.captures_denied,
+            ..self.capture
+        }
     }
 
     /// The RDMA transport's counters, one `name value` per line (empty without verbs).
@@ -363,6 +377,7 @@ impl App for Service {
                 &mut self.cores,
                 stack,
             );
+            self.hooks_due = true;
             self.publish_counters();
         }
         let batch = self.config.command_batch as u64;
@@ -426,6 +441,18 @@ impl App for Service {
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.control.epoll.0.as_fd())
+    }
+
+    fn control_hooks(&mut self, hooks: &mut Hooks) {
+        if !std::mem::take(&mut self.hooks_due) {
+            return;
+        }
+        if hooks.taps() > 0 {
+            self.capture.ended += hooks.reap_closed() as u64;
+        }
+        for (sock, req) in self.control.captures.drain(..) {
+            capture::start(sock, &req, hooks, &mut self.capture, self.config.log);
+        }
     }
 
     fn prepare_sleep(&mut self) -> bool {

@@ -18,6 +18,7 @@ use nix::sys::socket::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::capture::CaptureRequest;
 use crate::error::sys;
 use crate::mtp::{MtpReply, MtpRequest};
 use crate::verbs::{VerbsReply, VerbsRequest};
@@ -25,8 +26,8 @@ use crate::{Layout, ShmError};
 
 /// Version of the attach protocol (and of the region it hands out).
 pub const PROTOCOL_VERSION: u32 = 1;
-/// Largest control message.
-pub const MAX_MESSAGE: usize = 4096;
+/// Largest control message (a capture request carries up to 4096 filter instructions).
+pub const MAX_MESSAGE: usize = 128 << 10;
 /// Most descriptors in one message.
 pub const MAX_FDS: usize = 4;
 /// Where the engine listens unless told otherwise.
@@ -73,6 +74,8 @@ pub enum Request {
     Verbs(VerbsRequest),
     /// An MTP request (docs/mtp.md "Messages in service mode"); descriptors as it says.
     Mtp(MtpRequest),
+    /// Instead of Hello: a capture session (docs/capture.md; root or the engine's uid).
+    Capture(CaptureRequest),
 }
 
 /// Engine to application.
@@ -96,6 +99,12 @@ pub enum Reply {
     Verbs(VerbsReply),
     /// The answer to an MTP request.
     Mtp(MtpReply),
+    /// A capture session started. Descriptor: the session's socket (records, see
+    /// [`crate::capture`]); closing it ends the session.
+    Capture {
+        /// The session's tap in the engine (for logs).
+        tap: u32,
+    },
     /// The request was refused.
     Refused {
         /// Why.

@@ -8,6 +8,7 @@
 //! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
 //! - [`MappedFile`]: a memory region's memfd, mapped by the engine.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
+//! - [`capture`]: `sluice capture`'s request and the records of a capture session.
 //! - [`verbs`]: RDMA send, receive and completion queue entries and the control-path verbs.
 //! - [`mtp`]: MTP endpoints' send, receive and completion queue entries and requests.
 //! - [`idle`]: poll, then sleep, adaptively: the waiting policy of both sides.
@@ -32,6 +33,7 @@ mod ring;
 mod socket;
 mod splice;
 
+pub mod capture;
 pub mod control;
 pub mod entry;
 pub mod idle;

@@ -1,12 +1,17 @@
 //! One module per subcommand: its arguments and its run.
 
 pub mod bench;
+pub mod capture;
+/// `sluice capture`'s filter compiler.
+pub mod capture_filter;
 pub mod demo;
 pub mod echo;
 pub mod engine;
 pub mod flood;
 pub mod lab;
 pub mod mtp;
+/// `sluice capture`'s pcap writer.
+pub mod pcap_file;
 pub mod proxy;
 /// `sluice proxy --config`'s file.
 pub mod proxy_file;

@@ -1,0 +1,293 @@
+//! The data-path's hook points (flextoe.txt 3.3, 5.1): named places in the engine's path of a
+//! frame where the control plane attaches extensions at run time. Today a hook runs taps
+//! (`sluice capture`: each tap sees a copy of every frame that passes; it cannot change or
+//! drop it); eBPF programs (issue 19 item 1) plug into the same points with a verdict.
+//!
+//! The points:
+//! - [`HookPoint::Ingress`]: every frame the device received, before classification
+//!   (pump.rs, `receive_hooked`), whichever core it is for.
+//! - [`HookPoint::Egress`]: every frame handed to the device (pump.rs, the transmit loop
+//!   shared by the TCP core and the other transports), after the core wrote it; a large
+//!   segment for a device with segmentation offload is seen whole, as tcpdump sees it.
+//! - `established` (not here yet): segments of established connections after the protocol
+//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs); the eBPF
+//!   integration adds it there, with a variant here and a field in [`Hooks`].
+//!
+//! With nothing attached a point costs one predictable branch per frame: a bool read from
+//! [`Hooks`], no virtual call, no allocation. The work of attached taps is out of line.
+
+use std::fmt;
+
+/// Most taps attached at once (capture sessions are bounded: each costs a copy per frame).
+pub const MAX_TAPS: usize = 8;
+
+/// A named place in the path of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookPoint {
+    /// Received frames, before classification.
+    Ingress,
+    /// Frames handed to the device.
+    Egress,
+}
+
+impl HookPoint {
+    /// The point's name in docs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookPoint::Ingress => "ingress",
+            HookPoint::Egress => "egress",
+        }
+    }
+}
+
+impl fmt::Display for HookPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which points a tap is attached at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Points {
+    /// At [`HookPoint::Ingress`].
+    pub ingress: bool,
+    /// At [`HookPoint::Egress`].
+    pub egress: bool,
+}
+
+impl Points {
+    /// Both points.
+    pub const BOTH: Points = Points {
+        ingress: true,
+        egress: true,
+    };
+
+    /// Whether it includes `at`.
+    pub fn has(self, at: HookPoint) -> bool {
+        match at {
+            HookPoint::Ingress => self.ingress,
+            HookPoint::Egress => self.egress,
+        }
+    }
+}
+
+/// An observer attached at hook points: it sees each frame that passes and must not block
+/// (the engine never waits for it: a tap that cannot keep up drops and counts).
+pub trait Tap {
+    /// A frame passing `at`.
+    fn frame(&mut self, at: HookPoint, frame: &[u8]);
+
+    /// Whether whoever reads the tap went away; then the tap is detached
+    /// ([`Hooks::reap_closed`]). It may say goodbye here (a last report), without blocking.
+    fn poll_closed(&mut self) -> bool;
+}
+
+/// Names an attached tap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TapId(pub u32);
+
+/// Why a tap was not attached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookError {
+    /// [`MAX_TAPS`] taps are attached already.
+    Full,
+    /// The tap names no point.
+    NoPoint,
+}
+
+impl fmt::Display for HookError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookError::Full => write!(f, "the engine has {MAX_TAPS} taps attached already"),
+            HookError::NoPoint => f.write_str("a tap must be attached at a hook point"),
+        }
+    }
+}
+
+impl std::error::Error for HookError {}
+
+struct Attached {
+    id: TapId,
+    at: Points,
+    tap: Box<dyn Tap>,
+}
+
+/// The engine's hook points and what is attached at them.
+#[derive(Default)]
+pub struct Hooks {
+    /// Whether anything is attached at ingress: the one branch an idle point costs.
+    ingress_on: bool,
+    /// Likewise at egress.
+    egress_on: bool,
+    taps: Vec<Attached>,
+    next_id: u32,
+}
+
+impl Hooks {
+    /// No hook attached (allocates nothing).
+    pub fn new() -> Hooks {
+        Hooks::default()
+    }
+
+    /// A received frame, before classification.
+    #[inline]
+    pub fn ingress(&mut self, frame: &[u8]) {
+        if self.ingress_on {
+            self.run(HookPoint::Ingress, frame);
+        }
+    }
+
+    /// A frame about to be handed to the device.
+    #[inline]
+    pub fn egress(&mut self, frame: &[u8]) {
+        if self.egress_on {
+            self.run(HookPoint::Egress, frame);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run(&mut self, at: HookPoint, frame: &[u8]) {
+        for a in self.taps.iter_mut().filter(|a| a.at.has(at)) {
+            a.tap.frame(at, frame);
+        }
+    }
+
+    /// Attaches `tap` at `at`; at most [`MAX_TAPS`] at once.
+    pub fn attach(&mut self, at: Points, tap: Box<dyn Tap>) -> Result<TapId, HookError> {
+        if !at.ingress && !at.egress {
+            return Err(HookError::NoPoint);
+        }
+        if self.taps.len() >= MAX_TAPS {
+            return Err(HookError::Full);
+        }
+        let id = TapId(self.next_id);
+        self.next_id = self.next_id.wrapping_add(1);
+        self.taps.push(Attached { id, at, tap });
+        self.refresh();
+        Ok(id)
+    }
+
+    /// Detaches tap `id`, handing it back; None if it is not attached.
+    pub fn detach(&mut self, id: TapId) -> Option<Box<dyn Tap>> {
+        let i = self.taps.iter().position(|a| a.id == id)?;
+        let a = self.taps.swap_remove(i);
+        self.refresh();
+        Some(a.tap)
+    }
+
+    /// Detaches every tap whose reader went away ([`Tap::poll_closed`]); returns how many.
+    pub fn reap_closed(&mut self) -> usize {
+        let before = self.taps.len();
+        self.taps.retain_mut(|a| !a.tap.poll_closed());
+        self.refresh();
+        before - self.taps.len()
+    }
+
+    /// Taps attached now.
+    pub fn taps(&self) -> usize {
+        self.taps.len()
+    }
+
+    /// Whether anything is attached at `at`.
+    pub fn is_active(&self, at: HookPoint) -> bool {
+        match at {
+            HookPoint::Ingress => self.ingress_on,
+            HookPoint::Egress => self.egress_on,
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.ingress_on = self.taps.iter().any(|a| a.at.ingress);
+        self.egress_on = self.taps.iter().any(|a| a.at.egress);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    type Seen = Rc<RefCell<Vec<(HookPoint, Vec<u8>)>>>;
+
+    /// Records what it sees; closes when told.
+    struct Recorder {
+        seen: Seen,
+        closed: Rc<RefCell<bool>>,
+    }
+
+    impl Tap for Recorder {
+        fn frame(&mut self, at: HookPoint, frame: &[u8]) {
+            self.seen.borrow_mut().push((at, frame.to_vec()));
+        }
+        fn poll_closed(&mut self) -> bool {
+            *self.closed.borrow()
+        }
+    }
+
+    fn recorder() -> (Recorder, Seen, Rc<RefCell<bool>>) {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let closed = Rc::new(RefCell::new(false));
+        let r = Recorder {
+            seen: seen.clone(),
+            closed: closed.clone(),
+        };
+        (r, seen, closed)
+    }
+
+    #[test]
+    fn taps_see_the_points_they_are_attached_at() {
+        let mut hooks = Hooks::new();
+        assert!(!hooks.is_active(HookPoint::Ingress));
+        hooks.ingress(b"nobody");
+        let (r, seen, _) = recorder();
+        let id = hooks
+            .attach(
+                Points {
+                    ingress: true,
+                    egress: false,
+                },
+                Box::new(r),
+            )
+            .unwrap();
+        hooks.ingress(b"in");
+        hooks.egress(b"out");
+        assert_eq!(*seen.borrow(), [(HookPoint::Ingress, b"in".to_vec())]);
+        assert!(!hooks.is_active(HookPoint::Egress));
+        assert!(hooks.detach(id).is_some());
+        assert!(!hooks.is_active(HookPoint::Ingress));
+        hooks.ingress(b"after");
+        assert_eq!(seen.borrow().len(), 1);
+    }
+
+    #[test]
+    fn attaching_is_bounded_and_closed_taps_are_reaped() {
+        let mut hooks = Hooks::new();
+        let mut closers = Vec::new();
+        for _ in 0..MAX_TAPS {
+            let (r, _, closed) = recorder();
+            hooks.attach(Points::BOTH, Box::new(r)).unwrap();
+            closers.push(closed);
+        }
+        let (r, _, _) = recorder();
+        assert_eq!(
+            hooks.attach(Points::BOTH, Box::new(r)).unwrap_err(),
+            HookError::Full
+        );
+        let (r, _, _) = recorder();
+        assert_eq!(
+            hooks.attach(Points::default(), Box::new(r)).unwrap_err(),
+            HookError::NoPoint
+        );
+        *closers[3].borrow_mut() = true;
+        *closers[5].borrow_mut() = true;
+        assert_eq!(hooks.reap_closed(), 2);
+        assert_eq!(hooks.taps(), MAX_TAPS - 2);
+        for c in &closers {
+            *c.borrow_mut() = true;
+        }
+        assert_eq!(hooks.reap_closed(), MAX_TAPS - 2);
+        assert!(!hooks.is_active(HookPoint::Egress));
+    }
+}
