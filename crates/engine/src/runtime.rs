@@ -7,7 +7,7 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError};
+use sluice_device::{Device, DeviceError, DeviceStats};
 use sluice_shm::idle::{IdlePolicy, IdleSpell, IdleStep};
 use sluice_tcp::{Closing, Instant, Stack};
 
@@ -52,7 +52,15 @@ pub trait App {
     fn transports(&mut self) -> Transports<'_> {
         Transports::none()
     }
+
+    /// The loop's and the device's counters, handed over every [`STATS_EVERY`] iterations
+    /// and before each sleep (for `sluice ctl counters`; a device's may cost a syscall, so
+    /// not every iteration). Ignored by default.
+    fn engine_stats(&mut self, _run: &RunStats, _device: &DeviceStats) {}
 }
+
+/// How many loop iterations apart [`App::engine_stats`] is called while the loop is busy.
+pub const STATS_EVERY: u64 = 1024;
 
 /// Why the engine stopped with an error.
 #[derive(Debug)]
@@ -189,6 +197,9 @@ impl<D: Device> Engine<D> {
         self.stats.rx_frames += received as u64;
         pump::run_due_timers(&mut self.stack, now);
         pump::run_due_transport_timers(&mut app.transports(), now);
+        if self.stats.iterations % STATS_EVERY == 1 {
+            app.engine_stats(&self.stats, &self.device.stats());
+        }
         let status = app.poll(&mut self.stack, now)?;
         let mut sent = self.transmit(now)?;
         let n = pump::transmit_transports(&mut app.transports(), &mut self.device, now)?;
@@ -293,6 +304,7 @@ impl<D: Device> Engine<D> {
                     IdleStep::Sleep => {}
                 }
             }
+            app.engine_stats(&self.stats, &self.device.stats());
             if !app.prepare_sleep() {
                 // Work arrived while going to sleep (docs/service.md "Sleeping and
                 // waking": re-check after announcing the sleep).

@@ -138,11 +138,15 @@ pub struct Counters {
     /// Loop iterations in which an application had more commands waiting than its
     /// commands-per-application quota (the rest wait for the next iteration).
     pub quota_command_deferrals: u64,
+    /// Admin requests answered (`sluice ctl`, docs/ctl.md).
+    pub admin_requests: u64,
+    /// Admin requests refused: the client is neither uid 0 nor the engine's uid.
+    pub admin_denied: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 62] = [
+        let rows: [(&str, u64); 64] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -205,6 +209,8 @@ impl fmt::Display for Counters {
             ("quota_connections_refused", self.quota_connections_refused),
             ("quota_accept_stalls", self.quota_accept_stalls),
             ("quota_command_deferrals", self.quota_command_deferrals),
+            ("admin_requests", self.admin_requests),
+            ("admin_denied", self.admin_denied),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

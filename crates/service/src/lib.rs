@@ -33,12 +33,14 @@
 //! 3. Acting on applications: `splice` (the Splice command and the core's splice events
 //!    routed to their owners), `commands` (context-queue entries, above `splice`) and
 //!    `events` (the core's events), through the movers; `wake` (poll, then sleep).
-//! 4. `control` (attach, contexts, hang-ups), which runs a departing application's last
-//!    commands.
+//! 4. `admin` (`sluice ctl`'s requests: connections, listeners, counters, a connection's
+//!    congestion control or rate), then `control` (attach, contexts, hang-ups, admin
+//!    requests), which runs a departing application's last commands.
 //! 5. `service`: the engine's [`sluice_engine::App`], on top.
 #![forbid(unsafe_code)]
 
 mod access;
+mod admin;
 mod app;
 mod commands;
 mod config;

@@ -18,6 +18,7 @@ use nix::sys::socket::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::admin::{AdminReply, AdminRequest};
 use crate::error::sys;
 use crate::mtp::{MtpReply, MtpRequest};
 use crate::verbs::{VerbsReply, VerbsRequest};
@@ -73,6 +74,8 @@ pub enum Request {
     Verbs(VerbsRequest),
     /// An MTP request (docs/mtp.md "Messages in service mode"); descriptors as it says.
     Mtp(MtpRequest),
+    /// An admin request (docs/ctl.md): uid 0 or the engine's own uid only.
+    Admin(AdminRequest),
 }
 
 /// Engine to application.
@@ -96,6 +99,8 @@ pub enum Reply {
     Verbs(VerbsReply),
     /// The answer to an MTP request.
     Mtp(MtpReply),
+    /// The answer to an admin request.
+    Admin(AdminReply),
     /// The request was refused.
     Refused {
         /// Why.

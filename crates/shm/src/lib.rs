@@ -32,6 +32,7 @@ mod ring;
 mod socket;
 mod splice;
 
+pub mod admin;
 pub mod control;
 pub mod entry;
 pub mod idle;

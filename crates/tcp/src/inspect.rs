@@ -6,7 +6,6 @@ use std::net::SocketAddrV4;
 
 use crate::cc::Algorithm;
 use crate::control::state::TcpState;
-use crate::counters::Counters;
 use crate::handle::{ConnId, ListenerId};
 use crate::host::Stack;
 use crate::stack::ConnInfo;
@@ -128,6 +127,7 @@ impl Stack {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::counters::Counters;
     use sluice_wire::EthernetAddress;
     use std::net::Ipv4Addr;
 
