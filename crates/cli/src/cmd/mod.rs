@@ -1,6 +1,7 @@
 //! One module per subcommand: its arguments and its run.
 
 pub mod bench;
+pub mod ctl;
 pub mod demo;
 pub mod echo;
 pub mod engine;
