@@ -87,7 +87,7 @@ fn all_counters(client: &Client) -> std::collections::HashMap<String, u64> {
 }
 
 /// The row of the connection between `local` and `remote`.
-fn row<'a>(rows: &'a [ConnRow], local: SocketAddrV4, remote: SocketAddrV4) -> &'a ConnRow {
+fn row(rows: &[ConnRow], local: SocketAddrV4, remote: SocketAddrV4) -> &ConnRow {
     rows.iter()
         .find(|r| r.local == local && r.remote == remote)
         .unwrap_or_else(|| panic!("no {local}-{remote} in {rows:?}"))
