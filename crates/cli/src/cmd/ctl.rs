@@ -472,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn counters_filter_by_pattern_and_zeros() {
+    fn counters_takes_all_and_a_pattern() {
         let args = CtlArgs::try_parse_from_for_test(&["ctl", "counters", "--all", "TCP."]);
         match args.command {
             CtlCommand::Counters { all, pattern, .. } => {
