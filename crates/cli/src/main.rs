@@ -13,7 +13,9 @@ mod sim;
 mod sim_args;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, demo, echo, engine, flood, lab, mtp, proxy, run, sink, soak, source, switch};
+use cmd::{
+    bench, ctl, demo, echo, engine, flood, lab, mtp, proxy, run, sink, soak, source, switch,
+};
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
 
@@ -48,6 +50,9 @@ enum Command {
     Switch(switch::SwitchArgs),
     /// Spoofed SYNs at a set rate from a lab namespace, for SYN-flood tests (needs root).
     Flood(flood::FloodArgs),
+    /// Looks into a running engine and tunes it: connections (like `ss -tni`), counters
+    /// (like `nstat`), a connection's congestion control or rate (docs/ctl.md).
+    Ctl(ctl::CtlArgs),
     /// MTP messages through a running engine: send, receive (and echo), RPC round trips.
     #[command(subcommand)]
     Mtp(mtp::MtpCommand),
@@ -91,6 +96,7 @@ fn main() {
         Command::Flood(args) => flood::run(&args).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(&cmd).map_err(|e| e.to_string()),
         Command::Mtp(cmd) => mtp::run(&cmd).map_err(|e| e.to_string()),
+        Command::Ctl(args) => ctl::run(&args).map_err(|e| e.to_string()),
         Command::Bench(cli) => bench::run(&cli).map_err(|e| e.to_string()),
         Command::Soak(args) => soak::run(&args).map_err(|e| e.to_string()),
         Command::SoakServer(args) => experiment::soak::serve(&args).map_err(|e| e.to_string()),

@@ -18,5 +18,7 @@ pub use clock::Clock;
 pub use hooks::{HookPoint, Hooks};
 pub use runtime::{
     App, AppStatus, Engine, EngineError, RunStats, DEFAULT_LINGER, DEFAULT_SPIN_BEFORE_YIELD,
+    STATS_EVERY,
 };
+pub use sluice_device::DeviceStats;
 pub use transport::{Transport, Transports};

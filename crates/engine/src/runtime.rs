@@ -7,7 +7,7 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use sluice_device::{Device, DeviceError};
+use sluice_device::{Device, DeviceError, DeviceStats};
 use sluice_shm::idle::{IdlePolicy, IdleSpell, IdleStep};
 use sluice_tcp::{Closing, Instant, Stack};
 
@@ -58,7 +58,14 @@ pub trait App {
     /// points (`sluice capture` through the service); called once per loop iteration, after
     /// [`App::poll`]. The default attaches nothing.
     fn control_hooks(&mut self, _hooks: &mut Hooks) {}
+    /// The loop's and the device's counters, handed over every [`STATS_EVERY`] iterations
+    /// and before each sleep (for `sluice ctl counters`; a device's may cost a syscall, so
+    /// not every iteration). Ignored by default.
+    fn engine_stats(&mut self, _run: &RunStats, _device: &DeviceStats) {}
 }
+
+/// How many loop iterations apart [`App::engine_stats`] is called while the loop is busy.
+pub const STATS_EVERY: u64 = 1024;
 
 /// Why the engine stopped with an error.
 #[derive(Debug)]
@@ -199,6 +206,9 @@ impl<D: Device> Engine<D> {
         self.stats.rx_frames += received as u64;
         pump::run_due_timers(&mut self.stack, now);
         pump::run_due_transport_timers(&mut app.transports(), now);
+        if self.stats.iterations % STATS_EVERY == 1 {
+            app.engine_stats(&self.stats, &self.device.stats());
+        }
         let status = app.poll(&mut self.stack, now)?;
         app.control_hooks(&mut self.hooks);
         let mut sent = self.transmit(now)?;
@@ -309,6 +319,7 @@ impl<D: Device> Engine<D> {
                     IdleStep::Sleep => {}
                 }
             }
+            app.engine_stats(&self.stats, &self.device.stats());
             if !app.prepare_sleep() {
                 // Work arrived while going to sleep (docs/service.md "Sleeping and
                 // waking": re-check after announcing the sleep).

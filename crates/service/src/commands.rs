@@ -635,6 +635,7 @@ mod tests {
             busy: false,
             doorbells: Vec::new(),
             mtp_doorbells: Vec::new(),
+            engine_stats: None,
         }
     }
 

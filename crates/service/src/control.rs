@@ -23,7 +23,7 @@ use crate::error::{sys, ServiceError};
 use crate::quota::{Resource, Usage};
 use crate::shared::Shared;
 use crate::teardown::{self, Release};
-use crate::{mtp, verbs};
+use crate::{admin, mtp, verbs};
 
 /// Most connections that have not said Hello yet (the oldest is dropped past it).
 const MAX_PENDING: usize = 16;
@@ -481,6 +481,21 @@ impl Control {
                         "this engine serves no MTP".to_string()
                     }
                 },
+                Ok(Some((Request::Admin(req), _))) => {
+                    let uid = app.creds.uid;
+                    let reply = match admin::answer(req, (uid, self.engine_uid), apps, sh, stack) {
+                        Ok(r) => Reply::Admin(r),
+                        Err(reason) => Reply::Refused { reason },
+                    };
+                    let Some(Some(app)) = apps.table.get(i) else {
+                        return;
+                    };
+                    if send_message(app.sock.as_fd(), &reply, &[]).is_err() {
+                        self.detach(i, apps, config, sh, cores, stack);
+                        return;
+                    }
+                    continue;
+                }
                 Ok(Some((Request::Hello { .. }, _))) => {
                     sh.counters.bad_control += 1;
                     "already attached".to_string()

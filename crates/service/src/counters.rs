@@ -144,11 +144,15 @@ pub struct Counters {
     /// Connections and listeners of a uid left ungrouped (under the core's global limit
     /// only) because every memory group was taken (src/memory_groups.rs).
     pub uid_groups_full: u64,
+    /// Admin requests answered (`sluice ctl`, docs/ctl.md).
+    pub admin_requests: u64,
+    /// Admin requests refused: the client is neither uid 0 nor the engine's uid.
+    pub admin_denied: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 64] = [
+        let rows: [(&str, u64); 66] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -213,6 +217,8 @@ impl fmt::Display for Counters {
             ("quota_accept_stalls", self.quota_accept_stalls),
             ("quota_command_deferrals", self.quota_command_deferrals),
             ("uid_groups_full", self.uid_groups_full),
+            ("admin_requests", self.admin_requests),
+            ("admin_denied", self.admin_denied),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

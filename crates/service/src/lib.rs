@@ -34,13 +34,16 @@
 //! 3. Acting on applications: `splice` (the Splice command and the core's splice events
 //!    routed to their owners), `commands` (context-queue entries, above `splice`) and
 //!    `events` (the core's events), through the movers; `wake` (poll, then sleep).
-//! 4. `control` (attach, contexts, hang-ups, capture requests), which runs a departing
-//!    application's last commands; `capture` (sessions' taps at the engine's hook points,
-//!    from the requests `control` admitted; it reaches nothing of the service).
+//! 4. `admin` (`sluice ctl`'s requests: connections, listeners, counters, a connection's
+//!    congestion control or rate), then `control` (attach, contexts, hang-ups, capture and
+//!    admin requests), which runs a departing application's last commands; `capture`
+//!    (sessions' taps at the engine's hook points, from the requests `control` admitted; it
+//!    reaches nothing of the service).
 //! 5. `service`: the engine's [`sluice_engine::App`], on top.
 #![forbid(unsafe_code)]
 
 mod access;
+mod admin;
 mod app;
 mod capture;
 mod commands;

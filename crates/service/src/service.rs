@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{App, AppStatus, EngineError, Hooks, Transport, Transports};
+use sluice_engine::{
+    App, AppStatus, DeviceStats, EngineError, Hooks, RunStats, Transport, Transports,
+};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
@@ -82,6 +84,7 @@ impl Service {
                 busy: false,
                 doorbells: Vec::new(),
                 mtp_doorbells: Vec::new(),
+                engine_stats: None,
             },
             cores: Cores::default(),
             retry: Vec::new(),
@@ -437,6 +440,10 @@ impl App for Service {
             rdma: verbs.as_mut().map(|v| &mut v.rdma as &mut dyn Transport),
             mtp: mtp.as_mut().map(|m| &mut m.core as &mut dyn Transport),
         }
+    }
+
+    fn engine_stats(&mut self, run: &RunStats, device: &DeviceStats) {
+        self.sh.engine_stats = Some((*run, *device));
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {

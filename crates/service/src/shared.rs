@@ -44,4 +44,7 @@ pub(crate) struct Shared {
     pub doorbells: Vec<(u32, u32)>,
     /// MTP doorbells rung this iteration: (application, endpoint), run after the commands.
     pub mtp_doorbells: Vec<(u32, u32)>,
+    /// The engine loop's and the device's counters as the engine last handed them over
+    /// (`sluice ctl counters`).
+    pub engine_stats: Option<(sluice_engine::RunStats, sluice_engine::DeviceStats)>,
 }

@@ -18,6 +18,7 @@ use nix::sys::socket::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::admin::{AdminReply, AdminRequest};
 use crate::capture::CaptureRequest;
 use crate::error::sys;
 use crate::mtp::{MtpReply, MtpRequest};
@@ -76,6 +77,8 @@ pub enum Request {
     Mtp(MtpRequest),
     /// Instead of Hello: a capture session (docs/capture.md; root or the engine's uid).
     Capture(CaptureRequest),
+    /// An admin request (docs/ctl.md): uid 0 or the engine's own uid only.
+    Admin(AdminRequest),
 }
 
 /// Engine to application.
@@ -105,6 +108,8 @@ pub enum Reply {
         /// The session's tap in the engine (for logs).
         tap: u32,
     },
+    /// The answer to an admin request.
+    Admin(AdminReply),
     /// The request was refused.
     Refused {
         /// Why.

@@ -33,6 +33,7 @@ mod ring;
 mod socket;
 mod splice;
 
+pub mod admin;
 pub mod capture;
 pub mod control;
 pub mod entry;

@@ -12,6 +12,11 @@ impl ConnId {
     pub fn slot(&self) -> u32 {
         self.slot
     }
+
+    /// Its slot's generation: with the slot, it names this connection and no later one.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
 }
 
 /// A listener handle.

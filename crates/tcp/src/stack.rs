@@ -610,7 +610,11 @@ impl Stack {
 
     /// A snapshot of the connection's variables.
     pub fn info(&self, id: ConnId) -> Result<ConnInfo, Error> {
-        let slot = self.slot_of(id)? as usize;
+        Ok(self.info_at(self.slot_of(id)? as usize))
+    }
+
+    /// A snapshot of the connection in `slot` (allocated; owned by the application or not).
+    pub(crate) fn info_at(&self, slot: usize) -> ConnInfo {
         let ps = &self.dp.proto[slot];
         let post = &self.dp.post[slot];
         let limit = self.tx_limit_of(slot as u32);
@@ -622,7 +626,7 @@ impl Stack {
             ),
             None => (0, 0, 0),
         };
-        Ok(ConnInfo {
+        ConnInfo {
             state: self.conns[slot].state,
             snd_una: ps.snd_una,
             snd_nxt: ps.snd_nxt,
@@ -642,7 +646,7 @@ impl Stack {
             ssthresh: self.cc[slot].ssthresh(),
             rate_bps: self.dp.sched[slot].rate_bps,
             ecn: ps.ecn & crate::datapath::ecn::bits::ON != 0,
-        })
+        }
     }
 
     /// Rows of the cold pool held by connections now, and the pool's bound

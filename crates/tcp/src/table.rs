@@ -109,4 +109,14 @@ impl ConnTable {
     pub(crate) fn free_slots(&self) -> usize {
         self.free.len()
     }
+
+    /// The lowest allocated slot at or above `from`: a walk of every live connection, page
+    /// by page, reads each slot once (O(table) for the whole walk, not per connection).
+    pub(crate) fn next_live(&self, from: u32) -> Option<u32> {
+        let start = (from as usize).min(self.live.len());
+        self.live[start..]
+            .iter()
+            .position(|&l| l)
+            .map(|i| (start + i) as u32)
+    }
 }

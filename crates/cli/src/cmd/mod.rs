@@ -4,6 +4,7 @@ pub mod bench;
 pub mod capture;
 /// `sluice capture`'s filter compiler.
 pub mod capture_filter;
+pub mod ctl;
 pub mod demo;
 pub mod echo;
 pub mod engine;

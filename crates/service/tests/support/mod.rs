@@ -180,6 +180,15 @@ impl Net {
 
     /// As [`Net::start`], adjusting the service's configuration first.
     pub fn start_with(name: &str, adjust: impl FnOnce(&mut ServiceConfig)) -> Net {
+        Self::start_with_cores(name, adjust, |_| {})
+    }
+
+    /// As [`Net::start_with`], adjusting both cores' configuration too.
+    pub fn start_with_cores(
+        name: &str,
+        adjust: impl FnOnce(&mut ServiceConfig),
+        adjust_core: impl Fn(&mut Config) + Send + 'static,
+    ) -> Net {
         let dir = socket_dir(name);
         let socket = dir.join("engine.sock");
         let cfg = PairConfig::default();
@@ -192,8 +201,12 @@ impl Net {
         let stop = service.stop_flag();
         let counters = service.published_counters();
         let macs = cfg.macs;
+        let mut engine_core = core(macs[0], ENGINE_IP, 0xe41);
+        adjust_core(&mut engine_core);
+        let mut peer_core = core(macs[1], PEER_IP, 0x9ee7);
+        adjust_core(&mut peer_core);
         let engine = std::thread::spawn(move || {
-            let mut stack = Stack::new(core(macs[0], ENGINE_IP, 0xe41)).expect("engine core");
+            let mut stack = Stack::new(engine_core).expect("engine core");
             stack.add_neighbor(PEER_IP, macs[1]);
             let mut engine = Engine::new(stack, a);
             // Sleep soon when idle, so the tests exercise the doorbell and wake-ups.
@@ -201,7 +214,7 @@ impl Net {
             engine.run(&mut service, None).expect("engine runs");
             service.counters()
         });
-        let mut stack = Stack::new(core(macs[1], PEER_IP, 0x9ee7)).expect("peer core");
+        let mut stack = Stack::new(peer_core).expect("peer core");
         stack.add_neighbor(ENGINE_IP, macs[0]);
         Net {
             socket,

@@ -1,0 +1,497 @@
+//! `sluice ctl [--socket PATH] conns|counters|set-cc|set-rate`: a control tool for a running
+//! engine in the style of `ss -tni` and `nstat` (docs/ctl.md). It attaches like an
+//! application (Hello), then sends admin requests (uid 0 or the engine's uid only) and
+//! follows each list's pages to the end. Module, map and trace subcommands (eBPF) slot in
+//! beside these as further [`CtlCommand`] variants and admin requests.
+
+use std::fmt;
+use std::net::SocketAddrV4;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use sluice_shm::admin::{AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow};
+use sluice_shm::control::{
+    connect_to, recv_message, send_message, Reply, Request, DEFAULT_SOCKET, PROTOCOL_VERSION,
+    SOCKET_ENV,
+};
+use sluice_shm::ShmError;
+
+/// The version of the JSON documents `--json` prints (docs/ctl.md).
+pub const JSON_SCHEMA: u32 = 1;
+/// Rows asked for per page (the engine sends fewer when they would not fit one message).
+const PAGE_ROWS: u32 = 256;
+/// Most pages followed for one list: a bound against an engine that never ends one.
+const MAX_PAGES: usize = 1 << 20;
+
+/// Arguments of `sluice ctl`.
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// The engine's control socket (default: $SLUICE_SOCKET, else /run/sluice/engine.sock).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+/// What `sluice ctl` does.
+#[derive(Subcommand, Debug)]
+pub enum CtlCommand {
+    /// Listeners and connections with their state and congestion variables (like `ss -tni`).
+    Conns {
+        /// One JSON document instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Counters of the core, the service, the engine loop and the device (like `nstat`).
+    Counters {
+        /// One JSON document instead of `name value` lines.
+        #[arg(long)]
+        json: bool,
+        /// Show counters that are zero too.
+        #[arg(long)]
+        all: bool,
+        /// Only counters whose name contains this (case-insensitive).
+        pattern: Option<String>,
+    },
+    /// Sets a connection's congestion control (dctcp, timely, reno, cubic, bbr).
+    SetCc {
+        /// The connection: its id as `conns` prints it (SLOT.GENERATION), or
+        /// LOCAL_IP:PORT-REMOTE_IP:PORT.
+        conn: String,
+        /// The algorithm.
+        algorithm: String,
+    },
+    /// Fixes a connection's rate in bits per second (0: its policy's own rate again).
+    SetRate {
+        /// The connection, as for set-cc.
+        conn: String,
+        /// Bits per second.
+        bits_per_sec: u64,
+    },
+}
+
+/// Why `sluice ctl` failed.
+#[derive(Debug)]
+pub enum CtlError {
+    /// The engine's socket could not be reached, or the conversation broke.
+    Socket(PathBuf, ShmError),
+    /// The engine refused (the reason begins "permission denied" for a uid not allowed).
+    Refused(String),
+    /// The engine answered something else than the request asks for.
+    Unexpected(String),
+    /// No connection matches what the command line named.
+    NoSuchConn(String),
+    /// Standard output could not be written.
+    Output(String),
+}
+
+impl fmt::Display for CtlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CtlError::Socket(path, e) => write!(f, "engine at {}: {e}", path.display()),
+            CtlError::Refused(reason) => write!(f, "the engine refused: {reason}"),
+            CtlError::Unexpected(what) => write!(f, "unexpected answer from the engine: {what}"),
+            CtlError::NoSuchConn(what) => write!(f, "no connection {what}"),
+            CtlError::Output(e) => write!(f, "cannot write the output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CtlError {}
+
+/// An attached admin session.
+struct Session {
+    path: PathBuf,
+    sock: OwnedFd,
+}
+
+impl Session {
+    /// Connects and says Hello (the region and doorbell the engine hands over are dropped).
+    fn open(path: &Path) -> Result<Session, CtlError> {
+        let fail = |e| CtlError::Socket(path.to_owned(), e);
+        let sock = connect_to(path).map_err(fail)?;
+        let hello = Request::Hello {
+            version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            name: "sluice-ctl".into(),
+        };
+        send_message(sock.as_fd(), &hello, &[]).map_err(fail)?;
+        let session = Session {
+            path: path.to_owned(),
+            sock,
+        };
+        match session.receive()? {
+            Reply::Welcome { .. } => Ok(session),
+            Reply::Refused { reason } => Err(CtlError::Refused(reason)),
+            other => Err(CtlError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    /// The next message (blocking).
+    fn receive(&self) -> Result<Reply, CtlError> {
+        match recv_message::<Reply>(self.sock.as_fd()) {
+            Ok(Some((reply, _fds))) => Ok(reply),
+            Ok(None) => Err(CtlError::Unexpected("nothing".into())),
+            Err(e) => Err(CtlError::Socket(self.path.clone(), e)),
+        }
+    }
+
+    /// One admin request and its answer.
+    fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
+        send_message(self.sock.as_fd(), &Request::Admin(req), &[])
+            .map_err(|e| CtlError::Socket(self.path.clone(), e))?;
+        match self.receive()? {
+            Reply::Admin(a) => Ok(a),
+            Reply::Refused { reason } => Err(CtlError::Refused(reason)),
+            other => Err(CtlError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    /// Every listener, page by page.
+    fn listeners(&self) -> Result<Vec<ListenerRow>, CtlError> {
+        let mut all = Vec::new();
+        let mut cursor = 0;
+        for _ in 0..MAX_PAGES {
+            match self.ask(AdminRequest::Listeners {
+                cursor,
+                max: PAGE_ROWS,
+            })? {
+                AdminReply::Listeners { rows, next } => {
+                    all.extend(rows);
+                    match next {
+                        Some(n) if n > cursor => cursor = n,
+                        Some(n) => {
+                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
+                        }
+                        None => return Ok(all),
+                    }
+                }
+                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(all)
+    }
+
+    /// Every connection, page by page.
+    fn conns(&self) -> Result<Vec<ConnRow>, CtlError> {
+        let mut all = Vec::new();
+        let mut cursor = 0;
+        for _ in 0..MAX_PAGES {
+            match self.ask(AdminRequest::Conns {
+                cursor,
+                max: PAGE_ROWS,
+            })? {
+                AdminReply::Conns { rows, next } => {
+                    all.extend(rows);
+                    match next {
+                        Some(n) if n > cursor => cursor = n,
+                        // A cursor that does not advance would loop forever.
+                        Some(n) => {
+                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
+                        }
+                        None => return Ok(all),
+                    }
+                }
+                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(all)
+    }
+
+    /// Every counter, page by page.
+    fn counters(&self) -> Result<Vec<(String, u64)>, CtlError> {
+        let mut all = Vec::new();
+        let mut cursor = 0;
+        for _ in 0..MAX_PAGES {
+            match self.ask(AdminRequest::Counters {
+                cursor,
+                max: PAGE_ROWS,
+            })? {
+                AdminReply::Counters { rows, next } => {
+                    all.extend(rows);
+                    match next {
+                        Some(n) if n > cursor => cursor = n,
+                        Some(n) => {
+                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
+                        }
+                        None => return Ok(all),
+                    }
+                }
+                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(all)
+    }
+
+    /// The connection `spec` names: SLOT.GENERATION, or LOCAL-REMOTE looked up in the list.
+    fn resolve(&self, spec: &str) -> Result<ConnRef, CtlError> {
+        if let Some((slot, generation)) = spec.split_once('.') {
+            if let (Ok(slot), Ok(generation)) = (slot.parse(), generation.parse()) {
+                return Ok(ConnRef { slot, generation });
+            }
+        }
+        let Some((local, remote)) = spec.split_once('-') else {
+            return Err(CtlError::NoSuchConn(format!(
+                "{spec:?}: name it SLOT.GENERATION or LOCAL_IP:PORT-REMOTE_IP:PORT"
+            )));
+        };
+        let (Ok(local), Ok(remote)) = (local.parse::<SocketAddrV4>(), remote.parse()) else {
+            return Err(CtlError::NoSuchConn(format!(
+                "{spec:?}: addresses are IPv4 IP:PORT"
+            )));
+        };
+        self.conns()?
+            .into_iter()
+            .find(|c| c.local == local && c.remote == remote)
+            .map(|c| c.id)
+            .ok_or_else(|| CtlError::NoSuchConn(spec.to_string()))
+    }
+}
+
+/// The JSON document of `conns --json` (docs/ctl.md).
+#[derive(Serialize)]
+struct ConnsDoc<'a> {
+    schema: u32,
+    listeners: &'a [ListenerRow],
+    connections: &'a [ConnRow],
+}
+
+/// The JSON document of `counters --json`.
+#[derive(Serialize)]
+struct CountersDoc<'a> {
+    schema: u32,
+    counters: std::collections::BTreeMap<&'a str, u64>,
+}
+
+/// Runs `sluice ctl`.
+pub fn run(args: &CtlArgs) -> Result<(), CtlError> {
+    let path = args
+        .socket
+        .clone()
+        .or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let session = Session::open(&path)?;
+    let out = match &args.command {
+        CtlCommand::Conns { json } => {
+            let listeners = session.listeners()?;
+            let conns = session.conns()?;
+            if *json {
+                to_json(&ConnsDoc {
+                    schema: JSON_SCHEMA,
+                    listeners: &listeners,
+                    connections: &conns,
+                })?
+            } else {
+                conns_table(&listeners, &conns)
+            }
+        }
+        CtlCommand::Counters { json, all, pattern } => {
+            let rows = session.counters()?;
+            let pattern = pattern.as_deref().map(str::to_lowercase);
+            let shown = rows.iter().filter(|(name, value)| {
+                (*all || *value != 0)
+                    && pattern
+                        .as_deref()
+                        .is_none_or(|p| name.to_lowercase().contains(p))
+            });
+            if *json {
+                to_json(&CountersDoc {
+                    schema: JSON_SCHEMA,
+                    counters: shown.map(|(n, v)| (n.as_str(), *v)).collect(),
+                })?
+            } else {
+                let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+                shown.map(|(n, v)| format!("{n:<width$} {v}\n")).collect()
+            }
+        }
+        CtlCommand::SetCc { conn, algorithm } => {
+            let id = session.resolve(conn)?;
+            expect_done(session.ask(AdminRequest::SetCongestion {
+                conn: id,
+                algorithm: algorithm.clone(),
+            })?)?;
+            format!(
+                "connection {}.{}: congestion control {algorithm}\n",
+                id.slot, id.generation
+            )
+        }
+        CtlCommand::SetRate { conn, bits_per_sec } => {
+            let id = session.resolve(conn)?;
+            expect_done(session.ask(AdminRequest::SetRate {
+                conn: id,
+                bits_per_sec: *bits_per_sec,
+            })?)?;
+            format!(
+                "connection {}.{}: rate {bits_per_sec} bit/s\n",
+                id.slot, id.generation
+            )
+        }
+    };
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .map_err(|e| CtlError::Output(e.to_string()))
+}
+
+/// A set request's answer.
+fn expect_done(reply: AdminReply) -> Result<(), CtlError> {
+    match reply {
+        AdminReply::Done => Ok(()),
+        other => Err(CtlError::Unexpected(format!("{other:?}"))),
+    }
+}
+
+/// Pretty JSON and a newline.
+fn to_json<T: Serialize>(doc: &T) -> Result<String, CtlError> {
+    serde_json::to_string_pretty(doc)
+        .map(|s| s + "\n")
+        .map_err(|e| CtlError::Output(e.to_string()))
+}
+
+/// The owner column: `app:"NAME",pid=P,uid=U,slot=S` (ss's `users:` column), or `-`.
+fn owner(o: &Option<sluice_shm::admin::OwnerRow>) -> String {
+    match o {
+        Some(o) => format!(
+            "app:(\"{}\",pid={},uid={},id={},slot={})",
+            o.name, o.pid, o.uid, o.app, o.slot
+        ),
+        None => "-".into(),
+    }
+}
+
+/// Milliseconds with three decimals, as ss prints rtt and rto.
+fn ms(us: u64) -> String {
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// The table of `conns`: listeners, then connections each with a detail line.
+fn conns_table(listeners: &[ListenerRow], conns: &[ConnRow]) -> String {
+    let mut out = format!(
+        "{:<13} {:>6} {:>6} {:<21} {:<21} {:<8} {}\n",
+        "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Id", "Process"
+    );
+    for l in listeners {
+        out += &format!(
+            "{:<13} {:>6} {:>6} {:<21} {:<21} {:<8} {}\n\t cc:{} syn_pending:{}\n",
+            "LISTEN",
+            l.accept_queue,
+            l.backlog,
+            l.local.to_string(),
+            "0.0.0.0:*",
+            "-",
+            owner(&l.owner),
+            l.cc,
+            l.syn_pending
+        );
+    }
+    for c in conns {
+        let ssthresh = if c.ssthresh == u32::MAX {
+            String::new()
+        } else {
+            format!(" ssthresh:{}", c.ssthresh)
+        };
+        let rate = if c.rate_bps == 0 {
+            String::new()
+        } else {
+            format!(" rate:{}bps", c.rate_bps)
+        };
+        out += &format!(
+            "{:<13} {:>6} {:>6} {:<21} {:<21} {:<8} {}\n\t {}{} mss:{} cwnd:{}{} rtt:{} rto:{} \
+             snd_wnd:{} retrans:{} bytes_acked:{} bytes_received:{}{}\n",
+            c.state,
+            c.readable,
+            c.unacked,
+            c.local.to_string(),
+            c.remote.to_string(),
+            format!("{}.{}", c.id.slot, c.id.generation),
+            owner(&c.owner),
+            c.cc,
+            if c.ecn { " ecn" } else { "" },
+            c.mss,
+            c.cwnd,
+            ssthresh,
+            ms(c.srtt_us),
+            ms(c.rto_us),
+            c.snd_wnd,
+            c.retrans,
+            c.bytes_acked,
+            c.bytes_received,
+            rate
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_table_has_a_line_and_a_detail_line_per_connection() {
+        let c = ConnRow {
+            id: ConnRef {
+                slot: 3,
+                generation: 1,
+            },
+            local: SocketAddrV4::new(Ipv4Addr::new(10, 9, 0, 1), 7),
+            remote: SocketAddrV4::new(Ipv4Addr::new(10, 9, 0, 2), 49152),
+            state: "ESTABLISHED".into(),
+            owner: None,
+            cwnd: 14480,
+            ssthresh: u32::MAX,
+            srtt_us: 1234,
+            rto_us: 200_000,
+            snd_wnd: 65535,
+            mss: 1448,
+            bytes_acked: 10,
+            bytes_received: 20,
+            unacked: 0,
+            readable: 5,
+            retrans: 2,
+            cc: "cubic".into(),
+            rate_bps: 0,
+            ecn: false,
+        };
+        let t = conns_table(&[], &[c]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[1].starts_with("ESTABLISHED"), "{t}");
+        assert!(
+            lines[1].contains("10.9.0.2:49152") && lines[1].contains("3.1"),
+            "{t}"
+        );
+        assert!(
+            lines[2].contains("cwnd:14480 rtt:1.234 rto:200.000")
+                && lines[2].contains("retrans:2 bytes_acked:10 bytes_received:20")
+                && !lines[2].contains("ssthresh"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn counters_takes_all_and_a_pattern() {
+        let args = CtlArgs::try_parse_from_for_test(&["ctl", "counters", "--all", "TCP."]);
+        match args.command {
+            CtlCommand::Counters { all, pattern, .. } => {
+                assert!(all);
+                assert_eq!(pattern.as_deref(), Some("TCP."));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    impl CtlArgs {
+        fn try_parse_from_for_test(argv: &[&str]) -> CtlArgs {
+            #[derive(clap::Parser)]
+            struct Top {
+                #[command(flatten)]
+                ctl: CtlArgs,
+            }
+            use clap::Parser;
+            Top::try_parse_from(argv).expect("parses").ctl
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Admin requests on the engine's control socket (`sluice ctl`, docs/ctl.md): after Hello,
+//! a client of uid 0 or of the engine's own uid may list connections, listeners and
+//! counters, and set a connection's congestion control or rate. Lists come in pages that
+//! each fit one control message ([`MAX_MESSAGE`]): the client asks again from the cursor a
+//! reply returns until it returns none.
+
+use std::net::SocketAddrV4;
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::MAX_MESSAGE;
+
+/// Room left in a page's message for the reply's envelope (variant names, cursor).
+const ENVELOPE: usize = 160;
+
+/// A connection as the engine names it: its core slot and the slot's generation (a stale
+/// pair, naming a connection since gone, is refused rather than misdirected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnRef {
+    /// The core's slot.
+    pub slot: u32,
+    /// The slot's generation.
+    pub generation: u32,
+}
+
+/// A client's admin request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AdminRequest {
+    /// Live connections from core slot `cursor` on, at most `max` of them.
+    Conns {
+        /// The first slot to look at (0, then the `next` of the previous page).
+        cursor: u32,
+        /// Most rows wanted (the engine may send fewer to fit the message).
+        max: u32,
+    },
+    /// Listeners from listener index `cursor` on.
+    Listeners {
+        /// The first index to look at.
+        cursor: u32,
+        /// Most rows wanted.
+        max: u32,
+    },
+    /// Counters from row `cursor` on (core, service, engine loop, device, in that order).
+    Counters {
+        /// The first row.
+        cursor: u32,
+        /// Most rows wanted.
+        max: u32,
+    },
+    /// Sets a connection's congestion-control algorithm (a Linux TCP_CONGESTION name).
+    SetCongestion {
+        /// The connection.
+        conn: ConnRef,
+        /// "dctcp", "timely", "reno", "cubic" or "bbr".
+        algorithm: String,
+    },
+    /// Fixes a connection's rate in bits per second (0: the policy's own again).
+    SetRate {
+        /// The connection.
+        conn: ConnRef,
+        /// Bits per second of Ethernet frames.
+        bits_per_sec: u64,
+    },
+}
+
+/// The application that owns a connection or a listener.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerRow {
+    /// The application's name (as it said at Hello).
+    pub name: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its uid (from the socket's credentials).
+    pub uid: u32,
+    /// Its id in the engine.
+    pub app: u32,
+    /// The socket's slot in its region.
+    pub slot: u32,
+}
+
+/// One connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnRow {
+    /// How to name it in a set request.
+    pub id: ConnRef,
+    /// Local address.
+    pub local: SocketAddrV4,
+    /// Remote address.
+    pub remote: SocketAddrV4,
+    /// RFC 9293 state, as the RFC spells it.
+    pub state: String,
+    /// Its application; None while it waits to be accepted or after it was closed.
+    pub owner: Option<OwnerRow>,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes (u32::MAX: none yet).
+    pub ssthresh: u32,
+    /// Smoothed RTT, microseconds.
+    pub srtt_us: u64,
+    /// Retransmission timeout, microseconds.
+    pub rto_us: u64,
+    /// The peer's window, bytes.
+    pub snd_wnd: u32,
+    /// Effective MSS.
+    pub mss: u16,
+    /// Bytes the peer acknowledged (modulo 2^32).
+    pub bytes_acked: u32,
+    /// Bytes received in order (modulo 2^32).
+    pub bytes_received: u32,
+    /// Bytes sent and not yet acknowledged.
+    pub unacked: u64,
+    /// Bytes waiting to be read.
+    pub readable: u64,
+    /// Fast retransmits.
+    pub retrans: u32,
+    /// The congestion-control algorithm.
+    pub cc: String,
+    /// The scheduler's rate, bits per second (0: unlimited).
+    pub rate_bps: u64,
+    /// ECN negotiated.
+    pub ecn: bool,
+}
+
+/// One listener.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerRow {
+    /// The local address and port.
+    pub local: SocketAddrV4,
+    /// Its accept queue's bound.
+    pub backlog: u64,
+    /// Connections waiting to be accepted.
+    pub accept_queue: u64,
+    /// Handshakes under way.
+    pub syn_pending: u64,
+    /// The algorithm its connections start with.
+    pub cc: String,
+    /// The application listening.
+    pub owner: Option<OwnerRow>,
+}
+
+/// The engine's answer to an admin request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AdminReply {
+    /// A page of connections; ask again from `next` unless it is None.
+    Conns {
+        /// The rows.
+        rows: Vec<ConnRow>,
+        /// The cursor of the next page.
+        next: Option<u32>,
+    },
+    /// A page of listeners.
+    Listeners {
+        /// The rows.
+        rows: Vec<ListenerRow>,
+        /// The cursor of the next page.
+        next: Option<u32>,
+    },
+    /// A page of counters as (group.name, value).
+    Counters {
+        /// The rows.
+        rows: Vec<(String, u64)>,
+        /// The cursor of the next page.
+        next: Option<u32>,
+    },
+    /// Done (a set request).
+    Done,
+}
+
+/// Rows of one page, bounded by count and by the encoded size of one control message.
+#[derive(Debug)]
+pub struct Page<T> {
+    /// The rows taken so far.
+    pub rows: Vec<T>,
+    bytes: usize,
+    max: usize,
+}
+
+impl<T: Serialize> Page<T> {
+    /// A page of at most `max` rows (and never more than fit one message).
+    pub fn new(max: u32) -> Page<T> {
+        Page {
+            rows: Vec::new(),
+            bytes: 0,
+            max: (max as usize).clamp(1, MAX_MESSAGE),
+        }
+    }
+
+    /// Takes `row` if it fits; false (row not taken) when the page is full.
+    pub fn push(&mut self, row: T) -> bool {
+        if self.rows.len() >= self.max {
+            return false;
+        }
+        // The row's encoding and its comma.
+        let len = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len() + 1);
+        if self.bytes.saturating_add(len) > MAX_MESSAGE - ENVELOPE {
+            return false;
+        }
+        self.bytes += len;
+        self.rows.push(row);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Reply;
+    use std::net::Ipv4Addr;
+
+    fn row(i: u32) -> ConnRow {
+        ConnRow {
+            id: ConnRef {
+                slot: i,
+                generation: u32::MAX,
+            },
+            local: SocketAddrV4::new(Ipv4Addr::new(255, 255, 255, 255), 65535),
+            remote: SocketAddrV4::new(Ipv4Addr::new(255, 255, 255, 255), 65535),
+            state: "SYN-RECEIVED".into(),
+            owner: Some(OwnerRow {
+                name: "x".repeat(64),
+                pid: u32::MAX,
+                uid: u32::MAX,
+                app: u32::MAX,
+                slot: u32::MAX,
+            }),
+            cwnd: u32::MAX,
+            ssthresh: u32::MAX,
+            srtt_us: u64::MAX,
+            rto_us: u64::MAX,
+            snd_wnd: u32::MAX,
+            mss: u16::MAX,
+            bytes_acked: u32::MAX,
+            bytes_received: u32::MAX,
+            unacked: u64::MAX,
+            readable: u64::MAX,
+            retrans: u32::MAX,
+            cc: "timely".into(),
+            rate_bps: u64::MAX,
+            ecn: false,
+        }
+    }
+
+    #[test]
+    fn a_full_page_of_the_widest_rows_fits_one_message() {
+        let mut page = Page::new(u32::MAX);
+        let mut i = 0;
+        while page.push(row(i)) {
+            i += 1;
+        }
+        assert!(i >= 4, "only {i} rows per page");
+        let reply = Reply::Admin(AdminReply::Conns {
+            rows: page.rows,
+            next: Some(u32::MAX),
+        });
+        let len = serde_json::to_vec(&reply).unwrap().len();
+        assert!(len <= MAX_MESSAGE, "{len} bytes");
+    }
+
+    #[test]
+    fn a_page_stops_at_its_row_count() {
+        let mut page = Page::new(2);
+        assert!(page.push(("a".to_string(), 1)));
+        assert!(page.push(("b".to_string(), 2)));
+        assert!(!page.push(("c".to_string(), 3)));
+        assert_eq!(page.rows.len(), 2);
+    }
+}
