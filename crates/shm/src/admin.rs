@@ -1,8 +1,8 @@
 //! Admin requests on the engine's control socket (`sluice ctl`, docs/ctl.md): after Hello,
 //! a client of uid 0 or of the engine's own uid may list connections, listeners and
-//! counters, and set a connection's congestion control or rate. Lists come in pages that
-//! each fit one control message ([`MAX_MESSAGE`]): the client asks again from the cursor a
-//! reply returns until it returns none.
+//! counters, and set a connection's congestion control or rate. Lists come in pages of at
+//! most [`PAGE_BYTES`], well within one control message ([`MAX_MESSAGE`]): the client asks
+//! again from the cursor a reply returns until it returns none.
 
 use std::net::SocketAddrV4;
 
@@ -12,6 +12,13 @@ use crate::control::MAX_MESSAGE;
 
 /// Room left in a page's message for the reply's envelope (variant names, cursor).
 const ENVELOPE: usize = 160;
+
+/// Most bytes of rows in one page: a page is built in the engine's loop, between frames, so
+/// its work stays small however large a control message may be (capture filters and module
+/// objects need 128 KiB; a listing does not).
+pub const PAGE_BYTES: usize = 16 << 10;
+
+const _: () = assert!(PAGE_BYTES + ENVELOPE <= MAX_MESSAGE);
 
 /// A connection as the engine names it: its core slot and the slot's generation (a stale
 /// pair, naming a connection since gone, is refused rather than misdirected).
@@ -181,7 +188,7 @@ impl<T: Serialize> Page<T> {
         Page {
             rows: Vec::new(),
             bytes: 0,
-            max: (max as usize).clamp(1, MAX_MESSAGE),
+            max: (max as usize).clamp(1, PAGE_BYTES),
         }
     }
 
@@ -192,7 +199,7 @@ impl<T: Serialize> Page<T> {
         }
         // The row's encoding and its comma.
         let len = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len() + 1);
-        if self.bytes.saturating_add(len) > MAX_MESSAGE - ENVELOPE {
+        if self.bytes.saturating_add(len) > PAGE_BYTES {
             return false;
         }
         self.bytes += len;
