@@ -277,3 +277,142 @@ impl Chain {
         !self.reflected.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Hooks;
+    use sluice_ebpf::programs;
+
+    /// An Ethernet/IPv4/TCP frame (checksums are not the programs' business), optionally
+    /// with one 802.1Q tag.
+    fn tcp_frame(sport: u16, dport: u16, vlan: bool) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&[0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&[0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+        f
+    }
+
+    fn attach(hooks: &mut Hooks, at: HookPoint, name: &str) -> ModuleId {
+        let (bytes, section) = programs::shipped(name).unwrap();
+        let (program, maps) = sluice_ebpf::load(bytes, section).unwrap();
+        hooks
+            .modules_mut()
+            .attach(at, name, section, program, maps)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_drop_program_drops_and_counts_and_unload_restores() {
+        let mut hooks = Hooks::new();
+        let f = tcp_frame(1, 2, false);
+        let id = attach(&mut hooks, HookPoint::Ingress, "drop");
+        assert!(hooks.is_active(HookPoint::Ingress));
+        assert_eq!(hooks.ingress(&f), None);
+        assert_eq!(hooks.ingress(&f), None);
+        let c = hooks.modules().modules()[0].counters;
+        assert_eq!((c.runs, c.dropped), (2, 2));
+        // Egress is untouched by an ingress module.
+        let mut out = f.clone();
+        assert_eq!(hooks.egress(&mut out, f.len()), Some(f.len()));
+        let m = hooks.modules_mut().detach(id).unwrap();
+        assert_eq!(m.counters.dropped, 2);
+        assert!(!hooks.is_active(HookPoint::Ingress));
+        assert_eq!(hooks.ingress(&f), Some(&f[..]));
+    }
+
+    #[test]
+    fn the_firewall_drops_a_five_tuple_the_control_plane_writes() {
+        let mut hooks = Hooks::new();
+        let id = attach(&mut hooks, HookPoint::Ingress, "firewall");
+        let blocked = tcp_frame(40000, 80, false);
+        let other = tcp_frame(40000, 81, false);
+        assert!(hooks.ingress(&blocked).is_some());
+        // struct five_tuple: saddr, daddr, sport, dport (network order), proto, pad.
+        let mut key = vec![10, 0, 0, 1, 10, 0, 0, 2];
+        key.extend_from_slice(&40000u16.to_be_bytes());
+        key.extend_from_slice(&80u16.to_be_bytes());
+        key.extend_from_slice(&[6, 0, 0, 0]);
+        {
+            let mut chain = hooks.modules_mut();
+            let m = chain.module_mut(id).unwrap();
+            let map = m.maps.id("rules").unwrap();
+            m.maps.set(map, &key, &0u64.to_le_bytes(), 0).unwrap();
+        }
+        assert_eq!(hooks.ingress(&blocked), None);
+        assert!(hooks.ingress(&other).is_some());
+        let mut chain = hooks.modules_mut();
+        let m = chain.module_mut(id).unwrap();
+        let map = m.maps.id("rules").unwrap();
+        assert_eq!(m.maps.get(map, &key).unwrap(), Some(&1u64.to_le_bytes()[..]));
+        m.maps.delete(map, &key).unwrap();
+        drop(chain);
+        assert!(hooks.ingress(&blocked).is_some());
+    }
+
+    #[test]
+    fn a_stripped_vlan_tag_stays_stripped_for_the_next_stage() {
+        let mut hooks = Hooks::new();
+        attach(&mut hooks, HookPoint::Ingress, "vlan_strip");
+        let tagged = tcp_frame(1, 2, true);
+        let plain = tcp_frame(1, 2, false);
+        assert_eq!(hooks.ingress(&tagged), Some(&plain[..]));
+        // An untagged frame passes as it is.
+        assert_eq!(hooks.ingress(&plain), Some(&plain[..]));
+    }
+
+    #[test]
+    fn tx_at_ingress_reflects_and_at_egress_passes() {
+        let mut hooks = Hooks::new();
+        attach(&mut hooks, HookPoint::Ingress, "reflect");
+        let f = tcp_frame(1, 2, false);
+        assert_eq!(hooks.ingress(&f), None);
+        let back = hooks.modules_mut().pop_reflected().unwrap();
+        assert_eq!(back[..6], f[6..12]);
+        assert_eq!(back[6..12], f[..6]);
+        assert_eq!(back[12..], f[12..]);
+        assert_eq!(hooks.modules().counters.reflected, 1);
+
+        let mut hooks = Hooks::new();
+        attach(&mut hooks, HookPoint::Egress, "reflect");
+        let mut buf = f.clone();
+        assert_eq!(hooks.egress(&mut buf, f.len()), Some(f.len()));
+        // Continues modified (the addresses swapped), not queued.
+        assert_eq!(buf[..6], f[6..12]);
+        assert!(hooks.modules_mut().pop_reflected().is_none());
+        assert_eq!(hooks.modules().modules()[0].counters.tx, 1);
+    }
+
+    #[test]
+    fn chains_run_in_order_and_are_bounded() {
+        let mut hooks = Hooks::new();
+        attach(&mut hooks, HookPoint::Ingress, "vlan_strip");
+        let fw = attach(&mut hooks, HookPoint::Ingress, "port_counter");
+        for _ in 2..MAX_MODULES {
+            attach(&mut hooks, HookPoint::Ingress, "null");
+        }
+        let (program, maps) = sluice_ebpf::load(programs::NULL, "xdp").unwrap();
+        assert_eq!(
+            hooks
+                .modules_mut()
+                .attach(HookPoint::Ingress, "null", "xdp", program, maps)
+                .unwrap_err(),
+            ModuleAttachError::Full(HookPoint::Ingress)
+        );
+        // The counter after the strip sees the untagged frame's port.
+        assert!(hooks.ingress(&tcp_frame(1, 4242, true)).is_some());
+        let mut chain = hooks.modules_mut();
+        let m = chain.module_mut(fw).unwrap();
+        let map = m.maps.id("port_counts").unwrap();
+        let v = m.maps.get(map, &4242u32.to_le_bytes()).unwrap().unwrap();
+        assert_eq!(v[..8], 1u64.to_le_bytes());
+    }
+}
