@@ -352,7 +352,10 @@ mod tests {
         let mut chain = hooks.modules_mut();
         let m = chain.module_mut(id).unwrap();
         let map = m.maps.id("rules").unwrap();
-        assert_eq!(m.maps.get(map, &key).unwrap(), Some(&1u64.to_le_bytes()[..]));
+        assert_eq!(
+            m.maps.get(map, &key).unwrap(),
+            Some(&1u64.to_le_bytes()[..])
+        );
         m.maps.delete(map, &key).unwrap();
         drop(chain);
         assert!(hooks.ingress(&blocked).is_some());
