@@ -1,8 +1,9 @@
 //! eBPF modules in a running engine (issue 19 items 1b, 1c) through admin requests: the drop
 //! program drops and counts, unload restores; the firewall drops a 5-tuple the control plane
 //! writes and passes it again after the rule is deleted, while another port works; a VLAN
-//! strip lets a tagged SYN go on stripped (a counter after it sees it so) and be answered; Tx at ingress reflects; a refused program's
-//! reason and instruction; the per-port counter read by map dump.
+//! strip lets a tagged SYN go on stripped (a counter after it sees it so) and be answered;
+//! Tx at ingress reflects; a refused program's reason and instruction; the per-port counter
+//! read by map dump.
 
 mod support;
 
