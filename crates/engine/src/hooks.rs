@@ -1,7 +1,8 @@
 //! The data-path's hook points (flextoe.txt 3.3, 5.1): named places in the engine's path of a
-//! frame where the control plane attaches extensions at run time. Today a hook runs taps
-//! (`sluice capture`: each tap sees a copy of every frame that passes; it cannot change or
-//! drop it); eBPF programs (issue 19 item 1) plug into the same points with a verdict.
+//! frame where the control plane attaches extensions at run time. A point runs taps first
+//! (`sluice capture`: each tap sees a copy of every frame as it arrived at the point; it
+//! cannot change or drop it), then its chain of eBPF modules, which decide the frame's fate
+//! (crate::modules: pass, possibly modified; drop; reflect; redirect).
 //!
 //! The points:
 //! - [`HookPoint::Ingress`]: every frame the device received, before classification
@@ -9,13 +10,14 @@
 //! - [`HookPoint::Egress`]: every frame handed to the device (pump.rs, the transmit loop
 //!   shared by the TCP core and the other transports), after the core wrote it; a large
 //!   segment for a device with segmentation offload is seen whole, as tcpdump sees it.
-//! Each point also runs a chain of eBPF modules with a verdict (crate::modules).
 //! - `established` (not here yet): segments of established connections after the protocol
-//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs); the eBPF
-//!   integration adds it there, with a variant here and a field in [`Hooks`].
+//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs). Not added:
+//!   the core is sans-IO and forbids the engine's types, so a module there is either a
+//!   callback the engine hands the core (a virtual call per segment on the hot path) or
+//!   sluice-ebpf inside sluice-tcp; docs/notes/issue-19/modules.md has the design.
 //!
 //! With nothing attached a point costs one predictable branch per frame: a bool read from
-//! [`Hooks`], no virtual call, no allocation. The work of attached taps is out of line.
+//! [`Hooks`], no virtual call, no allocation. The work of taps and modules is out of line.
 
 use std::fmt;
 

@@ -180,7 +180,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 /// Bytes of hex digits, pairs optionally separated by spaces (bpftool's `0a 00 01`).
 pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("{s:?}: an odd number of hex digits"));
     }
     digits
