@@ -186,7 +186,10 @@ impl Hooks {
             (Verdict::Pass, Some((s, e))) => {
                 let changed = &self.modules.scratch()[s..e];
                 // A frame a module grew past the device's slot cannot go out: dropped.
-                let slot = buf.get_mut(..changed.len())?;
+                let Some(slot) = buf.get_mut(..changed.len()) else {
+                    self.modules.count_too_long();
+                    return None;
+                };
                 slot.copy_from_slice(changed);
                 Some(changed.len())
             }

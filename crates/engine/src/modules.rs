@@ -100,6 +100,8 @@ pub struct ChainCounters {
     pub redirected: u64,
     /// Tx or Redirect frames dropped because their queue was full.
     pub queue_full: u64,
+    /// Egress frames a module grew past the device's slot: dropped.
+    pub egress_too_long: u64,
 }
 
 /// The modules of every point, the scratch buffer and the queues of reflected and
@@ -246,6 +248,11 @@ impl Chain {
             }
             Verdict::Drop => (Verdict::Drop, None),
         }
+    }
+
+    /// Counts an egress frame dropped for a slot too small for it.
+    pub(crate) fn count_too_long(&mut self) {
+        self.counters.egress_too_long += 1;
     }
 
     /// The scratch buffer a Pass's range points into.
