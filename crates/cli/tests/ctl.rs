@@ -1,7 +1,8 @@
 //! `sluice ctl` against an engine in this process (the service over the in-memory device
 //! pair, no lab, no root): `conns --json` shows the engine's connection, `set-cc` named by
 //! the 4-tuple changes it, `counters` lists the core's counters, and a socket nobody serves
-//! is a clear error.
+//! is a clear error; `module load|list|unload` and `map set|get|dump|delete` on the shipped
+//! firewall, a refused object's reason, and `sluice engine --module` refusing one at start.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -178,4 +179,91 @@ fn no_engine_is_a_clear_error() {
     let (ok, _, err) = ctl(Path::new("/nonexistent/sluice.sock"), &["conns"]);
     assert!(!ok);
     assert!(err.contains("/nonexistent/sluice.sock"), "{err}");
+}
+
+#[test]
+fn ctl_loads_modules_and_reads_and_writes_their_maps() {
+    let rig = Rig::start("modules");
+    let (ok, out, err) = ctl(&rig.socket, &["module", "load", "ingress", "firewall"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("module 0: firewall (xdp) at ingress"),
+        "{out}"
+    );
+    let (ok, out, err) = ctl(&rig.socket, &["module", "list", "--json"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["schema"], 1);
+    let m = &doc["modules"][0];
+    assert_eq!(
+        (m["id"].as_u64(), m["hook"].as_str()),
+        (Some(0), Some("ingress"))
+    );
+    assert_eq!(m["maps"], serde_json::json!(["rules"]));
+    assert!(m["insns"].as_u64().unwrap() > 10);
+    let key = "0a 09 00 02 0a 09 00 01 9c 40 00 07 06 00 00 00";
+    let (ok, _, err) = ctl(
+        &rig.socket,
+        &["map", "set", "0", "rules", key, "0000000000000000"],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = ctl(
+        &rig.socket,
+        &["map", "get", "0", "rules", &key.replace(' ', "")],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "00 00 00 00 00 00 00 00");
+    let (ok, out, err) = ctl(&rig.socket, &["map", "dump", "0", "rules", "--json"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["entries"][0]["key"], key, "{out}");
+    let (ok, _, err) = ctl(&rig.socket, &["map", "set", "0", "rules", "0a 09", "00"]);
+    assert!(!ok && err.contains("EINVAL"), "a short key: {err}");
+    let (ok, _, err) = ctl(&rig.socket, &["map", "get", "0", "rules", "zz"]);
+    assert!(!ok && err.contains("not hex"), "{err}");
+    let (ok, _, err) = ctl(&rig.socket, &["map", "delete", "0", "rules", key]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = ctl(&rig.socket, &["map", "dump", "0", "rules"]);
+    assert!(ok && out.is_empty(), "{out}");
+
+    let bad = rig.dir.join("oob_read.o");
+    std::fs::write(&bad, sluice_ebpf::programs::bad::OOB_READ).unwrap();
+    let (ok, _, err) = ctl(
+        &rig.socket,
+        &["module", "load", "ingress", bad.to_str().unwrap()],
+    );
+    assert!(!ok && err.contains("verifier: insn "), "{err}");
+    let (ok, out, err) = ctl(&rig.socket, &["module", "unload", "0"]);
+    assert!(ok && out.contains("unloaded"), "{err}");
+    let (ok, out, _) = ctl(&rig.socket, &["module", "list"]);
+    assert!(ok && out.lines().count() == 1, "only the header: {out}");
+}
+
+#[test]
+fn engine_refuses_a_module_the_verifier_refuses_before_it_starts() {
+    let dir = std::env::temp_dir().join(format!("sluice-engine-module-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.o");
+    std::fs::write(&bad, sluice_ebpf::programs::bad::UNBOUNDED_LOOP).unwrap();
+    let run = |module: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["engine", "--socket"])
+            .arg(dir.join("engine.sock"))
+            .args(["--module", module])
+            .output()
+            .expect("runs sluice")
+    };
+    let out = run(&format!("ingress={}", bad.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("verifier: insn "), "{err}");
+    let out = run("established=null");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no hook point"),
+        "{err}"
+    );
+    let out = run("ingress=/nonexistent.o");
+    assert!(!out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,6 +11,27 @@ pub const VLAN_STRIP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vlan_str
 pub const FIREWALL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/firewall.o"));
 /// Counts frames and bytes per destination port in the array map `port_counts` (section `xdp`).
 pub const PORT_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_counter.o"));
+/// Swaps the Ethernet addresses and returns XDP_TX (section `xdp`).
+pub const REFLECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reflect.o"));
+
+/// The shipped programs by name, as `sluice engine --module` and `sluice ctl module load`
+/// accept them in place of a file: (name, object bytes, section).
+pub const SHIPPED: &[(&str, &[u8], &str)] = &[
+    ("null", NULL, "xdp"),
+    ("drop", DROP, "xdp/drop_all"),
+    ("vlan_strip", VLAN_STRIP, "xdp"),
+    ("firewall", FIREWALL, "xdp"),
+    ("port_counter", PORT_COUNTER, "xdp"),
+    ("reflect", REFLECT, "xdp"),
+];
+
+/// A shipped program by name: its object bytes and section.
+pub fn shipped(name: &str) -> Option<(&'static [u8], &'static str)> {
+    SHIPPED
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, bytes, section)| (bytes, section))
+}
 
 /// Programs the verifier must refuse (programs/bad/*.c), one per class of error.
 pub mod bad {

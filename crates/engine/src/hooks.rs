@@ -1,7 +1,8 @@
 //! The data-path's hook points (flextoe.txt 3.3, 5.1): named places in the engine's path of a
-//! frame where the control plane attaches extensions at run time. Today a hook runs taps
-//! (`sluice capture`: each tap sees a copy of every frame that passes; it cannot change or
-//! drop it); eBPF programs (issue 19 item 1) plug into the same points with a verdict.
+//! frame where the control plane attaches extensions at run time. A point runs taps first
+//! (`sluice capture`: each tap sees a copy of every frame as it arrived at the point; it
+//! cannot change or drop it), then its chain of eBPF modules, which decide the frame's fate
+//! (crate::modules: pass, possibly modified; drop; reflect; redirect).
 //!
 //! The points:
 //! - [`HookPoint::Ingress`]: every frame the device received, before classification
@@ -10,13 +11,17 @@
 //!   shared by the TCP core and the other transports), after the core wrote it; a large
 //!   segment for a device with segmentation offload is seen whole, as tcpdump sees it.
 //! - `established` (not here yet): segments of established connections after the protocol
-//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs); the eBPF
-//!   integration adds it there, with a variant here and a field in [`Hooks`].
+//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs). Not added:
+//!   the core is sans-IO and forbids the engine's types, so a module there is either a
+//!   callback the engine hands the core (a virtual call per segment on the hot path) or
+//!   sluice-ebpf inside sluice-tcp; docs/notes/issue-19/modules.md has the design.
 //!
 //! With nothing attached a point costs one predictable branch per frame: a bool read from
-//! [`Hooks`], no virtual call, no allocation. The work of attached taps is out of line.
+//! [`Hooks`], no virtual call, no allocation. The work of taps and modules is out of line.
 
 use std::fmt;
+
+use crate::modules::{Chain, Verdict};
 
 /// Most taps attached at once (capture sessions are bounded: each costs a copy per frame).
 pub const MAX_TAPS: usize = 8;
@@ -121,6 +126,11 @@ pub struct Hooks {
     egress_on: bool,
     taps: Vec<Attached>,
     next_id: u32,
+    /// The eBPF modules of every point (crate::modules); change them through
+    /// [`Hooks::modules_mut`] so the points' flags follow.
+    modules: Chain,
+    /// The engine's clock for bpf_ktime_get_ns, set by the pump before a burst.
+    pub now_ns: u64,
 }
 
 impl Hooks {
@@ -129,28 +139,73 @@ impl Hooks {
         Hooks::default()
     }
 
-    /// A received frame, before classification.
+    /// A received frame, before classification: taps see it as received, then the modules
+    /// run; returns the frame to classify (as a module left it), or None if a module
+    /// dropped, reflected or redirected it.
     #[inline]
-    pub fn ingress(&mut self, frame: &[u8]) {
+    pub fn ingress<'a>(&'a mut self, frame: &'a [u8]) -> Option<&'a [u8]> {
         if self.ingress_on {
-            self.run(HookPoint::Ingress, frame);
+            return self.run(HookPoint::Ingress, frame);
         }
+        Some(frame)
     }
 
-    /// A frame about to be handed to the device.
+    /// A frame about to be handed to the device, `buf[..len]` of the device's slot: taps see
+    /// it, then the modules run; returns its length now (a module may change it in place),
+    /// or None if a module dropped or redirected it.
     #[inline]
-    pub fn egress(&mut self, frame: &[u8]) {
+    pub fn egress(&mut self, buf: &mut [u8], len: usize) -> Option<usize> {
         if self.egress_on {
-            self.run(HookPoint::Egress, frame);
+            return self.run_egress(buf, len);
+        }
+        Some(len)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run<'a>(&'a mut self, at: HookPoint, frame: &'a [u8]) -> Option<&'a [u8]> {
+        for a in self.taps.iter_mut().filter(|a| a.at.has(at)) {
+            a.tap.frame(at, frame);
+        }
+        match self.modules.run(at, frame, self.now_ns) {
+            (Verdict::Pass, None) => Some(frame),
+            (Verdict::Pass, Some((s, e))) => Some(&self.modules.scratch()[s..e]),
+            _ => None,
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn run(&mut self, at: HookPoint, frame: &[u8]) {
-        for a in self.taps.iter_mut().filter(|a| a.at.has(at)) {
-            a.tap.frame(at, frame);
+    fn run_egress(&mut self, buf: &mut [u8], len: usize) -> Option<usize> {
+        let frame = buf.get(..len)?;
+        for a in self.taps.iter_mut().filter(|a| a.at.egress) {
+            a.tap.frame(HookPoint::Egress, frame);
         }
+        match self.modules.run(HookPoint::Egress, frame, self.now_ns) {
+            (Verdict::Pass, None) => Some(len),
+            (Verdict::Pass, Some((s, e))) => {
+                let changed = &self.modules.scratch()[s..e];
+                // A frame a module grew past the device's slot cannot go out: dropped.
+                let Some(slot) = buf.get_mut(..changed.len()) else {
+                    self.modules.count_too_long();
+                    return None;
+                };
+                slot.copy_from_slice(changed);
+                Some(changed.len())
+            }
+            _ => None,
+        }
+    }
+
+    /// The eBPF modules (read: list, counters).
+    pub fn modules(&self) -> &Chain {
+        &self.modules
+    }
+
+    /// The eBPF modules, to attach, detach or reach their maps; the points' flags are
+    /// refreshed when the borrow ends ([`ModulesMut`]).
+    pub fn modules_mut(&mut self) -> ModulesMut<'_> {
+        ModulesMut(self)
     }
 
     /// Attaches `tap` at `at`; at most [`MAX_TAPS`] at once.
@@ -198,8 +253,32 @@ impl Hooks {
     }
 
     fn refresh(&mut self) {
-        self.ingress_on = self.taps.iter().any(|a| a.at.ingress);
-        self.egress_on = self.taps.iter().any(|a| a.at.egress);
+        self.ingress_on =
+            self.taps.iter().any(|a| a.at.ingress) || self.modules.has(HookPoint::Ingress);
+        self.egress_on =
+            self.taps.iter().any(|a| a.at.egress) || self.modules.has(HookPoint::Egress);
+    }
+}
+
+/// [`Hooks::modules_mut`]'s borrow: the chain, with the points' flags refreshed on drop.
+pub struct ModulesMut<'a>(&'a mut Hooks);
+
+impl std::ops::Deref for ModulesMut<'_> {
+    type Target = Chain;
+    fn deref(&self) -> &Chain {
+        &self.0.modules
+    }
+}
+
+impl std::ops::DerefMut for ModulesMut<'_> {
+    fn deref_mut(&mut self) -> &mut Chain {
+        &mut self.0.modules
+    }
+}
+
+impl Drop for ModulesMut<'_> {
+    fn drop(&mut self) {
+        self.0.refresh();
     }
 }
 
@@ -252,7 +331,7 @@ mod tests {
             )
             .unwrap();
         hooks.ingress(b"in");
-        hooks.egress(b"out");
+        hooks.egress(&mut b"out".to_vec(), 3);
         assert_eq!(*seen.borrow(), [(HookPoint::Ingress, b"in".to_vec())]);
         assert!(!hooks.is_active(HookPoint::Egress));
         assert!(hooks.detach(id).is_some());

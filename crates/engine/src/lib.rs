@@ -9,6 +9,7 @@ pub mod apps;
 pub mod cbpf;
 mod clock;
 pub mod hooks;
+pub mod modules;
 pub mod pump;
 mod runtime;
 pub mod setup;

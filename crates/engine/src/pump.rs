@@ -38,8 +38,11 @@ pub fn receive_hooked<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
+    hooks.now_ns = now.as_nanos();
     device.receive(&mut |frame, meta| {
-        hooks.ingress(frame);
+        let Some(frame) = hooks.ingress(frame) else {
+            return;
+        };
         let class = classify(frame);
         if class != Class::Core {
             if let Some(t) = transports.for_class(class) {
@@ -121,7 +124,9 @@ pub fn transmit_hooked<D: Device + ?Sized>(
     device: &mut D,
     now: Instant,
 ) -> Result<usize, DeviceError> {
-    drain(device, hooks, |buf| {
+    hooks.now_ns = now.as_nanos();
+    let mut sent = transmit_reflected(hooks, device)?;
+    sent += drain(device, hooks, |buf| {
         // Devices with segmentation offload get large segments (the core only makes them
         // when configured to: Config::tso_max_payload).
         stack.poll_transmit_offload(now, buf).map(|t| TxFrame {
@@ -129,6 +134,28 @@ pub fn transmit_hooked<D: Device + ?Sized>(
             gso_size: t.gso_size,
             csum_partial: t.csum_partial,
         })
+    })?;
+    Ok(sent)
+}
+
+/// Sends the frames ingress modules returned XDP_TX for, ahead of the core's: they skip
+/// the egress point, as XDP_TX skips the kernel's stack.
+fn transmit_reflected<D: Device + ?Sized>(
+    hooks: &mut Hooks,
+    device: &mut D,
+) -> Result<usize, DeviceError> {
+    if !hooks.modules().has_reflected() {
+        return Ok(0);
+    }
+    let mut modules = hooks.modules_mut();
+    drain(device, &mut Hooks::new(), |buf| {
+        let f = modules.pop_reflected()?;
+        let out = buf.get_mut(..f.len()).map(|slot| {
+            slot.copy_from_slice(&f);
+            TxFrame::plain(f.len())
+        });
+        modules.recycle(f);
+        out
     })
 }
 
@@ -146,16 +173,23 @@ fn drain<D: Device + ?Sized>(
     let mut flushed_full = false;
     loop {
         let mut produced = false;
+        // A frame an egress module dropped: the slot stays free, go on with the next.
+        let mut dropped = false;
         let queued = device.transmit_with(&mut |buf| {
-            let t = produce(buf);
-            produced = t.is_some();
-            if let Some(f) = &t {
-                if let Some(frame) = buf.get(..f.len) {
-                    hooks.egress(frame);
+            let mut t = produce(buf)?;
+            produced = true;
+            match hooks.egress(buf, t.len) {
+                Some(len) => t.len = len,
+                None => {
+                    dropped = true;
+                    return None;
                 }
             }
-            t
+            Some(t)
         })?;
+        if dropped {
+            continue;
+        }
         if queued && produced {
             sent += 1;
             flushed_full = false;

@@ -51,6 +51,9 @@ pub(crate) fn answer(
                 .map_err(|e| format!("EINVAL: {e}"))?;
             Ok(AdminReply::Done)
         }
+        // Admitted ones are queued for the hooks (control.rs); only a refusal gets here.
+        r if r.is_module() => Err("EINVAL: a module request out of turn".to_string()),
+        _ => Err("EINVAL: unknown admin request".to_string()),
     }
 }
 

@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use sluice_shm::admin::AdminRequest;
 use sluice_shm::capture::CaptureRequest;
 use sluice_shm::control::{
     accept_app, connect_to, listen_at, recv_message, send_message, Reply, Request, ACCESS_DENIED,
@@ -62,6 +63,9 @@ pub(crate) struct Control {
     pub captures: Vec<(OwnedFd, CaptureRequest)>,
     /// Capture requests refused by the access policy.
     pub captures_denied: u64,
+    /// Admitted module and map requests waiting for the engine's hooks (crate::modules):
+    /// (application index, application id, request); at most one per application per look.
+    pub module_requests: Vec<(usize, u32, AdminRequest)>,
 }
 
 impl Control {
@@ -104,6 +108,7 @@ impl Control {
             events: vec![EpollEvent::empty(); EVENTS],
             captures: Vec::new(),
             captures_denied: 0,
+            module_requests: Vec::new(),
         })
     }
 
@@ -481,6 +486,15 @@ impl Control {
                         "this engine serves no MTP".to_string()
                     }
                 },
+                Ok(Some((Request::Admin(req), _)))
+                    if req.is_module() && admin::allowed(app.creds.uid, self.engine_uid) =>
+                {
+                    sh.counters.admin_requests += 1;
+                    // Answered in the engine's hook turn, between frames; the client waits
+                    // for the reply, so its next message waits for the next look.
+                    self.module_requests.push((i, app.id, req));
+                    return;
+                }
                 Ok(Some((Request::Admin(req), _))) => {
                     let uid = app.creds.uid;
                     let reply = match admin::answer(req, (uid, self.engine_uid), apps, sh, stack) {

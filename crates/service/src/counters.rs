@@ -148,11 +148,18 @@ pub struct Counters {
     pub admin_requests: u64,
     /// Admin requests refused: the client is neither uid 0 nor the engine's uid.
     pub admin_denied: u64,
+    /// eBPF modules loaded at run time (`sluice ctl module load`).
+    pub modules_loaded: u64,
+    /// Module loads refused (the object, the verifier, a full chain).
+    pub modules_refused: u64,
+    /// Frames a module redirected to the control plane (XDP_REDIRECT), counted and dropped:
+    /// the control plane has no consumer for them yet.
+    pub module_redirects: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 66] = [
+        let rows: [(&str, u64); 69] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -219,6 +226,9 @@ impl fmt::Display for Counters {
             ("uid_groups_full", self.uid_groups_full),
             ("admin_requests", self.admin_requests),
             ("admin_denied", self.admin_denied),
+            ("modules_loaded", self.modules_loaded),
+            ("modules_refused", self.modules_refused),
+            ("module_redirects", self.module_redirects),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -57,6 +57,7 @@ mod error;
 mod events;
 
 mod memory_groups;
+mod modules;
 mod mtp;
 mod owners;
 mod port_ranges;

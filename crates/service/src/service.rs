@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use sluice_engine::{
     App, AppStatus, DeviceStats, EngineError, Hooks, RunStats, Transport, Transports,
 };
+use sluice_shm::control::{send_message, Reply};
 use sluice_tcp::{Instant, Stack};
 
 use crate::app::Apps;
@@ -26,7 +27,7 @@ use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
 use crate::verbs::{self, Verbs};
-use crate::{commands, data, events, splice, wake};
+use crate::{commands, data, events, modules, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
@@ -459,6 +460,28 @@ impl App for Service {
         }
         for (sock, req) in self.control.captures.drain(..) {
             capture::start(sock, &req, hooks, &mut self.capture, self.config.log);
+        }
+        for (i, id, req) in std::mem::take(&mut self.control.module_requests) {
+            let reply = match modules::answer(req, hooks, &mut self.sh.counters) {
+                Ok(r) => Reply::Admin(r),
+                Err(reason) => Reply::Refused { reason },
+            };
+            // The application is still the one that asked (it cannot detach in between);
+            // a failed send shows as its hang-up at the next look.
+            if let Some(Some(app)) = self
+                .apps
+                .table
+                .get(i)
+                .filter(|a| a.as_ref().is_some_and(|a| a.id == id))
+            {
+                let _ = send_message(app.sock.as_fd(), &reply, &[]);
+            }
+        }
+        // No consumer for redirected frames yet: counted and dropped (docs/ebpf.md).
+        let mut chain = hooks.modules_mut();
+        while let Some(f) = chain.pop_redirected() {
+            self.sh.counters.module_redirects += 1;
+            chain.recycle(f);
         }
     }
 

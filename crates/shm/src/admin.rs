@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::MAX_MESSAGE;
 
+/// Largest eBPF object a ModuleLoad carries: its hex encoding and the request's envelope
+/// must fit one control message.
+pub const MAX_OBJECT: usize = (MAX_MESSAGE - 4096) / 2;
+
 /// Room left in a page's message for the reply's envelope (variant names, cursor).
 const ENVELOPE: usize = 160;
 
@@ -68,6 +72,133 @@ pub enum AdminRequest {
         /// Bits per second of Ethernet frames.
         bits_per_sec: u64,
     },
+    /// Loads an eBPF module at a hook point (the object's bytes, verified by the engine).
+    ModuleLoad {
+        /// "ingress" or "egress".
+        hook: String,
+        /// What to call it (the file's name).
+        name: String,
+        /// The ELF section ("xdp" finds `xdp` or `xdp/NAME`).
+        section: String,
+        /// The object's bytes in hex (at most [`MAX_OBJECT`] bytes).
+        object: String,
+    },
+    /// Unloads module `id`.
+    ModuleUnload {
+        /// The module.
+        id: u32,
+    },
+    /// Every loaded module with its counters.
+    ModuleList,
+    /// A page of a module's map, from entry `cursor` (array entries that are all zeros are
+    /// left out).
+    MapDump {
+        /// The module.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The first entry.
+        cursor: u32,
+        /// Most entries wanted.
+        max: u32,
+    },
+    /// One key's value.
+    MapGet {
+        /// The module.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key in hex.
+        key: String,
+    },
+    /// Inserts or replaces a key's value.
+    MapSet {
+        /// The module.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key in hex.
+        key: String,
+        /// The value in hex.
+        value: String,
+    },
+    /// Deletes a key.
+    MapDelete {
+        /// The module.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key in hex.
+        key: String,
+    },
+}
+
+impl AdminRequest {
+    /// Whether the request is about eBPF modules or their maps (answered in the engine's
+    /// hook turn, between frames).
+    pub fn is_module(&self) -> bool {
+        matches!(
+            self,
+            AdminRequest::ModuleLoad { .. }
+                | AdminRequest::ModuleUnload { .. }
+                | AdminRequest::ModuleList
+                | AdminRequest::MapDump { .. }
+                | AdminRequest::MapGet { .. }
+                | AdminRequest::MapSet { .. }
+                | AdminRequest::MapDelete { .. }
+        )
+    }
+}
+
+/// A loaded module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleRow {
+    /// Its id.
+    pub id: u32,
+    /// "ingress" or "egress".
+    pub hook: String,
+    /// Its name.
+    pub name: String,
+    /// Its section.
+    pub section: String,
+    /// Instructions (8-byte slots).
+    pub insns: u32,
+    /// Its maps' names.
+    pub maps: Vec<String>,
+    /// Runs.
+    pub runs: u64,
+    /// XDP_PASS.
+    pub passed: u64,
+    /// Dropped: XDP_DROP, XDP_ABORTED and unknown return codes.
+    pub dropped: u64,
+    /// XDP_TX.
+    pub tx: u64,
+    /// XDP_REDIRECT.
+    pub redirected: u64,
+    /// Runs stopped by an error (the frame passed: fail-open).
+    pub run_errors: u64,
+}
+
+/// Lower-case hex of `bytes`, no separators.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes of hex digits, pairs optionally separated by spaces (bpftool's `0a 00 01`).
+pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!("{s:?}: an odd number of hex digits"));
+    }
+    digits
+        .chunks(2)
+        .map(|p| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| format!("{s:?}: not hex bytes"))
+        })
+        .collect()
 }
 
 /// The application that owns a connection or a listener.
@@ -171,6 +302,28 @@ pub enum AdminReply {
     },
     /// Done (a set request).
     Done,
+    /// A module was loaded with this id.
+    ModuleLoaded {
+        /// Its id.
+        id: u32,
+    },
+    /// The loaded modules.
+    Modules {
+        /// The rows.
+        rows: Vec<ModuleRow>,
+    },
+    /// A page of a map's (key, value) entries in hex.
+    MapEntries {
+        /// The rows.
+        rows: Vec<(String, String)>,
+        /// The cursor of the next page.
+        next: Option<u32>,
+    },
+    /// A key's value in hex.
+    MapValue {
+        /// The value.
+        value: String,
+    },
 }
 
 /// Rows of one page, bounded by count and by the encoded size of one control message.
@@ -260,6 +413,27 @@ mod tests {
             next: Some(u32::MAX),
         });
         let len = serde_json::to_vec(&reply).unwrap().len();
+        assert!(len <= MAX_MESSAGE, "{len} bytes");
+    }
+
+    #[test]
+    fn hex_round_trips_and_takes_spaces() {
+        assert_eq!(to_hex(&[0x0a, 0, 0xff]), "0a00ff");
+        assert_eq!(from_hex("0a 00 ff").unwrap(), [0x0a, 0, 0xff]);
+        assert_eq!(from_hex("0A00").unwrap(), [0x0a, 0]);
+        assert!(from_hex("0a0").is_err());
+        assert!(from_hex("zz").is_err());
+    }
+
+    #[test]
+    fn the_largest_object_fits_one_message() {
+        let req = crate::control::Request::Admin(AdminRequest::ModuleLoad {
+            hook: "ingress".into(),
+            name: "x".repeat(255),
+            section: "x".repeat(255),
+            object: to_hex(&vec![0xff; MAX_OBJECT]),
+        });
+        let len = serde_json::to_vec(&req).unwrap().len();
         assert!(len <= MAX_MESSAGE, "{len} bytes");
     }
 

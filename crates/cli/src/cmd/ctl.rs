@@ -1,8 +1,8 @@
 //! `sluice ctl [--socket PATH] conns|counters|set-cc|set-rate`: a control tool for a running
 //! engine in the style of `ss -tni` and `nstat` (docs/ctl.md). It attaches like an
 //! application (Hello), then sends admin requests (uid 0 or the engine's uid only) and
-//! follows each list's pages to the end. Module, map and trace subcommands (eBPF) slot in
-//! beside these as further [`CtlCommand`] variants and admin requests.
+//! follows each list's pages to the end. `module load|unload|list` and `map
+//! dump|get|set|delete` manage the engine's eBPF modules and their maps (docs/ebpf.md).
 
 use std::fmt;
 use std::net::SocketAddrV4;
@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use sluice_shm::admin::{AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow};
+use sluice_shm::admin::{
+    from_hex, to_hex, AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow, ModuleRow,
+    MAX_OBJECT,
+};
+
+use crate::cmd::module_file;
 use sluice_shm::control::{
     connect_to, recv_message, send_message, Reply, Request, DEFAULT_SOCKET, PROTOCOL_VERSION,
     SOCKET_ENV,
@@ -70,6 +75,80 @@ pub enum CtlCommand {
         /// Bits per second.
         bits_per_sec: u64,
     },
+    /// eBPF modules at the hook points: load, unload, list.
+    #[command(subcommand)]
+    Module(ModuleCommand),
+    /// A module's maps: dump, get, set, delete (keys and values as hex bytes).
+    #[command(subcommand)]
+    Map(MapCommand),
+}
+
+/// `sluice ctl module ...`.
+#[derive(Subcommand, Debug)]
+pub enum ModuleCommand {
+    /// Loads FILE.o[:SECTION] (or a shipped program's name) at HOOK (ingress or egress);
+    /// prints its id.
+    Load {
+        /// ingress or egress.
+        hook: String,
+        /// FILE.o[:SECTION], or firewall, vlan_strip, port_counter, drop, null, reflect.
+        object: String,
+    },
+    /// Unloads module ID.
+    Unload {
+        /// The module's id (as `module list` prints it).
+        id: u32,
+    },
+    /// The loaded modules with their counters.
+    List {
+        /// One JSON document instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `sluice ctl map ...`.
+#[derive(Subcommand, Debug)]
+pub enum MapCommand {
+    /// Every entry of a map (array entries that are all zeros are left out).
+    Dump {
+        /// The module's id.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// One JSON document instead of `key: ... value: ...` lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One key's value.
+    Get {
+        /// The module's id.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key as hex bytes: "0a 00 00 01" or 0a000001.
+        key: String,
+    },
+    /// Inserts or replaces a key's value.
+    Set {
+        /// The module's id.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key as hex bytes.
+        key: String,
+        /// The value as hex bytes.
+        value: String,
+    },
+    /// Deletes a key.
+    Delete {
+        /// The module's id.
+        module: u32,
+        /// The map's name.
+        map: String,
+        /// The key as hex bytes.
+        key: String,
+    },
 }
 
 /// Why `sluice ctl` failed.
@@ -85,6 +164,8 @@ pub enum CtlError {
     NoSuchConn(String),
     /// Standard output could not be written.
     Output(String),
+    /// A module's object or a hex argument on the command line.
+    Argument(String),
 }
 
 impl fmt::Display for CtlError {
@@ -95,6 +176,7 @@ impl fmt::Display for CtlError {
             CtlError::Unexpected(what) => write!(f, "unexpected answer from the engine: {what}"),
             CtlError::NoSuchConn(what) => write!(f, "no connection {what}"),
             CtlError::Output(e) => write!(f, "cannot write the output: {e}"),
+            CtlError::Argument(e) => f.write_str(e),
         }
     }
 }
@@ -328,11 +410,205 @@ pub fn run(args: &CtlArgs) -> Result<(), CtlError> {
                 id.slot, id.generation
             )
         }
+        CtlCommand::Module(cmd) => module(&session, cmd)?,
+        CtlCommand::Map(cmd) => map(&session, cmd)?,
     };
     use std::io::Write;
     std::io::stdout()
         .write_all(out.as_bytes())
         .map_err(|e| CtlError::Output(e.to_string()))
+}
+
+/// `sluice ctl module ...`.
+fn module(session: &Session, cmd: &ModuleCommand) -> Result<String, CtlError> {
+    match cmd {
+        ModuleCommand::Load { hook, object } => {
+            let m = module_file::read(object, MAX_OBJECT)
+                .map_err(|e| CtlError::Argument(e.to_string()))?;
+            match session.ask(AdminRequest::ModuleLoad {
+                hook: hook.clone(),
+                name: m.name.clone(),
+                section: m.section.clone(),
+                object: to_hex(&m.bytes),
+            })? {
+                AdminReply::ModuleLoaded { id } => Ok(format!(
+                    "module {id}: {} ({}) at {hook}\n",
+                    m.name, m.section
+                )),
+                other => Err(CtlError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        ModuleCommand::Unload { id } => {
+            expect_done(session.ask(AdminRequest::ModuleUnload { id: *id })?)?;
+            Ok(format!("module {id} unloaded\n"))
+        }
+        ModuleCommand::List { json } => {
+            let rows = match session.ask(AdminRequest::ModuleList)? {
+                AdminReply::Modules { rows } => rows,
+                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+            };
+            if *json {
+                to_json(&ModulesDoc {
+                    schema: JSON_SCHEMA,
+                    modules: &rows,
+                })
+            } else {
+                Ok(modules_table(&rows))
+            }
+        }
+    }
+}
+
+/// `sluice ctl map ...`.
+fn map(session: &Session, cmd: &MapCommand) -> Result<String, CtlError> {
+    let hex = |what: &str, s: &str| {
+        from_hex(s)
+            .map(|b| to_hex(&b))
+            .map_err(|e| CtlError::Argument(format!("{what}: {e}")))
+    };
+    match cmd {
+        MapCommand::Dump { module, map, json } => {
+            let (mut rows, mut cursor) = (Vec::new(), 0);
+            for _ in 0..MAX_PAGES {
+                match session.ask(AdminRequest::MapDump {
+                    module: *module,
+                    map: map.clone(),
+                    cursor,
+                    max: PAGE_ROWS,
+                })? {
+                    AdminReply::MapEntries { rows: page, next } => {
+                        rows.extend(page);
+                        match next {
+                            Some(n) if n > cursor => cursor = n,
+                            _ => break,
+                        }
+                    }
+                    other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+                }
+            }
+            if *json {
+                let entries: Vec<MapEntry> = rows
+                    .iter()
+                    .map(|(k, v)| MapEntry {
+                        key: spaced(k),
+                        value: spaced(v),
+                    })
+                    .collect();
+                to_json(&MapDoc {
+                    schema: JSON_SCHEMA,
+                    module: *module,
+                    map,
+                    entries,
+                })
+            } else {
+                Ok(rows
+                    .iter()
+                    .map(|(k, v)| format!("key: {}  value: {}\n", spaced(k), spaced(v)))
+                    .collect())
+            }
+        }
+        MapCommand::Get { module, map, key } => {
+            match session.ask(AdminRequest::MapGet {
+                module: *module,
+                map: map.clone(),
+                key: hex("key", key)?,
+            })? {
+                AdminReply::MapValue { value } => Ok(format!("{}\n", spaced(&value))),
+                other => Err(CtlError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        MapCommand::Set {
+            module,
+            map,
+            key,
+            value,
+        } => {
+            expect_done(session.ask(AdminRequest::MapSet {
+                module: *module,
+                map: map.clone(),
+                key: hex("key", key)?,
+                value: hex("value", value)?,
+            })?)?;
+            Ok(String::new())
+        }
+        MapCommand::Delete { module, map, key } => {
+            expect_done(session.ask(AdminRequest::MapDelete {
+                module: *module,
+                map: map.clone(),
+                key: hex("key", key)?,
+            })?)?;
+            Ok(String::new())
+        }
+    }
+}
+
+/// Hex as bpftool prints it: byte pairs separated by spaces.
+fn spaced(hex: &str) -> String {
+    let pairs: Vec<&str> = hex
+        .as_bytes()
+        .chunks(2)
+        .map(|p| std::str::from_utf8(p).unwrap_or("??"))
+        .collect();
+    pairs.join(" ")
+}
+
+/// `module list --json`.
+#[derive(Serialize)]
+struct ModulesDoc<'a> {
+    schema: u32,
+    modules: &'a [ModuleRow],
+}
+
+/// One entry of `map dump --json`.
+#[derive(Serialize)]
+struct MapEntry {
+    key: String,
+    value: String,
+}
+
+/// `map dump --json`.
+#[derive(Serialize)]
+struct MapDoc<'a> {
+    schema: u32,
+    module: u32,
+    map: &'a str,
+    entries: Vec<MapEntry>,
+}
+
+/// The module table: one line per module.
+fn modules_table(rows: &[ModuleRow]) -> String {
+    let mut out = format!(
+        "{:<4} {:<8} {:<16} {:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  maps\n",
+        "id",
+        "hook",
+        "name",
+        "section",
+        "insns",
+        "runs",
+        "passed",
+        "dropped",
+        "tx",
+        "redirect",
+        "errors"
+    );
+    for r in rows {
+        out += &format!(
+            "{:<4} {:<8} {:<16} {:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  {}\n",
+            r.id,
+            r.hook,
+            r.name,
+            r.section,
+            r.insns,
+            r.runs,
+            r.passed,
+            r.dropped,
+            r.tx,
+            r.redirected,
+            r.run_errors,
+            r.maps.join(",")
+        );
+    }
+    out
 }
 
 /// A set request's answer.

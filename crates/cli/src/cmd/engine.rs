@@ -14,7 +14,11 @@ use sluice_service::{PortRange, Quotas, Service, ServiceConfig};
 use sluice_shm::control::DEFAULT_SOCKET;
 use sluice_shm::Layout;
 
+use sluice_engine::hooks::HookPoint;
+use sluice_shm::admin::MAX_OBJECT;
+
 use crate::attach::{Attach, TransportArgs};
+use crate::cmd::module_file;
 use crate::error::CliError;
 
 /// `sluice engine`.
@@ -93,6 +97,54 @@ pub struct EngineArgs {
     /// per-uid limit; default half the core's global hard limit (--tcp-mem's HIGH).
     #[arg(long, value_name = "BYTES")]
     buffered_bytes_per_uid: Option<String>,
+    /// An eBPF module to run at a hook point from the start: HOOK=FILE.o[:SECTION] or
+    /// HOOK=NAME of a shipped program (HOOK ingress or egress; repeatable, run in order).
+    /// A program the verifier refuses stops the engine before it starts.
+    #[arg(long = "module", value_name = "HOOK=FILE.o[:SECTION]")]
+    module: Vec<String>,
+}
+
+/// A verified module from `--module`, ready to attach.
+struct StartModule {
+    at: HookPoint,
+    name: String,
+    section: String,
+    program: sluice_ebpf::Program,
+    maps: sluice_ebpf::Maps,
+}
+
+/// Reads and verifies every `--module`, before anything else is set up.
+fn start_modules(specs: &[String]) -> Result<Vec<StartModule>, CliError> {
+    specs
+        .iter()
+        .map(|spec| {
+            let (hook, object) = spec.split_once('=').ok_or_else(|| {
+                CliError::usage(format!("--module {spec}: HOOK=FILE.o[:SECTION]"))
+            })?;
+            let at = match hook {
+                "ingress" => HookPoint::Ingress,
+                "egress" => HookPoint::Egress,
+                _ => {
+                    return Err(CliError::usage(format!(
+                        "--module {spec}: no hook point {hook:?} (ingress or egress)"
+                    )))
+                }
+            };
+            // The same bound as `sluice ctl module load`, so a module that loads at start
+            // loads at run time too.
+            let m = module_file::read(object, MAX_OBJECT)
+                .map_err(|e| CliError::usage(format!("--module {spec}: {e}")))?;
+            let (program, maps) = sluice_ebpf::load(&m.bytes, &m.section)
+                .map_err(|e| CliError::usage(format!("--module {spec}: {e}")))?;
+            Ok(StartModule {
+                at,
+                name: m.name,
+                section: m.section,
+                program,
+                maps,
+            })
+        })
+        .collect()
 }
 
 /// A quota flag's parser: 0 would lock every application out.
@@ -160,6 +212,8 @@ fn core_counters(stack: &sluice_tcp::Stack) -> String {
 
 /// Runs `sluice engine` until SIGTERM or SIGINT.
 pub fn run(args: &EngineArgs) -> Result<(), CliError> {
+    // First: a refused module says so before anything is set up.
+    let modules = start_modules(&args.module)?;
     if args.attach.backend == Backend::Sim {
         return Err(CliError::usage(
             "sluice engine serves applications on a real interface: \
@@ -178,6 +232,17 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     let opts = args.attach.options()?;
     let linger = args.attach.linger()?;
     let mut engine = setup::open(&opts)?;
+    for m in modules {
+        let id = engine
+            .hooks
+            .modules_mut()
+            .attach(m.at, &m.name, &m.section, m.program, m.maps)
+            .map_err(|e| CliError::usage(format!("--module: {e}")))?;
+        println!(
+            "sluice engine: module {id}: {} ({}) at {}",
+            m.name, m.section, m.at
+        );
+    }
     engine.linger = linger;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
     engine.spin_before_yield = Duration::from_micros(args.spin_us);

@@ -10,6 +10,8 @@ pub mod echo;
 pub mod engine;
 pub mod flood;
 pub mod lab;
+/// An eBPF module named on the command line.
+pub mod module_file;
 pub mod mtp;
 /// `sluice capture`'s pcap writer.
 pub mod pcap_file;

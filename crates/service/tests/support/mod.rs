@@ -107,6 +107,37 @@ impl Peer {
         self.now()
     }
 
+    /// The next frame the peer's core would send, taken instead of sent.
+    pub fn take_transmit(&mut self) -> Option<Vec<u8>> {
+        let now = self.now();
+        let mut buf = vec![0u8; 2048];
+        let n = self.stack.poll_transmit(now, &mut buf)?;
+        buf.truncate(n);
+        Some(buf)
+    }
+
+    /// Sends raw bytes to the engine.
+    pub fn send_raw(&mut self, frame: &[u8]) {
+        let _ = self.dev.transmit_with(&mut |buf| {
+            let slot = buf.get_mut(..frame.len())?;
+            slot.copy_from_slice(frame);
+            Some(sluice_device::TxFrame::plain(frame.len()))
+        });
+        let _ = self.dev.flush();
+    }
+
+    /// Frames the engine sent, read raw (not handed to the peer's core), waiting up to
+    /// WAIT for at least one.
+    pub fn receive_raw(&mut self) -> Vec<Vec<u8>> {
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut got = Vec::new();
+        while got.is_empty() && std::time::Instant::now() < deadline {
+            let _ = self.dev.receive(&mut |f, _| got.push(f.to_vec()));
+            let _ = self.dev.wait(Some(Duration::from_micros(200)));
+        }
+        got
+    }
+
     /// Starts an active open to the engine.
     pub fn connect(&mut self, ip: Ipv4Addr, port: u16) -> ConnId {
         let now = self.now();
