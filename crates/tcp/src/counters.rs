@@ -233,7 +233,7 @@ pub struct Counters {
 impl Counters {
     /// Every counter as (name, value), in declaration order: for control tools
     /// (`sluice ctl counters`) and logs.
-    pub fn rows(&self) -> [(&'static str, u64); 93] {
+    pub fn rows(&self) -> [(&'static str, u64); 96] {
         [
             ("frames_rx", self.frames_rx),
             ("frames_tx", self.frames_tx),
@@ -308,6 +308,15 @@ impl Counters {
             ("memory_syn_refused", self.memory_syn_refused),
             ("memory_cookie_refused", self.memory_cookie_refused),
             ("memory_ooo_dropped", self.memory_ooo_dropped),
+            ("memory_group_syn_refused", self.memory_group_syn_refused),
+            (
+                "memory_group_cookie_refused",
+                self.memory_group_cookie_refused,
+            ),
+            (
+                "memory_group_over_limit_entered",
+                self.memory_group_over_limit_entered,
+            ),
             ("teardown_offloaded", self.teardown_offloaded),
             ("teardown_refused_full", self.teardown_refused_full),
             ("teardown_refused_state", self.teardown_refused_state),
