@@ -21,35 +21,11 @@
 
 use std::fmt;
 
+pub use crate::hook_point::HookPoint;
 use crate::modules::{Chain, Verdict};
 
 /// Most taps attached at once (capture sessions are bounded: each costs a copy per frame).
 pub const MAX_TAPS: usize = 8;
-
-/// A named place in the path of a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HookPoint {
-    /// Received frames, before classification.
-    Ingress,
-    /// Frames handed to the device.
-    Egress,
-}
-
-impl HookPoint {
-    /// The point's name in docs and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            HookPoint::Ingress => "ingress",
-            HookPoint::Egress => "egress",
-        }
-    }
-}
-
-impl fmt::Display for HookPoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Which points a tap is attached at.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

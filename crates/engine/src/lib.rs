@@ -8,6 +8,7 @@
 pub mod apps;
 pub mod cbpf;
 mod clock;
+mod hook_point;
 pub mod hooks;
 pub mod modules;
 pub mod pump;

@@ -18,7 +18,7 @@ use std::fmt;
 
 use sluice_ebpf::{Action, Counters, Env, Maps, NoTrace, Program, XdpContext};
 
-use crate::hooks::HookPoint;
+use crate::hook_point::HookPoint;
 
 /// Most modules in one point's chain.
 pub const MAX_MODULES: usize = 8;

@@ -8,7 +8,7 @@ use std::net::SocketAddrV4;
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::MAX_MESSAGE;
+use crate::message::MAX_MESSAGE;
 
 /// Largest eBPF object a ModuleLoad carries: its hex encoding and the request's envelope
 /// must fit one control message.

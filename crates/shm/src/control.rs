@@ -27,8 +27,7 @@ use crate::{Layout, ShmError};
 
 /// Version of the attach protocol (and of the region it hands out).
 pub const PROTOCOL_VERSION: u32 = 1;
-/// Largest control message (a capture request carries up to 4096 filter instructions).
-pub const MAX_MESSAGE: usize = 128 << 10;
+pub use crate::message::MAX_MESSAGE;
 /// Most descriptors in one message.
 pub const MAX_FDS: usize = 4;
 /// Where the engine listens unless told otherwise.

@@ -27,6 +27,7 @@ mod layout;
 mod le;
 pub mod map_budget;
 mod mapped;
+mod message;
 mod queue;
 mod region;
 mod ring;
