@@ -231,80 +231,69 @@ impl Session {
         }
     }
 
-    /// Every listener, page by page.
-    fn listeners(&self) -> Result<Vec<ListenerRow>, CtlError> {
+    /// Every row of a paged list: `request` asks for a page from a cursor, `page` takes the
+    /// rows and the next cursor out of the reply (None: not this list's reply).
+    fn all_pages<T>(
+        &self,
+        request: impl Fn(u32) -> AdminRequest,
+        page: impl Fn(AdminReply) -> Result<(Vec<T>, Option<u32>), AdminReply>,
+    ) -> Result<Vec<T>, CtlError> {
         let mut all = Vec::new();
         let mut cursor = 0;
         for _ in 0..MAX_PAGES {
-            match self.ask(AdminRequest::Listeners {
-                cursor,
-                max: PAGE_ROWS,
-            })? {
-                AdminReply::Listeners { rows, next } => {
-                    all.extend(rows);
-                    match next {
-                        Some(n) if n > cursor => cursor = n,
-                        Some(n) => {
-                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
-                        }
-                        None => return Ok(all),
-                    }
-                }
-                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
+            let (rows, next) = page(self.ask(request(cursor))?)
+                .map_err(|other| CtlError::Unexpected(format!("{other:?}")))?;
+            all.extend(rows);
+            match next {
+                Some(n) if n > cursor => cursor = n,
+                // A cursor that does not advance would loop forever.
+                Some(n) => return Err(CtlError::Unexpected(format!("a page stuck at {n}"))),
+                None => return Ok(all),
             }
         }
         Ok(all)
+    }
+
+    /// Every listener, page by page.
+    fn listeners(&self) -> Result<Vec<ListenerRow>, CtlError> {
+        self.all_pages(
+            |cursor| AdminRequest::Listeners {
+                cursor,
+                max: PAGE_ROWS,
+            },
+            |reply| match reply {
+                AdminReply::Listeners { rows, next } => Ok((rows, next)),
+                other => Err(other),
+            },
+        )
     }
 
     /// Every connection, page by page.
     fn conns(&self) -> Result<Vec<ConnRow>, CtlError> {
-        let mut all = Vec::new();
-        let mut cursor = 0;
-        for _ in 0..MAX_PAGES {
-            match self.ask(AdminRequest::Conns {
+        self.all_pages(
+            |cursor| AdminRequest::Conns {
                 cursor,
                 max: PAGE_ROWS,
-            })? {
-                AdminReply::Conns { rows, next } => {
-                    all.extend(rows);
-                    match next {
-                        Some(n) if n > cursor => cursor = n,
-                        // A cursor that does not advance would loop forever.
-                        Some(n) => {
-                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
-                        }
-                        None => return Ok(all),
-                    }
-                }
-                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
-            }
-        }
-        Ok(all)
+            },
+            |reply| match reply {
+                AdminReply::Conns { rows, next } => Ok((rows, next)),
+                other => Err(other),
+            },
+        )
     }
 
     /// Every counter, page by page.
     fn counters(&self) -> Result<Vec<(String, u64)>, CtlError> {
-        let mut all = Vec::new();
-        let mut cursor = 0;
-        for _ in 0..MAX_PAGES {
-            match self.ask(AdminRequest::Counters {
+        self.all_pages(
+            |cursor| AdminRequest::Counters {
                 cursor,
                 max: PAGE_ROWS,
-            })? {
-                AdminReply::Counters { rows, next } => {
-                    all.extend(rows);
-                    match next {
-                        Some(n) if n > cursor => cursor = n,
-                        Some(n) => {
-                            return Err(CtlError::Unexpected(format!("a page stuck at {n}")))
-                        }
-                        None => return Ok(all),
-                    }
-                }
-                other => return Err(CtlError::Unexpected(format!("{other:?}"))),
-            }
-        }
-        Ok(all)
+            },
+            |reply| match reply {
+                AdminReply::Counters { rows, next } => Ok((rows, next)),
+                other => Err(other),
+            },
+        )
     }
 
     /// The connection `spec` names: SLOT.GENERATION, or LOCAL-REMOTE looked up in the list.
