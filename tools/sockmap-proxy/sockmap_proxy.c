@@ -34,9 +34,13 @@
 #define MAX_FDS 65536
 /* How long an EOF waits for the bytes before it to be acknowledged by the peer. */
 #define DRAIN_LIMIT_NS (10ull * 1000 * 1000 * 1000)
+/* How long bytes read by hand wait for the redirected ones before them (see
+ * wait_delivered): normally well under a millisecond. */
+#define WAIT_LIMIT_NS (500ull * 1000 * 1000)
 #define EVENTS 256
 /* TCP_ESTABLISHED of include/net/tcp_states.h (tcpi_state's value). */
 #define STATE_ESTABLISHED 1
+#define STATE_CLOSE_WAIT 8
 
 /* Must match struct pair_key in sockmap_proxy.bpf.c. */
 struct pair_key {
@@ -225,10 +229,14 @@ static int fin_received(const struct tcp_info *ti)
 
 /* Waits (bounded) until side o has had acknowledged every byte side i received before
  * the `chunk` bytes just read from it: redirected skbs leave from a kernel work queue, so
- * bytes written by hand at once could overtake them. */
-static void wait_delivered(struct pair *p, int i, size_t chunk)
+ * bytes written by hand at once could overtake them. Returns -1 (the caller resets the
+ * pair) on SIGTERM, when side o can no longer deliver (its peer reset or closed it: the
+ * acknowledgements will never come), or after WAIT_LIMIT_NS: a wait here holds up every
+ * other pair, so it must stay short (seen in CI: a client gone mid-transfer held the loop
+ * 10 s per 64 KiB chunk, the measurement after it served nothing, SIGTERM went unheard). */
+static int wait_delivered(struct pair *p, int i, size_t chunk)
 {
-	uint64_t deadline = now_ns() + DRAIN_LIMIT_NS;
+	uint64_t deadline = now_ns() + WAIT_LIMIT_NS;
 	struct tcp_info from, to;
 	int o = 1 - i;
 
@@ -237,13 +245,16 @@ static void wait_delivered(struct pair *p, int i, size_t chunk)
 		struct timespec ms = { 0, 1000000 };
 
 		if (to.tcpi_bytes_acked - p->acked0[o] >= before)
-			return;
+			return 0;
+		if (stop || (to.tcpi_state != STATE_ESTABLISHED && to.tcpi_state != STATE_CLOSE_WAIT))
+			return -1;
 		if (now_ns() > deadline) {
 			stats.drain_timeouts++;
-			return;
+			return -1;
 		}
 		nanosleep(&ms, NULL);
 	}
+	return -1;
 }
 
 /* Forwards what is readable on side i to the other side by hand; returns 1 at EOF,
@@ -256,7 +267,8 @@ static int copy_readable(struct pair *p, int i)
 		ssize_t r = recv(p->fd[i], buf, sizeof(buf), MSG_DONTWAIT);
 
 		if (r > 0) {
-			wait_delivered(p, i, (size_t)r);
+			if (wait_delivered(p, i, (size_t)r) < 0)
+				return -1;
 			if (write_all(p->fd[1 - i], buf, (size_t)r) < 0)
 				return -1;
 			stats.copied_bytes += (uint64_t)r;
