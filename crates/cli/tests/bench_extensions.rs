@@ -2,40 +2,23 @@
 //! is built measured RPCs (positive ops/s), the firewall's map held its 10k rules, the
 //! capture rows wrote pcap files with packets, every built row has a hook-path number, and
 //! the interpreter has a number per program. Rows whose part is not built yet say so. Needs
-//! root (the test is `#[ignore]`d; scripts/test.sh runs it as root) and sockperf; it skips,
-//! saying why, when sockperf is missing. No performance assertion: the numbers are printed.
+//! root (the test is `#[ignore]`d; scripts/test.sh runs it as root), sockperf (it skips,
+//! saying why, without it) and libsluice_preload.so beside the binary (`cargo build -p
+//! sluice-preload`, or the whole workspace's tests). No performance assertion: the numbers
+//! are printed.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use sluice_lab::{command, LabGuard};
 
-/// A CSV file as rows of column name -> value (the bench writes no quoted commas in
-/// numbers; notes are read whole by the csv layout: quoted fields are unquoted here).
+/// A CSV file the bench wrote, as rows of column name -> value.
 fn read_csv(path: &std::path::Path) -> Vec<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(path).expect("the CSV was written");
-    let mut lines = text.lines();
-    let head: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(String::from)
-        .collect();
-    lines
-        .map(|l| {
-            let mut fields = Vec::new();
-            let (mut cur, mut quoted) = (String::new(), false);
-            for c in l.chars() {
-                match c {
-                    '"' => quoted = !quoted,
-                    ',' if !quoted => fields.push(std::mem::take(&mut cur)),
-                    c => cur.push(c),
-                }
-            }
-            fields.push(cur);
-            head.iter().cloned().zip(fields).collect()
-        })
-        .collect()
+    csv::Reader::from_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .deserialize()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn positive(row: &BTreeMap<String, String>, col: &str) -> bool {
@@ -124,10 +107,7 @@ fn quick_extension_bench_fills_every_built_row() {
             .parse()
             .unwrap()
     };
-    assert!(
-        packets("capture") > packets("capture filtered"),
-        "{stdout}"
-    );
+    assert!(packets("capture") > packets("capture filtered"), "{stdout}");
 
     let jit = read_csv(&dir.join("interp_jit.csv"));
     let programs: Vec<&str> = jit.iter().map(|r| r["program"].as_str()).collect();

@@ -6,7 +6,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use sluice_shm::admin::{to_hex, AdminReply, AdminRequest, ModuleRow};
-use sluice_shm::control::{connect_to, recv_message, send_message, Reply, Request, PROTOCOL_VERSION};
+use sluice_shm::control::{
+    connect_to, recv_message, send_message, Reply, Request, PROTOCOL_VERSION,
+};
 
 /// Rows asked for per map dump page.
 const PAGE_ROWS: u32 = 256;

@@ -85,7 +85,9 @@ pub fn run(args: &BenchExtensionsArgs, filter: &[Insn]) -> Result<(), AppsError>
     for ext in Extension::ALL {
         progress(&format!("hook path: {} x {n}", ext.name()));
         let r = micro::hook_path(ext, filter, n);
-        lab_run::report(COMMAND, &r.clone().map_err(|m| m.to_string()));
+        if let Err(m) = &r {
+            progress(&format!("  {m}"));
+        }
         micro_rows.push((ext, r));
     }
     let jit: Vec<JitRow> = micro::JIT_PROGRAMS
@@ -131,7 +133,9 @@ pub fn run(args: &BenchExtensionsArgs, filter: &[Insn]) -> Result<(), AppsError>
 }
 
 /// Every row in the lab, an engine each.
-fn measure_lab(args: &BenchExtensionsArgs) -> Result<Vec<super::rows::Cell<super::rows::LabResult>>, AppsError> {
+fn measure_lab(
+    args: &BenchExtensionsArgs,
+) -> Result<Vec<super::rows::Cell<super::rows::LabResult>>, AppsError> {
     let exe =
         std::env::current_exe().map_err(|e| AppsError::io("find the sluice executable", e))?;
     let mut h = Harness::new(exe, crate::backend_name(args.backend))?;
@@ -146,7 +150,9 @@ fn measure_lab(args: &BenchExtensionsArgs) -> Result<Vec<super::rows::Cell<super
         .map(|ext| {
             progress(&format!("lab: {}", ext.name()));
             let r = lab::measure(&mut h, ext, &spec);
-            lab_run::report(COMMAND, &r.clone().map_err(|m| m.to_string()));
+            if let Err(m) = &r {
+                progress(&format!("  {m}"));
+            }
             r
         })
         .collect())

@@ -57,12 +57,7 @@ pub fn measure(h: &mut Harness, ext: Extension, spec: &LabSpec) -> Cell<LabResul
 
 /// The row on a running engine: the extension's setup, the ping-pong with CPU meters, the
 /// evidence that the extension ran.
-fn with_engine(
-    h: &Harness,
-    run: &mut Running,
-    ext: Extension,
-    spec: &LabSpec,
-) -> Cell<LabResult> {
+fn with_engine(h: &Harness, run: &mut Running, ext: Extension, spec: &LabSpec) -> Cell<LabResult> {
     let fail = |e: String| Missing::Failed(e);
     let socket = run
         .engine_socket()
@@ -75,7 +70,9 @@ fn with_engine(
     }
     let capture = match ext.capture() {
         Some(filtered) => {
-            let pcap = spec.dir.join(format!("{}.pcap", ext.name().replace(' ', "-")));
+            let pcap = spec
+                .dir
+                .join(format!("{}.pcap", ext.name().replace(' ', "-")));
             let filter = if filtered { spec.filter.as_str() } else { "" };
             Some((start_capture(h, &socket, &pcap, filter)?, pcap))
         }
@@ -232,7 +229,9 @@ fn ping_pong(h: &Harness, run: &Running, seconds: u32) -> Result<sockperf::PingP
         &t,
         "--full-rtt",
     ];
-    let mut cmd = h.client(SOCKPERF).map_err(|e| Missing::Failed(e.to_string()))?;
+    let mut cmd = h
+        .client(SOCKPERF)
+        .map_err(|e| Missing::Failed(e.to_string()))?;
     cmd.args(args);
     let what = format!("sockperf {} against {addr}", args.join(" "));
     let out = run_bounded(cmd, &what, Duration::from_secs(u64::from(seconds) + 30))

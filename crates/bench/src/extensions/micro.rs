@@ -11,7 +11,7 @@ use sluice_engine::cbpf::{self, Insn};
 use sluice_engine::hooks::{Points, Tap};
 use sluice_engine::{HookPoint, Hooks};
 
-use super::rows::{firewall_rule, Cell, Extension, Missing, MicroResult, FIREWALL_RULES};
+use super::rows::{firewall_rule, Cell, Extension, MicroResult, Missing, FIREWALL_RULES};
 
 /// The programs of the interpreter-vs-JIT section (flextoe.txt 5.1's modules).
 pub const JIT_PROGRAMS: [&str; 4] = ["null", "vlan_strip", "firewall", "port_counter"];
@@ -71,7 +71,11 @@ struct RingTap {
 impl Tap for RingTap {
     fn frame(&mut self, _at: HookPoint, frame: &[u8]) {
         let wire = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-        if self.filter.as_ref().is_some_and(|p| p.run(frame, wire) == 0) {
+        if self
+            .filter
+            .as_ref()
+            .is_some_and(|p| p.run(frame, wire) == 0)
+        {
             return;
         }
         let n = frame.len().min(SNAPLEN).min(self.ring.len());
@@ -92,8 +96,8 @@ impl Tap for RingTap {
 fn load(name: &str) -> Result<(Program, Maps, &'static str), Missing> {
     let (bytes, section) =
         programs::shipped(name).ok_or_else(|| Missing::Failed(format!("no program {name}")))?;
-    let (program, mut maps) = sluice_ebpf::load(bytes, section)
-        .map_err(|e| Missing::Failed(format!("{name}: {e}")))?;
+    let (program, mut maps) =
+        sluice_ebpf::load(bytes, section).map_err(|e| Missing::Failed(format!("{name}: {e}")))?;
     if name == "firewall" {
         let rules = maps
             .id("rules")
@@ -307,7 +311,11 @@ mod tests {
             }
             let r = r.unwrap();
             // The warm-up's runs count too: a tenth more.
-            let runs = if ext.module().is_some() { n + n / 10 } else { 0 };
+            let runs = if ext.module().is_some() {
+                n + n / 10
+            } else {
+                0
+            };
             assert_eq!(r.module_runs, runs, "{ext:?}");
             assert_eq!(r.frames, 2 * n);
             assert!(r.ns_per_frame.is_finite() && r.ns_per_frame >= 0.0);
