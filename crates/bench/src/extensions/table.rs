@@ -105,8 +105,8 @@ impl Table {
         let _ = writeln!(s, "\ninterpreter vs JIT, ns per frame");
         let _ = writeln!(
             s,
-            "{:<14} {:>12} {:>12}  {}",
-            "program", "interpreter", "JIT", "JIT speed-up"
+            "{:<14} {:>12} {:>12}  JIT speed-up",
+            "program", "interpreter", "JIT"
         );
         for j in &self.jit {
             let speedup = ratio(j.interp_ns.clone().ok(), j.jit_ns.clone().ok());
