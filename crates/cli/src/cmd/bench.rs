@@ -44,6 +44,10 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
         Some(BenchCommand::Verbs(args)) => sluice_bench::verbs::run(args).map_err(CliError::Apps),
         Some(BenchCommand::Mtp(args)) => sluice_bench::mtp::run(args).map_err(CliError::Apps),
         Some(BenchCommand::Extensions(args)) => {
+            if args.filter.trim().is_empty() {
+                // The filtered row would be the unfiltered one again.
+                return Err(CliError::usage("--filter: an empty filter filters nothing"));
+            }
             // Compiled here by libpcap, as `sluice capture` compiles it, for the in-process tap.
             let filter: Vec<Insn> = super::capture_filter::compile(&args.filter)
                 .map_err(|e| CliError::usage(format!("--filter: {e}")))?
