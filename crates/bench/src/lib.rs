@@ -22,6 +22,7 @@ pub mod cpu;
 mod engine_client;
 mod engine_side;
 mod error;
+pub mod extensions;
 mod helpers;
 pub mod kserve;
 mod lab_run;

@@ -1,4 +1,5 @@
-// Firewall by 5-tuple: a frame whose IPv4 TCP/UDP 5-tuple is a key of `rules` is dropped and
+// Firewall by 5-tuple: a frame whose IPv4 TCP/UDP 5-tuple is a key of `rules` (up to 16384,
+// room for `sluice bench extensions`' 10k) is dropped and
 // the rule's hit counter incremented; every other frame passes. The control plane writes the
 // rules (BTF-style map definition, as libbpf's bpf_helpers.h declares them).
 #include <linux/bpf.h>
@@ -19,7 +20,7 @@ struct five_tuple {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 16384);
 	__type(key, struct five_tuple);
 	__type(value, __u64);
 } rules SEC(".maps");

@@ -116,7 +116,7 @@ fn firewall_drops_the_5_tuple_the_control_plane_wrote() {
     let def = maps.map(rules).unwrap().def().clone();
     assert_eq!(
         (def.key_size, def.value_size, def.max_entries),
-        (16, 8, 1024)
+        (16, 8, 16384)
     );
     let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
     maps.set(

@@ -54,6 +54,11 @@ impl Running {
         )
     }
 
+    /// The engine's control socket on Side::Engine (for `sluice ctl`, `sluice capture`).
+    pub fn engine_socket(&self) -> Option<&Path> {
+        self.engine.as_ref().map(EngineProcess::socket)
+    }
+
     /// Fails (with the logs) if the program or its engine has exited.
     pub fn check_alive(&mut self) -> Result<(), AppsError> {
         self.server.check_alive()?;
@@ -197,6 +202,16 @@ impl Harness {
     pub fn with_engine_args(mut self, args: &[String]) -> Harness {
         self.engine_args = args.to_vec();
         self
+    }
+
+    /// Replaces the extra `sluice engine` arguments of engines started from now on.
+    pub fn set_engine_args(&mut self, args: &[String]) {
+        self.engine_args = args.to_vec();
+    }
+
+    /// The `sluice` binary it runs.
+    pub fn sluice(&self) -> &Path {
+        &self.sluice
     }
 
     /// The files the web servers serve.

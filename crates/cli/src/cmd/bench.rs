@@ -1,9 +1,11 @@
-//! `sluice bench [apps|verbs|mtp]`: every workload against the engine and against Linux TCP in
-//! the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs with `verbs`,
-//! MTP beside both TCPs with `mtp`.
+//! `sluice bench [apps|verbs|mtp|extensions]`: every workload against the engine and against
+//! Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs
+//! with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost with
+//! `extensions`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
+use sluice_engine::cbpf::Insn;
 
 use crate::error::CliError;
 
@@ -29,6 +31,10 @@ enum BenchCommand {
     /// MTP messages between two engines beside Sluice TCP and Linux TCP: 64 B RPC round
     /// trip and message throughput, CPU per operation, ratios (needs root; issue 17).
     Mtp(sluice_bench::mtp::BenchMtpArgs),
+    /// What eBPF modules, tracepoints and capture cost (flextoe.txt Table 2): RPC ops/s with
+    /// each beside the baseline, hook ns per frame, CPU per operation; interpreter vs JIT
+    /// (the lab part needs root; issue 19).
+    Extensions(sluice_bench::extensions::BenchExtensionsArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
@@ -37,6 +43,19 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
         Some(BenchCommand::Apps(args)) => apps::bench::run(args).map_err(CliError::Apps),
         Some(BenchCommand::Verbs(args)) => sluice_bench::verbs::run(args).map_err(CliError::Apps),
         Some(BenchCommand::Mtp(args)) => sluice_bench::mtp::run(args).map_err(CliError::Apps),
+        Some(BenchCommand::Extensions(args)) => {
+            if args.filter.trim().is_empty() {
+                // The filtered row would be the unfiltered one again.
+                return Err(CliError::usage("--filter: an empty filter filters nothing"));
+            }
+            // Compiled here by libpcap, as `sluice capture` compiles it, for the in-process tap.
+            let filter: Vec<Insn> = super::capture_filter::compile(&args.filter)
+                .map_err(|e| CliError::usage(format!("--filter: {e}")))?
+                .into_iter()
+                .map(|(code, jt, jf, k)| Insn::new(code, jt, jf, k))
+                .collect();
+            sluice_bench::extensions::run(args, &filter).map_err(CliError::Apps)
+        }
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }
 }
