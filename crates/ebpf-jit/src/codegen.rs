@@ -10,7 +10,6 @@
 
 use sluice_ebpf::helpers::{map_pointer, Helper, CTX_POINTER};
 use sluice_ebpf::insn::{alu, atomic, class, jmp, mode, Insn, PSEUDO_MAP_FD};
-use sluice_ebpf::Program;
 
 use crate::runtime::{self, err, off};
 use crate::x86::{cc, Asm, Label, Size, R10, R11, R12, R13, R14, R15, R8, R9, RAX, RBP, RBX};
@@ -46,10 +45,10 @@ struct Gen {
     exit: Label,
 }
 
-/// Machine code for a verified program; `Unsupported` for anything this translation does not
-/// handle (the caller runs the interpreter instead).
-pub fn translate(p: &Program) -> Result<Vec<u8>, JitError> {
-    let insns = p.insns();
+/// Machine code for a verified program's instructions; `Unsupported` for anything this
+/// translation does not handle (the caller runs the interpreter instead). Its run-time checks
+/// do not depend on the verifier (tests translate unverified code to exercise them).
+pub fn translate(insns: &[Insn]) -> Result<Vec<u8>, JitError> {
     let n = insns.len();
     let (second, leader) = blocks(insns)?;
     let mut g = Gen {
@@ -95,12 +94,12 @@ pub fn translate(p: &Program) -> Result<Vec<u8>, JitError> {
             }
             class::LDX if i.mode() == mode::MEM && i.dst != 10 => g.ldx(&i, pc),
             class::ST if i.mode() == mode::MEM => {
-                g.addr(i.dst, i.off, i.size(), pc);
-                g.a.store_imm(Size::of(i.size()), R11, 0, i.imm);
+                let (b, disp) = g.addr(i.dst, i.off, i.size(), pc);
+                g.a.store_imm(Size::of(i.size()), b, disp, i.imm);
             }
             class::STX if i.mode() == mode::MEM => {
-                g.addr(i.dst, i.off, i.size(), pc);
-                g.a.store(Size::of(i.size()), R11, 0, REG[i.src as usize]);
+                let (b, disp) = g.addr(i.dst, i.off, i.size(), pc);
+                g.a.store(Size::of(i.size()), b, disp, REG[i.src as usize]);
             }
             class::STX if i.mode() == mode::ATOMIC => g.atomic(&i, pc)?,
             class::JMP | class::JMP32 => match (i.class(), i.code()) {
@@ -217,9 +216,15 @@ impl Gen {
         a.jcc(cc::A, fail);
     }
 
-    /// R11 = base + off, checked for an access of `size` bytes; continues when it is allowed.
-    fn addr(&mut self, base: u8, disp: i16, size: usize, pc: usize) {
-        self.a.lea(R11, REG[base as usize], disp as i32);
+    /// The operand `[reg + disp]` of an access of `size` bytes at base + off, checked: either
+    /// R11 after a run-time region check, or rbp itself for a constant offset inside the stack
+    /// (R10 is read-only, so such an access needs no check at run time).
+    fn addr(&mut self, base: u8, disp: i16, size: usize, pc: usize) -> (u8, i32) {
+        let disp = disp as i32;
+        if base == 10 && disp >= -(runtime::STACK_SIZE as i32) && disp + size as i32 <= 0 {
+            return (RBP, disp);
+        }
+        self.a.lea(R11, REG[base as usize], disp);
         let stack_first = base == 10;
         let (at, ok) = (self.a.label(), self.a.label());
         let first = if stack_first {
@@ -236,13 +241,14 @@ impl Gen {
             pc,
             stack_first,
         });
+        (R11, 0)
     }
 
     fn ldx(&mut self, i: &Insn, pc: usize) {
         let d = REG[i.dst as usize];
         let size = i.size();
         let done = self.a.label();
-        if size == 4 {
+        if size == 4 && i.src != 10 {
             // The context is not memory: its fields are read from State (data and data_end
             // as host pointers), exactly when the base is the context pointer.
             let at = self.a.label();
@@ -257,8 +263,8 @@ impl Gen {
                 pc,
             });
         }
-        self.addr(i.src, i.off, size, pc);
-        self.a.load(Size::of(size), d, R11, 0);
+        let (b, disp) = self.addr(i.src, i.off, size, pc);
+        self.a.load(Size::of(size), d, b, disp);
         self.a.bind(done);
     }
 
@@ -392,17 +398,17 @@ impl Gen {
             x if x == (atomic::XOR | atomic::FETCH) => Some(0x31),
             _ => return Err(JitError::Unsupported(pc)),
         };
-        self.addr(i.dst, i.off, size, pc);
+        let (b, disp) = self.addr(i.dst, i.off, size, pc);
         let a = &mut self.a;
         match i.imm {
-            atomic::ADD => a.lock_op(w, 0x01, R11, 0, s),
-            atomic::OR => a.lock_op(w, 0x09, R11, 0, s),
-            atomic::AND => a.lock_op(w, 0x21, R11, 0, s),
-            atomic::XOR => a.lock_op(w, 0x31, R11, 0, s),
-            x if x == (atomic::ADD | atomic::FETCH) => a.lock_xadd(w, R11, 0, s),
-            atomic::XCHG => a.xchg(w, R11, 0, s),
+            atomic::ADD => a.lock_op(w, 0x01, b, disp, s),
+            atomic::OR => a.lock_op(w, 0x09, b, disp, s),
+            atomic::AND => a.lock_op(w, 0x21, b, disp, s),
+            atomic::XOR => a.lock_op(w, 0x31, b, disp, s),
+            x if x == (atomic::ADD | atomic::FETCH) => a.lock_xadd(w, b, disp, s),
+            atomic::XCHG => a.xchg(w, b, disp, s),
             atomic::CMPXCHG => {
-                a.lock_cmpxchg(w, R11, 0, s);
+                a.lock_cmpxchg(w, b, disp, s);
                 if !w {
                     // R0 = the old value, zero-extended, whether or not it was equal.
                     a.mov_rr(false, RAX, RAX);
@@ -413,12 +419,12 @@ impl Gen {
                 let op = fetch_op.unwrap_or(0x09);
                 a.store(Size::B8, R12, off::SAVE, s);
                 a.store(Size::B8, R12, off::SAVE + 8, RAX);
-                a.load(Size::of(size), RAX, R11, 0);
+                a.load(Size::of(size), RAX, b, disp);
                 let retry = a.label();
                 a.bind(retry);
                 a.mov_rr(w, R10, RAX);
                 a.alu_rm(w, op, R10, R12, off::SAVE);
-                a.lock_cmpxchg(w, R11, 0, R10);
+                a.lock_cmpxchg(w, b, disp, R10);
                 a.jcc(cc::NE, retry);
                 a.mov_rr(true, R10, RAX);
                 a.load(Size::B8, RAX, R12, off::SAVE + 8);

@@ -96,7 +96,7 @@ pub fn observe(
 /// The interpreter's and the JIT's outcome of one run each, from equal maps and buffers.
 pub fn both(
     program: &Program,
-    compiled: &Compiled,
+    compiled: &mut Compiled,
     interp_maps: &mut Maps,
     jit_maps: &mut Maps,
     buf: &[u8],
@@ -140,7 +140,7 @@ pub fn case_buf(c: &Case) -> Vec<u8> {
 /// first run left is read by the second). Panics on any difference; `None` if refused.
 pub fn check(data: &[u8]) -> Option<Action> {
     let c = fuzzing::prepare(data)?;
-    let compiled = match Compiled::compile(&c.program) {
+    let mut compiled = match Compiled::compile(&c.program) {
         Ok(j) => j,
         // Only where there is no JIT; a verified program the JIT refuses is a finding.
         Err(crate::JitError::Unavailable) => return None,
@@ -152,7 +152,13 @@ pub fn check(data: &[u8]) -> Option<Action> {
     let mut action = None;
     for round in 0..2 {
         let (i, j) = both(
-            &c.program, &compiled, &mut im, &mut jm, &buf, c.headroom, c.len,
+            &c.program,
+            &mut compiled,
+            &mut im,
+            &mut jm,
+            &buf,
+            c.headroom,
+            c.len,
         );
         assert_eq!(i, j, "JIT and interpreter differ (round {round})");
         action = i.result.ok();

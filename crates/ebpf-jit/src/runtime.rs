@@ -1,7 +1,6 @@
 //! What JIT code runs against: the per-run state block (R12 points at it), the host-address
 //! memory model helpers see, and the `extern "C"` trampolines JIT code calls.
 
-use std::ffi::c_void;
 use std::mem::offset_of;
 
 use sluice_ebpf::helpers::{self, Memory};
@@ -60,10 +59,39 @@ pub struct State {
     pub helper_pc: u32,
     /// Registers saved around calls from JIT code into Rust.
     pub save: [u64; 10],
-    /// The run's `XdpContext` (erased lifetime; valid during the run).
-    pub ctx: *mut c_void,
-    /// The run's `Env` (erased lifetime; valid during the run).
-    pub env: *mut c_void,
+    /// Address of the run's `XdpContext` (valid during a run only).
+    pub ctx: usize,
+    /// Address of the run's `Env` (valid during a run only).
+    pub env: usize,
+}
+
+impl State {
+    /// A zeroed state, its regions empty.
+    pub fn new() -> Box<State> {
+        let mut st = Box::new(State {
+            stack: [0; STACK_SIZE],
+            data: u64::MAX,
+            data_end: u64::MAX,
+            stack_lo: 0,
+            stack_hi: 0,
+            unit_lo: u64::MAX,
+            unit_hi: u64::MAX,
+            ifindex: 0,
+            rxq: 0,
+            budget: 0,
+            error: err::NONE,
+            error_pc: 0,
+            helper_id: 0,
+            helper_pc: 0,
+            save: [0; 10],
+            ctx: 0,
+            env: 0,
+        });
+        // Boxed, so the stack's address is fixed for the state's life.
+        st.stack_lo = st.stack.as_ptr() as u64;
+        st.stack_hi = st.stack_lo + STACK_SIZE as u64;
+        st
+    }
 }
 
 /// Offsets JIT code uses (`i32` displacements).
@@ -191,9 +219,20 @@ impl Memory for Host<'_> {
 
 /// Called by JIT code for a CALL: helper `State::helper_id` at `State::helper_pc` with R1-R5.
 /// R0, or 0 with `State::error` set.
-pub extern "C" fn helper(state: *mut State, r1: u64, r2: u64, r3: u64, r4: u64, r5: u64) -> u64 {
-    // SAFETY: JIT code passes the `State` that `Compiled::run` made for this run and keeps
-    // alive on its stack; nothing else touches it while JIT code waits for this call.
+///
+/// # Safety
+/// `state` is the running `Compiled`'s state, whose `ctx` and `env` point at the run's live
+/// `XdpContext` and `Env`, none of them otherwise in use during the call (JIT code only).
+pub unsafe extern "C" fn helper(
+    state: *mut State,
+    r1: u64,
+    r2: u64,
+    r3: u64,
+    r4: u64,
+    r5: u64,
+) -> u64 {
+    // SAFETY: the caller's contract: JIT code passes the `State` boxed in the `Compiled` that
+    // `Compiled::run` borrows mutably for the run; nothing else touches it during this call.
     let st = unsafe { &mut *state };
     // SAFETY: `ctx` and `env` point at the `&mut XdpContext` and `&mut Env` that `run` holds
     // (exclusively) for the whole run and does not use until JIT code returns.
@@ -230,7 +269,10 @@ pub extern "C" fn helper(state: *mut State, r1: u64, r2: u64, r3: u64, r4: u64, 
 
 /// Called by JIT code when an access is in neither the frame nor the stack nor the cached
 /// unit: 1 if `addr..addr+len` is inside one map value (which becomes the cached unit), else 0.
-pub extern "C" fn check_map(state: *mut State, addr: u64, len: u64) -> u64 {
+///
+/// # Safety
+/// As [`helper`].
+pub unsafe extern "C" fn check_map(state: *mut State, addr: u64, len: u64) -> u64 {
     // SAFETY: as in `helper`: the run's own `State` and `Env`, exclusively ours during the call.
     let st = unsafe { &mut *state };
     // SAFETY: as in `helper`.

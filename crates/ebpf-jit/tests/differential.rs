@@ -39,7 +39,7 @@ fn compare_rounds(
     frames: &[&[u8]],
     headroom: usize,
 ) -> Outcome {
-    let jit = Compiled::compile(p).expect("the JIT takes every verified program");
+    let mut jit = Compiled::compile(p).expect("the JIT takes every verified program");
     let (mut im, mut jm) = (Maps::new(p.maps()).unwrap(), Maps::new(p.maps()).unwrap());
     setup(&mut im);
     setup(&mut jm);
@@ -47,7 +47,7 @@ fn compare_rounds(
     for (n, f) in frames.iter().enumerate() {
         let mut buf = vec![0u8; headroom + f.len() + 64];
         buf[headroom..headroom + f.len()].copy_from_slice(f);
-        let (a, b) = both(p, &jit, &mut im, &mut jm, &buf, headroom, f.len());
+        let (a, b) = both(p, &mut jit, &mut im, &mut jm, &buf, headroom, f.len());
         assert_eq!(a, b, "frame {n}: interpreter (left) and JIT (right) differ");
         last = Some(a);
     }
@@ -510,9 +510,9 @@ fn map_mismatch_and_bad_bounds_are_the_interpreters_errors() {
         return;
     }
     let (p, _) = sluice_ebpf::load(programs::FIREWALL, "xdp").unwrap();
-    let jit = Compiled::compile(&p).unwrap();
+    let mut jit = Compiled::compile(&p).unwrap();
     let (mut a, mut b) = (Maps::new(&[]).unwrap(), Maps::new(&[]).unwrap());
-    let (x, y) = both(&p, &jit, &mut a, &mut b, &[0u8; 80], 0, 60);
+    let (x, y) = both(&p, &mut jit, &mut a, &mut b, &[0u8; 80], 0, 60);
     assert_eq!(x, y);
     assert_eq!(x.result, Err(RunError::MapMismatch(0)));
     assert_eq!(x.counters.run_errors, 1);
@@ -704,7 +704,7 @@ fn random_case(
         Ok(p) => {
             let jit = Compiled::compile(&p);
             prop_assert!(jit.is_ok(), "{jit:?}");
-            let jit = jit.unwrap();
+            let mut jit = jit.unwrap();
             let (mut im, mut jm) = (Maps::new(&maps).unwrap(), Maps::new(&maps).unwrap());
             let mut buf = vec![0u8; 64 + 256 + 64];
             for (k, b) in buf[headroom as usize..][..len as usize]
@@ -716,7 +716,7 @@ fn random_case(
             for _ in 0..2 {
                 let (a, b) = both(
                     &p,
-                    &jit,
+                    &mut jit,
                     &mut im,
                     &mut jm,
                     &buf,

@@ -228,7 +228,7 @@ impl Chain {
                 trace: &mut NoTrace,
                 counters: &mut m.counters,
             };
-            let action = match &m.jit {
+            let action = match &mut m.jit {
                 Some(jit) => jit.run(&mut ctx, &mut env),
                 None => sluice_ebpf::run(&m.program, &mut ctx, &mut env),
             };
