@@ -201,6 +201,9 @@ fn ctl_loads_modules_and_reads_and_writes_their_maps() {
     );
     assert_eq!(m["maps"], serde_json::json!(["rules"]));
     assert!(m["insns"].as_u64().unwrap() > 10);
+    // Compiled where the JIT is (x86-64 Linux), interpreted elsewhere.
+    let jit = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+    assert_eq!(m["exec"].as_str(), Some(if jit { "jit" } else { "interp" }));
     let key = "0a 09 00 02 0a 09 00 01 9c 40 00 07 06 00 00 00";
     let (ok, _, err) = ctl(
         &rig.socket,

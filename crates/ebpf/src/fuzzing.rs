@@ -28,10 +28,24 @@ pub fn fuzz_maps() -> Vec<MapDef> {
     ]
 }
 
+/// A fuzz input decoded: a verified program and the frame to run it on.
+#[derive(Debug)]
+pub struct Case {
+    /// The program the verifier accepted.
+    pub program: Program,
+    /// The maps it was verified against ([`fuzz_maps`]).
+    pub maps: Vec<MapDef>,
+    /// Frame length.
+    pub len: usize,
+    /// Bytes before the frame.
+    pub headroom: usize,
+    /// The frame's contents, cycled.
+    pub fill: Vec<u8>,
+}
+
 /// Input layout: byte 0 frame length, byte 1 headroom, the next 256 bytes frame contents
-/// (cycled), the rest instructions (8-byte slots). Panics (a finding) if a program the
-/// verifier accepted stops with a `RunError`: the verifier and the interpreter disagree.
-pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
+/// (cycled), the rest instructions (8-byte slots). `None` if the verifier refuses it.
+pub fn prepare(data: &[u8]) -> Option<Case> {
     if data.len() < 2 {
         return None;
     }
@@ -48,7 +62,20 @@ pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
         i.imm64 %= maps.len() as u64 + 1;
     }
     let program = Program::verify_within(insns, &maps, FUZZ_EXPLORED).ok()?;
-    match run_on(&program, &maps, len, headroom, fill) {
+    Some(Case {
+        program,
+        maps,
+        len,
+        headroom,
+        fill: fill.to_vec(),
+    })
+}
+
+/// [`prepare`], then run: panics (a finding) if a program the verifier accepted stops with
+/// a `RunError`: the verifier and the interpreter disagree.
+pub fn verify_and_run(data: &[u8]) -> Option<crate::Action> {
+    let c = prepare(data)?;
+    match run_on(&c.program, &c.maps, c.len, c.headroom, &c.fill) {
         Ok(action) => Some(action),
         Err(e) => panic!("verified program stopped at run time: {e}"),
     }

@@ -7,9 +7,9 @@
 
 use crate::alu;
 use crate::error::RunError;
-use crate::helpers::{self, Helper, MIN_FRAME};
+use crate::helpers::{self, Memory};
 use crate::insn::{atomic, class, jmp, mode, Insn, PSEUDO_MAP_FD};
-use crate::maps::{MapKind, Maps};
+use crate::maps::Maps;
 use crate::program::Program;
 use crate::xdp::{Action, Env, XdpContext};
 
@@ -18,17 +18,14 @@ const CTX: u64 = 1;
 const PKT: u64 = 2;
 const STACK: u64 = 3;
 const MAP_VALUE: u64 = 4;
-const MAP: u64 = 5;
 const OFF_MASK: u64 = (1 << KIND_SHIFT) - 1;
 /// A map value address: map index (12 bits) | value unit (24 bits) | byte offset (20 bits).
 const MV_MAP_SHIFT: u32 = 44;
 const MV_UNIT_SHIFT: u32 = 20;
 const STACK_SIZE: usize = 512;
 
-const EINVAL: u64 = (-22i64) as u64;
-const ENOENT: u64 = (-2i64) as u64;
-const EEXIST: u64 = (-17i64) as u64;
-const E2BIG: u64 = (-7i64) as u64;
+// The helpers' context pointer is this interpreter's context tag.
+const _: () = assert!(helpers::CTX_POINTER == CTX << KIND_SHIFT);
 
 fn tag(kind: u64, off: u64) -> u64 {
     (kind << KIND_SHIFT) | (off & OFF_MASK)
@@ -40,10 +37,6 @@ fn map_value(map: usize, unit: u32) -> u64 {
         MAP_VALUE,
         ((map as u64) << MV_MAP_SHIFT) | ((unit as u64) << MV_UNIT_SHIFT),
     )
-}
-
-fn map_of(addr: u64) -> Option<usize> {
-    (addr >> KIND_SHIFT == MAP).then_some((addr & OFF_MASK) as usize)
 }
 
 /// The bytes at `addr..addr+len` in whichever region it names, if inside it.
@@ -93,16 +86,7 @@ pub fn run(
 ) -> Result<Action, RunError> {
     env.counters.runs += 1;
     let r = exec(program, ctx, env);
-    let c = &mut *env.counters;
-    match r {
-        Ok(Action::Pass) => c.passed += 1,
-        Ok(Action::Tx) => c.tx += 1,
-        Ok(Action::Redirect) => c.redirected += 1,
-        Ok(Action::Drop(crate::xdp::DropReason::Program)) => c.dropped += 1,
-        Ok(Action::Drop(crate::xdp::DropReason::Aborted)) => c.aborted += 1,
-        Ok(Action::Drop(crate::xdp::DropReason::InvalidAction(_))) => c.invalid_action += 1,
-        Err(_) => c.run_errors += 1,
-    }
+    env.counters.record(&r);
     r
 }
 
@@ -116,7 +100,7 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
     let insns = p.insns();
     // 16 registers so that any 4-bit register field indexes in range.
     let mut reg = [0u64; 16];
-    reg[1] = tag(CTX, 0);
+    reg[1] = helpers::CTX_POINTER;
     reg[10] = tag(STACK, STACK_SIZE as u64);
     let mut stack = [0u8; STACK_SIZE];
     let mut pc = 0usize;
@@ -149,7 +133,7 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
                     return Err(RunError::BadInsn(pc));
                 }
                 reg[d] = if i.src == PSEUDO_MAP_FD {
-                    tag(MAP, i.imm64)
+                    helpers::map_pointer(i.imm64)
                 } else {
                     i.imm64
                 };
@@ -232,7 +216,8 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
                         return Ok(Action::from_return(reg[0]));
                     }
                     (class::JMP, jmp::CALL) => {
-                        reg[0] = call(i.imm, &reg, ctx, &mut stack, env, pc)?;
+                        let args = [reg[1], reg[2], reg[3], reg[4], reg[5]];
+                        reg[0] = helpers::call(i.imm, args, &mut Tagged(&mut stack), ctx, env, pc)?;
                         pc += 1;
                     }
                     (cls, code) => {
@@ -255,140 +240,21 @@ fn exec(p: &Program, ctx: &mut XdpContext<'_>, env: &mut Env<'_>) -> Result<Acti
     }
 }
 
-/// Copies `len` bytes at `addr` into `out`.
-fn copy_in(
-    ctx: &mut XdpContext<'_>,
-    stack: &mut [u8; STACK_SIZE],
-    maps: &mut Maps,
-    addr: u64,
-    out: &mut [u8],
-    pc: usize,
-) -> Result<(), RunError> {
-    let len = out.len();
-    out.copy_from_slice(mem(ctx, stack, maps, addr, len).ok_or(RunError::OutOfBounds(pc))?);
-    Ok(())
-}
+/// The interpreter's memory for helpers: tagged addresses over the frame, its stack and maps.
+struct Tagged<'s>(&'s mut [u8; STACK_SIZE]);
 
-fn call(
-    id: i32,
-    reg: &[u64; 16],
-    ctx: &mut XdpContext<'_>,
-    stack: &mut [u8; STACK_SIZE],
-    env: &mut Env<'_>,
-    pc: usize,
-) -> Result<u64, RunError> {
-    let h = Helper::from_id(id).ok_or(RunError::BadInsn(pc))?;
-    let mut key = [0u8; crate::maps::MAX_KEY_SIZE as usize];
-    let map = || map_of(reg[1]).ok_or(RunError::Helper(pc));
-    let key_size = |maps: &Maps, m: usize| {
-        maps.map(m)
-            .map(|m| m.def().key_size as usize)
-            .ok_or(RunError::MapMismatch(pc))
-    };
-    Ok(match h {
-        Helper::MapLookupElem => {
-            let m = map()?;
-            let ks = key_size(env.maps, m)?;
-            copy_in(ctx, stack, env.maps, reg[2], &mut key[..ks], pc)?;
-            let cpu = env.cpu as usize;
-            let map_ref = env.maps.map_mut(m).ok_or(RunError::MapMismatch(pc))?;
-            map_ref
-                .find(&key[..ks], cpu, true)
-                .map_or(0, |unit| map_value(m, unit))
-        }
-        Helper::MapUpdateElem => {
-            let m = map()?;
-            let ks = key_size(env.maps, m)?;
-            copy_in(ctx, stack, env.maps, reg[2], &mut key[..ks], pc)?;
-            let vs = env
-                .maps
-                .map(m)
-                .ok_or(RunError::MapMismatch(pc))?
-                .def()
-                .value_size as usize;
-            // The value may live in a map: copy it out first (into preallocated scratch).
-            let mut scratch = std::mem::take(&mut env.maps.scratch);
-            let copied = match scratch.get_mut(..vs) {
-                Some(dst) => copy_in(ctx, stack, env.maps, reg[3], dst, pc),
-                None => Err(RunError::Helper(pc)),
-            };
-            let result = copied.map(|_| {
-                let cpu = env.cpu as usize;
-                let mr = env.maps.map_mut(m)?;
-                if mr.def().kind == MapKind::PerCpuArray {
-                    // A program updates its own CPU's value only.
-                    if reg[4] == crate::maps::update_flags::NOEXIST {
-                        return Some(EEXIST);
-                    }
-                    let unit = mr.find(&key[..ks], cpu, false)?;
-                    mr.unit_mut(unit)?.copy_from_slice(&scratch[..vs]);
-                    return Some(0);
-                }
-                Some(match mr.update(&key[..ks], &scratch[..vs], reg[4]) {
-                    Ok(()) => 0,
-                    Err(crate::error::MapError::Full) => E2BIG,
-                    Err(crate::error::MapError::Exists) => EEXIST,
-                    Err(crate::error::MapError::NotFound) => ENOENT,
-                    Err(_) => EINVAL,
-                })
-            });
-            env.maps.scratch = scratch;
-            result?.unwrap_or(EINVAL)
-        }
-        Helper::MapDeleteElem => {
-            let m = map()?;
-            let ks = key_size(env.maps, m)?;
-            copy_in(ctx, stack, env.maps, reg[2], &mut key[..ks], pc)?;
-            match env.maps.delete(m, &key[..ks]) {
-                Ok(()) => 0,
-                Err(crate::error::MapError::NotFound) => ENOENT,
-                Err(_) => EINVAL,
-            }
-        }
-        Helper::KtimeGetNs => env.now_ns,
-        Helper::GetSmpProcessorId => env.cpu as u64,
-        Helper::TracePrintk => {
-            let n = usize::try_from(reg[2]).map_err(|_| RunError::Helper(pc))?;
-            let fmt = mem(ctx, stack, env.maps, reg[1], n).ok_or(RunError::OutOfBounds(pc))?;
-            env.trace.print(fmt, [reg[3], reg[4], reg[5]]);
-            n as u64
-        }
-        Helper::Redirect => {
-            ctx.redirect = Some(reg[1] as u32);
-            if reg[2] == 0 {
-                crate::xdp::code::REDIRECT
-            } else {
-                crate::xdp::code::ABORTED
-            }
-        }
-        Helper::CsumDiff => {
-            let max = helpers::MAX_HELPER_MEM;
-            if reg[2] > max
-                || reg[4] > max
-                || !reg[2].is_multiple_of(4)
-                || !reg[4].is_multiple_of(4)
-            {
-                return Ok(EINVAL);
-            }
-            let (mut from, mut to) = ([0u8; 512], [0u8; 512]);
-            let (nf, nt) = (reg[2] as usize, reg[4] as usize);
-            if nf > 0 {
-                copy_in(ctx, stack, env.maps, reg[1], &mut from[..nf], pc)?;
-            }
-            if nt > 0 {
-                copy_in(ctx, stack, env.maps, reg[3], &mut to[..nt], pc)?;
-            }
-            helpers::csum_diff(&from[..nf], &to[..nt], reg[5] as u32) as u64
-        }
-        Helper::XdpAdjustHead => {
-            let delta = reg[2] as i32 as i64;
-            let data = ctx.data as i64 + delta;
-            if data < 0 || data + MIN_FRAME as i64 > ctx.data_end as i64 {
-                EINVAL
-            } else {
-                ctx.data = data as usize;
-                0
-            }
-        }
-    })
+impl Memory for Tagged<'_> {
+    fn bytes<'b>(
+        &'b mut self,
+        ctx: &'b mut XdpContext<'_>,
+        maps: &'b mut Maps,
+        addr: u64,
+        len: usize,
+    ) -> Option<&'b mut [u8]> {
+        mem(ctx, self.0, maps, addr, len)
+    }
+
+    fn value_addr(&mut self, _maps: &mut Maps, map: usize, unit: u32) -> u64 {
+        map_value(map, unit)
+    }
 }

@@ -254,8 +254,15 @@ impl Map {
         }
     }
 
-    /// The bytes of a value unit, writable.
-    pub(crate) fn unit_mut(&mut self, unit: u32) -> Option<&mut [u8]> {
+    /// All value storage (max_entries x CPUs units of value_size bytes, key-major). It is
+    /// allocated once when the map is created and never moves, so a JIT may hand out host
+    /// pointers into it for the map's life.
+    pub fn values_mut(&mut self) -> &mut [u8] {
+        &mut self.values
+    }
+
+    /// The bytes of a value unit (an index in value_size units), writable.
+    pub fn unit_mut(&mut self, unit: u32) -> Option<&mut [u8]> {
         let vs = self.vs();
         self.values
             .get_mut(unit as usize * vs..(unit as usize + 1) * vs)

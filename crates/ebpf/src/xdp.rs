@@ -131,6 +131,21 @@ pub struct Counters {
     pub insns: u64,
 }
 
+impl Counters {
+    /// Counts a finished run's outcome (not `runs`, which counts starts).
+    pub fn record(&mut self, r: &Result<Action, crate::RunError>) {
+        match r {
+            Ok(Action::Pass) => self.passed += 1,
+            Ok(Action::Tx) => self.tx += 1,
+            Ok(Action::Redirect) => self.redirected += 1,
+            Ok(Action::Drop(DropReason::Program)) => self.dropped += 1,
+            Ok(Action::Drop(DropReason::Aborted)) => self.aborted += 1,
+            Ok(Action::Drop(DropReason::InvalidAction(_))) => self.invalid_action += 1,
+            Err(_) => self.run_errors += 1,
+        }
+    }
+}
+
 /// Everything a run may touch besides the frame.
 pub struct Env<'a> {
     /// The maps the program was verified against.

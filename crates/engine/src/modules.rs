@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use sluice_ebpf::{Action, Counters, Env, Maps, NoTrace, Program, XdpContext};
+use sluice_ebpf_jit::{Compiled, JitError, Mode};
 
 use crate::hook_point::HookPoint;
 
@@ -55,6 +56,19 @@ pub struct Module {
     pub maps: Maps,
     /// Runs by outcome (runs, passed, dropped, aborted, tx, redirected, run errors).
     pub counters: Counters,
+    /// The program compiled by the JIT (sluice-ebpf-jit), if it is; else it is interpreted.
+    pub jit: Option<Compiled>,
+}
+
+impl Module {
+    /// Whether it runs compiled or interpreted.
+    pub fn mode(&self) -> Mode {
+        if self.jit.is_some() {
+            Mode::Jit
+        } else {
+            Mode::Interp
+        }
+    }
 }
 
 /// What a chain decided for a frame.
@@ -102,6 +116,8 @@ pub struct ChainCounters {
     pub queue_full: u64,
     /// Egress frames a module grew past the device's slot: dropped.
     pub egress_too_long: u64,
+    /// Modules the JIT refused (they run interpreted).
+    pub jit_fallbacks: u64,
 }
 
 /// The modules of every point, the scratch buffer and the queues of reflected and
@@ -117,6 +133,8 @@ pub struct Chain {
     spare: Vec<Vec<u8>>,
     /// Counters of the chain itself.
     pub counters: ChainCounters,
+    /// Interpret every module, even where the JIT is available (`sluice engine --no-jit`).
+    pub no_jit: bool,
 }
 
 impl Chain {
@@ -134,6 +152,17 @@ impl Chain {
         }
         let id = ModuleId(self.next_id);
         self.next_id = self.next_id.wrapping_add(1);
+        let jit = match self.no_jit {
+            true => None,
+            false => match Compiled::compile(&program) {
+                Ok(c) => Some(c),
+                Err(JitError::Unavailable) => None,
+                Err(_) => {
+                    self.counters.jit_fallbacks += 1;
+                    None
+                }
+            },
+        };
         self.modules.push(Module {
             id,
             at,
@@ -142,6 +171,7 @@ impl Chain {
             program,
             maps,
             counters: Counters::default(),
+            jit,
         });
         Ok(id)
     }
@@ -198,7 +228,10 @@ impl Chain {
                 trace: &mut NoTrace,
                 counters: &mut m.counters,
             };
-            let action = sluice_ebpf::run(&m.program, &mut ctx, &mut env);
+            let action = match &mut m.jit {
+                Some(jit) => jit.run(&mut ctx, &mut env),
+                None => sluice_ebpf::run(&m.program, &mut ctx, &mut env),
+            };
             let (d, e) = (ctx.data, ctx.data_end);
             match action {
                 Ok(Action::Pass) => (data, data_end) = (d, e),

@@ -138,6 +138,7 @@ fn list(hooks: &Hooks) -> Vec<ModuleRow> {
                 tx: c.tx,
                 redirected: c.redirected,
                 run_errors: c.run_errors,
+                exec: m.mode().to_string(),
             }
         })
         .collect()

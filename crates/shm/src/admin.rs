@@ -177,6 +177,9 @@ pub struct ModuleRow {
     pub redirected: u64,
     /// Runs stopped by an error (the frame passed: fail-open).
     pub run_errors: u64,
+    /// "jit" (compiled to machine code) or "interp" (interpreted); empty from older engines.
+    #[serde(default)]
+    pub exec: String,
 }
 
 /// Lower-case hex of `bytes`, no separators.

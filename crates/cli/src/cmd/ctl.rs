@@ -567,11 +567,12 @@ struct MapDoc<'a> {
 /// The module table: one line per module.
 fn modules_table(rows: &[ModuleRow]) -> String {
     let mut out = format!(
-        "{:<4} {:<8} {:<16} {:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  maps\n",
+        "{:<4} {:<8} {:<16} {:<14} {:<6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  maps\n",
         "id",
         "hook",
         "name",
         "section",
+        "exec",
         "insns",
         "runs",
         "passed",
@@ -582,11 +583,12 @@ fn modules_table(rows: &[ModuleRow]) -> String {
     );
     for r in rows {
         out += &format!(
-            "{:<4} {:<8} {:<16} {:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  {}\n",
+            "{:<4} {:<8} {:<16} {:<14} {:<6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6}  {}\n",
             r.id,
             r.hook,
             r.name,
             r.section,
+            r.exec,
             r.insns,
             r.runs,
             r.passed,

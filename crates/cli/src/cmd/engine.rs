@@ -102,6 +102,10 @@ pub struct EngineArgs {
     /// A program the verifier refuses stops the engine before it starts.
     #[arg(long = "module", value_name = "HOOK=FILE.o[:SECTION]")]
     module: Vec<String>,
+    /// Run every eBPF module in the interpreter, even where the x86-64 JIT is available
+    /// (modules loaded later by `sluice ctl module load` too).
+    #[arg(long)]
+    no_jit: bool,
 }
 
 /// A verified module from `--module`, ready to attach.
@@ -232,15 +236,20 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     let opts = args.attach.options()?;
     let linger = args.attach.linger()?;
     let mut engine = setup::open(&opts)?;
+    engine.hooks.modules_mut().no_jit = args.no_jit;
     for m in modules {
         let id = engine
             .hooks
             .modules_mut()
             .attach(m.at, &m.name, &m.section, m.program, m.maps)
             .map_err(|e| CliError::usage(format!("--module: {e}")))?;
+        let mode = engine.hooks.modules().modules().last().map(|m| m.mode());
         println!(
-            "sluice engine: module {id}: {} ({}) at {}",
-            m.name, m.section, m.at
+            "sluice engine: module {id}: {} ({}) at {} [{}]",
+            m.name,
+            m.section,
+            m.at,
+            mode.map_or("?".into(), |m| m.to_string())
         );
     }
     engine.linger = linger;
