@@ -74,7 +74,7 @@ fn run(classify: bool) -> [u64; 2] {
     let chunk = vec![0x5a; 16 << 10];
     let mut buf = vec![0u8; 64 << 10];
     loop {
-        now = now + STEP;
+        now += STEP;
         for (stack, hooks, dev) in [(&mut a, &mut ha, &mut da), (&mut b, &mut hb, &mut db)] {
             pump::receive_hooked(stack, &mut Transports::none(), hooks, dev, now).unwrap();
             pump::run_due_timers(stack, now);

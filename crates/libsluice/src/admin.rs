@@ -31,6 +31,9 @@ use sluice_shm::control::{
 };
 use sluice_shm::ShmError;
 
+/// A map entry as (key, value) bytes in the map's layout.
+pub type MapEntry = (Vec<u8>, Vec<u8>);
+
 /// Rows asked for per page (the engine sends fewer when they would not fit one message).
 pub const PAGE_ROWS: u32 = 256;
 /// Most pages followed for one list: a bound against an engine that never ends one.
@@ -242,7 +245,7 @@ impl Admin {
 
     /// Every entry of module `module`'s map `map` as (key, value) bytes in the map's layout
     /// (array entries that are all zeros are left out).
-    pub fn map_dump(&self, module: u32, map: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, AdminError> {
+    pub fn map_dump(&self, module: u32, map: &str) -> Result<Vec<MapEntry>, AdminError> {
         let rows = self.all_pages(
             |cursor| AdminRequest::MapDump {
                 module,
