@@ -270,3 +270,55 @@ fn engine_refuses_a_module_the_verifier_refuses_before_it_starts() {
     assert!(!out.status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ctl_loads_the_shipped_modules_by_name_and_sets_their_maps() {
+    let rig = Rig::start("shipped");
+    for (i, (hook, name)) in [
+        ("egress", "vlan_insert"),
+        ("ingress", "conn_counter"),
+        ("egress", "classify"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (ok, out, err) = ctl(&rig.socket, &["module", "load", hook, name]);
+        assert!(ok, "{name}: {err}");
+        assert!(
+            out.starts_with(&format!("module {i}: {name} (xdp) at {hook}")),
+            "{out}"
+        );
+    }
+    // VID 100, PCP 3: struct vlan_conf is a little-endian u16, a byte, a pad byte.
+    let (ok, _, err) = ctl(
+        &rig.socket,
+        &["map", "set", "0", "vlan", "00000000", "64 00 03 00"],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, _) = ctl(&rig.socket, &["map", "get", "0", "vlan", "00000000"]);
+    assert!(ok && out.trim() == "64 00 03 00", "{out}");
+    // Class 2 at 10 Mbit/s.
+    let (ok, _, err) = ctl(
+        &rig.socket,
+        &[
+            "map",
+            "set",
+            "2",
+            "class_rate",
+            "02000000",
+            "80 96 98 00 00 00 00 00",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = ctl(&rig.socket, &["map", "dump", "2", "class_rate", "--json"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["entries"][0]["key"], "02 00 00 00", "{out}");
+    let (ok, out, _) = ctl(&rig.socket, &["map", "dump", "1", "conns"]);
+    assert!(ok, "{out}");
+    let (ok, out, _) = ctl(&rig.socket, &["module", "list"]);
+    assert!(
+        ok && out.lines().count() == 4,
+        "a header and three modules: {out}"
+    );
+}

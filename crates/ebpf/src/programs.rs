@@ -13,6 +13,13 @@ pub const FIREWALL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/firewall.o
 pub const PORT_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_counter.o"));
 /// Swaps the Ethernet addresses and returns XDP_TX (section `xdp`).
 pub const REFLECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reflect.o"));
+/// Pushes one 802.1Q tag whose VID/PCP are entry 0 of the array map `vlan` (section `xdp`).
+pub const VLAN_INSERT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vlan_insert.o"));
+/// Counts packets and bytes per 4-tuple, both directions, in the LRU hash `conns` (section `xdp`).
+pub const CONN_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/conn_counter.o"));
+/// Classifies flows into traffic classes (`rules`, `port_class`) recorded in `flows`, with
+/// per-class rates in `class_rate` (section `xdp`).
+pub const CLASSIFY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classify.o"));
 
 /// The shipped programs by name, as `sluice engine --module` and `sluice ctl module load`
 /// accept them in place of a file: (name, object bytes, section).
@@ -23,6 +30,9 @@ pub const SHIPPED: &[(&str, &[u8], &str)] = &[
     ("firewall", FIREWALL, "xdp"),
     ("port_counter", PORT_COUNTER, "xdp"),
     ("reflect", REFLECT, "xdp"),
+    ("vlan_insert", VLAN_INSERT, "xdp"),
+    ("conn_counter", CONN_COUNTER, "xdp"),
+    ("classify", CLASSIFY, "xdp"),
 ];
 
 /// A shipped program by name: its object bytes and section.

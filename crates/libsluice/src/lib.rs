@@ -11,6 +11,7 @@
 //!
 //! `unsafe` appears only where shared memory, the OS or the C ABI is touched.
 
+pub mod admin;
 mod attach;
 mod capi;
 mod capi_mtp;

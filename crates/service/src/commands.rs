@@ -636,6 +636,7 @@ mod tests {
             doorbells: Vec::new(),
             mtp_doorbells: Vec::new(),
             engine_stats: None,
+            classes: Default::default(),
         }
     }
 

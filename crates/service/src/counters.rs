@@ -155,11 +155,16 @@ pub struct Counters {
     /// Frames a module redirected to the control plane (XDP_REDIRECT), counted and dropped:
     /// the control plane has no consumer for them yet.
     pub module_redirects: u64,
+    /// Connections given their traffic class's rate from a classifier module
+    /// (src/traffic_classes.rs).
+    pub flows_classified: u64,
+    /// New connections left unclassified because the bounded lists were full.
+    pub classify_overflow: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 69] = [
+        let rows: [(&str, u64); 71] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -229,6 +234,8 @@ impl fmt::Display for Counters {
             ("modules_loaded", self.modules_loaded),
             ("modules_refused", self.modules_refused),
             ("module_redirects", self.module_redirects),
+            ("flows_classified", self.flows_classified),
+            ("classify_overflow", self.classify_overflow),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -289,6 +289,7 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
                 continue;
             }
         };
+        sh.classes.note(id, stack, &mut sh.counters);
         let pos = slot.rx_tail;
         let Some(c) = app.alloc_slot(SlotState::Conn { id }, ALLOCATED | CONNECTED) else {
             // A free slot was counted above; were it gone, the peer is reset, not leaked.

@@ -75,6 +75,7 @@ fn connection(
                     h.block.set_addresses(local, peer);
                 }
                 h.slot.set_flags(&h.block, CONNECTED, CONNECTING);
+                sh.classes.note(id, stack, &mut sh.counters);
                 *h.dirty = true;
                 sh.busy = true;
             }

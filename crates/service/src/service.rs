@@ -86,6 +86,7 @@ impl Service {
                 doorbells: Vec::new(),
                 mtp_doorbells: Vec::new(),
                 engine_stats: None,
+                classes: Default::default(),
             },
             cores: Cores::default(),
             retry: Vec::new(),
@@ -372,6 +373,9 @@ impl App for Service {
             wake::announce_awake(&self.apps.table);
             self.next_control = now;
         }
+        // Rates of connections classified in the last hook turn, before their data moves.
+        let sh = &mut self.sh;
+        sh.classes.apply(stack, &mut sh.counters);
         if now >= self.next_control {
             self.next_control = now + self.config.control_interval;
             self.control.poll(
@@ -391,6 +395,9 @@ impl App for Service {
         // Bounded: the core keeps one pending entry per connection and listener.
         while let Some(event) = stack.poll_event() {
             events::dispatch(&mut self.apps.table, event, stack, &mut self.sh);
+        }
+        if self.sh.classes.waiting() {
+            self.hooks_due = true;
         }
         // Bounded by the core (two events per splice it may hold).
         while let Some(e) = stack.poll_splice_event() {
@@ -477,6 +484,8 @@ impl App for Service {
                 let _ = send_message(app.sock.as_fd(), &reply, &[]);
             }
         }
+        // After the module requests, so a classifier loaded now counts.
+        self.sh.classes.classify(hooks, &mut self.sh.counters);
         // No consumer for redirected frames yet: counted and dropped (docs/ebpf.md).
         let mut chain = hooks.modules_mut();
         while let Some(f) = chain.pop_redirected() {
@@ -494,7 +503,7 @@ impl App for Service {
                     .is_some_and(|c| !c.dead && c.completions.free().is_ok_and(|room| room > 1))
             })
         };
-        if self.apps.table.iter().flatten().any(deliverable) {
+        if self.apps.table.iter().flatten().any(deliverable) || self.sh.classes.has_rates() {
             return false;
         }
         if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {

@@ -10,6 +10,7 @@ use crate::counters::Counters;
 use crate::memory_groups::UidGroups;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
 use crate::quota::{Books, Quotas};
+use crate::traffic_classes::TrafficClasses;
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.
@@ -47,4 +48,6 @@ pub(crate) struct Shared {
     /// The engine loop's and the device's counters as the engine last handed them over
     /// (`sluice ctl counters`).
     pub engine_stats: Option<(sluice_engine::RunStats, sluice_engine::DeviceStats)>,
+    /// New connections on their way to their traffic class's rate.
+    pub classes: TrafficClasses,
 }

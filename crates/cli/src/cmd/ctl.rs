@@ -6,7 +6,6 @@
 
 use std::fmt;
 use std::net::SocketAddrV4;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
@@ -17,18 +16,12 @@ use sluice_shm::admin::{
 };
 
 use crate::cmd::module_file;
-use sluice_shm::control::{
-    connect_to, recv_message, send_message, Reply, Request, DEFAULT_SOCKET, PROTOCOL_VERSION,
-    SOCKET_ENV,
-};
+use sluice::admin::{Admin, AdminError, PAGE_ROWS};
+use sluice_shm::control::{Reply, DEFAULT_SOCKET, SOCKET_ENV};
 use sluice_shm::ShmError;
 
 /// The version of the JSON documents `--json` prints (docs/ctl.md).
 pub const JSON_SCHEMA: u32 = 1;
-/// Rows asked for per page (the engine sends fewer when they would not fit one message).
-const PAGE_ROWS: u32 = 256;
-/// Most pages followed for one list: a bound against an engine that never ends one.
-const MAX_PAGES: usize = 1 << 20;
 
 /// Arguments of `sluice ctl`.
 #[derive(Args, Debug)]
@@ -183,52 +176,36 @@ impl fmt::Display for CtlError {
 
 impl std::error::Error for CtlError {}
 
-/// An attached admin session.
-struct Session {
-    path: PathBuf,
-    sock: OwnedFd,
+/// An admin session: libsluice's [`Admin`] (the client code lives there, shared with
+/// programs that manage an engine natively), with the CLI's errors.
+struct Session(Admin);
+
+impl From<AdminError> for CtlError {
+    fn from(e: AdminError) -> Self {
+        match e {
+            AdminError::Socket(path, e) => CtlError::Socket(path, e),
+            AdminError::Refused(reason) => CtlError::Refused(reason),
+            AdminError::Unexpected(what) => CtlError::Unexpected(what),
+            e @ AdminError::ObjectTooBig(_) => CtlError::Argument(e.to_string()),
+        }
+    }
 }
 
 impl Session {
     /// Connects and says Hello (the region and doorbell the engine hands over are dropped).
     fn open(path: &Path) -> Result<Session, CtlError> {
-        let fail = |e| CtlError::Socket(path.to_owned(), e);
-        let sock = connect_to(path).map_err(fail)?;
-        let hello = Request::Hello {
-            version: PROTOCOL_VERSION,
-            pid: std::process::id(),
-            name: "sluice-ctl".into(),
-        };
-        send_message(sock.as_fd(), &hello, &[]).map_err(fail)?;
-        let session = Session {
-            path: path.to_owned(),
-            sock,
-        };
-        match session.receive()? {
-            Reply::Welcome { .. } => Ok(session),
-            Reply::Refused { reason } => Err(CtlError::Refused(reason)),
-            other => Err(CtlError::Unexpected(format!("{other:?}"))),
-        }
+        Ok(Session(Admin::open_as(path, "sluice-ctl")?))
     }
 
     /// The next message (blocking).
+    #[allow(dead_code)] // For streams of messages (trace events), beside ask's one answer.
     fn receive(&self) -> Result<Reply, CtlError> {
-        match recv_message::<Reply>(self.sock.as_fd()) {
-            Ok(Some((reply, _fds))) => Ok(reply),
-            Ok(None) => Err(CtlError::Unexpected("nothing".into())),
-            Err(e) => Err(CtlError::Socket(self.path.clone(), e)),
-        }
+        Ok(self.0.receive()?)
     }
 
     /// One admin request and its answer.
     fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
-        send_message(self.sock.as_fd(), &Request::Admin(req), &[])
-            .map_err(|e| CtlError::Socket(self.path.clone(), e))?;
-        match self.receive()? {
-            Reply::Admin(a) => Ok(a),
-            Reply::Refused { reason } => Err(CtlError::Refused(reason)),
-            other => Err(CtlError::Unexpected(format!("{other:?}"))),
-        }
+        Ok(self.0.ask(req)?)
     }
 
     /// Every row of a paged list: `request` asks for a page from a cursor, `page` takes the
@@ -238,62 +215,22 @@ impl Session {
         request: impl Fn(u32) -> AdminRequest,
         page: impl Fn(AdminReply) -> Result<(Vec<T>, Option<u32>), AdminReply>,
     ) -> Result<Vec<T>, CtlError> {
-        let mut all = Vec::new();
-        let mut cursor = 0;
-        for _ in 0..MAX_PAGES {
-            let (rows, next) = page(self.ask(request(cursor))?)
-                .map_err(|other| CtlError::Unexpected(format!("{other:?}")))?;
-            all.extend(rows);
-            match next {
-                Some(n) if n > cursor => cursor = n,
-                // A cursor that does not advance would loop forever.
-                Some(n) => return Err(CtlError::Unexpected(format!("a page stuck at {n}"))),
-                None => return Ok(all),
-            }
-        }
-        Ok(all)
+        Ok(self.0.all_pages(request, page)?)
     }
 
     /// Every listener, page by page.
     fn listeners(&self) -> Result<Vec<ListenerRow>, CtlError> {
-        self.all_pages(
-            |cursor| AdminRequest::Listeners {
-                cursor,
-                max: PAGE_ROWS,
-            },
-            |reply| match reply {
-                AdminReply::Listeners { rows, next } => Ok((rows, next)),
-                other => Err(other),
-            },
-        )
+        Ok(self.0.listeners()?)
     }
 
     /// Every connection, page by page.
     fn conns(&self) -> Result<Vec<ConnRow>, CtlError> {
-        self.all_pages(
-            |cursor| AdminRequest::Conns {
-                cursor,
-                max: PAGE_ROWS,
-            },
-            |reply| match reply {
-                AdminReply::Conns { rows, next } => Ok((rows, next)),
-                other => Err(other),
-            },
-        )
+        Ok(self.0.conns()?)
     }
 
     /// Every counter, page by page.
     fn counters(&self) -> Result<Vec<(String, u64)>, CtlError> {
-        self.all_pages(
-            |cursor| AdminRequest::Counters {
-                cursor,
-                max: PAGE_ROWS,
-            },
-            |reply| match reply {
-                AdminReply::Counters { rows, next } => Ok((rows, next)),
-                other => Err(other),
-            },
-        )
+        Ok(self.0.counters()?)
     }
 
     /// The connection `spec` names: SLOT.GENERATION, or LOCAL-REMOTE looked up in the list.
@@ -457,24 +394,18 @@ fn map(session: &Session, cmd: &MapCommand) -> Result<String, CtlError> {
     };
     match cmd {
         MapCommand::Dump { module, map, json } => {
-            let (mut rows, mut cursor) = (Vec::new(), 0);
-            for _ in 0..MAX_PAGES {
-                match session.ask(AdminRequest::MapDump {
+            let rows = session.all_pages(
+                |cursor| AdminRequest::MapDump {
                     module: *module,
                     map: map.clone(),
                     cursor,
                     max: PAGE_ROWS,
-                })? {
-                    AdminReply::MapEntries { rows: page, next } => {
-                        rows.extend(page);
-                        match next {
-                            Some(n) if n > cursor => cursor = n,
-                            _ => break,
-                        }
-                    }
-                    other => return Err(CtlError::Unexpected(format!("{other:?}"))),
-                }
-            }
+                },
+                |reply| match reply {
+                    AdminReply::MapEntries { rows, next } => Ok((rows, next)),
+                    other => Err(other),
+                },
+            )?;
             if *json {
                 let entries: Vec<MapEntry> = rows
                     .iter()

@@ -138,6 +138,17 @@ impl Peer {
         got
     }
 
+    /// Frames the engine sent, read raw, waiting at most `wait` for more (none is fine).
+    pub fn receive_raw_for(&mut self, wait: Duration) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let _ = self.dev.receive(&mut |f, _| got.push(f.to_vec()));
+        if got.is_empty() {
+            let _ = self.dev.wait(Some(wait));
+            let _ = self.dev.receive(&mut |f, _| got.push(f.to_vec()));
+        }
+        got
+    }
+
     /// Starts an active open to the engine.
     pub fn connect(&mut self, ip: Ipv4Addr, port: u16) -> ConnId {
         let now = self.now();
