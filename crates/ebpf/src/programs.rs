@@ -13,6 +13,9 @@ pub const FIREWALL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/firewall.o
 pub const PORT_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_counter.o"));
 /// Swaps the Ethernet addresses and returns XDP_TX (section `xdp`).
 pub const REFLECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reflect.o"));
+/// The splice fast path (flextoe.txt listing 1): rewrites frames of the 4-tuples in the hash
+/// map `splices` for the other connection and returns XDP_TX (section `xdp`).
+pub const SPLICE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/splice.o"));
 
 /// The shipped programs by name, as `sluice engine --module` and `sluice ctl module load`
 /// accept them in place of a file: (name, object bytes, section).
@@ -23,6 +26,7 @@ pub const SHIPPED: &[(&str, &[u8], &str)] = &[
     ("firewall", FIREWALL, "xdp"),
     ("port_counter", PORT_COUNTER, "xdp"),
     ("reflect", REFLECT, "xdp"),
+    ("splice", SPLICE, "xdp"),
 ];
 
 /// A shipped program by name: its object bytes and section.
