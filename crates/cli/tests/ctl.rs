@@ -257,7 +257,7 @@ fn engine_refuses_a_module_the_verifier_refuses_before_it_starts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("verifier: insn "), "{err}");
-    let out = run("established=null");
+    let out = run("nowhere=null");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("no hook point"),

@@ -14,6 +14,7 @@ pub mod modules;
 pub mod pump;
 mod runtime;
 pub mod setup;
+pub mod splice_fast_path;
 pub mod transport;
 
 pub use clock::Clock;

@@ -155,11 +155,17 @@ pub struct Counters {
     /// Frames a module redirected to the control plane (XDP_REDIRECT), counted and dropped:
     /// the control plane has no consumer for them yet.
     pub module_redirects: u64,
+    /// Splices whose rewrites went into the eBPF splice module's map (`--splice ebpf`).
+    pub splice_fast_path_installed: u64,
+    /// Splices that stayed with the core's stage: no module with the map, or it was full.
+    pub splice_fast_path_failed: u64,
+    /// Frames the eBPF splice module sent back out, summed as each splice ends.
+    pub splice_fast_path_frames: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 69] = [
+        let rows: [(&str, u64); 72] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -229,6 +235,12 @@ impl fmt::Display for Counters {
             ("modules_loaded", self.modules_loaded),
             ("modules_refused", self.modules_refused),
             ("module_redirects", self.module_redirects),
+            (
+                "splice_fast_path_installed",
+                self.splice_fast_path_installed,
+            ),
+            ("splice_fast_path_failed", self.splice_fast_path_failed),
+            ("splice_fast_path_frames", self.splice_fast_path_frames),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {
