@@ -6,7 +6,8 @@
 // core's own splice stage (XDP_PASS), which holds the same splice: SYN, FIN, RST and URG
 // (the entry pair is marked closing, so the close is the core's from then on: it watches
 // both FINs' ACKs and TIME-WAIT), and options other than none or NOP,NOP,timestamps (SACK
-// blocks to move). Checksums are updated by the difference over the changed words only.
+// blocks to move), and frames over the MTU. Checksums are updated by the difference over
+// the changed words only (the frame's own must be complete, as on a wire).
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -14,6 +15,9 @@
 #include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+
+// The largest IPv4 packet sent back out as it is (a 1500-byte MTU).
+#define MAX_IP_LEN 1500
 
 // The IPv4 addresses and TCP ports as they follow each other in a frame whose IPv4 header
 // has no options (network order).
@@ -119,7 +123,8 @@ int xdp_splice(struct xdp_md *ctx)
 		return XDP_PASS;	// SACK blocks and the like: the core moves them
 	}
 	ip_len = bpf_ntohs(ip->tot_len);
-	if (ip_len < 20 + tcp->doff * 4)
+	// A large (GSO) frame: the core cuts it to the other peer's MTU.
+	if (ip_len < 20 + tcp->doff * 4 || ip_len > MAX_IP_LEN)
 		return XDP_PASS;
 	payload = ip_len - 20 - tcp->doff * 4;
 

@@ -401,6 +401,9 @@ fn splice_rewrites_for_the_other_connection_with_checksums_and_passes_control_se
         )
     };
     assert_eq!(counts(&mut maps), (2, 5 + 16, 0));
+    // A large (GSO) frame: the core cuts it.
+    let f = tcp_segment(0, 5000, 7000, 100, &[], &[7; 1500]);
+    assert_eq!(run(&p, &mut maps, &f, &mut c).action, Action::Pass);
     // SACK blocks: left to the core.
     let sack = [1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
     let f = tcp_segment(0, 5000, 7000, 100, &sack, b"x");
