@@ -311,7 +311,7 @@ fn tcp_segment(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload:
     f.extend_from_slice(&80u16.to_be_bytes());
     f.extend_from_slice(&seq.to_be_bytes());
     f.extend_from_slice(&ack.to_be_bytes());
-    f.push(((20 + opts.len()) / 4 << 4) as u8);
+    f.push((((20 + opts.len()) / 4) << 4) as u8);
     f.push(0x10 | flags);
     f.extend_from_slice(&window.to_be_bytes());
     f.extend_from_slice(&[0, 0, 0, 0]);
