@@ -236,7 +236,18 @@ fn ctl_loads_modules_and_reads_and_writes_their_maps() {
         &["module", "load", "ingress", bad.to_str().unwrap()],
     );
     assert!(!ok && err.contains("verifier: insn "), "{err}");
+    let (ok, out, err) = ctl(
+        &rig.socket,
+        &["module", "load", "established", "port_counter"],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("module 1: port_counter (xdp) at established"),
+        "{out}"
+    );
     let (ok, out, err) = ctl(&rig.socket, &["module", "unload", "0"]);
+    assert!(ok && out.contains("unloaded"), "{err}");
+    let (ok, out, err) = ctl(&rig.socket, &["module", "unload", "1"]);
     assert!(ok && out.contains("unloaded"), "{err}");
     let (ok, out, _) = ctl(&rig.socket, &["module", "list"]);
     assert!(ok && out.lines().count() == 1, "only the header: {out}");
@@ -260,7 +271,7 @@ fn engine_refuses_a_module_the_verifier_refuses_before_it_starts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("verifier: insn "), "{err}");
-    let out = run("established=null");
+    let out = run("nowhere=null");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("no hook point"),
@@ -268,6 +279,13 @@ fn engine_refuses_a_module_the_verifier_refuses_before_it_starts() {
     );
     let out = run("ingress=/nonexistent.o");
     assert!(!out.status.success());
+    // established is a hook point: what fails is the file.
+    let out = run("established=/nonexistent.o");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && !err.contains("no hook point"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

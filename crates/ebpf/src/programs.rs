@@ -20,6 +20,9 @@ pub const CONN_COUNTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/conn_c
 /// Classifies flows into traffic classes (`rules`, `port_class`) recorded in `flows`, with
 /// per-class rates in `class_rate` (section `xdp`).
 pub const CLASSIFY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classify.o"));
+/// The splice fast path (flextoe.txt listing 1): rewrites frames of the 4-tuples in the hash
+/// map `splices` for the other connection and returns XDP_TX (section `xdp`).
+pub const SPLICE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/splice.o"));
 
 /// The shipped programs by name, as `sluice engine --module` and `sluice ctl module load`
 /// accept them in place of a file: (name, object bytes, section).
@@ -33,6 +36,7 @@ pub const SHIPPED: &[(&str, &[u8], &str)] = &[
     ("vlan_insert", VLAN_INSERT, "xdp"),
     ("conn_counter", CONN_COUNTER, "xdp"),
     ("classify", CLASSIFY, "xdp"),
+    ("splice", SPLICE, "xdp"),
 ];
 
 /// A shipped program by name: its object bytes and section.

@@ -280,3 +280,145 @@ fn maps_are_shared_by_two_programs_of_one_set() {
     };
     assert_eq!(sluice_ebpf::run(&p, &mut ctx, &mut env), Ok(Action::Pass));
 }
+
+/// The Internet checksum of `parts` (RFC 1071): 0 over data that includes a right one.
+fn ones_complement(parts: &[&[u8]]) -> u16 {
+    let mut sum = 0u32;
+    for p in parts {
+        for w in p.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet/IPv4/TCP frame with correct checksums: ACK (and `flags`), `opts` (a multiple
+/// of 4 bytes), `payload`.
+fn tcp_segment(flags: u8, seq: u32, ack: u32, window: u16, opts: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let tcp_len = 20 + opts.len() + payload.len();
+    let total = (20 + tcp_len) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x40, 0, 64, 6, 0, 0]);
+    f.extend_from_slice(&[10, 0, 0, 2, 10, 0, 0, 1]);
+    let c = ones_complement(&[&f[14..34]]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&80u16.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(&ack.to_be_bytes());
+    f.push((((20 + opts.len()) / 4) << 4) as u8);
+    f.push(0x10 | flags);
+    f.extend_from_slice(&window.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend_from_slice(opts);
+    f.extend_from_slice(payload);
+    tcp_checksum(&mut f);
+    f
+}
+
+fn tcp_pseudo(f: &[u8]) -> Vec<u8> {
+    let mut p = f[26..34].to_vec();
+    p.extend_from_slice(&[0, 6]);
+    p.extend_from_slice(&((f.len() - 34) as u16).to_be_bytes());
+    p
+}
+
+fn tcp_checksum(f: &mut [u8]) {
+    f[50..52].copy_from_slice(&[0, 0]);
+    let c = ones_complement(&[&tcp_pseudo(f), &f[34..]]);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}
+
+#[test]
+fn splice_rewrites_for_the_other_connection_with_checksums_and_passes_control_segments() {
+    let (p, mut maps) = sluice_ebpf::load(programs::SPLICE, "xdp").unwrap();
+    let id = maps.id("splices").expect("BTF map `splices`");
+    let def = maps.map(id).unwrap().def().clone();
+    assert_eq!((def.key_size, def.value_size), (12, 72));
+    let key = |ip: [u8; 4], sport: u16| {
+        let mut k = ip.to_vec();
+        k.extend_from_slice(&[10, 0, 0, 1]);
+        k.extend_from_slice(&sport.to_be_bytes());
+        k.extend_from_slice(&80u16.to_be_bytes());
+        k
+    };
+    // 10.0.0.2:40000 -> us:80 leaves as us:50000 -> 10.0.0.3:8080.
+    let mut v = vec![0x02, 0, 0, 0, 0, 3, 0x02, 0, 0, 0, 0, 1, 10, 0, 0, 3];
+    v.extend_from_slice(&50000u16.to_be_bytes());
+    v.extend_from_slice(&8080u16.to_be_bytes());
+    for d in [1000u32, 2000, 300, 40] {
+        v.extend_from_slice(&d.to_ne_bytes());
+    }
+    v.extend_from_slice(&[7, 2, 0, 0]);
+    v.extend_from_slice(&key([10, 0, 0, 3], 8080));
+    v.resize(72, 0);
+    maps.set(id, &key([10, 0, 0, 2], 40000), &v, 0).unwrap();
+    let mut partner = v.clone();
+    partner[40..52].copy_from_slice(&key([10, 0, 0, 2], 40000));
+    maps.set(id, &key([10, 0, 0, 3], 8080), &partner, 0)
+        .unwrap();
+
+    let mut c = Counters::default();
+    let ts = [1, 1, 8, 10, 0, 0, 0, 100, 0, 0, 0, 90];
+    for (opts, payload) in [
+        (&[][..], &b"hello"[..]),
+        (&ts[..], &b"with timestamps!"[..]),
+    ] {
+        let f = tcp_segment(0, 5000, 7000, 100, opts, payload);
+        let r = run(&p, &mut maps, &f, &mut c);
+        assert_eq!(r.action, Action::Tx);
+        let o = r.frame;
+        assert_eq!(o[..12], [0x02, 0, 0, 0, 0, 3, 0x02, 0, 0, 0, 0, 1]);
+        assert_eq!(o[26..34], [10, 0, 0, 1, 10, 0, 0, 3]);
+        assert_eq!(o[34..38], [0xc3, 0x50, 0x1f, 0x90]);
+        assert_eq!(o[38..42], 6000u32.to_be_bytes());
+        assert_eq!(o[42..46], 9000u32.to_be_bytes());
+        // 100 << 7 >> 2.
+        assert_eq!(o[48..50], 3200u16.to_be_bytes());
+        assert_eq!(ones_complement(&[&o[14..34]]), 0, "IPv4 checksum");
+        assert_eq!(
+            ones_complement(&[&tcp_pseudo(&o), &o[34..]]),
+            0,
+            "TCP checksum"
+        );
+        if !opts.is_empty() {
+            assert_eq!(o[58..62], 400u32.to_be_bytes(), "TSval + 300");
+            assert_eq!(o[62..66], 50u32.to_be_bytes(), "TSecr - 40");
+        }
+        assert_eq!(o[o.len() - payload.len()..], *payload);
+    }
+    let counts = |maps: &mut Maps| {
+        let v = maps.get(id, &key([10, 0, 0, 2], 40000)).unwrap().unwrap();
+        (
+            u64::from_ne_bytes(v[56..64].try_into().unwrap()),
+            u64::from_ne_bytes(v[64..72].try_into().unwrap()),
+            v[38],
+        )
+    };
+    assert_eq!(counts(&mut maps), (2, 5 + 16, 0));
+    // A large (GSO) frame: the core cuts it.
+    let f = tcp_segment(0, 5000, 7000, 100, &[], &[7; 1500]);
+    assert_eq!(run(&p, &mut maps, &f, &mut c).action, Action::Pass);
+    // SACK blocks: left to the core.
+    let sack = [1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+    let f = tcp_segment(0, 5000, 7000, 100, &sack, b"x");
+    assert_eq!(run(&p, &mut maps, &f, &mut c).action, Action::Pass);
+    // A FIN goes to the core and marks both directions closing: the close is the core's.
+    let fin = tcp_segment(0x01, 5005, 7000, 100, &[], b"");
+    assert_eq!(run(&p, &mut maps, &fin, &mut c).action, Action::Pass);
+    assert_eq!(counts(&mut maps), (2, 21, 1));
+    let other = maps.get(id, &key([10, 0, 0, 3], 8080)).unwrap().unwrap();
+    assert_eq!(other[38], 1, "the partner is closing too");
+    let f = tcp_segment(0, 5005, 7000, 100, &[], b"late");
+    assert_eq!(run(&p, &mut maps, &f, &mut c).action, Action::Pass);
+    // Not spliced: passes untouched.
+    maps.delete(id, &key([10, 0, 0, 2], 40000)).unwrap();
+    let f = tcp_segment(0, 1, 1, 100, &[], b"");
+    let r = run(&p, &mut maps, &f, &mut c);
+    assert_eq!((r.action, r.frame), (Action::Pass, f));
+}

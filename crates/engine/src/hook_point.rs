@@ -10,6 +10,9 @@ pub enum HookPoint {
     Ingress,
     /// Frames handed to the device.
     Egress,
+    /// Segments of established connections, after classification and before the TCP
+    /// core's protocol stage (the frame as at ingress).
+    Established,
 }
 
 impl HookPoint {
@@ -18,6 +21,7 @@ impl HookPoint {
         match self {
             HookPoint::Ingress => "ingress",
             HookPoint::Egress => "egress",
+            HookPoint::Established => "established",
         }
     }
 }

@@ -10,16 +10,20 @@
 //! - [`HookPoint::Egress`]: every frame handed to the device (pump.rs, the transmit loop
 //!   shared by the TCP core and the other transports), after the core wrote it; a large
 //!   segment for a device with segmentation offload is seen whole, as tcpdump sees it.
-//! - `established` (not here yet): segments of established connections after the protocol
-//!   stage, inside the TCP core's pipeline (crates/tcp datapath/pipeline.rs). Not added:
-//!   the core is sans-IO and forbids the engine's types, so a module there is either a
-//!   callback the engine hands the core (a virtual call per segment on the hot path) or
-//!   sluice-ebpf inside sluice-tcp; docs/notes/issue-19/modules.md has the design.
+//! - [`HookPoint::Established`]: segments the TCP core's classifier sends down its
+//!   pipeline (an established connection's, ACK set, no SYN/RST/URG), after ingress and
+//!   before the core takes them ([`Hooks::receive`], asking the core with
+//!   `Stack::takes_fast_path`), so a Drop there is a loss the peer retransmits: the
+//!   protocol stage never saw it. Tx and Redirect act as at ingress. Modules only (no taps).
+//!   The engine owns the chain and calls the core's check statically: no virtual call,
+//!   and sluice-tcp stays free of sluice-ebpf (docs/notes/issue-19/established-splice.md).
 //!
 //! With nothing attached a point costs one predictable branch per frame: a bool read from
 //! [`Hooks`], no virtual call, no allocation. The work of taps and modules is out of line.
 
 use std::fmt;
+
+use sluice_tcp::Stack;
 
 pub use crate::hook_point::HookPoint;
 use crate::modules::{Chain, Verdict};
@@ -48,6 +52,7 @@ impl Points {
         match at {
             HookPoint::Ingress => self.ingress,
             HookPoint::Egress => self.egress,
+            HookPoint::Established => false,
         }
     }
 }
@@ -100,6 +105,11 @@ pub struct Hooks {
     ingress_on: bool,
     /// Likewise at egress.
     egress_on: bool,
+    /// Whether a module runs at established.
+    established_on: bool,
+    /// An ingress module's output, copied out of the scratch buffer the established chain
+    /// reuses (allocated once, at most [`crate::modules::MAX_FRAME`]).
+    carry: Vec<u8>,
     taps: Vec<Attached>,
     next_id: u32,
     /// The eBPF modules of every point (crate::modules); change them through
@@ -124,6 +134,62 @@ impl Hooks {
             return self.run(HookPoint::Ingress, frame);
         }
         Some(frame)
+    }
+
+    /// A received frame through ingress and then, if the core would take it down its
+    /// pipeline, established; returns the frame for classification (as modules left it),
+    /// or None if a module dropped, reflected or redirected it. Idle: one branch.
+    #[inline]
+    pub fn receive<'a>(&'a mut self, frame: &'a [u8], stack: &Stack) -> Option<&'a [u8]> {
+        if self.ingress_on || self.established_on {
+            return self.run_receive(frame, stack);
+        }
+        Some(frame)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run_receive<'a>(&'a mut self, frame: &'a [u8], stack: &Stack) -> Option<&'a [u8]> {
+        // Where the frame is now: as received, in the chain's scratch, or in `carry`.
+        let mut at = Held::Received;
+        if self.ingress_on {
+            for a in self.taps.iter_mut().filter(|a| a.at.ingress) {
+                a.tap.frame(HookPoint::Ingress, frame);
+            }
+            match self.modules.run(HookPoint::Ingress, frame, self.now_ns) {
+                (Verdict::Pass, None) => {}
+                (Verdict::Pass, Some(r)) => at = Held::Scratch(r),
+                _ => return None,
+            }
+        }
+        if self.established_on {
+            let current: &[u8] = match at {
+                Held::Received => frame,
+                Held::Scratch((s, e)) => {
+                    // The established chain copies its input into the same scratch.
+                    self.carry.clear();
+                    self.carry.extend_from_slice(&self.modules.scratch()[s..e]);
+                    at = Held::Carry;
+                    &self.carry
+                }
+                Held::Carry => &self.carry,
+            };
+            if stack.takes_fast_path(current) {
+                match self
+                    .modules
+                    .run(HookPoint::Established, current, self.now_ns)
+                {
+                    (Verdict::Pass, None) => {}
+                    (Verdict::Pass, Some(r)) => at = Held::Scratch(r),
+                    _ => return None,
+                }
+            }
+        }
+        Some(match at {
+            Held::Received => frame,
+            Held::Scratch((s, e)) => &self.modules.scratch()[s..e],
+            Held::Carry => &self.carry,
+        })
     }
 
     /// A frame about to be handed to the device, `buf[..len]` of the device's slot: taps see
@@ -225,6 +291,7 @@ impl Hooks {
         match at {
             HookPoint::Ingress => self.ingress_on,
             HookPoint::Egress => self.egress_on,
+            HookPoint::Established => self.established_on,
         }
     }
 
@@ -233,7 +300,16 @@ impl Hooks {
             self.taps.iter().any(|a| a.at.ingress) || self.modules.has(HookPoint::Ingress);
         self.egress_on =
             self.taps.iter().any(|a| a.at.egress) || self.modules.has(HookPoint::Egress);
+        self.established_on = self.modules.has(HookPoint::Established);
     }
+}
+
+/// Where [`Hooks::receive`]'s frame is.
+#[derive(Clone, Copy)]
+enum Held {
+    Received,
+    Scratch((usize, usize)),
+    Carry,
 }
 
 /// [`Hooks::modules_mut`]'s borrow: the chain, with the points' flags refreshed on drop.

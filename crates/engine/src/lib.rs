@@ -15,6 +15,7 @@ pub mod pump;
 mod runtime;
 pub mod setup;
 pub mod traffic_class;
+pub mod splice_fast_path;
 pub mod transport;
 
 pub use clock::Clock;

@@ -30,7 +30,8 @@ pub fn receive_classified<D: Device + ?Sized>(
     receive_hooked(stack, transports, &mut Hooks::new(), device, now)
 }
 
-/// [`receive_classified`] through the ingress hook point: `hooks` sees each frame first.
+/// [`receive_classified`] through the ingress and established hook points: `hooks` sees
+/// each frame first.
 pub fn receive_hooked<D: Device + ?Sized>(
     stack: &mut Stack,
     transports: &mut Transports<'_>,
@@ -40,7 +41,8 @@ pub fn receive_hooked<D: Device + ?Sized>(
 ) -> Result<usize, DeviceError> {
     hooks.now_ns = now.as_nanos();
     device.receive(&mut |frame, meta| {
-        let Some(frame) = hooks.ingress(frame) else {
+        // Ingress, then established for the segments the core's pipeline would take.
+        let Some(frame) = hooks.receive(frame, stack) else {
             return;
         };
         let class = classify(frame);

@@ -59,6 +59,10 @@ pub struct ServiceConfig {
     /// hard limit (src/memory_groups.rs); None: half the core's global hard limit, so no
     /// single uid reaches it; 0: no per-uid limit.
     pub buffered_bytes_per_uid: Option<u64>,
+    /// Hand installed splices' common case to the eBPF splice module at ingress (`sluice
+    /// engine --splice ebpf`; crates/ebpf/programs/splice.c) instead of the core's splice
+    /// stage, which keeps the rest (SYN, FIN, RST, SACK blocks, the close).
+    pub splice_ebpf: bool,
 }
 
 impl ServiceConfig {
@@ -87,6 +91,7 @@ impl ServiceConfig {
             port_ranges: Vec::new(),
             quotas: Quotas::default(),
             buffered_bytes_per_uid: None,
+            splice_ebpf: false,
         }
     }
 

@@ -160,11 +160,17 @@ pub struct Counters {
     pub flows_classified: u64,
     /// New connections left unclassified because the bounded lists were full.
     pub classify_overflow: u64,
+    /// Splices whose rewrites went into the eBPF splice module's map (`--splice ebpf`).
+    pub splice_fast_path_installed: u64,
+    /// Splices that stayed with the core's stage: no module with the map, or it was full.
+    pub splice_fast_path_failed: u64,
+    /// Frames the eBPF splice module sent back out, summed as each splice ends.
+    pub splice_fast_path_frames: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 71] = [
+        let rows: [(&str, u64); 74] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -236,6 +242,12 @@ impl fmt::Display for Counters {
             ("module_redirects", self.module_redirects),
             ("flows_classified", self.flows_classified),
             ("classify_overflow", self.classify_overflow),
+            (
+                "splice_fast_path_installed",
+                self.splice_fast_path_installed,
+            ),
+            ("splice_fast_path_failed", self.splice_fast_path_failed),
+            ("splice_fast_path_frames", self.splice_fast_path_frames),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {

@@ -17,8 +17,9 @@ pub(crate) fn hook_point(name: &str) -> Result<HookPoint, String> {
     match name {
         "ingress" => Ok(HookPoint::Ingress),
         "egress" => Ok(HookPoint::Egress),
+        "established" => Ok(HookPoint::Established),
         other => Err(format!(
-            "EINVAL: no hook point {other:?} (ingress or egress)"
+            "EINVAL: no hook point {other:?} (ingress, established or egress)"
         )),
     }
 }

@@ -48,6 +48,8 @@ pub struct Service {
     /// The control plane ran this iteration: capture sessions start and end with it.
     hooks_due: bool,
     capture: CaptureCounters,
+    /// Splices for the eBPF splice module (`--splice ebpf`).
+    fast_path: splice::FastPath,
     /// $SLUICE_VERBS_TRACE: print the RDMA and MTP transports' state every 2 s.
     trace_verbs: bool,
     next_trace: Instant,
@@ -98,6 +100,7 @@ impl Service {
             next_control: Instant::ZERO,
             hooks_due: false,
             capture: CaptureCounters::default(),
+            fast_path: Default::default(),
             trace_verbs: std::env::var_os("SLUICE_VERBS_TRACE").is_some(),
             next_trace: Instant::ZERO,
             config,
@@ -401,6 +404,9 @@ impl App for Service {
         }
         // Bounded by the core (two events per splice it may hold).
         while let Some(e) = stack.poll_splice_event() {
+            if self.config.splice_ebpf && self.fast_path.on_event(e, stack) {
+                self.hooks_due = true;
+            }
             splice::dispatch(&mut self.apps.table, e, &mut self.sh);
         }
         for app in self.apps.table.iter_mut().flatten() {
@@ -465,6 +471,7 @@ impl App for Service {
         if hooks.taps() > 0 {
             self.capture.ended += hooks.reap_closed() as u64;
         }
+        self.fast_path.apply(hooks, &mut self.sh.counters);
         for (sock, req) in self.control.captures.drain(..) {
             capture::start(sock, &req, hooks, &mut self.capture, self.config.log);
         }

@@ -8,11 +8,14 @@
 use std::collections::VecDeque;
 
 use nix::errno::Errno;
+use sluice_engine::hooks::Hooks;
+use sluice_engine::splice_fast_path;
 use sluice_shm::flags::{CONNECTED, ERROR, SPLICED, TX_SHUT};
 use sluice_shm::{Completion, SpliceOutcome, SpliceReport};
-use sluice_tcp::{ConnId, SpliceEnd, SpliceError, SpliceEvent, SpliceId, Stack};
+use sluice_tcp::{ConnId, SpliceEnd, SpliceError, SpliceEvent, SpliceId, SpliceRewrite, Stack};
 
 use crate::app::AttachedApp;
+use crate::counters::Counters;
 use crate::data;
 use crate::owners::Route;
 use crate::shared::Shared;
@@ -194,4 +197,62 @@ pub(crate) fn flush(app: &mut AttachedApp, sh: &mut Shared) {
         kept.push_back((ci, report));
     }
     app.held_reports = kept;
+}
+
+/// Splices handed to the eBPF splice module (`--splice ebpf`): the core's events are seen
+/// in the application turn (which has the core), the module's map is written in the hook
+/// turn (which has the hooks), so the work waits here in between. Bounded by the core's
+/// `splice_max`: an entry per splice it holds, and what one turn's events add.
+#[derive(Default)]
+pub(crate) struct FastPath {
+    /// Splices whose entries are to be written.
+    install: Vec<(SpliceId, [SpliceRewrite; 2])>,
+    /// Splices whose entries are written.
+    active: Vec<(SpliceId, [SpliceRewrite; 2])>,
+    /// Entries to delete (their splice ended).
+    remove: Vec<[SpliceRewrite; 2]>,
+}
+
+impl FastPath {
+    /// Takes a core event: an installed splice's rewrites from the core, an ended one's to
+    /// delete. True if the hook turn has work.
+    pub(crate) fn on_event(&mut self, e: SpliceEvent, stack: &mut Stack) -> bool {
+        match e {
+            SpliceEvent::Installed(id) => match stack.splice_fast_path(id) {
+                Some(rw) => {
+                    self.install.push((id, rw));
+                    true
+                }
+                None => false,
+            },
+            SpliceEvent::Ended(id, ..) => {
+                let before = self.remove.len();
+                for list in [&mut self.install, &mut self.active] {
+                    if let Some(i) = list.iter().position(|(s, _)| *s == id) {
+                        self.remove.push(list.swap_remove(i).1);
+                    }
+                }
+                self.remove.len() > before
+            }
+            SpliceEvent::Failed(_) => false,
+        }
+    }
+
+    /// Writes and deletes the module's entries (the hook turn).
+    pub(crate) fn apply(&mut self, hooks: &mut Hooks, counters: &mut Counters) {
+        for rw in self.remove.drain(..) {
+            counters.splice_fast_path_frames += splice_fast_path::remove(hooks, &rw);
+        }
+        for (id, rw) in self.install.drain(..) {
+            match splice_fast_path::install(hooks, &rw) {
+                Ok(()) => {
+                    counters.splice_fast_path_installed += 1;
+                    self.active.push((id, rw));
+                }
+                // The core's stage still relays it all (its window checks are off: the
+                // receivers check their own).
+                Err(_) => counters.splice_fast_path_failed += 1,
+            }
+        }
+    }
 }

@@ -266,7 +266,7 @@ fn a_refused_program_gives_the_reason_and_instruction() {
     let e = ask(
         &admin,
         AdminRequest::ModuleLoad {
-            hook: "established".into(),
+            hook: "nowhere".into(),
             name: "null".into(),
             section: "xdp".into(),
             object: to_hex(programs::NULL),
@@ -309,5 +309,89 @@ fn the_port_counter_counts_what_the_peer_sent() {
     let bytes = u64::from_le_bytes(value[8..16].try_into().unwrap());
     // The SYN and the ACK at least, each at least 54 bytes.
     assert!(frames >= 2 && bytes >= 54 * frames, "{frames} {bytes}");
+    net.stop();
+}
+
+/// A module's counters from the list.
+fn row(admin: &Client, id: u32) -> ModuleRow {
+    list(admin)
+        .into_iter()
+        .find(|r| r.id == id)
+        .expect("the module is listed")
+}
+
+#[test]
+fn a_drop_module_at_established_lets_the_handshake_through_but_not_data_until_unloaded() {
+    let mut net = Net::start("modules-established-drop");
+    let mut server = net.attach("server");
+    let sc = server.context();
+    let l = server.listen(sc, 7, &mut || net.peer.pump());
+    let admin = net.attach("admin");
+    let id = load(&admin, "established", "drop");
+    assert_eq!(row(&admin, id).hook, "established");
+    let c = net.peer.connect(ENGINE_IP, 7);
+    // The SYN and the handshake's last ACK are no established connection's segments.
+    let rec = server.accept(sc, l, &mut || net.peer.pump());
+    established(&mut net, c);
+    assert_eq!(row(&admin, id).runs, 0);
+    net.peer.send_all(c, b"hello");
+    pump_for(&mut net, 150);
+    let mut buf = [0u8; 64];
+    assert_eq!(server.read_some(sc, rec.slot, &mut buf), 0, "dropped");
+    let r = row(&admin, id);
+    assert!(r.dropped >= 1 && r.dropped == r.runs, "{r:?}");
+    assert_eq!(
+        ask(&admin, AdminRequest::ModuleUnload { id }),
+        Ok(AdminReply::Done)
+    );
+    // Dropped before the protocol stage: as if lost, so the peer's retransmission (and its
+    // FIN) arrive.
+    net.peer.stack.close(c).unwrap();
+    let got = server.read_to_fin(sc, rec.slot, &mut || net.peer.pump());
+    assert_eq!(got, b"hello");
+    net.stop();
+}
+
+#[test]
+fn a_counter_at_established_counts_established_segments_only() {
+    let mut net = Net::start("modules-established-count");
+    let mut server = net.attach("server");
+    let sc = server.context();
+    let l = server.listen(sc, 7, &mut || net.peer.pump());
+    let admin = net.attach("admin");
+    let ingress = load(&admin, "ingress", "port_counter");
+    let est = load(&admin, "established", "port_counter");
+    let frames = |admin: &Client, id: u32| -> u64 {
+        match ask(
+            admin,
+            AdminRequest::MapGet {
+                module: id,
+                map: "port_counts".into(),
+                key: to_hex(&7u32.to_le_bytes()),
+            },
+        ) {
+            Ok(AdminReply::MapValue { value }) => {
+                let v = sluice_shm::admin::from_hex(&value).unwrap();
+                u64::from_le_bytes(v[..8].try_into().unwrap())
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let c = net.peer.connect(ENGINE_IP, 7);
+    let rec = server.accept(sc, l, &mut || net.peer.pump());
+    established(&mut net, c);
+    // The SYN and the ACK that completed the handshake: seen at ingress only.
+    assert!(frames(&admin, ingress) >= 2);
+    assert_eq!(frames(&admin, est), 0);
+    assert_eq!(row(&admin, est).runs, 0);
+    net.peer.send_all(c, b"counted");
+    net.peer.stack.close(c).unwrap();
+    let got = server.read_to_fin(sc, rec.slot, &mut || net.peer.pump());
+    assert_eq!(got, b"counted");
+    let (i, e) = (frames(&admin, ingress), frames(&admin, est));
+    // The data (with the FIN, or after it), and every segment ingress saw but the
+    // handshake's two: the SYN and the ACK that completed it.
+    assert!(e >= 1 && i == e + 2, "established {e}, ingress {i}");
+    assert_eq!(row(&admin, est).runs, e);
     net.stop();
 }

@@ -74,7 +74,7 @@ pub enum AdminRequest {
     },
     /// Loads an eBPF module at a hook point (the object's bytes, verified by the engine).
     ModuleLoad {
-        /// "ingress" or "egress".
+        /// "ingress", "established" or "egress".
         hook: String,
         /// What to call it (the file's name).
         name: String,
@@ -155,7 +155,7 @@ impl AdminRequest {
 pub struct ModuleRow {
     /// Its id.
     pub id: u32,
-    /// "ingress" or "egress".
+    /// "ingress", "established" or "egress".
     pub hook: String,
     /// Its name.
     pub name: String,

@@ -202,6 +202,8 @@ pub struct Counters {
     pub splices_requested: u64,
     /// Splices handed to the splice stage.
     pub splices_installed: u64,
+    /// Installed splices handed to a fast path outside the core (the eBPF splice module).
+    pub splices_fast_path: u64,
     /// Splices whose connections failed before the handover.
     pub splices_failed: u64,
     /// Splices that ended with both sides closed.
@@ -233,7 +235,7 @@ pub struct Counters {
 impl Counters {
     /// Every counter as (name, value), in declaration order: for control tools
     /// (`sluice ctl counters`) and logs.
-    pub fn rows(&self) -> [(&'static str, u64); 96] {
+    pub fn rows(&self) -> [(&'static str, u64); 97] {
         [
             ("frames_rx", self.frames_rx),
             ("frames_tx", self.frames_tx),
@@ -328,6 +330,7 @@ impl Counters {
             ("teardown_retransmits", self.teardown_retransmits),
             ("splices_requested", self.splices_requested),
             ("splices_installed", self.splices_installed),
+            ("splices_fast_path", self.splices_fast_path),
             ("splices_failed", self.splices_failed),
             ("splices_closed", self.splices_closed),
             ("splices_reset", self.splices_reset),

@@ -36,7 +36,9 @@ mod timer;
 
 pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, MemoryLimits, Recovery};
-pub use control::splice::{SpliceEnd, SpliceError, SpliceEvent, SpliceId, SpliceStats};
+pub use control::splice::{
+    SpliceEnd, SpliceError, SpliceEvent, SpliceId, SpliceRewrite, SpliceStats,
+};
 pub use control::state::{ConnError, TcpState};
 pub use control::teardown::Closing;
 pub use counters::Counters;

@@ -79,10 +79,10 @@ pub enum CtlCommand {
 /// `sluice ctl module ...`.
 #[derive(Subcommand, Debug)]
 pub enum ModuleCommand {
-    /// Loads FILE.o[:SECTION] (or a shipped program's name) at HOOK (ingress or egress);
-    /// prints its id.
+    /// Loads FILE.o[:SECTION] (or a shipped program's name) at HOOK (ingress, established or
+    /// egress); prints its id.
     Load {
-        /// ingress or egress.
+        /// ingress, established or egress.
         hook: String,
         /// FILE.o[:SECTION], or firewall, vlan_strip, port_counter, drop, null, reflect.
         object: String,

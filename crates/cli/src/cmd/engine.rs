@@ -98,7 +98,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "BYTES")]
     buffered_bytes_per_uid: Option<String>,
     /// An eBPF module to run at a hook point from the start: HOOK=FILE.o[:SECTION] or
-    /// HOOK=NAME of a shipped program (HOOK ingress or egress; repeatable, run in order).
+    /// HOOK=NAME of a shipped program (HOOK ingress, established or egress; repeatable, run
+    /// in order).
     /// A program the verifier refuses stops the engine before it starts.
     #[arg(long = "module", value_name = "HOOK=FILE.o[:SECTION]")]
     module: Vec<String>,
@@ -106,6 +107,20 @@ pub struct EngineArgs {
     /// (modules loaded later by `sluice ctl module load` too).
     #[arg(long)]
     no_jit: bool,
+    /// Who relays spliced connections' frames: the core's splice stage, or the eBPF splice
+    /// module at ingress (attached if no `--module` brings one), with the core's stage
+    /// keeping SYN, FIN, RST, SACK blocks and the close.
+    #[arg(long, value_enum, default_value = "core")]
+    splice: SpliceWith,
+}
+
+/// `--splice`: where splices run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpliceWith {
+    /// The core's built-in splice stage.
+    Core,
+    /// The eBPF splice module (crates/ebpf/programs/splice.c).
+    Ebpf,
 }
 
 /// A verified module from `--module`, ready to attach.
@@ -128,9 +143,10 @@ fn start_modules(specs: &[String]) -> Result<Vec<StartModule>, CliError> {
             let at = match hook {
                 "ingress" => HookPoint::Ingress,
                 "egress" => HookPoint::Egress,
+                "established" => HookPoint::Established,
                 _ => {
                     return Err(CliError::usage(format!(
-                        "--module {spec}: no hook point {hook:?} (ingress or egress)"
+                        "--module {spec}: no hook point {hook:?} (ingress, established or egress)"
                     )))
                 }
             };
@@ -252,6 +268,19 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
             mode.map_or("?".into(), |m| m.to_string())
         );
     }
+    if args.splice == SpliceWith::Ebpf
+        && sluice_engine::splice_fast_path::module(&engine.hooks).is_none()
+    {
+        let (bytes, section) = sluice_ebpf::programs::shipped("splice").expect("shipped");
+        let (program, maps) = sluice_ebpf::load(bytes, section)
+            .map_err(|e| CliError::usage(format!("--splice ebpf: {e}")))?;
+        let id = engine
+            .hooks
+            .modules_mut()
+            .attach(HookPoint::Ingress, "splice", section, program, maps)
+            .map_err(|e| CliError::usage(format!("--splice ebpf: {e}")))?;
+        println!("sluice engine: module {id}: splice ({section}) at ingress");
+    }
     engine.linger = linger;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
     engine.spin_before_yield = Duration::from_micros(args.spin_us);
@@ -264,6 +293,7 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     config.unprivileged_port_start = args.unprivileged_port_start;
     config.port_ranges = args.port_range.clone();
     config.max_apps = args.max_apps as usize;
+    config.splice_ebpf = args.splice == SpliceWith::Ebpf;
     config.quotas = Quotas {
         apps_per_uid: args.apps_per_uid,
         sockets_per_uid: args.sockets_per_uid,

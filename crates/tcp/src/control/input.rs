@@ -28,6 +28,14 @@ impl Stack {
         self.handle_frames(now, &[frame]);
     }
 
+    /// Whether `frame` is a segment the data-path pipeline would take (an established
+    /// connection's: ACK set, no SYN, RST or URG), judged as the pre-processor judges it,
+    /// without its checksums: the engine runs the `established` hook point's modules on
+    /// these before handing the frame over, so a drop there is a loss the peer repairs.
+    pub fn takes_fast_path(&self, frame: &[u8]) -> bool {
+        crate::datapath::classify::takes_fast_path(frame, self.cfg.ip, &self.table, &self.dp.pre)
+    }
+
     /// Handles a batch of received frames. Established connections' common-case segments go
     /// through the data-path stages a batch at a time; anything else goes to the control
     /// plane in arrival order (the batch collected so far is finished first, so per-connection

@@ -12,7 +12,7 @@ use crate::datapath::state::flags;
 use crate::handle::ConnId;
 use crate::host::Stack;
 use crate::offload::splice::{Pending, Relay, RelayChecksum, Side};
-pub use crate::offload::splice::{SpliceEnd, SpliceEvent, SpliceId, SpliceStats};
+pub use crate::offload::splice::{SpliceEnd, SpliceEvent, SpliceId, SpliceRewrite, SpliceStats};
 use crate::table::FourTuple;
 
 /// Why [`Stack::splice`] refused (nothing changed).
@@ -123,6 +123,21 @@ impl Stack {
             self.counters.splice_events_dropped += 1;
         }
         self.splice_events.push_back(e);
+    }
+
+    /// Hands an installed splice's common case to a fast path outside the core (the
+    /// engine's eBPF splice module): returns the two rewrites it is to apply, and from now on
+    /// the splice stage, which still holds the splice and relays what the fast path passes
+    /// on (SYN, FIN, RST, SACK blocks, the close), drops nothing for the receivers'
+    /// windows, since their ACKs go by on the fast path. None if the stage does not hold it.
+    pub fn splice_fast_path(&mut self, id: SpliceId) -> Option<[SpliceRewrite; 2]> {
+        let r = self
+            .splice
+            .hand_to_fast_path(id.0, (self.cfg.ip, self.cfg.mac));
+        if r.is_some() {
+            self.counters.splices_fast_path += 1;
+        }
+        r
     }
 
     /// Splices the stage holds (installed, not yet ended).

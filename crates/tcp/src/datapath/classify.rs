@@ -74,6 +74,44 @@ pub(crate) struct Checks {
     pub tcp: bool,
 }
 
+/// Whether [`classify`] would send `frame` down the pipeline as an established
+/// connection's common case (checksums not verified: that is the pre-processor's job), for
+/// the engine's `established` hook point, which runs between classification and the
+/// protocol stage without the pipeline's summary.
+pub(crate) fn takes_fast_path(
+    frame: &[u8],
+    our_ip: Ipv4Addr,
+    table: &ConnTable,
+    pre: &[PreState],
+) -> bool {
+    let Ok((eth, l3)) = EthernetRepr::parse(frame) else {
+        return false;
+    };
+    if eth.ethertype != EtherType::Ipv4 {
+        return false;
+    }
+    let Ok((ip, l4)) = Ipv4Repr::parse(l3, false) else {
+        return false;
+    };
+    if ip.dst != our_ip || ip.protocol != PROTOCOL_TCP || ip.is_fragment() {
+        return false;
+    }
+    let Ok((tcp, _)) = TcpHeader::parse(l4, ip.src, ip.dst, ChecksumCheck::Skip) else {
+        return false;
+    };
+    let common_case = tcp.flags.contains(TcpFlags::ACK)
+        && (tcp.flags.0 & (TcpFlags::SYN.0 | TcpFlags::RST.0 | TcpFlags::URG.0)) == 0;
+    let tuple = FourTuple {
+        remote_ip: ip.src,
+        remote_port: tcp.src_port,
+        local_port: tcp.dst_port,
+    };
+    common_case
+        && table
+            .lookup(&tuple)
+            .is_some_and(|slot| pre.get(slot as usize).is_some_and(|p| p.active))
+}
+
 /// Classifies one frame. A fast-path segment's header summary is written straight into
 /// `summary` (its place in the batch) rather than returned: moving the freshly built
 /// summary would read it back through a store-to-load forwarding stall.

@@ -78,6 +78,45 @@ struct Rule {
     seq_high: SeqNumber,
 }
 
+/// One direction of a splice as a fast path outside the core applies it (the engine's eBPF
+/// splice module, flextoe.txt listing 1): frames arriving from `in_ip:in_port` to our
+/// `in_local_port` leave for `out_ip:out_remote_port` from our `out_local_port`, with these
+/// deltas; addresses and ports as numbers, MACs as bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpliceRewrite {
+    /// The peer the frames come from.
+    pub in_ip: Ipv4Addr,
+    /// Its port.
+    pub in_port: u16,
+    /// Our port on the incoming connection.
+    pub in_local_port: u16,
+    /// Our address (the frames' destination, and the source they leave with).
+    pub local_ip: Ipv4Addr,
+    /// Our MAC (the source they leave with).
+    pub local_mac: [u8; 6],
+    /// The other peer's next hop.
+    pub out_mac: [u8; 6],
+    /// The other peer.
+    pub out_ip: Ipv4Addr,
+    /// Our port on the other connection.
+    pub out_local_port: u16,
+    /// The other peer's port.
+    pub out_remote_port: u16,
+    /// Added to the sequence number.
+    pub seq_delta: u32,
+    /// Added to the acknowledgment number (and SACK edges, which the fast path leaves to
+    /// the core).
+    pub ack_delta: u32,
+    /// Added to TSval.
+    pub ts_delta: u32,
+    /// Subtracted from TSecr (the other direction's `ts_delta`).
+    pub tsecr_delta: u32,
+    /// The window field is scaled up by this shift...
+    pub wscale_in: u8,
+    /// ...and down by this one.
+    pub wscale_out: u8,
+}
+
 /// A splice's handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SpliceId(pub(crate) u64);
@@ -135,6 +174,9 @@ struct Splice {
     id: u64,
     /// Both FINs acknowledged: waiting out TIME-WAIT on the wheel.
     lingering: bool,
+    /// A fast path outside the core relays its common case ([`SpliceStage::hand_to_fast_path`]):
+    /// the receivers' windows seen here are stale, so nothing is dropped for them.
+    external: bool,
 }
 
 /// How a relayed frame's TCP checksum is made.
@@ -304,6 +346,7 @@ impl SpliceStage {
             keys,
             id,
             lingering: false,
+            external: false,
         });
         self.index.insert(keys[0], (i, 0));
         self.index.insert(keys[1], (i, 1));
@@ -390,7 +433,10 @@ impl SpliceStage {
         }
         // The receiving peer's window, as far as its ACKs told us.
         let right = r.rcv_ack + r.rcv_wnd.max(1);
-        if flags.contains(TcpFlags::RST) {
+        if s.external {
+            // The ACKs went by on the fast path: the receiver checks for itself (its own
+            // RFC 5961 3.2 check).
+        } else if flags.contains(TcpFlags::RST) {
             // RFC 5961 3.2: only a RST in the receiver's window can matter to it.
             if !(seq.seq_ge(r.rcv_ack) && seq.seq_lt(right)) {
                 return Some(Relay::DropRstOutOfWindow);
@@ -489,6 +535,40 @@ impl SpliceStage {
             self.wheel.schedule(i, (now + self.time_wait).as_nanos());
         }
         Some(Relay::Forward(end))
+    }
+
+    /// Marks splice `id` as relayed by a fast path outside the core and returns its two
+    /// rewrites (first connection's peer to the second's, then back); `local` is our address
+    /// and MAC. None if the stage does not hold it.
+    pub(crate) fn hand_to_fast_path(
+        &mut self,
+        id: u64,
+        local: (Ipv4Addr, EthernetAddress),
+    ) -> Option<[SpliceRewrite; 2]> {
+        let s = self.splices.iter_mut().flatten().find(|s| s.id == id)?;
+        s.external = true;
+        let ins = [s.rules[1].out, s.rules[0].out];
+        let rewrite = |d: usize| {
+            let (r, o) = (&s.rules[d], &s.rules[1 - d]);
+            SpliceRewrite {
+                in_ip: ins[d].remote_ip,
+                in_port: ins[d].remote_port,
+                in_local_port: ins[d].local_port,
+                local_ip: local.0,
+                local_mac: local.1 .0,
+                out_mac: r.out_mac.0,
+                out_ip: r.out.remote_ip,
+                out_local_port: r.out.local_port,
+                out_remote_port: r.out.remote_port,
+                seq_delta: r.seq_delta,
+                ack_delta: r.ack_delta,
+                ts_delta: r.ts_delta,
+                tsecr_delta: o.ts_delta,
+                wscale_in: r.wscale_in,
+                wscale_out: r.wscale_out,
+            }
+        };
+        Some([rewrite(0), rewrite(1)])
     }
 
     /// Splices whose TIME-WAIT ended: (id, stats) each.
