@@ -53,7 +53,7 @@ impl Stack {
         {
             self.counters.fast_retransmits += 1;
             let ps = &self.dp.proto[i];
-            crate::trace::tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.in_flight() } }
+            crate::trace::tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
             if scoreboard::in_recovery(&self.dp.proto[i]) {
                 self.counters.sack_recoveries += 1;
             }

@@ -238,7 +238,7 @@ impl Stack {
         if out.fast_retransmit {
             self.counters.fast_retransmits += 1;
             let ps = &self.dp.proto[i];
-            tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.in_flight() } }
+            tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
             if scoreboard::in_recovery(&self.dp.proto[i]) {
                 self.counters.sack_recoveries += 1;
             }

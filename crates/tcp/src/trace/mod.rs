@@ -125,7 +125,7 @@ pub enum TraceData {
         kind: &'static str,
         /// snd_una when it was detected.
         seq: u32,
-        /// Bytes in flight (snd_nxt - snd_una), or segments RACK marked lost.
+        /// Bytes outstanding (snd_max - snd_una), or for "rack" the segments marked lost.
         len: u32,
     },
     /// [`Tracepoint::Retransmit`].
