@@ -14,6 +14,7 @@ pub mod modules;
 pub mod pump;
 mod runtime;
 pub mod setup;
+mod stage_time;
 pub mod transport;
 
 pub use clock::Clock;

@@ -68,6 +68,7 @@ mod shared;
 mod slots;
 mod splice;
 mod teardown;
+mod trace;
 mod verbs;
 mod wake;
 

@@ -16,6 +16,7 @@ use sluice_shm::admin::{
     MAX_OBJECT,
 };
 
+use crate::cmd::ctl_trace::TraceCommand;
 use crate::cmd::module_file;
 use sluice_shm::control::{
     connect_to, recv_message, send_message, Reply, Request, DEFAULT_SOCKET, PROTOCOL_VERSION,
@@ -81,6 +82,9 @@ pub enum CtlCommand {
     /// A module's maps: dump, get, set, delete (keys and values as hex bytes).
     #[command(subcommand)]
     Map(MapCommand),
+    /// Tracepoints: list, on, off, stream (docs/tracepoints.md).
+    #[command(subcommand)]
+    Trace(TraceCommand),
 }
 
 /// `sluice ctl module ...`.
@@ -184,7 +188,7 @@ impl fmt::Display for CtlError {
 impl std::error::Error for CtlError {}
 
 /// An attached admin session.
-struct Session {
+pub(crate) struct Session {
     path: PathBuf,
     sock: OwnedFd,
 }
@@ -221,7 +225,7 @@ impl Session {
     }
 
     /// One admin request and its answer.
-    fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
+    pub(crate) fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
         send_message(self.sock.as_fd(), &Request::Admin(req), &[])
             .map_err(|e| CtlError::Socket(self.path.clone(), e))?;
         match self.receive()? {
@@ -401,6 +405,7 @@ pub fn run(args: &CtlArgs) -> Result<(), CtlError> {
         }
         CtlCommand::Module(cmd) => module(&session, cmd)?,
         CtlCommand::Map(cmd) => map(&session, cmd)?,
+        CtlCommand::Trace(cmd) => crate::cmd::ctl_trace::run(&session, cmd)?,
     };
     use std::io::Write;
     std::io::stdout()
@@ -609,7 +614,7 @@ fn expect_done(reply: AdminReply) -> Result<(), CtlError> {
 }
 
 /// Pretty JSON and a newline.
-fn to_json<T: Serialize>(doc: &T) -> Result<String, CtlError> {
+pub(crate) fn to_json<T: Serialize>(doc: &T) -> Result<String, CtlError> {
     serde_json::to_string_pretty(doc)
         .map(|s| s + "\n")
         .map_err(|e| CtlError::Output(e.to_string()))

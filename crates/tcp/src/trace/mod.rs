@@ -421,6 +421,11 @@ impl Tracer {
         )
     }
 
+    /// The oldest waiting event, left in the ring (a reader that has no room for it yet).
+    pub fn front(&self) -> Option<&TraceEvent> {
+        self.ring.front()
+    }
+
     /// The oldest waiting event.
     pub fn pop(&mut self) -> Option<TraceEvent> {
         self.ring.pop_front()
