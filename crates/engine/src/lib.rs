@@ -16,6 +16,7 @@ mod runtime;
 pub mod setup;
 pub mod traffic_class;
 pub mod splice_fast_path;
+mod stage_time;
 pub mod transport;
 
 pub use clock::Clock;

@@ -14,6 +14,7 @@ use sluice_tcp::{Closing, Instant, Stack};
 use crate::clock::Clock;
 use crate::hooks::Hooks;
 use crate::pump;
+use crate::stage_time::Lap;
 use crate::transport::Transports;
 
 /// What an application wants after a poll.
@@ -196,6 +197,7 @@ impl<D: Device> Engine<D> {
     pub fn poll_once(&mut self, app: &mut dyn App) -> Result<(bool, AppStatus), EngineError> {
         self.stats.iterations += 1;
         let now = self.clock.now();
+        let mut lap = Lap::start(&self.stack, &self.clock);
         let received = pump::receive_hooked(
             &mut self.stack,
             &mut app.transports(),
@@ -204,13 +206,17 @@ impl<D: Device> Engine<D> {
             now,
         )?;
         self.stats.rx_frames += received as u64;
+        lap.mark(&mut self.stack, &self.clock, "rx");
         pump::run_due_timers(&mut self.stack, now);
         pump::run_due_transport_timers(&mut app.transports(), now);
+        lap.mark(&mut self.stack, &self.clock, "timers");
         if self.stats.iterations % STATS_EVERY == 1 {
             app.engine_stats(&self.stats, &self.device.stats());
         }
         let status = app.poll(&mut self.stack, now)?;
+        lap.mark(&mut self.stack, &self.clock, "app");
         app.control_hooks(&mut self.hooks);
+        lap.mark(&mut self.stack, &self.clock, "hooks");
         let mut sent = self.transmit(now)?;
         let n = pump::transmit_transports_hooked(
             &mut app.transports(),
@@ -220,6 +226,7 @@ impl<D: Device> Engine<D> {
         )?;
         self.stats.tx_frames += n as u64;
         sent += n;
+        lap.mark(&mut self.stack, &self.clock, "tx");
         Ok((
             received > 0 || sent > 0 || status == AppStatus::Busy,
             status,

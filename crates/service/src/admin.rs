@@ -51,6 +51,7 @@ pub(crate) fn answer(
                 .map_err(|e| format!("EINVAL: {e}"))?;
             Ok(AdminReply::Done)
         }
+        r if r.is_trace() => crate::trace::answer(r, stack),
         // Admitted ones are queued for the hooks (control.rs); only a refusal gets here.
         r if r.is_module() => Err("EINVAL: a module request out of turn".to_string()),
         _ => Err("EINVAL: unknown admin request".to_string()),
@@ -202,6 +203,12 @@ fn all_counters(sh: &Shared, stack: &Stack) -> Vec<(String, u64)> {
             rows.push((format!("service.{n}"), v));
         }
     }
+    rows.extend(
+        stack
+            .tracer()
+            .counter_rows()
+            .map(|(n, v)| (format!("trace.{n}"), v)),
+    );
     let (run, device) = sh.engine_stats.unwrap_or_default();
     rows.extend(
         run_rows(&run)

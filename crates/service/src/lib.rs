@@ -69,6 +69,7 @@ mod slots;
 mod splice;
 mod teardown;
 mod traffic_classes;
+mod trace;
 mod verbs;
 mod wake;
 

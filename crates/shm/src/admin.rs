@@ -9,6 +9,7 @@ use std::net::SocketAddrV4;
 use serde::{Deserialize, Serialize};
 
 use crate::message::MAX_MESSAGE;
+use crate::trace::{TraceEventRow, TraceRow};
 
 /// Largest eBPF object a ModuleLoad carries: its hex encoding and the request's envelope
 /// must fit one control message.
@@ -131,9 +132,33 @@ pub enum AdminRequest {
         /// The key in hex.
         key: String,
     },
+    /// Every tracepoint, on or off, with its hits (docs/tracepoints.md).
+    TraceList,
+    /// Turns a tracepoint (or "all") on or off.
+    TraceSet {
+        /// A tracepoint's name, or "all".
+        name: String,
+        /// On or off.
+        on: bool,
+    },
+    /// Takes up to `max` events, oldest first, off the engine's ring (a page).
+    TraceRead {
+        /// Most events wanted.
+        max: u32,
+    },
 }
 
 impl AdminRequest {
+    /// Whether the request is about tracepoints.
+    pub fn is_trace(&self) -> bool {
+        matches!(
+            self,
+            AdminRequest::TraceList
+                | AdminRequest::TraceSet { .. }
+                | AdminRequest::TraceRead { .. }
+        )
+    }
+
     /// Whether the request is about eBPF modules or their maps (answered in the engine's
     /// hook turn, between frames).
     pub fn is_module(&self) -> bool {
@@ -326,6 +351,22 @@ pub enum AdminReply {
     MapValue {
         /// The value.
         value: String,
+    },
+    /// Every tracepoint.
+    Traces {
+        /// The rows.
+        rows: Vec<TraceRow>,
+        /// Events lost from the full ring so far.
+        lost: u64,
+    },
+    /// A page of events taken off the ring.
+    TraceEvents {
+        /// The events, oldest first.
+        rows: Vec<TraceEventRow>,
+        /// Events lost from the full ring so far (a reader that sees it grow missed some).
+        lost: u64,
+        /// Events still waiting.
+        pending: u64,
     },
 }
 

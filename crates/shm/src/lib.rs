@@ -41,6 +41,7 @@ pub mod entry;
 pub mod idle;
 pub mod mtp;
 pub mod preload_library;
+pub mod trace;
 pub mod verbs;
 
 pub use congestion::{Congestion, CONGESTION_NAME_MAX};

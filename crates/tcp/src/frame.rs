@@ -165,6 +165,11 @@ impl ControlQueue {
         self.len == 0
     }
 
+    /// Most frames it holds.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Builds a frame in the next free slot with `build`, which returns its length.
     /// Returns false (nothing queued) if the queue is full or `build` declines.
     #[inline]

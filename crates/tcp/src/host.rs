@@ -24,6 +24,7 @@ use crate::reuseport::ListenerPorts;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
 use crate::timer::TimerQueue;
+use crate::trace::Tracer;
 
 /// A listening port.
 pub(crate) struct Listener {
@@ -106,6 +107,8 @@ pub struct Stack {
     pub(crate) splice_ended: Vec<(u64, SpliceStats)>,
     /// The last splice id given out.
     pub(crate) next_splice_id: u64,
+    /// Tracepoints: all off until asked for (trace/).
+    pub(crate) tracer: Tracer,
 }
 
 impl Stack {
@@ -183,6 +186,7 @@ impl Stack {
             gso_scratch: Vec::new(),
             splice_ended: Vec::new(),
             next_splice_id: 0,
+            tracer: Tracer::new(),
             cfg,
         })
     }

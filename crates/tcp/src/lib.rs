@@ -33,6 +33,7 @@ mod stack;
 mod table;
 pub mod time;
 mod timer;
+pub mod trace;
 
 pub use cc::Algorithm;
 pub use config::{AckPolicy, Config, ConfigError, MemoryLimits, Recovery};
@@ -53,3 +54,4 @@ pub use memory_group::{GroupStats, UNGROUPED};
 pub use pressure::MemoryState;
 pub use stack::{ConnInfo, Event, Readiness};
 pub use time::Instant;
+pub use trace::{TraceData, TraceEvent, Tracepoint, Tracer};

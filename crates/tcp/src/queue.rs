@@ -36,6 +36,11 @@ impl ReadyQueue {
         self.len += 1;
     }
 
+    /// Slots queued, and the bound (for the queue tracepoint).
+    pub(crate) fn occupancy(&self) -> (usize, usize) {
+        (self.len, self.ring.len())
+    }
+
     /// Takes the slot at the head.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<u32> {

@@ -823,7 +823,7 @@ impl Stack {
         }
         self.dp.pre[s].active = false;
         self.dp.drop_cold_row(s);
-        self.conns[s].state = TcpState::Closed;
+        self.set_state(s, TcpState::Closed);
         self.conns[s].app_owned = false;
         self.release_grown_buffers(s);
         self.uncharge(slot);
@@ -856,8 +856,8 @@ impl Stack {
     /// Moves a connection to CLOSED: freed now if the application holds no handle, else
     /// kept (state Closed) until it calls close.
     pub(crate) fn enter_closed(&mut self, slot: u32) {
+        self.set_state(slot as usize, TcpState::Closed);
         let c = &mut self.conns[slot as usize];
-        c.state = TcpState::Closed;
         self.dp.pre[slot as usize].active = false;
         self.dp.drop_cold_row(slot as usize);
         c.timers.stop_all();
@@ -915,7 +915,7 @@ impl Stack {
             | TcpState::TimeWait => return Ok(()),
             TcpState::SynSent | TcpState::Closed => return Err(Error::NotConnected),
         };
-        self.conns[s].state = next;
+        self.set_state(s, next);
         self.dp.proto[s].set(flags::FIN_QUEUED, true);
         self.dp.ready.push(slot);
         Ok(())

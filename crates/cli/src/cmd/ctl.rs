@@ -15,6 +15,7 @@ use sluice_shm::admin::{
     MAX_OBJECT,
 };
 
+use crate::cmd::ctl_trace::TraceCommand;
 use crate::cmd::module_file;
 use sluice::admin::{Admin, AdminError, PAGE_ROWS};
 use sluice_shm::control::{Reply, DEFAULT_SOCKET, SOCKET_ENV};
@@ -74,6 +75,9 @@ pub enum CtlCommand {
     /// A module's maps: dump, get, set, delete (keys and values as hex bytes).
     #[command(subcommand)]
     Map(MapCommand),
+    /// Tracepoints: list, on, off, stream (docs/tracepoints.md).
+    #[command(subcommand)]
+    Trace(TraceCommand),
 }
 
 /// `sluice ctl module ...`.
@@ -178,7 +182,7 @@ impl std::error::Error for CtlError {}
 
 /// An admin session: libsluice's [`Admin`] (the client code lives there, shared with
 /// programs that manage an engine natively), with the CLI's errors.
-struct Session(Admin);
+pub(crate) struct Session(Admin);
 
 impl From<AdminError> for CtlError {
     fn from(e: AdminError) -> Self {
@@ -204,7 +208,7 @@ impl Session {
     }
 
     /// One admin request and its answer.
-    fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
+    pub(crate) fn ask(&self, req: AdminRequest) -> Result<AdminReply, CtlError> {
         Ok(self.0.ask(req)?)
     }
 
@@ -338,6 +342,7 @@ pub fn run(args: &CtlArgs) -> Result<(), CtlError> {
         }
         CtlCommand::Module(cmd) => module(&session, cmd)?,
         CtlCommand::Map(cmd) => map(&session, cmd)?,
+        CtlCommand::Trace(cmd) => crate::cmd::ctl_trace::run(&session, cmd)?,
     };
     use std::io::Write;
     std::io::stdout()
@@ -542,7 +547,7 @@ fn expect_done(reply: AdminReply) -> Result<(), CtlError> {
 }
 
 /// Pretty JSON and a newline.
-fn to_json<T: Serialize>(doc: &T) -> Result<String, CtlError> {
+pub(crate) fn to_json<T: Serialize>(doc: &T) -> Result<String, CtlError> {
     serde_json::to_string_pretty(doc)
         .map(|s| s + "\n")
         .map_err(|e| CtlError::Output(e.to_string()))

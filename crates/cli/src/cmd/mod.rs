@@ -5,6 +5,8 @@ pub mod capture;
 /// `sluice capture`'s filter compiler.
 pub mod capture_filter;
 pub mod ctl;
+/// `sluice ctl trace`.
+pub mod ctl_trace;
 pub mod demo;
 pub mod echo;
 pub mod engine;

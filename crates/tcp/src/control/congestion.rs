@@ -168,6 +168,9 @@ impl Stack {
         }
         self.counters.cc_iterations += 1;
         self.counters.cc_srtt_us_sum += u64::from(input.srtt_us);
+        if cwnd < before {
+            crate::trace::tracepoint! { self, Some(slot), CwndReduction { cause: reduction_cause(timeouts, counters.fast_retransmits, counters.ecn_bytes), before, after: cwnd } }
+        }
         if cwnd > before {
             self.dp.ready.push(slot);
         }
@@ -281,5 +284,19 @@ impl Stack {
     ) -> bool {
         use sluice_wire::tcp::TcpFlags;
         self.cfg.ecn && algorithm.ecn_capable() && syn.flags.contains(TcpFlags::ECE | TcpFlags::CWR)
+    }
+}
+
+/// What an iteration that cut the window answered: a timeout, a fast retransmit, ECN
+/// echoes, or the policy's own model (BBR, TIMELY's RTT gradient).
+fn reduction_cause(timeouts: u32, fast_retransmits: u32, ecn_bytes: u32) -> &'static str {
+    if timeouts > 0 {
+        "rto"
+    } else if fast_retransmits > 0 {
+        "fast_recovery"
+    } else if ecn_bytes > 0 {
+        "ecn"
+    } else {
+        "policy"
     }
 }

@@ -182,8 +182,8 @@ impl Stack {
     pub(crate) fn start_active_open(&mut self, slot: u32) {
         let s = slot as usize;
         let tuple = self.conns[s].tuple;
+        self.set_state(s, TcpState::SynSent);
         let c = &mut self.conns[s];
-        c.state = TcpState::SynSent;
         c.iss = isn::initial_sequence(
             &self.isn_secret,
             self.cfg.ip,
@@ -322,9 +322,9 @@ impl Stack {
             ecn: self.ecn_accepted(t, algorithm),
             ..self.peer_options(t)
         };
+        self.set_state(s, TcpState::SynReceived);
         let c = &mut self.conns[s];
         c.cc_algorithm = algorithm;
-        c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq;
         c.iss = iss.unwrap_or_else(|| {
@@ -390,13 +390,13 @@ impl Stack {
         }
         if has_ack {
             self.install(slot, t.ack, t.window, false);
-            self.conns[s].state = TcpState::Established;
+            self.set_state(s, TcpState::Established);
             self.conns[s].timers.stop(Timer::Rto);
             self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
             self.send_ack(slot);
         } else {
             // Simultaneous open (RFC 9293 3.5, figure 7; MUST-10).
-            self.conns[s].state = TcpState::SynReceived;
+            self.set_state(s, TcpState::SynReceived);
             self.conns[s].timers.stop(Timer::Rto);
             self.send_syn(slot, true);
         }
@@ -509,8 +509,8 @@ impl Stack {
     ) {
         let s = slot as usize;
         self.install(slot, ack, window, window_scaled);
+        self.set_state(s, TcpState::Established);
         let c = &mut self.conns[s];
-        c.state = TcpState::Established;
         c.timers.stop(Timer::Rto);
         self.events.raise(slot, bits::CONNECTED | bits::WRITABLE);
         if std::mem::take(&mut self.conns[s].fin_deferred) {
@@ -539,7 +539,7 @@ impl Stack {
         l.accept.push_back(slot);
         let t = &input.tcp;
         self.install(slot, t.ack, t.window, true);
-        self.conns[s].state = TcpState::Established;
+        self.set_state(s, TcpState::Established);
         self.conns[s].timers.stop(Timer::Rto);
         self.conns[s].retries = 0;
         self.events.raise_listener(index);

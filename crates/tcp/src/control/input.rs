@@ -21,6 +21,7 @@ use crate::host::Stack;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
+use crate::trace::tracepoint;
 
 impl Stack {
     /// Handles one received frame.
@@ -100,12 +101,15 @@ impl Stack {
                         }
                     }
                     Classified::Arp(arp) => self.handle_arp(&arp),
-                    Classified::Drop(reason) => match reason {
-                        DropReason::Malformed => self.counters.malformed += 1,
-                        DropReason::Checksum => self.counters.bad_checksum += 1,
-                        DropReason::NotForUs => self.counters.not_for_us += 1,
-                        DropReason::Fragment => self.counters.fragments += 1,
-                    },
+                    Classified::Drop(reason) => {
+                        tracepoint! { self, None, Drop { reason: reason.counter() } }
+                        match reason {
+                            DropReason::Malformed => self.counters.malformed += 1,
+                            DropReason::Checksum => self.counters.bad_checksum += 1,
+                            DropReason::NotForUs => self.counters.not_for_us += 1,
+                            DropReason::Fragment => self.counters.fragments += 1,
+                        }
+                    }
                 }
             }
             self.run_stages(n, chunk);
@@ -114,6 +118,7 @@ impl Stack {
             // What arrived may have drained a pending splice's connections.
             self.progress_splices();
         }
+        self.trace_queues();
     }
 
     /// Runs the protocol and post stages over the first `n` summaries of the batch, and acts
@@ -122,6 +127,7 @@ impl Stack {
         if n == 0 {
             return;
         }
+        tracepoint! { self, None, Queue { queue: "batch", len: n as u32, cap: BATCH as u32 } }
         self.protocol_stage(n);
         // The post stage places payload in the receive rings: a ring still without storage
         // (an idle connection's) gets it here, in the control plane, from the pool.
@@ -228,6 +234,7 @@ impl Stack {
             .push_with(|buf| emit_segment(buf, route, ident, header, 0, TxChecksum::Full, |_| {}));
         if !ok {
             self.counters.control_queue_full += 1;
+            tracepoint! { self, None, Drop { reason: "control_queue_full" } }
         }
         ok
     }

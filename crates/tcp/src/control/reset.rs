@@ -10,6 +10,7 @@ use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::events::bits;
 use crate::frame::Route;
 use crate::host::Stack;
+use crate::trace::tracepoint;
 
 impl Stack {
     /// RFC 9293 3.10.7.1: the RST for a segment that belongs to no connection (reset
@@ -101,6 +102,7 @@ impl Stack {
                 self.challenge_ack(slot);
             } else {
                 self.counters.out_of_window += 1;
+                tracepoint! { self, Some(slot), Drop { reason: "out_of_window" } }
             }
             return Handback::Done;
         }
@@ -127,6 +129,7 @@ impl Stack {
             s.actions.contains(Actions::ACK_UNSENT) || s.actions.contains(Actions::ACK_TOO_OLD);
         if s.actions.contains(Actions::PAWS) {
             self.counters.paws_drops += 1;
+            tracepoint! { self, Some(s.slot), Drop { reason: "paws_drops" } }
             let ps = &self.dp.proto[s.slot as usize];
             if s.payload_len == 0
                 && !s.flags.contains(TcpFlags::FIN)
@@ -140,8 +143,10 @@ impl Stack {
             }
         } else if bad_ack {
             self.counters.bad_acks += 1;
+            tracepoint! { self, Some(s.slot), Drop { reason: "bad_acks" } }
         } else {
             self.counters.out_of_window += 1;
+            tracepoint! { self, Some(s.slot), Drop { reason: "out_of_window" } }
         }
         if !bad_ack && (s.payload_len > 0 || s.flags.contains(TcpFlags::FIN)) {
             // RFC 9293 3.10.7.4 first check: an unacceptable segment that occupies sequence

@@ -157,9 +157,9 @@ impl Stack {
             // chose since.
             ecn: opts.ecn,
         };
+        self.set_state(s, TcpState::SynReceived);
         let c = &mut self.conns[s];
         c.cc_algorithm = algorithm;
-        c.state = TcpState::SynReceived;
         c.listener = Some(index);
         c.irs = t.seq - 1u32;
         c.iss = t.ack - 1u32;

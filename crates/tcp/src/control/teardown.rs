@@ -113,8 +113,7 @@ impl Stack {
 
     pub(crate) fn on_fin_received(&mut self, slot: u32) {
         let s = slot as usize;
-        let c = &mut self.conns[s];
-        c.state = match c.state {
+        let next = match self.conns[s].state {
             TcpState::Established => TcpState::CloseWait,
             TcpState::FinWait1 => TcpState::Closing,
             TcpState::FinWait2 => {
@@ -123,13 +122,14 @@ impl Stack {
             }
             other => other,
         };
+        self.set_state(s, next);
     }
 
     pub(crate) fn on_fin_acked(&mut self, slot: u32) {
         let s = slot as usize;
         match self.conns[s].state {
             TcpState::FinWait1 => {
-                self.conns[s].state = TcpState::FinWait2;
+                self.set_state(s, TcpState::FinWait2);
                 if self.conns[s].app_closed {
                     self.arm_orphan_timer(slot);
                 }
@@ -152,8 +152,8 @@ impl Stack {
         self.dp.drop_cold_row(s);
         // The pooled row took its out-of-order bytes with it: count what is left.
         self.recharge(slot);
+        self.set_state(s, TcpState::TimeWait);
         let c = &mut self.conns[s];
-        c.state = TcpState::TimeWait;
         c.timers.stop_all();
         self.arm_timer(slot, Timer::TimeWait, self.now + self.cfg.time_wait);
         if self.conns[s].app_owned {

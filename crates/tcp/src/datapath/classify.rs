@@ -41,6 +41,18 @@ pub(crate) enum DropReason {
     Fragment,
 }
 
+impl DropReason {
+    /// The counter that counts it ([`crate::Counters::rows`]), the drop tracepoint's reason.
+    pub(crate) const fn counter(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::Checksum => "bad_checksum",
+            DropReason::NotForUs => "not_for_us",
+            DropReason::Fragment => "fragments",
+        }
+    }
+}
+
 /// Where a frame goes next.
 #[derive(Debug)]
 pub(crate) enum Classified<'a> {

@@ -11,6 +11,7 @@ use crate::events::bits;
 use crate::host::Stack;
 use crate::pressure::{send_limit, MemoryState};
 use crate::timer::Timer;
+use crate::trace::tracepoint;
 
 /// The post stage's configuration, computed once per batch.
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +146,7 @@ impl Stack {
         let i = slot as usize;
         if s.ecn_ce {
             self.counters.ecn_ce += 1;
+            tracepoint! { self, Some(slot), EcnCe { seq: s.seq.0, len: s.payload_len as u32 } }
         }
         if s.sack.received > 0 {
             let c = &mut self.counters;
@@ -155,6 +157,10 @@ impl Stack {
             c.sack_lost_retransmissions += u64::from(s.sack.rxt_lost);
         }
         self.counters.rack_losses += u64::from(s.rack_lost);
+        if s.rack_lost > 0 {
+            let ps = &self.dp.proto[i];
+            tracepoint! { self, Some(slot), Loss { kind: "rack", seq: ps.snd_una.0, len: s.rack_lost } }
+        }
         // Counters judge the segment by the receive state it left (`ack_rcv_nxt`), not by
         // the connection's, which later segments of the batch may have moved on.
         if s.actions.contains(Actions::ACK_NOW)
@@ -163,6 +169,7 @@ impl Stack {
             && (s.seq + s.payload_len as u32).seq_le(s.ack_rcv_nxt)
         {
             self.counters.duplicate_segments += 1;
+            tracepoint! { self, Some(slot), Drop { reason: "duplicate_segments" } }
         }
         if let Some(b) = self.bufs[i].as_mut() {
             if s.place_len > 0 {
@@ -175,14 +182,18 @@ impl Stack {
                 }
                 if s.rx_advance == 0 {
                     self.counters.ooo_stored += 1;
+                    let gap = s.place_seq.diff(s.ack_rcv_nxt).max(0) as u32;
+                    tracepoint! { self, Some(slot), OutOfOrder { seq: s.place_seq.0, len: s.place_len as u32, gap } }
                 }
             } else if s.actions.contains(Actions::OOO_OVER_LIMIT) {
                 self.counters.memory_ooo_dropped += 1;
+                tracepoint! { self, Some(slot), Drop { reason: "memory_ooo_dropped" } }
             } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
             {
                 // Out-of-order data that found no interval slot.
                 if s.seq.seq_gt(s.ack_rcv_nxt) {
                     self.counters.ooo_dropped += 1;
+                    tracepoint! { self, Some(slot), Drop { reason: "ooo_dropped" } }
                 }
             }
             if s.rx_advance > 0 {
@@ -226,6 +237,8 @@ impl Stack {
         );
         if out.fast_retransmit {
             self.counters.fast_retransmits += 1;
+            let ps = &self.dp.proto[i];
+            tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
             if scoreboard::in_recovery(&self.dp.proto[i]) {
                 self.counters.sack_recoveries += 1;
             }

@@ -5,12 +5,13 @@
 
 use sluice_wire::tcp::TcpFlags;
 
-use super::state::{flags, post_flags};
+use super::state::{flags, post_flags, ProtoState};
 use super::{ecn, rack, scheduler, scoreboard, tlp, tx};
 use crate::frame::{emit_segment, emit_segment_ecn, Transmit, TxChecksum};
 use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
+use crate::trace::tracepoint;
 
 impl Stack {
     /// Writes the next frame to send into `buf` and returns its length. Control frames
@@ -261,6 +262,7 @@ impl Stack {
             }
             if retransmission {
                 self.counters.retransmitted_bytes += seg.len as u64;
+                tracepoint! { self, Some(slot), Retransmit { kind: retransmit_kind(&next), seq: seg.seq.0, len: seg.len } }
             }
             self.ack_sent(slot);
             if !self.conns[i].timers.is_set(Timer::Rto) {
@@ -284,6 +286,9 @@ impl Stack {
         // the persist timer probes a zero window (RFC 9293 3.8.6.1, MUST-35) or, for a
         // small window held back by silly-window avoidance, is the override timeout
         // (RFC 9293 3.8.6.2.1, MUST-38).
+        if self.dp.proto[i].tx_end.seq_gt(self.dp.proto[i].snd_nxt) {
+            tracepoint! { self, Some(slot), WindowStall { kind: stall_kind(&self.dp.proto[i]), snd_wnd: self.dp.proto[i].snd_wnd, cwnd: self.dp.proto[i].cwnd } }
+        }
         let ps = &self.dp.proto[i];
         if ps.tx_end.seq_gt(ps.snd_nxt) && ps.in_flight() == 0 {
             let c = &mut self.conns[i];
@@ -313,5 +318,30 @@ impl Stack {
             });
         }
         None
+    }
+}
+
+/// What sent a segment again, for the retransmit tracepoint.
+fn retransmit_kind(next: &scoreboard::Next) -> &'static str {
+    match next {
+        scoreboard::Next::Retransmit(_) => "sack",
+        scoreboard::Next::Probe(_) => "probe",
+        scoreboard::Next::Send(_) => "go_back_n",
+    }
+}
+
+/// Why data waiting could not be sent: the peer's window closed, the congestion window
+/// full, the peer's window full, or silly-window avoidance / Nagle holding a small segment.
+fn stall_kind(ps: &ProtoState) -> &'static str {
+    let mss = u32::from(ps.mss);
+    let usable_rwnd = (ps.snd_una + ps.snd_wnd).diff(ps.snd_nxt).max(0) as u32;
+    if ps.snd_wnd == 0 {
+        "zero_window"
+    } else if ps.in_flight().saturating_add(mss) > ps.cwnd {
+        "cwnd_limited"
+    } else if usable_rwnd < mss {
+        "rwnd_limited"
+    } else {
+        "sws"
     }
 }
