@@ -26,6 +26,7 @@ use sluice_shm::admin::{from_hex, to_hex};
 pub use sluice_shm::admin::{
     AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow, ModuleRow, OwnerRow, MAX_OBJECT,
 };
+pub use sluice_shm::trace::TraceRow;
 use sluice_shm::control::{
     connect_to, recv_message, send_message, Reply, Request, PROTOCOL_VERSION,
 };
@@ -307,6 +308,22 @@ impl Admin {
             map: map.into(),
             key: to_hex(key),
         })?)
+    }
+
+    /// Turns tracepoint `name` (or "all") on or off (docs/tracepoints.md).
+    pub fn trace_set(&self, name: &str, on: bool) -> Result<(), AdminError> {
+        done(self.ask(AdminRequest::TraceSet {
+            name: name.into(),
+            on,
+        })?)
+    }
+
+    /// Every tracepoint, on or off, with its hits, and the events lost from the full ring.
+    pub fn traces(&self) -> Result<(Vec<TraceRow>, u64), AdminError> {
+        match self.ask(AdminRequest::TraceList)? {
+            AdminReply::Traces { rows, lost } => Ok((rows, lost)),
+            other => Err(AdminError::Unexpected(format!("{other:?}"))),
+        }
     }
 }
 

@@ -12,7 +12,8 @@ use crate::apps::{App, Harness, Running, Side};
 use crate::cpu;
 use crate::sockperf;
 
-use super::admin::Session;
+use sluice::admin::{Admin, ModuleRow};
+
 use super::rows::{firewall_rule, Cell, Extension, LabResult, Missing, FIREWALL_RULES};
 
 /// sockperf's message size (flextoe.txt 5.2's RPCs are small; issue 18's 64 B).
@@ -37,9 +38,6 @@ pub struct LabSpec {
 
 /// Runs row `ext` on a fresh engine; a failure is the row's, the next row still runs.
 pub fn measure(h: &mut Harness, ext: Extension, spec: &LabSpec) -> Cell<LabResult> {
-    if ext == Extension::Tracepoints {
-        return tracepoints_row(h, spec);
-    }
     let mut args = spec.engine_args.clone();
     if let Some(name) = ext.module() {
         args.push(format!("--module=ingress={name}"));
@@ -63,10 +61,15 @@ fn with_engine(h: &Harness, run: &mut Running, ext: Extension, spec: &LabSpec) -
         .engine_socket()
         .ok_or_else(|| fail("the engine has no socket".into()))?
         .to_path_buf();
-    let session = Session::open(&socket).map_err(fail)?;
+    let session = Admin::open_as(&socket, "sluice-bench").map_err(|e| fail(e.to_string()))?;
     let mut result = LabResult::default();
     if ext == Extension::Firewall {
         result.firewall_rules = Some(write_rules(&session)?);
+    }
+    if ext == Extension::Tracepoints {
+        session
+            .trace_set("all", true)
+            .map_err(|e| fail(format!("trace on all: {e}")))?;
     }
     let capture = match ext.capture() {
         Some(filtered) => {
@@ -88,9 +91,16 @@ fn with_engine(h: &Harness, run: &mut Running, ext: Extension, spec: &LabSpec) -
         result.pcap_packets = Some(stop_capture(&mut proc, &pcap)?);
     }
     if let Some(name) = ext.module() {
-        let m = session.module(name).map_err(fail)?;
+        let m = module(&session, name)?;
         result.module_runs = Some(m.runs);
         result.module_drops = Some(m.dropped);
+    }
+    if ext == Extension::Tracepoints {
+        let (rows, _) = session.traces().map_err(|e| fail(e.to_string()))?;
+        if let Some(off) = rows.iter().find(|r| !r.on) {
+            return Err(fail(format!("tracepoint {} stayed off", off.name)));
+        }
+        result.trace_hits = Some(rows.iter().map(|r| r.hits).sum());
     }
     run.check_alive().map_err(|e| fail(e.to_string()))?;
     let per_op = |a: Option<f64>, b: Option<f64>| {
@@ -111,32 +121,35 @@ fn with_engine(h: &Harness, run: &mut Running, ext: Extension, spec: &LabSpec) -
     Ok(result)
 }
 
-/// The all-tracepoints row: every tracepoint of the engine's TCP core on during the run.
-fn tracepoints_row(_h: &mut Harness, _spec: &LabSpec) -> Cell<LabResult> {
-    // TODO(merge): tracepoints land in sluice-tcp (the stack's tracer, `enable_all`) with
-    // `sluice ctl trace on NAME`. Start the engine as `measure` does, turn every tracepoint
-    // on over the admin session (or an engine flag, if the merge adds one), run `with_engine`
-    // with Extension::Tracepoints, and add the tracer's event count as the row's evidence.
-    Err(Missing::NotBuilt("tracepoints: sluice-tcp's tracer"))
-}
-
 /// Writes [`FIREWALL_RULES`] rules into the firewall's `rules` map over the admin session
 /// and counts them back by a map dump.
-fn write_rules(session: &Session) -> Result<u64, Missing> {
-    let fail = Missing::Failed;
-    let id = session.module("firewall").map_err(fail)?.id;
+fn write_rules(session: &Admin) -> Result<u64, Missing> {
+    let id = module(session, "firewall")?.id;
     for i in 0..FIREWALL_RULES {
         session
             .map_set(id, "rules", &firewall_rule(i), &0u64.to_le_bytes())
             .map_err(|e| Missing::Failed(format!("rule {i}: {e}")))?;
     }
-    let held = session.map_entries(id, "rules").map_err(fail)?;
+    let held = session
+        .map_dump(id, "rules")
+        .map_err(|e| Missing::Failed(e.to_string()))?
+        .len() as u64;
     if held != u64::from(FIREWALL_RULES) {
         return Err(Missing::Failed(format!(
             "the firewall's map holds {held} rules, not {FIREWALL_RULES}"
         )));
     }
     Ok(held)
+}
+
+/// The loaded module named `name` (the first, if loaded twice), with its counters.
+fn module(session: &Admin, name: &str) -> Result<ModuleRow, Missing> {
+    session
+        .modules()
+        .map_err(|e| Missing::Failed(e.to_string()))?
+        .into_iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| Missing::Failed(format!("no module {name} is loaded")))
 }
 
 /// `sluice capture --socket S -w PCAP [FILTER]`, once it says it is listening.

@@ -7,10 +7,9 @@
 //! - [`rows`]: the rows and what a measured row holds; [`micro`]: the in-process
 //!   microbenchmark on `sluice_engine::Hooks` and the interpreter-vs-JIT runs; [`lab`]: one
 //!   row's RPCs in the namespace lab (sockperf ping-pong against `sluice run sockperf
-//!   server` on `sluice engine --lab`); [`admin`]: the engine's admin requests the rows need
-//!   (the firewall's rules); [`table`]: the printed table and the CSV; [`bench`]: the command.
+//!   server` on `sluice engine --lab`; the firewall's rules and the tracepoints go over
+//!   libsluice's `sluice::admin`); [`table`]: the printed table and the CSV; [`bench`]: the command.
 
-pub mod admin;
 pub mod bench;
 pub mod lab;
 pub mod micro;

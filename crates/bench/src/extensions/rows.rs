@@ -88,17 +88,17 @@ pub fn firewall_rule(i: u32) -> [u8; 16] {
 /// Why a cell holds no number.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Missing {
-    /// The part it measures is not in this build yet (the other engineer's work).
-    NotBuilt(&'static str),
     /// The run failed (why).
     Failed(String),
+    /// The column does not apply to the row (why, and where its cost shows instead).
+    NotApplicable(&'static str),
 }
 
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Missing::NotBuilt(what) => write!(f, "not built yet ({what})"),
             Missing::Failed(why) => write!(f, "failed: {why}"),
+            Missing::NotApplicable(why) => write!(f, "n/a ({why})"),
         }
     }
 }
@@ -125,6 +125,8 @@ pub struct LabResult {
     pub firewall_rules: Option<u64>,
     /// Records in the row's pcap file.
     pub pcap_packets: Option<u64>,
+    /// Tracepoint hits over the run (the all-tracepoints row: they fired).
+    pub trace_hits: Option<u64>,
 }
 
 /// What one row's in-process hook run gave.

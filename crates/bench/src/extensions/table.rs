@@ -145,6 +145,7 @@ impl Table {
             "module_drops",
             "firewall_rules",
             "pcap_packets",
+            "trace_hits",
             "lab_note",
             "micro_note",
         ])
@@ -163,6 +164,7 @@ impl Table {
                 count(l.and_then(|l| l.module_drops)),
                 count(l.and_then(|l| l.firewall_rules)),
                 count(l.and_then(|l| l.pcap_packets)),
+                count(l.and_then(|l| l.trace_hits)),
                 note(&r.lab),
                 note(&r.micro),
             ])
@@ -215,6 +217,9 @@ fn evidence(r: &Row) -> String {
     if let Some(n) = l.pcap_packets {
         parts.push(format!("pcap {n} packets"));
     }
+    if let Some(n) = l.trace_hits {
+        parts.push(format!("tracepoint hits {n}"));
+    }
     parts.join(", ")
 }
 
@@ -235,6 +240,7 @@ mod tests {
                 module_runs: ext.module().map(|_| 200),
                 module_drops: ext.module().map(|_| 0),
                 pcap_packets: None,
+                trace_hits: None,
             }),
             micro: Ok(MicroResult {
                 ns_per_frame: ns,
@@ -253,14 +259,14 @@ mod tests {
                 row(Extension::Firewall, 8_000.0, 52.0),
                 Row {
                     ext: Extension::Tracepoints,
-                    lab: Err(Missing::NotBuilt("tracepoints")),
-                    micro: Err(Missing::NotBuilt("tracepoints")),
+                    lab: Err(Missing::Failed("sockperf died".into())),
+                    micro: Err(Missing::NotApplicable("in the core")),
                 },
             ],
             jit: vec![JitRow {
                 program: "null",
                 interp_ns: Ok(30.0),
-                jit_ns: Err(Missing::NotBuilt("the JIT")),
+                jit_ns: Err(Missing::Failed("no JIT".into())),
             }],
         };
         let text = t.render();
@@ -271,10 +277,10 @@ mod tests {
         assert!(fw.contains("0.80x") && fw.contains("+50.0"), "{fw}");
         assert!(fw.contains("rules 10000"), "{fw}");
         let tp = text.lines().find(|l| l.starts_with("tracepoints")).unwrap();
-        assert_eq!(tp.matches("not built yet").count(), 1, "{tp}");
+        assert!(tp.contains("failed: sockperf died"), "{tp}");
         let null = text.lines().find(|l| l.starts_with("null")).unwrap();
         assert!(
-            null.contains("30.0") && null.contains("not built yet"),
+            null.contains("30.0") && null.contains("failed: no JIT"),
             "{null}"
         );
 
@@ -289,9 +295,9 @@ mod tests {
         );
         assert!(lines[2].contains(",10000,"), "{rows}");
         assert!(lines[3].starts_with("tracepoints all,,,,"), "{rows}");
-        assert!(lines[3].contains("not built yet"), "{rows}");
+        assert!(lines[3].contains("failed: sockperf died"), "{rows}");
         let jit = std::fs::read_to_string(&w.jit).unwrap();
-        assert!(jit.contains("null,30.000,,,,not built yet"), "{jit}");
+        assert!(jit.contains("null,30.000,,,,failed: no JIT"), "{jit}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
