@@ -88,7 +88,7 @@ pub enum ModuleCommand {
     Load {
         /// ingress, established or egress.
         hook: String,
-        /// FILE.o[:SECTION], or firewall, vlan_strip, port_counter, drop, null, reflect.
+        /// FILE.o[:SECTION], or firewall, vlan_strip, port_counter, drop, null, reflect, splice.
         object: String,
     },
     /// Unloads module ID.
