@@ -14,9 +14,9 @@ pub mod modules;
 pub mod pump;
 mod runtime;
 pub mod setup;
-pub mod traffic_class;
 pub mod splice_fast_path;
 mod stage_time;
+pub mod traffic_class;
 pub mod transport;
 
 pub use clock::Clock;

@@ -26,10 +26,10 @@ use sluice_shm::admin::{from_hex, to_hex};
 pub use sluice_shm::admin::{
     AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow, ModuleRow, OwnerRow, MAX_OBJECT,
 };
-pub use sluice_shm::trace::TraceRow;
 use sluice_shm::control::{
     connect_to, recv_message, send_message, Reply, Request, PROTOCOL_VERSION,
 };
+pub use sluice_shm::trace::TraceRow;
 use sluice_shm::ShmError;
 
 /// A map entry as (key, value) bytes in the map's layout.

@@ -68,8 +68,8 @@ mod shared;
 mod slots;
 mod splice;
 mod teardown;
-mod traffic_classes;
 mod trace;
+mod traffic_classes;
 mod verbs;
 mod wake;
 

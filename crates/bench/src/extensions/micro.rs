@@ -259,7 +259,9 @@ pub fn interpreter(name: &'static str, iterations: u64) -> Cell<f64> {
 /// `name` under the JIT (crates/ebpf-jit): ns per frame, measured as [`interpreter`] is.
 pub fn jit(name: &'static str, iterations: u64) -> Cell<f64> {
     if !sluice_ebpf_jit::available() {
-        return Err(Missing::Failed("no JIT on this machine (x86-64 Linux only)".into()));
+        return Err(Missing::Failed(
+            "no JIT on this machine (x86-64 Linux only)".into(),
+        ));
     }
     let (program, mut maps, _) = load(name)?;
     let mut code = sluice_ebpf_jit::Compiled::compile(&program)
