@@ -435,8 +435,14 @@ impl Gen {
     }
 
     fn call(&mut self, i: &Insn, pc: usize) -> Result<(), JitError> {
-        if i.src != 0 || Helper::from_id(i.imm).is_none() {
+        if i.src != 0 {
             return Err(JitError::Unsupported(pc));
+        }
+        if Helper::from_id(i.imm).is_none() {
+            // The verifier checks a helper only on paths it explores: on one it proved dead,
+            // an unknown helper is the interpreter's BadInsn if ever reached.
+            self.error_here(err::BAD_INSN, pc);
+            return Ok(());
         }
         let a = &mut self.a;
         a.mov_m32_imm(R12, off::HELPER_ID, i.imm as u32);

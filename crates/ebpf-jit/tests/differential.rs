@@ -776,13 +776,14 @@ fn random_verified_programs_agree() {
 
 #[test]
 fn fuzz_seed_corpus_agrees() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ebpf_verify_run");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     let mut ran = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let data = std::fs::read(entry.unwrap().path()).unwrap();
-        if differential::check(&data).is_some() {
-            ran += 1;
+    for corpus in ["ebpf_verify_run", "ebpf_jit_differential"] {
+        for entry in std::fs::read_dir(root.join(corpus)).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            if differential::check(&data).is_some() {
+                ran += 1;
+            }
         }
     }
     if available() {
