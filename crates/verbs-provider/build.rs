@@ -10,6 +10,9 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/provider.c");
     println!("cargo:rerun-if-changed=csrc/abi34.h");
     println!("cargo:rerun-if-changed=../libsluice/include/sluice.h");
+    // Installing libibverbs-dev later must rebuild with the provider (a missing path counts
+    // as changed, so without it this script reruns, cheaply).
+    println!("cargo:rerun-if-changed=/usr/include/infiniband/verbs.h");
     println!("cargo::rustc-check-cfg=cfg(sluice_no_provider)");
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         println!(

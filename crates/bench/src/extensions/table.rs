@@ -105,24 +105,40 @@ impl Table {
         let _ = writeln!(s, "\ninterpreter vs JIT, ns per frame");
         let _ = writeln!(
             s,
-            "{:<14} {:>12} {:>12}  JIT speed-up",
-            "program", "interpreter", "JIT"
+            "{:<14} {:>12} {:>12}  {:>12}  {:>16}",
+            "program", "interpreter", "JIT", "JIT speed-up", "body speed-up"
         );
         for j in &self.jit {
             let speedup = ratio(j.interp_ns.clone().ok(), j.jit_ns.clone().ok());
             let _ = writeln!(
                 s,
-                "{:<14} {:>12} {:>12}  {}",
+                "{:<14} {:>12} {:>12}  {:>12}  {:>16}",
                 j.program,
                 j.interp_ns.as_ref().map_or_else(reason, |v| fmt_num(*v)),
                 j.jit_ns.as_ref().map_or("-".into(), |v| fmt_num(*v)),
                 match &j.jit_ns {
                     Ok(_) => speedup,
                     Err(m) => reason(m),
-                }
+                },
+                self.body_speedup(j)
+                    .map_or("-".into(), |x| format!("{}x", fmt_num(x)))
             );
         }
+        let _ = writeln!(
+            s,
+            "body speed-up: each runtime's time minus its time for `null` (the per-run cost both \
+             pay: the frame copied in, the context, the counters), interpreter over JIT"
+        );
         s
+    }
+
+    /// The JIT's speed-up on the program's own instructions: each runtime's ns minus its ns
+    /// for `null` (what every run pays whatever the program), interpreter over JIT.
+    fn body_speedup(&self, j: &JitRow) -> Option<f64> {
+        let null = self.jit.iter().find(|n| n.program == "null")?;
+        let (i0, t0) = (*null.interp_ns.as_ref().ok()?, *null.jit_ns.as_ref().ok()?);
+        let (i, t) = (*j.interp_ns.as_ref().ok()?, *j.jit_ns.as_ref().ok()?);
+        (j.program != "null" && t > t0 && i > i0).then(|| (i - i0) / (t - t0))
     }
 
     /// Writes `<dir>/extensions.csv` (the rows) and `<dir>/interp_jit.csv`.
@@ -179,6 +195,7 @@ impl Table {
             "jit_speedup",
             "interpreter_note",
             "jit_note",
+            "jit_body_speedup",
         ])
         .map_err(|e| e.to_string())?;
         for j in &self.jit {
@@ -190,6 +207,7 @@ impl Table {
                 opt(i.zip(t).filter(|(_, t)| *t > 0.0).map(|(i, t)| i / t)),
                 note(&j.interp_ns),
                 note(&j.jit_ns),
+                opt(self.body_speedup(j)),
             ])
             .map_err(|e| e.to_string())?;
         }
@@ -248,6 +266,25 @@ mod tests {
                 ..MicroResult::default()
             }),
         }
+    }
+
+    #[test]
+    fn the_body_speed_up_takes_off_what_null_costs_each_runtime() {
+        let jit = |program, i, t| JitRow {
+            program,
+            interp_ns: Ok(i),
+            jit_ns: Ok(t),
+        };
+        let t = Table {
+            setup: Vec::new(),
+            rows: Vec::new(),
+            jit: vec![jit("null", 30.0, 20.0), jit("firewall", 330.0, 40.0)],
+        };
+        assert_eq!(t.body_speedup(&t.jit[0]), None);
+        assert_eq!(t.body_speedup(&t.jit[1]), Some(15.0));
+        let text = t.render();
+        let fw = text.lines().find(|l| l.starts_with("firewall")).unwrap();
+        assert!(fw.contains("8.25x") && fw.contains("15.0x"), "{fw}");
     }
 
     #[test]
