@@ -556,7 +556,9 @@ fn pointer_compare(
             let bias = |v: i64| (v as u64) ^ (1 << 63);
             match crate::alu::cond(code, bias(x), bias(y), true) {
                 Some(taken) => decided(taken),
-                None => Err(Reason::PointerComparison("unknown comparison of stack pointers")),
+                None => Err(Reason::PointerComparison(
+                    "unknown comparison of stack pointers",
+                )),
             }
         }
         // A pointer that cannot be NULL against the constant 0: never equal.
