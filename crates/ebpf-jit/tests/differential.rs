@@ -106,8 +106,10 @@ fn every_shipped_program_agrees_on_crafted_frames() {
         let (p, _) = sluice_ebpf::load(bytes, section).unwrap();
         let setup = |maps: &mut Maps| {
             if let Some(rules) = maps.id("rules") {
-                maps.set(rules, &five_tuple(4000, 80, 6), &5u64.to_le_bytes(), 0)
-                    .unwrap();
+                // firewall's value is a u64, classify's a u32 class.
+                let size = maps.map(rules).unwrap().def().value_size as usize;
+                let value = &5u64.to_le_bytes()[..size];
+                maps.set(rules, &five_tuple(4000, 80, 6), value, 0).unwrap();
             }
         };
         // Several headrooms: adjust_head's room differs.
