@@ -128,6 +128,10 @@ pub enum Reason {
     LegacyPacketAccess,
     /// An LDDW referencing a map that does not exist.
     BadMapReference(u32),
+    /// A comparison whose outcome depends on where memory is (what was compared).
+    PointerComparison(&'static str),
+    /// A stack read (by the program or a helper) of a spilled pointer's bytes as a number.
+    SpilledPointerRead(i64, usize),
 }
 
 impl fmt::Display for Reason {
@@ -174,6 +178,10 @@ impl fmt::Display for Reason {
             Reason::BadReturn => write!(f, "R0 is not a scalar at exit"),
             Reason::LegacyPacketAccess => write!(f, "legacy LD_ABS/LD_IND packet access"),
             Reason::BadMapReference(m) => write!(f, "reference to map {m}, which does not exist"),
+            Reason::PointerComparison(w) => write!(f, "pointer comparison prohibited: {w}"),
+            Reason::SpilledPointerRead(o, s) => {
+                write!(f, "stack read of {s} bytes at fp{o:+} would read a spilled pointer as a number")
+            }
         }
     }
 }

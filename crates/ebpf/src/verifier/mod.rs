@@ -135,7 +135,17 @@ fn step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next, Re
                 return Err(Reason::PointerLeak);
             }
             let size = i.size();
-            access(st, maps, i.dst, base, i.off as i64, size, None)?;
+            // Arithmetic on a spilled pointer's bytes, or fetching them, would leak its address.
+            if !matches!(
+                access(st, maps, i.dst, base, i.off as i64, size, None)?,
+                Val::Scalar(_)
+            ) {
+                let off = match base {
+                    Val::Stack(o) => o + i.off as i64,
+                    _ => i.off as i64,
+                };
+                return Err(Reason::SpilledPointerRead(off, size));
+            }
             access(
                 st,
                 maps,
@@ -422,13 +432,6 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
     } else {
         Val::Scalar(Range::exact(imm))
     };
-    let both = |st: &State| {
-        Ok(Next::Branch(
-            Some(Box::new(st.clone())),
-            Some(Box::new(st.clone())),
-            target,
-        ))
-    };
     match (a, b) {
         (Val::Scalar(ra), Val::Scalar(rb)) => {
             if let Some(taken) = value::decide(code, ra, rb, is64) {
@@ -486,6 +489,7 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
         }
         // 64-bit only: a value's address may have zero low 32 bits.
         (Val::MapValueOrNull { map, id }, Val::Scalar(z))
+        | (Val::Scalar(z), Val::MapValueOrNull { map, id })
             if is64 && z.known() == Some(0) && matches!(code, jmp::JEQ | jmp::JNE) =>
         {
             let (mut null, mut some) = (st.clone(), st.clone());
@@ -505,6 +509,79 @@ fn jmp_step(st: &mut State, i: &Insn, pc: usize, maps: &[MapDef]) -> Result<Next
                 Next::Branch(Some(Box::new(some)), Some(Box::new(null)), target)
             })
         }
-        _ => both(st),
+        (a, b) => pointer_compare(st, code, a, b, is64, target),
+    }
+}
+
+/// A comparison involving a pointer that the arms above do not handle: allowed only where its
+/// outcome is the same wherever memory is, since the interpreter's pointers are tagged
+/// addresses and the JIT's host addresses (the kernel's "pointer comparison prohibited").
+fn pointer_compare(
+    st: &State,
+    code: u8,
+    a: Val,
+    b: Val,
+    is64: bool,
+    target: usize,
+) -> Result<Next, Reason> {
+    if !is64 {
+        return Err(Reason::PointerComparison("32-bit comparison of a pointer"));
+    }
+    if code == jmp::JSET {
+        return Err(Reason::PointerComparison("JSET on a pointer's bits"));
+    }
+    let decided = |taken: bool| {
+        Ok(if taken {
+            Next::Jump(target)
+        } else {
+            Next::Fall
+        })
+    };
+    match (a, b) {
+        // Offsets from one base, which is far from 0 and 2^63 in both runtimes.
+        (Val::Pkt { .. } | Val::PktEnd, Val::Pkt { .. } | Val::PktEnd) => Ok(Next::Branch(
+            Some(Box::new(st.clone())),
+            Some(Box::new(st.clone())),
+            target,
+        )),
+        (Val::Stack(x), Val::Stack(y)) => {
+            // fp+x against fp+y orders as x against y, signed or not: bias both into u64.
+            let code = match code {
+                jmp::JSGT => jmp::JGT,
+                jmp::JSGE => jmp::JGE,
+                jmp::JSLT => jmp::JLT,
+                jmp::JSLE => jmp::JLE,
+                c => c,
+            };
+            let bias = |v: i64| (v as u64) ^ (1 << 63);
+            match crate::alu::cond(code, bias(x), bias(y), true) {
+                Some(taken) => decided(taken),
+                None => Err(Reason::PointerComparison(
+                    "unknown comparison of stack pointers",
+                )),
+            }
+        }
+        // A pointer that cannot be NULL against the constant 0: never equal.
+        (p, Val::Scalar(z)) | (Val::Scalar(z), p)
+            if z.known() == Some(0)
+                && matches!(code, jmp::JEQ | jmp::JNE)
+                && matches!(
+                    p,
+                    Val::Ctx
+                        | Val::Pkt { .. }
+                        | Val::PktEnd
+                        | Val::Stack(_)
+                        | Val::MapPtr(_)
+                        | Val::MapValue { .. }
+                ) =>
+        {
+            decided(code == jmp::JNE)
+        }
+        (Val::Scalar(_), _) | (_, Val::Scalar(_)) => Err(Reason::PointerComparison(
+            "a pointer against a scalar other than a null check against 0",
+        )),
+        _ => Err(Reason::PointerComparison(
+            "pointers into different regions, or not both into the packet or stack",
+        )),
     }
 }

@@ -74,12 +74,28 @@ impl State {
                 return Ok(v);
             }
         }
+        // Part of a spilled pointer read as a number would differ between runtimes (the
+        // kernel refuses it for unprivileged programs).
+        self.no_spilled_pointer(off, start, size)?;
         Ok(Val::Scalar(Range::bytes(size)))
     }
 
-    /// Checks size bytes at fp+off are readable (helper arguments).
+    /// Checks size bytes at fp+off are readable as plain bytes (helper arguments): written,
+    /// and no spilled pointer among them, whose address the helper would read.
     pub fn stack_readable(&self, off: i64, size: usize) -> Result<(), Reason> {
-        self.stack_read(off, size).map(|_| ())
+        self.stack_read(off, size)?;
+        self.no_spilled_pointer(off, Self::frame(off, size)?, size)
+    }
+
+    fn no_spilled_pointer(&self, off: i64, start: usize, size: usize) -> Result<(), Reason> {
+        let pointer = |s: &Slot| matches!(s.spill, Some(v) if !matches!(v, Val::Scalar(_)));
+        if self.stack[start / 8..(start + size).div_ceil(8)]
+            .iter()
+            .any(pointer)
+        {
+            return Err(Reason::SpilledPointerRead(off, size));
+        }
+        Ok(())
     }
 
     /// Writes `v` (size bytes) at fp+off.
@@ -99,6 +115,10 @@ impl State {
         }
         for b in start..start + size {
             let slot = &mut self.stack[b / 8];
+            if matches!(slot.spill, Some(v) if !matches!(v, Val::Scalar(_))) {
+                // The pointer's other bytes must not be read back as a number: unwritten.
+                slot.init = 0;
+            }
             slot.spill = None;
             slot.init |= 1 << (b % 8);
         }
