@@ -10,7 +10,7 @@ use serde::Serialize;
 use sluice_shm::admin::{AdminReply, AdminRequest};
 use sluice_shm::trace::{TraceEventRow, TraceField, TraceRow};
 
-use crate::cmd::ctl::{to_json, CtlError, Session, JSON_SCHEMA};
+use crate::cmd::ctl_session::{to_json, CtlError, Session, JSON_SCHEMA};
 
 /// How long `stream` waits before asking again when the ring was empty.
 const POLL: Duration = Duration::from_millis(50);

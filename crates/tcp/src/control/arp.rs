@@ -63,7 +63,7 @@ impl Stack {
         });
         if !ok {
             self.counters.control_queue_full += 1;
-            crate::trace::tracepoint! { self, None, Drop { reason: "control_queue_full" } }
+            crate::trace::record::tracepoint! { self, None, Drop { reason: "control_queue_full" } }
         }
         ok
     }

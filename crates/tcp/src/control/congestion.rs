@@ -169,7 +169,7 @@ impl Stack {
         self.counters.cc_iterations += 1;
         self.counters.cc_srtt_us_sum += u64::from(input.srtt_us);
         if cwnd < before {
-            crate::trace::tracepoint! { self, Some(slot), CwndReduction { cause: reduction_cause(timeouts, counters.fast_retransmits, counters.ecn_bytes), before, after: cwnd } }
+            crate::trace::record::tracepoint! { self, Some(slot), CwndReduction { cause: reduction_cause(timeouts, counters.fast_retransmits, counters.ecn_bytes), before, after: cwnd } }
         }
         if cwnd > before {
             self.dp.ready.push(slot);

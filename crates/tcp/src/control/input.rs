@@ -21,7 +21,7 @@ use crate::host::Stack;
 use crate::table::FourTuple;
 use crate::time::Instant;
 use crate::timer::Timer;
-use crate::trace::tracepoint;
+use crate::trace::record::tracepoint;
 
 impl Stack {
     /// Handles one received frame.

@@ -108,7 +108,7 @@ impl Stack {
                     // loss it was (RFC 8985 7.4.2).
                     self.counters.tlp_recoveries += 1;
                     let ps = &self.dp.proto[i];
-                    crate::trace::tracepoint! { self, Some(slot), Loss { kind: "tlp", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
+                    crate::trace::record::tracepoint! { self, Some(slot), Loss { kind: "tlp", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
                     if !scoreboard::in_recovery(&self.dp.proto[i]) {
                         self.cc_on_loss(slot);
                     }

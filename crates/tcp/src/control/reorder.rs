@@ -33,7 +33,7 @@ impl Stack {
         self.counters.rack_losses += u64::from(newly);
         if newly > 0 {
             let una = self.dp.proto[i].snd_una.0;
-            crate::trace::tracepoint! { self, Some(slot), Loss { kind: "rack", seq: una, len: newly } }
+            crate::trace::record::tracepoint! { self, Some(slot), Loss { kind: "rack", seq: una, len: newly } }
         }
         if s.rack_timer_us > 0 {
             let at = self.now + std::time::Duration::from_micros(s.rack_timer_us.into());
@@ -53,7 +53,7 @@ impl Stack {
         {
             self.counters.fast_retransmits += 1;
             let ps = &self.dp.proto[i];
-            crate::trace::tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
+            crate::trace::record::tracepoint! { self, Some(slot), Loss { kind: "fast", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
             if scoreboard::in_recovery(&self.dp.proto[i]) {
                 self.counters.sack_recoveries += 1;
             }

@@ -10,7 +10,7 @@ use crate::datapath::summary::{Actions, HeaderSummary};
 use crate::events::bits;
 use crate::frame::Route;
 use crate::host::Stack;
-use crate::trace::tracepoint;
+use crate::trace::record::tracepoint;
 
 impl Stack {
     /// RFC 9293 3.10.7.1: the RST for a segment that belongs to no connection (reset

@@ -191,7 +191,7 @@ impl Stack {
             return;
         }
         self.counters.timeouts += 1;
-        crate::trace::tracepoint! { self, Some(slot), Loss { kind: "rto", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
+        crate::trace::record::tracepoint! { self, Some(slot), Loss { kind: "rto", seq: ps.snd_una.0, len: ps.snd_max.diff(ps.snd_una).max(0) as u32 } }
         self.tlp_on_timeout(slot);
         self.rack_on_timeout(slot);
         // The timeout's probe and RecoveryPoint need a pooled row; without one (counted)
@@ -269,7 +269,7 @@ impl Stack {
         let ack = crate::datapath::tx::AckFields::current(&ps);
         if self.push_pure_ack(slot, ps.snd_una - 1u32, ack) {
             self.counters.window_probes += 1;
-            crate::trace::tracepoint! { self, Some(slot), WindowStall { kind: "persist", snd_wnd: ps.snd_wnd, cwnd: ps.cwnd } }
+            crate::trace::record::tracepoint! { self, Some(slot), WindowStall { kind: "persist", snd_wnd: ps.snd_wnd, cwnd: ps.cwnd } }
         }
     }
 }

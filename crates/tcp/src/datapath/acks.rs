@@ -89,7 +89,7 @@ impl Stack {
             .push_with(|buf| emit_segment(buf, &route, ident, header, 0, TxChecksum::Full, |_| {}));
         if !queued {
             self.counters.control_queue_full += 1;
-            crate::trace::tracepoint! { self, Some(slot), Drop { reason: "control_queue_full" } }
+            crate::trace::record::tracepoint! { self, Some(slot), Drop { reason: "control_queue_full" } }
         }
         queued
     }

@@ -11,7 +11,7 @@ use crate::events::bits;
 use crate::host::Stack;
 use crate::pressure::{send_limit, MemoryState};
 use crate::timer::Timer;
-use crate::trace::tracepoint;
+use crate::trace::record::tracepoint;
 
 /// The post stage's configuration, computed once per batch.
 #[derive(Clone, Copy, Debug)]

@@ -11,7 +11,7 @@ use crate::frame::{emit_segment, emit_segment_ecn, Transmit, TxChecksum};
 use crate::host::Stack;
 use crate::time::Instant;
 use crate::timer::Timer;
-use crate::trace::tracepoint;
+use crate::trace::record::tracepoint;
 
 impl Stack {
     /// Writes the next frame to send into `buf` and returns its length. Control frames

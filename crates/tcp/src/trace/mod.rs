@@ -457,24 +457,6 @@ impl Tracer {
     }
 }
 
-/// Records an event if its tracepoint is on: `tracepoint!(stack, slot, Variant { fields })`
-/// with `slot` an `Option<u32>` naming the connection. Off, it is one bit test; the fields
-/// are evaluated only when on.
-macro_rules! tracepoint {
-    ($stack:expr, $slot:expr, $tp:ident $($fields:tt)*) => {
-        if $stack.tracer.is_on($crate::trace::Tracepoint::$tp) {
-            // Field by field, so that a caller holding another field of the core may trace.
-            $crate::trace::record::conn_event(
-                &mut $stack.tracer,
-                ($stack.now, $stack.cfg.ip, &$stack.conns),
-                $slot,
-                $crate::trace::TraceData::$tp $($fields)*,
-            );
-        }
-    };
-}
-pub(crate) use tracepoint;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,7 +64,7 @@ impl Stack {
         let from = self.conns[slot].state;
         self.conns[slot].state = to;
         if from != to {
-            super::tracepoint! { self, Some(slot as u32), State { from: from.rfc_name(), to: to.rfc_name() } }
+            tracepoint! { self, Some(slot as u32), State { from: from.rfc_name(), to: to.rfc_name() } }
         }
     }
 }
@@ -87,3 +87,21 @@ pub(crate) fn conn_event(
     });
     tracer.record(now, conn, data);
 }
+
+/// Records an event if its tracepoint is on: `tracepoint!(stack, slot, Variant { fields })`
+/// with `slot` an `Option<u32>` naming the connection. Off, it is one bit test; the fields
+/// are evaluated only when on.
+macro_rules! tracepoint {
+    ($stack:expr, $slot:expr, $tp:ident $($fields:tt)*) => {
+        if $stack.tracer.is_on($crate::trace::Tracepoint::$tp) {
+            // Field by field, so that a caller holding another field of the core may trace.
+            $crate::trace::record::conn_event(
+                &mut $stack.tracer,
+                ($stack.now, $stack.cfg.ip, &$stack.conns),
+                $slot,
+                $crate::trace::TraceData::$tp $($fields)*,
+            );
+        }
+    };
+}
+pub(crate) use tracepoint;
