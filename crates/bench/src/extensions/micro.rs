@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use sluice_ebpf::{programs, Action, Counters, Env, Maps, NoTrace, Program, XdpContext};
+use sluice_ebpf::{programs, Action, Counters, Env, Maps, NoTrace, Program, RunError, XdpContext};
 use sluice_engine::cbpf::{self, Insn};
 use sluice_engine::hooks::{Points, Tap};
 use sluice_engine::{HookPoint, Hooks};
@@ -212,48 +212,9 @@ fn jit_frame(name: &str) -> Vec<u8> {
 /// frame is copied in before each run, as VLAN strip rewrites it; both engines pay that).
 pub fn interpreter(name: &'static str, iterations: u64) -> Cell<f64> {
     let (program, mut maps, _) = load(name)?;
-    let frame = jit_frame(name);
-    let mut buf = vec![0u8; HEADROOM + frame.len()];
-    let mut counters = Counters::default();
-    let mut trace = NoTrace;
-    let mut failed = None;
-    let mut run = |n: u64| {
-        for _ in 0..n {
-            place(&mut buf, &frame);
-            let Some(mut ctx) = XdpContext::new(&mut buf, HEADROOM, frame.len()) else {
-                failed = Some("the frame does not fit its buffer".to_string());
-                return;
-            };
-            let mut env = Env {
-                maps: &mut maps,
-                now_ns: 0,
-                cpu: 0,
-                trace: &mut trace,
-                counters: &mut counters,
-            };
-            // Each row's frame passes (the firewall's rules do not match it): anything else
-            // means the bench measured some other path.
-            match black_box(sluice_ebpf::run(&program, &mut ctx, &mut env)) {
-                Ok(Action::Pass) => {}
-                Ok(other) => {
-                    failed = Some(format!("returned {other:?}, not Pass"));
-                    return;
-                }
-                Err(e) => {
-                    failed = Some(e.to_string());
-                    return;
-                }
-            }
-        }
-    };
-    run(iterations / 10);
-    let began = Instant::now();
-    run(iterations);
-    let elapsed = began.elapsed();
-    if let Some(why) = failed {
-        return Err(Missing::Failed(format!("{name}: {why}")));
-    }
-    Ok(elapsed.as_nanos() as f64 / iterations.max(1) as f64)
+    per_frame(name, iterations, &mut maps, |ctx, env| {
+        sluice_ebpf::run(&program, ctx, env)
+    })
 }
 
 /// `name` under the JIT (crates/ebpf-jit): ns per frame, measured as [`interpreter`] is.
@@ -266,6 +227,17 @@ pub fn jit(name: &'static str, iterations: u64) -> Cell<f64> {
     let (program, mut maps, _) = load(name)?;
     let mut code = sluice_ebpf_jit::Compiled::compile(&program)
         .map_err(|e| Missing::Failed(format!("{name}: {e}")))?;
+    per_frame(name, iterations, &mut maps, |ctx, env| code.run(ctx, env))
+}
+
+/// Times `exec` (one runtime's run of `name`) over `iterations` runs after a tenth as many
+/// unmeasured, the frame copied in before each; ns per frame.
+fn per_frame(
+    name: &'static str,
+    iterations: u64,
+    maps: &mut Maps,
+    mut exec: impl FnMut(&mut XdpContext<'_>, &mut Env<'_>) -> Result<Action, RunError>,
+) -> Cell<f64> {
     let frame = jit_frame(name);
     let mut buf = vec![0u8; HEADROOM + frame.len()];
     let mut counters = Counters::default();
@@ -279,13 +251,15 @@ pub fn jit(name: &'static str, iterations: u64) -> Cell<f64> {
                 return;
             };
             let mut env = Env {
-                maps: &mut maps,
+                maps: &mut *maps,
                 now_ns: 0,
                 cpu: 0,
                 trace: &mut trace,
                 counters: &mut counters,
             };
-            match black_box(code.run(&mut ctx, &mut env)) {
+            // Each row's frame passes (the firewall's rules do not match it): anything else
+            // means the bench measured some other path.
+            match black_box(exec(&mut ctx, &mut env)) {
                 Ok(Action::Pass) => {}
                 Ok(other) => {
                     failed = Some(format!("returned {other:?}, not Pass"));
