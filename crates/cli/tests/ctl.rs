@@ -2,7 +2,10 @@
 //! pair, no lab, no root): `conns --json` shows the engine's connection, `set-cc` named by
 //! the 4-tuple changes it, `counters` lists the core's counters, and a socket nobody serves
 //! is a clear error; `module load|list|unload` and `map set|get|dump|delete` on the shipped
-//! firewall, a refused object's reason, and `sluice engine --module` refusing one at start.
+//! firewall, a refused object's reason, and `sluice engine --module` refusing one at start;
+//! `trace on state` before the engine's connection completes, then `trace stream --count 1`
+//! prints its change to ESTABLISHED, `trace list` (table and JSON) shows its hit, `stream
+//! --json` lines parse, an unknown name is refused, `counters trace` shows hits and lost.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -339,4 +342,80 @@ fn ctl_loads_the_shipped_modules_by_name_and_sets_their_maps() {
         ok && out.lines().count() == 4,
         "a header and three modules: {out}"
     );
+}
+
+#[test]
+fn ctl_trace_turns_on_lists_and_streams_events() {
+    let mut rig = Rig::start("trace");
+    let (ok, out, err) = ctl(&rig.socket, &["trace", "list"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("state ") && l.contains(" off ")),
+        "{out}"
+    );
+    let (ok, out, err) = ctl(&rig.socket, &["trace", "on", "state"]);
+    assert!(ok && out.contains("tracepoint state: on"), "{out}{err}");
+    // The engine's connection completes only now that the peer answers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rig.peer.connection_count() == 0 || !peer_established(&rig) {
+        rig.pump();
+        assert!(std::time::Instant::now() < deadline, "never established");
+    }
+    let (ok, out, err) = ctl(&rig.socket, &["trace", "stream", "--count", "1"]);
+    assert!(ok, "{err}");
+    let line = out.lines().next().unwrap_or_default();
+    assert!(
+        line.contains("tcp:state 10.9.0.1:")
+            && line.contains(" > 10.9.0.2:9 from=SYN-SENT to=ESTABLISHED"),
+        "{out}"
+    );
+    let (ok, out, err) = ctl(&rig.socket, &["trace", "list", "--json"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["schema"], 1);
+    let state = doc["tracepoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "state")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (state["on"].as_bool(), state["hits"].as_u64()),
+        (Some(true), Some(1))
+    );
+
+    let (ok, _, err) = ctl(&rig.socket, &["trace", "on", "nonesuch"]);
+    assert!(!ok && err.contains("EINVAL: no tracepoint"), "{err}");
+    // The engine's stage times flow with no traffic: two JSON lines.
+    let (ok, _, err) = ctl(&rig.socket, &["trace", "on", "stage_time"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = ctl(&rig.socket, &["trace", "stream", "--count", "2", "--json"]);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines.iter().all(|e| e["tracepoint"] == "stage_time"
+            && e["fields"]["stage"].is_string()
+            && e["fields"]["ns"].is_u64()),
+        "{out}"
+    );
+    let (ok, _, err) = ctl(&rig.socket, &["trace", "off", "all"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = ctl(&rig.socket, &["counters", "--all", "trace."]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("trace.events_lost") && out.contains("trace.state_hits"),
+        "{out}"
+    );
+}
+
+fn peer_established(rig: &Rig) -> bool {
+    let (ok, out, _) = ctl(&rig.socket, &["conns", "--json"]);
+    ok && out.contains("ESTABLISHED")
 }
