@@ -7,42 +7,26 @@
 mod support;
 
 use std::net::SocketAddrV4;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::UnixAddr;
 use nix::sys::socket::{connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, geteuid, ForkResult, Gid, Uid};
 use sluice_shm::admin::{AdminReply, AdminRequest, ConnRef, ConnRow, ListenerRow};
-use sluice_shm::control::{
-    recv_message, send_message, Reply, Request, ACCESS_DENIED, PROTOCOL_VERSION,
-};
-use support::{Client, Net, ENGINE_IP, PEER_IP, WAIT};
+use sluice_shm::control::{ACCESS_DENIED, PROTOCOL_VERSION};
+use support::{ask_admin, Client, Net, ENGINE_IP, PEER_IP, WAIT};
 
 /// The uid and gid of `nobody`.
 const NOBODY: u32 = 65534;
-
-/// One admin request on `client`'s control socket and the engine's answer.
-fn ask(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
-    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
-    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
-    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
-    assert!(n > 0, "the engine did not answer within {WAIT:?}");
-    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
-        Some((Reply::Admin(a), _)) => Ok(a),
-        Some((Reply::Refused { reason }, _)) => Err(reason),
-        other => panic!("unexpected {other:?}"),
-    }
-}
 
 /// Every connection, following the pages; also how many pages it took.
 fn all_conns(client: &Client, max: u32) -> (Vec<ConnRow>, usize) {
     let (mut rows, mut pages, mut cursor) = (Vec::new(), 0, 0);
     loop {
         pages += 1;
-        match ask(client, AdminRequest::Conns { cursor, max }).expect("conns") {
+        match ask_admin(client, AdminRequest::Conns { cursor, max }).expect("conns") {
             AdminReply::Conns { rows: page, next } => {
                 assert!(page.len() <= max as usize);
                 rows.extend(page);
@@ -61,7 +45,7 @@ fn all_conns(client: &Client, max: u32) -> (Vec<ConnRow>, usize) {
 
 /// Every listener.
 fn all_listeners(client: &Client) -> Vec<ListenerRow> {
-    match ask(client, AdminRequest::Listeners { cursor: 0, max: 64 }).expect("listeners") {
+    match ask_admin(client, AdminRequest::Listeners { cursor: 0, max: 64 }).expect("listeners") {
         AdminReply::Listeners { rows, next: None } => rows,
         other => panic!("unexpected {other:?}"),
     }
@@ -71,7 +55,7 @@ fn all_listeners(client: &Client) -> Vec<ListenerRow> {
 fn all_counters(client: &Client) -> std::collections::HashMap<String, u64> {
     let (mut all, mut cursor) = (std::collections::HashMap::new(), 0);
     loop {
-        match ask(client, AdminRequest::Counters { cursor, max: 1000 }).expect("counters") {
+        match ask_admin(client, AdminRequest::Counters { cursor, max: 1000 }).expect("counters") {
             AdminReply::Counters { rows, next } => {
                 for (name, value) in rows {
                     assert!(all.insert(name, value).is_none(), "each name once");
@@ -222,7 +206,7 @@ fn set_congestion_control_and_rate_change_what_the_connection_reports() {
     let (rows, _) = all_conns(&admin, 64);
     let conn = rows[0].id;
     assert_ne!(rows[0].cc, "cubic");
-    let set = ask(
+    let set = ask_admin(
         &admin,
         AdminRequest::SetCongestion {
             conn,
@@ -230,7 +214,7 @@ fn set_congestion_control_and_rate_change_what_the_connection_reports() {
         },
     );
     assert_eq!(set, Ok(AdminReply::Done));
-    let set = ask(
+    let set = ask_admin(
         &admin,
         AdminRequest::SetRate {
             conn,
@@ -243,7 +227,7 @@ fn set_congestion_control_and_rate_change_what_the_connection_reports() {
     assert_eq!(rows[0].rate_bps, 5_000_000);
 
     // Refusals: an unknown algorithm, and a connection that is not (or no longer) there.
-    let bad = ask(
+    let bad = ask_admin(
         &admin,
         AdminRequest::SetCongestion {
             conn,
@@ -258,7 +242,7 @@ fn set_congestion_control_and_rate_change_what_the_connection_reports() {
         slot: conn.slot,
         generation: conn.generation.wrapping_add(1),
     };
-    let bad = ask(
+    let bad = ask_admin(
         &admin,
         AdminRequest::SetRate {
             conn: stale,
@@ -391,5 +375,5 @@ fn a_uid_neither_root_nor_the_engines_is_refused_and_counted() {
     assert_eq!(counters.admin_requests, 0);
     // Root is not.
     let admin = net.attach("admin");
-    assert!(ask(&admin, AdminRequest::Conns { cursor: 0, max: 8 }).is_ok());
+    assert!(ask_admin(&admin, AdminRequest::Conns { cursor: 0, max: 8 }).is_ok());
 }

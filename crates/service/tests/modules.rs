@@ -7,46 +7,13 @@
 
 mod support;
 
-use std::os::fd::AsFd;
-
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sluice_ebpf::programs;
 use sluice_shm::admin::{to_hex, AdminReply, AdminRequest, ModuleRow};
-use sluice_shm::control::{recv_message, send_message, Reply, Request};
 use sluice_tcp::TcpState;
-use support::{Client, Net, ENGINE_IP, PEER_IP, WAIT};
-
-fn ask(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
-    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
-    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
-    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
-    assert!(n > 0, "the engine did not answer within {WAIT:?}");
-    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
-        Some((Reply::Admin(a), _)) => Ok(a),
-        Some((Reply::Refused { reason }, _)) => Err(reason),
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
-/// Loads a shipped program at `hook`; its id.
-fn load(client: &Client, hook: &str, name: &str) -> u32 {
-    let (bytes, section) = programs::shipped(name).expect("shipped");
-    match ask(
-        client,
-        AdminRequest::ModuleLoad {
-            hook: hook.into(),
-            name: name.into(),
-            section: section.into(),
-            object: to_hex(bytes),
-        },
-    ) {
-        Ok(AdminReply::ModuleLoaded { id }) => id,
-        other => panic!("load {name}: {other:?}"),
-    }
-}
+use support::{ask_admin, load_shipped, Client, Net, ENGINE_IP, PEER_IP};
 
 fn list(client: &Client) -> Vec<ModuleRow> {
-    match ask(client, AdminRequest::ModuleList) {
+    match ask_admin(client, AdminRequest::ModuleList) {
         Ok(AdminReply::Modules { rows }) => rows,
         other => panic!("list: {other:?}"),
     }
@@ -84,7 +51,7 @@ fn the_drop_program_drops_and_counts_and_unload_restores() {
     let sc = server.context();
     server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "ingress", "drop");
+    let id = load_shipped(&admin, "ingress", "drop");
     let c = net.peer.connect(ENGINE_IP, 7);
     pump_for(&mut net, 150);
     assert_eq!(net.peer.stack.state(c).ok(), Some(TcpState::SynSent));
@@ -98,13 +65,13 @@ fn the_drop_program_drops_and_counts_and_unload_restores() {
     assert!(r.dropped >= 1 && r.dropped == r.runs, "{r:?}");
     assert_eq!(r.passed, 0);
     assert_eq!(
-        ask(&admin, AdminRequest::ModuleUnload { id }),
+        ask_admin(&admin, AdminRequest::ModuleUnload { id }),
         Ok(AdminReply::Done)
     );
     assert!(list(&admin).is_empty());
     // The SYN's retransmission now reaches the listener.
     established(&mut net, c);
-    assert!(ask(&admin, AdminRequest::ModuleUnload { id })
+    assert!(ask_admin(&admin, AdminRequest::ModuleUnload { id })
         .unwrap_err()
         .starts_with("ENOENT"));
     net.stop();
@@ -118,7 +85,7 @@ fn the_firewall_drops_a_five_tuple_until_the_rule_is_deleted() {
     server.listen(sc, 7, &mut || net.peer.pump());
     server.listen(sc, 8, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "ingress", "firewall");
+    let id = load_shipped(&admin, "ingress", "firewall");
     let blocked = net.peer.connect(ENGINE_IP, 7);
     let (local, _) = net.peer.stack.endpoints(blocked).unwrap();
     let key = five_tuple(local.port(), 7);
@@ -128,13 +95,13 @@ fn the_firewall_drops_a_five_tuple_until_the_rule_is_deleted() {
         key: key.clone(),
         value: to_hex(&0u64.to_le_bytes()),
     };
-    assert_eq!(ask(&admin, set), Ok(AdminReply::Done));
+    assert_eq!(ask_admin(&admin, set), Ok(AdminReply::Done));
     pump_for(&mut net, 150);
     assert_eq!(net.peer.stack.state(blocked).ok(), Some(TcpState::SynSent));
     // Another port goes through meanwhile.
     let other = net.peer.connect(ENGINE_IP, 8);
     established(&mut net, other);
-    let hits = match ask(
+    let hits = match ask_admin(
         &admin,
         AdminRequest::MapGet {
             module: id,
@@ -150,7 +117,7 @@ fn the_firewall_drops_a_five_tuple_until_the_rule_is_deleted() {
         to_hex(&0u64.to_le_bytes()),
         "the rule counted its hits"
     );
-    let dump = ask(
+    let dump = ask_admin(
         &admin,
         AdminRequest::MapDump {
             module: id,
@@ -171,9 +138,9 @@ fn the_firewall_drops_a_five_tuple_until_the_rule_is_deleted() {
         map: "rules".into(),
         key,
     };
-    assert_eq!(ask(&admin, delete.clone()), Ok(AdminReply::Done));
+    assert_eq!(ask_admin(&admin, delete.clone()), Ok(AdminReply::Done));
     established(&mut net, blocked);
-    assert!(ask(&admin, delete).unwrap_err().starts_with("EINVAL"));
+    assert!(ask_admin(&admin, delete).unwrap_err().starts_with("EINVAL"));
     let r = &list(&admin)[0];
     assert!(r.dropped >= 1 && r.passed >= 3, "{r:?}");
     net.stop();
@@ -186,11 +153,11 @@ fn a_vlan_tagged_syn_goes_on_stripped_and_is_answered() {
     let sc = server.context();
     server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    load(&admin, "ingress", "vlan_strip");
+    load_shipped(&admin, "ingress", "vlan_strip");
     // The core parses one 802.1Q tag itself; the per-port counter after the strip does
     // not (it wants IPv4 right after the MAC addresses), so its count shows that the frame
     // went on stripped.
-    let counter = load(&admin, "ingress", "port_counter");
+    let counter = load_shipped(&admin, "ingress", "port_counter");
     let c = net.peer.connect(ENGINE_IP, 7);
     let syn = net.peer.take_transmit().expect("the peer's SYN");
     let mut tagged = syn[..12].to_vec();
@@ -209,7 +176,7 @@ fn a_vlan_tagged_syn_goes_on_stripped_and_is_answered() {
     assert!(answered, "no SYN-ACK to the tagged SYN");
     let r = &list(&admin)[0];
     assert_eq!((r.runs, r.passed), (1, 1), "{r:?}");
-    let value = match ask(
+    let value = match ask_admin(
         &admin,
         AdminRequest::MapGet {
             module: counter,
@@ -234,7 +201,7 @@ fn a_vlan_tagged_syn_goes_on_stripped_and_is_answered() {
 fn tx_at_ingress_reflects_the_frame() {
     let mut net = Net::start("modules-reflect");
     let admin = net.attach("admin");
-    load(&admin, "ingress", "reflect");
+    load_shipped(&admin, "ingress", "reflect");
     let mut frame = vec![0u8; 60];
     frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xbb]);
@@ -252,7 +219,7 @@ fn tx_at_ingress_reflects_the_frame() {
 fn a_refused_program_gives_the_reason_and_instruction() {
     let mut net = Net::start("modules-refused");
     let admin = net.attach("admin");
-    let e = ask(
+    let e = ask_admin(
         &admin,
         AdminRequest::ModuleLoad {
             hook: "ingress".into(),
@@ -263,7 +230,7 @@ fn a_refused_program_gives_the_reason_and_instruction() {
     )
     .unwrap_err();
     assert!(e.contains("verifier: insn "), "{e}");
-    let e = ask(
+    let e = ask_admin(
         &admin,
         AdminRequest::ModuleLoad {
             hook: "nowhere".into(),
@@ -286,10 +253,10 @@ fn the_port_counter_counts_what_the_peer_sent() {
     let sc = server.context();
     server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "ingress", "port_counter");
+    let id = load_shipped(&admin, "ingress", "port_counter");
     let c = net.peer.connect(ENGINE_IP, 7);
     established(&mut net, c);
-    let rows = match ask(
+    let rows = match ask_admin(
         &admin,
         AdminRequest::MapDump {
             module: id,
@@ -327,7 +294,7 @@ fn a_drop_module_at_established_lets_the_handshake_through_but_not_data_until_un
     let sc = server.context();
     let l = server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "established", "drop");
+    let id = load_shipped(&admin, "established", "drop");
     assert_eq!(row(&admin, id).hook, "established");
     let c = net.peer.connect(ENGINE_IP, 7);
     // The SYN and the handshake's last ACK are no established connection's segments.
@@ -341,7 +308,7 @@ fn a_drop_module_at_established_lets_the_handshake_through_but_not_data_until_un
     let r = row(&admin, id);
     assert!(r.dropped >= 1 && r.dropped == r.runs, "{r:?}");
     assert_eq!(
-        ask(&admin, AdminRequest::ModuleUnload { id }),
+        ask_admin(&admin, AdminRequest::ModuleUnload { id }),
         Ok(AdminReply::Done)
     );
     // Dropped before the protocol stage: as if lost, so the peer's retransmission (and its
@@ -359,10 +326,10 @@ fn a_counter_at_established_counts_established_segments_only() {
     let sc = server.context();
     let l = server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let ingress = load(&admin, "ingress", "port_counter");
-    let est = load(&admin, "established", "port_counter");
+    let ingress = load_shipped(&admin, "ingress", "port_counter");
+    let est = load_shipped(&admin, "established", "port_counter");
     let frames = |admin: &Client, id: u32| -> u64 {
-        match ask(
+        match ask_admin(
             admin,
             AdminRequest::MapGet {
                 module: id,

@@ -7,43 +7,11 @@
 
 mod support;
 
-use std::os::fd::AsFd;
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use sluice_ebpf::programs;
 use sluice_shm::admin::{from_hex, to_hex, AdminReply, AdminRequest, ConnRow};
-use sluice_shm::control::{recv_message, send_message, Reply, Request};
 use sluice_tcp::TcpState;
-use support::{pattern, Client, Net, ENGINE_IP, PEER_IP, WAIT};
-
-fn ask(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
-    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
-    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
-    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
-    assert!(n > 0, "the engine did not answer within {WAIT:?}");
-    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
-        Some((Reply::Admin(a), _)) => Ok(a),
-        Some((Reply::Refused { reason }, _)) => Err(reason),
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
-fn load(client: &Client, hook: &str, name: &str) -> u32 {
-    let (bytes, section) = programs::shipped(name).expect("shipped");
-    match ask(
-        client,
-        AdminRequest::ModuleLoad {
-            hook: hook.into(),
-            name: name.into(),
-            section: section.into(),
-            object: to_hex(bytes),
-        },
-    ) {
-        Ok(AdminReply::ModuleLoaded { id }) => id,
-        other => panic!("load {name}: {other:?}"),
-    }
-}
+use support::{ask_admin, load_shipped, pattern, Client, Net, ENGINE_IP, PEER_IP, WAIT};
 
 fn map_set(client: &Client, module: u32, map: &str, key: &[u8], value: &[u8]) {
     let req = AdminRequest::MapSet {
@@ -52,7 +20,7 @@ fn map_set(client: &Client, module: u32, map: &str, key: &[u8], value: &[u8]) {
         key: to_hex(key),
         value: to_hex(value),
     };
-    assert_eq!(ask(client, req), Ok(AdminReply::Done));
+    assert_eq!(ask_admin(client, req), Ok(AdminReply::Done));
 }
 
 fn dump(client: &Client, module: u32, map: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -62,7 +30,7 @@ fn dump(client: &Client, module: u32, map: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         cursor: 0,
         max: 1000,
     };
-    match ask(client, req) {
+    match ask_admin(client, req) {
         Ok(AdminReply::MapEntries { rows, next: None }) => rows
             .iter()
             .map(|(k, v)| (from_hex(k).unwrap(), from_hex(v).unwrap()))
@@ -72,7 +40,7 @@ fn dump(client: &Client, module: u32, map: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 fn conns(client: &Client) -> Vec<ConnRow> {
-    match ask(
+    match ask_admin(
         client,
         AdminRequest::Conns {
             cursor: 0,
@@ -122,8 +90,8 @@ fn vlan_strip_and_insert_carry_a_connection_over_a_tagged_link() {
     let sc = server.context();
     let l = server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let strip = load(&admin, "ingress", "vlan_strip");
-    let insert = load(&admin, "egress", "vlan_insert");
+    let strip = load_shipped(&admin, "ingress", "vlan_strip");
+    let insert = load_shipped(&admin, "egress", "vlan_insert");
     // PCP 3, VID 100: TCI 0x6064.
     map_set(
         &admin,
@@ -179,7 +147,7 @@ fn vlan_strip_and_insert_carry_a_connection_over_a_tagged_link() {
         tags.iter().all(|&t| t == Some(0x6064)),
         "every engine frame tagged VID 100 PCP 3"
     );
-    let rows = match ask(&admin, AdminRequest::ModuleList) {
+    let rows = match ask_admin(&admin, AdminRequest::ModuleList) {
         Ok(AdminReply::Modules { rows }) => rows,
         other => panic!("{other:?}"),
     };
@@ -227,7 +195,7 @@ fn the_classifier_gives_new_connections_their_class_rate() {
     let l7 = server.listen(sc, 7, &mut || net.peer.pump());
     let l8 = server.listen(sc, 8, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "egress", "classify");
+    let id = load_shipped(&admin, "egress", "classify");
     for port in [7u32, 9] {
         map_set(
             &admin,
@@ -290,7 +258,7 @@ fn the_conn_counter_counts_a_connections_frames_and_bytes() {
     let sc = server.context();
     let l = server.listen(sc, 7, &mut || net.peer.pump());
     let admin = net.attach("admin");
-    let id = load(&admin, "ingress", "conn_counter");
+    let id = load_shipped(&admin, "ingress", "conn_counter");
     let c = net.peer.connect(ENGINE_IP, 7);
     let rec = server.accept(sc, l, &mut || net.peer.pump());
     net.peer.send_all(c, &pattern(20_000, 3));

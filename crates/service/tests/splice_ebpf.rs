@@ -8,34 +8,19 @@
 mod support;
 
 use std::collections::HashMap;
-use std::os::fd::AsFd;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sluice_ebpf::programs;
 use sluice_shm::admin::{from_hex, to_hex, AdminReply, AdminRequest};
-use sluice_shm::control::{recv_message, send_message, Reply, Request};
 use sluice_shm::flags::{CONNECTED, SPLICED};
 use sluice_shm::{Command, SpliceOutcome};
 use sluice_tcp::{ConnId, Error};
 use support::*;
 
-fn ask(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
-    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
-    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
-    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
-    assert!(n > 0, "the engine did not answer within {WAIT:?}");
-    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
-        Some((Reply::Admin(a), _)) => Ok(a),
-        Some((Reply::Refused { reason }, _)) => Err(reason),
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
 /// Every counter (core, service, ...), by name.
 fn all_counters(client: &Client) -> HashMap<String, u64> {
     let (mut all, mut cursor) = (HashMap::new(), 0);
     loop {
-        match ask(client, AdminRequest::Counters { cursor, max: 1000 }).expect("counters") {
+        match ask_admin(client, AdminRequest::Counters { cursor, max: 1000 }).expect("counters") {
             AdminReply::Counters { rows, next } => {
                 all.extend(rows);
                 match next {
@@ -60,7 +45,7 @@ fn counter(all: &HashMap<String, u64>, name: &str) -> u64 {
 
 /// The splice map's entries: (frames, payload bytes) per key.
 fn entries(admin: &Client, module: u32) -> Vec<(String, u64, u64)> {
-    match ask(
+    match ask_admin(
         admin,
         AdminRequest::MapDump {
             module,
@@ -137,7 +122,7 @@ fn splice_and_move(name: &str, ebpf: bool) -> Relayed {
     let admin = net.attach("admin");
     let module = ebpf.then(|| {
         let (bytes, section) = programs::shipped("splice").expect("shipped");
-        match ask(
+        match ask_admin(
             &admin,
             AdminRequest::ModuleLoad {
                 hook: "ingress".into(),

@@ -6,30 +6,14 @@
 
 mod support;
 
-use std::os::fd::AsFd;
-
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sluice_ebpf::programs;
 use sluice_shm::admin::{to_hex, AdminReply, AdminRequest};
-use sluice_shm::control::{recv_message, send_message, Reply, Request};
 use sluice_shm::trace::{TraceEventRow, TraceField, TraceRow};
 use sluice_tcp::TcpState;
-use support::{pattern, Client, Net, ENGINE_IP, WAIT};
-
-fn ask(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
-    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
-    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
-    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
-    assert!(n > 0, "the engine did not answer within {WAIT:?}");
-    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
-        Some((Reply::Admin(a), _)) => Ok(a),
-        Some((Reply::Refused { reason }, _)) => Err(reason),
-        other => panic!("unexpected {other:?}"),
-    }
-}
+use support::{ask_admin, pattern, Client, Net, ENGINE_IP, WAIT};
 
 fn list(admin: &Client) -> Vec<TraceRow> {
-    match ask(admin, AdminRequest::TraceList) {
+    match ask_admin(admin, AdminRequest::TraceList) {
         Ok(AdminReply::Traces { rows, .. }) => rows,
         other => panic!("list: {other:?}"),
     }
@@ -40,14 +24,14 @@ fn set(admin: &Client, name: &str, on: bool) {
         name: name.into(),
         on,
     };
-    assert_eq!(ask(admin, req), Ok(AdminReply::Done));
+    assert_eq!(ask_admin(admin, req), Ok(AdminReply::Done));
 }
 
 /// Every waiting event, page by page.
 fn read_all(admin: &Client, max: u32) -> Vec<TraceEventRow> {
     let mut all = Vec::new();
     loop {
-        match ask(admin, AdminRequest::TraceRead { max }) {
+        match ask_admin(admin, AdminRequest::TraceRead { max }) {
             Ok(AdminReply::TraceEvents { rows, pending, .. }) => {
                 assert!(rows.len() <= max as usize);
                 all.extend(rows);
@@ -70,7 +54,7 @@ fn name(s: &str) -> TraceField {
 
 fn load_drop(admin: &Client, hook: &str) -> u32 {
     let (bytes, section) = programs::shipped("drop").expect("shipped");
-    match ask(
+    match ask_admin(
         admin,
         AdminRequest::ModuleLoad {
             hook: hook.into(),
@@ -116,7 +100,7 @@ fn a_dropped_segment_comes_back_as_an_rto_loss_and_a_retransmission() {
         net.peer.pump();
     }
     assert_eq!(
-        ask(&admin, AdminRequest::ModuleUnload { id }),
+        ask_admin(&admin, AdminRequest::ModuleUnload { id }),
         Ok(AdminReply::Done)
     );
     assert_eq!(net.peer.read_at_least(c, data.len()), data);
@@ -150,7 +134,7 @@ fn a_dropped_segment_comes_back_as_an_rto_loss_and_a_retransmission() {
     );
     assert!(events.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
     // Hits and the lost count are counters too.
-    let counters = match ask(
+    let counters = match ask_admin(
         &admin,
         AdminRequest::Counters {
             cursor: 0,
@@ -170,7 +154,7 @@ fn a_dropped_segment_comes_back_as_an_rto_loss_and_a_retransmission() {
 fn unknown_names_are_refused_and_all_turns_every_one_on_and_off() {
     let mut net = Net::start("trace-names");
     let admin = net.attach("admin");
-    let err = ask(
+    let err = ask_admin(
         &admin,
         AdminRequest::TraceSet {
             name: "nonesuch".into(),

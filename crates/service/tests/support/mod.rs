@@ -6,16 +6,21 @@ pub mod client;
 pub mod verbs;
 
 use std::net::Ipv4Addr;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sha2::{Digest, Sha256};
 use sluice_device::{pair, Device, PairConfig, PairEnd};
+use sluice_ebpf::programs;
 use sluice_engine::{pump, Engine, Transports};
 use sluice_service::{Counters, Service, ServiceConfig};
+use sluice_shm::admin::{to_hex, AdminReply, AdminRequest};
+use sluice_shm::control::{recv_message, send_message, Reply, Request};
 use sluice_shm::Layout;
 use sluice_tcp::{Config, ConnId, Error, Instant, Stack};
 
@@ -331,4 +336,34 @@ pub fn pattern(n: usize, salt: u32) -> Vec<u8> {
 /// SHA-256 of `data`.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
+}
+
+/// One admin request over `client`'s session and its answer (a refusal's reason as Err).
+pub fn ask_admin(client: &Client, req: AdminRequest) -> Result<AdminReply, String> {
+    send_message(client.sock.as_fd(), &Request::Admin(req), &[]).expect("send");
+    let mut pfd = [PollFd::new(client.sock.as_fd(), PollFlags::POLLIN)];
+    let n = poll(&mut pfd, PollTimeout::try_from(WAIT).unwrap()).expect("poll");
+    assert!(n > 0, "the engine did not answer within {WAIT:?}");
+    match recv_message::<Reply>(client.sock.as_fd()).expect("reply") {
+        Some((Reply::Admin(a), _)) => Ok(a),
+        Some((Reply::Refused { reason }, _)) => Err(reason),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Loads a shipped program at `hook`; its id.
+pub fn load_shipped(client: &Client, hook: &str, name: &str) -> u32 {
+    let (bytes, section) = programs::shipped(name).expect("shipped");
+    match ask_admin(
+        client,
+        AdminRequest::ModuleLoad {
+            hook: hook.into(),
+            name: name.into(),
+            section: section.into(),
+            object: to_hex(bytes),
+        },
+    ) {
+        Ok(AdminReply::ModuleLoaded { id }) => id,
+        other => panic!("load {name}: {other:?}"),
+    }
 }
