@@ -151,6 +151,10 @@ pub struct Config {
     pub neighbor_cache: usize,
     /// Lowest and highest ephemeral port for active opens.
     pub ephemeral_ports: (u16, u16),
+    /// This stack is one flow group of a multi-core engine (docs/multicore.md): its active
+    /// opens take only local ports whose flow hashes to its group, so that every frame of
+    /// the connection is steered back to it. None: the only group.
+    pub flow_group: Option<FlowGroupMember>,
     /// Largest TCP payload of one large segment handed to a device with segmentation offload
     /// (TSO/GSO) by [`crate::Stack::poll_transmit_offload`]; 0 turns large segments off.
     pub tso_max_payload: u32,
@@ -248,6 +252,7 @@ impl Config {
             control_frame_queue: 1024,
             neighbor_cache: 256,
             ephemeral_ports: (32768, 60999),
+            flow_group: None,
             tso_max_payload: 0,
             tx_checksum_offload: false,
             congestion_control: Algorithm::Dctcp,
@@ -407,6 +412,14 @@ impl Config {
         if self.ephemeral_ports.0 == 0 || self.ephemeral_ports.0 > self.ephemeral_ports.1 {
             return Err(ConfigError::Range("ephemeral_ports", "1 <= low <= high"));
         }
+        if let Some(m) = self.flow_group {
+            if m.groups.count == 0 || m.index >= m.groups.count {
+                return Err(ConfigError::Range(
+                    "flow_group",
+                    "index < count, count >= 1",
+                ));
+            }
+        }
         if self.tso_max_payload != 0
             && !(u32::from(self.local_mss())..=TSO_MAX_PAYLOAD_LIMIT)
                 .contains(&self.tso_max_payload)
@@ -517,3 +530,12 @@ impl core::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Which flow group of a multi-core engine a stack is (see [`Config::flow_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowGroupMember {
+    /// How flows are spread over the groups (the engine's dispatcher uses the same).
+    pub groups: sluice_wire::flow_group::FlowGroups,
+    /// This stack's group, below `groups.count`.
+    pub index: u16,
+}

@@ -36,7 +36,7 @@ mod timer;
 pub mod trace;
 
 pub use cc::Algorithm;
-pub use config::{AckPolicy, Config, ConfigError, MemoryLimits, Recovery};
+pub use config::{AckPolicy, Config, ConfigError, FlowGroupMember, MemoryLimits, Recovery};
 pub use control::splice::{
     SpliceEnd, SpliceError, SpliceEvent, SpliceId, SpliceRewrite, SpliceStats,
 };

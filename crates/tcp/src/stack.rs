@@ -348,6 +348,7 @@ impl Stack {
                 local_port: candidate,
             };
             if self.listener_by_port.contains(candidate)
+                || !self.steered_here(&tuple)
                 || self.teardown_holds(&tuple)
                 || self.splice_holds(&tuple)
             {
@@ -372,6 +373,18 @@ impl Stack {
         Ok(ConnId {
             slot,
             generation: self.table.generation(slot),
+        })
+    }
+
+    /// Whether the multi-core engine's dispatcher steers `tuple`'s frames to this stack
+    /// (always, for a stack that is the only flow group).
+    #[inline]
+    fn steered_here(&self, tuple: &FourTuple) -> bool {
+        self.cfg.flow_group.is_none_or(|m| {
+            m.groups.group_of(
+                (self.cfg.ip, tuple.local_port),
+                (tuple.remote_ip, tuple.remote_port),
+            ) == m.index
         })
     }
 

@@ -90,3 +90,32 @@ fn poll_transmit_offload_with_tso_off_sends_what_poll_transmit_would() {
     assert_eq!((t.gso_size, t.csum_partial), (0, false));
     assert!(t.len <= 1514, "one MSS-sized frame, got {}", t.len);
 }
+
+#[test]
+fn a_flow_group_member_opens_only_connections_steered_back_to_it() {
+    use sluice_tcp::FlowGroupMember;
+    use sluice_wire::flow_group::FlowGroups;
+    let groups = FlowGroups {
+        count: 3,
+        key: 0x5eed,
+    };
+    for index in 0..3 {
+        let mut cfg = config();
+        cfg.flow_group = Some(FlowGroupMember { groups, index });
+        let mut stack = stack_with(cfg);
+        for i in 0..50u16 {
+            let peer = std::net::Ipv4Addr::new(10, 0, 0, 2 + (i % 3) as u8);
+            let id = stack.connect(ms(0), peer, 80 + i).unwrap();
+            let (local, remote) = stack.endpoints(id).unwrap();
+            assert_eq!(
+                groups.group_of((*local.ip(), local.port()), (*remote.ip(), remote.port())),
+                index,
+                "{local} -> {remote}"
+            );
+        }
+    }
+    // A group beyond the count is refused.
+    let mut cfg = config();
+    cfg.flow_group = Some(FlowGroupMember { groups, index: 3 });
+    assert!(Stack::new(cfg).is_err());
+}
