@@ -1,0 +1,174 @@
+//! The boundary with C. Every exported function's body runs through [`run`] or
+//! [`with_stack`], under `catch_unwind`, after its pointers are checked here: no panic and
+//! no NULL dereference crosses into the core. All of the crate's `unsafe` that dereferences
+//! a caller's pointer is in this file.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use crate::error::sluice_error;
+use crate::host::sluice_stack;
+
+/// A body's result: a count (>= 0) or an error.
+pub(crate) type Outcome = Result<i64, sluice_error>;
+
+/// Runs `body`, mapping an error to its code and a panic to `Panic`.
+pub(crate) fn run(body: impl FnOnce() -> Outcome) -> i64 {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => e as i64,
+        Err(_) => sluice_error::Panic as i64,
+    }
+}
+
+/// A status from [`run`]'s result (bodies of status functions return 0 on success).
+pub(crate) fn status(code: i64) -> sluice_error {
+    sluice_error::from_code(code).unwrap_or(sluice_error::Ok)
+}
+
+/// Runs `body` on the stack `stack` points to: NULL is refused, a poisoned stack is
+/// refused, and a panic poisons it.
+///
+/// # Safety
+/// `stack` is NULL or a pointer from `sluice_stack_new` not yet freed, which no other
+/// thread uses during the call.
+pub(crate) unsafe fn with_stack(
+    stack: *mut sluice_stack,
+    body: impl FnOnce(&mut sluice_stack) -> Outcome,
+) -> i64 {
+    let Some(mut ptr) = NonNull::new(stack) else {
+        return sluice_error::NullPointer as i64;
+    };
+    // SAFETY: non-null, and by this function's contract a live stack that only this thread
+    // uses now, so a unique reference for the call is sound.
+    let s = unsafe { ptr.as_mut() };
+    if s.poisoned {
+        return sluice_error::Poisoned as i64;
+    }
+    match catch_unwind(AssertUnwindSafe(|| body(s))) {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => e as i64,
+        Err(_) => {
+            s.poisoned = true;
+            sluice_error::Panic as i64
+        }
+    }
+}
+
+/// An out-parameter, checked before the call does anything, written at its end (so a
+/// NULL out-pointer never leaves a connection opened and lost).
+pub(crate) struct Out<T>(NonNull<T>);
+
+impl<T> Out<T> {
+    /// Checks `ptr`: NULL is `NullPointer`, misaligned is `InvalidArgument`.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or valid for a write of a `T` until [`Out::write`].
+    pub(crate) unsafe fn new(ptr: *mut T) -> Result<Self, sluice_error> {
+        let p = NonNull::new(ptr).ok_or(sluice_error::NullPointer)?;
+        if !ptr.is_aligned() {
+            return Err(sluice_error::InvalidArgument);
+        }
+        Ok(Out(p))
+    }
+
+    /// Writes the value.
+    pub(crate) fn write(self, value: T) {
+        // SAFETY: non-null and aligned (checked in `new`), and valid for a write of T by
+        // `new`'s contract; `write` does not read or drop the old contents, which may be
+        // uninitialized.
+        unsafe { self.0.as_ptr().write(value) }
+    }
+}
+
+/// A caller's struct, read by reference.
+///
+/// # Safety
+/// `ptr` is NULL or points to an initialized `T` that is not written during the call.
+pub(crate) unsafe fn input<'a, T>(ptr: *const T) -> Result<&'a T, sluice_error> {
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    if !ptr.is_aligned() {
+        return Err(sluice_error::InvalidArgument);
+    }
+    // SAFETY: non-null and aligned (checked above), initialized and not written during the
+    // call by this function's contract.
+    Ok(unsafe { &*ptr })
+}
+
+/// A caller's struct, read and changed in place.
+///
+/// # Safety
+/// `ptr` is NULL or points to an initialized `T` that nothing else accesses during the call.
+pub(crate) unsafe fn in_out<'a, T>(ptr: *mut T) -> Result<&'a mut T, sluice_error> {
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    if !ptr.is_aligned() {
+        return Err(sluice_error::InvalidArgument);
+    }
+    // SAFETY: non-null and aligned (checked above), initialized and not accessed elsewhere
+    // during the call by this function's contract.
+    Ok(unsafe { &mut *ptr })
+}
+
+/// A caller's bytes: NULL with length 0 is the empty slice; NULL otherwise is refused, and
+/// so is a length no object can have.
+///
+/// # Safety
+/// `ptr` is NULL or valid for reads of `len` bytes that are not written during the call.
+pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], sluice_error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    if len > isize::MAX as usize {
+        return Err(sluice_error::InvalidArgument);
+    }
+    // SAFETY: non-null, `len` at most isize::MAX (checked above), and valid for reads of
+    // `len` bytes not written meanwhile by this function's contract; u8 needs no alignment.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A caller's buffer to fill, zeroed: NULL is refused unless `len` is 0.
+///
+/// # Safety
+/// `ptr` is NULL or valid for writes of `len` bytes that nothing else accesses during the
+/// call.
+pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize) -> Result<&'a mut [u8], sluice_error> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    if len > isize::MAX as usize {
+        return Err(sluice_error::InvalidArgument);
+    }
+    // The caller's memory may be uninitialized, which a `&mut [u8]` must not be: zero it
+    // first (callers pass no more than they will fill: a frame, the readable bytes).
+    // SAFETY: non-null, `len` at most isize::MAX (checked above), and valid for writes of
+    // `len` bytes nothing else touches by this function's contract; after `write_bytes`
+    // every byte is initialized.
+    Ok(unsafe {
+        std::ptr::write_bytes(ptr, 0, len);
+        std::slice::from_raw_parts_mut(ptr, len)
+    })
+}
+
+/// A caller's NUL-terminated string, as UTF-8.
+///
+/// # Safety
+/// `ptr` is NULL or points to a NUL-terminated string not written during the call.
+pub(crate) unsafe fn c_str<'a>(ptr: *const std::ffi::c_char) -> Result<&'a str, sluice_error> {
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    // SAFETY: non-null, NUL-terminated and unchanged during the call by this function's
+    // contract.
+    let s = unsafe { std::ffi::CStr::from_ptr(ptr) };
+    s.to_str().map_err(|_| sluice_error::InvalidArgument)
+}

@@ -1,0 +1,209 @@
+//! Creating and destroying a stack, and driving it: received frames in, frames to send
+//! out, the next deadline, and the timers — the sans-IO loop a host (ns-3) runs.
+
+use std::net::Ipv4Addr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use sluice_tcp::{Instant, Stack};
+use sluice_wire::EthernetAddress;
+
+use crate::boundary::{bytes, bytes_mut, input, run, status, with_stack, Out};
+use crate::config::sluice_config;
+use crate::error::sluice_error;
+use crate::host::sluice_stack;
+
+/// Bytes the Ethernet header adds to an MTU-sized IPv4 packet.
+const ETHERNET_HEADER: usize = 14;
+
+/// Creates a stack from `*config` and stores it in `*stack`. An invalid configuration is
+/// `SLUICE_ERROR_INVALID_CONFIG` (`sluice_config_check` says why) and `*stack` is unchanged.
+/// Stacks share no state: any number may live in one process.
+///
+/// # Safety
+/// `config` is NULL or points to a `sluice_config`; `stack` is NULL or valid for a write of
+/// a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_new(
+    config: *const sluice_config,
+    stack: *mut *mut sluice_stack,
+) -> sluice_error {
+    // SAFETY: forwarded from this function's contract.
+    let (config, out) = unsafe { (input(config), Out::new(stack)) };
+    status(run(|| {
+        let (config, out) = (config?, out?);
+        let core_config = config.to_core().map_err(|_| sluice_error::InvalidConfig)?;
+        let core = Stack::new(core_config).map_err(|_| sluice_error::InvalidConfig)?;
+        out.write(Box::into_raw(Box::new(sluice_stack::new(core))));
+        Ok(0)
+    }))
+}
+
+/// Destroys a stack and everything in it (connections vanish without a FIN or RST). NULL is
+/// ignored. Handles of the stack must not be used afterwards with another stack.
+///
+/// # Safety
+/// `stack` is NULL or a pointer from `sluice_stack_new` not yet freed; it is not used
+/// after this call.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_free(stack: *mut sluice_stack) {
+    let Some(ptr) = NonNull::new(stack) else {
+        return;
+    };
+    // A panic in a destructor must not unwind into C; the memory is then leaked.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: by this function's contract, a live pointer from Box::into_raw in
+        // sluice_stack_new that nobody uses after this call.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }));
+}
+
+/// The buffer size `sluice_stack_poll_transmit` needs: the MTU plus the 14-byte Ethernet
+/// header.
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_max_frame_len(stack: *mut sluice_stack) -> i64 {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_stack(stack, |s| Ok(frame_len(s) as i64)) }
+}
+
+/// The buffer a frame needs on this stack.
+fn frame_len(s: &sluice_stack) -> usize {
+    usize::from(s.core.config().mtu) + ETHERNET_HEADER
+}
+
+/// Hands the stack one received Ethernet frame at time `now_ns` (nanoseconds on the
+/// caller's clock, which must not go backwards). Malformed frames are dropped and counted
+/// (`sluice_counters`), never an error.
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call; `frame` is
+/// NULL or valid for reads of `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_handle_frame(
+    stack: *mut sluice_stack,
+    now_ns: u64,
+    frame: *const u8,
+    len: usize,
+) -> sluice_error {
+    // SAFETY: forwarded from this function's contract.
+    let frame = unsafe { bytes(frame, len) };
+    // SAFETY: forwarded from this function's contract.
+    status(unsafe {
+        with_stack(stack, |s| {
+            s.core.handle_frame(Instant::from_nanos(now_ns), frame?);
+            Ok(0)
+        })
+    })
+}
+
+/// Writes the next frame to send into `buf` and returns its length; 0 when nothing is to
+/// be sent. A buffer smaller than `sluice_stack_max_frame_len` is
+/// `SLUICE_ERROR_BUFFER_TOO_SMALL` and takes nothing: the frame stays queued.
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call; `buf` is
+/// NULL or valid for writes of `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_poll_transmit(
+    stack: *mut sluice_stack,
+    now_ns: u64,
+    buf: *mut u8,
+    len: usize,
+) -> i64 {
+    let body = |s: &mut sluice_stack| {
+        let need = frame_len(s);
+        if buf.is_null() {
+            return Err(sluice_error::NullPointer);
+        }
+        if len < need {
+            return Err(sluice_error::BufferTooSmall);
+        }
+        // SAFETY: `buf` is valid for writes of `len` >= `need` bytes by this function's
+        // contract.
+        let buf = unsafe { bytes_mut(buf, need)? };
+        Ok(s.core
+            .poll_transmit(Instant::from_nanos(now_ns), buf)
+            .map_or(0, |n| n as i64))
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_stack(stack, body) }
+}
+
+/// The earliest time `sluice_stack_handle_timeout` has work: returns 1 and writes it to
+/// `*deadline_ns`, or returns 0 (and writes `UINT64_MAX`) when no timer is armed. Poll it
+/// again after every call that may arm a timer (frames, sends, connects, closes).
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call;
+/// `deadline_ns` is NULL or valid for a write of a `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_poll_timeout(
+    stack: *mut sluice_stack,
+    deadline_ns: *mut u64,
+) -> i32 {
+    // SAFETY: forwarded from this function's contract.
+    let out = unsafe { Out::new(deadline_ns) };
+    // SAFETY: forwarded from this function's contract.
+    let r = unsafe {
+        with_stack(stack, |s| {
+            let out = out?;
+            let deadline = s.core.poll_timeout();
+            out.write(deadline.map_or(u64::MAX, Instant::as_nanos));
+            Ok(i64::from(deadline.is_some()))
+        })
+    };
+    r as i32
+}
+
+/// Runs every timer due at or before `now_ns` (retransmissions, delayed ACKs, TIME-WAIT,
+/// the flow scheduler's paced sends). Frames it queues come out of `sluice_stack_poll_transmit`.
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_handle_timeout(
+    stack: *mut sluice_stack,
+    now_ns: u64,
+) -> sluice_error {
+    // SAFETY: forwarded from this function's contract.
+    status(unsafe {
+        with_stack(stack, |s| {
+            s.core.handle_timeout(Instant::from_nanos(now_ns));
+            Ok(0)
+        })
+    })
+}
+
+/// Adds a static neighbor: `ip` (host byte order) is reached at `mac` (6 bytes) without ARP.
+/// Without it the stack resolves addresses with ARP over the frames it exchanges.
+///
+/// # Safety
+/// `stack` is NULL or a live stack that no other thread uses during the call; `mac` is NULL
+/// or valid for reads of 6 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_stack_add_neighbor(
+    stack: *mut sluice_stack,
+    ip: u32,
+    mac: *const u8,
+) -> sluice_error {
+    // SAFETY: forwarded from this function's contract (6 bytes, checked non-null).
+    let mac = unsafe {
+        if mac.is_null() {
+            Err(sluice_error::NullPointer)
+        } else {
+            bytes(mac, 6)
+        }
+    };
+    // SAFETY: forwarded from this function's contract.
+    status(unsafe {
+        with_stack(stack, |s| {
+            let mac: [u8; 6] = mac?.try_into().map_err(|_| sluice_error::InvalidArgument)?;
+            s.core
+                .add_neighbor(Ipv4Addr::from(ip), EthernetAddress(mac));
+            Ok(0)
+        })
+    })
+}
