@@ -172,3 +172,112 @@ pub(crate) unsafe fn c_str<'a>(ptr: *const std::ffi::c_char) -> Result<&'a str, 
     let s = unsafe { std::ffi::CStr::from_ptr(ptr) };
     s.to_str().map_err(|_| sluice_error::InvalidArgument)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::sluice_config;
+
+    fn stack() -> Box<sluice_stack> {
+        let mut c = sluice_config::from_core(&sluice_tcp::Config::new(
+            sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+        ));
+        c.max_connections = 8;
+        let core = sluice_tcp::Stack::new(c.to_core().unwrap()).unwrap();
+        Box::new(sluice_stack::new(core))
+    }
+
+    #[test]
+    fn a_panic_is_an_error_code_and_poisons_the_stack() {
+        assert_eq!(run(|| panic!("boom")), sluice_error::Panic as i64);
+        assert_eq!(
+            run(|| Err(sluice_error::WouldBlock)),
+            sluice_error::WouldBlock as i64
+        );
+        assert_eq!(run(|| Ok(7)), 7);
+        let ptr = Box::into_raw(stack());
+        // SAFETY: a live stack from Box::into_raw, used by this thread only.
+        let first = unsafe { with_stack(ptr, |_| panic!("inside the core")) };
+        assert_eq!(first, sluice_error::Panic as i64);
+        // SAFETY: as above.
+        let later = unsafe { with_stack(ptr, |_| Ok(1)) };
+        assert_eq!(later, sluice_error::Poisoned as i64);
+        // SAFETY: from Box::into_raw above, not used afterwards.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+
+    #[test]
+    fn null_and_misaligned_pointers_are_refused() {
+        // SAFETY: NULL is allowed by every helper's contract.
+        unsafe {
+            assert_eq!(
+                with_stack(std::ptr::null_mut(), |_| Ok(0)),
+                sluice_error::NullPointer as i64
+            );
+            assert_eq!(
+                Out::<u64>::new(std::ptr::null_mut()).err(),
+                Some(sluice_error::NullPointer)
+            );
+            assert_eq!(
+                input::<u64>(std::ptr::null()).err(),
+                Some(sluice_error::NullPointer)
+            );
+            assert_eq!(
+                in_out::<u64>(std::ptr::null_mut()).err(),
+                Some(sluice_error::NullPointer)
+            );
+            assert_eq!(
+                bytes(std::ptr::null(), 3).err(),
+                Some(sluice_error::NullPointer)
+            );
+            assert_eq!(bytes(std::ptr::null(), 0), Ok(&[][..]));
+            assert_eq!(
+                bytes_mut(std::ptr::null_mut(), 3).err(),
+                Some(sluice_error::NullPointer)
+            );
+            assert_eq!(
+                c_str(std::ptr::null()).err(),
+                Some(sluice_error::NullPointer)
+            );
+        }
+        let mut words = [0u64; 2];
+        let misaligned = words
+            .as_mut_ptr()
+            .cast::<u8>()
+            .wrapping_add(1)
+            .cast::<u64>();
+        // SAFETY: in bounds of `words` and valid for writes; refused before any access.
+        unsafe {
+            assert_eq!(
+                Out::new(misaligned).err(),
+                Some(sluice_error::InvalidArgument)
+            );
+            assert_eq!(
+                input(misaligned.cast_const()).err(),
+                Some(sluice_error::InvalidArgument)
+            );
+            assert_eq!(
+                in_out(misaligned).err(),
+                Some(sluice_error::InvalidArgument)
+            );
+        }
+        let byte = 0u8;
+        // SAFETY: a length no object can have is refused before the slice is made.
+        let huge = unsafe { bytes(&byte, usize::MAX) };
+        assert_eq!(huge.err(), Some(sluice_error::InvalidArgument));
+        let bad_utf8 = [0xffu8, 0];
+        // SAFETY: NUL-terminated.
+        let s = unsafe { c_str(bad_utf8.as_ptr().cast()) };
+        assert_eq!(s.err(), Some(sluice_error::InvalidArgument));
+    }
+
+    #[test]
+    fn a_buffer_to_fill_is_zeroed_and_exactly_as_long_as_asked() {
+        let mut buf = [0xaau8; 8];
+        // SAFETY: valid for writes of 8 bytes, nothing else touches it.
+        let slice = unsafe { bytes_mut(buf.as_mut_ptr(), 5).unwrap() };
+        assert_eq!(slice, &[0; 5]);
+        assert_eq!(buf, [0, 0, 0, 0, 0, 0xaa, 0xaa, 0xaa]);
+    }
+}

@@ -310,3 +310,96 @@ pub unsafe extern "C" fn sluice_config_check(
         }
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default() -> sluice_config {
+        let mut c = std::mem::MaybeUninit::<sluice_config>::uninit();
+        // SAFETY: valid for a write of a sluice_config.
+        let r = unsafe { sluice_config_default(c.as_mut_ptr()) };
+        assert_eq!(r, sluice_error::Ok);
+        // SAFETY: sluice_config_default wrote all of it.
+        unsafe { c.assume_init() }
+    }
+
+    #[test]
+    fn the_default_is_the_cores_and_round_trips() {
+        let c = default();
+        let core = c.to_core().unwrap();
+        assert_eq!(sluice_config::from_core(&core), c);
+        assert_eq!(c.mtu, 1500);
+        assert_eq!(c.ip, 0x0a00_0001);
+        assert_eq!(c.congestion_control, SLUICE_CC_DCTCP);
+        assert_eq!(core.ack_policy, AckPolicy::EverySegment);
+        let mut d = c;
+        d.delayed_ack_segments = 2;
+        d.delayed_ack_timeout_ns = 40_000_000;
+        d.recovery = SLUICE_RECOVERY_GO_BACK_N;
+        d.congestion_control = SLUICE_CC_BBR;
+        let core = d.to_core().unwrap();
+        assert_eq!(sluice_config::from_core(&core), d);
+        assert_eq!(core.recovery, Recovery::GoBackN);
+        assert_eq!(core.congestion_control, Algorithm::Bbr);
+    }
+
+    #[test]
+    fn invalid_values_are_refused_with_the_field_named() {
+        /// A change that breaks a config, and the field the reason must name.
+        type Case = (fn(&mut sluice_config), &'static str);
+        let cases: [Case; 5] = [
+            (|c| c.congestion_control = 5, "congestion_control"),
+            (|c| c.recovery = 2, "recovery"),
+            (|c| c.mtu = 9217, "mtu"),
+            (|c| c.ooo_intervals = 65, "ooo_intervals"),
+            (
+                |c| {
+                    c.delayed_ack_segments = 1;
+                    c.delayed_ack_timeout_ns = 500_000_000;
+                },
+                "ack_policy",
+            ),
+        ];
+        for (break_it, field) in cases {
+            let mut c = default();
+            break_it(&mut c);
+            let reason = c.to_core().unwrap_err();
+            assert!(reason.contains(field), "{reason} should name {field}");
+            let mut msg = [0x55 as c_char; 64];
+            // SAFETY: both valid; the message buffer is 64 bytes.
+            let r = unsafe { sluice_config_check(&c, msg.as_mut_ptr(), msg.len()) };
+            assert_eq!(r, sluice_error::InvalidConfig);
+            // SAFETY: sluice_config_check NUL-terminated it within the buffer.
+            let msg = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
+            assert!(reason.starts_with(msg.to_str().unwrap()));
+            // SAFETY: valid config pointer; NULL message is allowed.
+            let r = unsafe { sluice_config_check(&c, std::ptr::null_mut(), 10) };
+            assert_eq!(r, sluice_error::InvalidConfig);
+        }
+    }
+
+    #[test]
+    fn congestion_control_by_name() {
+        let mut c = default();
+        for (name, code) in [
+            ("reno", SLUICE_CC_NEWRENO),
+            ("CUBIC", SLUICE_CC_CUBIC),
+            ("bbr", SLUICE_CC_BBR),
+        ] {
+            let name = std::ffi::CString::new(name).unwrap();
+            // SAFETY: valid config and NUL-terminated name.
+            let r = unsafe { sluice_config_set_congestion_control(&mut c, name.as_ptr()) };
+            assert_eq!(r, sluice_error::Ok);
+            assert_eq!(c.congestion_control, code);
+        }
+        // SAFETY: valid config and NUL-terminated name.
+        let r = unsafe { sluice_config_set_congestion_control(&mut c, c"vegas".as_ptr()) };
+        assert_eq!(r, sluice_error::InvalidArgument);
+        assert_eq!(c.congestion_control, SLUICE_CC_BBR);
+        // SAFETY: NULL is allowed.
+        let r =
+            unsafe { sluice_config_set_congestion_control(std::ptr::null_mut(), c"bbr".as_ptr()) };
+        assert_eq!(r, sluice_error::NullPointer);
+    }
+}

@@ -152,3 +152,54 @@ pub extern "C" fn sluice_strerror(code: i64) -> *const c_char {
         .map_or(c"unknown error code", sluice_error::message)
         .as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_distinct_negative_and_has_its_own_message() {
+        let all = sluice_error::all();
+        for (i, e) in all.iter().enumerate() {
+            assert_eq!(sluice_error::from_code(*e as i64), Some(*e));
+            assert!(*e as i32 <= 0);
+            assert_eq!((*e as i32 == 0), (*e == sluice_error::Ok));
+            for other in &all[i + 1..] {
+                assert_ne!(*e as i32, *other as i32);
+                assert_ne!(e.to_string(), other.to_string());
+            }
+            // SAFETY: sluice_strerror returns a static NUL-terminated string.
+            let m = unsafe { std::ffi::CStr::from_ptr(sluice_strerror(*e as i64)) };
+            assert_eq!(m.to_str().unwrap(), e.to_string());
+        }
+        assert_eq!(sluice_error::from_code(1), None);
+        assert_eq!(sluice_error::from_code(-16), None);
+        // SAFETY: as above.
+        let unknown = unsafe { std::ffi::CStr::from_ptr(sluice_strerror(i64::MIN)) };
+        assert_eq!(unknown.to_str().unwrap(), "unknown error code");
+    }
+
+    #[test]
+    fn core_errors_map_to_their_codes() {
+        assert_eq!(
+            sluice_error::from(Error::InvalidHandle),
+            sluice_error::InvalidHandle
+        );
+        assert_eq!(
+            sluice_error::from(Error::WouldBlock),
+            sluice_error::WouldBlock
+        );
+        assert_eq!(
+            sluice_error::from(Error::Connection(ConnError::Refused)),
+            sluice_error::ConnRefused
+        );
+        assert_eq!(
+            sluice_error::from(ListenError::AddrInUse),
+            sluice_error::AddrInUse
+        );
+        assert_eq!(
+            sluice_error::from(ConnectError::NoResources),
+            sluice_error::NoResources
+        );
+    }
+}

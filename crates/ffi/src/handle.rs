@@ -104,3 +104,68 @@ impl Handles {
         self.listeners.remove(&id.port());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_tcp::{Config, Stack};
+    use sluice_wire::EthernetAddress;
+    use std::net::Ipv4Addr;
+
+    fn stack() -> Stack {
+        let mut c = Config::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 0, 0, 1),
+        );
+        c.max_connections = 4;
+        Stack::new(c).unwrap()
+    }
+
+    #[test]
+    fn a_connection_handle_is_never_zero_and_a_reused_slot_refuses_the_old_one() {
+        let mut s = stack();
+        let mut h = Handles::default();
+        let peer = Ipv4Addr::new(10, 0, 0, 2);
+        let first = s.connect(sluice_tcp::Instant::ZERO, peer, 80).unwrap();
+        let old = h.insert_conn(first);
+        assert_ne!(old, 0);
+        assert_eq!(h.conn(old).unwrap().id, first);
+        assert_eq!(h.conn(0).err(), Some(sluice_error::InvalidHandle));
+        assert_eq!(h.conn(old ^ 1).err(), Some(sluice_error::InvalidHandle));
+        assert_eq!(h.conn(u64::MAX).err(), Some(sluice_error::InvalidHandle));
+        s.close(first).unwrap();
+        h.remove_conn(first);
+        assert_eq!(h.conn(old).err(), Some(sluice_error::InvalidHandle));
+        // The core reuses the slot with a new generation: a new handle, the old one stays
+        // refused.
+        let second = s.connect(sluice_tcp::Instant::ZERO, peer, 80).unwrap();
+        let new = h.insert_conn(second);
+        assert_eq!(second.slot(), first.slot());
+        assert_ne!(new, old);
+        assert_eq!(h.conn(old).err(), Some(sluice_error::InvalidHandle));
+        assert_eq!(h.conn(new).unwrap().id, second);
+    }
+
+    #[test]
+    fn a_listener_handle_names_one_listen_of_its_port() {
+        let mut s = stack();
+        let mut h = Handles::default();
+        let id = s.listen(80, 4).unwrap();
+        let first = h.insert_listener(id);
+        assert_eq!(h.listener(first), Ok(id));
+        assert_eq!(h.listener_handle(id), Some(first));
+        assert_eq!(
+            h.listener(first + (1 << 16)).err(),
+            Some(sluice_error::InvalidHandle)
+        );
+        assert_eq!(h.listener(0).err(), Some(sluice_error::InvalidHandle));
+        h.remove_listener(id);
+        s.unlisten(id).unwrap();
+        assert_eq!(h.listener(first).err(), Some(sluice_error::InvalidHandle));
+        assert_eq!(h.listener_handle(id), None);
+        let again = h.insert_listener(s.listen(80, 4).unwrap());
+        assert_ne!(again, first);
+        assert_eq!(h.listener(first).err(), Some(sluice_error::InvalidHandle));
+        assert!(h.listener(again).is_ok());
+    }
+}

@@ -23,7 +23,15 @@ fn staticlib() -> PathBuf {
 /// Compiles `source` into `out`, with every warning an error.
 fn compile(source: &Path, out: &Path) {
     let output = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"])
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O1",
+            "-g",
+        ])
         .arg("-I")
         .arg(Path::new(CRATE).join("include"))
         .arg(source)
@@ -55,7 +63,10 @@ fn the_c_abi_test_passes_in_c() {
         "abi_test failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    assert!(stdout.contains("transfer: 1048576 bytes verified"), "{stdout}");
+    assert!(
+        stdout.contains("transfer: 1048576 bytes verified"),
+        "{stdout}"
+    );
     assert!(stdout.contains("checks passed"), "{stdout}");
     println!("{stdout}");
 }
