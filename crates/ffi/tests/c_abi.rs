@@ -1,7 +1,8 @@
 //! tests/c/abi_test.c, compiled with the system's C compiler (`cc`, or `$CC`) against
 //! include/sluice.h and the staticlib this test run built, then run: two stacks exchanging
 //! 1 MB through an in-memory wire in virtual time, the error paths from C, and hundreds of
-//! stacks in one process.
+//! stacks in one process. Also: docs/ffi.md's minimal example, compiled and run, and the
+//! header compiled as C++ (ns-3 is C++).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,16 +23,14 @@ fn staticlib() -> PathBuf {
 
 /// Compiles `source` into `out`, with every warning an error.
 fn compile(source: &Path, out: &Path) {
-    let output = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O1",
-            "-g",
-        ])
+    compile_with("CC", "cc", "-std=c99", source, out);
+}
+
+/// Compiles and links `source` with the compiler `$var` (else `default`) in language
+/// standard `std`, every warning an error.
+fn compile_with(var: &str, default: &str, std: &str, source: &Path, out: &Path) {
+    let output = Command::new(std::env::var(var).unwrap_or_else(|_| default.into()))
+        .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"])
         .arg("-I")
         .arg(Path::new(CRATE).join("include"))
         .arg(source)
@@ -40,18 +39,17 @@ fn compile(source: &Path, out: &Path) {
         .arg("-o")
         .arg(out)
         .output()
-        .expect("a C compiler (cc) is needed for this test");
+        .unwrap_or_else(|e| panic!("a compiler ({default}) is needed for this test: {e}"));
     assert!(
         output.status.success(),
-        "cc failed:\n{}",
+        "{default} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
 }
 
 #[test]
 fn the_c_abi_test_passes_in_c() {
-    let dir = std::env::temp_dir().join(format!("sluice-ffi-c-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("c");
     let exe = dir.join("abi_test");
     compile(&Path::new(CRATE).join("tests/c/abi_test.c"), &exe);
     let output = Command::new(&exe).output().expect("run abi_test");
@@ -69,4 +67,53 @@ fn the_c_abi_test_passes_in_c() {
     );
     assert!(stdout.contains("checks passed"), "{stdout}");
     println!("{stdout}");
+}
+
+/// A scratch directory for one test's binaries.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-ffi-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn the_minimal_example_in_docs_ffi_md_runs() {
+    let doc = std::fs::read_to_string(Path::new(CRATE).join("../../docs/ffi.md")).unwrap();
+    let example = doc
+        .split("```c\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```c block in docs/ffi.md");
+    let dir = scratch("doc");
+    std::fs::write(dir.join("example.c"), example).unwrap();
+    compile(&dir.join("example.c"), &dir.join("example"));
+    let output = Command::new(dir.join("example")).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "hello\n");
+}
+
+#[test]
+fn the_header_compiles_as_cpp() {
+    let dir = scratch("cpp");
+    let source = dir.join("header.cpp");
+    std::fs::write(
+        &source,
+        "#include \"sluice.h\"\n\
+         int main() {\n\
+           sluice_config c;\n\
+           sluice_stack *s = nullptr;\n\
+           if (sluice_config_default(&c) != SLUICE_ERROR_OK) return 1;\n\
+           if (sluice_stack_new(&c, &s) != SLUICE_ERROR_OK) return 2;\n\
+           sluice_event e;\n\
+           int r = sluice_poll_event(s, &e);\n\
+           sluice_stack_free(s);\n\
+           return r == 0 ? 0 : 3;\n\
+         }\n",
+    )
+    .unwrap();
+    compile_with("CXX", "c++", "-std=c++17", &source, &dir.join("header"));
+    let status = Command::new(dir.join("header")).status().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status}");
 }
