@@ -345,6 +345,9 @@ typedef struct sluice_counters {
   uint64_t control_queue_full;
   // Segments received with ECN CE marks.
   uint64_t ecn_ce;
+  // Calls on this stack refused for the caller's input: a NULL or invalid argument, an
+  // invalid handle, a short buffer (also by name: "abi_refused").
+  uint64_t abi_refused;
 } sluice_counters;
 
 #ifdef __cplusplus
@@ -481,8 +484,8 @@ sluice_error sluice_conn_get_info(struct sluice_stack *stack,
 sluice_error sluice_stack_counters(struct sluice_stack *stack, struct sluice_counters *counters);
 
 // One counter by its name in the core (`sluice ctl counters` lists them, e.g.
-// "sack_recoveries", "syn_cookies_sent") into `*value`; an unknown name is
-// `SLUICE_ERROR_INVALID_ARGUMENT`.
+// "sack_recoveries", "syn_cookies_sent"), or "abi_refused", into `*value`; an unknown name
+// is `SLUICE_ERROR_INVALID_ARGUMENT` (and counted in "abi_refused").
 //
 // # Safety
 // `stack` is NULL or a live stack that no other thread uses during the call; `name` is

@@ -27,7 +27,7 @@ pub(crate) fn status(code: i64) -> sluice_error {
 }
 
 /// Runs `body` on the stack `stack` points to: NULL is refused, a poisoned stack is
-/// refused, and a panic poisons it.
+/// refused, a panic poisons it, and a refusal of the caller's input is counted.
 ///
 /// # Safety
 /// `stack` is NULL or a pointer from `sluice_stack_new` not yet freed, which no other
@@ -47,7 +47,18 @@ pub(crate) unsafe fn with_stack(
     }
     match catch_unwind(AssertUnwindSafe(|| body(s))) {
         Ok(Ok(n)) => n,
-        Ok(Err(e)) => e as i64,
+        Ok(Err(e)) => {
+            if matches!(
+                e,
+                sluice_error::NullPointer
+                    | sluice_error::InvalidArgument
+                    | sluice_error::InvalidHandle
+                    | sluice_error::BufferTooSmall
+            ) {
+                s.refused_calls += 1;
+            }
+            e as i64
+        }
         Err(_) => {
             s.poisoned = true;
             sluice_error::Panic as i64
@@ -203,6 +214,26 @@ mod tests {
         // SAFETY: as above.
         let later = unsafe { with_stack(ptr, |_| Ok(1)) };
         assert_eq!(later, sluice_error::Poisoned as i64);
+        // SAFETY: from Box::into_raw above, not used afterwards.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+
+    #[test]
+    fn refusals_of_the_callers_input_are_counted() {
+        let ptr = Box::into_raw(stack());
+        for (e, counted) in [
+            (sluice_error::InvalidHandle, 1),
+            (sluice_error::WouldBlock, 1),
+            (sluice_error::BufferTooSmall, 2),
+            (sluice_error::ConnReset, 2),
+            (sluice_error::NullPointer, 3),
+        ] {
+            // SAFETY: a live stack from Box::into_raw, used by this thread only.
+            let r = unsafe { with_stack(ptr, |_| Err(e)) };
+            assert_eq!(r, e as i64);
+            // SAFETY: as above, and no call is running.
+            assert_eq!(unsafe { (*ptr).refused_calls }, counted);
+        }
         // SAFETY: from Box::into_raw above, not used afterwards.
         drop(unsafe { Box::from_raw(ptr) });
     }

@@ -14,6 +14,9 @@ pub struct sluice_stack {
     pub(crate) handles: Handles,
     /// A call panicked: the core's state may be torn, so every later call is refused.
     pub(crate) poisoned: bool,
+    /// Calls refused for the caller's bad input (house rule 1: refused with a clear error
+    /// and counted): NULL or invalid arguments, invalid handles, short buffers.
+    pub(crate) refused_calls: u64,
 }
 
 impl sluice_stack {
@@ -23,6 +26,17 @@ impl sluice_stack {
             core,
             handles: Handles::default(),
             poisoned: false,
+            refused_calls: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_stack_may_move_to_another_thread() {
+        // docs/ffi.md: distinct stacks may run on distinct threads, one thread at a time each.
+        fn send<T: Send>() {}
+        send::<super::sluice_stack>();
     }
 }

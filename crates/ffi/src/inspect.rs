@@ -139,6 +139,9 @@ pub struct sluice_counters {
     pub control_queue_full: u64,
     /// Segments received with ECN CE marks.
     pub ecn_ce: u64,
+    /// Calls on this stack refused for the caller's input: a NULL or invalid argument, an
+    /// invalid handle, a short buffer (also by name: "abi_refused").
+    pub abi_refused: u64,
 }
 
 /// A snapshot of the connection into `*info`.
@@ -228,6 +231,7 @@ pub unsafe extern "C" fn sluice_stack_counters(
                 conn_table_full: c.conn_table_full,
                 control_queue_full: c.control_queue_full,
                 ecn_ce: c.ecn_ce,
+                abi_refused: s.refused_calls,
             });
             Ok(0)
         })
@@ -235,8 +239,8 @@ pub unsafe extern "C" fn sluice_stack_counters(
 }
 
 /// One counter by its name in the core (`sluice ctl counters` lists them, e.g.
-/// "sack_recoveries", "syn_cookies_sent") into `*value`; an unknown name is
-/// `SLUICE_ERROR_INVALID_ARGUMENT`.
+/// "sack_recoveries", "syn_cookies_sent"), or "abi_refused", into `*value`; an unknown name
+/// is `SLUICE_ERROR_INVALID_ARGUMENT` (and counted in "abi_refused").
 ///
 /// # Safety
 /// `stack` is NULL or a live stack that no other thread uses during the call; `name` is
@@ -253,12 +257,17 @@ pub unsafe extern "C" fn sluice_stack_counter(
     status(unsafe {
         with_stack(stack, |s| {
             let (name, out) = (name?, out?);
-            let rows = s.core.counters().rows();
-            let (_, v) = rows
-                .iter()
-                .find(|(n, _)| *n == name)
-                .ok_or(sluice_error::InvalidArgument)?;
-            out.write(*v);
+            let v = if name == "abi_refused" {
+                s.refused_calls
+            } else {
+                let rows = s.core.counters().rows();
+                let (_, v) = rows
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .ok_or(sluice_error::InvalidArgument)?;
+                *v
+            };
+            out.write(v);
             Ok(0)
         })
     })

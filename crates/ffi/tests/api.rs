@@ -327,8 +327,10 @@ fn null_arguments_on_a_live_stack_change_nothing() {
             n
         );
     }
-    // The refused listen took no port, the refused connect opened nothing.
+    // The refused listen took no port, the refused connect opened nothing; each refusal
+    // is counted.
     assert_eq!(a.counters().connections, 0);
+    assert_eq!(a.counters().abi_refused, 10);
     assert_eq!(a.timeout(), None);
     let l = a.listen(80).unwrap();
     let c = a.connect(0, B_IP, 80).unwrap();

@@ -395,6 +395,9 @@ static void null_pointers(void) {
     CHECK_CODE(sluice_stack_counter(s, "frames_rx", NULL), SLUICE_ERROR_NULL_POINTER);
     CHECK_CODE(sluice_stack_counters(s, &k), SLUICE_ERROR_OK);
     CHECK(k.connections == 0 && k.frames_rx == 0); /* the refused connect opened nothing */
+    CHECK(k.abi_refused == 10);                    /* each refusal above is counted */
+    CHECK_CODE(sluice_stack_counter(s, "abi_refused", &t), SLUICE_ERROR_OK);
+    CHECK(t == 10);
     /* The refused listen took no port. */
     CHECK_CODE(sluice_listen(s, PORT, 8, &l), SLUICE_ERROR_OK);
     CHECK_CODE(sluice_accept(s, l, NULL), SLUICE_ERROR_NULL_POINTER);
