@@ -492,6 +492,42 @@ sluice_error sluice_stack_counters(struct sluice_stack *stack, struct sluice_cou
 // NULL or a NUL-terminated string; `value` is NULL or valid for a write of a `uint64_t`.
 sluice_error sluice_stack_counter(struct sluice_stack *stack, const char *name, uint64_t *value);
 
+// `sluice_connect` with the connection's congestion control (`SLUICE_CC_*`) chosen before
+// its SYN is built, so the SYN asks for ECN only if that algorithm wants it (RFC 3168
+// 6.1.1). An unknown value is `SLUICE_ERROR_INVALID_ARGUMENT`.
+//
+// # Safety
+// `stack` is NULL or a live stack that no other thread uses during the call; `conn` is
+// NULL or valid for a write of a `sluice_conn`.
+sluice_error sluice_connect_with(struct sluice_stack *stack,
+                                 uint64_t now_ns,
+                                 uint32_t ip,
+                                 uint16_t port,
+                                 uint32_t congestion_control,
+                                 sluice_conn *conn);
+
+// Changes the connection's congestion control (`SLUICE_CC_*`); after the handshake the new
+// algorithm takes over at the current window.
+//
+// # Safety
+// `stack` is NULL or a live stack that no other thread uses during the call.
+sluice_error sluice_set_congestion_control(struct sluice_stack *stack,
+                                           sluice_conn conn,
+                                           uint32_t congestion_control);
+
+// Turns Nagle's algorithm on (nonzero) or off (0, TCP_NODELAY) for the connection.
+//
+// # Safety
+// `stack` is NULL or a live stack that no other thread uses during the call.
+sluice_error sluice_set_nagle(struct sluice_stack *stack, sluice_conn conn, uint8_t on);
+
+// Paces the connection at a fixed rate in bits per second of Ethernet frames (0: the
+// congestion control's own rate, unlimited for window-based ones); the window still caps it.
+//
+// # Safety
+// `stack` is NULL or a live stack that no other thread uses during the call.
+sluice_error sluice_set_rate(struct sluice_stack *stack, sluice_conn conn, uint64_t bits_per_sec);
+
 // Creates a stack from `*config` and stores it in `*stack`. An invalid configuration is
 // `SLUICE_ERROR_INVALID_CONFIG` (`sluice_config_check` says why) and `*stack` is unchanged.
 // Stacks share no state: any number may live in one process.

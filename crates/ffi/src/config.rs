@@ -161,14 +161,12 @@ impl sluice_config {
         let mut c = Config::new(EthernetAddress(self.mac), Ipv4Addr::from(self.ip));
         c.mtu = self.mtu;
         c.seed = self.seed;
-        c.congestion_control = *Algorithm::ALL
-            .get(self.congestion_control as usize)
-            .ok_or_else(|| {
-                format!(
-                    "config: unknown congestion_control {}",
-                    self.congestion_control
-                )
-            })?;
+        c.congestion_control = algorithm(self.congestion_control).ok_or_else(|| {
+            format!(
+                "config: unknown congestion_control {}",
+                self.congestion_control
+            )
+        })?;
         c.recovery = match self.recovery {
             SLUICE_RECOVERY_SACK => Recovery::Sack,
             SLUICE_RECOVERY_GO_BACK_N => Recovery::GoBackN,
@@ -210,6 +208,11 @@ impl sluice_config {
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
+}
+
+/// The algorithm of a `SLUICE_CC_*` value, if it is one.
+pub(crate) fn algorithm(code: u32) -> Option<Algorithm> {
+    Algorithm::ALL.get(code as usize).copied()
 }
 
 /// The `SLUICE_CC_*` value of an algorithm (its index in `Algorithm::ALL`).

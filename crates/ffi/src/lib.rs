@@ -19,6 +19,7 @@ mod error;
 mod handle;
 mod host;
 mod inspect;
+mod options;
 mod stack;
 
 pub use app::{
@@ -38,6 +39,9 @@ pub use host::sluice_stack;
 pub use inspect::{
     sluice_conn_get_info, sluice_conn_info, sluice_counters, sluice_stack_counter,
     sluice_stack_counters, sluice_tcp_state,
+};
+pub use options::{
+    sluice_connect_with, sluice_set_congestion_control, sluice_set_nagle, sluice_set_rate,
 };
 pub use stack::{
     sluice_stack_add_neighbor, sluice_stack_free, sluice_stack_handle_frame,

@@ -443,3 +443,176 @@ fn stacks_share_nothing_and_can_live_on_different_threads() {
         .collect();
     assert!(frames.iter().all(|f| *f == frames[0] && *f > 4));
 }
+
+#[test]
+fn per_connection_options() {
+    let (a, b) = (Host::new(A_IP, A_MAC), Host::new(B_IP, B_MAC));
+    let l = b.listen(80).unwrap();
+    let mut c = 0;
+    // SAFETY: a live stack; valid out-pointer.
+    let r = unsafe { sluice_connect_with(a.0, 0, B_IP, 80, 99, &mut c) };
+    assert_eq!(r, sluice_error::InvalidArgument);
+    assert_eq!(a.counters().connections, 0);
+    // SAFETY: as above.
+    let r = unsafe { sluice_connect_with(a.0, 0, B_IP, 80, SLUICE_CC_CUBIC, &mut c) };
+    assert_eq!(r, sluice_error::Ok);
+    run(&a, &b, 0, 1_000_000_000, || false);
+    let s = b.accept(l).unwrap();
+    let info = a.info(c).unwrap();
+    assert_eq!(info.congestion_control, SLUICE_CC_CUBIC);
+    assert_eq!(info.ecn, 0, "CUBIC does not ask for ECN");
+    assert_eq!(b.info(s).unwrap().congestion_control, SLUICE_CC_DCTCP);
+    // SAFETY: a live stack.
+    unsafe {
+        assert_eq!(
+            sluice_set_congestion_control(a.0, c, SLUICE_CC_NEWRENO),
+            sluice_error::Ok
+        );
+        assert_eq!(
+            sluice_set_congestion_control(a.0, c, 5),
+            sluice_error::InvalidArgument
+        );
+        assert_eq!(sluice_set_nagle(a.0, c, 0), sluice_error::Ok);
+        assert_eq!(sluice_set_rate(a.0, c, 1_000_000_000), sluice_error::Ok);
+    }
+    let info = a.info(c).unwrap();
+    assert_eq!(info.congestion_control, SLUICE_CC_NEWRENO);
+    assert_eq!(a.close(c), sluice_error::Ok);
+    // SAFETY: a live stack; the handle is closed.
+    unsafe {
+        assert_eq!(
+            sluice_set_congestion_control(a.0, c, SLUICE_CC_NEWRENO),
+            sluice_error::InvalidHandle
+        );
+        assert_eq!(sluice_set_nagle(a.0, c, 1), sluice_error::InvalidHandle);
+        assert_eq!(sluice_set_rate(a.0, c, 0), sluice_error::InvalidHandle);
+        assert_eq!(
+            sluice_set_nagle(null_mut(), c, 1),
+            sluice_error::NullPointer
+        );
+        assert_eq!(sluice_set_rate(null_mut(), c, 0), sluice_error::NullPointer);
+        assert_eq!(
+            sluice_set_congestion_control(null_mut(), c, 0),
+            sluice_error::NullPointer
+        );
+        assert_eq!(
+            sluice_connect_with(null_mut(), 0, B_IP, 80, 0, &mut 0),
+            sluice_error::NullPointer
+        );
+        assert_eq!(
+            sluice_connect_with(a.0, 0, B_IP, 80, 0, null_mut()),
+            sluice_error::NullPointer
+        );
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so the random-call test needs no crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn random_calls_with_random_handles_and_bytes_never_panic() {
+    // Every call with handles that are live, closed, of the other stack or made up, with
+    // random lengths and random frames (and mutants of real ones): each returns a known code,
+    // none panics (a panic would poison the stack and show as PANIC/POISONED).
+    let (a, b) = (Host::new(A_IP, A_MAC), Host::new(B_IP, B_MAC));
+    let mut rng = Rng(0x5eed_f00d);
+    let mut handles: Vec<u64> = vec![0, 1, u64::MAX];
+    let mut now = 0u64;
+    let mut buf = vec![0u8; 4096];
+    let mut last_frame = vec![0u8; 60];
+    for step in 0..20_000 {
+        now += rng.below(50_000);
+        let h = handles[rng.below(handles.len() as u64) as usize];
+        let (me, other) = if rng.below(2) == 0 {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
+        let len = rng.below(buf.len() as u64) as usize;
+        let code: i64 = match rng.below(14) {
+            0 => me.listen(rng.below(4) as u16 + 79).map_or_else(
+                |e| e as i64,
+                |l| {
+                    handles.push(l);
+                    0
+                },
+            ),
+            1 => me.accept(h).map_or_else(
+                |e| e as i64,
+                |c| {
+                    handles.push(c);
+                    0
+                },
+            ),
+            2 => {
+                let ip = if rng.below(4) == 0 { A_IP } else { B_IP };
+                me.connect(now, ip, rng.below(4) as u16 + 79).map_or_else(
+                    |e| e as i64,
+                    |c| {
+                        handles.push(c);
+                        0
+                    },
+                )
+            }
+            3 => me.send(h, &buf[..len]),
+            4 => me.recv(h, &mut buf[..len]),
+            // SAFETY: a live stack.
+            5 => unsafe { sluice_shutdown(me.0, h) as i64 },
+            6 => me.close(h) as i64,
+            // SAFETY: a live stack.
+            7 => unsafe { sluice_abort(me.0, h) as i64 },
+            8 => me.info(h).map_or_else(|e| e as i64, |_| 0),
+            // SAFETY: a live stack.
+            9 => unsafe { sluice_unlisten(me.0, h) as i64 },
+            10 => {
+                while me.event().is_some() {}
+                0
+            }
+            11 => {
+                // A real frame moved across, or a mutant of the last one.
+                let n = me.transmit(now, &mut buf);
+                if n > 0 {
+                    last_frame = buf[..n as usize].to_vec();
+                    other.frame(now, &last_frame) as i64
+                } else {
+                    let mut m = last_frame.clone();
+                    let i = rng.below(m.len() as u64) as usize;
+                    m[i] ^= 1 << rng.below(8);
+                    m.truncate(rng.below(m.len() as u64 + 1) as usize);
+                    other.frame(now, &m) as i64
+                }
+            }
+            12 => {
+                for h in [me, other] {
+                    // SAFETY: a live stack.
+                    unsafe { sluice_stack_handle_timeout(h.0, now) };
+                }
+                0
+            }
+            _ => {
+                let junk: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                me.frame(now, &junk) as i64
+            }
+        };
+        let known = code >= 0 || sluice_error::from_code(code).is_some();
+        assert!(known, "step {step}: unknown code {code}");
+        assert!(
+            code != sluice_error::Panic as i64 && code != sluice_error::Poisoned as i64,
+            "step {step}: a call panicked"
+        );
+    }
+    assert!(a.counters().abi_refused + b.counters().abi_refused > 0);
+    assert!(a.counters().frames_rx + b.counters().frames_rx > 1000);
+}
