@@ -75,7 +75,8 @@ enum sluice_error
   SLUICE_ERROR_INVALID_ARGUMENT = -2,
   // The configuration was refused (`sluice_config_check` says why).
   SLUICE_ERROR_INVALID_CONFIG = -3,
-  // The connection or listener handle is closed, stale or was never issued.
+  // The connection or listener handle is closed, stale, was never issued, or is another
+  // stack's.
   SLUICE_ERROR_INVALID_HANDLE = -4,
   // The caller's buffer is too small; nothing was taken (a frame stays queued).
   SLUICE_ERROR_BUFFER_TOO_SMALL = -5,
@@ -169,11 +170,12 @@ typedef uint32_t sluice_tcp_state;
 // share nothing and may be used from distinct threads.
 typedef struct sluice_stack sluice_stack;
 
-// A listener handle: a per-stack listen generation (from 1) above the port's 16 bits.
+// A listener handle: the stack's tag in the top 8 bits, a per-stack listen generation
+// (from 1) in bits 16..48, the port in the low 16. Never 0.
 typedef uint64_t sluice_listener;
 
-// A connection handle: the core's slot (plus one, so 0 is never a handle) in the high 32
-// bits, the slot's generation in the low 32.
+// A connection handle: the stack's tag (1..=255) in the top 8 bits, the core's slot in the
+// next 24 (`max_connections` is at most 2^24), the slot's generation in the low 32. Never 0.
 typedef uint64_t sluice_conn;
 
 // An event for the application, from `sluice_poll_event`.
@@ -538,7 +540,7 @@ sluice_error sluice_set_rate(struct sluice_stack *stack, sluice_conn conn, uint6
 sluice_error sluice_stack_new(const struct sluice_config *config, struct sluice_stack **stack);
 
 // Destroys a stack and everything in it (connections vanish without a FIN or RST). NULL is
-// ignored. Handles of the stack must not be used afterwards with another stack.
+// ignored. Its handles mean nothing afterwards.
 //
 // # Safety
 // `stack` is NULL or a pointer from `sluice_stack_new` not yet freed; it is not used

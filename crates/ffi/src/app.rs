@@ -7,7 +7,7 @@ use sluice_tcp::{Event, Instant};
 
 use crate::boundary::{bytes, bytes_mut, status, with_stack, Out};
 use crate::error::sluice_error;
-use crate::handle::{conn_handle, sluice_conn, sluice_listener};
+use crate::handle::{sluice_conn, sluice_listener};
 use crate::host::sluice_stack;
 
 /// Readiness bit: the active open completed.
@@ -297,7 +297,7 @@ pub unsafe extern "C" fn sluice_poll_event(
                     Some(Event::Conn(id, r)) => sluice_event {
                         kind: sluice_event_kind::Conn,
                         readiness: readiness_bits(r),
-                        conn: conn_handle(id),
+                        conn: s.handles.conn_handle(id),
                         listener: 0,
                     },
                 };

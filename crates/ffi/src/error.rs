@@ -19,7 +19,8 @@ pub enum sluice_error {
     InvalidArgument = -2,
     /// The configuration was refused (`sluice_config_check` says why).
     InvalidConfig = -3,
-    /// The connection or listener handle is closed, stale or was never issued.
+    /// The connection or listener handle is closed, stale, was never issued, or is another
+    /// stack's.
     InvalidHandle = -4,
     /// The caller's buffer is too small; nothing was taken (a frame stays queued).
     BufferTooSmall = -5,

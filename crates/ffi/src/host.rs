@@ -2,7 +2,7 @@
 
 use sluice_tcp::Stack;
 
-use crate::handle::Handles;
+use crate::handle::{stack_tag, Handles};
 
 /// One host's TCP core (opaque to C). Create with `sluice_stack_new`, destroy with
 /// `sluice_stack_free`. Not thread-safe: one thread at a time per stack; distinct stacks
@@ -22,9 +22,11 @@ pub struct sluice_stack {
 impl sluice_stack {
     /// Wraps a core.
     pub(crate) fn new(core: Stack) -> Self {
+        let c = core.config();
+        let tag = stack_tag(u32::from(c.ip), c.mac.0, c.seed);
         sluice_stack {
             core,
-            handles: Handles::default(),
+            handles: Handles::new(tag),
             poisoned: false,
             refused_calls: 0,
         }

@@ -40,7 +40,7 @@ pub unsafe extern "C" fn sluice_stack_new(
 }
 
 /// Destroys a stack and everything in it (connections vanish without a FIN or RST). NULL is
-/// ignored. Handles of the stack must not be used afterwards with another stack.
+/// ignored. Its handles mean nothing afterwards.
 ///
 /// # Safety
 /// `stack` is NULL or a pointer from `sluice_stack_new` not yet freed; it is not used

@@ -394,9 +394,18 @@ fn handles_never_issued_or_of_another_kind_are_refused() {
             "{bogus:#x}"
         );
     }
-    // Another stack's handle means nothing here.
+    // Another stack's handle is refused, even where that stack has a live connection in
+    // the same slot with the same generation (the handles' stack tags differ).
     let b = Host::new(B_IP, B_MAC);
+    let twin = b.connect(0, A_IP, 80).unwrap();
+    assert_eq!(
+        twin & 0x00ff_ffff_ffff_ffff,
+        c & 0x00ff_ffff_ffff_ffff,
+        "same slot, same generation"
+    );
     assert_eq!(b.info(c), Err(sluice_error::InvalidHandle));
+    assert_eq!(a.info(twin), Err(sluice_error::InvalidHandle));
+    assert!(b.info(twin).is_ok());
     assert_eq!(a.connect(0, B_IP, 0), Err(sluice_error::InvalidArgument));
     assert_eq!(a.connect(0, A_IP, 80), Err(sluice_error::InvalidArgument));
     assert_eq!(a.listen(0), Err(sluice_error::InvalidArgument));

@@ -223,6 +223,9 @@ static int events(sluice_stack *s, app *p) {
             if (!p->accepted && sluice_accept(s, p->listener, &c) == SLUICE_ERROR_OK) {
                 p->server = c;
                 p->accepted = 1;
+                /* Each stack refuses the other's handle, though both are live. */
+                sluice_conn_info info;
+                CHECK_CODE(sluice_conn_get_info(s, p->client, &info), SLUICE_ERROR_INVALID_HANDLE);
             }
         } else {
             CHECK(e.kind == SLUICE_EVENT_KIND_CONN);
