@@ -187,16 +187,14 @@ pub(crate) unsafe fn c_str<'a>(ptr: *const std::ffi::c_char) -> Result<&'a str, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::sluice_config;
 
     fn stack() -> Box<sluice_stack> {
-        let mut c = sluice_config::from_core(&sluice_tcp::Config::new(
+        let mut c = sluice_tcp::Config::new(
             sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
             std::net::Ipv4Addr::new(10, 0, 0, 1),
-        ));
+        );
         c.max_connections = 8;
-        let core = sluice_tcp::Stack::new(c.to_core().unwrap()).unwrap();
-        Box::new(sluice_stack::new(core))
+        Box::new(sluice_stack::new(sluice_tcp::Stack::new(c).unwrap()))
     }
 
     #[test]
