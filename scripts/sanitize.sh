@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     *) crates+=("$1"); shift ;;
   esac
 done
-[ ${#crates[@]} -gt 0 ] || crates=(sluice-device sluice-shm sluice sluice-preload)
+[ ${#crates[@]} -gt 0 ] || crates=(sluice-device sluice-shm sluice sluice-preload sluice-ffi)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "error: sanitize.sh needs the nightly toolchain (rustup toolchain install nightly)" >&2
