@@ -6,7 +6,8 @@
 #
 #   scripts/sanitize.sh [--fuzz-seconds N] [--no-asan] [--no-miri] [--no-fuzz] [CRATE...]
 #
-# CRATE: packages for the ASan step (default: sluice-device sluice-shm sluice sluice-preload).
+# CRATE: packages for the ASan step (default: sluice-device sluice-shm sluice sluice-preload
+# sluice-ffi).
 # ASan rebuilds std instrumented (-Zbuild-std, needs `rustup +nightly component add
 # rust-src`) into target-asan/, so the normal target/ is not invalidated; the first run
 # builds for a while, later ones are incremental. Tests that need root and the namespace lab
