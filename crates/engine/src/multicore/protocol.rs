@@ -31,6 +31,7 @@ pub struct Protocol<A> {
     tx_frame_seq: u64,
     next_post: usize,
     app_done: bool,
+    started: bool,
     /// The thread that steps this role (checked in test builds).
     #[cfg(debug_assertions)]
     owner: Option<std::thread::ThreadId>,
@@ -65,6 +66,7 @@ impl<A: App> Protocol<A> {
             tx_frame_seq: 0,
             next_post: 0,
             app_done: false,
+            started: false,
             #[cfg(debug_assertions)]
             owner: None,
             rx: RoleCounters::default(),
@@ -114,6 +116,12 @@ impl<A: App> Protocol<A> {
     pub fn step(&mut self, now: Instant, budget: usize) -> Result<Progress, EngineError> {
         self.check_owner();
         let mut work = 0;
+        if !self.started {
+            // The application starts (listens) before the first frames are delivered, so
+            // a SYN waiting since before the engine ran finds its listener.
+            self.started = true;
+            self.poll_app(now, &mut work)?;
+        }
         for r in 0..self.from_pre.len() {
             for _ in 0..budget {
                 let Some(batch) = self.from_pre[r].recv() else {
@@ -138,15 +146,21 @@ impl<A: App> Protocol<A> {
             self.stack.handle_timeout(now);
             work += 1;
         }
+        self.poll_app(now, &mut work)?;
+        work += self.transmit(now, budget);
+        Ok(Progress { work })
+    }
+
+    /// Lets the application act, until it is done.
+    fn poll_app(&mut self, now: Instant, work: &mut usize) -> Result<(), EngineError> {
         if !self.app_done {
             match self.app.poll(&mut self.stack, now)? {
                 AppStatus::Done => self.app_done = true,
-                AppStatus::Busy => work += 1,
+                AppStatus::Busy => *work += 1,
                 AppStatus::Running => {}
             }
         }
-        work += self.transmit(now, budget);
-        Ok(Progress { work })
+        Ok(())
     }
 
     /// Hands a batch's frames to the core in order: runs of verified frames at once.
@@ -250,5 +264,125 @@ impl<A: App> Protocol<A> {
             self.next_post = (r + 1) % replicas;
         }
         frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::link::link;
+    use super::*;
+    use sluice_tcp::Config;
+    use sluice_wire::EthernetAddress;
+    use std::net::Ipv4Addr;
+
+    struct Quiet;
+
+    impl App for Quiet {
+        fn poll(&mut self, _: &mut Stack, _: Instant) -> Result<AppStatus, EngineError> {
+            Ok(AppStatus::Running)
+        }
+    }
+
+    const GROUPS: FlowGroups = FlowGroups { count: 2, key: 5 };
+
+    /// Group `group`'s role with a link in from one pre replica (its sending end returned).
+    fn role(group: u16) -> (Protocol<Quiet>, LinkTx) {
+        let mut cfg = Config::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 0, 0, 1),
+        );
+        cfg.flow_group = Some(sluice_tcp::FlowGroupMember {
+            groups: GROUPS,
+            index: group,
+        });
+        let (to_group, from_pre) = link(2, 2);
+        let (to_post, _from_group) = link(2, 2);
+        let stack = Stack::new(cfg).unwrap();
+        let p = Protocol::new(
+            group,
+            GROUPS,
+            stack,
+            Quiet,
+            vec![from_pre],
+            vec![to_post],
+            4,
+        );
+        (p, to_group)
+    }
+
+    /// A TCP frame to 10.0.0.1:80 from 10.0.0.2:`port`.
+    fn tcp(port: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[14 + 9] = 6;
+        f[26..30].copy_from_slice(&[10, 0, 0, 2]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        f[34..36].copy_from_slice(&port.to_be_bytes());
+        f[36..38].copy_from_slice(&80u16.to_be_bytes());
+        f
+    }
+
+    /// A port whose flow hashes to `group`.
+    fn port_of(group: u16) -> u16 {
+        (40000..)
+            .find(|&p| GROUPS.group_of_frame(&tcp(p)) == Some(group))
+            .unwrap()
+    }
+
+    fn send(link: &mut LinkTx, frame: &[u8], seq: u64) {
+        let mut b = link.take_empty().unwrap();
+        b.group = 1;
+        b.seq = seq;
+        let meta = FrameMeta {
+            group: 1,
+            seq,
+            ..FrameMeta::default()
+        };
+        assert!(b.push_copy(frame, meta));
+        link.send(b);
+    }
+
+    #[test]
+    fn frames_of_its_group_are_delivered_in_order() {
+        let (mut p, mut pre) = role(1);
+        send(&mut pre, &tcp(port_of(1)), 1);
+        p.step(Instant::ZERO, 4).unwrap();
+        assert_eq!(p.rx.frames, 0, "batch 1 waits for batch 0");
+        assert_eq!(p.rx.reorder_holds, 1);
+        send(&mut pre, &tcp(port_of(1)), 0);
+        p.step(Instant::ZERO, 4).unwrap();
+        assert_eq!((p.rx.frames, p.rx.batches), (2, 2));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a frame of group 0 reached group 1")]
+    fn a_frame_of_another_group_trips_the_ownership_check() {
+        let (mut p, mut pre) = role(1);
+        send(&mut pre, &tcp(port_of(0)), 0);
+        let _ = p.step(Instant::ZERO, 4);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    fn a_second_thread_stepping_the_role_trips_the_ownership_check() {
+        let (mut p, _pre) = role(1);
+        p.step(Instant::ZERO, 1).unwrap();
+        let other = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = p.step(Instant::ZERO, 1);
+            })
+            .join()
+        });
+        let e = other.expect_err("stepped from a second thread");
+        let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("stepped from two threads"), "{msg}");
+        // Once released (threads joined), another thread may take it over.
+        p.release_owner();
+        std::thread::scope(|s| {
+            s.spawn(|| p.step(Instant::ZERO, 1).unwrap());
+        });
     }
 }

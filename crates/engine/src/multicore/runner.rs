@@ -30,6 +30,8 @@ const YIELD_ROUNDS: u32 = 64;
 const PARK: Duration = Duration::from_micros(50);
 /// Longest stretch of virtual time the stepped model lets pass at once.
 const MODEL_MAX_WAIT: Duration = Duration::from_millis(1);
+/// Longest stretch (us) the stepped model lets pass while work is pending.
+const MODEL_SLOW_US: u64 = 20;
 
 /// Why the multi-core engine could not be built or stopped with an error.
 #[derive(Debug)]
@@ -412,8 +414,9 @@ impl<D: Device + Send, A: App + Send> MultiEngine<D, A> {
 
 impl<D: Device, A: App> MultiEngine<D, A> {
     /// Steps every role on the calling thread in an order drawn from `seed` with random
-    /// budgets, letting virtual time pass (the device's wait) only when no role can move,
-    /// until `until(device, protocols)` holds or `limit` of clock time passes.
+    /// budgets (0 leaves a role's input for the round), letting virtual time pass (the
+    /// device's wait) when no role can move and, now and then, while work is pending (a slow
+    /// core), until `until(device, protocols)` holds or `limit` of clock time passes.
     pub fn step_model(
         &mut self,
         seed: u64,
@@ -433,17 +436,33 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             let mut work = 0;
             {
                 let mut roles: Vec<_> = self.roles_by_thread().into_iter().flatten().collect();
-                // A random permutation (Fisher-Yates), each role with a budget of 1..=3.
+                // A random permutation (Fisher-Yates), each role with a budget of 0..=3: a
+                // role left out of a round lets the others overtake it.
                 let mut order: Vec<usize> = (0..roles.len()).collect();
                 for i in (1..order.len()).rev() {
                     order.swap(i, (rng.next() % (i as u64 + 1)) as usize);
                 }
                 for i in order {
-                    let budget = 1 + (rng.next() % 3) as usize;
+                    let budget = (rng.next() % 4) as usize;
                     work += roles[i].step(now, budget)?.work;
+                }
+                if work == 0 {
+                    // Idle only if every role, given a budget, finds nothing to do.
+                    for role in roles.iter_mut() {
+                        work += role.step(now, 1)?.work;
+                    }
                 }
             }
             if work > 0 {
+                // Now and then let time pass with work still pending, as on a slow core:
+                // more frames arrive while batches are in flight, so they overtake.
+                if rng.next() % 4 == 0 {
+                    let wait = Duration::from_micros(rng.next() % MODEL_SLOW_US);
+                    self.nic
+                        .device
+                        .wait(Some(wait.min(self.clock.until(stop))))
+                        .map_err(EngineError::Device)?;
+                }
                 continue;
             }
             // Nothing can move at this instant: let time pass to the next deadline.
