@@ -456,7 +456,7 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             if work > 0 {
                 // Now and then let time pass with work still pending, as on a slow core:
                 // more frames arrive while batches are in flight, so they overtake.
-                if rng.next() % 4 == 0 {
+                if rng.next().is_multiple_of(4) {
                     let wait = Duration::from_micros(rng.next() % MODEL_SLOW_US);
                     self.nic
                         .device
