@@ -300,9 +300,24 @@ impl App for Sources {
 fn two_flow_groups_on_threads_against_a_single_core_engine() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 2 {
-        eprintln!("skipped: two flow groups need two cores, this machine has {cores}");
+        eprintln!("skipped: two data-path threads need two cores, this machine has {cores}");
         return;
     }
+    for layout in [
+        Layout::FlowGroups { groups: 2 },
+        Layout::Pipelined { groups: 2 },
+        Layout::Replicated {
+            groups: 2,
+            replicas: 1,
+        },
+    ] {
+        threaded_run(layout);
+    }
+}
+
+/// The layout's two threads against a single-core engine over a device pair: six
+/// connections' bytes exact.
+fn threaded_run(layout: Layout) {
     let (a, b) = pair(PairConfig::default()).unwrap();
     let peer_ip = Ipv4Addr::new(10, 77, 0, 2);
     let macs = PairConfig::default().macs;
@@ -313,7 +328,7 @@ fn two_flow_groups_on_threads_against_a_single_core_engine() {
     // lands in is the same every run (both get some: asserted below).
     let mut config = core_config(macs[0], ENGINE, 1500);
     config.seed = 2;
-    let mut multi = MultiEngine::new(a, config, Layout::FlowGroups { groups: 2 }, |_| {
+    let mut multi = MultiEngine::new(a, config, layout, |_| {
         let mut sink = SinkApp::new(SINK_PORT);
         sink.print = false;
         SharedSink {
@@ -347,10 +362,13 @@ fn two_flow_groups_on_threads_against_a_single_core_engine() {
     });
     let report = multi.run(Some(Duration::from_secs(60))).unwrap();
     peer.join().unwrap();
-    assert!(report.apps_done, "{report:?}");
+    assert!(report.apps_done, "{layout:?}: {report:?}");
     let apps = multi.into_apps();
     let per_group: Vec<usize> = apps.iter().map(|a| a.sink.reports.len()).collect();
-    assert!(per_group.iter().all(|&n| n > 0), "{per_group:?}");
+    assert!(
+        per_group.iter().all(|&n| n > 0),
+        "{layout:?}: {per_group:?}"
+    );
     let mut got: Vec<[u8; 32]> = apps
         .iter()
         .flat_map(|a| a.sink.reports.iter())
