@@ -294,7 +294,23 @@ impl<D: Device> Nic<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::net::Ipv4Addr;
+
+    proptest! {
+        /// Any bytes at all are steered somewhere that exists, without a panic.
+        #[test]
+        fn any_frame_is_steered_to_an_existing_group(
+            frame in proptest::collection::vec(any::<u8>(), 0..100),
+            count in 1u16..8,
+        ) {
+            let g = FlowGroups { count, key: 3 };
+            match steer(&g, &frame) {
+                Steer::Group(i) => prop_assert!(i < count),
+                Steer::All => {}
+            }
+        }
+    }
 
     fn arp(op: u8) -> Vec<u8> {
         let mut f = vec![0u8; 42];
