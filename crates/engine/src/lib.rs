@@ -11,6 +11,7 @@ mod clock;
 mod hook_point;
 pub mod hooks;
 pub mod modules;
+pub mod multicore;
 pub mod pump;
 mod runtime;
 pub mod setup;

@@ -1,7 +1,7 @@
-//! `sluice bench [apps|verbs|mtp|extensions]`: every workload against the engine and against
-//! Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs
-//! with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost with
-//! `extensions`.
+//! `sluice bench [apps|verbs|mtp|extensions|sequencing]`: every workload against the engine and
+//! against Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest over
+//! verbs with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost with
+//! `extensions`, the multi-core sequencing step with `sequencing`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
@@ -35,6 +35,9 @@ enum BenchCommand {
     /// each beside the baseline, hook ns per frame, CPU per operation; interpreter vs JIT
     /// (the lab part needs root; issue 19).
     Extensions(sluice_bench::extensions::BenchExtensionsArgs),
+    /// The multi-core data-path's sequencing step (Sequencer + Reorder, 1/2/4 replicas
+    /// interleaved) and one link hop, ns per frame, in process (issue 20).
+    Sequencing(sluice_bench::sequencing::BenchSequencingArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
@@ -55,6 +58,10 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
                 .map(|(code, jt, jf, k)| Insn::new(code, jt, jf, k))
                 .collect();
             sluice_bench::extensions::run(args, &filter).map_err(CliError::Apps)
+        }
+        Some(BenchCommand::Sequencing(args)) => {
+            sluice_bench::sequencing::run(args);
+            Ok(())
         }
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }

@@ -1,0 +1,23 @@
+//! The multi-core data-path (flextoe.txt 3.1-3.2; docs/multicore.md): roles joined by
+//! bounded single-producer/single-consumer links of batches — the NIC role (device, flow-group
+//! steering, sequencing), pre replicas (checksum verification), one protocol role per flow
+//! group (its core, application and timers) and post replicas (checksum completion) — laid
+//! out on threads by a [`Layout`]. The single-threaded [`crate::Engine`] stays the
+//! single-core engine.
+
+pub mod batch;
+pub mod layout;
+pub mod link;
+pub mod nic;
+pub mod post;
+pub mod pre;
+pub mod progress;
+pub mod protocol;
+pub mod runner;
+pub mod sequence;
+
+pub use layout::{Layout, LayoutError, Plan, RoleId};
+pub use progress::{Progress, RoleCounters};
+pub use protocol::Protocol;
+pub use runner::{MultiEngine, MultiError, MultiReport};
+pub use sequence::{Reorder, ReorderError, Sequencer};
