@@ -95,7 +95,9 @@ fn the_dumbbell_delivers_every_flow_byte_exact() {
             .find(|l| l.starts_with(&format!("flow {i} ")))
             .unwrap_or_else(|| panic!("no line for flow {i}: {stdout}"));
         assert!(
-            line.contains(&format!(": {BYTES} bytes delivered, verified, completed in ")),
+            line.contains(&format!(
+                ": {BYTES} bytes delivered, verified, completed in "
+            )),
             "flow {i}: {line}"
         );
     }
@@ -120,7 +122,10 @@ fn the_dumbbell_delivers_every_flow_byte_exact() {
         )),
         "{summary}"
     );
-    assert!(summary.contains(", 0 frames the hosts' devices refused"), "{summary}");
+    assert!(
+        summary.contains(", 0 frames the hosts' devices refused"),
+        "{summary}"
+    );
     let table = std::fs::read_to_string(&csv).expect("the CSV was written");
     let _ = std::fs::remove_file(&csv);
     let mut lines = table.lines();
@@ -133,7 +138,10 @@ fn the_dumbbell_delivers_every_flow_byte_exact() {
     assert_eq!(cell("completed"), "4");
     assert_eq!(cell("verified"), "4");
     let gbps: f64 = cell("Gbit/s").parse().expect("Gbit/s");
-    assert!(gbps > 0.0 && gbps <= 1.0, "aggregate {gbps} Gbit/s on a 1 Gbit/s bottleneck");
+    assert!(
+        gbps > 0.0 && gbps <= 1.0,
+        "aggregate {gbps} Gbit/s on a 1 Gbit/s bottleneck"
+    );
 }
 
 #[test]
@@ -145,6 +153,9 @@ fn a_run_too_short_to_finish_says_so_and_fails() {
     let output = dumbbell(&["--flows", "2", "--seconds", "0.001"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("summary: 2 flows, 0 completed, 2 verified"), "{stdout}");
+    assert!(
+        stdout.contains("summary: 2 flows, 0 completed, 2 verified"),
+        "{stdout}"
+    );
     assert!(stdout.contains(", verified, not completed"), "{stdout}");
 }
