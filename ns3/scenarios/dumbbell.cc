@@ -1,8 +1,10 @@
 // Dumbbell: N Sluice senders -> router -> bottleneck -> router -> N Sluice receivers.
 //
 // The hosts run Sluice's TCP core (SluiceStack), not ns-3's Internet stack; the two routers
-// run ns-3's IPv4 forwarding with static routes. Links are point-to-point (full duplex);
-// the bottleneck's queue is RED with ECN marking at a step threshold (DCTCP's K).
+// run ns-3's IPv4 forwarding with static routes. The bottleneck is point-to-point (full
+// duplex) with a RED queue marking ECN at a step threshold (DCTCP's K); host links are
+// point-to-point too, or CSMA (Ethernet, with ARP between router and host) with
+// --access=csma.
 // Prints one line per flow and a summary; --csv=FILE writes the summary's columns as
 // `sluice experiment incast` names them. Exit status 1 when a flow was not verified or
 // did not complete. See docs/ns3.md.
@@ -12,6 +14,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/command-line.h"
+#include "ns3/csma-helper.h"
 #include "ns3/double.h"
 #include "ns3/global-value.h"
 #include "ns3/internet-stack-helper.h"
@@ -106,6 +109,7 @@ main(int argc, char* argv[])
     std::string delay = "10us";
     std::string accessBandwidth = "10Gbps";
     std::string accessDelay = "1us";
+    std::string accessKind = "p2p";
     std::string cc = "dctcp";
     std::string recovery = "sack";
     uint32_t ooo = 64;
@@ -123,6 +127,7 @@ main(int argc, char* argv[])
     cmd.AddValue("delay", "Bottleneck one-way delay", delay);
     cmd.AddValue("access-bandwidth", "Host link rate", accessBandwidth);
     cmd.AddValue("access-delay", "Host link one-way delay", accessDelay);
+    cmd.AddValue("access", "Host links: p2p (point-to-point) or csma (Ethernet, ARP)", accessKind);
     cmd.AddValue("cc", "Congestion control (dctcp, newreno, cubic, bbr, timely)", cc);
     cmd.AddValue("recovery", "Loss recovery (sack, gobackn)", recovery);
     cmd.AddValue("ooo", "Out-of-order intervals per connection (0..64)", ooo);
@@ -133,6 +138,11 @@ main(int argc, char* argv[])
     cmd.AddValue("seed", "Seed of the run (ns-3's RNG and the stacks')", seed);
     cmd.AddValue("csv", "Write the summary as CSV to this file", csv);
     cmd.Parse(argc, argv);
+    if (accessKind != "p2p" && accessKind != "csma")
+    {
+        std::cerr << "dumbbell: --access is p2p or csma" << std::endl;
+        return 2;
+    }
     if (flows == 0 || rpc > flows || seed == 0 || !(seconds > 0) || ecnK == 0 || queuePackets < ecnK)
     {
         std::cerr << "dumbbell: need --flows >= 1, --rpc <= --flows, --seed >= 1, "
@@ -182,6 +192,12 @@ main(int argc, char* argv[])
     access.SetChannelAttribute("Delay", StringValue(accessDelay));
     // A host's device queue takes whatever burst the core emits at once (its send window).
     access.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("10000p"));
+    // CSMA is half duplex in ns-3 3.37 (one sender at a time on a channel): at 10x the
+    // bottleneck's rate a host link is still never the bottleneck.
+    CsmaHelper csma;
+    csma.SetChannelAttribute("DataRate", StringValue(accessBandwidth));
+    csma.SetChannelAttribute("Delay", StringValue(accessDelay));
+    csma.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("10000p"));
     TrafficControlHelper fifo;
 
     std::vector<Ptr<SluiceStack>> senderStacks;
@@ -192,7 +208,9 @@ main(int argc, char* argv[])
         Ptr<Node> router = routers.Get(side);
         for (uint32_t i = 0; i < flows; i++)
         {
-            NetDeviceContainer link = access.Install(hosts.Get(i), router);
+            NetDeviceContainer link = accessKind == "csma"
+                                          ? csma.Install(NodeContainer(hosts.Get(i), router))
+                                          : access.Install(hosts.Get(i), router);
             std::ostringstream net;
             net << "10." << (side + 1) << "." << (i + 1) << ".0";
             address.SetBase(net.str().c_str(), "255.255.255.0");
@@ -212,7 +230,8 @@ main(int argc, char* argv[])
             {
                 return 2;
             }
-            // Point-to-point carries no ARP: every far host is reached at the router's MAC.
+            // The core has no default gateway: the far host is reached at the router's MAC
+            // (on CSMA the router still ARPs for the host, and the core answers).
             std::ostringstream peer;
             peer << "10." << (2 - side) << "." << (i + 1) << ".2";
             stack->AddNeighbor(Ipv4Address(peer.str().c_str()),

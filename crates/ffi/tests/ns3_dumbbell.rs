@@ -1,8 +1,9 @@
 //! The ns-3 module (ns3/, issue 22) built by scripts/ns3.sh against Debian's libns3-dev and
 //! the staticlib this test run built, then its dumbbell run with Sluice hosts for 0.1 s of
 //! simulated time: every flow's bytes delivered byte-exact and its end of stream read, the
-//! closed-loop RPC's responses verified. Without ns-3 the test fails under `CI=true` and
-//! otherwise says it skipped (`scripts/setup.sh` or `scripts/ns3.sh` installs ns-3).
+//! closed-loop RPC's responses verified; the same over CSMA host links (ARP). Without ns-3
+//! the tests fail under `CI=true` and otherwise say they skipped (`scripts/setup.sh` or
+//! `scripts/ns3.sh` installs ns-3).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,10 +14,11 @@ const FLOWS: usize = 4;
 const BYTES: u64 = 1_000_000;
 
 /// The ns-3 modules the Makefile links.
-const NS3_MODULES: [&str; 5] = [
+const NS3_MODULES: [&str; 6] = [
     "ns3-core",
     "ns3-network",
     "ns3-point-to-point",
+    "ns3-csma",
     "ns3-internet",
     "ns3-traffic-control",
 ];
@@ -158,4 +160,20 @@ fn a_run_too_short_to_finish_says_so_and_fails() {
         "{stdout}"
     );
     assert!(stdout.contains(", verified, not completed"), "{stdout}");
+}
+
+#[test]
+fn over_csma_host_links_the_core_answers_the_routers_arp() {
+    if !ns3_present() {
+        return;
+    }
+    // CSMA carries Ethernet and ARP: the routers learn the hosts' MACs from the cores'
+    // ARP replies, so nothing is delivered unless the rebuilt frames are right both ways.
+    let output = dumbbell(&["--flows", "2", "--seconds", "0.1", "--access", "csma"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("summary: 2 flows, 2 completed, 2 verified, 2000000 bytes delivered"),
+        "{stdout}"
+    );
 }
