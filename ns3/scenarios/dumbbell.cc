@@ -2,7 +2,7 @@
 //
 // The hosts run Sluice's TCP core (SluiceStack), not ns-3's Internet stack; the two routers
 // run ns-3's IPv4 forwarding with static routes. The bottleneck is point-to-point (full
-// duplex) with a RED queue marking ECN at a step threshold (DCTCP's K); host links are
+// duplex) with a FIFO marking ECN at a step threshold (DCTCP's K); host links are
 // point-to-point too, or CSMA (Ethernet, with ARP between router and host) with
 // --access=csma.
 // Prints one line per flow and a summary; --csv=FILE writes the summary's columns as
@@ -11,11 +11,11 @@
 #include "../model/sluice-bulk.h"
 #include "../model/sluice-rpc.h"
 #include "../model/sluice-stack.h"
+#include "../model/step-mark-queue-disc.h"
 
 #include "ns3/boolean.h"
 #include "ns3/command-line.h"
 #include "ns3/csma-helper.h"
-#include "ns3/double.h"
 #include "ns3/global-value.h"
 #include "ns3/internet-stack-helper.h"
 #include "ns3/ipv4-address-helper.h"
@@ -171,18 +171,14 @@ main(int argc, char* argv[])
     // The queue lives in the queue disc (RED below); the device keeps one packet.
     bottleneck.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
     NetDeviceContainer core = bottleneck.Install(routers.Get(0), routers.Get(1));
-    TrafficControlHelper red;
-    // DCTCP's marking (RFC 8257 3.1): mark, never drop early, at an instantaneous queue
-    // of K packets (QW 1: no averaging); drop only when the queue is full.
-    red.SetRootQueueDisc("ns3::RedQueueDisc",
-                         "UseEcn", BooleanValue(true),
-                         "UseHardDrop", BooleanValue(false),
-                         "MeanPktSize", UintegerValue(1500),
-                         "QW", DoubleValue(1.0),
-                         "MinTh", DoubleValue(ecnK),
-                         "MaxTh", DoubleValue(ecnK + 1),
+    TrafficControlHelper stepMark;
+    // DCTCP's switch (RFC 8257 3.1), as in Sluice's simulator: mark ECN-capable packets
+    // arriving to K or more queued, drop only when the queue is full. (ns-3's RED with
+    // MinTh = K would also drop SYNs and non-ECN flows' packets from K on.)
+    stepMark.SetRootQueueDisc("ns3::SluiceStepMarkQueueDisc",
+                         "MarkThreshold", UintegerValue(ecnK),
                          "MaxSize", QueueSizeValue(QueueSize(std::to_string(queuePackets) + "p")));
-    QueueDiscContainer queues = red.Install(core);
+    QueueDiscContainer queues = stepMark.Install(core);
     Ipv4AddressHelper address;
     address.SetBase("10.0.0.0", "255.255.255.252");
     address.Assign(core);
