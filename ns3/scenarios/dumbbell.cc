@@ -112,7 +112,7 @@ main(int argc, char* argv[])
     std::string accessKind = "p2p";
     std::string cc = "dctcp";
     std::string recovery = "sack";
-    uint32_t ooo = 64;
+    uint32_t ooo = 1;
     uint64_t bytes = 1000000;
     uint32_t rpc = 0;
     uint32_t queuePackets = 200;
