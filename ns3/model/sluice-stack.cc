@@ -228,6 +228,13 @@ SluiceStack::Receive(Ptr<NetDevice> device,
     {
         return;
     }
+    // Devices whose addresses are not MACs (no Ethernet header can be rebuilt) are not
+    // supported: their frames are dropped and counted, not asserted on.
+    if (!Mac48Address::IsMatchingType(from) || !Mac48Address::IsMatchingType(to))
+    {
+        m_rxDropped++;
+        return;
+    }
     // Devices hand up the payload without their link header (CSMA strips Ethernet,
     // point-to-point strips PPP); the core takes Ethernet frames, so rebuild one from what
     // the device says. Longer than the MTU would not fit the core's frame: dropped there.
@@ -363,6 +370,15 @@ SluiceStack::Listen(uint16_t port, AcceptCallback cb, sluice_listener* listener)
 }
 
 int32_t
+SluiceStack::Unlisten(sluice_listener listener)
+{
+    m_listeners.erase(listener);
+    int32_t rc = sluice_unlisten(m_stack, listener);
+    Drive();
+    return rc;
+}
+
+int32_t
 SluiceStack::Accept(sluice_listener listener, ConnCallback cb, sluice_conn* conn)
 {
     int32_t rc = sluice_accept(m_stack, listener, conn);
@@ -442,6 +458,12 @@ uint64_t
 SluiceStack::GetTxDropped() const
 {
     return m_txDropped;
+}
+
+uint64_t
+SluiceStack::GetRxDropped() const
+{
+    return m_rxDropped;
 }
 
 Ipv4Address

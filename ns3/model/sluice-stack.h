@@ -56,6 +56,8 @@ class SluiceStack : public Object
 
     /// Listens on `port`; `cb` runs when connections wait in the accept queue.
     int32_t Listen(uint16_t port, AcceptCallback cb, sluice_listener* listener);
+    /// Stops listening (connections not yet accepted are reset).
+    int32_t Unlisten(sluice_listener listener);
     /// Takes one connection from the accept queue; `cb` gets its readiness changes.
     int32_t Accept(sluice_listener listener, ConnCallback cb, sluice_conn* conn);
     /// Opens a connection to `ip:port`; `cb` gets its readiness changes.
@@ -75,6 +77,8 @@ class SluiceStack : public Object
     sluice_counters GetCounters();
     /// Frames the core emitted that the device refused or cannot carry.
     uint64_t GetTxDropped() const;
+    /// Frames from the device dropped before the core (addresses that are not MACs).
+    uint64_t GetRxDropped() const;
     /// The address given to Install.
     Ipv4Address GetAddress() const;
 
@@ -111,6 +115,7 @@ class SluiceStack : public Object
     bool m_driving{false};
     bool m_again{false};
     uint64_t m_txDropped{0};
+    uint64_t m_rxDropped{0};
     std::map<sluice_conn, ConnCallback> m_conns;
     std::map<sluice_listener, AcceptCallback> m_listeners;
 

@@ -373,14 +373,14 @@ main(int argc, char* argv[])
         sluice_counters c = s->GetCounters();
         rtos += c.timeouts;
         retxBytes += c.retransmitted_bytes;
-        txDropped += s->GetTxDropped();
+        txDropped += s->GetTxDropped() + s->GetRxDropped();
     }
     for (auto& s : receiverStacks)
     {
         sluice_counters c = s->GetCounters();
         rtos += c.timeouts;
         retxBytes += c.retransmitted_bytes;
-        txDropped += s->GetTxDropped();
+        txDropped += s->GetTxDropped() + s->GetRxDropped();
     }
     uint64_t drops = 0;
     uint64_t marks = 0;
@@ -397,7 +397,7 @@ main(int argc, char* argv[])
     std::printf("summary: %u flows, %u completed, %u verified, %llu bytes delivered, "
                 "%.3f Gbit/s aggregate, Jain %.3f, fct p50 %.3f ms p99 %.3f ms, "
                 "rpc %zu ops p50 %.1f us p99 %.1f us%s, %llu bottleneck drops, %llu ECN marks, "
-                "%llu RTOs, %llu bytes retransmitted, %llu frames the hosts' devices refused (%s, %s, seed %u)\n",
+                "%llu RTOs, %llu bytes retransmitted, %llu frames dropped at the hosts' devices (%s, %s, seed %u)\n",
                 flows,
                 completed,
                 verified,

@@ -125,7 +125,7 @@ fn the_dumbbell_delivers_every_flow_byte_exact() {
         "{summary}"
     );
     assert!(
-        summary.contains(", 0 frames the hosts' devices refused"),
+        summary.contains(", 0 frames dropped at the hosts' devices"),
         "{summary}"
     );
     let table = std::fs::read_to_string(&csv).expect("the CSV was written");
@@ -175,5 +175,21 @@ fn over_csma_host_links_the_core_answers_the_routers_arp() {
     assert!(
         stdout.contains("summary: 2 flows, 2 completed, 2 verified, 2000000 bytes delivered"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn attributes_the_core_refuses_stop_the_run_with_the_reason() {
+    if !ns3_present() {
+        return;
+    }
+    // The --cc attribute reaches sluice_config through the stack's Install, which refuses
+    // an unknown name with the reason rather than running with a default.
+    let output = dumbbell(&["--flows", "1", "--cc", "vegas"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sluice config refused: unknown congestion control 'vegas'"),
+        "{stderr}"
     );
 }
