@@ -26,6 +26,10 @@ command -v m4 >/dev/null 2>&1 || need+=(m4)
 for p in libbpf-dev libelf-dev zlib1g-dev; do pkg_ok "$p" || need+=("$p"); done
 # `sluice capture` compiles tcpdump's filter language with libpcap (the pcap crate links it).
 pkg_ok libpcap-dev || need+=(libpcap-dev)
+# The ns-3 module (ns3/, scripts/ns3.sh, crates/ffi/tests/ns3_dumbbell.rs) builds against
+# Debian's ns-3 3.37, whose pkg-config files name libgsl, libsqlite3 and libxml2's headers.
+for p in libns3-dev libgsl-dev libsqlite3-dev libxml2-dev; do pkg_ok "$p" || need+=("$p"); done
+command -v make >/dev/null 2>&1 || need+=(make)
 # `sluice experiment` draws its PNG plots with plotters, whose text goes through fontconfig
 # and FreeType and needs a font at run time.
 for p in libfontconfig1-dev libfreetype-dev fonts-dejavu-core; do pkg_ok "$p" || need+=("$p"); done
