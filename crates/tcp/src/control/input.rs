@@ -95,7 +95,8 @@ impl Stack {
                         self.run_stages(n, chunk);
                         n = 0;
                         self.counters.exceptions += 1;
-                        if let Handback::Segment(summary) = self.handle_exception(&input) {
+                        if let Handback::Segment(mut summary) = self.handle_exception(&input) {
+                            summary.log = self.dp.pre[summary.slot as usize].log;
                             self.dp.batch[0] = summary;
                             self.run_stages(1, &[input.payload]);
                         }
@@ -128,7 +129,7 @@ impl Stack {
             return;
         }
         tracepoint! { self, None, Queue { queue: "batch", len: n as u32, cap: BATCH as u32 } }
-        self.protocol_stage(n);
+        self.protocol_stage(n, frames);
         // The post stage places payload in the receive rings: a ring still without storage
         // (an idle connection's) gets it here, in the control plane, from the pool.
         for s in &self.dp.batch[..n] {
