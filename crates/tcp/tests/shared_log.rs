@@ -165,7 +165,7 @@ fn out_of_order_bytes_inside_a_gap_are_refused_and_come_again() {
 fn a_full_log_closes_the_window_and_a_trim_reopens_it() {
     let mut stack = stack();
     let (mut a, _b) = two_clients(&mut stack);
-    let cap = 40_000u64;
+    let cap = RX_BUFFER as u64; // at most a receive buffer's window per connection
     let log = stack.log_register(cap as usize).unwrap();
     stack.log_attach(log, a.id).unwrap();
     // The only connection gets the whole log as its window, and is told so.

@@ -242,7 +242,8 @@ impl Stack {
     }
 
     /// Gives the log's free space not yet promised to the attached connections' windows,
-    /// each up to an equal share of the log (and what its window field can say); a window
+    /// each up to an equal share of the log, its receive buffer's size
+    /// (`Config::rx_buffer`) and what its window field can say; a window
     /// that opens by a segment or more, or from nothing, is advertised at once.
     fn log_reopen(&mut self, index: u16) {
         let Some(Some(log)) = self.logs.logs.get(usize::from(index)) else {
@@ -262,7 +263,9 @@ impl Stack {
             let s = slot as usize;
             let ps = &mut self.dp.proto[s];
             let given = grant(ps, self.logs.slots[s]);
-            let most = u64::from(u16::MAX) << ps.rcv_wscale;
+            // Never more than its receive buffer could offer, so that connections
+            // attached later find room too.
+            let most = (u64::from(u16::MAX) << ps.rcv_wscale).min(self.cfg.rx_buffer as u64);
             let target = share.min(most);
             if given >= target {
                 continue;
