@@ -33,6 +33,7 @@ mod op_rows;
 pub mod outside;
 mod plan;
 mod report;
+pub mod shared_log;
 pub mod sockperf;
 pub mod verbs;
 

@@ -1,7 +1,7 @@
-//! `sluice bench [apps|verbs|mtp|extensions]`: every workload against the engine and against
-//! Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest over verbs
-//! with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost with
-//! `extensions`.
+//! `sluice bench [apps|verbs|mtp|extensions|shared-log]`: every workload against the engine
+//! and against Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest
+//! over verbs with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost
+//! with `extensions`, Laminar's shared log with `shared-log`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
@@ -35,6 +35,10 @@ enum BenchCommand {
     /// each beside the baseline, hook ns per frame, CPU per operation; interpreter vs JIT
     /// (the lab part needs root; issue 19).
     Extensions(sluice_bench::extensions::BenchExtensionsArgs),
+    /// Laminar's shared log (laminar.txt 5): records/s and CPU per record for the core's
+    /// extension, the same log over Sluice sockets and over Linux sockets, ratios (no root,
+    /// no lab; issue 20).
+    SharedLog(sluice_bench::shared_log::BenchSharedLogArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
@@ -55,6 +59,9 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
                 .map(|(code, jt, jf, k)| Insn::new(code, jt, jf, k))
                 .collect();
             sluice_bench::extensions::run(args, &filter).map_err(CliError::Apps)
+        }
+        Some(BenchCommand::SharedLog(args)) => {
+            sluice_bench::shared_log::run(args).map_err(CliError::Apps)
         }
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }
