@@ -29,8 +29,10 @@ use crate::measure::cpu_seconds;
 
 /// Records a client keeps in flight (sent, not yet taken by the server's application).
 pub const IN_FLIGHT: u32 = 256;
-/// A record's header: length (2), client (2), index (4).
+/// A record's header: a marker byte, client (1), length (2), index (4).
 const HEADER: usize = 8;
+/// The first byte of every record: a parse that lands anywhere else notices.
+const MARKER: u8 = 0xa5;
 /// The cores' MSS: every record size divides it.
 const MSS: u16 = 4096;
 const PORT: u16 = 9000;
@@ -101,8 +103,9 @@ impl Outcome {
 
 /// A record: header then a body the client and index determine.
 fn record(client: u16, index: u32, size: usize, out: &mut Vec<u8>) {
+    out.push(MARKER);
+    out.push(client as u8);
     out.extend_from_slice(&(size as u16).to_be_bytes());
-    out.extend_from_slice(&client.to_be_bytes());
     out.extend_from_slice(&index.to_be_bytes());
     out.extend((HEADER..size).map(|i| (i as u8) ^ (index as u8)));
 }
@@ -129,8 +132,8 @@ impl AppLog {
 fn parse(buf: &[u8], mut take: impl FnMut(u16, &[u8])) -> Result<usize, AppsError> {
     let mut at = 0;
     while buf.len() - at >= HEADER {
-        let len = usize::from(u16::from_be_bytes([buf[at], buf[at + 1]]));
-        if len < HEADER {
+        let len = usize::from(u16::from_be_bytes([buf[at + 2], buf[at + 3]]));
+        if buf[at] != MARKER || len < HEADER {
             return Err(AppsError::Mismatch(format!(
                 "no record boundary at log offset {at}"
             )));
@@ -138,7 +141,7 @@ fn parse(buf: &[u8], mut take: impl FnMut(u16, &[u8])) -> Result<usize, AppsErro
         if buf.len() - at < len {
             break;
         }
-        let client = u16::from_be_bytes([buf[at + 2], buf[at + 3]]);
+        let client = u16::from(buf[at + 1]);
         take(client, &buf[at..at + len]);
         at += len;
     }
