@@ -157,7 +157,11 @@ fn core(n: u8, ip: Ipv4Addr) -> Stack {
     cfg.rx_buffer = 4 << 20;
     cfg.tx_buffer = 4 << 20;
     let mut s = Stack::new(cfg).expect("a valid configuration");
-    let (peer, mac) = if n == 1 { (CLIENT_IP, 2) } else { (SERVER_IP, 1) };
+    let (peer, mac) = if n == 1 {
+        (CLIENT_IP, 2)
+    } else {
+        (SERVER_IP, 1)
+    };
     s.add_neighbor(peer, EthernetAddress([2, 0, 0, 0, 9, mac]));
     s
 }
@@ -167,7 +171,13 @@ fn now_of(start: WallClock) -> Instant {
 }
 
 /// Frames from `from` to `to`, handed over in one batch.
-fn pump(from: &mut Stack, to: &mut Stack, now: Instant, arena: &mut Vec<u8>, ends: &mut Vec<usize>) {
+fn pump(
+    from: &mut Stack,
+    to: &mut Stack,
+    now: Instant,
+    arena: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+) {
     arena.clear();
     ends.clear();
     let mut buf = vec![0u8; usize::from(MSS) + 100];
@@ -193,7 +203,12 @@ fn timers(s: &mut Stack, now: Instant) {
 }
 
 /// The Sluice rows: two cores in this process.
-fn run_sluice(variant: Variant, clients: u16, size: usize, seconds: f64) -> Result<Outcome, AppsError> {
+fn run_sluice(
+    variant: Variant,
+    clients: u16,
+    size: usize,
+    seconds: f64,
+) -> Result<Outcome, AppsError> {
     let mut server = core(1, SERVER_IP);
     let mut client = core(2, CLIENT_IP);
     let start = WallClock::now();
@@ -404,7 +419,12 @@ fn run_linux(clients: u16, size: usize, seconds: f64) -> Result<Outcome, AppsErr
 }
 
 /// Runs one row.
-pub fn run_row(variant: Variant, clients: u16, size: usize, seconds: f64) -> Result<Outcome, AppsError> {
+pub fn run_row(
+    variant: Variant,
+    clients: u16,
+    size: usize,
+    seconds: f64,
+) -> Result<Outcome, AppsError> {
     match variant {
         Variant::LinuxSockets => run_linux(clients, size, seconds),
         v => run_sluice(v, clients, size, seconds),
@@ -442,7 +462,11 @@ pub fn run(args: &BenchSharedLogArgs) -> Result<(), AppsError> {
     for &c in &clients {
         for &s in &sizes {
             let linux = run_row(Variant::LinuxSockets, c, s, seconds)?;
-            for v in [Variant::Extension, Variant::SluiceSockets, Variant::LinuxSockets] {
+            for v in [
+                Variant::Extension,
+                Variant::SluiceSockets,
+                Variant::LinuxSockets,
+            ] {
                 let o = if v == Variant::LinuxSockets {
                     linux
                 } else {
@@ -486,7 +510,11 @@ mod tests {
     /// rate is asserted).
     #[test]
     fn each_way_takes_records() {
-        for v in [Variant::Extension, Variant::SluiceSockets, Variant::LinuxSockets] {
+        for v in [
+            Variant::Extension,
+            Variant::SluiceSockets,
+            Variant::LinuxSockets,
+        ] {
             let o = run_row(v, 2, 64, 0.02).unwrap();
             assert!(o.records > 0, "{v:?}: {o:?}");
         }

@@ -50,7 +50,8 @@ impl LogServer {
             }
         }
         // Out-of-order data already in a ring defers the attach until it is in order.
-        self.pending.retain(|&c| stack.log_attach(self.log, c).is_err());
+        self.pending
+            .retain(|&c| stack.log_attach(self.log, c).is_err());
         while let Some(r) = stack.poll_log_redirect(self.log).unwrap() {
             assert!(!r.abandoned, "no client ends early");
             stack.log_fill(self.log, r.offset, &r.data).unwrap();
@@ -98,12 +99,20 @@ fn run(
         .unwrap();
     let (log, l) = {
         let s = sim.host_mut(server).unwrap();
-        (s.log_register(4 << 20).unwrap(), s.listen(PORT, 64).unwrap())
+        (
+            s.log_register(4 << 20).unwrap(),
+            s.listen(PORT, 64).unwrap(),
+        )
     };
     let _ = l;
     let now = sim.now();
     let conns: Vec<ConnId> = (0..clients)
-        .map(|_| sim.host_mut(client).unwrap().connect(now, A_IP, PORT).unwrap())
+        .map(|_| {
+            sim.host_mut(client)
+                .unwrap()
+                .connect(now, A_IP, PORT)
+                .unwrap()
+        })
         .collect();
     let mut app = LogServer {
         log,
@@ -143,7 +152,11 @@ fn run(
     .unwrap_or_else(|e| panic!("records did not all arrive: {e:?}, {} of {want}", app.total));
     for i in 0..clients {
         let expect: Vec<Vec<u8>> = (0..per_client).map(|n| record(i, n, size)).collect();
-        assert_eq!(app.got.get(&i), Some(&expect), "client {i}'s records in order");
+        assert_eq!(
+            app.got.get(&i),
+            Some(&expect),
+            "client {i}'s records in order"
+        );
     }
     let info = sim.host(server).unwrap().log_info(log).unwrap();
     assert_eq!(info.gaps, 0);

@@ -178,7 +178,11 @@ fn a_full_log_closes_the_window_and_a_trim_reopens_it() {
     }
     let acks = drain(&mut stack, ms(2), None);
     let last = acks.last().unwrap().0;
-    assert_eq!((last.ack, last.window), (a.peer_nxt, 0), "window 0 when full");
+    assert_eq!(
+        (last.ack, last.window),
+        (a.peer_nxt, 0),
+        "window 0 when full"
+    );
     assert_eq!(stack.counters().log_window_zero, 1);
     // More data is beyond the window: not accepted, nothing overwritten.
     a.peer.send(&mut stack, ms(3), a.data_seg(b"overflow"));
@@ -216,8 +220,11 @@ fn a_connection_that_ends_with_a_gap_open_leaves_it_abandoned() {
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     stack.log_attach(log, b.id).unwrap();
-    a.peer
-        .send(&mut stack, ms(1), a.data_seg(b"late").seq(a.peer_nxt + 5u32));
+    a.peer.send(
+        &mut stack,
+        ms(1),
+        a.data_seg(b"late").seq(a.peer_nxt + 5u32),
+    );
     send(&mut stack, &mut b, b"b|");
     a.peer
         .send(&mut stack, ms(2), a.peer.seg(RST).seq(a.peer_nxt));
@@ -244,7 +251,10 @@ fn bad_calls_get_typed_errors() {
     let other = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     assert_eq!(stack.log_attach(log, a.id), Err(LogError::AlreadyAttached));
-    assert_eq!(stack.log_attach(other, a.id), Err(LogError::AlreadyAttached));
+    assert_eq!(
+        stack.log_attach(other, a.id),
+        Err(LogError::AlreadyAttached)
+    );
     assert_eq!(stack.log_detach(other, a.id), Err(LogError::NotAttached));
     assert_eq!(stack.log_detach(log, b.id), Err(LogError::NotAttached));
     assert_eq!(stack.log_unregister(log), Err(LogError::Attached));
@@ -278,7 +288,10 @@ fn bad_calls_get_typed_errors() {
     assert_eq!(stack.log_attach(other, b.id), Err(LogError::UnknownLog));
     // A stale connection handle.
     stack.abort(b.id).unwrap();
-    assert_eq!(stack.log_attach(log, b.id), Err(LogError::InvalidConnection));
+    assert_eq!(
+        stack.log_attach(log, b.id),
+        Err(LogError::InvalidConnection)
+    );
     let mut n = 2; // log and tiny (other's index is free again)
     loop {
         match stack.log_register(1) {

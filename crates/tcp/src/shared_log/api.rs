@@ -3,8 +3,7 @@
 //! and fill the gaps with them. Trims reopen the attached connections' windows.
 
 use super::log::{
-    LogError, LogId, LogInfo, LogRedirect, SharedLog, SlotLog, MAX_LOGS, MAX_LOG_CAPACITY,
-    NO_LOG,
+    LogError, LogId, LogInfo, LogRedirect, SharedLog, SlotLog, MAX_LOGS, MAX_LOG_CAPACITY, NO_LOG,
 };
 use crate::datapath::state::{post_flags, ProtoState};
 use crate::handle::ConnId;

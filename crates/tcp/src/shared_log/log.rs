@@ -101,7 +101,10 @@ impl core::fmt::Display for LogError {
             LogError::GapsPending => f.write_str("connection has gaps still to arrive"),
             LogError::Attached => f.write_str("connections still attached to the log"),
             LogError::NotRedirected { offset } => {
-                write!(f, "offset {offset} is not the start of redirected gap bytes")
+                write!(
+                    f,
+                    "offset {offset} is not the start of redirected gap bytes"
+                )
             }
             LogError::TrimPastReadable { asked, readable } => {
                 write!(f, "trim of {asked} bytes, {readable} readable")
@@ -253,7 +256,10 @@ impl SharedLog {
         let cap = self.bytes.len();
         let start = (self.head % cap as u64) as usize;
         let first = len.min(cap - start);
-        (&self.bytes[start..start + first], &self.bytes[..len - first])
+        (
+            &self.bytes[start..start + first],
+            &self.bytes[..len - first],
+        )
     }
 
     /// Reserves a gap of `len` bytes at the tail for `seq..` of `slot`.
@@ -406,10 +412,16 @@ mod tests {
         assert_eq!(log.readable_end(), 4);
         assert_eq!(log.readable(), (&b"abcd"[..], &b""[..]));
         // Nothing redirected yet: nothing may be filled.
-        assert_eq!(log.fill(4, b"e"), Err(LogError::NotRedirected { offset: 4 }));
+        assert_eq!(
+            log.fill(4, b"e"),
+            Err(LogError::NotRedirected { offset: 4 })
+        );
         log.gaps[0].arrived = 3;
         log.gaps[0].polled = 3;
-        assert_eq!(log.fill(5, b"f"), Err(LogError::NotRedirected { offset: 5 }));
+        assert_eq!(
+            log.fill(5, b"f"),
+            Err(LogError::NotRedirected { offset: 5 })
+        );
         log.fill(4, b"e").unwrap();
         assert_eq!(log.readable_end(), 4, "still a byte short");
         log.fill(5, b"fg").unwrap();

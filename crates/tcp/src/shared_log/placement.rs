@@ -92,8 +92,7 @@ impl SharedLogs {
                 let mut redirected = 0u32;
                 for i in 0..log.gaps.len() {
                     let g = log.gaps[i];
-                    if g.slot != s.slot || g.generation != row.generation || g.arrived == g.len
-                    {
+                    if g.slot != s.slot || g.generation != row.generation || g.arrived == g.len {
                         continue;
                     }
                     let next = g.seq + g.arrived;
