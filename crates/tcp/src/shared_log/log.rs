@@ -144,8 +144,8 @@ pub struct LogRedirect {
     pub conn: crate::ConnId,
     /// The bytes.
     pub data: Vec<u8>,
-    /// The connection ended before these bytes arrived: they are zeros, and the gap
-    /// holds no record of its.
+    /// The connection ended before these bytes arrived: they are zeros, and the gap holds
+    /// none of its records (fill it to read past it).
     pub abandoned: bool,
 }
 
