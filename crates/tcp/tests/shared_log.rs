@@ -210,6 +210,11 @@ fn bytes_read_before_attach_move_to_the_log() {
     send(&mut stack, &mut a, b"late|");
     assert_eq!(readable(&stack, log), b"early|late|".to_vec());
     assert_eq!(stack.buffered_bytes(), 0, "the ring holds nothing now");
+    assert_eq!(
+        stack.buffer_memory_allocated().0,
+        0,
+        "nor any storage: attached connections' payload never touches their rings"
+    );
     stack.check_invariants().unwrap();
 }
 

@@ -133,7 +133,8 @@ impl Stack {
         // The post stage places payload in the receive rings: a ring still without storage
         // (an idle connection's) gets it here, in the control plane, from the pool.
         for s in &self.dp.batch[..n] {
-            if s.place_len > 0 {
+            // A shared log's connection placed its payload in the log: its ring stays empty.
+            if s.place_len > 0 && !s.log {
                 if let Some(b) = self.bufs[s.slot as usize].as_mut() {
                     self.rx_pool.attach(&mut b.rx);
                 }
