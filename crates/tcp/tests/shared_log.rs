@@ -310,3 +310,70 @@ fn bad_calls_get_typed_errors() {
     assert_eq!(n, sluice_tcp::shared_log::MAX_LOGS);
     stack.check_invariants().unwrap();
 }
+
+mod arbitrary_arrivals {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// One connection's stream arrives as arbitrary ranges of it (overlapping, out of
+        /// order, repeated), then whole in order; the application fills every gap from the
+        /// redirects as they come. With one connection, log offsets are stream offsets: the
+        /// log ends up equal to the stream, each gap byte redirected once.
+        #[test]
+        fn the_log_equals_the_stream_whatever_the_arrival_order(
+            len in 1usize..12_000,
+            ranges in proptest::collection::vec((0usize..12_000, 1usize..3000), 0..40),
+            trim_every in 0usize..4,
+        ) {
+            let mut stack = stack();
+            let (a, _b) = two_clients(&mut stack);
+            let log = stack.log_register(1 << 20).unwrap();
+            stack.log_attach(log, a.id).unwrap();
+            let stream = pattern(len, 7);
+            let base = a.peer_nxt;
+            let mut taken = Vec::new();
+            let mut redirected = 0u64;
+            let mut deliver = |stack: &mut Stack, start: usize, end: usize, step: usize| {
+                let seg = a
+                    .data_seg(&stream[start..end])
+                    .seq(base + start as u32);
+                a.peer.send(stack, ms(1 + step as u64), seg);
+                while let Some(r) = stack.poll_log_redirect(log).unwrap() {
+                    redirected += r.data.len() as u64;
+                    stack.log_fill(log, r.offset, &r.data).unwrap();
+                }
+                stack.check_invariants().unwrap();
+                if trim_every > 0 && step % trim_every == 0 {
+                    let (x, y) = stack.log_peek(log).unwrap();
+                    taken.extend_from_slice(&[x, y].concat());
+                    let n = (x.len() + y.len()) as u64;
+                    stack.log_trim(log, n).unwrap();
+                }
+                drain(stack, ms(1 + step as u64), None);
+            };
+            for (i, &(start, n)) in ranges.iter().enumerate() {
+                let start = start % len;
+                deliver(&mut stack, start, (start + n).min(len), i);
+            }
+            let mut at = 0;
+            let mut step = ranges.len();
+            while at < len {
+                let end = (at + 1000).min(len);
+                deliver(&mut stack, at, end, step);
+                at = end;
+                step += 1;
+            }
+            let (x, y) = stack.log_peek(log).unwrap();
+            taken.extend_from_slice(&[x, y].concat());
+            prop_assert_eq!(taken, stream);
+            let info = stack.log_info(log).unwrap();
+            prop_assert_eq!((info.gaps, info.tail), (0, len as u64));
+            let c = stack.counters();
+            prop_assert_eq!(c.log_redirected_bytes, redirected);
+            prop_assert_eq!(c.log_appended_bytes + redirected, len as u64, "each byte once");
+        }
+    }
+}
