@@ -9,7 +9,7 @@
 //! and trims from the head; each attached connection's window is its share of the log's
 //! free space, so a full log closes windows and never overwrites.
 //!
-//! [`log`] is the log's bookkeeping, [`placement`] the data-path's part, [`api`] the
+//! `log.rs` is the log's bookkeeping, `placement.rs` the data-path's part, `api.rs` the
 //! application's calls.
 
 pub(crate) mod api;
