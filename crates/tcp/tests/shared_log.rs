@@ -346,7 +346,7 @@ mod arbitrary_arrivals {
                     stack.log_fill(log, r.offset, &r.data).unwrap();
                 }
                 stack.check_invariants().unwrap();
-                if trim_every > 0 && step % trim_every == 0 {
+                if trim_every > 0 && step.is_multiple_of(trim_every) {
                     let (x, y) = stack.log_peek(log).unwrap();
                     taken.extend_from_slice(&[x, y].concat());
                     let n = (x.len() + y.len()) as u64;
