@@ -202,7 +202,11 @@ impl Stack {
             } else if s.actions.contains(Actions::OOO_OVER_LIMIT) {
                 // A shared log's refusal is counted as its own (log_ooo_refused).
                 self.counters.memory_ooo_dropped += u64::from(!s.log);
-                let reason = if s.log { "log_ooo_refused" } else { "memory_ooo_dropped" };
+                let reason = if s.log {
+                    "log_ooo_refused"
+                } else {
+                    "memory_ooo_dropped"
+                };
                 tracepoint! { self, Some(slot), Drop { reason } }
             } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
             {
