@@ -34,6 +34,7 @@ pub mod outside;
 mod plan;
 mod report;
 pub mod sequencing;
+pub mod shared_log;
 pub mod sockperf;
 pub mod verbs;
 

@@ -230,12 +230,28 @@ pub struct Counters {
     pub splice_large_segmented: u64,
     /// Splice events dropped, oldest first, because the application did not read them.
     pub splice_events_dropped: u64,
+    /// Payload appended to a shared log at its tail (one per segment; each carries whole records, laminar.txt 5 footnote 2).
+    pub log_appends: u64,
+    /// Bytes appended to shared logs.
+    pub log_appended_bytes: u64,
+    /// Gaps reserved in shared logs for bytes missing before an out-of-order segment.
+    pub log_gaps_reserved: u64,
+    /// Segments whose bytes filled shared-log gaps, redirected to the application.
+    pub log_segments_redirected: u64,
+    /// Bytes redirected to the application for shared-log gaps.
+    pub log_redirected_bytes: u64,
+    /// Appends that used up an attached connection's share of its log (window 0 until a trim).
+    pub log_window_zero: u64,
+    /// Out-of-order segments of attached connections refused: bytes of a gap, or no free gap entry.
+    pub log_ooo_refused: u64,
+    /// Gaps whose connection ended before their bytes arrived (redirected as zeros).
+    pub log_gaps_abandoned: u64,
 }
 
 impl Counters {
     /// Every counter as (name, value), in declaration order: for control tools
     /// (`sluice ctl counters`) and logs.
-    pub fn rows(&self) -> [(&'static str, u64); 97] {
+    pub fn rows(&self) -> [(&'static str, u64); 105] {
         [
             ("frames_rx", self.frames_rx),
             ("frames_tx", self.frames_tx),
@@ -343,6 +359,14 @@ impl Counters {
             ("splice_large_frames", self.splice_large_frames),
             ("splice_large_segmented", self.splice_large_segmented),
             ("splice_events_dropped", self.splice_events_dropped),
+            ("log_appends", self.log_appends),
+            ("log_appended_bytes", self.log_appended_bytes),
+            ("log_gaps_reserved", self.log_gaps_reserved),
+            ("log_segments_redirected", self.log_segments_redirected),
+            ("log_redirected_bytes", self.log_redirected_bytes),
+            ("log_window_zero", self.log_window_zero),
+            ("log_ooo_refused", self.log_ooo_refused),
+            ("log_gaps_abandoned", self.log_gaps_abandoned),
         ]
     }
 }

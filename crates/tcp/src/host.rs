@@ -21,6 +21,7 @@ use crate::offload::splice::{Pending, SpliceEvent, SpliceStage, SpliceStats};
 use crate::offload::teardown::{Expiry, Limits, TeardownStage};
 use crate::pressure::BufferedBytes;
 use crate::reuseport::ListenerPorts;
+use crate::shared_log::log::SharedLogs;
 use crate::table::{ConnTable, FourTuple};
 use crate::time::Instant;
 use crate::timer::TimerQueue;
@@ -109,6 +110,8 @@ pub struct Stack {
     pub(crate) next_splice_id: u64,
     /// Tracepoints: all off until asked for (trace/).
     pub(crate) tracer: Tracer,
+    /// Shared logs and the connections attached to them (shared_log/).
+    pub(crate) logs: SharedLogs,
 }
 
 impl Stack {
@@ -187,6 +190,7 @@ impl Stack {
             splice_ended: Vec::new(),
             next_splice_id: 0,
             tracer: Tracer::new(),
+            logs: SharedLogs::default(),
             cfg,
         })
     }

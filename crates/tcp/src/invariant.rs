@@ -14,6 +14,8 @@ pub enum InvariantViolation {
     Wheel(WheelViolation),
     /// An offload stage's (teardown, splice) records, lookup, timers or budget disagree.
     Teardown(&'static str),
+    /// A shared log's gaps, pointers or promised windows disagree.
+    SharedLog(&'static str),
     /// snd_una lies beyond snd_nxt.
     SndUnaPastSndNxt {
         /// The connection slot.
@@ -135,7 +137,9 @@ impl fmt::Display for InvariantViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             InvariantViolation::Wheel(w) => write!(f, "{w}"),
-            InvariantViolation::Teardown(what) => f.write_str(what),
+            InvariantViolation::Teardown(what) | InvariantViolation::SharedLog(what) => {
+                f.write_str(what)
+            }
             InvariantViolation::SndUnaPastSndNxt {
                 slot,
                 snd_una,

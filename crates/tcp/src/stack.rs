@@ -694,6 +694,7 @@ impl Stack {
         }
         self.check_buffered()?;
         self.check_groups()?;
+        self.check_logs().map_err(InvariantViolation::SharedLog)?;
         for s in 0..self.conns.len() {
             let pre = &self.dp.pre[s];
             if !pre.active {
@@ -732,7 +733,8 @@ impl Stack {
                         capacity,
                     });
                 }
-                if ps.rx_avail as i64 + unread as i64 > capacity as i64 {
+                // A shared log's connection offers its share of the log instead.
+                if !pre.log && ps.rx_avail as i64 + unread as i64 > capacity as i64 {
                     return Err(InvariantViolation::WindowOverRing {
                         slot,
                         rx_avail: ps.rx_avail,
@@ -834,6 +836,7 @@ impl Stack {
                 l.accept.retain(|&x| x != slot);
             }
         }
+        self.log_release(slot);
         self.dp.pre[s].active = false;
         self.dp.drop_cold_row(s);
         self.set_state(s, TcpState::Closed);
@@ -870,6 +873,7 @@ impl Stack {
     /// kept (state Closed) until it calls close.
     pub(crate) fn enter_closed(&mut self, slot: u32) {
         self.set_state(slot as usize, TcpState::Closed);
+        self.log_release(slot);
         let c = &mut self.conns[slot as usize];
         self.dp.pre[slot as usize].active = false;
         self.dp.drop_cold_row(slot as usize);

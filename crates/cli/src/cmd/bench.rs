@@ -1,7 +1,8 @@
-//! `sluice bench [apps|verbs|mtp|extensions|sequencing]`: every workload against the engine and
-//! against Linux TCP in the lab (sluice-bench), unmodified programs with `apps`, perftest over
-//! verbs with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions' cost with
-//! `extensions`, the multi-core sequencing step with `sequencing`.
+//! `sluice bench [apps|verbs|mtp|extensions|sequencing|shared-log]`: every workload against
+//! the engine and against Linux TCP in the lab (sluice-bench), unmodified programs with `apps`,
+//! perftest over verbs with `verbs`, MTP beside both TCPs with `mtp`, the data-path extensions'
+//! cost with `extensions`, the multi-core sequencing step with `sequencing`, Laminar's shared
+//! log with `shared-log`.
 
 use clap::{Args, Subcommand};
 use sluice_bench::apps;
@@ -38,6 +39,10 @@ enum BenchCommand {
     /// The multi-core data-path's sequencing step (Sequencer + Reorder, 1/2/4 replicas
     /// interleaved) and one link hop, ns per frame, in process (issue 20).
     Sequencing(sluice_bench::sequencing::BenchSequencingArgs),
+    /// Laminar's shared log (laminar.txt 5): records/s and CPU per record for the core's
+    /// extension, the same log over Sluice sockets and over Linux sockets, ratios (no root,
+    /// no lab; issue 20).
+    SharedLog(sluice_bench::shared_log::BenchSharedLogArgs),
 }
 
 /// Runs `sluice bench` or `sluice bench apps`.
@@ -62,6 +67,9 @@ pub fn run(cli: &BenchCli) -> Result<(), CliError> {
         Some(BenchCommand::Sequencing(args)) => {
             sluice_bench::sequencing::run(args);
             Ok(())
+        }
+        Some(BenchCommand::SharedLog(args)) => {
+            sluice_bench::shared_log::run(args).map_err(CliError::Apps)
         }
         None => sluice_bench::run(&cli.args).map_err(CliError::Bench),
     }

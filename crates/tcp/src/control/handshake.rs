@@ -174,6 +174,7 @@ impl Stack {
             local_port: tuple.local_port,
             remote_port: tuple.remote_port,
             active: false,
+            log: false,
         };
         self.dp.proto[s].ts_offset =
             isn::timestamp_offset(&self.ts_secret, self.cfg.ip, tuple, self.cfg.clock_epoch);

@@ -95,7 +95,8 @@ impl Stack {
                         self.run_stages(n, chunk);
                         n = 0;
                         self.counters.exceptions += 1;
-                        if let Handback::Segment(summary) = self.handle_exception(&input) {
+                        if let Handback::Segment(mut summary) = self.handle_exception(&input) {
+                            summary.log = self.dp.pre[summary.slot as usize].log;
                             self.dp.batch[0] = summary;
                             self.run_stages(1, &[input.payload]);
                         }
@@ -128,11 +129,12 @@ impl Stack {
             return;
         }
         tracepoint! { self, None, Queue { queue: "batch", len: n as u32, cap: BATCH as u32 } }
-        self.protocol_stage(n);
+        self.protocol_stage(n, frames);
         // The post stage places payload in the receive rings: a ring still without storage
         // (an idle connection's) gets it here, in the control plane, from the pool.
         for s in &self.dp.batch[..n] {
-            if s.place_len > 0 {
+            // A shared log's connection placed its payload in the log: its ring stays empty.
+            if s.place_len > 0 && !s.log {
                 if let Some(b) = self.bufs[s.slot as usize].as_mut() {
                     self.rx_pool.attach(&mut b.rx);
                 }

@@ -98,7 +98,9 @@ impl Stack {
         if s.actions.contains(Actions::OOO_CHANGED) {
             self.recharge(s.slot);
         } else {
-            self.charge_delta(s.slot, i64::from(s.rx_advance) - i64::from(s.tx_freed));
+            // A shared log's connection delivers in order to the log, not its ring.
+            let delivered = if s.log { 0 } else { s.rx_advance };
+            self.charge_delta(s.slot, i64::from(delivered) - i64::from(s.tx_freed));
         }
     }
 

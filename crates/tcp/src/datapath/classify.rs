@@ -200,6 +200,7 @@ pub(crate) fn classify<'a>(
                 ts_ecr,
                 sack_blocks: tcp.options.sack_blocks,
                 sack_count: tcp.options.sacks().len() as u8,
+                log: pre[slot as usize].log,
                 ..HeaderSummary::default()
             };
             Classified::FastPath

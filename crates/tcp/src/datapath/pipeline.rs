@@ -36,8 +36,10 @@ pub(crate) enum StageOutcome {
 }
 
 impl Stack {
-    /// The protocol stage: one pass over the first `n` summaries of the batch.
-    pub(crate) fn protocol_stage(&mut self, n: usize) {
+    /// The protocol stage: one pass over the first `n` summaries of the batch. A segment of
+    /// a connection attached to a shared log has its payload placed in the log in the same
+    /// pass (shared_log/placement.rs: the tail pointer is sequence state).
+    pub(crate) fn protocol_stage(&mut self, n: usize, frames: &[&[u8]]) {
         let now_us = self.now.as_micros() as u32;
         // Over the memory limit, out-of-order data may not add bytes (control/memory.rs).
         // A memory group over its own limit: the same for its connections only.
@@ -66,7 +68,16 @@ impl Stack {
             }
             let was_in_recovery = scoreboard::in_recovery(ps);
             let mut cold = self.dp.pool.rows(ps.sack.cold_row);
+            let log = s.log;
+            let admit_ooo = if log {
+                admit_ooo && self.logs.admits(ps, cold.ooo, s, &mut self.counters)
+            } else {
+                admit_ooo
+            };
             protocol::process(ps, &mut cold, s, now_us, admit_ooo);
+            if log {
+                self.logs.place(s, frames, &mut self.counters);
+            }
             let k = self.dp.xmit_stride;
             if k > 0 && ps.sack.has(sack_flags::ENABLED) && !s.actions.contains(Actions::EXCEPTION)
             {
@@ -178,7 +189,10 @@ impl Stack {
                     .get(s.frame as usize)
                     .and_then(|f| f.get(at..at + s.place_len as usize))
                 {
-                    b.rx.write(s.place_seq, payload);
+                    // An attached connection's payload went to its shared log.
+                    if !s.log {
+                        b.rx.write(s.place_seq, payload);
+                    }
                 }
                 if s.rx_advance == 0 {
                     self.counters.ooo_stored += 1;
@@ -186,8 +200,14 @@ impl Stack {
                     tracepoint! { self, Some(slot), OutOfOrder { seq: s.place_seq.0, len: s.place_len as u32, gap } }
                 }
             } else if s.actions.contains(Actions::OOO_OVER_LIMIT) {
-                self.counters.memory_ooo_dropped += 1;
-                tracepoint! { self, Some(slot), Drop { reason: "memory_ooo_dropped" } }
+                // A shared log's refusal is counted as its own (log_ooo_refused).
+                self.counters.memory_ooo_dropped += u64::from(!s.log);
+                let reason = if s.log {
+                    "log_ooo_refused"
+                } else {
+                    "memory_ooo_dropped"
+                };
+                tracepoint! { self, Some(slot), Drop { reason } }
             } else if s.payload_len > 0 && s.actions.contains(Actions::ACK_NOW) && s.rx_advance == 0
             {
                 // Out-of-order data that found no interval slot.
@@ -196,7 +216,7 @@ impl Stack {
                     tracepoint! { self, Some(slot), Drop { reason: "ooo_dropped" } }
                 }
             }
-            if s.rx_advance > 0 {
+            if s.rx_advance > 0 && !s.log {
                 b.rx_tail += s.rx_advance;
                 self.events.raise(slot, bits::READABLE);
             }

@@ -45,6 +45,8 @@ pub(crate) struct PreState {
     pub remote_port: u16,
     /// Whether the data-path owns this slot (the connection is synchronized).
     pub active: bool,
+    /// Its payload goes to a shared log (shared_log/), not its receive ring.
+    pub log: bool,
 }
 
 /// Flow-scheduler state: what the control plane programmed for the scheduler to enforce,
@@ -69,6 +71,7 @@ impl Default for PreState {
             local_port: 0,
             remote_port: 0,
             active: false,
+            log: false,
         }
     }
 }

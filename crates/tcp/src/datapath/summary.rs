@@ -91,6 +91,9 @@ pub(crate) struct HeaderSummary {
     pub sack_blocks: [(SeqNumber, SeqNumber); MAX_SACK_BLOCKS],
     /// Number of SACK blocks.
     pub sack_count: u8,
+    /// The connection is attached to a shared log (the pre-processor's flag): its
+    /// payload goes there, not to its receive ring.
+    pub log: bool,
 
     // Set by the protocol stage.
     /// Where to write the accepted payload, and how much of it (after trimming).
