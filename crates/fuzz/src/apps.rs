@@ -414,7 +414,7 @@ impl Case {
 
     /// One random application call with random arguments.
     pub(crate) fn random_app_call(&mut self) -> Result<(), Violation> {
-        let op = self.rng.gen_range(0..15);
+        let op = self.rng.gen_range(0..17);
         // Clean cases mostly spare their connections, so that many flows reach the
         // liveness check at the end.
         if !self.dirty && matches!(op, 3 | 4 | 5 | 8) && self.rng.gen_bool(0.8) {
@@ -534,7 +534,109 @@ impl Case {
                 let r = self.stack(hd.side).set_rate(hd.id, rate);
                 check_handle(&hd, "set_rate", &r)?;
             }
+            (15, Some(h)) => self.log_attach(h)?,
+            (16, _) => self.log_serve(side, false)?,
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// Attaches a connection to its stack's shared log, registering one of a random
+    /// capacity first; a released handle must be refused. What arrives on it from then on
+    /// goes to the log, not to `recv`: its flow's direction into it is no longer checked.
+    fn log_attach(&mut self, h: usize) -> Result<(), Violation> {
+        let hd = self.handles[h].clone();
+        let side = hd.side;
+        let log = match self.logs[side.index()] {
+            Some(log) => log,
+            None => {
+                let capacity = *[0, 1, 4096, 65_536, 1 << 20, usize::MAX]
+                    .choose(&mut self.rng)
+                    .unwrap_or(&4096);
+                let r = self.stack(side).log_register(capacity);
+                trace!(self, "{side:?} log_register({capacity}) = {r:?}");
+                match r {
+                    Ok(log) => {
+                        self.logs[side.index()] = Some(log);
+                        log
+                    }
+                    Err(_) => return Ok(()),
+                }
+            }
+        };
+        let r = self.stack(side).log_attach(log, hd.id);
+        trace!(self, "{side:?} log_attach handle {h} = {r:?}");
+        if hd.released && r.is_ok() {
+            return Err(Violation::ReleasedNotRefused {
+                side,
+                call: "log_attach",
+                slot: hd.id.slot(),
+            });
+        }
+        if r.is_ok() {
+            if let Some(fi) = hd.flow {
+                let f = &mut self.flows.list[fi];
+                let d = f.dir_into(side);
+                f.dirs[d].data_tainted = true;
+                f.dirs[d].fin_tainted = true;
+            } else {
+                self.handles[h].io_unmapped = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The log's application: fills every gap from the redirected bytes, reads what is
+    /// readable and trims a random part of it (all of it with `trim_all`, as an application
+    /// that keeps up does while the case heals and tears down).
+    pub(crate) fn log_serve(&mut self, side: Side, trim_all: bool) -> Result<(), Violation> {
+        let Some(log) = self.logs[side.index()] else {
+            return Ok(());
+        };
+        let refused = |call| Violation::LiveRefused {
+            side,
+            call,
+            slot: 0,
+        };
+        // Bounded by the gaps' bytes: each redirect is handed over once.
+        while let Some(r) = self
+            .stack(side)
+            .poll_log_redirect(log)
+            .map_err(|_| refused("poll_log_redirect"))?
+        {
+            trace!(
+                self,
+                "{side:?} log redirect {} bytes at {}",
+                r.data.len(),
+                r.offset
+            );
+            self.stack(side)
+                .log_fill(log, r.offset, &r.data)
+                .map_err(|_| refused("log_fill"))?;
+        }
+        let info = self
+            .stack(side)
+            .log_info(log)
+            .map_err(|_| refused("log_info"))?;
+        let (a, b) = self
+            .stack(side)
+            .log_peek(log)
+            .map_err(|_| refused("log_peek"))?;
+        if (a.len() + b.len()) as u64 != info.readable_end - info.head {
+            return Err(refused("log_peek (its length is not readable_end - head)"));
+        }
+        let readable = info.readable_end - info.head;
+        let n = if trim_all {
+            readable
+        } else {
+            self.rng.gen_range(0..=readable)
+        };
+        self.stack(side)
+            .log_trim(log, n)
+            .map_err(|_| refused("log_trim"))?;
+        // Trimming past the readable end is refused.
+        if self.stack(side).log_trim(log, readable - n + 1).is_ok() {
+            return Err(refused("log_trim (past the readable end was taken)"));
         }
         Ok(())
     }

@@ -96,6 +96,8 @@ pub struct Case {
     pub(crate) listeners: Vec<(Side, ListenerId)>,
     /// Listeners that were closed: their handles stay around for stale-handle calls.
     pub(crate) old_listeners: Vec<(Side, ListenerId)>,
+    /// Each stack's shared log (laminar.txt 5), once the case registered one.
+    pub(crate) logs: [Option<sluice_tcp::LogId>; 2],
     /// Mutations and injections happen in this case.
     pub(crate) dirty: bool,
     pub(crate) trace: bool,
@@ -177,6 +179,7 @@ impl Case {
             handles: Vec::new(),
             listeners: Vec::new(),
             old_listeners: Vec::new(),
+            logs: [None, None],
             dirty,
             trace,
             step: 0,
@@ -511,6 +514,9 @@ impl Case {
     /// straight to the next timer.
     fn quiet_step(&mut self) -> Result<Duration, Violation> {
         self.stats.quiet_rounds += 1;
+        // The logs' applications keep up, so their connections' windows open again.
+        self.log_serve(Side::A, true)?;
+        self.log_serve(Side::B, true)?;
         self.drain(Side::A)?;
         self.drain(Side::B)?;
         if !self.wire.is_empty() {

@@ -968,6 +968,13 @@ impl Stack {
             self.charge_delta(slot, -i64::from(n));
             return;
         }
+        if self.dp.pre[s].log {
+            // Attached to a shared log: its window is the log's free space, reopened by
+            // trims (shared_log/api.rs), never the empty ring's (a zero-byte consume opened
+            // it past the log's capacity: found by the fuzz campaign).
+            self.charge_delta(slot, -i64::from(n));
+            return;
+        }
         let before = self.dp.proto[s].rx_avail;
         let window = self.window_after_read(slot, before, n);
         let ps = &mut self.dp.proto[s];

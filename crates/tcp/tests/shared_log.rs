@@ -377,3 +377,53 @@ mod arbitrary_arrivals {
         }
     }
 }
+
+#[test]
+fn an_empty_read_and_the_peers_fin_leave_the_window_to_the_log() {
+    // Both found by the fuzz campaign: a zero-byte consume opened the window to the empty
+    // ring's size, past the log; and a FIN (a sequence number, not a log byte) counted as a
+    // byte of window, so every trim sent another window update.
+    let mut stack = stack();
+    let (mut a, _b) = two_clients(&mut stack);
+    // As large as the window the connection already offered (its empty ring's).
+    let log = stack.log_register(RX_BUFFER).unwrap();
+    stack.log_attach(log, a.id).unwrap();
+    send(&mut stack, &mut a, &pattern(1000, 1));
+    drain(&mut stack, ms(2), None);
+    stack.consume(a.id, 0).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(stack.recv(a.id, &mut buf), Err(Error::WouldBlock));
+    let info = stack.log_info(log).unwrap();
+    assert!(
+        info.tail - info.head + info.promised <= info.capacity,
+        "{info:?}"
+    );
+    stack.check_invariants().unwrap();
+    let fin = a
+        .peer
+        .seg(ACK | FIN)
+        .seq(a.peer_nxt)
+        .ack(a.our_nxt)
+        .win(65535);
+    a.peer.send(&mut stack, ms(3), fin);
+    let acks = drain(&mut stack, ms(3), None);
+    assert_eq!(
+        acks.last().unwrap().0.ack,
+        a.peer_nxt + 1u32,
+        "the FIN acknowledged"
+    );
+    stack.check_invariants().unwrap();
+    for t in 4..10 {
+        stack.log_trim(log, 0).unwrap();
+        let readable = {
+            let i = stack.log_info(log).unwrap();
+            i.readable_end - i.head
+        };
+        stack.log_trim(log, readable).unwrap();
+        assert!(
+            drain(&mut stack, ms(t), None).is_empty(),
+            "no update after the FIN"
+        );
+        stack.check_invariants().unwrap();
+    }
+}

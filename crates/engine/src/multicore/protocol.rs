@@ -16,6 +16,8 @@ use crate::{App, AppStatus, EngineError};
 /// The protocol role of one flow group.
 pub struct Protocol<A> {
     group: u16,
+    // Read by the ownership checks of test builds only.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     groups: FlowGroups,
     /// The group's core.
     pub stack: Stack,
