@@ -10,7 +10,7 @@ use sluice_lab::command;
 
 use crate::error::BenchError;
 use crate::measure::{self, Measurement};
-use crate::plan::{Timing, Workload, PORTS};
+use crate::plan::{Timing, Workload, PORTS, REQUEST_BYTES};
 
 /// This program, to run again inside a namespace.
 fn exe() -> Result<PathBuf, BenchError> {
@@ -32,6 +32,17 @@ pub fn run_loadgen(
     target: SocketAddr,
     timing: Timing,
 ) -> Result<Measurement, BenchError> {
+    run_loadgen_sized(ns, workload, target, timing, REQUEST_BYTES)
+}
+
+/// [`run_loadgen`] with rpc requests and responses of `size` bytes.
+pub fn run_loadgen_sized(
+    ns: &str,
+    workload: Workload,
+    target: SocketAddr,
+    timing: Timing,
+    size: usize,
+) -> Result<Measurement, BenchError> {
     let what = format!("loadgen {} in {ns} against {target}", workload.name());
     let out = in_namespace(ns)?
         .arg("loadgen")
@@ -40,6 +51,7 @@ pub fn run_loadgen(
         .args(["--conns", &workload.conns.to_string()])
         .args(["--seconds", &timing.seconds.to_string()])
         .args(["--warmup", &timing.warmup.to_string()])
+        .args(["--size", &size.to_string()])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| BenchError::io(what.clone(), e))?;

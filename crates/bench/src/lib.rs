@@ -53,7 +53,7 @@ pub use engine_side::{
     EngineSite, EngineSpec,
 };
 pub use error::{BenchError, EngineFailure};
-pub use helpers::{run_loadgen, KernelServers};
+pub use helpers::{run_loadgen, run_loadgen_sized, KernelServers};
 pub use measure::{cpu_seconds, current_thread_stat, Latency, Measurement};
 pub use plan::{Kind, Timing, Workload, PORTS, WORKLOADS};
 use report::{Report, Role, Row, Side};

@@ -32,6 +32,18 @@ pub struct LoadgenArgs {
     /// Unmeasured seconds before them.
     #[arg(long, default_value_t = 0.5)]
     pub warmup: f64,
+    /// Bytes of each rpc request and response (1 to 1 MiB; the parallelism experiment's
+    /// 2 KB RPCs).
+    #[arg(long, default_value_t = REQUEST_BYTES, value_parser = request_size)]
+    pub size: usize,
+}
+
+/// Parses `--size`: 1 to 1 MiB.
+fn request_size(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (1..=1 << 20).contains(&n) => Ok(n),
+        _ => Err(format!("{v:?} is not a size within 1..=1048576 bytes")),
+    }
 }
 
 /// How long a read waits before it counts as a stall (and, for request-response, fails).
@@ -182,8 +194,8 @@ fn client(
     let io = |what: &str, e| BenchError::io(format!("{what} {}", args.target), e);
     match (args.kind, stream) {
         (Kind::Rpc, Some(mut s)) => {
-            let req = [0x5a; REQUEST_BYTES];
-            let mut resp = [0; REQUEST_BYTES];
+            let req = vec![0x5a; args.size];
+            let mut resp = vec![0; args.size];
             loop {
                 let t0 = Instant::now();
                 if t0 >= w.end {

@@ -15,6 +15,9 @@ pub struct Latency {
     pub p99_us: f64,
     /// 99.9th percentile.
     pub p999_us: f64,
+    /// 99.99th percentile (0 from a helper that predates it).
+    #[serde(default)]
+    pub p9999_us: f64,
 }
 
 /// One measured run of one workload from one client.
@@ -84,6 +87,7 @@ pub fn latency(h: &Histogram<u64>) -> Option<Latency> {
         p50_us: us(0.50),
         p99_us: us(0.99),
         p999_us: us(0.999),
+        p9999_us: us(0.9999),
     })
 }
 

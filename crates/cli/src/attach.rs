@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use sluice_device::XdpMode;
+use sluice_engine::multicore::{Layout, MultiEngine};
 use sluice_engine::setup::{self, Backend, EngineOptions, Transport};
 use sluice_engine::{App, DEFAULT_LINGER};
 use sluice_lab::presets::LabPreset;
 use sluice_switch::parse_size;
 use sluice_tcp::{Algorithm, ConfigError, MemoryLimits, Recovery};
 
+use crate::cores::CoresArgs;
 use crate::error::CliError;
 use crate::sim_args::{refuse_sim_flags, SimLinkArgs};
 
@@ -52,6 +54,8 @@ pub struct Attach {
     pub(crate) sim: SimLinkArgs,
     #[command(flatten)]
     pub(crate) transport: TransportArgs,
+    #[command(flatten)]
+    pub(crate) cores: CoresArgs,
 }
 
 /// Loss recovery as the flag spells it.
@@ -250,6 +254,55 @@ pub(crate) fn run_app(attach: &Attach, app: &mut dyn App) -> Result<(), CliError
     );
     engine.run(app, None)?;
     Ok(())
+}
+
+/// Runs the application `factory` makes where `attach` says: on the single-core engine
+/// (`factory(0)`), or with `--cores`/`--layout` on the multi-core engine, one instance per
+/// flow group (`factory(g)`), after printing the flow-group assignment. Returns the
+/// applications when they are done.
+pub(crate) fn run_on_cores<A: App + Send>(
+    attach: &Attach,
+    mut factory: impl FnMut(u16) -> A,
+) -> Result<Vec<A>, CliError> {
+    let Some(layout) = attach.cores.layout()? else {
+        let mut app = factory(0);
+        run_app(attach, &mut app)?;
+        return Ok(vec![app]);
+    };
+    if attach.backend == setup::Backend::Sim {
+        return Err(CliError::usage(
+            "--cores/--layout with --backend sim: the simulated wire runs the single-core \
+             engine here (the multi-core engine over it is tested by crates/sim/tests/multicore.rs); \
+             use --cores 1",
+        ));
+    }
+    let opts = attach.options()?;
+    let (device, config) = setup::open_multi(&opts)?;
+    let mut engine = MultiEngine::new(device, config, layout, factory).map_err(CliError::Multi)?;
+    engine.linger = attach.linger()?;
+    eprintln!(
+        "sluice: engine at {}/{} on {} ({:?} backend; {}; {} data-path core(s), {})",
+        opts.ip,
+        opts.prefix,
+        opts.iface,
+        opts.backend,
+        TransportArgs::describe(&opts.transport),
+        attach.cores.cores,
+        layout_name(&layout),
+    );
+    eprint!("{}", engine.describe());
+    engine.run(None).map_err(CliError::Multi)?;
+    Ok(engine.into_apps())
+}
+
+/// The layout as `--layout` names it.
+fn layout_name(layout: &Layout) -> &'static str {
+    match layout {
+        Layout::RunToCompletion { .. } => "run-to-completion",
+        Layout::Pipelined { .. } => "pipelined",
+        Layout::Replicated { .. } => "replicated pre/post",
+        Layout::FlowGroups { .. } => "flow groups",
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::io;
 use hdrhistogram::{CreationError, RecordError};
 use sluice_bench::apps::AppsError;
 use sluice_bench::BenchError;
+use sluice_engine::multicore::MultiError;
 use sluice_engine::EngineError;
 use sluice_lab::LabError;
 use sluice_service::ServiceError;
@@ -19,6 +20,8 @@ pub enum CliError {
     Usage(String),
     /// The engine could not be opened, or stopped with an error.
     Engine(EngineError),
+    /// The multi-core engine could not be built, or stopped with an error.
+    Multi(MultiError),
     /// The simulated wire or a simulated peer could not be set up.
     SimWire(SimWireError),
     /// The run over the simulated wire failed.
@@ -62,6 +65,7 @@ impl fmt::Display for CliError {
         match self {
             CliError::Usage(what) => f.write_str(what),
             CliError::Engine(e) => write!(f, "{e}"),
+            CliError::Multi(e) => write!(f, "{e}"),
             CliError::SimWire(e) => write!(f, "{e}"),
             CliError::SimRun(e) => write!(f, "{e}"),
             CliError::Histogram(e) => write!(f, "{e}"),
@@ -85,6 +89,7 @@ impl std::error::Error for CliError {
         match self {
             CliError::Usage(_) => None,
             CliError::Engine(e) => Some(e),
+            CliError::Multi(e) => Some(e),
             CliError::SimWire(e) => Some(e),
             CliError::SimRun(e) => Some(e),
             CliError::Histogram(e) => Some(e),

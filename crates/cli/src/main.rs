@@ -8,6 +8,7 @@
 
 mod attach;
 mod cmd;
+mod cores;
 mod error;
 mod sim;
 mod sim_args;

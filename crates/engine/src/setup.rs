@@ -260,10 +260,53 @@ pub fn offload_config(config: &mut Config, device: &dyn Device) {
 
 /// Opens the backend (entering the namespace on this thread first) and builds the engine.
 pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError> {
+    let device: Box<dyn Device> = open_device(opts, false)?;
+    let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
+    let mut config = core_config(device.mac(), opts.ip, mtu.min(1500));
+    opts.transport.apply(&mut config);
+    offload_config(&mut config, device.as_ref());
+    let stack = Stack::new(config).map_err(|e| EngineError::App(e.to_string()))?;
+    Ok(Engine::new(stack, device))
+}
+
+/// Opens the backend for the multi-core engine (`crate::multicore::MultiEngine`), whose
+/// batches hold wire-sized frames only: no segmentation offload on the device, and in a
+/// site's namespace the peer told to segment as for generic XDP. Returns the device (it
+/// moves to the NIC role's thread) and the core configuration each flow group starts from.
+pub fn open_multi(opts: &EngineOptions) -> Result<(Box<dyn Device + Send>, Config), EngineError> {
+    let device = open_device(opts, true)?;
+    let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 1500) as u16;
+    let mut config = core_config(device.mac(), opts.ip, mtu);
+    opts.transport.apply(&mut config);
+    Ok((device, config))
+}
+
+/// Opens the device `opts` names; `wire_sized` asks for frames of at most the MTU both ways.
+fn open_device(
+    opts: &EngineOptions,
+    wire_sized: bool,
+) -> Result<Box<dyn Device + Send>, EngineError> {
     if let Some(ns) = &opts.netns {
         sluice_device::netns::enter(ns)?;
     }
-    let device: Box<dyn Device> = match opts.backend {
+    if wire_sized && opts.backend == Backend::AfPacket && opts.netns.is_some() {
+        // A Linux peer's 64 KB GSO frames would not fit the multi-core engine's batches.
+        if let Some(prepare) = opts.site.prepare_generic_xdp {
+            prepare().map_err(|e| {
+                EngineError::App(format!(
+                    "cannot turn segmentation off towards the engine: {e}"
+                ))
+            })?;
+        }
+    }
+    let device: Box<dyn Device + Send> = match opts.backend {
+        Backend::AfPacket if wire_sized => {
+            let config = AfPacketConfig {
+                syn_lane: Some(AfPacketConfig::SYN_LANE_BUFFER),
+                ..AfPacketConfig::default()
+            };
+            Box::new(AfPacket::open(&opts.iface, config)?)
+        }
         Backend::AfPacket => {
             let config = AfPacketConfig {
                 // The core trusts partial checksums (RxChecksum::Partial).
@@ -281,6 +324,7 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
                     mac: opts.site.tap_mac,
                     // The core trusts partial checksums (RxChecksum::Partial).
                     complete_partial: false,
+                    tso: TapConfig::default().tso && !wire_sized,
                     ..TapConfig::default()
                 },
             )?;
@@ -327,18 +371,12 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
             )))
         }
     };
-    let device: Box<dyn Device> = match opts.impair {
+    Ok(match opts.impair {
         Some(config) if !(config.rx.is_none() && config.tx.is_none()) => {
             Box::new(Impaired::new(device, config)?)
         }
         _ => device,
-    };
-    let mtu = (device.max_frame().saturating_sub(14)).clamp(576, 9000) as u16;
-    let mut config = core_config(device.mac(), opts.ip, mtu.min(1500));
-    opts.transport.apply(&mut config);
-    offload_config(&mut config, device.as_ref());
-    let stack = Stack::new(config).map_err(|e| EngineError::App(e.to_string()))?;
-    Ok(Engine::new(stack, device))
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod million;
 pub mod mtp;
 pub mod netstat;
 pub mod ooo;
+pub mod parallelism;
 pub mod plot;
 pub mod proxy;
 pub mod report;
@@ -121,6 +122,10 @@ pub enum ExperimentCommand {
     /// Legitimate connect/echo/close cycles through a spoofed SYN flood, the engine's echo
     /// against Linux's: success during the flood and connect latency (needs root: the lab).
     Synflood(synflood::SynfloodArgs),
+    /// 64 connections with one 2 KB RPC in flight against the engine's echo under each
+    /// multi-core layout, the sequencing step, and rpc over 1 to 256 connections on 1 and 2
+    /// data-path cores, Linux in the same run (flextoe.txt Table 3; needs root: the lab).
+    Parallelism(parallelism::ParallelismArgs),
     /// A new connection per request (acceltcp.txt Figure 10): nginx and wrk with
     /// `Connection: close`, on Linux and on the engine with and without teardown offload
     /// (needs root: the lab).
@@ -152,6 +157,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::Impair(args) => (impair::run(args)?, &args.common),
         ExperimentCommand::Incast(args) => (incast::run(args)?, &args.common),
         ExperimentCommand::Synflood(args) => (synflood::run(args)?, &args.common),
+        ExperimentCommand::Parallelism(args) => (parallelism::run(args)?, &args.common),
         ExperimentCommand::ShortConns(args) => (short_conns::run(args)?, &args.common),
         ExperimentCommand::Proxy(args) => (proxy::run(args)?, &args.common),
         ExperimentCommand::MtpMultipath(args) => (mtp::multipath::run(args)?, &args.common),

@@ -1,10 +1,10 @@
 //! `sluice echo`: an echo server on the engine.
 
 use clap::Args;
-use sluice_engine::apps::EchoApp;
 use sluice_engine::setup::Backend;
 
-use crate::attach::{run_app, Attach};
+use crate::attach::{run_on_cores, Attach};
+use crate::cores::{stop_on_signals, GroupEcho};
 use crate::error::CliError;
 use crate::sim;
 use crate::sim_args::{refuse_sim_flags, SimEchoArgs};
@@ -23,9 +23,13 @@ pub struct EchoArgs {
 
 /// Runs `sluice echo`.
 pub fn run(args: &EchoArgs) -> Result<(), CliError> {
-    if args.attach.backend == Backend::Sim {
+    if args.attach.backend == Backend::Sim && args.attach.cores.layout()?.is_none() {
         return sim::echo(&args.attach, args.port, &args.sim);
     }
     refuse_sim_flags(args.sim.given())?;
-    run_app(&args.attach, &mut EchoApp::new(args.port))
+    // One echo server per flow group, each listening on the port in its own core; SIGTERM
+    // or SIGINT ends them (the connections close within --linger).
+    let stop = stop_on_signals()?;
+    run_on_cores(&args.attach, |_| GroupEcho::new(args.port, stop.clone()))?;
+    Ok(())
 }

@@ -234,6 +234,10 @@ fn core_counters(stack: &sluice_tcp::Stack) -> String {
 pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     // First: a refused module says so before anything is set up.
     let modules = start_modules(&args.module)?;
+    args.attach.cores.single_core(
+        "sluice engine (the service)",
+        "each application context's pipes per core are not built yet",
+    )?;
     if args.attach.backend == Backend::Sim {
         return Err(CliError::usage(
             "sluice engine serves applications on a real interface: \

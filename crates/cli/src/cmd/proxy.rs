@@ -92,6 +92,10 @@ fn settings(args: &ProxyArgs) -> Result<(SocketAddrV4, ProxyConfig), CliError> {
 /// Runs `sluice proxy` until SIGTERM or SIGINT.
 pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
     let (listen, cfg) = settings(args)?;
+    args.attach.cores.single_core(
+        "sluice proxy",
+        "its splices join connections that two flow groups may own",
+    )?;
     let opts = args.attach.options()?;
     if *listen.ip() != opts.ip && !listen.ip().is_unspecified() {
         return Err(CliError::usage(format!(

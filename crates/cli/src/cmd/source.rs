@@ -6,7 +6,8 @@ use clap::Args;
 use sluice_engine::apps::SourceApp;
 use sluice_engine::setup::Backend;
 
-use crate::attach::{run_app, Attach};
+use crate::attach::{run_on_cores, Attach};
+use crate::cores::GroupSource;
 use crate::error::CliError;
 use crate::sim;
 
@@ -28,14 +29,19 @@ pub struct SourceArgs {
 
 /// Runs `sluice source`.
 pub fn run(args: &SourceArgs) -> Result<(), CliError> {
-    if args.attach.backend == Backend::Sim {
+    if args.attach.backend == Backend::Sim && args.attach.cores.layout()?.is_none() {
         return sim::source(&args.attach, args.connect, args.bytes, args.seed);
     }
-    let mut app = SourceApp::new(
-        *args.connect.ip(),
-        args.connect.port(),
-        args.bytes,
-        args.seed,
-    );
-    run_app(&args.attach, &mut app)
+    // The one connection is flow group 0's (its local port is chosen to hash there).
+    run_on_cores(&args.attach, |g| {
+        GroupSource((g == 0).then(|| {
+            SourceApp::new(
+                *args.connect.ip(),
+                args.connect.port(),
+                args.bytes,
+                args.seed,
+            )
+        }))
+    })?;
+    Ok(())
 }
