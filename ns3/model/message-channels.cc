@@ -55,6 +55,9 @@ MessageChannels::ConfigureNs3Tcp(const std::string& cc, std::string* error)
     sluice_config_default(&d);
     Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue(type));
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(d.sack != 0));
+    // ns-3 3.37's default, PRR (TcpPrrRecovery), stalls a DCTCP connection for good in the
+    // leaf-spine (docs/notes/issue-22/crosscheck.md); classic recovery halves and goes on.
+    Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", StringValue("ns3::TcpClassicRecovery"));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(d.timestamps != 0));
     // DCTCP needs ECN (RFC 8257 3.2): ECT(0) on data, the receiver echoes every CE.
     Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue(cc == "dctcp" ? "On" : "Off"));
@@ -541,6 +544,42 @@ const std::string&
 MessageChannels::GetError() const
 {
     return m_error;
+}
+
+std::string
+MessageChannels::DescribeStuck(uint32_t most) const
+{
+    std::ostringstream s;
+    for (const Channel& ch : m_channels)
+    {
+        if (ch.queue.empty() || most == 0)
+        {
+            continue;
+        }
+        most--;
+        s << "channel " << ch.index << " " << ch.src << " -> " << ch.dst << ": " << ch.queue.size()
+          << " messages waiting, " << ch.sent << " bytes sent, " << ch.toSend << " to send, "
+          << ch.read << " read";
+        if (m_sluice)
+        {
+            sluice_conn_info tx;
+            sluice_conn_info rx;
+            if (m_hosts[ch.src].stack->GetConnInfo(ch.tx, &tx) == SLUICE_ERROR_OK &&
+                m_hosts[ch.dst].stack->GetConnInfo(ch.rx, &rx) == SLUICE_ERROR_OK)
+            {
+                s << ", sender state " << tx.state << " cwnd " << tx.cwnd << " unacked " << tx.unacked
+                  << " rto " << tx.rto_ns << " ns, receiver readable " << rx.readable;
+            }
+        }
+        else if (ch.txSocket && ch.rxSocket)
+        {
+            s << ", sender tx available " << ch.txSocket->GetTxAvailable() << " errno "
+              << ch.txSocket->GetErrno() << ", receiver rx available "
+              << ch.rxSocket->GetRxAvailable();
+        }
+        s << "\n";
+    }
+    return s.str();
 }
 
 uint32_t

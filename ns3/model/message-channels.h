@@ -90,6 +90,8 @@ class MessageChannels
     bool IsVerified() const;
     /// The first failure ("" while none).
     const std::string& GetError() const;
+    /// The first `most` channels with messages not yet read: sent/read bytes and states.
+    std::string DescribeStuck(uint32_t most) const;
     /// The stack's source and destination hosts of `channel`.
     uint32_t GetSource(uint32_t channel) const;
 

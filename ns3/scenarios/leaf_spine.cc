@@ -190,6 +190,8 @@ main(int argc, char* argv[])
         std::cerr << "leaf_spine: " << error << std::endl;
         return 2;
     }
+    // Again, so that --ns3::TcpSocketBase::X=... given by hand overrides those defaults.
+    cmd.Parse(argc, argv);
     auto wallStart = std::chrono::steady_clock::now();
     uint32_t n = leaves * hostsPerLeaf;
 
@@ -558,6 +560,10 @@ main(int argc, char* argv[])
             Simulator::Destroy();
             return 2;
         }
+    }
+    if (outstanding > 0)
+    {
+        std::printf("%s", channels.DescribeStuck(5).c_str());
     }
     Simulator::Destroy();
     bool ok = verified && outstanding == 0 && channels.GetError().empty();
