@@ -5,6 +5,7 @@
 //!     cargo run --release -p sluice-experiments --example ns3_crosscheck -- dumbbell --flows 8
 //!     cargo run --release -p sluice-experiments --example ns3_crosscheck -- leaf-spine --ms 20
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -125,7 +126,10 @@ fn main() {
         }
     };
     let secs = wall.elapsed().as_secs_f64();
-    println!(
+    // A closed stdout (a pipe to `head`) is not worth a panic: writes are best effort.
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
         "sluice sim: {} of {} completed, fct p50 {:.4} ms p99 {:.4} ms, {:.3} Gbit/s, {} RTOs, \
          {} bytes retransmitted; {:.2} s wall, {} events, {:.0} events/s",
         outcome.fct_ms.len(),
@@ -146,7 +150,9 @@ fn main() {
                 std::process::exit(2);
             }
         }
-        None => print!("{}", outcome.csv()),
+        None => {
+            let _ = write!(stdout, "{}", outcome.csv());
+        }
     }
     let complete = outcome.fct_ms.len() == outcome.messages;
     std::process::exit(if complete { 0 } else { 1 });

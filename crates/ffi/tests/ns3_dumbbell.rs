@@ -218,7 +218,10 @@ fn the_dumbbell_with_ns3_tcp_hosts_delivers_every_flow_byte_exact() {
         );
     }
     let summary = stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
-    assert!(summary.contains("2 flows, 2 completed, 2 verified, 2000000 bytes delivered"), "{summary}");
+    assert!(
+        summary.contains("2 flows, 2 completed, 2 verified, 2000000 bytes delivered"),
+        "{summary}"
+    );
     assert!(summary.contains("(ns-3 TCP, dctcp"), "{summary}");
     // ns-3's TCP runs DCTCP and NewReno only: another name is refused, not defaulted.
     let out = dumbbell(&["--stack", "ns3", "--cc", "cubic"]);
@@ -234,14 +237,26 @@ fn the_leaf_spine_with_sluice_hosts_completes_every_message_byte_exact() {
     let out = scenario("leaf_spine", &["--quick", "--ms", "1"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("2 spines x 2 leaves x 4 hosts, sluice hosts"), "{stdout}");
+    assert!(
+        stdout.contains("2 spines x 2 leaves x 4 hosts, sluice hosts"),
+        "{stdout}"
+    );
     let summary = stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
     // "summary: N of N messages completed, verified, ..." with N > 0.
     let words: Vec<&str> = summary.split_whitespace().collect();
     let done: u64 = words[1].parse().unwrap();
     assert!(done > 0, "{summary}");
     assert_eq!(words[1], words[3], "{summary}");
-    assert!(summary.contains("messages completed, verified,"), "{summary}");
-    assert!(summary.contains("0 frames dropped at the hosts' devices"), "{summary}");
-    assert!(stdout.lines().any(|l| l.starts_with("cost: 8 hosts")), "{stdout}");
+    assert!(
+        summary.contains("messages completed, verified,"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("0 frames dropped at the hosts' devices"),
+        "{summary}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("cost: 8 hosts")),
+        "{stdout}"
+    );
 }
