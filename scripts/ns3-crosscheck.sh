@@ -72,20 +72,22 @@ for d in "${dumbbells[@]}"; do
 done
 
 if [ "$quick" = 1 ]; then ls=(--quick); lsa=(--quick); ms=5; label="leaf-spine 2x2x4 (ooo --quick)"
-else ls=(); lsa=(); ms=20; label="leaf-spine 4x6x8 (ooo)"; fi
+else ls=(); lsa=(); ms=10; label="leaf-spine 4x6x8 (ooo)"; fi
 for cc in dctcp newreno; do
   name="leafspine-$cc"
-  run "$name-a" "$out/$name-a.csv" "$sim" leaf-spine "${lsa[@]}" --ms "$ms" --cc "$cc" --csv "$out/$name-a.csv" || status=1
+  # (a) draws the workload; (b) and (c) replay the very channels and arrivals it ran.
+  run "$name-a" "$out/$name-a.csv" "$sim" leaf-spine "${lsa[@]}" --ms "$ms" --cc "$cc" \
+    --workload "$out/$name.workload" --csv "$out/$name-a.csv" || status=1
   for stack in sluice ns3; do
     run "$name-$stack" "$out/$name-$stack.csv" "$build/leaf_spine" "${ls[@]/%/=1}" --stack="$stack" --ms="$ms" \
-      --cc="$cc" --csv="$out/$name-$stack.csv" || status=1
+      --cc="$cc" --workload="$out/$name.workload" --csv="$out/$name-$stack.csv" || status=1
   done
   [ -s "$out/$name-a.csv" ] || continue
   row "$label, ${ms} ms, $cc" "(a) sluice in sluice sim" "$out/$name-a.csv" "$out/$name-a.csv"
   [ -s "$out/$name-sluice.csv" ] && row "" "(b) sluice in ns-3" "$out/$name-sluice.csv" "$out/$name-a.csv"
   [ -s "$out/$name-ns3.csv" ] && row "" "(c) ns-3 TCP in ns-3" "$out/$name-ns3.csv" "$out/$name-a.csv"
 done
-echo "x: ratio to (a). Simulated time; (a) and (c)/(b) draw the leaf-spine's workload from different generators (same distributions)."
+echo "x: ratio to (a). Simulated time; the leaf-spine's (b) and (c) replay (a)'s channels and arrivals."
 
 if [ "$scale" = 1 ]; then
   echo

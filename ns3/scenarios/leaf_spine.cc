@@ -131,6 +131,7 @@ main(int argc, char* argv[])
     uint32_t ooo = 64;
     uint32_t seed = 1;
     std::string csv;
+    std::string workload;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("stack", "Hosts' transport: sluice (Sluice's core) or ns3 (ns-3's TCP)", stackKind);
@@ -155,6 +156,10 @@ main(int argc, char* argv[])
     cmd.AddValue("ooo", "Sluice hosts: out-of-order intervals per connection (0..64)", ooo);
     cmd.AddValue("seed", "Seed of the run (ns-3's RNG, the workload, the stacks)", seed);
     cmd.AddValue("csv", "Write the summary as CSV to this file", csv);
+    cmd.AddValue("workload",
+                 "Replay this workload (channels and arrivals as the ns3_crosscheck example "
+                 "writes them) instead of drawing one",
+                 workload);
     cmd.Parse(argc, argv);
     if (quick)
     {
@@ -336,6 +341,8 @@ main(int argc, char* argv[])
     auto pick = [&](uint32_t below) {
         return static_cast<uint32_t>(std::uniform_int_distribution<uint32_t>(0, below - 1)(rng));
     };
+    std::vector<Arrival> arrivalsGiven;
+    bool replayed = false;
     std::vector<std::vector<uint32_t>> answers(n);
     std::vector<std::vector<uint32_t>> background(n);
     std::vector<std::pair<uint32_t, uint32_t>> ends;
@@ -363,6 +370,53 @@ main(int argc, char* argv[])
             background[src].push_back(static_cast<uint32_t>(ends.size()));
             ends.emplace_back(src, dst);
         }
+    }
+    if (!workload.empty())
+    {
+        // The very channels and arrivals Sluice's simulator ran (crates/experiments'
+        // ns3_crosscheck --workload): the cross-check then compares models, not draws.
+        std::ifstream in(workload);
+        std::vector<std::pair<uint32_t, uint32_t>> given;
+        std::vector<Arrival> replay;
+        std::string kind;
+        bool bad = !in;
+        while (!bad && in >> kind)
+        {
+            if (kind == "c")
+            {
+                uint32_t a = 0;
+                uint32_t b = 0;
+                bad = !(in >> a >> b) || a >= n || b >= n || a == b;
+                given.emplace_back(a, b);
+            }
+            else if (kind == "a")
+            {
+                uint64_t atNs = 0;
+                uint32_t ch = 0;
+                uint64_t size = 0;
+                std::string cls;
+                bad = !(in >> atNs >> ch >> size >> cls) || ch >= given.size() || size == 0 ||
+                      (cls != "fg" && cls != "bg");
+                replay.push_back({static_cast<double>(atNs) / 1e9,
+                                  ch,
+                                  size,
+                                  cls == "fg" ? MessageChannels::FOREGROUND : MessageChannels::BACKGROUND});
+            }
+            else
+            {
+                bad = true;
+            }
+        }
+        if (bad || given.empty())
+        {
+            std::cerr << "leaf_spine: --workload " << workload
+                      << ": not a workload for this fabric (lines 'c SRC DST', 'a AT_NS CHANNEL BYTES fg|bg')"
+                      << std::endl;
+            return 2;
+        }
+        ends = given;
+        arrivalsGiven = replay;
+        replayed = true;
     }
     if (sluice)
     {
@@ -397,6 +451,16 @@ main(int argc, char* argv[])
     double horizon = ms / 1e3;
     auto exp = [&](double rate) { return -std::log(std::max(unit(rng), 1e-12)) / rate; };
     std::vector<Arrival> arrivals;
+    if (replayed)
+    {
+        arrivals = arrivalsGiven;
+        qps = 0;
+        bgRate = 0;
+        for (const Arrival& x : arrivals)
+        {
+            horizon = std::max(horizon, x.at);
+        }
+    }
     if (qps > 0)
     {
         for (double t = exp(qps); t < horizon; t += exp(qps))

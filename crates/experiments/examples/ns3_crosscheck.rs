@@ -73,6 +73,9 @@ enum Scenario {
         /// Out-of-order intervals per connection.
         #[arg(long, default_value_t = 64)]
         ooo: usize,
+        /// Write the channels and arrivals drawn here (leaf_spine.cc's --workload).
+        #[arg(long)]
+        workload: Option<std::path::PathBuf>,
     },
 }
 
@@ -108,6 +111,7 @@ fn main() {
             leaves,
             hosts_per_leaf,
             ooo,
+            workload,
         } => {
             let mut spec = LeafSpineSpec::ooo(quick, ms, args.seed);
             spec.fabric.spines = spines.unwrap_or(spec.fabric.spines);
@@ -115,7 +119,16 @@ fn main() {
             spec.fabric.hosts_per_leaf = hosts_per_leaf.unwrap_or(spec.fabric.hosts_per_leaf);
             spec.ooo_intervals = ooo;
             spec.cc = args.cc.clone();
-            ns3_crosscheck::leaf_spine(&spec)
+            spec.keep_workload = workload.is_some();
+            let result = ns3_crosscheck::leaf_spine(&spec);
+            if let (Some(path), Ok(o)) = (&workload, &result) {
+                let text = o.workload.as_deref().unwrap_or_default();
+                if let Err(e) = std::fs::write(path, text) {
+                    eprintln!("ns3_crosscheck: cannot write {}: {e}", path.display());
+                    std::process::exit(2);
+                }
+            }
+            result
         }
     };
     let outcome = match result {

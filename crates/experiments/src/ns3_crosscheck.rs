@@ -67,6 +67,8 @@ pub struct LeafSpineSpec {
     pub cc: String,
     /// Seed of the run.
     pub seed: u64,
+    /// Keep the workload drawn ([`Outcome::workload`]), for ns-3's leaf-spine to replay.
+    pub keep_workload: bool,
 }
 
 impl LeafSpineSpec {
@@ -91,6 +93,7 @@ impl LeafSpineSpec {
             ooo_intervals: 64,
             cc: "dctcp".into(),
             seed,
+            keep_workload: false,
         }
     }
 }
@@ -114,6 +117,10 @@ pub struct Outcome {
     pub retransmitted_bytes: u64,
     /// Simulator events processed.
     pub events: u64,
+    /// The leaf-spine's channels and arrivals when asked for (`--workload` of
+    /// ns3/scenarios/leaf_spine.cc): lines `c SRC DST` in channel order, then
+    /// `a AT_NS CHANNEL BYTES fg|bg`, the time counted from when every channel is open.
+    pub workload: Option<String>,
 }
 
 impl Outcome {
@@ -265,6 +272,7 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        workload: None,
     })
 }
 
@@ -384,6 +392,23 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
     }
     arrivals.sort_by_key(|a| a.0);
     let messages = arrivals.len();
+    let workload = spec.keep_workload.then(|| {
+        let mut w = String::new();
+        let mut k = 0;
+        while let Some((src, dst)) = flows.ends(k) {
+            w.push_str(&format!("c {src} {dst}\n"));
+            k += 1;
+        }
+        for (at, chan, bytes, class) in &arrivals {
+            let class = if *class == Class::Foreground {
+                "fg"
+            } else {
+                "bg"
+            };
+            w.push_str(&format!("a {} {chan} {bytes} {class}\n", at.as_nanos()));
+        }
+        w
+    });
     let start = sim.now();
     for (at, chan, bytes, class) in arrivals {
         let _ = sim.run_until(start + at, |now, hosts| {
@@ -418,6 +443,7 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        workload,
     })
 }
 
@@ -452,9 +478,19 @@ mod tests {
 
     #[test]
     fn leaf_spine_quick_completes_every_message() {
-        let spec = LeafSpineSpec::ooo(true, 2, 1);
+        let mut spec = LeafSpineSpec::ooo(true, 2, 1);
+        spec.keep_workload = true;
         let o = leaf_spine(&spec).unwrap();
         assert!(o.messages > 0);
+        // The workload written for ns-3: every channel, then every arrival.
+        let w = o.workload.unwrap();
+        let channels = w.lines().filter(|l| l.starts_with("c ")).count();
+        // 2 aggregators x 4 workers in the other rack, 2 background channels per host.
+        assert_eq!(channels, 2 * 4 + 8 * 2);
+        assert_eq!(
+            w.lines().filter(|l| l.starts_with("a ")).count(),
+            o.messages
+        );
         assert_eq!(o.fct_ms.len(), o.messages);
         assert!(o.fg_ms.iter().all(|&t| t > 0.0));
     }
