@@ -372,13 +372,23 @@ MessageChannels::PumpSend(Channel& ch)
     while (ch.toSend > 0)
     {
         size_t want = static_cast<size_t>(std::min<uint64_t>(ch.toSend, kChunk));
-        if (!m_sluice)
+        // Only what the send buffer takes now: writing the pattern for bytes the stack
+        // refuses cost most of a run's time.
+        if (m_sluice)
+        {
+            sluice_conn_info info;
+            if (m_hosts[ch.src].stack->GetConnInfo(ch.tx, &info) == SLUICE_ERROR_OK)
+            {
+                want = static_cast<size_t>(std::min<uint64_t>(want, std::max<uint64_t>(info.writable, 4096)));
+            }
+        }
+        else
         {
             want = std::min<size_t>(want, ch.txSocket->GetTxAvailable());
-            if (want == 0)
-            {
-                return; // the send callback follows when space frees
-            }
+        }
+        if (want == 0)
+        {
+            return; // SLUICE_READY_WRITABLE or the send callback follows when space frees
         }
         for (size_t i = 0; i < want; i++)
         {
