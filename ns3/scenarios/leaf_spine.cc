@@ -281,6 +281,9 @@ main(int argc, char* argv[])
             Ptr<SluiceStack> stack = CreateObject<SluiceStack>();
             stack->SetAttribute("CongestionControl", StringValue(cc));
             stack->SetAttribute("OooIntervals", UintegerValue(ooo));
+            // An aggregator talks to every host outside its rack: more than the default
+            // 256 neighbors from 288 hosts on.
+            stack->SetAttribute("NeighborCache", UintegerValue(std::max<uint32_t>(256, 2 * n)));
             stack->SetAttribute("Seed", UintegerValue(uint64_t(seed) * 1000 + i));
             if (!stack->Install(host, link.Get(0), ips[i], &error))
             {
@@ -423,8 +426,12 @@ main(int argc, char* argv[])
         // The core has no default gateway: every peer is reached at the leaf port's MAC.
         for (auto [src, dst] : ends)
         {
-            stacks[src]->AddNeighbor(ips[dst], gateway[src]);
-            stacks[dst]->AddNeighbor(ips[src], gateway[dst]);
+            if (!stacks[src]->AddNeighbor(ips[dst], gateway[src]) ||
+                !stacks[dst]->AddNeighbor(ips[src], gateway[dst]))
+            {
+                std::cerr << "leaf_spine: the core refused a static neighbor" << std::endl;
+                return 2;
+            }
         }
     }
     if (!channels.Listen(&error))
