@@ -346,8 +346,10 @@ mod tests {
         d.delayed_ack_timeout_ns = 40_000_000;
         d.recovery = SLUICE_RECOVERY_GO_BACK_N;
         d.congestion_control = SLUICE_CC_BBR;
+        d.neighbor_cache = 1024;
         let core = d.to_core().unwrap();
         assert_eq!(sluice_config::from_core(&core), d);
+        assert_eq!(core.neighbor_cache, 1024);
         assert_eq!(core.recovery, Recovery::GoBackN);
         assert_eq!(core.congestion_control, Algorithm::Bbr);
     }
