@@ -36,7 +36,7 @@ row() { # row SCENARIO IMPL CSV REF_CSV
   local p50 p99 g r50 r99 rg
   p50=$(col "$3" "fct p50 ms"); p99=$(col "$3" "fct p99 ms"); g=$(col "$3" "Gbit/s")
   r50=$(col "$4" "fct p50 ms"); r99=$(col "$4" "fct p99 ms"); rg=$(col "$4" "Gbit/s")
-  printf "%-34s %-26s %10.4f %5s %10.4f %5s %8.3f %5s\n" "$1" "$2" "$p50" "$(ratio "$p50" "$r50")" \
+  printf "%-46s %-26s %10.4f %5s %10.4f %5s %8.3f %5s\n" "$1" "$2" "$p50" "$(ratio "$p50" "$r50")" \
     "$p99" "$(ratio "$p99" "$r99")" "$g" "$(ratio "$g" "$rg")"
 }
 run() { # run NAME CSV COMMAND...: runs a case, its output kept for a failure
@@ -50,7 +50,7 @@ run() { # run NAME CSV COMMAND...: runs a case, its output kept for a failure
   fi
 }
 
-printf "%-34s %-26s %10s %5s %10s %5s %8s %5s\n" scenario implementation "fct p50 ms" x "fct p99 ms" x "Gbit/s" x
+printf "%-46s %-26s %10s %5s %10s %5s %8s %5s\n" scenario implementation "fct p50 ms" x "fct p99 ms" x "Gbit/s" x
 status=0
 dumbbells=("4 1000 1000000")
 [ "$quick" = 1 ] || dumbbells+=("8 100 1000000")
