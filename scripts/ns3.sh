@@ -3,6 +3,9 @@
 # with arguments runs a scenario:
 #   scripts/ns3.sh                                  # install what is missing, build
 #   scripts/ns3.sh dumbbell --flows 4 --seconds 0.1 # ... and run ns3/scenarios/dumbbell.cc
+#   scripts/ns3.sh leaf_spine --quick --stack ns3   # ... the ooo leaf-spine, ns-3's TCP hosts
+#   scripts/ns3.sh crosscheck [--quick] [--scale]   # (a) Sluice's simulator, (b) Sluice's core
+#                                                   # in ns-3, (c) ns-3's TCP, side by side
 # Arguments after the scenario's name are its options (`--name value` or `--name=value`;
 # `--help` lists them). SLUICE_FFI_LIB=path/libsluice_ffi.a links that library instead of
 # building the release one (the CI test passes the one its own run built);
@@ -35,10 +38,13 @@ fi
 build="${SLUICE_NS3_BUILD:-$target/ns3}"
 make -s -C ns3 -j"$(nproc)" BUILD="$build" SLUICE_FFI_LIB="$(realpath "$lib")" >&2
 
-[ $# -gt 0 ] || { echo "ns3.sh: built $build/ (scenarios: dumbbell)" >&2; exit 0; }
+[ $# -gt 0 ] || { echo "ns3.sh: built $build/ (scenarios: dumbbell leaf_spine)" >&2; exit 0; }
 scenario="$1"
 shift
-[ -x "$build/$scenario" ] || { echo "ns3.sh: no scenario '$scenario' (dumbbell)" >&2; exit 2; }
+if [ "$scenario" = crosscheck ]; then
+  exec "$root/scripts/ns3-crosscheck.sh" "$build" "$@"
+fi
+[ -x "$build/$scenario" ] || { echo "ns3.sh: no scenario '$scenario' (dumbbell leaf_spine crosscheck)" >&2; exit 2; }
 # ns-3's CommandLine takes --name=value only; accept the usual --name value too.
 args=()
 while [ $# -gt 0 ]; do

@@ -88,6 +88,11 @@ SluiceStack::GetTypeId()
                           UintegerValue(d.max_connections),
                           MakeUintegerAccessor(&SluiceStack::m_maxConnections),
                           MakeUintegerChecker<uint32_t>(1, 16777216))
+            .AddAttribute("NeighborCache",
+                          "Neighbor (ARP) cache entries, static neighbors included",
+                          UintegerValue(d.neighbor_cache),
+                          MakeUintegerAccessor(&SluiceStack::m_neighborCache),
+                          MakeUintegerChecker<uint32_t>(1, 1u << 20))
             .AddAttribute("RxBuffer",
                           "Receive buffer per connection, bytes (the most it grows to)",
                           UintegerValue(d.rx_buffer),
@@ -176,6 +181,7 @@ SluiceStack::Install(Ptr<Node> node, Ptr<NetDevice> device, Ipv4Address address,
     c.ooo_intervals = m_oooIntervals;
     c.sack_scoreboard = m_sackScoreboard;
     c.max_connections = m_maxConnections;
+    c.neighbor_cache = m_neighborCache;
     c.rx_buffer = m_rxBuffer;
     c.rx_buffer_initial = std::min(c.rx_buffer_initial, m_rxBuffer);
     c.rx_memory = std::max(c.rx_memory, m_rxBuffer);

@@ -129,6 +129,7 @@ class SluiceStack : public Object
     uint32_t m_oooIntervals;
     uint32_t m_sackScoreboard;
     uint32_t m_maxConnections;
+    uint32_t m_neighborCache;
     uint64_t m_rxBuffer;
     uint64_t m_txBuffer;
     uint32_t m_delayedAckSegments;

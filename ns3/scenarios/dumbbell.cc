@@ -4,10 +4,12 @@
 // run ns-3's IPv4 forwarding with static routes. The bottleneck is point-to-point (full
 // duplex) with a FIFO marking ECN at a step threshold (DCTCP's K); host links are
 // point-to-point too, or CSMA (Ethernet, with ARP between router and host) with
-// --access=csma.
+// --access=csma. With --stack ns3 the hosts run ns-3's own TCP instead (TcpDctcp or
+// TcpNewReno, SACK, ECN for DCTCP), over the same links and queues.
 // Prints one line per flow and a summary; --csv=FILE writes the summary's columns as
 // `sluice experiment incast` names them. Exit status 1 when a flow was not verified or
 // did not complete. See docs/ns3.md.
+#include "../model/message-channels.h"
 #include "../model/sluice-bulk.h"
 #include "../model/sluice-rpc.h"
 #include "../model/sluice-stack.h"
@@ -98,6 +100,132 @@ AddHost(Ptr<Node> host,
     return stack;
 }
 
+/// The dumbbell's flows over ns-3's TCP (--stack ns3): flow i is one message of `bytes`
+/// on a channel from sender i to receiver i, queued when the channel starts to connect, so
+/// its time runs from the connect to the last byte read as a Sluice flow's does. Prints
+/// the lines and the CSV of the Sluice run (RTOs and retransmissions: "-").
+int
+RunNs3Tcp(NodeContainer& senders,
+          NodeContainer& receivers,
+          QueueDiscContainer& queues,
+          uint32_t flows,
+          uint64_t bytes,
+          Time stop,
+          Ptr<UniformRandomVariable> jitter,
+          const std::string& cc,
+          const std::string& bandwidth,
+          uint32_t seed,
+          const std::string& csv)
+{
+    MessageChannels channels(false, 5001);
+    for (uint32_t side = 0; side < 2; side++)
+    {
+        NodeContainer& hosts = side == 0 ? senders : receivers;
+        for (uint32_t i = 0; i < flows; i++)
+        {
+            channels.AddHost(hosts.Get(i), hosts.Get(i)->GetObject<Ipv4>()->GetAddress(1, 0).GetLocal(), nullptr);
+        }
+    }
+    std::string error;
+    if (!channels.Listen(&error))
+    {
+        std::cerr << "dumbbell: " << error << std::endl;
+        return 2;
+    }
+    std::vector<Time> starts;
+    for (uint32_t i = 0; i < flows; i++)
+    {
+        Time start = MicroSeconds(1 + jitter->GetValue(0, 100));
+        uint32_t ch = channels.Open(i, flows + i, start);
+        starts.push_back(start);
+        Simulator::Schedule(start, &MessageChannels::Send, &channels, ch, bytes, MessageChannels::FOREGROUND);
+    }
+    Simulator::Stop(stop);
+    Simulator::Run();
+    std::vector<Time> ends(flows, stop);
+    std::vector<bool> complete(flows, false);
+    for (const auto& c : channels.GetCompletions())
+    {
+        ends[c.channel] = c.end;
+        complete[c.channel] = true;
+    }
+    uint32_t completed = 0;
+    uint64_t delivered = 0;
+    std::vector<double> fctMs;
+    std::vector<double> gbps;
+    Time spanStart = stop;
+    Time spanEnd = Seconds(0);
+    bool verified = channels.IsVerified();
+    for (uint32_t i = 0; i < flows; i++)
+    {
+        uint64_t got = channels.GetBytesRead(i);
+        double elapsed = (ends[i] - starts[i]).GetSeconds();
+        double rate = elapsed > 0 ? got * 8 / elapsed / 1e9 : 0;
+        completed += complete[i];
+        delivered += got;
+        gbps.push_back(rate);
+        spanStart = std::min(spanStart, starts[i]);
+        spanEnd = std::max(spanEnd, ends[i]);
+        if (complete[i])
+        {
+            fctMs.push_back(elapsed * 1e3);
+        }
+        std::printf("flow %u %s -> %s: %llu bytes delivered, %s, %s",
+                    i,
+                    (std::ostringstream() << senders.Get(i)->GetObject<Ipv4>()->GetAddress(1, 0).GetLocal()).str().c_str(),
+                    (std::ostringstream() << receivers.Get(i)->GetObject<Ipv4>()->GetAddress(1, 0).GetLocal()).str().c_str(),
+                    static_cast<unsigned long long>(got),
+                    verified ? "verified" : "NOT verified",
+                    complete[i] ? "completed" : "not completed");
+        if (complete[i])
+        {
+            std::printf(" in %.3f ms", elapsed * 1e3);
+        }
+        std::printf(", %.3f Gbit/s\n", rate);
+    }
+    uint64_t drops = 0;
+    uint64_t marks = 0;
+    for (uint32_t i = 0; i < queues.GetN(); i++)
+    {
+        const QueueDisc::Stats& st = queues.Get(i)->GetStats();
+        drops += st.nTotalDroppedPackets;
+        marks += st.nTotalMarkedPackets;
+    }
+    double aggregate = spanEnd > spanStart
+                           ? static_cast<double>(delivered) * 8 / (spanEnd - spanStart).GetSeconds() / 1e9
+                           : 0;
+    std::printf("summary: %u flows, %u completed, %u verified, %llu bytes delivered, "
+                "%.3f Gbit/s aggregate, Jain %.3f, fct p50 %.3f ms p99 %.3f ms, "
+                "%llu bottleneck drops, %llu ECN marks, - RTOs (ns-3 TCP, %s, %s, seed %u)%s%s\n",
+                flows,
+                completed,
+                verified ? flows : 0,
+                static_cast<unsigned long long>(delivered),
+                aggregate,
+                Jain(gbps),
+                Quantile(fctMs, 0.5),
+                Quantile(fctMs, 0.99),
+                static_cast<unsigned long long>(drops),
+                static_cast<unsigned long long>(marks),
+                cc.c_str(),
+                bandwidth.c_str(),
+                seed,
+                channels.GetError().empty() ? "" : ", error: ",
+                channels.GetError().c_str());
+    if (!csv.empty())
+    {
+        std::ofstream out(csv);
+        out << "senders,policy,Gbit/s,Jain,fct p50 ms,fct p99 ms,rpc p50 us,rpc p99 us,rpc ops,"
+               "tail drops,ECN marks,RTOs,retx MB,completed,verified\n";
+        out << flows << "," << cc << "," << aggregate << "," << Jain(gbps) << ","
+            << Quantile(fctMs, 0.5) << "," << Quantile(fctMs, 0.99) << ",0,0,0," << drops << ","
+            << marks << ",-,-," << completed << "," << (verified ? flows : 0) << "\n";
+    }
+    Simulator::Destroy();
+    bool ok = verified && (bytes == 0 || completed == flows) && channels.GetError().empty();
+    return ok ? 0 : 1;
+}
+
 } // namespace
 
 int
@@ -119,8 +247,10 @@ main(int argc, char* argv[])
     uint32_t ecnK = 20;
     uint32_t seed = 1;
     std::string csv;
+    std::string stackKind = "sluice";
 
     CommandLine cmd(__FILE__);
+    cmd.AddValue("stack", "Hosts' transport: sluice (Sluice's core) or ns3 (ns-3's TCP)", stackKind);
     cmd.AddValue("flows", "Bulk flows (sender/receiver pairs)", flows);
     cmd.AddValue("seconds", "Simulated seconds", seconds);
     cmd.AddValue("bandwidth", "Bottleneck rate", bandwidth);
@@ -138,6 +268,24 @@ main(int argc, char* argv[])
     cmd.AddValue("seed", "Seed of the run (ns-3's RNG and the stacks')", seed);
     cmd.AddValue("csv", "Write the summary as CSV to this file", csv);
     cmd.Parse(argc, argv);
+    bool sluice = stackKind == "sluice";
+    if (!sluice && stackKind != "ns3")
+    {
+        std::cerr << "dumbbell: --stack is sluice or ns3" << std::endl;
+        return 2;
+    }
+    if (!sluice)
+    {
+        std::string error;
+        if (!MessageChannels::ConfigureNs3Tcp(cc, &error) || rpc > 0 || accessKind != "p2p")
+        {
+            std::cerr << "dumbbell: --stack ns3: "
+                      << (error.empty() ? "no --rpc, p2p access links only" : error) << std::endl;
+            return 2;
+        }
+        // Again, so that --ns3::TcpSocketBase::X=... given by hand overrides those defaults.
+        cmd.Parse(argc, argv);
+    }
     if (accessKind != "p2p" && accessKind != "csma")
     {
         std::cerr << "dumbbell: --access is p2p or csma" << std::endl;
@@ -164,6 +312,11 @@ main(int argc, char* argv[])
     routers.Create(2);
     InternetStackHelper internet;
     internet.Install(routers);
+    if (!sluice)
+    {
+        internet.Install(senders);
+        internet.Install(receivers);
+    }
 
     PointToPointHelper bottleneck;
     bottleneck.SetDeviceAttribute("DataRate", StringValue(bandwidth));
@@ -213,6 +366,18 @@ main(int argc, char* argv[])
             // The router's side gets .1; the host's .2 is Sluice's, outside ns-3's IPv4.
             address.Assign(NetDeviceContainer(link.Get(1)));
             fifo.Uninstall(link.Get(1));
+            if (!sluice)
+            {
+                // ns-3's TCP host: .2 on its own IPv4, the router its default route.
+                Ipv4InterfaceContainer ifs = address.Assign(NetDeviceContainer(link.Get(0)));
+                fifo.Uninstall(link.Get(0));
+                Ipv4StaticRoutingHelper hostRouting;
+                std::ostringstream gw;
+                gw << "10." << (side + 1) << "." << (i + 1) << ".1";
+                hostRouting.GetStaticRouting(hosts.Get(i)->GetObject<Ipv4>())
+                    ->SetDefaultRoute(Ipv4Address(gw.str().c_str()), ifs.Get(0).second);
+                continue;
+            }
             std::ostringstream host;
             host << "10." << (side + 1) << "." << (i + 1) << ".2";
             Ptr<SluiceStack> stack = AddHost(hosts.Get(i),
@@ -247,6 +412,10 @@ main(int argc, char* argv[])
 
     Time stop = Seconds(seconds);
     Ptr<UniformRandomVariable> jitter = CreateObject<UniformRandomVariable>();
+    if (!sluice)
+    {
+        return RunNs3Tcp(senders, receivers, queues, flows, bytes, stop, jitter, cc, bandwidth, seed, csv);
+    }
     std::vector<Ptr<SluiceBulkSource>> sources;
     std::vector<Ptr<SluiceBulkSink>> sinks;
     std::vector<Ptr<SluiceRpcClient>> clients;

@@ -14,6 +14,7 @@ pub mod loss;
 pub mod million;
 pub mod mtp;
 pub mod netstat;
+pub mod ns3_crosscheck;
 pub mod ooo;
 pub mod parallelism;
 pub mod plot;

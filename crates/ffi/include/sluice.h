@@ -263,6 +263,9 @@ typedef struct sluice_config {
   uint16_t ephemeral_port_low;
   // Highest ephemeral port for active opens.
   uint16_t ephemeral_port_high;
+  // Entries in the neighbor (ARP) cache, static neighbors included: a host that talks
+  // to more peers than this through `sluice_stack_add_neighbor` needs it raised.
+  uint32_t neighbor_cache;
 } sluice_config;
 
 // A snapshot of one connection, from `sluice_conn_get_info`.

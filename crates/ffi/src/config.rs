@@ -104,6 +104,9 @@ pub struct sluice_config {
     pub ephemeral_port_low: u16,
     /// Highest ephemeral port for active opens.
     pub ephemeral_port_high: u16,
+    /// Entries in the neighbor (ARP) cache, static neighbors included: a host that talks
+    /// to more peers than this through `sluice_stack_add_neighbor` needs it raised.
+    pub neighbor_cache: u32,
 }
 
 impl sluice_config {
@@ -152,6 +155,7 @@ impl sluice_config {
             syn_retries: c.syn_retries,
             ephemeral_port_low: c.ephemeral_ports.0,
             ephemeral_port_high: c.ephemeral_ports.1,
+            neighbor_cache: saturate(c.neighbor_cache),
         }
     }
 
@@ -205,6 +209,7 @@ impl sluice_config {
         c.time_wait = Duration::from_nanos(self.time_wait_ns);
         c.syn_retries = self.syn_retries;
         c.ephemeral_ports = (self.ephemeral_port_low, self.ephemeral_port_high);
+        c.neighbor_cache = self.neighbor_cache as usize;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
@@ -341,8 +346,10 @@ mod tests {
         d.delayed_ack_timeout_ns = 40_000_000;
         d.recovery = SLUICE_RECOVERY_GO_BACK_N;
         d.congestion_control = SLUICE_CC_BBR;
+        d.neighbor_cache = 1024;
         let core = d.to_core().unwrap();
         assert_eq!(sluice_config::from_core(&core), d);
+        assert_eq!(core.neighbor_cache, 1024);
         assert_eq!(core.recovery, Recovery::GoBackN);
         assert_eq!(core.congestion_control, Algorithm::Bbr);
     }

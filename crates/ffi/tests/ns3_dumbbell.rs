@@ -1,7 +1,9 @@
 //! The ns-3 module (ns3/, issue 22) built by scripts/ns3.sh against Debian's libns3-dev and
 //! the staticlib this test run built, then its dumbbell run with Sluice hosts for 0.1 s of
 //! simulated time: every flow's bytes delivered byte-exact and its end of stream read, the
-//! closed-loop RPC's responses verified; the same over CSMA host links (ARP). Without ns-3
+//! closed-loop RPC's responses verified; the same over CSMA host links (ARP); the same
+//! dumbbell with ns-3's own TCP hosts (the cross-check's (c)); the `ooo` leaf-spine with
+//! Sluice hosts, every message completed and verified. Without ns-3
 //! the tests fail under `CI=true` and otherwise say they skipped (`scripts/setup.sh` or
 //! `scripts/ns3.sh` installs ns-3).
 
@@ -58,11 +60,16 @@ static BUILD: Mutex<()> = Mutex::new(());
 /// Builds the module and scenarios (incrementally, in the profile directory's ns3-test/)
 /// and runs `scripts/ns3.sh dumbbell ARGS`.
 fn dumbbell(args: &[&str]) -> Output {
+    scenario("dumbbell", args)
+}
+
+/// Builds as [`dumbbell`] does and runs `scripts/ns3.sh NAME ARGS`.
+fn scenario(name: &str, args: &[&str]) -> Output {
     let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let lib = staticlib();
     let build = lib.parent().expect("lib dir").join("ns3-test");
     let output = Command::new(Path::new(CRATE).join("../../scripts/ns3.sh"))
-        .arg("dumbbell")
+        .arg(name)
         .args(args)
         .env("SLUICE_FFI_LIB", &lib)
         .env("SLUICE_NS3_BUILD", &build)
@@ -191,5 +198,65 @@ fn attributes_the_core_refuses_stop_the_run_with_the_reason() {
     assert!(
         stderr.contains("sluice config refused: unknown congestion control 'vegas'"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn the_dumbbell_with_ns3_tcp_hosts_delivers_every_flow_byte_exact() {
+    if !ns3_present() {
+        return;
+    }
+    let out = dumbbell(&["--stack", "ns3", "--flows", "2", "--seconds", "0.1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let flows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("flow ")).collect();
+    assert_eq!(flows.len(), 2, "{stdout}");
+    for line in flows {
+        assert!(
+            line.contains(&format!("{BYTES} bytes delivered, verified, completed in")),
+            "{line}"
+        );
+    }
+    let summary = stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
+    assert!(
+        summary.contains("2 flows, 2 completed, 2 verified, 2000000 bytes delivered"),
+        "{summary}"
+    );
+    assert!(summary.contains("(ns-3 TCP, dctcp"), "{summary}");
+    // ns-3's TCP runs DCTCP and NewReno only: another name is refused, not defaulted.
+    let out = dumbbell(&["--stack", "ns3", "--cc", "cubic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not 'cubic'"));
+}
+
+#[test]
+fn the_leaf_spine_with_sluice_hosts_completes_every_message_byte_exact() {
+    if !ns3_present() {
+        return;
+    }
+    let out = scenario("leaf_spine", &["--quick", "--ms", "1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("2 spines x 2 leaves x 4 hosts, sluice hosts"),
+        "{stdout}"
+    );
+    let summary = stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
+    // "summary: N of N messages completed, verified, ..." with N > 0.
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let done: u64 = words[1].parse().unwrap();
+    assert!(done > 0, "{summary}");
+    assert_eq!(words[1], words[3], "{summary}");
+    assert!(
+        summary.contains("messages completed, verified,"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("0 frames dropped at the hosts' devices"),
+        "{summary}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("cost: 8 hosts")),
+        "{stdout}"
     );
 }
