@@ -16,6 +16,7 @@ use crate::drain::{check, drain};
 use crate::error::ExperimentError;
 use crate::fabric::{self, FabricSpec};
 use crate::flows::{quantile, Class, Flows};
+use crate::ooo::{open_channels, Channels};
 
 /// Bytes of an Ethernet frame carrying a full 1500-byte IPv4 packet (queues in the ns-3
 /// scenarios count packets, Sluice's simulator counts bytes).
@@ -154,16 +155,19 @@ impl Outcome {
 
 /// Applies congestion control `cc` ("dctcp" or "newreno") to a host's configuration.
 fn apply_cc(c: &mut Config, cc: &str) -> Result<(), ExperimentError> {
-    c.congestion_control = match cc {
-        "dctcp" => sluice_tcp::Algorithm::Dctcp,
-        "newreno" | "reno" => sluice_tcp::Algorithm::NewReno,
-        other => {
-            return Err(ExperimentError::Usage(format!(
-                "--cc: dctcp or newreno, not '{other}'"
-            )))
-        }
-    };
+    c.congestion_control = cc_algorithm(cc)?;
     Ok(())
+}
+
+/// The algorithm `cc` names: "dctcp" or "newreno".
+fn cc_algorithm(cc: &str) -> Result<sluice_tcp::Algorithm, ExperimentError> {
+    match cc {
+        "dctcp" => Ok(sluice_tcp::Algorithm::Dctcp),
+        "newreno" | "reno" => Ok(sluice_tcp::Algorithm::NewReno),
+        other => Err(ExperimentError::Usage(format!(
+            "--cc: dctcp or newreno, not '{other}'"
+        ))),
+    }
 }
 
 /// Sums the hosts' timeouts and retransmitted bytes.
@@ -295,60 +299,21 @@ const ANSWER_BYTES: u64 = 8 * 1024;
 /// parameters and one congestion control and fidelity.
 pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
     let seed = spec.seed;
-    let mut sim: Sim<Stack> = Sim::new(seed);
-    let mut cc_error = None;
-    let fab = fabric::build(&mut sim, &spec.fabric, |i| {
-        let (mac, ip) = fabric::host_addr(i);
-        let mut c = Config::new(mac, ip);
-        c.seed = seed.wrapping_mul(1000).wrapping_add(i as u64);
+    let algorithm = cc_algorithm(&spec.cc)?;
+    // ooo's fabric and channels, two background channels per host, tables for 4096
+    // connections so larger fabrics fit.
+    let Channels {
+        mut sim,
+        fab,
+        mut flows,
+        answers,
+        background,
+        mut rng,
+    } = open_channels(&spec.fabric, seed, 2, 4096, &mut |c| {
         c.ooo_intervals = spec.ooo_intervals;
-        c.rto_min = Duration::from_millis(5);
-        c.rto_initial = Duration::from_millis(10);
-        c.max_connections = 4096;
-        c.syn_backlog = 4096;
-        c.time_wait = Duration::from_millis(10);
-        if let Err(e) = apply_cc(&mut c, &spec.cc) {
-            cc_error = Some(e);
-        }
-        c
+        c.congestion_control = algorithm;
     })?;
-    if let Some(e) = cc_error {
-        return Err(e);
-    }
-    let n = fab.hosts.len();
     let per_leaf = spec.fabric.hosts_per_leaf;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut flows = Flows::new(&mut sim, &fab.hosts, &fab.ips)?;
-    let mut answers = vec![Vec::new(); n];
-    for leaf in 0..spec.fabric.leaves {
-        let agg = leaf * per_leaf;
-        for w in (0..n).filter(|&w| fab.leaf_of[w] != leaf) {
-            answers[agg].push(flows.open(&mut sim, w, agg)?);
-        }
-    }
-    let mut background = vec![Vec::new(); n];
-    for (src, chans) in background.iter_mut().enumerate() {
-        for _ in 0..2 {
-            let dst = loop {
-                let d = rng.gen_range(0..n);
-                if fab.leaf_of[d] != fab.leaf_of[src] {
-                    break d;
-                }
-            };
-            chans.push(flows.open(&mut sim, src, dst)?);
-        }
-    }
-    let setup_deadline = sim.now() + Duration::from_secs(1);
-    let opened = sim.run_until(setup_deadline, |now, hosts| {
-        flows.step(now, hosts);
-        flows.all_open()
-    });
-    if opened.is_err() || !flows.all_open() {
-        return Err(ExperimentError::Workload(format!(
-            "channels did not open: {}",
-            flows.error().unwrap_or("timeout")
-        )));
-    }
     let sizes = WeightedIndex::new(BACKGROUND_SIZES.iter().map(|(_, p)| *p))
         .map_err(|e| ExperimentError::Usage(e.to_string()))?;
     let mean_bg: f64 = BACKGROUND_SIZES.iter().map(|(b, p)| *b as f64 * p).sum();

@@ -91,10 +91,6 @@ impl Scale {
             duration: Duration::from_millis(if quick { 20 } else { 100 }),
         }
     }
-
-    fn hosts(&self) -> usize {
-        self.fabric.leaves * self.fabric.hosts_per_leaf
-    }
 }
 
 /// FCT percentiles of one run, in milliseconds.
@@ -195,46 +191,61 @@ pub fn run(args: &OooArgs) -> Result<Report, ExperimentError> {
     Ok(report)
 }
 
-/// One seeded run with `intervals` out-of-order intervals per connection.
-fn run_one(
-    scale: &Scale,
+/// A leaf-spine fabric of Sluice hosts with the experiment's channels open: every host to
+/// the aggregator (first host) of every other rack, and `background_channels` per host to
+/// random hosts in other racks. The ns-3 cross-check (crate::ns3_crosscheck) runs the same
+/// fabric and channels at other sizes.
+pub(crate) struct Channels {
+    /// The simulation, with every channel open.
+    pub sim: Sim<Stack>,
+    /// The fabric's hosts.
+    pub fab: fabric::Fabric,
+    /// The channels.
+    pub flows: Flows,
+    /// Per aggregator, the channels from its workers (foreground).
+    pub answers: Vec<Vec<usize>>,
+    /// Per host, its background channels.
+    pub background: Vec<Vec<usize>>,
+    /// The workload's generator, after the channels' draws.
+    pub rng: ChaCha8Rng,
+}
+
+/// Builds the fabric (hosts configured by `configure` after the common settings, with
+/// `table` connections and SYN backlog), opens the channels and waits until all are open.
+pub(crate) fn open_channels(
+    spec: &FabricSpec,
     seed: u64,
-    intervals: usize,
-    apply_cc: crate::ConfigureCc,
-    rack_tlp: bool,
-) -> Result<Fcts, ExperimentError> {
+    background_channels: usize,
+    table: usize,
+    configure: &mut dyn FnMut(&mut Config),
+) -> Result<Channels, ExperimentError> {
     let mut sim: Sim<Stack> = Sim::new(seed);
-    let fab = fabric::build(&mut sim, &scale.fabric, |i| {
+    let fab = fabric::build(&mut sim, spec, |i| {
         let (mac, ip) = fabric::host_addr(i);
         let mut c = Config::new(mac, ip);
         c.seed = seed.wrapping_mul(1000).wrapping_add(i as u64);
-        c.ooo_intervals = intervals;
         c.rto_min = Duration::from_millis(5);
         c.rto_initial = Duration::from_millis(10);
-        c.max_connections = 512;
-        c.syn_backlog = 512;
+        c.max_connections = table;
+        c.syn_backlog = table;
         c.time_wait = Duration::from_millis(10);
-        c.rack_tlp = rack_tlp;
-        apply_cc(&mut c);
+        configure(&mut c);
         c
     })?;
-    let n = scale.hosts();
-    let per_leaf = scale.fabric.hosts_per_leaf;
+    let n = fab.hosts.len();
+    let per_leaf = spec.hosts_per_leaf;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut flows = Flows::new(&mut sim, &fab.hosts, &fab.ips)?;
-
-    // Foreground: every host answers the aggregator (first host) of every other rack.
-    let mut answers = vec![Vec::new(); n]; // aggregator -> channels from its workers
-    for leaf in 0..scale.fabric.leaves {
+    let mut answers = vec![Vec::new(); n];
+    for leaf in 0..spec.leaves {
         let agg = leaf * per_leaf;
         for w in (0..n).filter(|&w| fab.leaf_of[w] != leaf) {
             answers[agg].push(flows.open(&mut sim, w, agg)?);
         }
     }
-    // Background: each host sends to random hosts in other racks.
     let mut background = vec![Vec::new(); n];
     for (src, chans) in background.iter_mut().enumerate() {
-        for _ in 0..scale.background_channels {
+        for _ in 0..background_channels {
             let dst = loop {
                 let d = rng.gen_range(0..n);
                 if fab.leaf_of[d] != fab.leaf_of[src] {
@@ -255,6 +266,43 @@ fn run_one(
             flows.error().unwrap_or("timeout")
         )));
     }
+    Ok(Channels {
+        sim,
+        fab,
+        flows,
+        answers,
+        background,
+        rng,
+    })
+}
+
+/// One seeded run with `intervals` out-of-order intervals per connection.
+fn run_one(
+    scale: &Scale,
+    seed: u64,
+    intervals: usize,
+    apply_cc: crate::ConfigureCc,
+    rack_tlp: bool,
+) -> Result<Fcts, ExperimentError> {
+    let Channels {
+        mut sim,
+        fab,
+        mut flows,
+        answers,
+        background,
+        mut rng,
+    } = open_channels(
+        &scale.fabric,
+        seed,
+        scale.background_channels,
+        512,
+        &mut |c| {
+            c.ooo_intervals = intervals;
+            c.rack_tlp = rack_tlp;
+            apply_cc(c);
+        },
+    )?;
+    let per_leaf = scale.fabric.hosts_per_leaf;
 
     // Arrivals: Poisson queries and per-host Poisson background flows, merged in time order.
     let sizes = WeightedIndex::new(BACKGROUND_SIZES.iter().map(|(_, p)| *p))
