@@ -8,31 +8,6 @@ mod harness;
 use harness::*;
 use sluice_tcp::{Error, LogError, Stack};
 
-/// Two connections from peer ports 40000 and 40001, in order, nothing read.
-fn two_clients(stack: &mut Stack) -> (Conn, Conn) {
-    let l = stack.listen(LISTEN_PORT, 16).expect("listen");
-    let a = passive_open(
-        stack,
-        l,
-        Peer::new(40000, LISTEN_PORT),
-        ms(0),
-        1000,
-        mss_only(1460),
-        65535,
-    );
-    let b = passive_open(
-        stack,
-        l,
-        Peer::new(40001, LISTEN_PORT),
-        ms(0),
-        9000,
-        mss_only(1460),
-        65535,
-    );
-    while stack.poll_event().is_some() {}
-    (a, b)
-}
-
 fn readable(stack: &Stack, log: sluice_tcp::LogId) -> Vec<u8> {
     let (a, b) = stack.log_peek(log).expect("peek");
     [a, b].concat()
@@ -47,7 +22,7 @@ fn send(stack: &mut Stack, c: &mut Conn, data: &[u8]) {
 #[test]
 fn in_order_records_from_two_connections_interleave_by_arrival() {
     let mut stack = stack();
-    let (mut a, mut b) = two_clients(&mut stack);
+    let (mut a, mut b) = two_accepted(&mut stack);
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     stack.log_attach(log, b.id).unwrap();
@@ -84,7 +59,7 @@ fn in_order_records_from_two_connections_interleave_by_arrival() {
 #[test]
 fn an_out_of_order_segment_leaves_a_gap_the_application_fills_from_the_redirect() {
     let mut stack = stack();
-    let (mut a, mut b) = two_clients(&mut stack);
+    let (mut a, mut b) = two_accepted(&mut stack);
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     stack.log_attach(log, b.id).unwrap();
@@ -137,7 +112,7 @@ fn an_out_of_order_segment_leaves_a_gap_the_application_fills_from_the_redirect(
 #[test]
 fn out_of_order_bytes_inside_a_gap_are_refused_and_come_again() {
     let mut stack = stack();
-    let (mut a, _b) = two_clients(&mut stack);
+    let (mut a, _b) = two_accepted(&mut stack);
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     let base = a.peer_nxt;
@@ -164,7 +139,7 @@ fn out_of_order_bytes_inside_a_gap_are_refused_and_come_again() {
 #[test]
 fn a_full_log_closes_the_window_and_a_trim_reopens_it() {
     let mut stack = stack();
-    let (mut a, _b) = two_clients(&mut stack);
+    let (mut a, _b) = two_accepted(&mut stack);
     let cap = RX_BUFFER as u64; // at most a receive buffer's window per connection
     let log = stack.log_register(cap as usize).unwrap();
     stack.log_attach(log, a.id).unwrap();
@@ -203,7 +178,7 @@ fn a_full_log_closes_the_window_and_a_trim_reopens_it() {
 #[test]
 fn bytes_read_before_attach_move_to_the_log() {
     let mut stack = stack();
-    let (mut a, _b) = two_clients(&mut stack);
+    let (mut a, _b) = two_accepted(&mut stack);
     send(&mut stack, &mut a, b"early|");
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
@@ -221,7 +196,7 @@ fn bytes_read_before_attach_move_to_the_log() {
 #[test]
 fn a_connection_that_ends_with_a_gap_open_leaves_it_abandoned() {
     let mut stack = stack();
-    let (a, mut b) = two_clients(&mut stack);
+    let (a, mut b) = two_accepted(&mut stack);
     let log = stack.log_register(1 << 20).unwrap();
     stack.log_attach(log, a.id).unwrap();
     stack.log_attach(log, b.id).unwrap();
@@ -246,7 +221,7 @@ fn a_connection_that_ends_with_a_gap_open_leaves_it_abandoned() {
 #[test]
 fn bad_calls_get_typed_errors() {
     let mut stack = stack();
-    let (mut a, b) = two_clients(&mut stack);
+    let (mut a, b) = two_accepted(&mut stack);
     assert_eq!(stack.log_register(0), Err(LogError::CapacityZero));
     assert_eq!(
         stack.log_register(usize::MAX),
@@ -329,7 +304,7 @@ mod arbitrary_arrivals {
             trim_every in 0usize..4,
         ) {
             let mut stack = stack();
-            let (a, _b) = two_clients(&mut stack);
+            let (a, _b) = two_accepted(&mut stack);
             let log = stack.log_register(1 << 20).unwrap();
             stack.log_attach(log, a.id).unwrap();
             let stream = pattern(len, 7);
@@ -384,7 +359,7 @@ fn an_empty_read_and_the_peers_fin_leave_the_window_to_the_log() {
     // ring's size, past the log; and a FIN (a sequence number, not a log byte) counted as a
     // byte of window, so every trim sent another window update.
     let mut stack = stack();
-    let (mut a, _b) = two_clients(&mut stack);
+    let (mut a, _b) = two_accepted(&mut stack);
     // As large as the window the connection already offered (its empty ring's).
     let log = stack.log_register(RX_BUFFER).unwrap();
     stack.log_attach(log, a.id).unwrap();

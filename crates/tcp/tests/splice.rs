@@ -6,38 +6,13 @@
 mod harness;
 
 use harness::*;
-use sluice_tcp::{SpliceEnd, SpliceError, SpliceEvent, Stack};
+use sluice_tcp::{SpliceEnd, SpliceError, SpliceEvent};
 use sluice_wire::tcp::SeqNumber;
-
-/// Two accepted connections, from peer ports 40000 and 40001 (no timestamps).
-fn pair(stack: &mut Stack) -> (Conn, Conn) {
-    let l = stack.listen(LISTEN_PORT, 8).unwrap();
-    let a = passive_open(
-        stack,
-        l,
-        Peer::new(40000, LISTEN_PORT),
-        ms(0),
-        1000,
-        mss_only(1460),
-        65535,
-    );
-    let b = passive_open(
-        stack,
-        l,
-        Peer::new(40001, LISTEN_PORT),
-        ms(0),
-        5000,
-        mss_only(1460),
-        65535,
-    );
-    while stack.poll_event().is_some() {}
-    (a, b)
-}
 
 #[test]
 fn splice_refuses_what_it_cannot_join_and_changes_nothing() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     assert_eq!(stack.splice(a.id, a.id), Err(SpliceError::SameConnection));
     // A connection still in its handshake.
     let c = stack.connect(ms(1), PEER_IP, 9).unwrap();
@@ -80,14 +55,14 @@ fn splice_refuses_what_it_cannot_join_and_changes_nothing() {
     let mut off = config();
     off.splice_max = 0;
     let mut off = stack_with(off);
-    let (a, b) = pair(&mut off);
+    let (a, b) = two_accepted(&mut off);
     assert_eq!(off.splice(a.id, b.id), Err(SpliceError::Full));
 }
 
 #[test]
 fn an_idle_pair_is_handed_over_at_once_and_each_peers_frames_go_to_the_other() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     let id = stack.splice(a.id, b.id).unwrap();
     assert_eq!(stack.poll_splice_event(), Some(SpliceEvent::Installed(id)));
     assert_eq!(stack.connection_count(), 0, "both slots freed");
@@ -128,7 +103,7 @@ fn an_idle_pair_is_handed_over_at_once_and_each_peers_frames_go_to_the_other() {
 #[test]
 fn rfc9293_a_new_syn_on_a_lingering_splices_tuple_reopens_it_for_the_listener() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     let id = stack.splice(a.id, b.id).unwrap();
     stack.poll_splice_event();
     drain(&mut stack, ms(1), None);
@@ -176,7 +151,7 @@ fn rfc9293_a_new_syn_on_a_lingering_splices_tuple_reopens_it_for_the_listener() 
 #[test]
 fn buffered_bytes_are_relayed_and_acknowledged_before_the_handover() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     // The first peer sent bytes the application never read.
     a.peer.send(&mut stack, ms(1), a.data_seg(b"unread"));
     drain(&mut stack, ms(1), None);
@@ -208,7 +183,7 @@ fn buffered_bytes_are_relayed_and_acknowledged_before_the_handover() {
 #[test]
 fn rfc5961_only_a_reset_in_the_receivers_window_ends_the_splice() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     let id = stack.splice(a.id, b.id).unwrap();
     stack.poll_splice_event();
     drain(&mut stack, ms(1), None);
@@ -245,7 +220,7 @@ fn rfc5961_only_a_reset_in_the_receivers_window_ends_the_splice() {
 #[test]
 fn both_peers_closing_while_the_splice_drains_ends_it_without_resets() {
     let mut stack = stack();
-    let (a, b) = pair(&mut stack);
+    let (a, b) = two_accepted(&mut stack);
     // The first peer's request, unread, and its FIN: the splice waits to relay them.
     a.peer.send(&mut stack, ms(1), a.data_seg(b"GET /"));
     a.peer.send(

@@ -384,6 +384,26 @@ impl Conn {
         self.ack_seg().data(data)
     }
 }
+/// Two accepted connections on [`LISTEN_PORT`], from peer ports 40000 and 40001 (peer ISNs
+/// 1000 and 5000, MSS 1460 only, no timestamps), events drained.
+pub fn two_accepted(stack: &mut Stack) -> (Conn, Conn) {
+    let l = stack.listen(LISTEN_PORT, 16).expect("listen");
+    let mut open = |port, isn| {
+        passive_open(
+            stack,
+            l,
+            Peer::new(port, LISTEN_PORT),
+            ms(0),
+            isn,
+            mss_only(1460),
+            65535,
+        )
+    };
+    let a = open(40000, 1000);
+    let b = open(40001, 5000);
+    while stack.poll_event().is_some() {}
+    (a, b)
+}
 
 /// Listens on [`LISTEN_PORT`] and completes a passive open from `peer` at `now`, with the
 /// peer offering `syn_opts`; the final ACK carries `ack_window` and `ack_opts`. Drains the
