@@ -16,7 +16,7 @@ use crate::drain::{check, drain};
 use crate::error::ExperimentError;
 use crate::fabric::{self, FabricSpec};
 use crate::flows::{quantile, Class, Flows};
-use crate::ooo::{open_channels, Channels};
+use crate::ooo::{fabric_spec, open_channels, Channels, ANSWER_BYTES, BACKGROUND_SIZES};
 
 /// Bytes of an Ethernet frame carrying a full 1500-byte IPv4 packet (queues in the ns-3
 /// scenarios count packets, Sluice's simulator counts bytes).
@@ -76,17 +76,7 @@ impl LeafSpineSpec {
     /// The `ooo` experiment's size (`quick`: its --quick size), with `ms` of arrivals.
     pub fn ooo(quick: bool, ms: u64, seed: u64) -> Self {
         LeafSpineSpec {
-            fabric: FabricSpec {
-                spines: if quick { 2 } else { 4 },
-                leaves: if quick { 2 } else { 6 },
-                hosts_per_leaf: if quick { 4 } else { 8 },
-                host_bps: 10_000_000_000,
-                uplink_bps: 40_000_000_000,
-                delay: Duration::from_micros(2),
-                queue_bytes: 200 * 1024,
-                ecn_k_bytes: Some(65 * 1500),
-                priority_queues: 0,
-            },
+            fabric: fabric_spec(quick),
             fan_in: if quick { 4 } else { 12 },
             queries_per_sec: if quick { 2_000.0 } else { 4_000.0 },
             background_load: 0.5,
@@ -279,21 +269,6 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         workload: None,
     })
 }
-
-/// Background flow sizes, as `ooo` draws them (bytes, probability).
-const BACKGROUND_SIZES: [(u64, f64); 8] = [
-    (6_000, 0.15),
-    (20_000, 0.15),
-    (50_000, 0.2),
-    (130_000, 0.1),
-    (670_000, 0.1),
-    (1_300_000, 0.1),
-    (3_300_000, 0.1),
-    (6_700_000, 0.1),
-];
-
-/// Size of each worker's answer in a partition-aggregate query.
-const ANSWER_BYTES: u64 = 8 * 1024;
 
 /// Runs the leaf-spine in Sluice's simulator: `ooo`'s `run_one` with its sizes as
 /// parameters and one congestion control and fidelity.

@@ -38,11 +38,11 @@ pub struct OooArgs {
 const FIDELITIES: [(&str, usize); 4] = [("max", 64), ("0", 0), ("1", 1), ("2", 2)];
 
 /// Size of each worker's answer in a partition-aggregate query.
-const ANSWER_BYTES: u64 = 8 * 1024;
+pub(crate) const ANSWER_BYTES: u64 = 8 * 1024;
 
 /// Background flow sizes: the web-search distribution of the DCTCP paper, coarsely
 /// (bytes, probability).
-const BACKGROUND_SIZES: [(u64, f64); 8] = [
+pub(crate) const BACKGROUND_SIZES: [(u64, f64); 8] = [
     (6_000, 0.15),
     (20_000, 0.15),
     (50_000, 0.2),
@@ -54,6 +54,21 @@ const BACKGROUND_SIZES: [(u64, f64); 8] = [
 ];
 
 /// The experiment's size.
+/// The experiment's fabric (`quick`: its --quick size); the ns-3 cross-check uses it too.
+pub(crate) fn fabric_spec(quick: bool) -> FabricSpec {
+    FabricSpec {
+        spines: if quick { 2 } else { 4 },
+        leaves: if quick { 2 } else { 6 },
+        hosts_per_leaf: if quick { 4 } else { 8 },
+        host_bps: 10_000_000_000,
+        uplink_bps: 40_000_000_000,
+        delay: Duration::from_micros(2),
+        queue_bytes: 200 * 1024,
+        ecn_k_bytes: Some(65 * 1500),
+        priority_queues: 0,
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Scale {
     fabric: FabricSpec,
@@ -71,17 +86,7 @@ struct Scale {
 
 impl Scale {
     fn new(quick: bool) -> Scale {
-        let fabric = FabricSpec {
-            spines: if quick { 2 } else { 4 },
-            leaves: if quick { 2 } else { 6 },
-            hosts_per_leaf: if quick { 4 } else { 8 },
-            host_bps: 10_000_000_000,
-            uplink_bps: 40_000_000_000,
-            delay: Duration::from_micros(2),
-            queue_bytes: 200 * 1024,
-            ecn_k_bytes: Some(65 * 1500),
-            priority_queues: 0,
-        };
+        let fabric = fabric_spec(quick);
         Scale {
             fabric,
             fan_in: if quick { 4 } else { 12 },
