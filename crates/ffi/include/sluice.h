@@ -1,10 +1,11 @@
 /*
- * sluice.h (crates/ffi): the C ABI of Sluice's sans-IO TCP core, for embedding it in other
- * hosts (ns-3). Link with libsluice_ffi.a or libsluice_ffi.so. The contract is in
- * docs/ffi.md:
+ * sluice.h (crates/ffi): the C ABI of Sluice's sans-IO TCP and MTP cores, for embedding
+ * them in other hosts (ns-3). Link with libsluice_ffi.a or libsluice_ffi.so. The contract
+ * is in docs/ffi.md:
  *
  * - A sluice_stack is one host's TCP core, created from a sluice_config and destroyed with
- *   sluice_stack_free. There is no global state: any number of stacks live in one process.
+ *   sluice_stack_free; a sluice_mtp_stack is one host's MTP transport (sluice_mtp_*), from
+ *   a sluice_mtp_config. There is no global state: any number of stacks live in one process.
  * - The caller drives it: hand it received frames with the time (nanoseconds on the
  *   caller's clock), take frames to send, ask for the next deadline and run the timers.
  * - Threads: one thread at a time per stack; distinct stacks may run on distinct threads.
@@ -58,6 +59,12 @@
 
 // Loss recovery: go-back-N from snd_una (the papers' baseline).
 #define SLUICE_RECOVERY_GO_BACK_N 1
+
+// MTP directly in IPv4 (protocol 253), the default.
+#define SLUICE_MTP_ENCAP_IP 0
+
+// MTP in UDP to port 9919 (the source port is flow entropy for ECMP).
+#define SLUICE_MTP_ENCAP_UDP 1
 
 // A function's result: `SLUICE_ERROR_OK` (0) or a negative code. Functions that return a
 // count (`int64_t`) return one of these codes when negative.
@@ -164,6 +171,54 @@ typedef enum sluice_tcp_state sluice_tcp_state;
 typedef uint32_t sluice_tcp_state;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
+
+// What an MTP event is about.
+enum sluice_mtp_event_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // No event (the struct was not filled).
+  SLUICE_MTP_EVENT_KIND_NONE = 0,
+  // Every packet of the message `msg_id` sent on `endpoint` was acknowledged at `at_ns`.
+  SLUICE_MTP_EVENT_KIND_DELIVERED = 1,
+  // The message `msg_id` sent on `endpoint` was given up (`fail_reason` says why).
+  SLUICE_MTP_EVENT_KIND_FAILED = 2,
+  // A whole message waits on `endpoint` for `sluice_mtp_recv`.
+  SLUICE_MTP_EVENT_KIND_READABLE = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sluice_mtp_event_kind sluice_mtp_event_kind;
+#else
+typedef uint32_t sluice_mtp_event_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Why a message failed.
+enum sluice_mtp_fail_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Not a failure.
+  SLUICE_MTP_FAIL_REASON_NONE = 0,
+  // It timed out more than `max_timeouts` times.
+  SLUICE_MTP_FAIL_REASON_TIMEOUT = 1,
+  // Its endpoint was unbound before it was acknowledged.
+  SLUICE_MTP_FAIL_REASON_UNBOUND = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sluice_mtp_fail_reason sluice_mtp_fail_reason;
+#else
+typedef uint32_t sluice_mtp_fail_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// One host's MTP transport (opaque to C). Create with `sluice_mtp_stack_new`, destroy with
+// `sluice_mtp_stack_free`. One thread at a time per stack; distinct stacks share nothing.
+typedef struct sluice_mtp_stack sluice_mtp_stack;
 
 // One host's TCP core (opaque to C). Create with `sluice_stack_new`, destroy with
 // `sluice_stack_free`. Not thread-safe: one thread at a time per stack; distinct stacks
@@ -355,6 +410,190 @@ typedef struct sluice_counters {
   uint64_t abi_refused;
 } sluice_counters;
 
+// An MTP endpoint (a bound port) handle: the stack's tag (1..=255) in the top 8 bits, the
+// core's endpoint id in the low 32. Never 0.
+typedef uint64_t sluice_mtp_endpoint;
+
+// Where a received message came from, from `sluice_mtp_recv`.
+typedef struct sluice_mtp_message_info {
+  // The sender's address, host byte order.
+  uint32_t src_ip;
+  // The sender's port.
+  uint16_t src_port;
+  // The message's priority.
+  uint8_t priority;
+  // Its traffic class.
+  uint8_t tc;
+  // The sender's message id.
+  uint32_t msg_id;
+  // Its length, bytes.
+  uint64_t len;
+} sluice_mtp_message_info;
+
+// An MTP event, from `sluice_mtp_poll_event`.
+typedef struct sluice_mtp_event {
+  // What the event is about.
+  sluice_mtp_event_kind kind;
+  // The message, for `DELIVERED` and `FAILED` (else 0).
+  uint32_t msg_id;
+  // The endpoint (for `FAILED` with `UNBOUND` it is no longer valid).
+  sluice_mtp_endpoint endpoint;
+  // When the last acknowledgement arrived, for `DELIVERED` (else 0).
+  uint64_t at_ns;
+  // Why, for `FAILED` (else `SLUICE_MTP_FAIL_REASON_NONE`).
+  sluice_mtp_fail_reason fail_reason;
+} sluice_mtp_event;
+
+// The configuration of one MTP stack. Fill it with `sluice_mtp_config_default`, then change
+// fields. Times are in nanoseconds, sizes in bytes, addresses in host byte order.
+typedef struct sluice_mtp_config {
+  // The interface's MAC address.
+  uint8_t mac[6];
+  // Link MTU (IPv4 packet size).
+  uint16_t mtu;
+  // The IPv4 address the stack owns, host byte order.
+  uint32_t ip;
+  // `SLUICE_MTP_ENCAP_IP` or `SLUICE_MTP_ENCAP_UDP`.
+  uint32_t encapsulation;
+  // Feedback slots reserved in every data packet for devices.
+  uint8_t feedback_slots;
+  // Path-feedback entries accepted per list (1..=32); longer lists are truncated.
+  uint32_t max_feedback;
+  // Path-exclude entries a message may carry (at most 32).
+  uint32_t max_exclude;
+  // SACK and NACK runs processed per ACK.
+  uint32_t max_sack_runs;
+  // Endpoints (bound ports) at most.
+  uint32_t max_endpoints;
+  // Messages the sender keeps unacknowledged at most.
+  uint32_t max_outstanding;
+  // The longest message, bytes (sender and receiver).
+  uint32_t max_message_len;
+  // Incomplete messages the receiver holds at most.
+  uint32_t reassembly_messages;
+  // Completed message ids remembered (retransmissions are not delivered twice).
+  uint32_t completed_ids;
+  // Whole messages an endpoint's receive queue holds at most.
+  uint32_t endpoint_queue;
+  // ACKs waiting to be sent at most.
+  uint32_t ack_queue;
+  // Events waiting to be polled at most (more are dropped and counted).
+  uint32_t event_queue;
+  // Destinations the sender keeps RTT and path state for at most.
+  uint32_t max_destinations;
+  // Alternative paths remembered per destination.
+  uint32_t max_paths;
+  // (pathlet, traffic class) windows kept at most.
+  uint32_t max_pathlets;
+  // Timeouts a message survives; one more fails it.
+  uint32_t max_timeouts;
+  // Messages the scheduler looks at per transmit decision.
+  uint32_t sched_scan;
+  // Every this many data packets go to the oldest message (0: pure SRPT).
+  uint32_t srpt_aging;
+  // DCTCP's gain as a shift (4: g = 1/16), at most 16.
+  uint32_t cc_g_shift;
+  // Bytes the line spends per frame besides the frame (Ethernet: 20), at most 256.
+  uint32_t line_frame_overhead;
+  // Bytes data may run ahead of the line when `link_bps` is set.
+  uint32_t line_backlog;
+  // Bytes of incomplete messages the receiver holds at most.
+  uint64_t reassembly_bytes;
+  // RTO before any RTT sample.
+  uint64_t rto_initial_ns;
+  // The RTO's floor.
+  uint64_t rto_min_ns;
+  // The RTO's ceiling.
+  uint64_t rto_max_ns;
+  // Bytes in flight to a destination before any path feedback; a new pathlet's window.
+  uint64_t initial_window;
+  // The largest window a pathlet may reach, bytes.
+  uint64_t cc_max_cwnd;
+  // A pathlet whose DCTCP alpha is above this is congested (for path exclusion).
+  double cc_exclude_alpha;
+  // The local link's rate in bit/s for pacing, 0 for unknown (no pacing).
+  uint64_t link_bps;
+  // Message-length cutoffs, ascending, for the DSCP of data packets (all 0: off).
+  uint64_t dscp_cutoffs[7];
+} sluice_mtp_config;
+
+// The MTP stack's counters (the core's `StackCounters`, every drop or refusal has one),
+// and the calls the ABI refused.
+typedef struct sluice_mtp_counters {
+  // Frames handed to `handle_frame`.
+  uint64_t frames_in;
+  // Frames `poll_transmit` produced.
+  uint64_t frames_out;
+  // Data packets sent (first transmissions and retransmissions).
+  uint64_t data_sent;
+  // ACK packets sent.
+  uint64_t acks_sent;
+  // ACK packets received.
+  uint64_t acks_received;
+  // Data packets received (trimmed ones included).
+  uint64_t data_received;
+  // Frames dropped: the MTP checksum (or IPv4's) did not verify.
+  uint64_t bad_checksum;
+  // Frames dropped: not well-formed MTP (bad structure, wrong version, lengths).
+  uint64_t malformed;
+  // Frames dropped: not addressed to our IPv4 address.
+  uint64_t not_for_us;
+  // Data packets dropped: no endpoint on the destination port.
+  uint64_t unknown_port;
+  // Data packets refused: message longer than `max_message_len`.
+  uint64_t too_long;
+  // Incomplete messages evicted from reassembly to make room.
+  uint64_t reassembly_evictions;
+  // Data packets refused: the message length/packets disagree with the message in
+  // reassembly under the same id, or the packet's length with its number.
+  uint64_t msg_id_conflicts;
+  // Received lists longer than the configured bounds, truncated.
+  uint64_t feedback_truncated;
+  // Data packets already received (acknowledged again, not stored twice).
+  uint64_t duplicates;
+  // Messages delivered into endpoint queues.
+  uint64_t messages_delivered;
+  // Data packets dropped un-acknowledged: the endpoint's receive queue was full.
+  uint64_t endpoint_queue_full;
+  // ACKs dropped: the ACK queue was full (the sender will retransmit).
+  uint64_t ack_queue_full;
+  // Events dropped: the event queue was full.
+  uint64_t event_queue_full;
+  // Retransmissions after a timeout.
+  uint64_t retx_timeout;
+  // Retransmissions after a NACK.
+  uint64_t retx_nack;
+  // Retransmissions after a SACK gap (three later packets acknowledged).
+  uint64_t retx_sack_gap;
+  // Retransmissions after RACK-style detection (a later transmission was acknowledged).
+  uint64_t retx_rack;
+  // Transmissions not logged for RACK: the destination's log was full.
+  uint64_t rack_log_full;
+  // Retransmission timeouts that fired.
+  uint64_t timeouts;
+  // NACKs sent (for trimmed packets).
+  uint64_t nacks_sent;
+  // NACKs received.
+  uint64_t nacks_received;
+  // Trimmed data packets received.
+  uint64_t trimmed_received;
+  // ACK runs for unknown or finished messages, or packets not sent (ignored).
+  uint64_t stale_acks;
+  // Messages acknowledged completely.
+  uint64_t messages_acked;
+  // Messages failed.
+  uint64_t messages_failed;
+  // Messages sent with a path-exclude list.
+  uint64_t excluded_messages;
+  // Frames not sent: no neighbour MAC for the destination (kept, retried later).
+  uint64_t no_neighbor;
+  // Feedback ignored: the pathlet table is full.
+  uint64_t pathlets_full;
+  // Calls on this stack refused for the caller's input: a NULL or invalid argument, an
+  // invalid handle, a short buffer.
+  uint64_t abi_refused;
+} sluice_mtp_counters;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -496,6 +735,189 @@ sluice_error sluice_stack_counters(struct sluice_stack *stack, struct sluice_cou
 // `stack` is NULL or a live stack that no other thread uses during the call; `name` is
 // NULL or a NUL-terminated string; `value` is NULL or valid for a write of a `uint64_t`.
 sluice_error sluice_stack_counter(struct sluice_stack *stack, const char *name, uint64_t *value);
+
+// Binds `port` (0: an ephemeral one, 49152..=65535) and stores the endpoint in `*endpoint`.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call;
+// `endpoint` is NULL or valid for a write of a `sluice_mtp_endpoint`.
+sluice_error sluice_mtp_bind(struct sluice_mtp_stack *stack,
+                             uint16_t port,
+                             sluice_mtp_endpoint *endpoint);
+
+// The port an endpoint is bound to (what an ephemeral bind chose).
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call.
+int32_t sluice_mtp_local_port(struct sluice_mtp_stack *stack, sluice_mtp_endpoint endpoint);
+
+// Unbinds an endpoint: its received messages go, its outstanding messages fail
+// (`SLUICE_MTP_EVENT_KIND_FAILED` with `SLUICE_MTP_FAIL_REASON_UNBOUND`). The handle is
+// invalid afterwards.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call.
+sluice_error sluice_mtp_unbind(struct sluice_mtp_stack *stack, sluice_mtp_endpoint endpoint);
+
+// Queues a message of `len` bytes from `data` on `endpoint` to `ip:port` (host byte order)
+// with `priority` (higher goes first) and traffic class `tc`; returns its id (>= 0). The
+// bytes are copied. Too long a message or a bad destination (port 0, 0.0.0.0, broadcast,
+// multicast) is `SLUICE_ERROR_INVALID_ARGUMENT`; `SLUICE_ERROR_WOULD_BLOCK` when
+// `max_outstanding` messages are unacknowledged (retry after an event).
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `data` is
+// NULL (only with `len` 0) or valid for reads of `len` bytes.
+int64_t sluice_mtp_send(struct sluice_mtp_stack *stack,
+                        uint64_t now_ns,
+                        sluice_mtp_endpoint endpoint,
+                        uint32_t ip,
+                        uint16_t port,
+                        uint8_t priority,
+                        uint8_t tc,
+                        const uint8_t *data,
+                        size_t len);
+
+// The length of the next message `sluice_mtp_recv` on `endpoint` returns, without taking
+// it; `SLUICE_ERROR_WOULD_BLOCK` when none waits.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call.
+int64_t sluice_mtp_next_len(struct sluice_mtp_stack *stack, sluice_mtp_endpoint endpoint);
+
+// Takes the next whole message received on `endpoint` into `buf` and returns its length
+// (a message may be empty: 0); `info`, unless NULL, gets its sender, id, priority, class
+// and length. `SLUICE_ERROR_WOULD_BLOCK` when none waits. A message longer than `len` is
+// `SLUICE_ERROR_BUFFER_TOO_SMALL` and stays first in line (`sluice_mtp_next_len` gives
+// its length).
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `buf` is
+// NULL (only with `len` 0) or valid for writes of `len` bytes; `info` is NULL or valid for
+// a write of a `sluice_mtp_message_info`.
+int64_t sluice_mtp_recv(struct sluice_mtp_stack *stack,
+                        sluice_mtp_endpoint endpoint,
+                        uint8_t *buf,
+                        size_t len,
+                        struct sluice_mtp_message_info *info);
+
+// Takes the next event into `*event`: returns 1 when one was written, 0 when there is none.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `event`
+// is NULL or valid for a write of a `sluice_mtp_event`.
+int32_t sluice_mtp_poll_event(struct sluice_mtp_stack *stack, struct sluice_mtp_event *event);
+
+// Fills `*config` with the MTP core's defaults (MAC 02:00:00:00:00:01, IP 10.0.0.1, MTU
+// 1500 over IPv4 protocol 253, 64 endpoints, 1024 outstanding messages of at most 4 MiB,
+// RTO 200 us..50 ms).
+//
+// # Safety
+// `config` is NULL or valid for a write of a `sluice_mtp_config`.
+sluice_error sluice_mtp_config_default(struct sluice_mtp_config *config);
+
+// Checks a configuration as `sluice_mtp_stack_new` would: `SLUICE_ERROR_OK`, or
+// `SLUICE_ERROR_INVALID_CONFIG` with the reason written to `message` (NUL-terminated, cut
+// to `message_len`; `message` may be NULL).
+//
+// # Safety
+// `config` is NULL or points to a `sluice_mtp_config`; `message` is NULL or valid for
+// writes of `message_len` bytes.
+sluice_error sluice_mtp_config_check(const struct sluice_mtp_config *config,
+                                     char *message,
+                                     size_t message_len);
+
+// The stack's counters into `*counters`.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call;
+// `counters` is NULL or valid for a write of a `sluice_mtp_counters`.
+sluice_error sluice_mtp_stack_counters(struct sluice_mtp_stack *stack,
+                                       struct sluice_mtp_counters *counters);
+
+// The smoothed RTT to `ip` (host byte order): returns 1 and writes it to `*srtt_ns`, or
+// 0 (and writes 0) when no sample was taken yet.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `srtt_ns`
+// is NULL or valid for a write of a `uint64_t`.
+int32_t sluice_mtp_srtt(struct sluice_mtp_stack *stack, uint32_t ip, uint64_t *srtt_ns);
+
+// Creates an MTP stack from `*config` and stores it in `*stack`. An invalid configuration
+// is `SLUICE_ERROR_INVALID_CONFIG` (`sluice_mtp_config_check` says why) and `*stack` is
+// unchanged. Stacks share no state.
+//
+// # Safety
+// `config` is NULL or points to a `sluice_mtp_config`; `stack` is NULL or valid for a
+// write of a pointer.
+sluice_error sluice_mtp_stack_new(const struct sluice_mtp_config *config,
+                                  struct sluice_mtp_stack **stack);
+
+// Destroys an MTP stack and everything in it (outstanding messages vanish). NULL is
+// ignored. Its endpoint handles mean nothing afterwards.
+//
+// # Safety
+// `stack` is NULL or a pointer from `sluice_mtp_stack_new` not yet freed; it is not used
+// after this call.
+void sluice_mtp_stack_free(struct sluice_mtp_stack *stack);
+
+// The buffer size `sluice_mtp_stack_poll_transmit` needs: the MTU plus the 14-byte
+// Ethernet header.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call.
+int64_t sluice_mtp_stack_max_frame_len(struct sluice_mtp_stack *stack);
+
+// Hands the stack one received Ethernet frame carrying MTP (IPv4 protocol 253 or UDP port
+// 9919) at time `now_ns` (the caller's clock, never going backwards). Malformed frames and
+// frames for another address are dropped and counted (`sluice_mtp_stack_counters`), never
+// an error.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `frame`
+// is NULL or valid for reads of `len` bytes.
+sluice_error sluice_mtp_stack_handle_frame(struct sluice_mtp_stack *stack,
+                                           uint64_t now_ns,
+                                           const uint8_t *frame,
+                                           size_t len);
+
+// Writes the next frame to send into `buf` and returns its length; 0 when nothing is to be
+// sent. A buffer smaller than `sluice_mtp_stack_max_frame_len` is
+// `SLUICE_ERROR_BUFFER_TOO_SMALL` and takes nothing: the frame stays queued.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `buf` is
+// NULL or valid for writes of `len` bytes.
+int64_t sluice_mtp_stack_poll_transmit(struct sluice_mtp_stack *stack,
+                                       uint64_t now_ns,
+                                       uint8_t *buf,
+                                       size_t len);
+
+// The earliest time `sluice_mtp_stack_handle_timeout` may have work (a retransmission
+// timer or paced data): returns 1 and writes it to `*deadline_ns`, or returns 0 (and
+// writes `UINT64_MAX`) when nothing is armed. Poll it again after every call.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call;
+// `deadline_ns` is NULL or valid for a write of a `uint64_t`.
+int32_t sluice_mtp_stack_poll_timeout(struct sluice_mtp_stack *stack, uint64_t *deadline_ns);
+
+// Runs every timer due at or before `now_ns` (retransmissions, failing messages that timed
+// out too often, paced sends). Frames it queues come out of `sluice_mtp_stack_poll_transmit`.
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call.
+sluice_error sluice_mtp_stack_handle_timeout(struct sluice_mtp_stack *stack, uint64_t now_ns);
+
+// Sets the next hop's MAC for `ip` (host byte order; `mac` is 6 bytes). MTP has no ARP:
+// frames to an address without a neighbor wait (counted in `no_neighbor`).
+//
+// # Safety
+// `stack` is NULL or a live MTP stack that no other thread uses during the call; `mac` is
+// NULL or valid for reads of 6 bytes.
+sluice_error sluice_mtp_set_neighbor(struct sluice_mtp_stack *stack,
+                                     uint32_t ip,
+                                     const uint8_t *mac);
 
 // `sluice_connect` with the connection's congestion control (`SLUICE_CC_*`) chosen before
 // its SYN is built, so the SYN asks for ECN only if that algorithm wants it (RFC 3168

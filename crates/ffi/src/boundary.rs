@@ -7,7 +7,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use crate::error::sluice_error;
-use crate::host::sluice_stack;
+
+/// What [`with_stack`] needs of an opaque stack (TCP's `sluice_stack`, MTP's
+/// `sluice_mtp_stack`): its poison flag and its count of refused calls.
+pub(crate) trait Guarded {
+    /// A call panicked: every later call is refused.
+    fn poisoned(&mut self) -> &mut bool;
+    /// Calls refused for the caller's bad input.
+    fn refused_calls(&mut self) -> &mut u64;
+}
 
 /// A body's result: a count (>= 0) or an error.
 pub(crate) type Outcome = Result<i64, sluice_error>;
@@ -30,11 +38,11 @@ pub(crate) fn status(code: i64) -> sluice_error {
 /// refused, a panic poisons it, and a refusal of the caller's input is counted.
 ///
 /// # Safety
-/// `stack` is NULL or a pointer from `sluice_stack_new` not yet freed, which no other
-/// thread uses during the call.
-pub(crate) unsafe fn with_stack(
-    stack: *mut sluice_stack,
-    body: impl FnOnce(&mut sluice_stack) -> Outcome,
+/// `stack` is NULL or a pointer from `sluice_stack_new` (`sluice_mtp_stack_new`) not yet
+/// freed, which no other thread uses during the call.
+pub(crate) unsafe fn with_stack<S: Guarded>(
+    stack: *mut S,
+    body: impl FnOnce(&mut S) -> Outcome,
 ) -> i64 {
     let Some(mut ptr) = NonNull::new(stack) else {
         return sluice_error::NullPointer as i64;
@@ -42,7 +50,7 @@ pub(crate) unsafe fn with_stack(
     // SAFETY: non-null, and by this function's contract a live stack that only this thread
     // uses now, so a unique reference for the call is sound.
     let s = unsafe { ptr.as_mut() };
-    if s.poisoned {
+    if *s.poisoned() {
         return sluice_error::Poisoned as i64;
     }
     match catch_unwind(AssertUnwindSafe(|| body(s))) {
@@ -55,12 +63,12 @@ pub(crate) unsafe fn with_stack(
                     | sluice_error::InvalidHandle
                     | sluice_error::BufferTooSmall
             ) {
-                s.refused_calls += 1;
+                *s.refused_calls() += 1;
             }
             e as i64
         }
         Err(_) => {
-            s.poisoned = true;
+            *s.poisoned() = true;
             sluice_error::Panic as i64
         }
     }
@@ -144,6 +152,20 @@ pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], s
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
+/// A caller's 6-byte MAC address: NULL is refused.
+///
+/// # Safety
+/// `ptr` is NULL or valid for reads of 6 bytes.
+pub(crate) unsafe fn mac(ptr: *const u8) -> Result<[u8; 6], sluice_error> {
+    if ptr.is_null() {
+        return Err(sluice_error::NullPointer);
+    }
+    // SAFETY: non-null (checked above) and valid for reads of 6 bytes by this function's
+    // contract.
+    let b = unsafe { bytes(ptr, 6)? };
+    b.try_into().map_err(|_| sluice_error::InvalidArgument)
+}
+
 /// A caller's buffer to fill, zeroed: NULL is refused unless `len` is 0.
 ///
 /// # Safety
@@ -184,17 +206,54 @@ pub(crate) unsafe fn c_str<'a>(ptr: *const std::ffi::c_char) -> Result<&'a str, 
     s.to_str().map_err(|_| sluice_error::InvalidArgument)
 }
 
+/// Destroys a stack made by `Box::into_raw` (the `*_stack_free` functions). NULL is ignored;
+/// a panic in a destructor does not unwind into C (the memory is then leaked).
+///
+/// # Safety
+/// `stack` is NULL or a pointer from `Box::into_raw` not yet freed, not used after this call.
+pub(crate) unsafe fn free<S>(stack: *mut S) {
+    let Some(ptr) = NonNull::new(stack) else {
+        return;
+    };
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: by this function's contract, a live pointer from Box::into_raw that nobody
+        // uses after this call.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }));
+}
+
+/// Writes `text` into a caller's buffer as a NUL-terminated C string, cut to fit (nothing
+/// when the buffer is empty).
+pub(crate) fn write_c_string(buf: &mut [u8], text: &str) {
+    if let Some(room) = buf.len().checked_sub(1) {
+        let n = text.len().min(room);
+        buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+        buf[n] = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn stack() -> Box<sluice_stack> {
-        let mut c = sluice_tcp::Config::new(
-            sluice_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
-            std::net::Ipv4Addr::new(10, 0, 0, 1),
-        );
-        c.max_connections = 8;
-        Box::new(sluice_stack::new(sluice_tcp::Stack::new(c).unwrap()))
+    /// A stand-in for an opaque stack: the guard's two fields only.
+    #[derive(Default)]
+    struct Fake {
+        poisoned: bool,
+        refused_calls: u64,
+    }
+
+    impl Guarded for Fake {
+        fn poisoned(&mut self) -> &mut bool {
+            &mut self.poisoned
+        }
+        fn refused_calls(&mut self) -> &mut u64 {
+            &mut self.refused_calls
+        }
+    }
+
+    fn stack() -> Box<Fake> {
+        Box::default()
     }
 
     #[test]
@@ -241,7 +300,7 @@ mod tests {
         // SAFETY: NULL is allowed by every helper's contract.
         unsafe {
             assert_eq!(
-                with_stack(std::ptr::null_mut(), |_| Ok(0)),
+                with_stack(std::ptr::null_mut::<Fake>(), |_| Ok(0)),
                 sluice_error::NullPointer as i64
             );
             assert_eq!(

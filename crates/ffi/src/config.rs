@@ -231,7 +231,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 }
 
 /// A count as u32, saturating (defaults are far below).
-fn saturate(n: usize) -> u32 {
+pub(crate) fn saturate(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -305,11 +305,7 @@ pub unsafe extern "C" fn sluice_config_check(
             Err(reason) => reason,
         };
         if let Ok(buf) = message {
-            if let Some(room) = buf.len().checked_sub(1) {
-                let n = reason.len().min(room);
-                buf[..n].copy_from_slice(&reason.as_bytes()[..n]);
-                buf[n] = 0;
-            }
+            boundary::write_c_string(buf, &reason);
         }
         if reason.is_empty() {
             Ok(0)

@@ -2,6 +2,7 @@
 
 use sluice_tcp::Stack;
 
+use crate::boundary::Guarded;
 use crate::handle::{stack_tag, Handles};
 
 /// One host's TCP core (opaque to C). Create with `sluice_stack_new`, destroy with
@@ -30,6 +31,15 @@ impl sluice_stack {
             poisoned: false,
             refused_calls: 0,
         }
+    }
+}
+
+impl Guarded for sluice_stack {
+    fn poisoned(&mut self) -> &mut bool {
+        &mut self.poisoned
+    }
+    fn refused_calls(&mut self) -> &mut u64 {
+        &mut self.refused_calls
     }
 }
 

@@ -2,13 +2,11 @@
 //! out, the next deadline, and the timers — the sans-IO loop a host (ns-3) runs.
 
 use std::net::Ipv4Addr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
 
 use sluice_tcp::{Instant, Stack};
 use sluice_wire::EthernetAddress;
 
-use crate::boundary::{bytes, bytes_mut, input, run, status, with_stack, Out};
+use crate::boundary::{self, bytes, bytes_mut, free, input, run, status, with_stack, Out};
 use crate::config::sluice_config;
 use crate::error::sluice_error;
 use crate::host::sluice_stack;
@@ -47,15 +45,8 @@ pub unsafe extern "C" fn sluice_stack_new(
 /// after this call.
 #[no_mangle]
 pub unsafe extern "C" fn sluice_stack_free(stack: *mut sluice_stack) {
-    let Some(ptr) = NonNull::new(stack) else {
-        return;
-    };
-    // A panic in a destructor must not unwind into C; the memory is then leaked.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: by this function's contract, a live pointer from Box::into_raw in
-        // sluice_stack_new that nobody uses after this call.
-        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-    }));
+    // SAFETY: forwarded from this function's contract (sluice_stack_new boxes its stacks).
+    unsafe { free(stack) }
 }
 
 /// The buffer size `sluice_stack_poll_transmit` needs: the MTU plus the 14-byte Ethernet
@@ -189,18 +180,12 @@ pub unsafe extern "C" fn sluice_stack_add_neighbor(
     ip: u32,
     mac: *const u8,
 ) -> sluice_error {
-    // SAFETY: forwarded from this function's contract (6 bytes, checked non-null).
-    let mac = unsafe {
-        if mac.is_null() {
-            Err(sluice_error::NullPointer)
-        } else {
-            bytes(mac, 6)
-        }
-    };
+    // SAFETY: forwarded from this function's contract.
+    let mac = unsafe { boundary::mac(mac) };
     // SAFETY: forwarded from this function's contract.
     status(unsafe {
         with_stack(stack, |s| {
-            let mac: [u8; 6] = mac?.try_into().map_err(|_| sluice_error::InvalidArgument)?;
+            let mac = mac?;
             s.core
                 .add_neighbor(Ipv4Addr::from(ip), EthernetAddress(mac));
             Ok(0)

@@ -1,8 +1,10 @@
 //! tests/c/abi_test.c, compiled with the system's C compiler (`cc`, or `$CC`) against
 //! include/sluice.h and the staticlib this test run built, then run: two stacks exchanging
 //! 1 MB through an in-memory wire in virtual time, the error paths from C, and hundreds of
-//! stacks in one process. Also: docs/ffi.md's minimal example, compiled and run, and the
-//! header compiled as C++ (ns-3 is C++).
+//! stacks in one process. tests/c/mtp_test.c the same way for the MTP transport: two MTP
+//! stacks exchanging 100 messages each way byte-exact, and its error paths. Also:
+//! docs/ffi.md's minimal examples (TCP and MTP), compiled and run, and the header compiled
+//! as C++ (ns-3 is C++).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,26 +49,42 @@ fn compile_with(var: &str, default: &str, std: &str, source: &Path, out: &Path) 
     );
 }
 
-#[test]
-fn the_c_abi_test_passes_in_c() {
-    let dir = scratch("c");
-    let exe = dir.join("abi_test");
-    compile(&Path::new(CRATE).join("tests/c/abi_test.c"), &exe);
-    let output = Command::new(&exe).output().expect("run abi_test");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+/// Compiles tests/c/`name`.c, runs it, and returns its standard output (it must succeed
+/// and end with its count of passed checks).
+fn run_c_test(name: &str) -> String {
+    let dir = scratch(name);
+    let exe = dir.join(name);
+    compile(&Path::new(CRATE).join(format!("tests/c/{name}.c")), &exe);
+    let output = Command::new(&exe).output().expect("run the C test");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         output.status.success(),
-        "abi_test failed ({}):\n{stdout}\n{stderr}",
+        "{name} failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
+    assert!(stdout.contains("checks passed"), "{stdout}");
+    println!("{stdout}");
+    stdout
+}
+
+#[test]
+fn the_c_abi_test_passes_in_c() {
+    let stdout = run_c_test("abi_test");
     assert!(
         stdout.contains("transfer: 1048576 bytes verified"),
         "{stdout}"
     );
-    assert!(stdout.contains("checks passed"), "{stdout}");
-    println!("{stdout}");
+}
+
+#[test]
+fn the_mtp_test_passes_in_c() {
+    let stdout = run_c_test("mtp_test");
+    assert!(
+        stdout.contains("exchange: 100 messages each way"),
+        "{stdout}"
+    );
 }
 
 /// A scratch directory for one test's binaries.
@@ -77,20 +95,27 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 #[test]
-fn the_minimal_example_in_docs_ffi_md_runs() {
+fn the_minimal_examples_in_docs_ffi_md_run() {
     let doc = std::fs::read_to_string(Path::new(CRATE).join("../../docs/ffi.md")).unwrap();
-    let example = doc
+    let examples: Vec<&str> = doc
         .split("```c\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("a ```c block in docs/ffi.md");
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .collect();
+    // TCP's example, then MTP's.
+    let want = ["hello\n", "hello from port 7000 delivered\n"];
+    assert_eq!(examples.len(), want.len(), "```c blocks in docs/ffi.md");
     let dir = scratch("doc");
-    std::fs::write(dir.join("example.c"), example).unwrap();
-    compile(&dir.join("example.c"), &dir.join("example"));
-    let output = Command::new(dir.join("example")).output().unwrap();
+    for (i, (example, want)) in examples.iter().zip(want).enumerate() {
+        let source = dir.join(format!("example{i}.c"));
+        std::fs::write(&source, example).unwrap();
+        let exe = dir.join(format!("example{i}"));
+        compile(&source, &exe);
+        let output = Command::new(&exe).output().unwrap();
+        assert!(output.status.success(), "example {i}: {output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), want, "example {i}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(output.status.success(), "{output:?}");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "hello\n");
 }
 
 #[test]
