@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ptr::NonNull;
 
-use sluice_mtp::stack::{Event, FailReason, Message, SendOptions};
+use sluice_mtp::stack::{EndpointId, Event, FailReason, Message, SendOptions};
 
 use crate::boundary::{bytes, bytes_mut, status, with_stack, Out};
 use crate::error::sluice_error;
@@ -198,7 +198,7 @@ pub unsafe extern "C" fn sluice_mtp_next_len(
 }
 
 /// The message the next receive on `ep` gets: the one held back, else the core's next.
-fn next(s: &mut sluice_mtp_stack, ep: sluice_mtp::stack::EndpointId) -> Option<Message> {
+fn next(s: &mut sluice_mtp_stack, ep: EndpointId) -> Option<Message> {
     s.held.remove(&ep).or_else(|| s.core.recv_message(ep))
 }
 

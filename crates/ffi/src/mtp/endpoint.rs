@@ -1,5 +1,6 @@
-//! Endpoint handles: the core's `EndpointId` (never reused, so it is its own generation)
-//! under the stack's tag, so a handle of an unbound endpoint or of another stack is refused.
+//! Endpoint handles: the core's `EndpointId` (a counter, not reused for 2^32 binds, so its
+//! own generation) under the stack's tag, so a handle of an unbound endpoint or of another
+//! stack is refused.
 
 use sluice_mtp::stack::EndpointId;
 

@@ -3,8 +3,9 @@
 //! out, the next deadline, the timers — and the application calls on messages: bind and
 //! unbind endpoints, send, receive, events, counters (docs/ffi.md "MTP").
 //!
-//! An endpoint handle is the core's `EndpointId` under the stack's tag: the core never
-//! reuses an id, so it is its own generation and no handle table is kept here.
+//! An endpoint handle is the core's `EndpointId` under the stack's tag: the core counts ids
+//! up and does not reuse one for 2^32 binds, so it is its own generation and no handle table
+//! is kept here.
 
 mod app;
 mod config;
