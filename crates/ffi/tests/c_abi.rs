@@ -85,6 +85,7 @@ fn the_mtp_test_passes_in_c() {
         stdout.contains("exchange: 100 messages each way"),
         "{stdout}"
     );
+    assert!(stdout.contains("many: 300 MTP stacks"), "{stdout}");
 }
 
 /// A scratch directory for one test's binaries.

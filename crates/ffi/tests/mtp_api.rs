@@ -539,3 +539,25 @@ fn random_calls_return_known_codes_and_never_panic() {
     }
     run(&a, &b, &mut now);
 }
+
+#[test]
+fn stacks_on_distinct_threads_do_the_same_work() {
+    // No global state: the same exchange on four threads at once gives the same counters.
+    let exchange = || {
+        let (a, b) = Host::pair();
+        let ea = a.bind(5).unwrap();
+        b.bind(6).unwrap();
+        for i in 0..20usize {
+            assert!(a.send(ea, B_IP, 6, &vec![i as u8; 1 + i * 997]) >= 0);
+        }
+        let mut now = 0;
+        run(&a, &b, &mut now);
+        (a.counters(), b.counters(), now)
+    };
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4).map(|_| s.spawn(exchange)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results[0].1.messages_delivered, 20);
+    assert!(results.iter().all(|r| *r == results[0]));
+}

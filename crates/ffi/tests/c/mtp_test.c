@@ -10,6 +10,7 @@
  * 2. Error paths: NULL pointers, a stale (unbound) and a foreign endpoint, a short frame
  *    buffer, a short receive buffer (the message stays), bad destinations, an invalid
  *    config, a garbage frame: error codes and counters, never an abort.
+ * 3. Hundreds of MTP stacks in one process, each with an endpoint and a message queued.
  *
  * Exit status 0 and a last line "mtp_test: N checks passed" on success; the first failed
  * check prints its line and exits 1.
@@ -425,9 +426,30 @@ static void error_paths(void) {
     sluice_mtp_stack_free(b);
 }
 
+/* No global state: STACKS stacks at once, each bound and with a message queued. */
+#define STACKS 300
+static void many_stacks(void) {
+    static sluice_mtp_stack *stacks[STACKS];
+    for (unsigned i = 0; i < STACKS; i++) {
+        sluice_mtp_config c;
+        sluice_mtp_endpoint ep;
+        CHECK_CODE(sluice_mtp_config_default(&c), SLUICE_ERROR_OK);
+        c.ip = 0x0a010000u + i;
+        c.mac[4] = (uint8_t)(i >> 8);
+        c.mac[5] = (uint8_t)i;
+        CHECK_CODE(sluice_mtp_stack_new(&c, &stacks[i]), SLUICE_ERROR_OK);
+        CHECK_CODE(sluice_mtp_bind(stacks[i], 9000, &ep), SLUICE_ERROR_OK);
+        CHECK(sluice_mtp_send(stacks[i], 0, ep, IP_B, 9000, 0, 0, (const uint8_t *)"x", 1) >= 0);
+    }
+    for (unsigned i = 0; i < STACKS; i++)
+        sluice_mtp_stack_free(stacks[i]);
+    printf("many: %u MTP stacks\n", STACKS);
+}
+
 int main(void) {
     exchange();
     error_paths();
+    many_stacks();
     printf("mtp_test: %u checks passed\n", checks);
     return 0;
 }
