@@ -21,6 +21,16 @@ pub enum Checksum {
     Partial,
     /// Failed verification: the frame keeps its place in the sequence but is not delivered.
     Bad,
+    /// Dropped by an eBPF module in a replicated role (or redirected, reflected): like
+    /// [`Checksum::Bad`] it keeps its place but goes no further.
+    Dropped,
+}
+
+impl Checksum {
+    /// Whether the frame goes on (neither bad nor dropped).
+    pub fn live(self) -> bool {
+        !matches!(self, Checksum::Bad | Checksum::Dropped)
+    }
 }
 
 /// Per-frame metadata carried beside the bytes.
@@ -151,6 +161,21 @@ impl Batch {
         let at = i * FRAME_BYTES;
         let meta = &mut self.meta[i];
         Some((&mut self.bytes[at..at + usize::from(meta.len)], meta))
+    }
+
+    /// Replaces frame `i`'s bytes with `frame` (a module changed it); false, leaving it as
+    /// it was, past the end or when `frame` is longer than [`FRAME_BYTES`].
+    pub fn replace(&mut self, i: usize, frame: &[u8]) -> bool {
+        let Ok(len) = u16::try_from(frame.len()) else {
+            return false;
+        };
+        if i >= self.count || frame.len() > FRAME_BYTES {
+            return false;
+        }
+        let at = i * FRAME_BYTES;
+        self.bytes[at..at + frame.len()].copy_from_slice(frame);
+        self.meta[i].len = len;
+        true
     }
 
     /// Frame `i`'s metadata (a default past the end).

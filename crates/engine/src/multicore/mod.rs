@@ -6,9 +6,11 @@
 //! single-core engine.
 
 pub mod batch;
+pub mod control;
 pub mod layout;
 pub mod link;
 pub mod nic;
+pub mod placement;
 pub mod post;
 pub mod pre;
 pub mod progress;
@@ -16,7 +18,9 @@ pub mod protocol;
 pub mod runner;
 pub mod sequence;
 
+pub use control::{Control, ControlError, ControlMsg, ControlReply, CONTROL_SLOTS};
 pub use layout::{Layout, LayoutError, Plan, RoleId};
+pub use placement::{Placement, PlacementError};
 pub use progress::{Progress, RoleCounters};
 pub use protocol::Protocol;
 pub use runner::{MultiEngine, MultiError, MultiReport};

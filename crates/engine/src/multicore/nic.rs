@@ -15,6 +15,7 @@ use super::batch::{Batch, Checksum, FrameMeta};
 use super::link::{LinkRx, LinkTx};
 use super::progress::{Progress, RoleCounters};
 use super::sequence::{Reorder, Sequencer};
+use crate::transport::{classify, Class};
 use crate::EngineError;
 
 /// Where a received frame goes.
@@ -27,6 +28,12 @@ enum Steer {
 }
 
 fn steer(groups: &FlowGroups, frame: &[u8]) -> Steer {
+    // The transports beside TCP (RoCEv2, MTP) run in group 0's protocol role only
+    // (docs/multicore.md, "Transports beside TCP"): their state is one instance per
+    // application, not per 4-tuple.
+    if classify(frame) != Class::Core {
+        return Steer::Group(0);
+    }
     if let Some(g) = groups.group_of_frame(frame) {
         return Steer::Group(g);
     }
@@ -251,7 +258,7 @@ impl<D: Device> Nic<D> {
                 };
                 while s.next < s.batch.len() {
                     let meta = s.batch.meta(s.next);
-                    if meta.checksum == Checksum::Bad {
+                    if !meta.checksum.live() {
                         s.next += 1;
                         continue;
                     }

@@ -6,7 +6,10 @@ use sluice_device::complete_partial_checksum;
 
 use super::batch::Checksum;
 use super::link::{LinkRx, LinkTx};
+use super::pre::run_modules;
 use super::progress::{Progress, RoleCounters};
+use crate::hook_point::HookPoint;
+use crate::modules::Chain;
 
 /// One post replica: a link from each protocol role, one link to the NIC role.
 pub struct Post {
@@ -15,6 +18,10 @@ pub struct Post {
     next: usize,
     /// Counters.
     pub counters: RoleCounters,
+    /// This replica's copy of the stateless modules at egress (placement.rs).
+    pub modules: Chain,
+    /// The clock for the modules' bpf_ktime_get_ns, set by the runner before a step.
+    pub now_ns: u64,
 }
 
 impl Post {
@@ -25,6 +32,8 @@ impl Post {
             to_nic,
             next: 0,
             counters: RoleCounters::default(),
+            modules: Chain::default(),
+            now_ns: 0,
         }
     }
 
@@ -52,6 +61,7 @@ impl Post {
                 };
                 left -= 1;
                 self.counters.batches += 1;
+                let modules = self.modules.has(HookPoint::Egress);
                 for i in 0..batch.len() {
                     let Some((frame, meta)) = batch.frame_mut(i) else {
                         break;
@@ -64,6 +74,19 @@ impl Post {
                             self.counters.drops += 1;
                             Checksum::Bad
                         };
+                    }
+                    // Egress modules see the frame as the device will: checksums complete.
+                    if modules
+                        && batch.meta(i).checksum.live()
+                        && !run_modules(
+                            &mut self.modules,
+                            HookPoint::Egress,
+                            &mut batch,
+                            i,
+                            self.now_ns,
+                        )
+                    {
+                        self.counters.drops += 1;
                     }
                 }
                 self.to_nic.send(batch);

@@ -7,9 +7,11 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ipv4Repr, PROTOCOL_TCP};
 use sluice_wire::tcp;
 
-use super::batch::Checksum;
+use super::batch::{Batch, Checksum};
 use super::link::{LinkRx, LinkTx};
 use super::progress::{Progress, RoleCounters};
+use crate::hook_point::HookPoint;
+use crate::modules::{Chain, Verdict};
 
 /// One pre replica: a link from the NIC role, one link to each protocol role.
 pub struct Pre {
@@ -17,6 +19,51 @@ pub struct Pre {
     to_groups: Vec<LinkTx>,
     /// Counters.
     pub counters: RoleCounters,
+    /// This replica's copy of the stateless modules at ingress (placement.rs).
+    pub modules: Chain,
+    /// The clock for the modules' bpf_ktime_get_ns, set by the runner before a step.
+    pub now_ns: u64,
+}
+
+/// Runs `modules`' ingress chain on frame `i` of `batch`: a changed frame replaces it; one
+/// dropped, reflected or redirected is marked [`Checksum::Dropped`] and keeps its place.
+/// Returns whether the frame goes on.
+pub(crate) fn run_modules(
+    modules: &mut Chain,
+    at: HookPoint,
+    batch: &mut Batch,
+    i: usize,
+    now_ns: u64,
+) -> bool {
+    match modules.run(at, batch.frame(i), now_ns) {
+        (Verdict::Pass, None) => true,
+        (Verdict::Pass, Some((s, e))) => {
+            if batch.replace(i, &modules.scratch()[s..e]) {
+                return true;
+            }
+            // Grown past a batch's slot: it cannot go on (counted as at the device).
+            modules.count_too_long();
+            mark_dropped(batch, i);
+            false
+        }
+        (verdict, _) => {
+            // A replica has no path to the device or the control plane: what a module
+            // reflects or redirects here is dropped, its queue emptied (docs/multicore.md).
+            if verdict != Verdict::Drop {
+                while let Some(b) = modules.pop_reflected().or_else(|| modules.pop_redirected()) {
+                    modules.recycle(b);
+                }
+            }
+            mark_dropped(batch, i);
+            false
+        }
+    }
+}
+
+fn mark_dropped(batch: &mut Batch, i: usize) {
+    if let Some((_, meta)) = batch.frame_mut(i) {
+        meta.checksum = Checksum::Dropped;
+    }
 }
 
 /// The verdict on one received frame.
@@ -50,6 +97,8 @@ impl Pre {
             from_nic,
             to_groups,
             counters: RoleCounters::default(),
+            modules: Chain::default(),
+            now_ns: 0,
         }
     }
 
@@ -69,7 +118,15 @@ impl Pre {
                 break;
             };
             self.counters.batches += 1;
+            let modules = self.modules.has(HookPoint::Ingress);
             for i in 0..batch.len() {
+                if modules
+                    && !run_modules(&mut self.modules, HookPoint::Ingress, &mut batch, i, self.now_ns)
+                {
+                    self.counters.frames += 1;
+                    self.counters.drops += 1;
+                    continue;
+                }
                 let Some((frame, meta)) = batch.frame_mut(i) else {
                     break;
                 };

@@ -8,10 +8,53 @@ use sluice_tcp::{Instant, Stack};
 use sluice_wire::flow_group::FlowGroups;
 
 use super::batch::{Batch, Checksum, FrameMeta, BATCH_FRAMES};
+use super::control::ControlRx;
 use super::link::{LinkRx, LinkTx};
 use super::progress::{Progress, RoleCounters};
 use super::sequence::Reorder;
+use crate::hook_point::HookPoint;
+use crate::modules::{Chain, Verdict};
+use crate::transport::{classify, Class};
 use crate::{App, AppStatus, EngineError};
+
+/// Runs a group's ingress modules on `frame`, then its established ones if the core would
+/// take the frame down its pipeline (as the single engine's hooks do); the frame as the
+/// modules left it, or None if one dropped, reflected or redirected it.
+fn group_modules<'a>(
+    modules: &'a mut Chain,
+    carry: &'a mut Vec<u8>,
+    stack: &Stack,
+    frame: &'a [u8],
+    now_ns: u64,
+) -> Option<&'a [u8]> {
+    let mut changed = false;
+    if modules.has(HookPoint::Ingress) {
+        match modules.run(HookPoint::Ingress, frame, now_ns) {
+            (Verdict::Pass, None) => {}
+            (Verdict::Pass, Some((s, e))) => {
+                carry.clear();
+                carry.extend_from_slice(&modules.scratch()[s..e]);
+                changed = true;
+            }
+            _ => return None,
+        }
+    }
+    if modules.has(HookPoint::Established) {
+        let current: &[u8] = if changed { carry } else { frame };
+        if stack.takes_fast_path(current) {
+            match modules.run(HookPoint::Established, current, now_ns) {
+                (Verdict::Pass, None) => {}
+                (Verdict::Pass, Some((s, e))) => {
+                    carry.clear();
+                    carry.extend_from_slice(&modules.scratch()[s..e]);
+                    changed = true;
+                }
+                _ => return None,
+            }
+        }
+    }
+    Some(if changed { carry } else { frame })
+}
 
 /// The protocol role of one flow group.
 pub struct Protocol<A> {
@@ -34,6 +77,9 @@ pub struct Protocol<A> {
     next_post: usize,
     app_done: bool,
     started: bool,
+    /// Whether the application owns transports beside TCP (group 0 only; the runner
+    /// refuses them elsewhere): then each received frame is classified.
+    transports: bool,
     /// The thread that steps this role (checked in test builds).
     #[cfg(debug_assertions)]
     owner: Option<std::thread::ThreadId>,
@@ -41,6 +87,14 @@ pub struct Protocol<A> {
     pub rx: RoleCounters,
     /// Transmit counters.
     pub tx: RoleCounters,
+    /// The group's end of its control link (none for a role built alone).
+    pub control: Option<ControlRx>,
+    /// The group's own copies of the per-group modules (ingress, established), with the
+    /// group's own maps (placement.rs).
+    pub modules: Chain,
+    /// A frame an ingress module changed, for the established chain (which reuses the
+    /// scratch buffer); allocated once, at most a frame.
+    carry: Vec<u8>,
 }
 
 impl<A: App> Protocol<A> {
@@ -69,10 +123,33 @@ impl<A: App> Protocol<A> {
             next_post: 0,
             app_done: false,
             started: false,
+            transports: false,
             #[cfg(debug_assertions)]
             owner: None,
             rx: RoleCounters::default(),
             tx: RoleCounters::default(),
+            control: None,
+            modules: Chain::default(),
+            carry: Vec::new(),
+        }
+    }
+
+    /// Lets the role run the application's transports beside TCP (the runner allows it in
+    /// group 0 only, where the NIC role steers their frames).
+    pub fn serve_transports(&mut self) {
+        self.transports = true;
+    }
+
+    /// The earliest deadline of the core and, if it serves them, the transports.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let core = self.stack.poll_timeout();
+        if !self.transports {
+            return core;
+        }
+        let other = self.app.transports().poll_timeout();
+        match (core, other) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -144,9 +221,17 @@ impl<A: App> Protocol<A> {
             self.from_pre[r].give_back(batch);
             work += 1;
         }
+        if let Some(c) = self.control.as_mut() {
+            // The control plane's messages between input and timers: a connection it opens
+            // or closes is the core's like any other from here on.
+            work += c.serve(self.group, &mut self.stack, now, budget);
+        }
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {
             self.stack.handle_timeout(now);
             work += 1;
+        }
+        if self.transports {
+            crate::pump::run_due_transport_timers(&mut self.app.transports(), now);
         }
         self.poll_app(now, &mut work)?;
         work += self.transmit(now, budget);
@@ -165,16 +250,25 @@ impl<A: App> Protocol<A> {
         Ok(())
     }
 
-    /// Hands a batch's frames to the core in order: runs of verified frames at once.
+    /// Hands a batch's frames to the core in order: runs of verified frames at once; with
+    /// the group's own modules attached (ingress, established) or transports beside TCP,
+    /// frame by frame.
     fn deliver(&mut self, now: Instant, batch: &Batch) {
         self.rx.batches += 1;
+        let hooked =
+            self.modules.has(HookPoint::Ingress) || self.modules.has(HookPoint::Established);
         let mut run: [&[u8]; BATCH_FRAMES] = [&[]; BATCH_FRAMES];
         let mut n = 0;
         for i in 0..batch.len() {
             let (frame, meta) = (batch.frame(i), batch.meta(i));
             self.check_frame(frame, &meta);
             self.rx.frames += 1;
-            if meta.checksum == Checksum::Verified {
+            if !meta.checksum.live() {
+                // Its place in the sequence was kept; it goes no further.
+                continue;
+            }
+            let verified = meta.checksum == Checksum::Verified;
+            if verified && !hooked && !(self.transports && classify(frame) != Class::Core) {
                 run[n] = frame;
                 n += 1;
                 continue;
@@ -183,7 +277,35 @@ impl<A: App> Protocol<A> {
                 self.stack.handle_frames_checksum_ok(now, &run[..n]);
                 n = 0;
             }
-            if meta.checksum != Checksum::Bad {
+            let (frame, verified) = if hooked {
+                let Some(f) = group_modules(
+                    &mut self.modules,
+                    &mut self.carry,
+                    &self.stack,
+                    frame,
+                    now.as_nanos(),
+                ) else {
+                    self.rx.drops += 1;
+                    continue;
+                };
+                // A module that changed the frame voids the pre role's verdict.
+                (f, verified && std::ptr::eq(f, frame))
+            } else {
+                (frame, verified)
+            };
+            if self.transports {
+                let class = classify(frame);
+                if class != Class::Core {
+                    if let Some(t) = self.app.transports().for_class(class) {
+                        // The transport checks its own integrity (ICRC, MTP's checksum).
+                        t.handle_frame(now, frame);
+                        continue;
+                    }
+                }
+            }
+            if verified {
+                self.stack.handle_frames_checksum_ok(now, &[frame]);
+            } else {
                 self.stack.handle_frame(now, frame);
             }
         }
@@ -204,7 +326,11 @@ impl<A: App> Protocol<A> {
                 meta.seq,
                 self.next_frame_seq
             );
-            if let Some(g) = self.groups.group_of_frame(_frame) {
+            // The other transports' frames are group 0's whatever their tuple hashes to.
+            let hashed = (classify(_frame) == Class::Core)
+                .then(|| self.groups.group_of_frame(_frame))
+                .flatten();
+            if let Some(g) = hashed {
                 assert_eq!(
                     g, self.group,
                     "a frame of group {g} reached group {}",
@@ -229,6 +355,21 @@ impl<A: App> Protocol<A> {
                 // Back-pressure: the frames wait in the core.
                 break;
             };
+            while !batch.is_full() && self.modules.has_reflected() {
+                // Frames the group's ingress modules sent back out (XDP_TX) go first.
+                let meta = FrameMeta {
+                    group: self.group,
+                    seq: self.tx_frame_seq,
+                    ..FrameMeta::default()
+                };
+                let Some(f) = self.modules.pop_reflected() else {
+                    break;
+                };
+                if batch.push_copy(&f, meta) {
+                    self.tx_frame_seq += 1;
+                }
+                self.modules.recycle(f);
+            }
             while !batch.is_full() {
                 let meta = FrameMeta {
                     group: self.group,
@@ -237,11 +378,22 @@ impl<A: App> Protocol<A> {
                 };
                 let stack = &mut self.stack;
                 let mut partial = false;
-                let pushed = batch.push_with(meta, |buf| {
+                let mut pushed = batch.push_with(meta, |buf| {
                     let t = stack.poll_transmit_offload(now, buf)?;
                     partial = t.csum_partial;
                     Some(t.len)
                 });
+                if !pushed && self.transports && !batch.is_full() {
+                    // The core has nothing more: the transports' frames (complete, so the
+                    // post role leaves them alone) follow in the same order of batches.
+                    let mut ts = self.app.transports();
+                    for t in ts.each() {
+                        pushed = batch.push_with(meta, |buf| t.poll_transmit(now, buf));
+                        if pushed {
+                            break;
+                        }
+                    }
+                }
                 if !pushed {
                     break;
                 }

@@ -9,14 +9,19 @@ use sluice_device::Device;
 use sluice_tcp::{Config, ConfigError, Counters, FlowGroupMember, Instant, Stack};
 use sluice_wire::flow_group::FlowGroups;
 
+use super::control::{control_links, Control};
 use super::layout::{Layout, LayoutError, Plan, RoleId};
+use super::placement::{check, Placement, PlacementError};
 use super::link::link;
 use super::nic::Nic;
 use super::post::Post;
 use super::pre::Pre;
 use super::progress::{Progress, RoleCounters};
 use super::protocol::Protocol;
+use crate::hook_point::HookPoint;
+use crate::modules::{Chain, Module};
 use crate::{App, Clock, EngineError, DEFAULT_LINGER};
+use sluice_ebpf::{Maps, Program};
 
 /// Batches in each producer's pool per link.
 const POOL: usize = 8;
@@ -44,6 +49,12 @@ pub enum MultiError {
     Engine(EngineError),
     /// The stepped model's budget of virtual time ran out before its condition held.
     Budget(Duration),
+    /// A group other than 0 was given an application with transports beside TCP (RDMA,
+    /// MTP): they run in group 0 only.
+    Transports {
+        /// The group.
+        group: u16,
+    },
 }
 
 impl std::fmt::Display for MultiError {
@@ -56,6 +67,11 @@ impl std::fmt::Display for MultiError {
                 f,
                 "the stepped model did not finish in {:.3} s of virtual time",
                 d.as_secs_f64()
+            ),
+            MultiError::Transports { group } => write!(
+                f,
+                "flow group {group}'s application owns RDMA or MTP transports, which run in \
+                 group 0 only (docs/multicore.md)"
             ),
         }
     }
@@ -108,9 +124,15 @@ impl<D: Device, A: App> RoleMut<'_, D, A> {
     fn step(&mut self, now: Instant, budget: usize) -> Result<Progress, EngineError> {
         match self {
             RoleMut::Nic(n) => n.step(budget),
-            RoleMut::Pre(p) => Ok(p.step(budget)),
+            RoleMut::Pre(p) => {
+                p.now_ns = now.as_nanos();
+                Ok(p.step(budget))
+            }
             RoleMut::Protocol(p) => p.step(now, budget),
-            RoleMut::Post(p) => Ok(p.step(budget)),
+            RoleMut::Post(p) => {
+                p.now_ns = now.as_nanos();
+                Ok(p.step(budget))
+            }
         }
     }
 }
@@ -124,6 +146,7 @@ pub struct MultiEngine<D, A> {
     layout: Layout,
     plan: Plan,
     clock: Clock,
+    control: Option<Control>,
     /// After every application is done, run at most this long for closes to finish.
     pub linger: Duration,
 }
@@ -186,6 +209,8 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             nic_from_post.push(rx);
         }
         let window = r * POOL + 1;
+        let (control, control_rxs) = control_links(plan.groups);
+        let mut control_rxs = control_rxs.into_iter();
         let mut protocols = Vec::with_capacity(n);
         for (g, (from_pre, to_post)) in group_from_pre.into_iter().zip(group_to_post).enumerate() {
             let mut cfg = config.clone();
@@ -196,10 +221,17 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             cfg.tx_checksum_offload = true;
             cfg.tso_max_payload = 0;
             let stack = Stack::new(cfg).map_err(MultiError::Core)?;
-            let app = factory(g as u16);
-            protocols.push(Protocol::new(
-                g as u16, groups, stack, app, from_pre, to_post, window,
-            ));
+            let mut app = factory(g as u16);
+            let transports = app.transports().each().next().is_some();
+            if transports && g != 0 {
+                return Err(MultiError::Transports { group: g as u16 });
+            }
+            let mut role = Protocol::new(g as u16, groups, stack, app, from_pre, to_post, window);
+            role.control = control_rxs.next();
+            if transports {
+                role.serve_transports();
+            }
+            protocols.push(role);
         }
         Ok(MultiEngine {
             nic: Nic::new(device, groups, nic_to_pre, nic_from_post, window),
@@ -217,6 +249,7 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             layout,
             plan,
             clock,
+            control: Some(control),
             linger: DEFAULT_LINGER,
         })
     }
@@ -229,6 +262,71 @@ impl<D: Device, A: App> MultiEngine<D, A> {
     /// The engine's clock.
     pub fn clock(&self) -> Clock {
         self.clock.clone()
+    }
+
+    /// The control plane's ends of the groups' control links (docs/multicore.md, "Control
+    /// messages"), once: whoever holds them is the one control plane.
+    pub fn take_control(&mut self) -> Option<Control> {
+        self.control.take()
+    }
+
+    /// Attaches `program` at `at` where `placement` says (placement.rs): one copy per pre
+    /// or post replica, or per flow group, each with maps from `maps()` (so no map is shared
+    /// between cores). Attach before running. Returns how many copies were attached.
+    pub fn attach_module(
+        &mut self,
+        at: HookPoint,
+        name: &str,
+        section: &str,
+        program: &Program,
+        placement: Placement,
+        mut maps: impl FnMut() -> Maps,
+    ) -> Result<usize, PlacementError> {
+        check(at, placement)?;
+        let mut one = |chain: &mut Chain| -> Result<(), PlacementError> {
+            let m = maps();
+            if !program.matches(&m) {
+                return Err(PlacementError::MapsDoNotMatch);
+            }
+            chain
+                .attach(at, name, section, program.clone(), m)
+                .map(|_| ())
+                .map_err(PlacementError::Attach)
+        };
+        let mut copies = 0;
+        match (placement, at) {
+            (Placement::Stateless, HookPoint::Ingress) => {
+                for p in self.pres.iter_mut() {
+                    one(&mut p.modules)?;
+                    copies += 1;
+                }
+            }
+            (Placement::Stateless, _) => {
+                for p in self.posts.iter_mut() {
+                    one(&mut p.modules)?;
+                    copies += 1;
+                }
+            }
+            (Placement::PerGroup, _) => {
+                for p in self.protocols.iter_mut() {
+                    one(&mut p.modules)?;
+                    copies += 1;
+                }
+            }
+        }
+        Ok(copies)
+    }
+
+    /// Every copy of every module, in role order (pre replicas, post replicas, groups): its
+    /// counters and maps, to be summed by whoever reads them as per-CPU maps are.
+    pub fn modules(&self) -> Vec<&Module> {
+        self.pres
+            .iter()
+            .map(|p| &p.modules)
+            .chain(self.posts.iter().map(|p| &p.modules))
+            .chain(self.protocols.iter().map(|p| &p.modules))
+            .flat_map(|c| c.modules())
+            .collect()
     }
 
     /// The device.
@@ -467,8 +565,8 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             }
             // Nothing can move at this instant: let time pass to the next deadline.
             let mut wait = MODEL_MAX_WAIT.min(self.clock.until(stop));
-            for p in &self.protocols {
-                if let Some(t) = p.stack.poll_timeout() {
+            for p in self.protocols.iter_mut() {
+                if let Some(t) = p.poll_timeout() {
                     wait = wait.min(self.clock.until(t));
                 }
             }
