@@ -224,4 +224,25 @@ mod tests {
         assert!(!b.push_with(FrameMeta::default(), |_| Some(FRAME_BYTES + 1)));
         assert_eq!(b.len(), 1);
     }
+
+    #[test]
+    fn a_replaced_frame_keeps_its_place_and_metadata() {
+        let mut b = Batch::new();
+        let meta = FrameMeta {
+            seq: 7,
+            ..FrameMeta::default()
+        };
+        assert!(b.push_copy(&[1; 60], meta));
+        assert!(b.push_copy(&[2; 60], meta));
+        assert!(b.replace(0, &[9; 64]));
+        assert_eq!((b.frame(0), b.meta(0).seq), (&[9u8; 64][..], 7));
+        assert_eq!(b.frame(1), &[2u8; 60][..]);
+        assert!(
+            !b.replace(0, &[0; FRAME_BYTES + 1]),
+            "too long: left as it was"
+        );
+        assert!(!b.replace(2, &[0; 60]), "past the end");
+        assert_eq!(b.frame(0), &[9u8; 64][..]);
+        assert!(!Checksum::Dropped.live() && !Checksum::Bad.live() && Checksum::Verified.live());
+    }
 }

@@ -121,7 +121,13 @@ impl Pre {
             let modules = self.modules.has(HookPoint::Ingress);
             for i in 0..batch.len() {
                 if modules
-                    && !run_modules(&mut self.modules, HookPoint::Ingress, &mut batch, i, self.now_ns)
+                    && !run_modules(
+                        &mut self.modules,
+                        HookPoint::Ingress,
+                        &mut batch,
+                        i,
+                        self.now_ns,
+                    )
                 {
                     self.counters.frames += 1;
                     self.counters.drops += 1;

@@ -11,9 +11,9 @@ use sluice_wire::flow_group::FlowGroups;
 
 use super::control::{control_links, Control};
 use super::layout::{Layout, LayoutError, Plan, RoleId};
-use super::placement::{check, Placement, PlacementError};
 use super::link::link;
 use super::nic::Nic;
+use super::placement::{check, Placement, PlacementError};
 use super::post::Post;
 use super::pre::Pre;
 use super::progress::{Progress, RoleCounters};
