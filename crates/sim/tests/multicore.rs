@@ -870,3 +870,103 @@ fn transports_outside_group_0_are_refused_at_build_time() {
         Ok(_) => panic!("built"),
     }
 }
+
+/// Peer sinks at .50 (kept) and .51 (on [`DROPPED_PORT`], whose frames the egress module
+/// drops); the engine opens one connection to each.
+fn egress_wire() -> SimWire {
+    let mut wire = SimWire::new(SimWireConfig {
+        seed: 31,
+        link: LinkConfig::new(1_000_000_000, Duration::from_micros(20)),
+        tso: false,
+        ..SimWireConfig::default()
+    })
+    .unwrap();
+    for (i, port) in [PEER_SINK_PORT, DROPPED_PORT].into_iter().enumerate() {
+        let role = PeerRole::Sink {
+            port,
+            connections: 1,
+        };
+        wire.add_peer(Ipv4Addr::new(10, 77, 0, 50 + i as u8), role)
+            .unwrap();
+    }
+    wire
+}
+
+/// The engine's source to peer `i`.
+fn egress_source(i: u8) -> SourceApp {
+    let port = [PEER_SINK_PORT, DROPPED_PORT][usize::from(i)];
+    let mut s = SourceApp::new(
+        Ipv4Addr::new(10, 77, 0, 50 + i),
+        port,
+        32 * 1024,
+        500 + u64::from(i),
+    );
+    s.print = false;
+    s
+}
+
+#[test]
+fn a_stateless_egress_module_gives_the_single_engines_bytes_and_counters_under_every_layout() {
+    // The single engine: both sources in one application, the module at egress.
+    let wire = egress_wire();
+    let clock = wire.clock();
+    let mut engine = wire.into_engine(ENGINE).unwrap();
+    engine
+        .hooks
+        .modules_mut()
+        .attach(
+            HookPoint::Egress,
+            "drop_port",
+            "xdp",
+            drop_port_program(),
+            Maps::new(&[]).unwrap(),
+        )
+        .unwrap();
+    let mut app = Sources(vec![(egress_source(0), false), (egress_source(1), false)]);
+    while clock.now() < Instant::ZERO + DROP_RUN {
+        engine
+            .run(&mut app, Some(Duration::from_millis(10)))
+            .unwrap();
+    }
+    let want = engine.device.peers()[0].sink_reports().to_vec();
+    let want_dropped = engine.hooks.modules().modules()[0].counters.dropped;
+    assert_eq!(want.len(), 1, "the kept peer got its stream");
+    assert!(want_dropped >= 3, "the SYN and two retries: {want_dropped}");
+    for kind in 0..4 {
+        let wire = egress_wire();
+        let clock = wire.clock();
+        let mut config = core_config(ENGINE_MAC, ENGINE, 1500);
+        config.seed = 5;
+        config.clock_epoch = Duration::ZERO;
+        let layout = layout(kind, 2, 2);
+        let mut engine = MultiEngine::with_clock(wire, config, layout, clock.clone(), |g| {
+            Sources(vec![(egress_source(g as u8), false)])
+        })
+        .unwrap();
+        engine
+            .attach_module(
+                HookPoint::Egress,
+                "drop_port",
+                "xdp",
+                &drop_port_program(),
+                Placement::Stateless,
+                || Maps::new(&[]).unwrap(),
+            )
+            .unwrap();
+        engine
+            .step_model(kind.into(), DROP_RUN + Duration::from_secs(1), |_, _| {
+                clock.now() >= Instant::ZERO + DROP_RUN
+            })
+            .unwrap_or_else(|e| panic!("{layout:?}: {e}"));
+        let peers = engine.device().peers();
+        assert_eq!(peers[0].sink_reports(), want.as_slice(), "{layout:?}");
+        assert!(peers[1].sink_reports().is_empty(), "{layout:?}");
+        let dropped: u64 = engine.modules().iter().map(|m| m.counters.dropped).sum();
+        assert_eq!(dropped, want_dropped, "{layout:?}: drops");
+        let marked: u64 = engine.report().post.iter().map(|c| c.drops).sum();
+        assert_eq!(
+            marked, want_dropped,
+            "{layout:?}: counted by the post replicas"
+        );
+    }
+}
