@@ -1,10 +1,11 @@
 //! The NIC role: the device's receive and transmit sides. On receive it copies each frame
 //! into its flow group's open batch (steered by `FlowGroups::group_of_frame`; ARP requests
 //! and frames of no flow to group 0, ARP replies to every group, as each group's core keeps
-//! its own neighbor cache), numbers it with the group's sequencer and hands full batches to
+//! its own neighbor cache; RDMA and MTP frames to group 0, which runs those transports),
+//! numbers it with the group's sequencer and hands full batches to
 //! the pre replicas in turn. On transmit it restores each group's order over what the post
 //! replicas return (their batches are numbered by the protocol role) and puts the frames on
-//! the device.
+//! the device (skipping frames marked bad or dropped).
 
 use sluice_device::{Device, RxChecksum, TxFrame};
 use sluice_wire::arp::{ArpOperation, ArpRepr};

@@ -2,7 +2,10 @@
 //! that group with `Config::flow_group`), its application instance and so its timers; no
 //! other role touches them (DESIGN.md rule 4: one owner per connection). A reorder buffer in
 //! front of its input admits the pre replicas' batches in the order the NIC role numbered
-//! them; its transmit batches are numbered for the NIC role's reorder buffer.
+//! them; its transmit batches are numbered for the NIC role's reorder buffer. It also serves
+//! the control plane's messages to the group (control.rs), runs the group's own copies of
+//! per-group eBPF modules (placement.rs) and, in group 0, the application's transports
+//! beside TCP.
 
 use sluice_tcp::{Instant, Stack};
 use sluice_wire::flow_group::FlowGroups;
