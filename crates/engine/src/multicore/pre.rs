@@ -234,4 +234,43 @@ mod tests {
             let _ = verify(&good[..n]);
         }
     }
+
+    /// A program returning `action` for every frame (no maps).
+    fn returning(action: i32) -> sluice_ebpf::Program {
+        use sluice_ebpf::insn::{class, jmp, Insn};
+        let insns = vec![
+            Insn::new(class::ALU64 | 0xb0, 0, 0, 0, action),
+            Insn::new(class::JMP | jmp::EXIT, 0, 0, 0, 0),
+        ];
+        sluice_ebpf::Program::verify(insns, &[]).unwrap()
+    }
+
+    #[test]
+    fn frames_a_module_drops_or_redirects_keep_their_place_marked_dropped() {
+        for (action, name) in [(1, "drop"), (3, "tx"), (4, "redirect")] {
+            let (mut nic, from_nic) = link(2, 1);
+            let (to_group, mut group) = link(2, 0);
+            let mut pre = Pre::new(from_nic, vec![to_group]);
+            let maps = sluice_ebpf::Maps::new(&[]).unwrap();
+            pre.modules
+                .attach(HookPoint::Ingress, name, "xdp", returning(action), maps)
+                .unwrap();
+            let mut b = nic.take_empty().unwrap();
+            for _ in 0..3 {
+                assert!(b.push_copy(&tcp_frame(), FrameMeta::default()));
+            }
+            nic.send(b);
+            pre.step(1);
+            let b = group.recv().expect("passed on");
+            assert_eq!(b.len(), 3, "{name}: the slots stay");
+            assert!(
+                (0..3).all(|i| b.meta(i).checksum == Checksum::Dropped),
+                "{name}"
+            );
+            assert_eq!((pre.counters.drops, pre.counters.frames), (3, 3), "{name}");
+            // Nothing waits in the replica's queues: they have no consumer here.
+            assert!(!pre.modules.has_reflected(), "{name}");
+            assert!(pre.modules.pop_redirected().is_none(), "{name}");
+        }
+    }
 }
