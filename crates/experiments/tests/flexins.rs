@@ -30,7 +30,11 @@ fn flexins_tx_quick_is_exact_and_header_only_touches_less() {
         assert_eq!((h.path, s.path), (TxPath::HeaderOnly, TxPath::Staging));
         for p in pair {
             assert_eq!(p.result.messages, 200, "{:?} {}", p.path, p.size);
-            assert!(p.result.exact, "{:?} {}: a target slot differs", p.path, p.size);
+            assert!(
+                p.result.exact,
+                "{:?} {}: a target slot differs",
+                p.path, p.size
+            );
             assert_eq!(p.result.tx_touch().payload, 200 * p.size);
         }
         let (ht, st) = (h.result.tx_touch(), s.result.tx_touch());
@@ -58,7 +62,11 @@ fn flexins_rx_quick_is_exact_and_direct_touches_less() {
         let (d, s) = (&pair[0], &pair[1]);
         assert_eq!((d.path, s.path), (RxPath::Direct, RxPath::Staging));
         for p in pair {
-            assert!(p.result.exact, "{:?} {}: a target slot differs", p.path, p.working_set);
+            assert!(
+                p.result.exact,
+                "{:?} {}: a target slot differs",
+                p.path, p.working_set
+            );
             assert_eq!(p.result.rx_touch().payload, 200 * rx::SIZE);
         }
         let (dt, st) = (d.result.rx_touch(), s.result.rx_touch());
@@ -76,7 +84,10 @@ fn the_quick_runs_write_their_csv_and_png() {
     };
     let report = tx::run(&args).expect("the experiment runs");
     assert_eq!(report.rows.len(), 6);
-    assert!(report.rows.iter().all(|r| r.last().map(String::as_str) == Some("yes")));
+    assert!(report
+        .rows
+        .iter()
+        .all(|r| r.last().map(String::as_str) == Some("yes")));
     let written = report.write(&args.common.out).expect("the CSV is written");
     let csv = std::fs::read_to_string(&written.csv).expect("readable");
     assert!(csv.starts_with("size,tx path,"), "{csv}");

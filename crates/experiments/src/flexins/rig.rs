@@ -250,7 +250,11 @@ pub fn run(spec: RunSpec) -> Result<RunResult, ExperimentError> {
     let target_slots = spec.working_set / spec.size;
     let source_slots = SOURCE_SLOTS.min(target_slots);
     let mut a = side(1, &spec, pattern((source_slots * spec.size) as usize))?;
-    let mut b = side(2, &spec, VecMemory(vec![0; (target_slots * spec.size) as usize]))?;
+    let mut b = side(
+        2,
+        &spec,
+        VecMemory(vec![0; (target_slots * spec.size) as usize]),
+    )?;
     for i in 0..spec.qps {
         connect(&mut a, i, &b)?;
         connect(&mut b, i, &a)?;
@@ -276,7 +280,14 @@ pub fn run(spec: RunSpec) -> Result<RunResult, ExperimentError> {
         })
     };
     let rkey = b_key;
-    let requester = requester(&mut a, &mut da, &spec, rkey, (target_slots, source_slots), t0);
+    let requester = requester(
+        &mut a,
+        &mut da,
+        &spec,
+        rkey,
+        (target_slots, source_slots),
+        t0,
+    );
     stop.store(true, Ordering::Release);
     let (b, rx_cpu) = responder
         .join()

@@ -188,8 +188,8 @@ pub struct StackCounters {
     pub tx_touch: Touched,
     /// The engine's memory traffic on the receive path.
     pub rx_touch: Touched,
-    /// Frames not built because the device's buffer was shorter than a full packet of the
-    /// QP's MTU (the packet waits; nothing is lost).
+    /// Packets that took the staging path on a header-only stack because the device's
+    /// buffer was shorter than a full packet of the QP's path MTU.
     pub tx_buffer_short: u64,
 }
 

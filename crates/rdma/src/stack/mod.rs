@@ -492,8 +492,9 @@ impl RdmaStack {
     /// CNP goes first, then its responses, then its requests as its pacer allows.
     ///
     /// With [`TxPath::HeaderOnly`] the payload is read from registered memory straight into
-    /// `buf` (the device's frame) and the headers written around it; `buf` must then hold
-    /// a whole packet of the QP's path MTU, else nothing is built (`tx_buffer_short`).
+    /// `buf` (the device's frame) and the headers written around it, if `buf` holds a whole
+    /// packet of the QP's path MTU; else that packet takes the staging path
+    /// (`tx_buffer_short` counts it).
     pub fn poll_transmit<M: Memory>(
         &mut self,
         now: Nanos,
@@ -536,13 +537,13 @@ impl RdmaStack {
                 src_port: entropy_src_port(qpn, slot.attr.dest_qpn),
                 roce: RoceRepr::cnp(slot.attr.dest_qpn),
             };
-            let header_only = self.cfg.tx_path == TxPath::HeaderOnly;
+            // A device buffer that cannot hold a whole packet of the path MTU takes the
+            // staging path: a short packet still fits, as it always did.
+            let fits = buf.len() >= MAX_FRAME_OVERHEAD + qp.mtu() as usize;
+            let header_only = self.cfg.tx_path == TxPath::HeaderOnly && (fits || cnp);
+            let fallback = self.cfg.tx_path == TxPath::HeaderOnly && !header_only;
             let (mut gathered, mut len) = (0, 0);
             if !cnp {
-                if header_only && buf.len() < MAX_FRAME_OVERHEAD + qp.mtu() as usize {
-                    self.counters.tx_buffer_short += 1;
-                    continue;
-                }
                 let mut metered = Metered::new(mem);
                 let Some(mut ctx) = qp_ctx(
                     &self.mrs,
@@ -585,6 +586,9 @@ impl RdmaStack {
                     t.payload += gathered;
                     if !header_only {
                         t.staging += len as u64;
+                    }
+                    if fallback {
+                        self.counters.tx_buffer_short += 1;
                     }
                     t.icrc += (written - frame.eth.header_len()) as u64;
                     if cnp {
