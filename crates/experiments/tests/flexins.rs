@@ -83,6 +83,7 @@ fn the_quick_runs_write_their_csv_and_png() {
         seconds: None,
     };
     let report = tx::run(&args).expect("the experiment runs");
+    print!("{}", report.render());
     assert_eq!(report.rows.len(), 6);
     assert!(report
         .rows

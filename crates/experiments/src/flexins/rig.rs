@@ -160,6 +160,7 @@ fn connect(s: &mut Side, i: usize, peer: &Side) -> Result<(), ExperimentError> {
         timeout: 14,
         retry_cnt: 7,
         rnr_retry: 7,
+        min_rnr_timer: 12,
         max_rd_atomic: 1,
         peer: Some(peer.addr),
         ..QpAttr::default()
@@ -178,7 +179,9 @@ fn connect(s: &mut Side, i: usize, peer: &Side) -> Result<(), ExperimentError> {
                 .union(AttrMask::AV)
                 .union(AttrMask::PATH_MTU)
                 .union(AttrMask::DEST_QPN)
-                .union(AttrMask::RQ_PSN),
+                .union(AttrMask::RQ_PSN)
+                .union(AttrMask::MAX_DEST_RD_ATOMIC)
+                .union(AttrMask::MIN_RNR_TIMER),
         ),
         (
             QpState::Rts,
@@ -186,7 +189,8 @@ fn connect(s: &mut Side, i: usize, peer: &Side) -> Result<(), ExperimentError> {
                 .union(AttrMask::SQ_PSN)
                 .union(AttrMask::TIMEOUT)
                 .union(AttrMask::RETRY_CNT)
-                .union(AttrMask::RNR_RETRY),
+                .union(AttrMask::RNR_RETRY)
+                .union(AttrMask::MAX_QP_RD_ATOMIC),
         ),
     ];
     for (state, mask) in steps {
