@@ -36,6 +36,10 @@ fn flexins_tx_quick_is_exact_and_header_only_touches_less() {
                 p.path, p.size
             );
             assert_eq!(p.result.tx_touch().payload, 200 * p.size);
+            assert_eq!(
+                p.result.requester_qps.timeouts, 0,
+                "nothing is lost on the pair"
+            );
         }
         let (ht, st) = (h.result.tx_touch(), s.result.tx_touch());
         assert_eq!(ht.staging, 0);
@@ -68,6 +72,10 @@ fn flexins_rx_quick_is_exact_and_direct_touches_less() {
                 p.path, p.working_set
             );
             assert_eq!(p.result.rx_touch().payload, 200 * rx::SIZE);
+            assert_eq!(
+                p.result.requester_qps.timeouts, 0,
+                "nothing is lost on the pair"
+            );
         }
         let (dt, st) = (d.result.rx_touch(), s.result.rx_touch());
         assert_eq!(dt.staging, 0);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sluice_bench::{cpu_seconds, current_thread_stat};
 use sluice_device::{pair, Device, PairConfig, PairEnd, TxFrame};
-use sluice_rdma::qp::{Remote, SendOp, SendWr, Sge, VecMemory};
+use sluice_rdma::qp::{QpCounters, Remote, SendOp, SendWr, Sge, VecMemory};
 use sluice_rdma::stack::{
     PeerAddr, QpAttr, RdmaStack, RxPath, StackConfig, StackCounters, Touched, TxPath,
 };
@@ -66,6 +66,9 @@ pub struct RunResult {
     pub requester: StackCounters,
     /// The responder stack's counters.
     pub responder: StackCounters,
+    /// The requester's QP counters, summed (retransmissions and timeouts: none expected,
+    /// the pair holds more frames than both windows).
+    pub requester_qps: QpCounters,
     /// Every target slot written holds its source slot's bytes.
     pub exact: bool,
 }
@@ -312,6 +315,7 @@ pub fn run(spec: RunSpec) -> Result<RunResult, ExperimentError> {
         rx_cpu,
         requester: a.stack.counters,
         responder: b.stack.counters,
+        requester_qps: a.stack.qp_counters(),
         exact,
     })
 }

@@ -109,6 +109,7 @@ pub fn run(args: &RxArgs) -> Result<Report, ExperimentError> {
                 fmt_num(t.per_payload_byte()),
                 per(t.staging),
                 per(t.icrc),
+                p.result.requester_qps.retransmits.to_string(),
                 if p.result.exact { "yes" } else { "NO" }.into(),
             ]
         })
@@ -160,6 +161,7 @@ pub fn run(args: &RxArgs) -> Result<Report, ExperimentError> {
             "touched/B",
             "staging/B",
             "ICRC/B",
+            "retx",
             "exact",
         ]
         .map(String::from)

@@ -102,6 +102,7 @@ pub fn run(args: &TxArgs) -> Result<Report, ExperimentError> {
                 fmt_num(t.per_payload_byte()),
                 per(t.staging),
                 per(t.icrc),
+                p.result.requester_qps.retransmits.to_string(),
                 if p.result.exact { "yes" } else { "NO" }.into(),
             ]
         })
@@ -152,6 +153,7 @@ pub fn run(args: &TxArgs) -> Result<Report, ExperimentError> {
             "touched/B",
             "staging/B",
             "ICRC/B",
+            "retx",
             "exact",
         ]
         .map(String::from)
