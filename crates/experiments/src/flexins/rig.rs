@@ -343,8 +343,8 @@ fn requester(
             break;
         }
         if posting {
-            for q in 0..spec.qps {
-                while outstanding[q] < spec.depth && posted < spec.messages {
+            for (q, out) in outstanding.iter_mut().enumerate() {
+                while *out < spec.depth && posted < spec.messages {
                     let wr = SendWr {
                         wr_id: q as u64,
                         op: SendOp::Write {
@@ -365,7 +365,7 @@ fn requester(
                     a.stack
                         .post_send(a.qpns[q], wr)
                         .map_err(|e| err("post_send", e))?;
-                    outstanding[q] += 1;
+                    *out += 1;
                     posted += 1;
                 }
             }

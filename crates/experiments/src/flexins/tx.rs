@@ -78,8 +78,8 @@ pub fn tx_name(p: TxPath) -> &'static str {
 /// A byte count as 64B, 4KB, 1MB.
 pub fn size_label(b: u64) -> String {
     match b {
-        b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{}MB", b >> 20),
-        b if b >= 1 << 10 && b.is_multiple_of(1 << 10) => format!("{}KB", b >> 10),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KB", b >> 10),
         b => format!("{b}B"),
     }
 }
