@@ -7,6 +7,7 @@ pub mod drain;
 pub mod error;
 pub mod fabric;
 pub mod fairness;
+pub mod flexins;
 pub mod flows;
 pub mod impair;
 pub mod incast;
@@ -146,6 +147,12 @@ pub enum ExperimentCommand {
     /// The Homa papers' workloads W1-W5 at 50 % and 80 % load on a two-tier fabric: p99
     /// slowdown per message size, MTP against TCP with DCTCP (the simulator).
     MtpWorkloads(mtp::workloads::WorkloadsArgs),
+    /// RDMA WRITE throughput of 2 QPs, 64 B to 64 KB, header-only TX against a staging copy,
+    /// with the engine's bytes touched per payload byte (flexins.txt Figure 12; no lab).
+    FlexinsTx(flexins::tx::TxArgs),
+    /// 8 KB RDMA WRITEs into a growing receive working set, direct placement against a
+    /// staging copy, with bytes touched per payload byte (flexins.txt Figure 14; no lab).
+    FlexinsRx(flexins::rx::RxArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -165,6 +172,8 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::MtpBalance(args) => (mtp::balance::run(args)?, &args.common),
         ExperimentCommand::MtpIsolation(args) => (mtp::isolation::run(args)?, &args.common),
         ExperimentCommand::MtpWorkloads(args) => (mtp::workloads::run(args)?, &args.common),
+        ExperimentCommand::FlexinsTx(args) => (flexins::tx::run(args)?, &args.common),
+        ExperimentCommand::FlexinsRx(args) => (flexins::rx::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

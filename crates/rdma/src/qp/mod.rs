@@ -15,6 +15,7 @@ pub mod wr;
 
 use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
 use crate::wire::{Psn, RoceRepr};
+pub use packetize::PayloadDst;
 use requester::Requester;
 use responder::Responder;
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
@@ -264,6 +265,11 @@ impl QueuePair {
         self.state
     }
 
+    /// Its path MTU in bytes: the most payload one packet carries.
+    pub fn mtu(&self) -> u32 {
+        self.cfg.mtu
+    }
+
     /// Its number.
     pub fn qpn(&self) -> u32 {
         self.cfg.qpn
@@ -327,18 +333,26 @@ impl QueuePair {
         payload: &mut [u8],
         requests: bool,
     ) -> Option<(RoceRepr, usize)> {
+        self.poll_transmit_into(ctx, &mut PayloadDst::Staging(payload), requests)
+    }
+
+    /// [`QueuePair::poll_transmit_paced`] with the payload read to `dst`: a staging buffer,
+    /// or the frame after its headers (header-only TX).
+    pub fn poll_transmit_into<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        dst: &mut PayloadDst<'_>,
+        requests: bool,
+    ) -> Option<(RoceRepr, usize)> {
         // In error, only the responder's last NAK still goes out.
-        if let Some(out) = self.resp.transmit(ctx, &self.cfg, payload) {
+        if let Some(out) = self.resp.transmit(ctx, &self.cfg, dst) {
             self.counters.packets_tx += 1;
             return Some(out);
         }
         if !requests {
             return None;
         }
-        match self
-            .req
-            .transmit(ctx, &self.cfg, payload, &mut self.counters)
-        {
+        match self.req.transmit(ctx, &self.cfg, dst, &mut self.counters) {
             Ok(Some(out)) => {
                 self.counters.packets_tx += 1;
                 Some(out)

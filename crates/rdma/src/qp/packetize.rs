@@ -1,6 +1,10 @@
 //! A request packet cut from a send work request (IBA 9.7.7.1): the opcode of its place in
 //! the message, the RETH on a WRITE's first packet or a READ request, ImmDt on the last,
 //! AckReq at the end and every [`ACK_EVERY`] packets, the payload read from local memory.
+//!
+//! Where the payload is read to is the caller's [`PayloadDst`]: a staging buffer, or the
+//! device's frame right after the headers (header-only TX, flexins.txt 3.2: the engine
+//! writes headers and the payload goes from the application's memory into the frame once).
 
 use super::wr::{SendOp, SendWr};
 use super::{Ctx, Memory, QpConfig};
@@ -10,9 +14,38 @@ use crate::wire::{ImmDt, Opcode, Psn, RethRepr, RoceRepr};
 /// Ask for an ACK at least every this many packets of a long message.
 pub(super) const ACK_EVERY: u32 = 16;
 
+/// Where a packet's payload is read to from registered memory.
+pub enum PayloadDst<'a> {
+    /// A staging buffer: the payload goes to its front, and is copied into a frame later.
+    Staging(&'a mut [u8]),
+    /// The frame itself (header-only TX): the payload goes `headers_at + the RoCE headers'
+    /// length` into `frame`, where the frame's headers will be written around it.
+    Frame {
+        /// The device's frame buffer.
+        frame: &'a mut [u8],
+        /// Where the RoCE headers (the BTH) start in it: the Ethernet, IPv4 and UDP headers'
+        /// length.
+        headers_at: usize,
+    },
+}
+
+impl PayloadDst<'_> {
+    /// The `len` bytes a packet with headers `repr` carries its payload in; None if the
+    /// buffer is too short.
+    pub fn slot(&mut self, repr: &RoceRepr, len: usize) -> Option<&mut [u8]> {
+        match self {
+            PayloadDst::Staging(b) => b.get_mut(..len),
+            PayloadDst::Frame { frame, headers_at } => {
+                let at = headers_at.checked_add(repr.header_len())?;
+                frame.get_mut(at..at.checked_add(len)?)
+            }
+        }
+    }
+}
+
 /// Packet `k` of the `npkts` of work request `wr` (PSN `psn`; a READ: the request for
 /// what has not come yet, from response `k` on): headers, and its payload read into
-/// `payload`. Err: the status the QP fails with (a local buffer its key does not allow).
+/// `dst`. Err: the status the QP fails with (a local buffer its key does not allow).
 pub(super) fn request_packet<M: Memory>(
     wr: &SendWr,
     npkts: u32,
@@ -20,7 +53,7 @@ pub(super) fn request_packet<M: Memory>(
     psn: Psn,
     cfg: &QpConfig,
     ctx: &mut Ctx<'_, M>,
-    payload: &mut [u8],
+    dst: &mut PayloadDst<'_>,
 ) -> Result<(RoceRepr, usize), WcStatus> {
     let total = wr.sge.len;
     let mut bth = super::bth(Opcode::SendOnly, cfg.dest_qpn, psn);
@@ -77,10 +110,14 @@ pub(super) fn request_packet<M: Memory>(
         _ => None,
     };
     let immdt = imm.filter(|_| last).map(ImmDt);
+    let repr = RoceRepr {
+        bth,
+        reth,
+        aeth: None,
+        immdt,
+    };
     let sge = wr.sge;
-    let out = payload
-        .get_mut(..len as usize)
-        .ok_or(WcStatus::GeneralErr)?;
+    let out = dst.slot(&repr, len as usize).ok_or(WcStatus::GeneralErr)?;
     if len > 0 {
         let at = ctx
             .mrs
@@ -96,13 +133,5 @@ pub(super) fn request_packet<M: Memory>(
             return Err(WcStatus::LocProtErr);
         }
     }
-    Ok((
-        RoceRepr {
-            bth,
-            reth,
-            aeth: None,
-            immdt,
-        },
-        len as usize,
-    ))
+    Ok((repr, len as usize))
 }

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use super::packetize::request_packet;
+use super::packetize::{request_packet, PayloadDst};
 use super::wr::{PostError, SendOp, SendWr};
 use super::{Ctx, Memory, Nanos, QpConfig, QpCounters};
 use crate::verbs::{Access, WcOpcode, WcStatus, WorkCompletion};
@@ -114,7 +114,7 @@ impl Requester {
         &mut self,
         ctx: &mut Ctx<'_, M>,
         cfg: &QpConfig,
-        payload: &mut [u8],
+        dst: &mut PayloadDst<'_>,
         counters: &mut QpCounters,
     ) -> Result<Option<(RoceRepr, usize)>, WcStatus> {
         if self.rnr_until.is_some_and(|t| ctx.now < t) {
@@ -146,7 +146,7 @@ impl Requester {
             if psn.lt(self.sent_end) {
                 counters.retransmits += 1;
             }
-            let (mut repr, n) = request_packet(&e.wr, e.npkts, k, psn, cfg, ctx, payload)?;
+            let (mut repr, n) = request_packet(&e.wr, e.npkts, k, psn, cfg, ctx, dst)?;
             e.sent += 1;
             let end = if e.is_read() { e.end() } else { psn + 1 };
             self.sent_end = max_psn(self.sent_end, end);

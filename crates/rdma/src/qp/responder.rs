@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use super::packetize::PayloadDst;
 use super::wr::{PostError, RecvWr};
 use super::{Ctx, Memory, QpConfig, QpCounters};
 use crate::verbs::{Access, Key, WcOpcode, WcStatus, WorkCompletion};
@@ -378,7 +379,7 @@ impl Responder {
         &mut self,
         ctx: &mut Ctx<'_, M>,
         cfg: &QpConfig,
-        payload: &mut [u8],
+        dst: &mut PayloadDst<'_>,
     ) -> Option<(RoceRepr, usize)> {
         let bth = |opcode, psn| super::bth(opcode, cfg.dest_qpn, psn);
         if let Some(a) = self.acks.pop_front() {
@@ -402,7 +403,17 @@ impl Responder {
             (false, false) => Opcode::ReadResponseMiddle,
             (false, true) => Opcode::ReadResponseLast,
         };
-        let out = payload.get_mut(..len as usize)?;
+        let aeth = (opcode != Opcode::ReadResponseMiddle).then_some(AethRepr {
+            syndrome: Syndrome::Ack { credits: 0x1f },
+            msn: self.msn,
+        });
+        let repr = RoceRepr {
+            bth: bth(opcode, job.psn),
+            reth: None,
+            aeth,
+            immdt: None,
+        };
+        let out = dst.slot(&repr, len as usize)?;
         if len > 0 {
             // The region may have been deregistered since the request: send nothing of it.
             let at = ctx
@@ -419,16 +430,6 @@ impl Responder {
                 return None;
             }
         }
-        let aeth = (opcode != Opcode::ReadResponseMiddle).then_some(AethRepr {
-            syndrome: Syndrome::Ack { credits: 0x1f },
-            msn: self.msn,
-        });
-        let repr = RoceRepr {
-            bth: bth(opcode, job.psn),
-            reth: None,
-            aeth,
-            immdt: None,
-        };
         job.psn = job.psn + 1;
         job.va += u64::from(len);
         job.left -= len;

@@ -35,6 +35,34 @@ pub struct StackConfig {
     pub cnp_interval: Nanos,
     /// The reaction point's parameters.
     pub dcqcn: DcqcnParams,
+    /// How a payload gets into the frame (header-only by default).
+    pub tx_path: TxPath,
+    /// How a received payload gets to its buffer (direct by default).
+    pub rx_path: RxPath,
+}
+
+/// How the transmit path moves a payload into the frame (flexins.txt 3.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TxPath {
+    /// Read from registered memory into an engine staging buffer, then copied into the
+    /// frame: two copies (kept for the comparison, `sluice experiment flexins-tx`).
+    Staging,
+    /// Header-only: the headers are written into the device's frame and the payload is read
+    /// from registered memory straight into the frame after them: one copy.
+    #[default]
+    HeaderOnly,
+}
+
+/// How the receive path moves a payload to its buffer (flexins.txt 3.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxPath {
+    /// The frame is first copied into an engine buffer and the payload placed from there:
+    /// two copies (kept for the comparison, `sluice experiment flexins-rx`).
+    Staging,
+    /// Direct placement: the payload goes from the device's frame into the target buffer,
+    /// one copy, and the frame is the device's again as soon as the call returns.
+    #[default]
+    Direct,
 }
 
 impl StackConfig {
@@ -53,6 +81,8 @@ impl StackConfig {
             line_rate_bps: 10_000_000_000,
             cnp_interval: 50_000,
             dcqcn: DcqcnParams::default(),
+            tx_path: TxPath::HeaderOnly,
+            rx_path: RxPath::Direct,
         }
     }
 }
@@ -154,4 +184,40 @@ pub struct StackCounters {
     pub cnp_tx: u64,
     /// Congestion notification packets received (each one a rate cut, if pacing is on).
     pub cnp_rx: u64,
+    /// The engine's memory traffic on the transmit path.
+    pub tx_touch: Touched,
+    /// The engine's memory traffic on the receive path.
+    pub rx_touch: Touched,
+    /// Packets that took the staging path on a header-only stack because the device's
+    /// buffer was shorter than a full packet of the QP's path MTU.
+    pub tx_buffer_short: u64,
+}
+
+/// Bytes the engine moves for payloads, per path (flexins.txt 5.3-5.4 measure the Arm
+/// cores' memory bandwidth; this counts what the engine itself copies and reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Payload bytes moved between registered memory and a frame or staging buffer (TX:
+    /// read from memory; RX: placed into it): one per payload byte on either path.
+    pub payload: u64,
+    /// Bytes copied through an engine staging buffer (0 on the header-only and direct paths).
+    pub staging: u64,
+    /// Bytes the ICRC pass reads (the whole IP packet: headers and payload).
+    pub icrc: u64,
+}
+
+impl Touched {
+    /// Every byte the engine touched: payload copies, staging copies and ICRC passes.
+    pub fn total(&self) -> u64 {
+        self.payload + self.staging + self.icrc
+    }
+
+    /// Engine bytes touched per payload byte (0 if no payload moved).
+    pub fn per_payload_byte(&self) -> f64 {
+        if self.payload == 0 {
+            0.0
+        } else {
+            self.total() as f64 / self.payload as f64
+        }
+    }
 }

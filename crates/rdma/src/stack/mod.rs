@@ -13,7 +13,9 @@ use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
 
 use crate::cc::QpCongestion;
-use crate::qp::{Memory, Nanos, PostError, QpConfig, QpCounters, QueuePair, RecvWr, SendWr};
+use crate::qp::{
+    Memory, Nanos, PayloadDst, PostError, QpConfig, QpCounters, QueuePair, RecvWr, SendWr,
+};
 use crate::verbs::{
     check_modify, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState, Region, WorkCompletion,
 };
@@ -22,8 +24,17 @@ use crate::wire::{Psn, RoceError, RoceRepr};
 
 mod config;
 mod ctx;
-pub use config::{PeerAddr, QpAttr, StackConfig, StackCounters, VerbsError};
+mod touch;
+pub use config::{
+    PeerAddr, QpAttr, RxPath, StackConfig, StackCounters, Touched, TxPath, VerbsError,
+};
 use ctx::qp_ctx;
+use touch::Metered;
+
+/// The most a packet's frame adds to its payload: Ethernet, IPv4, UDP, BTH, RETH and ImmDt
+/// (or AETH), pad and ICRC. Header-only TX needs this plus the path MTU in the device's
+/// buffer.
+const MAX_FRAME_OVERHEAD: usize = 14 + 20 + 8 + 12 + 16 + 4 + 3 + 4;
 
 struct QpSlot {
     pd: PdId,
@@ -50,7 +61,10 @@ pub struct RdmaStack {
     order: Vec<u32>,
     next_tx: usize,
     next_qpn: u32,
+    /// The staging buffer of [`TxPath::Staging`].
     payload: Vec<u8>,
+    /// The engine buffer of [`RxPath::Staging`] (as long as the longest frame received).
+    rx_staging: Vec<u8>,
     /// Counters.
     pub counters: StackCounters,
 }
@@ -85,6 +99,7 @@ impl RdmaStack {
             next_tx: 0,
             next_qpn: 0x11,
             payload: vec![0; 4096],
+            rx_staging: Vec::new(),
             cfg,
             counters: StackCounters::default(),
         }
@@ -402,7 +417,24 @@ impl RdmaStack {
 
     /// A frame from the device: if it is RoCEv2 for one of our QPs from its peer, that QP
     /// takes it. Anything else is counted and dropped, never a panic.
+    ///
+    /// With [`RxPath::Direct`] a payload goes from `frame` into its buffer (one copy) and
+    /// `frame` is not kept: the device may recycle it on return. [`RxPath::Staging`] first
+    /// copies the frame into an engine buffer, as an intermediate ring would.
     pub fn handle_frame<M: Memory>(&mut self, now: Nanos, mem: &mut M, frame: &[u8]) {
+        if self.cfg.rx_path == RxPath::Staging {
+            let mut staged = std::mem::take(&mut self.rx_staging);
+            staged.clear();
+            staged.extend_from_slice(frame);
+            self.counters.rx_touch.staging += frame.len() as u64;
+            self.receive(now, mem, &staged);
+            self.rx_staging = staged;
+        } else {
+            self.receive(now, mem, frame);
+        }
+    }
+
+    fn receive<M: Memory>(&mut self, now: Nanos, mem: &mut M, frame: &[u8]) {
         let (repr, payload) = match RoceFrameRepr::parse(frame) {
             Ok(x) => x,
             Err(RoceError::NotRoce) => return,
@@ -411,6 +443,8 @@ impl RdmaStack {
                 return;
             }
         };
+        // The ICRC check read the IP packet.
+        self.counters.rx_touch.icrc += frame.len().saturating_sub(repr.eth.header_len()) as u64;
         if repr.ip.dst != self.cfg.ip {
             return;
         }
@@ -438,22 +472,29 @@ impl RdmaStack {
             self.counters.ce_rx += 1;
             slot.cc.on_ce(now, self.cfg.cnp_interval);
         }
+        let mut metered = Metered::new(mem);
         let Some(mut ctx) = qp_ctx(
             &self.mrs,
             &mut self.cqs,
             slot.send_cq,
             slot.recv_cq,
-            mem,
+            &mut metered,
             now,
         ) else {
             return;
         };
         self.counters.frames_rx += 1;
         qp.handle_packet(&mut ctx, &repr.roce, payload);
+        self.counters.rx_touch.payload += metered.written_bytes();
     }
 
     /// The next frame to send, written to `buf`; its length. QPs take turns; a QP's due
     /// CNP goes first, then its responses, then its requests as its pacer allows.
+    ///
+    /// With [`TxPath::HeaderOnly`] the payload is read from registered memory straight into
+    /// `buf` (the device's frame) and the headers written around it, if `buf` holds a whole
+    /// packet of the QP's path MTU; else that packet takes the staging path
+    /// (`tx_buffer_short` counts it).
     pub fn poll_transmit<M: Memory>(
         &mut self,
         now: Nanos,
@@ -471,29 +512,7 @@ impl RdmaStack {
                 continue;
             };
             let cnp = slot.cc.take_cnp();
-            let (roce, len) = if cnp {
-                (RoceRepr::cnp(slot.attr.dest_qpn), 0)
-            } else {
-                let Some(mut ctx) = qp_ctx(
-                    &self.mrs,
-                    &mut self.cqs,
-                    slot.send_cq,
-                    slot.recv_cq,
-                    mem,
-                    now,
-                ) else {
-                    continue;
-                };
-                let may = slot.cc.may_send(now);
-                let Some(out) = qp.poll_transmit_paced(&mut ctx, &mut self.payload, may) else {
-                    if !may && qp.wants_to_send(now) {
-                        slot.pace_wait = Some(slot.cc.next_send());
-                    }
-                    continue;
-                };
-                out
-            };
-            let frame = RoceFrameRepr {
+            let mut frame = RoceFrameRepr {
                 eth: EthernetRepr {
                     src: self.cfg.mac,
                     dst: peer.mac,
@@ -516,15 +535,65 @@ impl RdmaStack {
                     fragment_offset: 0,
                 },
                 src_port: entropy_src_port(qpn, slot.attr.dest_qpn),
-                roce,
+                roce: RoceRepr::cnp(slot.attr.dest_qpn),
             };
+            // A device buffer that cannot hold a whole packet of the path MTU takes the
+            // staging path: a short packet still fits, as it always did.
+            let fits = buf.len() >= MAX_FRAME_OVERHEAD + qp.mtu() as usize;
+            let header_only = self.cfg.tx_path == TxPath::HeaderOnly && (fits || cnp);
+            let fallback = self.cfg.tx_path == TxPath::HeaderOnly && !header_only;
+            let (mut gathered, mut len) = (0, 0);
+            if !cnp {
+                let mut metered = Metered::new(mem);
+                let Some(mut ctx) = qp_ctx(
+                    &self.mrs,
+                    &mut self.cqs,
+                    slot.send_cq,
+                    slot.recv_cq,
+                    &mut metered,
+                    now,
+                ) else {
+                    continue;
+                };
+                let may = slot.cc.may_send(now);
+                let mut dst = if header_only {
+                    PayloadDst::Frame {
+                        headers_at: frame.roce_at(),
+                        frame: &mut *buf,
+                    }
+                } else {
+                    PayloadDst::Staging(&mut self.payload)
+                };
+                let Some((roce, plen)) = qp.poll_transmit_into(&mut ctx, &mut dst, may) else {
+                    if !may && qp.wants_to_send(now) {
+                        slot.pace_wait = Some(slot.cc.next_send());
+                    }
+                    continue;
+                };
+                gathered = metered.read_bytes();
+                (frame.roce, len) = (roce, plen);
+            }
             self.next_tx = (i + 1) % n;
-            return match frame.emit(buf, &self.payload[..len]) {
+            let emitted = if header_only {
+                frame.emit_around(buf, len)
+            } else {
+                frame.emit(buf, self.payload.get(..len).unwrap_or_default())
+            };
+            return match emitted {
                 Ok(written) => {
                     self.counters.frames_tx += 1;
+                    let t = &mut self.counters.tx_touch;
+                    t.payload += gathered;
+                    if !header_only {
+                        t.staging += len as u64;
+                    }
+                    if fallback {
+                        self.counters.tx_buffer_short += 1;
+                    }
+                    t.icrc += (written - frame.eth.header_len()) as u64;
                     if cnp {
                         self.counters.cnp_tx += 1;
-                    } else if !roce.bth.opcode.is_response() {
+                    } else if !frame.roce.bth.opcode.is_response() {
                         slot.cc.on_sent(now, written);
                         slot.pace_wait = None;
                     }

@@ -34,10 +34,33 @@ impl RoceFrameRepr {
             + self.roce.packet_len(payload_len)
     }
 
+    /// Where the InfiniBand headers (the BTH) start: after Ethernet, IPv4 and UDP.
+    pub fn roce_at(&self) -> usize {
+        self.eth.header_len() + ipv4::HEADER_LEN + udp::HEADER_LEN
+    }
+
     /// Writes the whole frame, IPv4 checksum and ICRC included (UDP checksum 0, as RoCEv2
     /// senders do: the ICRC covers the datagram); returns its length.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize, RoceError> {
-        let len = self.frame_len(payload.len());
+        self.emit_with(buf, payload.len(), |roce, out| roce.emit(out, payload))
+    }
+
+    /// [`RoceFrameRepr::emit`] for a payload of `payload_len` bytes the caller already put
+    /// in `buf` at `roce_at() + roce.header_len()` (header-only TX): the headers go in front
+    /// of it, pad and ICRC after it; the ICRC pass reads it there.
+    pub fn emit_around(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, RoceError> {
+        self.emit_with(buf, payload_len, |roce, out| {
+            roce.emit_around(out, payload_len)
+        })
+    }
+
+    fn emit_with(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        roce_emit: impl FnOnce(&RoceRepr, &mut [u8]) -> Result<usize, RoceError>,
+    ) -> Result<usize, RoceError> {
+        let len = self.frame_len(payload_len);
         let have = buf.len();
         let out = buf
             .get_mut(..len)
@@ -48,7 +71,7 @@ impl RoceFrameRepr {
         };
         let l2 = eth.emit(out)?;
         let ip_packet = out.get_mut(l2..).unwrap_or_default();
-        let udp_payload_len = self.roce.packet_len(payload.len());
+        let udp_payload_len = self.roce.packet_len(payload_len);
         let ip = Ipv4Repr {
             protocol: udp::PROTOCOL_UDP,
             payload_len: u16::try_from(udp::HEADER_LEN + udp_payload_len)
@@ -62,8 +85,7 @@ impl RoceFrameRepr {
         };
         let datagram = ip_packet.get_mut(l3..).unwrap_or_default();
         let l4 = u.emit(datagram, udp_payload_len)?;
-        self.roce
-            .emit(datagram.get_mut(l4..).unwrap_or_default(), payload)?;
+        roce_emit(&self.roce, datagram.get_mut(l4..).unwrap_or_default())?;
         icrc::fill_ipv4(ip_packet)?;
         Ok(len)
     }

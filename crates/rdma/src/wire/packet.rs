@@ -131,6 +131,18 @@ impl RoceRepr {
     /// `HeaderMismatch` if the extension headers given are not the opcode's,
     /// `UnexpectedPayload` for a payload on an opcode that has none.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize, RoceError> {
+        let len = self.emit_around(buf, payload.len())?;
+        let at = self.header_len();
+        if let Some(body) = buf.get_mut(at..at + payload.len()) {
+            body.copy_from_slice(payload);
+        }
+        Ok(len)
+    }
+
+    /// [`RoceRepr::emit`] for a payload of `payload_len` bytes already in place after the
+    /// headers (header-only TX): writes the headers in front of it and the zero pad and ICRC
+    /// after it, and leaves its bytes as they are.
+    pub fn emit_around(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, RoceError> {
         let op = self.bth.opcode;
         let ext = op.headers();
         if ext.reth != self.reth.is_some()
@@ -139,15 +151,15 @@ impl RoceRepr {
         {
             return Err(RoceError::HeaderMismatch(op));
         }
-        if !ext.payload && !payload.is_empty() {
+        if !ext.payload && payload_len != 0 {
             return Err(RoceError::UnexpectedPayload(op));
         }
-        let len = self.packet_len(payload.len());
+        let len = self.packet_len(payload_len);
         let have = buf.len();
         let out = buf
             .get_mut(..len)
             .ok_or(RoceError::BufferTooSmall { need: len, have })?;
-        let pad = pad_for(payload.len());
+        let pad = pad_for(payload_len);
         let bth = BthRepr {
             pad_count: pad,
             ..self.bth
@@ -167,10 +179,7 @@ impl RoceRepr {
         if let Some(i) = &self.immdt {
             at += i.emit(out.get_mut(at..).unwrap_or_default())?;
         }
-        let rest = out.get_mut(at..).unwrap_or_default();
-        let (body, trailer) = rest.split_at_mut(payload.len());
-        body.copy_from_slice(payload);
-        trailer.fill(0);
+        out.get_mut(at + payload_len..).unwrap_or_default().fill(0);
         Ok(len)
     }
 }

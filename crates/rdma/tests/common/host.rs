@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use sluice_rdma::qp::{Nanos, RecvWr, Sge};
-use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
+use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, RxPath, StackConfig, TxPath};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region};
 use sluice_wire::EthernetAddress;
 
@@ -29,6 +29,15 @@ pub fn host(n: u8) -> Host {
 
 /// A host whose QPs start at `line_rate_bps` (0: unpaced).
 pub fn host_at(n: u8, line_rate_bps: u64) -> Host {
+    host_with(n, line_rate_bps, TxPath::default(), RxPath::default())
+}
+
+/// An unpaced host whose payloads take the paths given.
+pub fn host_paths(n: u8, tx_path: TxPath, rx_path: RxPath) -> Host {
+    host_with(n, 0, tx_path, rx_path)
+}
+
+fn host_with(n: u8, line_rate_bps: u64, tx_path: TxPath, rx_path: RxPath) -> Host {
     let addr = PeerAddr {
         ip: Ipv4Addr::new(10, 0, 0, n),
         mac: EthernetAddress([2, 0, 0, 0, 0, n]),
@@ -40,6 +49,8 @@ pub fn host_at(n: u8, line_rate_bps: u64) -> Host {
         max_cqe: 256,
         max_wr: 64,
         line_rate_bps,
+        tx_path,
+        rx_path,
         ..StackConfig::new(addr.mac, addr.ip)
     });
     let cq = stack.create_cq(128).unwrap();

@@ -1,6 +1,10 @@
 //! The memory the RDMA transport reaches: the applications' memory-region files (mapped
 //! memfds) and the QPs' inline buffers in the engine, each under a backing id, and the
 //! transport itself ([`Rdma`]: the stack with that memory, as the engine drives it).
+//!
+//! A mapped MR file is flexins.txt's shadow memory region: the transport's MR table
+//! translates an application address to (backing, offset) here, and header-only TX reads
+//! payloads from this mapping straight into the device's frame (docs/verbs.md "Data path").
 
 use std::collections::HashMap;
 

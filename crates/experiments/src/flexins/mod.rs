@@ -1,0 +1,10 @@
+//! flexins.txt 5.3-5.4's data-path experiments for the verbs transport: header-only TX
+//! against a staging copy (`flexins-tx`, Figure 12's shape) and direct RX placement against
+//! a staging copy (`flexins-rx`, Figure 14's shape). Two RDMA stacks, each on its own
+//! thread with its own in-memory device, joined back to back (no lab): the requester posts
+//! RDMA WRITEs, the responder places them; the engine's bytes touched per payload byte come
+//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`).
+
+pub mod rig;
+pub mod rx;
+pub mod tx;
