@@ -64,6 +64,10 @@ MessageChannels::ConfigureNs3Tcp(const std::string& cc, std::string* error)
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(NanoSeconds(d.rto_min_ns)));
     // ns-3 rounds the RTO's variance term up to 1 ms by default; Sluice's core does not.
     Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(NanoSeconds(1)));
+    // Nagle: ns-3's TcpNoDelay stays true (no Nagle) while the core's default is Nagle on;
+    // that difference is the leaf-spine's p50 gap (docs/notes/issue-22/crosscheck.md,
+    // "Findings"). Not copied: with Nagle, ns-3 3.37's TCP left 1-2 of 735 leaf-spine
+    // messages unfinished; run Sluice's hosts with --ns3::SluiceStack::Nagle=false instead.
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(static_cast<uint32_t>(d.tx_buffer)));

@@ -21,7 +21,7 @@ TypeId
 SluiceBulkSource::GetTypeId()
 {
     static TypeId tid = TypeId("ns3::SluiceBulkSource")
-                            .SetParent<Application>()
+                            .SetParent<SluiceConnectingApp>()
                             .SetGroupName("Sluice")
                             .AddConstructor<SluiceBulkSource>()
                             .AddAttribute("Remote",
@@ -55,62 +55,16 @@ SluiceBulkSource::GetBytesSent() const
     return m_sent;
 }
 
-Time
-SluiceBulkSource::GetStartTime() const
+void
+SluiceBulkSource::Connected()
 {
-    return m_started;
-}
-
-int64_t
-SluiceBulkSource::GetError() const
-{
-    return m_error;
+    Fill();
 }
 
 void
-SluiceBulkSource::StartApplication()
+SluiceBulkSource::OnReady(uint32_t readiness)
 {
-    m_stack = GetNode()->GetObject<SluiceStack>();
-    NS_ABORT_MSG_IF(!m_stack, "SluiceBulkSource needs a SluiceStack on its node");
-    m_started = Simulator::Now();
-    int32_t rc = m_stack->Connect(m_remote,
-                                  m_port,
-                                  MakeCallback(&SluiceBulkSource::Ready, this),
-                                  &m_conn);
-    if (rc != SLUICE_ERROR_OK)
-    {
-        m_error = rc;
-        return;
-    }
-    m_open = true;
-}
-
-void
-SluiceBulkSource::StopApplication()
-{
-    if (m_open)
-    {
-        m_open = false;
-        m_stack->Close(m_conn);
-    }
-}
-
-void
-SluiceBulkSource::Ready(sluice_conn /* conn */, uint32_t readiness)
-{
-    if (readiness & SLUICE_READY_ERROR)
-    {
-        sluice_conn_info info;
-        m_error = SLUICE_ERROR_NOT_CONNECTED;
-        if (m_stack->GetConnInfo(m_conn, &info) == SLUICE_ERROR_OK && info.error != 0)
-        {
-            m_error = info.error;
-        }
-        m_open = false;
-        m_stack->Close(m_conn);
-        return;
-    }
-    if (readiness & (SLUICE_READY_CONNECTED | SLUICE_READY_WRITABLE))
+    if (readiness & SLUICE_READY_WRITABLE)
     {
         Fill();
     }
@@ -119,35 +73,23 @@ SluiceBulkSource::Ready(sluice_conn /* conn */, uint32_t readiness)
 void
 SluiceBulkSource::Fill()
 {
-    while (m_open && (m_bytes == 0 || m_sent < m_bytes))
+    if (!m_open)
     {
-        size_t want = kChunk;
-        if (m_bytes != 0 && m_bytes - m_sent < want)
-        {
-            want = static_cast<size_t>(m_bytes - m_sent);
-        }
-        m_chunk.resize(want);
-        for (size_t i = 0; i < want; i++)
-        {
-            m_chunk[i] = SluicePatternByte(m_streamId, m_sent + i);
-        }
-        int64_t n = m_stack->Send(m_conn, m_chunk.data(), want);
-        if (n == SLUICE_ERROR_WOULD_BLOCK)
-        {
-            return; // SLUICE_READY_WRITABLE follows
-        }
-        if (n < 0)
-        {
-            m_error = n;
-            return;
-        }
-        m_sent += static_cast<uint64_t>(n);
+        return;
     }
-    if (m_open && m_bytes != 0 && m_sent == m_bytes)
+    m_chunk.resize(kChunk);
+    uint64_t left = m_bytes == 0 ? UINT64_MAX - m_sent : m_bytes - m_sent;
+    int64_t error = 0;
+    m_sent += SluiceSendPattern(*m_stack, m_conn, m_streamId, m_sent, left, m_chunk, &error);
+    if (error != 0)
+    {
+        m_error = error;
+        return;
+    }
+    if (m_bytes != 0 && m_sent == m_bytes)
     {
         // The FIN follows the queued data; the core finishes the teardown.
-        m_open = false;
-        m_stack->Close(m_conn);
+        CloseConnection();
     }
 }
 
@@ -155,7 +97,7 @@ TypeId
 SluiceBulkSink::GetTypeId()
 {
     static TypeId tid = TypeId("ns3::SluiceBulkSink")
-                            .SetParent<Application>()
+                            .SetParent<SluiceListeningApp>()
                             .SetGroupName("Sluice")
                             .AddConstructor<SluiceBulkSink>()
                             .AddAttribute("Port",
@@ -204,51 +146,29 @@ SluiceBulkSink::GetCompletionTime() const
 }
 
 void
-SluiceBulkSink::StartApplication()
+SluiceBulkSink::Accepted(sluice_conn conn)
 {
-    m_stack = GetNode()->GetObject<SluiceStack>();
-    NS_ABORT_MSG_IF(!m_stack, "SluiceBulkSink needs a SluiceStack on its node");
-    m_buf.resize(kChunk);
-    int32_t rc = m_stack->Listen(m_port, MakeCallback(&SluiceBulkSink::Acceptable, this), &m_listener);
-    NS_ABORT_MSG_IF(rc != SLUICE_ERROR_OK, "SluiceBulkSink: listen: " << sluice_strerror(rc));
+    // Data may have arrived before the accept: read it now, not at the next event.
+    OnReady(conn, SLUICE_READY_READABLE);
 }
 
 void
-SluiceBulkSink::StopApplication()
-{
-}
-
-void
-SluiceBulkSink::Acceptable(sluice_listener listener)
-{
-    sluice_conn conn;
-    while (m_stack->Accept(listener, MakeCallback(&SluiceBulkSink::Ready, this), &conn) ==
-           SLUICE_ERROR_OK)
-    {
-        // Data may have arrived before the accept: read it now, not at the next event.
-        Ready(conn, SLUICE_READY_READABLE);
-    }
-}
-
-void
-SluiceBulkSink::Ready(sluice_conn conn, uint32_t readiness)
+SluiceBulkSink::OnReady(sluice_conn conn, uint32_t readiness)
 {
     if (!(readiness & (SLUICE_READY_READABLE | SLUICE_READY_ERROR)))
     {
         return;
     }
+    m_buf.resize(kChunk);
     for (;;)
     {
         int64_t n = m_stack->Recv(conn, m_buf.data(), m_buf.size());
         if (n > 0)
         {
-            for (int64_t i = 0; i < n; i++)
+            size_t bad = SluiceFirstMismatch(m_buf.data(), n, m_streamId, m_received);
+            if (bad < static_cast<size_t>(n) && m_mismatch == UINT64_MAX)
             {
-                if (m_buf[i] != SluicePatternByte(m_streamId, m_received + i) &&
-                    m_mismatch == UINT64_MAX)
-                {
-                    m_mismatch = m_received + static_cast<uint64_t>(i);
-                }
+                m_mismatch = m_received + bad;
             }
             m_received += static_cast<uint64_t>(n);
             continue;

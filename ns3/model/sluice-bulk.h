@@ -2,10 +2,8 @@
 #ifndef SLUICE_NS3_SLUICE_BULK_H
 #define SLUICE_NS3_SLUICE_BULK_H
 
-#include "sluice-stack.h"
+#include "sluice-app.h"
 
-#include "ns3/application.h"
-#include "ns3/ipv4-address.h"
 #include "ns3/nstime.h"
 
 #include <cstdint>
@@ -16,7 +14,7 @@ namespace ns3
 
 /// Connects to a sink and sends `Bytes` bytes of the pattern of stream `Stream`, then
 /// closes (FIN after the data); with `Bytes` 0 it sends until the application stops.
-class SluiceBulkSource : public Application
+class SluiceBulkSource : public SluiceConnectingApp
 {
   public:
     /// The ns-3 type and its attributes.
@@ -25,35 +23,21 @@ class SluiceBulkSource : public Application
 
     /// Bytes the connection took so far.
     uint64_t GetBytesSent() const;
-    /// When the connection was opened.
-    Time GetStartTime() const;
-    /// The last error the stack returned (0: none).
-    int64_t GetError() const;
 
   private:
-    void StartApplication() override;
-    void StopApplication() override;
-    /// The connection's readiness changed.
-    void Ready(sluice_conn conn, uint32_t readiness);
+    void Connected() override;
+    void OnReady(uint32_t readiness) override;
     /// Writes as much of the pattern as the send buffer takes.
     void Fill();
 
-    Ptr<SluiceStack> m_stack;
-    Ipv4Address m_remote;
-    uint16_t m_port{0};
-    uint32_t m_streamId{0};
     uint64_t m_bytes{0};
     uint64_t m_sent{0};
-    sluice_conn m_conn{0};
-    bool m_open{false};
-    Time m_started;
-    int64_t m_error{0};
     std::vector<uint8_t> m_chunk;
 };
 
 /// Listens on `Port`, reads every accepted connection to its end and compares each byte
 /// with the pattern of stream `Stream`.
-class SluiceBulkSink : public Application
+class SluiceBulkSink : public SluiceListeningApp
 {
   public:
     /// The ns-3 type and its attributes.
@@ -72,17 +56,10 @@ class SluiceBulkSink : public Application
     Time GetCompletionTime() const;
 
   private:
-    void StartApplication() override;
-    void StopApplication() override;
-    /// The listener has connections waiting.
-    void Acceptable(sluice_listener listener);
-    /// A connection's readiness changed: read everything there is.
-    void Ready(sluice_conn conn, uint32_t readiness);
+    void Accepted(sluice_conn conn) override;
+    /// Reads everything there is.
+    void OnReady(sluice_conn conn, uint32_t readiness) override;
 
-    Ptr<SluiceStack> m_stack;
-    uint16_t m_port{0};
-    uint32_t m_streamId{0};
-    sluice_listener m_listener{0};
     uint64_t m_received{0};
     uint64_t m_mismatch{UINT64_MAX};
     bool m_complete{false};

@@ -23,7 +23,7 @@ TypeId
 SluiceRpcServer::GetTypeId()
 {
     static TypeId tid = TypeId("ns3::SluiceRpcServer")
-                            .SetParent<Application>()
+                            .SetParent<SluiceListeningApp>()
                             .SetGroupName("Sluice")
                             .AddConstructor<SluiceRpcServer>()
                             .AddAttribute("Port",
@@ -58,16 +58,6 @@ SluiceRpcServer::GetResponses() const
 }
 
 void
-SluiceRpcServer::StartApplication()
-{
-    m_stack = GetNode()->GetObject<SluiceStack>();
-    NS_ABORT_MSG_IF(!m_stack, "SluiceRpcServer needs a SluiceStack on its node");
-    m_buf.resize(std::max<size_t>(kChunk, m_responseBytes));
-    int32_t rc = m_stack->Listen(m_port, MakeCallback(&SluiceRpcServer::Acceptable, this), &m_listener);
-    NS_ABORT_MSG_IF(rc != SLUICE_ERROR_OK, "SluiceRpcServer: listen: " << sluice_strerror(rc));
-}
-
-void
 SluiceRpcServer::StopApplication()
 {
     for (auto& [conn, ex] : m_exchanges)
@@ -78,41 +68,30 @@ SluiceRpcServer::StopApplication()
 }
 
 void
-SluiceRpcServer::Acceptable(sluice_listener listener)
+SluiceRpcServer::Accepted(sluice_conn conn)
 {
-    sluice_conn conn;
-    while (m_stack->Accept(listener, MakeCallback(&SluiceRpcServer::Ready, this), &conn) ==
-           SLUICE_ERROR_OK)
-    {
-        m_exchanges[conn] = Exchange{};
-        Ready(conn, SLUICE_READY_READABLE);
-    }
+    m_buf.resize(std::max<size_t>(kChunk, m_responseBytes));
+    m_exchanges[conn] = Exchange{};
+    OnReady(conn, SLUICE_READY_READABLE);
 }
 
 bool
 SluiceRpcServer::Respond(sluice_conn conn, Exchange& ex)
 {
-    while (ex.responseLeft > 0)
+    int64_t error = 0;
+    uint64_t offset = m_responseBytes - ex.responseLeft;
+    ex.responseLeft -=
+        SluiceSendPattern(*m_stack, conn, m_streamId, offset, ex.responseLeft, m_buf, &error);
+    if (ex.responseLeft > 0)
     {
-        uint64_t offset = m_responseBytes - ex.responseLeft;
-        size_t want = static_cast<size_t>(std::min<uint64_t>(ex.responseLeft, m_buf.size()));
-        for (size_t i = 0; i < want; i++)
-        {
-            m_buf[i] = SluicePatternByte(m_streamId, offset + i);
-        }
-        int64_t n = m_stack->Send(conn, m_buf.data(), want);
-        if (n <= 0)
-        {
-            return false;
-        }
-        ex.responseLeft -= static_cast<uint64_t>(n);
+        return false;
     }
     m_responses++;
     return true;
 }
 
 void
-SluiceRpcServer::Ready(sluice_conn conn, uint32_t readiness)
+SluiceRpcServer::OnReady(sluice_conn conn, uint32_t readiness)
 {
     auto it = m_exchanges.find(conn);
     if (it == m_exchanges.end())
@@ -157,7 +136,7 @@ TypeId
 SluiceRpcClient::GetTypeId()
 {
     static TypeId tid = TypeId("ns3::SluiceRpcClient")
-                            .SetParent<Application>()
+                            .SetParent<SluiceConnectingApp>()
                             .SetGroupName("Sluice")
                             .AddConstructor<SluiceRpcClient>()
                             .AddAttribute("Remote",
@@ -207,36 +186,11 @@ SluiceRpcClient::IsVerified() const
     return m_verified;
 }
 
-int64_t
-SluiceRpcClient::GetError() const
-{
-    return m_error;
-}
-
 void
-SluiceRpcClient::StartApplication()
+SluiceRpcClient::Connected()
 {
-    m_stack = GetNode()->GetObject<SluiceStack>();
-    NS_ABORT_MSG_IF(!m_stack, "SluiceRpcClient needs a SluiceStack on its node");
     m_buf.resize(std::max<size_t>(kChunk, m_requestBytes));
-    int32_t rc =
-        m_stack->Connect(m_remote, m_port, MakeCallback(&SluiceRpcClient::Ready, this), &m_conn);
-    if (rc != SLUICE_ERROR_OK)
-    {
-        m_error = rc;
-        return;
-    }
-    m_open = true;
-}
-
-void
-SluiceRpcClient::StopApplication()
-{
-    if (m_open)
-    {
-        m_open = false;
-        m_stack->Close(m_conn);
-    }
+    Issue();
 }
 
 void
@@ -244,8 +198,7 @@ SluiceRpcClient::Issue()
 {
     if (m_maxRequests != 0 && m_latencies.size() >= m_maxRequests)
     {
-        m_open = false;
-        m_stack->Close(m_conn);
+        CloseConnection();
         return;
     }
     m_issued = Simulator::Now();
@@ -257,53 +210,23 @@ SluiceRpcClient::Issue()
 void
 SluiceRpcClient::SendRequest()
 {
-    while (m_open && m_requestLeft > 0)
-    {
-        uint64_t offset = m_requestBytes - m_requestLeft;
-        size_t want = static_cast<size_t>(std::min<uint64_t>(m_requestLeft, m_buf.size()));
-        for (size_t i = 0; i < want; i++)
-        {
-            m_buf[i] = SluicePatternByte(m_streamId, offset + i);
-        }
-        int64_t n = m_stack->Send(m_conn, m_buf.data(), want);
-        if (n == SLUICE_ERROR_WOULD_BLOCK)
-        {
-            return;
-        }
-        if (n < 0)
-        {
-            m_error = n;
-            return;
-        }
-        m_requestLeft -= static_cast<uint64_t>(n);
-    }
-}
-
-void
-SluiceRpcClient::Ready(sluice_conn /* conn */, uint32_t readiness)
-{
     if (!m_open)
     {
         return;
     }
-    if (readiness & SLUICE_READY_ERROR)
+    int64_t error = 0;
+    uint64_t offset = m_requestBytes - m_requestLeft;
+    m_requestLeft -=
+        SluiceSendPattern(*m_stack, m_conn, m_streamId, offset, m_requestLeft, m_buf, &error);
+    if (error != 0)
     {
-        sluice_conn_info info;
-        m_error = SLUICE_ERROR_NOT_CONNECTED;
-        if (m_stack->GetConnInfo(m_conn, &info) == SLUICE_ERROR_OK && info.error != 0)
-        {
-            m_error = info.error;
-        }
-        m_open = false;
-        m_stack->Close(m_conn);
-        return;
+        m_error = error;
     }
-    if ((readiness & SLUICE_READY_CONNECTED) && !m_connected)
-    {
-        m_connected = true;
-        Issue();
-        return;
-    }
+}
+
+void
+SluiceRpcClient::OnReady(uint32_t readiness)
+{
     if (readiness & SLUICE_READY_WRITABLE)
     {
         SendRequest();
@@ -318,17 +241,13 @@ SluiceRpcClient::Ready(sluice_conn /* conn */, uint32_t readiness)
         }
         if (n <= 0)
         {
-            m_error = n == 0 ? int64_t{SLUICE_ERROR_CONN_RESET} : n;
-            m_open = false;
-            m_stack->Close(m_conn);
+            Fail(n == 0 ? int64_t{SLUICE_ERROR_CONN_RESET} : n);
             return;
         }
-        for (int64_t i = 0; i < n; i++)
+        if (SluiceFirstMismatch(m_buf.data(), n, m_streamId, m_responseRead) <
+            static_cast<size_t>(n))
         {
-            if (m_buf[i] != SluicePatternByte(m_streamId, m_responseRead + i))
-            {
-                m_verified = false;
-            }
+            m_verified = false;
         }
         m_responseRead += static_cast<uint64_t>(n);
         if (m_responseRead == m_responseBytes)

@@ -67,6 +67,17 @@ SluiceStack::GetTypeId()
                           BooleanValue(d.timestamps != 0),
                           MakeBooleanAccessor(&SluiceStack::m_timestamps),
                           MakeBooleanChecker())
+            .AddAttribute("RackTlp",
+                          "RACK-TLP loss detection (RFC 8985) beside DupThresh",
+                          BooleanValue(d.rack_tlp != 0),
+                          MakeBooleanAccessor(&SluiceStack::m_rackTlp),
+                          MakeBooleanChecker())
+            .AddAttribute("Nagle",
+                          "Nagle's algorithm on new connections (false: TCP_NODELAY, as "
+                          "ns-3's TcpSocket::TcpNoDelay default)",
+                          BooleanValue(d.nagle != 0),
+                          MakeBooleanAccessor(&SluiceStack::m_nagle),
+                          MakeBooleanChecker())
             .AddAttribute("VerifyChecksums",
                           "Verify IPv4 and TCP checksums of received frames (ns-3 routers "
                           "need GlobalValue ChecksumEnabled=true to emit valid ones)",
@@ -177,6 +188,8 @@ SluiceStack::Install(Ptr<Node> node, Ptr<NetDevice> device, Ipv4Address address,
     c.sack = m_sack;
     c.ecn = m_ecn;
     c.timestamps = m_timestamps;
+    c.nagle = m_nagle;
+    c.rack_tlp = m_rackTlp;
     c.verify_checksums = m_verifyChecksums;
     c.ooo_intervals = m_oooIntervals;
     c.sack_scoreboard = m_sackScoreboard;

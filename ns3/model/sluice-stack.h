@@ -125,6 +125,8 @@ class SluiceStack : public Object
     bool m_sack;
     bool m_ecn;
     bool m_timestamps;
+    bool m_nagle;
+    bool m_rackTlp;
     bool m_verifyChecksums;
     uint32_t m_oooIntervals;
     uint32_t m_sackScoreboard;

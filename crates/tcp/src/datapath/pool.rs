@@ -236,6 +236,7 @@ pub(crate) fn is_idle(ps: &ProtoState, rec: &RecoveryState) -> bool {
             rec.lost_below,
             rec.rxt_snd_max,
             rec.una_rxt_snd_max,
+            rec.forgotten_to,
         ]
         .iter()
         .all(|m| !m.seq_gt(una))
@@ -258,6 +259,8 @@ fn fresh_recovery(snd_una: SeqNumber, reordering: u8) -> RecoveryState {
         lost_below: snd_una,
         rxt_snd_max: snd_una,
         una_rxt_snd_max: snd_una,
+        forgotten_from: snd_una,
+        forgotten_to: snd_una,
         undo_rxt: 0,
         reordering,
         reorder_seen: 0,

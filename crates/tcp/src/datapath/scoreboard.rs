@@ -71,9 +71,12 @@ pub(crate) fn update(
             // is a broken or hostile peer's.
             report.invalid = report.invalid.saturating_add(1);
         } else {
-            let (added, overflow) = insert(&mut ps.sack, board, left, right);
+            let (added, lost) = insert(&mut ps.sack, board, left, right);
             newly = newly.saturating_add(added);
-            report.overflow = report.overflow.saturating_add(overflow as u8);
+            if let Some((start, end)) = lost {
+                report.overflow = report.overflow.saturating_add(1);
+                forget(ps.snd_una, rec, start, end);
+            }
         }
     }
     (newly, report)
@@ -109,16 +112,29 @@ fn dsack_undo(
     true
 }
 
+/// A SACKed range [start, end) was lost to the scoreboard's bound: the region the sender
+/// cannot judge grows to cover it (see `RecoveryState::forgotten_from`).
+fn forget(una: SeqNumber, rec: &mut RecoveryState, start: SeqNumber, end: SeqNumber) {
+    if rec.forgotten_to.seq_gt(una) {
+        rec.forgotten_from = rec.forgotten_from.min(start);
+        rec.forgotten_to = rec.forgotten_to.max(end);
+    } else {
+        rec.forgotten_from = start;
+        rec.forgotten_to = end;
+    }
+}
+
 /// Adds [start, end) to the sorted, disjoint ranges, merging what it overlaps or touches.
-/// Returns the bytes it added and whether a range was lost to the bound. When full, a
+/// Returns the bytes it added and the range lost to the bound, if one was. When full, a
 /// range below the highest one evicts the highest: holes near snd_una are retransmitted
-/// first, and losing the top range only makes IsLost() more cautious.
+/// first, and the sender stops trusting its scoreboard from the lost range on
+/// ([`forget`]).
 fn insert(
     sb: &mut SackSender,
     board: &mut [SackedRange],
     start: SeqNumber,
     end: SeqNumber,
-) -> (u32, bool) {
+) -> (u32, Option<(SeqNumber, SeqNumber)>) {
     let count = usize::from(sb.count).min(board.len());
     let mut i = 0;
     while i < count && board[i].end.seq_lt(start) {
@@ -141,21 +157,21 @@ fn insert(
             board.copy_within(j..count, i + 1);
             sb.count -= absorbed as u8;
         }
-        return (end.diff(start) as u32 - covered, false);
+        return (end.diff(start) as u32 - covered, None);
     }
     let mut count = count;
-    let mut overflow = false;
+    let mut lost = None;
     if count == board.len() {
         if i == count {
-            return (0, true); // the highest of all and no room: dropped
+            return (0, Some((start, end))); // the highest of all and no room: dropped
         }
         count -= 1; // evict the highest
-        overflow = true;
+        lost = Some((board[count].start, board[count].end));
     }
     board.copy_within(i..count, i + 1);
     board[i] = SackedRange { start, end };
     sb.count = (count + 1) as u8;
-    (end.diff(start) as u32, overflow)
+    (end.diff(start) as u32, lost)
 }
 
 /// Bytes of `r` within [start, end).
@@ -338,15 +354,34 @@ fn sacked_beyond(
 }
 
 /// The boundary: IsLost() by DupThresh (RFC 6675 4), and what [`SackSender::lost_below`]
-/// marks (recovery's rules, and RACK's by time, RFC 8985 6.2).
+/// marks (recovery's rules, and RACK's by time, RFC 8985 6.2), below what the scoreboard
+/// can judge ([`trusted_below`]).
 #[inline]
 fn lost_boundary(ps: &ProtoState, rec: &RecoveryState, board: &[SackedRange]) -> SeqNumber {
     let b = sack_boundary(ps, rec, board);
     let marked = rec.lost_below;
-    if marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
+    let b = if marked.seq_gt(b) && marked.seq_le(ps.snd_max) {
         marked
     } else {
         b
+    };
+    b.min(trusted_below(ps, rec))
+}
+
+/// Where the scoreboard stops knowing what arrived: snd_max, or, after SACKed ranges were
+/// lost to its bound, the start of the region they were in. There a byte that looks
+/// unSACKed may have arrived, and marking it lost (RACK by time, the partial-ACK rule)
+/// would send it again for nothing; only the segment at snd_una, which the cumulative ACK
+/// shows missing, is lost there (RFC 6582 3.2 step 5), one partial ACK at a time.
+#[inline]
+fn trusted_below(ps: &ProtoState, rec: &RecoveryState) -> SeqNumber {
+    if !rec.forgotten_to.seq_gt(ps.snd_una) {
+        return ps.snd_max;
+    }
+    if rec.forgotten_from.seq_gt(ps.snd_una) {
+        rec.forgotten_from
+    } else {
+        (ps.snd_una + u32::from(ps.mss)).min(rec.forgotten_to)
     }
 }
 
@@ -454,8 +489,10 @@ pub(crate) fn on_timeout(ps: &mut ProtoState, rec: &mut RecoveryState) {
     }
     sb.count = 0;
     rec.recovery_point = ps.snd_max;
-    // The marks of lost data go with the recovery: go-back-N resends all.
+    // The marks of lost data go with the recovery: go-back-N resends all. So does what
+    // the scoreboard forgot: it forgets everything now.
     rec.lost_below = ps.snd_una;
+    rec.forgotten_to = ps.snd_una;
     // The timeout's go-back-N resends what D-SACKs would count: undo is the timeout's
     // detection's business now (RFC 3522, 5682).
     sb.set(
@@ -630,7 +667,7 @@ fn next_seg(
     }
     // Rule 3: an unSACKed sequence number above HighRxt below the highest SACKed one.
     let count = usize::from(ps.sack.count).min(board.len());
-    let highest = board[..count].last()?.start;
+    let highest = board[..count].last()?.start.min(trusted_below(ps, rec));
     for (a, b) in holes(ps, board) {
         if b.seq_le(from) {
             continue;

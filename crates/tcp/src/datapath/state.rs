@@ -179,6 +179,14 @@ pub(crate) struct RecoveryState {
     /// recovery (RFC 8985 6.2: sent too long before a segment since delivered). At or
     /// below snd_una it says nothing.
     pub lost_below: SeqNumber,
+    /// [forgotten_from, forgotten_to): where SACKed ranges were lost to the scoreboard's
+    /// bound (`Config::sack_scoreboard`), so an unSACKed-looking byte there may well have
+    /// arrived. Nothing in it is taken as lost on marks or by NextSeg()'s rule 3 until the
+    /// cumulative ACK reaches it, and then only the segment at snd_una (RFC 6582's partial
+    /// ACK). Says nothing once `forgotten_to` is at or below snd_una.
+    pub forgotten_from: SeqNumber,
+    /// The end of the region the scoreboard forgot (see `forgotten_from`).
+    pub forgotten_to: SeqNumber,
     /// snd_max when the latest retransmission left: once data sent after it is SACKed, an
     /// unSACKed hole below HighRxt means a retransmission was lost too.
     pub rxt_snd_max: SeqNumber,

@@ -87,6 +87,41 @@ fn scoreboard_is_bounded_and_keeps_the_lowest_ranges() {
 }
 
 #[test]
+fn ranges_the_bounded_scoreboard_forgot_are_not_taken_as_lost() {
+    // Issue 22: a receiver with more out-of-order intervals than the scoreboard has ranges
+    // SACKs what the scoreboard cannot keep; marking those bytes lost resends them needlessly.
+    let (mut ps, mut rec, mut b) = conn();
+    let board = &mut b[..2];
+    update(
+        &mut ps,
+        &mut rec,
+        board,
+        &[(seg(4), seg(5)), (seg(6), seg(7))],
+    );
+    let (_, r) = update(&mut ps, &mut rec, board, &[(seg(10), seg(12))]);
+    assert_eq!(r.overflow, 1);
+    assert!(enter_recovery(&mut ps, &mut rec));
+    // RACK, or the partial-ACK rule, marks everything outstanding lost.
+    rec.lost_below = seg(20);
+    assert!(
+        is_lost(&ps, &rec, board, seg(9)),
+        "below the forgotten range"
+    );
+    assert!(
+        !is_lost(&ps, &rec, board, seg(10)),
+        "SACKed, then forgotten"
+    );
+    assert!(
+        !is_lost(&ps, &rec, board, seg(14)),
+        "above it: not known either"
+    );
+    // The cumulative ACK passes the forgotten range: the scoreboard is trusted again.
+    ps.snd_una = seg(12);
+    on_cumulative_ack(&mut ps, &mut rec, board, seg(0));
+    assert!(is_lost(&ps, &rec, board, seg(14)));
+}
+
+#[test]
 fn rfc6675_is_lost_needs_dupthresh_ranges_or_bytes_above() {
     let (mut ps, mut rec, mut b) = conn();
     update(&mut ps, &mut rec, &mut b, &[(seg(3), seg(5))]);
