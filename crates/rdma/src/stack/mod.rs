@@ -22,7 +22,9 @@ use crate::wire::{Psn, RoceError, RoceRepr};
 
 mod config;
 mod ctx;
+mod offload;
 pub use config::{PeerAddr, QpAttr, StackConfig, StackCounters, VerbsError};
+pub use offload::OffloadStackError;
 use ctx::qp_ctx;
 
 struct QpSlot {
