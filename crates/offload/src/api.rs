@@ -166,6 +166,11 @@ impl<'a> OffloadCtx<'a> {
         self.request
     }
 
+    /// The most bytes the response may have.
+    pub fn resp_cap(&self) -> usize {
+        self.resp_cap
+    }
+
     /// One step of the budget; every API call takes one. Handlers that loop call it per
     /// iteration.
     pub fn step(&mut self) -> Result<(), HandlerError> {
@@ -261,6 +266,21 @@ impl<'a> OffloadCtx<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Reads `out.len()` region bytes at `addr` now (a submit and its wait in one step:
+    /// what an eBPF handler's bpf_sluice_region_read does).
+    pub fn read_region(&mut self, addr: u64, out: &mut [u8]) -> Result<(), HandlerError> {
+        self.step()?;
+        let (r, off) = self
+            .regions
+            .find(addr, out.len() as u64)
+            .ok_or(HandlerError::OutsideRegion)?;
+        if r.read_at(off, out) {
+            Ok(())
+        } else {
+            Err(HandlerError::OutsideRegion)
+        }
     }
 
     /// Waits for everything submitted.

@@ -12,10 +12,12 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod ebpf;
 pub mod engine;
 pub mod examples;
 pub mod region;
 
+pub use ebpf::EbpfHandler;
 pub use api::{DmaId, Handler, HandlerError, Limits, OffloadCtx};
 pub use engine::{EngineCounters, OffloadEngine, OffloadEngineBuilder, OffloadResponse};
 pub use region::{RegionTable, SharedRegion};

@@ -358,3 +358,71 @@ proptest! {
         }
     }
 }
+
+fn ebpf_list() -> sluice_offload::EbpfHandler {
+    sluice_offload::EbpfHandler::load(sluice_ebpf::programs::OFFLOAD_LIST)
+        .expect("the shipped offload program verifies")
+}
+
+#[test]
+fn the_ebpf_list_handler_serves_over_the_wire_and_is_bounded() {
+    let mem = SharedRegion::new(vec![0; LEN]);
+    let keys: Vec<u64> = (1..=64).collect();
+    let order: Vec<usize> = (0..64).map(|i| (i * 37) % 64).collect();
+    let (head, values) = build_list(&mem, 0x200, &keys, &order);
+    let mut c = host(1, VecMemory(vec![0; LEN]));
+    let mut s = host(2, mem.clone());
+    let (qc, qs) = ((c.qpn, c.addr), (s.qpn, s.addr));
+    connect(&mut c, qs);
+    connect(&mut s, qc);
+    let mut b = OffloadEngineBuilder::new();
+    assert!(b.register_opcode(LIST, Arc::new(ebpf_list())));
+    s.stack.register_offload(s.qpn, LIST).unwrap();
+    assert!(b.register_region(BASE, LEN as u64, mem));
+    // 24 steps (a read per hop, and the response): a walk of 40 hops is stopped.
+    b.limits(Limits {
+        max_steps: 24,
+        ..Limits::default()
+    });
+    let mut e = b.start(1);
+    for k in [1u64, 7, 20] {
+        let (status, body) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, k, 64));
+        assert_eq!((status, body), (0, values[k as usize - 1].to_vec()), "key {k}");
+    }
+    let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, 40, 64));
+    assert_eq!(HandlerError::from_code(status), Some(HandlerError::BudgetExhausted));
+    let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, 9, 5));
+    assert_eq!(HandlerError::from_code(status), Some(HandlerError::NotFound));
+    // A head outside the region: the read is refused, the program aborts.
+    let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(BASE + LEN as u64, 1, 64));
+    assert_eq!(HandlerError::from_code(status), Some(HandlerError::OutsideRegion));
+    assert_eq!(c.stack.qp_state(c.qpn), Some(QpState::Rts));
+    assert_eq!(s.stack.qp_state(s.qpn), Some(QpState::Rts));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn the_ebpf_list_handler_answers_as_the_rust_one(
+        keys in proptest::collection::vec(0u64..40, 1..70),
+        probe in 0u64..45,
+        hops in 0u32..80,
+    ) {
+        let mem = SharedRegion::new(vec![0; LEN]);
+        let order: Vec<usize> = (0..keys.len()).rev().collect();
+        let (head, _) = build_list(&mem, 0x100, &keys, &order);
+        let mut regions = RegionTable::default();
+        prop_assert!(regions.register(BASE, LEN as u64, mem));
+        let req = list_request(head, probe, hops);
+        let rust = run_handler(&ListTraversal, &req, 4096, &regions, Limits::default());
+        let ebpf = run_handler(&ebpf_list(), &req, 4096, &regions, Limits::default());
+        // The program's loop is bounded at 64 hops whatever the request asks.
+        if hops <= 64 {
+            prop_assert_eq!(ebpf, rust);
+        } else {
+            let capped = run_handler(&ListTraversal, &list_request(head, probe, 64), 4096, &regions, Limits::default());
+            prop_assert_eq!(ebpf, capped);
+        }
+    }
+}
