@@ -7,6 +7,7 @@ pub mod drain;
 pub mod error;
 pub mod fabric;
 pub mod fairness;
+pub mod flexins_offload;
 pub mod flows;
 pub mod impair;
 pub mod incast;
@@ -146,6 +147,9 @@ pub enum ExperimentCommand {
     /// The Homa papers' workloads W1-W5 at 50 % and 80 % load on a two-tier fabric: p99
     /// slowdown per message size, MTP against TCP with DCTCP (the simulator).
     MtpWorkloads(mtp::workloads::WorkloadsArgs),
+    /// The programmable offloading engine's list traversal and batched READ against the
+    /// client doing them with READs (flexins.txt Figure 16; two RDMA stacks in-process).
+    FlexinsOffload(flexins_offload::OffloadArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -165,6 +169,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::MtpBalance(args) => (mtp::balance::run(args)?, &args.common),
         ExperimentCommand::MtpIsolation(args) => (mtp::isolation::run(args)?, &args.common),
         ExperimentCommand::MtpWorkloads(args) => (mtp::workloads::run(args)?, &args.common),
+        ExperimentCommand::FlexinsOffload(args) => (flexins_offload::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

@@ -15,6 +15,7 @@ pub mod api;
 pub mod ebpf;
 pub mod engine;
 pub mod examples;
+pub mod host;
 pub mod region;
 
 pub use ebpf::EbpfHandler;
