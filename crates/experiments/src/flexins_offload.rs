@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use sluice_offload::examples::{
-    batched_read_request, list_node, list_request, BatchedRead, ListTraversal, NODE_LEN,
-    VALUE_LEN,
+    batched_read_request, list_node, list_request, BatchedRead, ListTraversal, NODE_LEN, VALUE_LEN,
 };
-use sluice_offload::host::{ring_link, Host, RingLink, BASE};
+use sluice_offload::host::{ring_link, Host, Link, BASE};
 use sluice_offload::{OffloadEngineBuilder, SharedRegion};
 use sluice_rdma::qp::{Memory, VecMemory};
 
@@ -50,15 +49,13 @@ const ITEM: u32 = 64;
 /// The list's length: the longest walk.
 const LIST_LEN: usize = 64;
 
-type Client = Host<VecMemory, RingLink>;
-
 fn err(e: impl std::fmt::Display) -> ExperimentError {
     ExperimentError::Workload(e.to_string())
 }
 
 /// The server's memory: a 64-node list (keys 1..=64 in list order, nodes shuffled in
-/// memory) and the items area; the list's head.
-fn server_memory(seed: u64) -> (SharedRegion, u64, Vec<[u8; VALUE_LEN]>) {
+/// memory) and the items area; the list's head and the values in list order.
+pub fn server_memory(seed: u64) -> (SharedRegion, u64, Vec<[u8; VALUE_LEN]>) {
     let mem = SharedRegion::new((0..REGION).map(|i| (i * 131 % 251) as u8).collect());
     let mut slots: Vec<usize> = (0..LIST_LEN).collect();
     let mut r = seed | 1;
@@ -81,40 +78,13 @@ fn server_memory(seed: u64) -> (SharedRegion, u64, Vec<[u8; VALUE_LEN]>) {
 
 /// Runs the experiment.
 pub fn run(args: &OffloadArgs) -> Result<Report, ExperimentError> {
-    let quick = args.common.quick;
-    let hops: &[usize] = if quick {
-        &[1, 8, 64]
-    } else {
-        &[1, 2, 4, 8, 16, 32, 64]
-    };
-    let batches: &[usize] = if quick {
-        &[8, 64]
-    } else {
-        &[1, 2, 4, 8, 16, 32, 64]
-    };
-    let reps = if quick { 40 } else { 400 };
-    let (mem, head, values) = server_memory(args.common.seed);
+    let (mem, _, _) = server_memory(args.common.seed);
     let (client_link, server_link) = ring_link(1024);
-    let mut client: Client =
-        Host::new(1, VecMemory(vec![0; REGION as usize]), REGION, client_link).map_err(err)?;
+    let mut client = client_host(1, client_link)?;
     let mut server = Host::new(2, mem.clone(), REGION, server_link).map_err(err)?;
-    client
-        .connect(server.qpn, server.addr)
-        .map_err(err)?;
-    server
-        .connect(client.qpn, client.addr)
-        .map_err(err)?;
-    let mut builder = OffloadEngineBuilder::new();
-    builder.register_opcode(BATCH_READ_OPCODE, Arc::new(BatchedRead));
-    builder.register_opcode(LIST_OPCODE, Arc::new(ListTraversal));
-    builder.register_region(BASE, REGION, mem.clone());
-    for op in [BATCH_READ_OPCODE, LIST_OPCODE] {
-        server
-            .stack
-            .register_offload(server.qpn, op)
-            .map_err(err)?;
-    }
-    server.engine = Some(builder.start(1));
+    client.connect(server.qpn, server.addr).map_err(err)?;
+    server.connect(client.qpn, client.addr).map_err(err)?;
+    start_offload(&mut server, &mem)?;
     let rkey = server.key;
     let stop = Arc::new(AtomicBool::new(false));
     let server_thread = {
@@ -130,10 +100,59 @@ pub fn run(args: &OffloadArgs) -> Result<Report, ExperimentError> {
             })
             .map_err(err)?
     };
-    let result = measure(&mut client, rkey, head, &values, &mem, hops, batches, reps);
+    let result = measure_against(&mut client, rkey, args.common.seed, args.common.quick, 4096);
     stop.store(true, Ordering::Relaxed);
     let _ = server_thread.join();
-    let (lists, batch_rows) = result?;
+    result
+}
+
+/// A client host: number `n`, an empty region.
+pub fn client_host<L: Link>(n: u8, link: L) -> Result<Host<VecMemory, L>, ExperimentError> {
+    Host::new(n, VecMemory(vec![0; REGION as usize]), REGION, link).map_err(err)
+}
+
+/// The bytes each host registers at [`BASE`].
+pub const REGION_LEN: u64 = REGION;
+
+/// Registers both handlers and `mem` as their region, on the host's QP and a one-thread
+/// offload engine beside it (Table 2's register_opcode and register_dma_region).
+pub fn start_offload<L: Link>(
+    server: &mut Host<SharedRegion, L>,
+    mem: &SharedRegion,
+) -> Result<(), ExperimentError> {
+    let mut builder = OffloadEngineBuilder::new();
+    builder.register_opcode(BATCH_READ_OPCODE, Arc::new(BatchedRead));
+    builder.register_opcode(LIST_OPCODE, Arc::new(ListTraversal));
+    builder.register_region(BASE, REGION, mem.clone());
+    for op in [BATCH_READ_OPCODE, LIST_OPCODE] {
+        server.stack.register_offload(server.qpn, op).map_err(err)?;
+    }
+    server.engine = Some(builder.start(1));
+    Ok(())
+}
+
+/// Measures both examples from `c` (the `--quick` sizes if `quick`) against a server whose
+/// memory is `server_memory(seed)` and whose region key is `rkey`; the report. Batches
+/// whose response would not fit the path MTU (`mtu` bytes) are left out.
+pub fn measure_against<L: Link>(
+    c: &mut Host<VecMemory, L>,
+    rkey: sluice_rdma::verbs::Key,
+    seed: u64,
+    quick: bool,
+    mtu: u32,
+) -> Result<Report, ExperimentError> {
+    let (mem, head, values) = server_memory(seed);
+    let (hops, batches, reps): (&[usize], &[usize], usize) = if quick {
+        (&[1, 8, 64], &[8, 64], 40)
+    } else {
+        (&[1, 2, 4, 8, 16, 32, 64], &[1, 2, 4, 8, 16, 32, 64], 400)
+    };
+    let batches: Vec<usize> = batches
+        .iter()
+        .copied()
+        .filter(|&n| n as u32 * ITEM <= mtu)
+        .collect();
+    let (lists, batch_rows) = measure(c, rkey, head, &values, &mem, hops, &batches, reps)?;
     Ok(report(&lists, &batch_rows, reps, quick))
 }
 
@@ -143,8 +162,8 @@ const WAIT: Duration = Duration::from_secs(5);
 type Rows = (Vec<(usize, f64, f64)>, Vec<(usize, f64, f64)>);
 
 #[allow(clippy::too_many_arguments)]
-fn measure(
-    c: &mut Client,
+fn measure<L: Link>(
+    c: &mut Host<VecMemory, L>,
     rkey: sluice_rdma::verbs::Key,
     head: u64,
     values: &[[u8; VALUE_LEN]],
@@ -166,7 +185,8 @@ fn measure(
             let mut addr = head;
             let mut node = [0u8; NODE_LEN];
             loop {
-                c.post_read(1, addr, rkey, node_buf, NODE_LEN as u32).map_err(err)?;
+                c.post_read(1, addr, rkey, node_buf, NODE_LEN as u32)
+                    .map_err(err)?;
                 c.complete(1, WAIT).map_err(err)?;
                 c.mem.read(0, node_buf - BASE, &mut node);
                 if u64::from_le_bytes(node[..8].try_into().unwrap_or_default()) == key {
@@ -185,8 +205,13 @@ fn measure(
             let req = list_request(head, key, LIST_LEN as u32);
             c.mem.write(0, 0, &req);
             let t = Instant::now();
-            c.post_offload(2, LIST_OPCODE, (BASE, req.len() as u32), (resp_buf, VALUE_LEN as u32))
-                .map_err(err)?;
+            c.post_offload(
+                2,
+                LIST_OPCODE,
+                (BASE, req.len() as u32),
+                (resp_buf, VALUE_LEN as u32),
+            )
+            .map_err(err)?;
             let wc = c.complete(1, WAIT).map_err(err)?;
             off_t.push(t.elapsed().as_secs_f64() * 1e6);
             let mut got = [0u8; VALUE_LEN];
@@ -231,8 +256,13 @@ fn measure(
         c.mem.write(0, resp_buf - BASE, &vec![0; want.len()]);
         let t = Instant::now();
         for _ in 0..reps {
-            c.post_offload(3, BATCH_READ_OPCODE, (BASE, req.len() as u32), (resp_buf, resp_len))
-                .map_err(err)?;
+            c.post_offload(
+                3,
+                BATCH_READ_OPCODE,
+                (BASE, req.len() as u32),
+                (resp_buf, resp_len),
+            )
+            .map_err(err)?;
             let wc = c.complete(1, WAIT).map_err(err)?;
             if wc[0].imm != Some(0) {
                 return Err(err(format!("batched READ handler: status {:?}", wc[0].imm)));
@@ -253,7 +283,12 @@ fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn report(lists: &[(usize, f64, f64)], batches: &[(usize, f64, f64)], reps: usize, quick: bool) -> Report {
+fn report(
+    lists: &[(usize, f64, f64)],
+    batches: &[(usize, f64, f64)],
+    reps: usize,
+    quick: bool,
+) -> Report {
     let mut rows = Vec::new();
     for &(h, b, o) in lists {
         rows.push(vec![
@@ -275,8 +310,14 @@ fn report(lists: &[(usize, f64, f64)], batches: &[(usize, f64, f64)], reps: usiz
             fmt_ratio(o, b),
         ]);
     }
-    let best_list = lists.iter().map(|&(_, b, o)| b / o).fold(f64::NAN, f64::max);
-    let best_batch = batches.iter().map(|&(_, b, o)| o / b).fold(f64::NAN, f64::max);
+    let best_list = lists
+        .iter()
+        .map(|&(_, b, o)| b / o)
+        .fold(f64::NAN, f64::max);
+    let best_batch = batches
+        .iter()
+        .map(|&(_, b, o)| o / b)
+        .fold(f64::NAN, f64::max);
     let notes = vec![
         format!(
             "  list traversal: up to x{best_list:.2} lower latency with the handler (paper: x1.7 {})",

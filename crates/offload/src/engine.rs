@@ -156,7 +156,10 @@ impl OffloadEngine {
                 Err(rtrb::PushError::Full(r)) => req = r,
             }
         }
-        self.shared.counters.ring_full.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .counters
+            .ring_full
+            .fetch_add(1, Ordering::Relaxed);
         Err(req)
     }
 

@@ -71,8 +71,13 @@ impl Handler for BatchedRead {
         let mut items = Vec::with_capacity(n);
         let mut total = 0usize;
         for i in 0..n {
-            let (addr, len) = (u64_at(&req, 4 + 12 * i)?, u32_at(&req, 12 + 12 * i)? as usize);
-            total = total.checked_add(len).ok_or(HandlerError::ResponseTooLarge)?;
+            let (addr, len) = (
+                u64_at(&req, 4 + 12 * i)?,
+                u32_at(&req, 12 + 12 * i)? as usize,
+            );
+            total = total
+                .checked_add(len)
+                .ok_or(HandlerError::ResponseTooLarge)?;
             items.push((addr, len));
         }
         ctx.alloc_resp(total)?;
@@ -95,20 +100,21 @@ impl Handler for ListTraversal {
     fn handle(&self, ctx: &mut OffloadCtx<'_>) -> Result<(), HandlerError> {
         let req = ctx.request();
         let (head, key, max_hops) = (u64_at(req, 0)?, u64_at(req, 8)?, u32_at(req, 16)?);
-        ctx.alloc_resp(NODE_LEN)?;
+        // The response holds the value; a node's key and next pointer are read into its
+        // front first, and the value over them once the key matches.
+        ctx.alloc_resp(VALUE_LEN)?;
         let mut node = head;
         for _ in 0..max_hops {
             if node == 0 {
                 break;
             }
-            let id = ctx.submit_read(node, 0, NODE_LEN)?;
+            let id = ctx.submit_read(node, 0, 16)?;
             ctx.wait(id)?;
             let r = ctx.resp_mut().ok_or(HandlerError::NoResponse)?;
-            let k = u64_at(r, 0)?;
-            let next = u64_at(r, 8)?;
+            let (k, next) = (u64_at(r, 0)?, u64_at(r, 8)?);
             if k == key {
-                // The value moves to the front: the response is the value alone.
-                r.copy_within(16.., 0);
+                let id = ctx.submit_read(node + 16, 0, VALUE_LEN)?;
+                ctx.wait(id)?;
                 return ctx.submit_resp(VALUE_LEN);
             }
             node = next;

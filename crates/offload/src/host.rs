@@ -9,15 +9,13 @@ use std::time::Instant;
 use rtrb::{Consumer, Producer, RingBuffer};
 use sluice_rdma::qp::{Memory, Nanos, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig, VerbsError};
-use sluice_rdma::verbs::{
-    Access, AttrMask, Key, PdId, QpState, Region, WcStatus, WorkCompletion,
-};
+use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WcStatus, WorkCompletion};
 use sluice_wire::EthernetAddress;
 
 use crate::engine::OffloadEngine;
 
 /// Where frames go and come from.
-pub trait Link: Send {
+pub trait Link {
     /// Sends one frame (dropped if the link is full: the transport retransmits).
     fn send(&mut self, frame: &[u8]);
     /// The next frame received, into `buf`; false if none.
@@ -105,6 +103,8 @@ pub struct Host<M: Memory, L: Link> {
     link: L,
     /// The offload engine (on the server).
     pub engine: Option<OffloadEngine>,
+    /// The path MTU [`Host::connect`] sets (IBV_MTU_* code; 5 = 4096).
+    pub path_mtu: u8,
     start: Instant,
     buf: Vec<u8>,
 }
@@ -116,6 +116,12 @@ impl<M: Memory, L: Link> Host<M, L> {
             ip: Ipv4Addr::new(10, 0, 0, n),
             mac: EthernetAddress([2, 0, 0, 0, 0, n]),
         };
+        Host::with_addr(addr, mem, len, link)
+    }
+
+    /// A host at `addr` with `len` bytes of `mem` registered at [`BASE`]: its first CQ,
+    /// MR (key) and QP, so two hosts made alike have the same QPN and key.
+    pub fn with_addr(addr: PeerAddr, mem: M, len: u64, link: L) -> Result<Host<M, L>, HostError> {
         let mut stack = RdmaStack::new(StackConfig {
             line_rate_bps: 0,
             ..StackConfig::new(addr.mac, addr.ip)
@@ -141,20 +147,22 @@ impl<M: Memory, L: Link> Host<M, L> {
             addr,
             link,
             engine: None,
+            path_mtu: 5,
             start: Instant::now(),
             buf: vec![0; 9216],
         })
     }
 
-    /// RESET -> INIT -> RTR -> RTS towards the peer's QP (MTU 4096, 16 READs each way).
+    /// RESET -> INIT -> RTR -> RTS towards the peer's QP ([`Host::path_mtu`], 16 READs each
+    /// way).
     pub fn connect(&mut self, peer_qpn: u32, peer: PeerAddr) -> Result<(), HostError> {
         let attr = QpAttr {
             access: 0b111,
-            path_mtu: 5,
+            path_mtu: self.path_mtu,
             dest_qpn: peer_qpn,
             rq_psn: 1,
             sq_psn: 1,
-            timeout: 10,
+            timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
@@ -260,7 +268,14 @@ impl<M: Memory, L: Link> Host<M, L> {
     }
 
     /// Posts an RDMA READ of `len` bytes at the peer's `addr` into local `local`.
-    pub fn post_read(&mut self, wr_id: u64, addr: u64, rkey: Key, local: u64, len: u32) -> Result<(), HostError> {
+    pub fn post_read(
+        &mut self,
+        wr_id: u64,
+        addr: u64,
+        rkey: Key,
+        local: u64,
+        len: u32,
+    ) -> Result<(), HostError> {
         let wr = SendWr {
             wr_id,
             op: SendOp::Read {

@@ -18,7 +18,7 @@ pub mod examples;
 pub mod host;
 pub mod region;
 
-pub use ebpf::EbpfHandler;
 pub use api::{DmaId, Handler, HandlerError, Limits, OffloadCtx};
+pub use ebpf::EbpfHandler;
 pub use engine::{EngineCounters, OffloadEngine, OffloadEngineBuilder, OffloadResponse};
 pub use region::{RegionTable, SharedRegion};

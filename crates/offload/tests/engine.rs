@@ -9,8 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sluice_offload::api::run_handler;
 use sluice_offload::examples::{
-    batched_read_request, list_node, list_request, BatchedRead, ListTraversal, NODE_LEN,
-    VALUE_LEN,
+    batched_read_request, list_node, list_request, BatchedRead, ListTraversal, NODE_LEN, VALUE_LEN,
 };
 use sluice_offload::{
     Handler, HandlerError, Limits, OffloadCtx, OffloadEngine, OffloadEngineBuilder, RegionTable,
@@ -105,12 +104,17 @@ fn connect<M: Memory>(h: &mut Host<M>, peer: (u32, PeerAddr)) {
         (QpState::Rts, &rts[..]),
     ] {
         let mask = m.iter().copied().fold(AttrMask::STATE, AttrMask::union);
-        h.stack.modify_qp(&mut h.mem, h.qpn, s, mask, &attr).unwrap();
+        h.stack
+            .modify_qp(&mut h.mem, h.qpn, s, mask, &attr)
+            .unwrap();
     }
 }
 
 /// A client and a server whose memory is `server_mem`, connected; handlers registered.
-fn pair(server_mem: SharedRegion, limits: Limits) -> (Host<VecMemory>, Host<SharedRegion>, OffloadEngine) {
+fn pair(
+    server_mem: SharedRegion,
+    limits: Limits,
+) -> (Host<VecMemory>, Host<SharedRegion>, OffloadEngine) {
     let mut c = host(1, VecMemory(vec![0; LEN]));
     let mut s = host(2, server_mem.clone());
     let (qc, qs) = ((c.qpn, c.addr), (s.qpn, s.addr));
@@ -137,7 +141,11 @@ fn pair(server_mem: SharedRegion, limits: Limits) -> (Host<VecMemory>, Host<Shar
 /// threads (the pacer needs time to move).
 fn clock() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64 + 1
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+        + 1
 }
 
 /// Posts one OFFLOAD request and drives both stacks and the engine until it completes:
@@ -208,7 +216,12 @@ fn call(
 }
 
 /// A list of `keys` in the region at `at`, nodes in a shuffled order: (head, values).
-fn build_list(mem: &SharedRegion, at: u64, keys: &[u64], order: &[usize]) -> (u64, Vec<[u8; VALUE_LEN]>) {
+fn build_list(
+    mem: &SharedRegion,
+    at: u64,
+    keys: &[u64],
+    order: &[usize],
+) -> (u64, Vec<[u8; VALUE_LEN]>) {
     let addr = |i: usize| BASE + at + (order[i] * NODE_LEN) as u64;
     let mut values = Vec::new();
     for (i, &k) in keys.iter().enumerate() {
@@ -302,7 +315,10 @@ fn both_examples_answer_over_the_wire() {
     }
     // Beyond the hop limit: not found.
     let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, 163, 10));
-    assert_eq!(HandlerError::from_code(status), Some(HandlerError::NotFound));
+    assert_eq!(
+        HandlerError::from_code(status),
+        Some(HandlerError::NotFound)
+    );
 }
 
 proptest! {
@@ -387,15 +403,34 @@ fn the_ebpf_list_handler_serves_over_the_wire_and_is_bounded() {
     let mut e = b.start(1);
     for k in [1u64, 7, 20] {
         let (status, body) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, k, 64));
-        assert_eq!((status, body), (0, values[k as usize - 1].to_vec()), "key {k}");
+        assert_eq!(
+            (status, body),
+            (0, values[k as usize - 1].to_vec()),
+            "key {k}"
+        );
     }
     let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, 40, 64));
-    assert_eq!(HandlerError::from_code(status), Some(HandlerError::BudgetExhausted));
+    assert_eq!(
+        HandlerError::from_code(status),
+        Some(HandlerError::BudgetExhausted)
+    );
     let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(head, 9, 5));
-    assert_eq!(HandlerError::from_code(status), Some(HandlerError::NotFound));
+    assert_eq!(
+        HandlerError::from_code(status),
+        Some(HandlerError::NotFound)
+    );
     // A head outside the region: the read is refused, the program aborts.
-    let (status, _) = call(&mut c, &mut s, &mut e, LIST, &list_request(BASE + LEN as u64, 1, 64));
-    assert_eq!(HandlerError::from_code(status), Some(HandlerError::OutsideRegion));
+    let (status, _) = call(
+        &mut c,
+        &mut s,
+        &mut e,
+        LIST,
+        &list_request(BASE + LEN as u64, 1, 64),
+    );
+    assert_eq!(
+        HandlerError::from_code(status),
+        Some(HandlerError::OutsideRegion)
+    );
     assert_eq!(c.stack.qp_state(c.qpn), Some(QpState::Rts));
     assert_eq!(s.stack.qp_state(s.qpn), Some(QpState::Rts));
 }

@@ -81,7 +81,13 @@ fn an_offload_request_is_served_and_its_response_lands_in_the_response_buffer() 
     let wc = poll(&mut a);
     assert_eq!(wc.len(), 1);
     assert_eq!(
-        (wc[0].wr_id, wc[0].status, wc[0].opcode, wc[0].byte_len, wc[0].imm),
+        (
+            wc[0].wr_id,
+            wc[0].status,
+            wc[0].opcode,
+            wc[0].byte_len,
+            wc[0].imm
+        ),
         (7, WcStatus::Success, WcOpcode::Offload, 301, Some(0))
     );
     let want = handler(&at(&a.mem, BASE, 300));
@@ -117,7 +123,9 @@ fn a_handler_error_status_completes_the_request_and_both_qps_stay_up() {
     run(&mut a, &mut b, 1, &mut |_| {});
     let wc = poll(&mut a);
     assert_eq!(
-        wc.iter().map(|w| (w.wr_id, w.status, w.imm, w.byte_len)).collect::<Vec<_>>(),
+        wc.iter()
+            .map(|w| (w.wr_id, w.status, w.imm, w.byte_len))
+            .collect::<Vec<_>>(),
         [
             (0, WcStatus::Success, Some(3), 0),
             (1, WcStatus::Success, Some(0), 2)
@@ -166,7 +174,13 @@ fn an_unknown_offload_opcode_is_nakked_invalid_request_and_the_responder_survive
 
 /// Runs both stacks in virtual time over a link that drops frames with `loss` (seeded),
 /// serving offload requests as they arrive, until `a` has `want` completions.
-fn run_lossy(a: &mut Host, b: &mut Host, loss: f64, seed: u64, want: usize) -> (Vec<WorkCompletion>, usize) {
+fn run_lossy(
+    a: &mut Host,
+    b: &mut Host,
+    loss: f64,
+    seed: u64,
+    want: usize,
+) -> (Vec<WorkCompletion>, usize) {
     let mut rng = seed | 1;
     let mut drop = move || {
         rng ^= rng << 13;

@@ -16,9 +16,9 @@ pub mod wr;
 
 use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
 use crate::wire::{Psn, RoceRepr};
+pub use offload::{OffloadCounters, OffloadRegisterError, OffloadRequest};
 use requester::Requester;
 use responder::Responder;
-pub use offload::{OffloadCounters, OffloadRegisterError, OffloadRequest};
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
 
 /// A BTH of this QP's connection: the default partition, no flags set.

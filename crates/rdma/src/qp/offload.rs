@@ -21,7 +21,6 @@ pub const MAX_OFFLOADS: usize = 16;
 /// Responses kept, after they went, to answer a duplicate request again.
 const REPLAY: usize = 16;
 
-
 /// An OFFLOAD request handed to the offload engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OffloadRequest {

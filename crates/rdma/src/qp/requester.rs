@@ -275,9 +275,7 @@ impl Requester {
                 };
                 self.on_aeth(ctx, cfg, p, aeth.syndrome)
             }
-            Opcode::OffloadResponse => {
-                self.on_offload_response(ctx, cfg, repr, payload, counters)
-            }
+            Opcode::OffloadResponse => self.on_offload_response(ctx, cfg, repr, payload, counters),
             op => self.on_read_response(ctx, cfg, op, p, payload, counters),
         };
         // Progress (an ACK, a NAK or a response moving the oldest unacknowledged PSN)
@@ -434,10 +432,13 @@ impl Requester {
             return self.fail_at(i, WcStatus::BadRespErr);
         }
         if len > 0 {
-            match ctx
-                .mrs
-                .check(resp.lkey, cfg.pd, resp.addr, u64::from(len), Access::LOCAL_WRITE)
-            {
+            match ctx.mrs.check(
+                resp.lkey,
+                cfg.pd,
+                resp.addr,
+                u64::from(len),
+                Access::LOCAL_WRITE,
+            ) {
                 Ok(at) if ctx.mem.write(at.backing, at.offset, payload) => {}
                 _ => return self.fail_at(i, WcStatus::LocProtErr),
             }

@@ -24,8 +24,8 @@ mod config;
 mod ctx;
 mod offload;
 pub use config::{PeerAddr, QpAttr, StackConfig, StackCounters, VerbsError};
-pub use offload::OffloadStackError;
 use ctx::qp_ctx;
+pub use offload::OffloadStackError;
 
 struct QpSlot {
     pd: PdId,
