@@ -214,9 +214,8 @@ impl OffloadResponder {
         let (psn, status, body) = if let Some(r) = self.resend.pop_front() {
             r
         } else {
-            if self.slots.front()?.done.is_none() {
-                return None;
-            }
+            // Nothing goes until the oldest is answered.
+            self.slots.front()?.done.as_ref()?;
             let slot = self.slots.pop_front()?;
             let (status, body) = slot.done?;
             if self.replay.len() >= REPLAY {
