@@ -15,7 +15,8 @@ mod sim_args;
 
 use clap::{Parser, Subcommand};
 use cmd::{
-    bench, ctl, demo, echo, engine, flood, lab, mtp, proxy, run, sink, soak, source, switch,
+    bench, ctl, demo, echo, engine, flood, lab, mtp, offload_demo, proxy, run, sink, soak, source,
+    switch,
 };
 use sluice_bench::{apps, kserve, loadgen};
 use sluice_experiments as experiment;
@@ -63,6 +64,9 @@ enum Command {
     /// The papers' experiments: a table, a CSV and a PNG plot each.
     #[command(subcommand)]
     Experiment(experiment::ExperimentCommand),
+    /// The offload engine's batched READ and list traversal between two lab hosts, against
+    /// one READ per item (root; scripts/offload-demo.sh).
+    OffloadDemo(offload_demo::OffloadDemoArgs),
     /// Every workload against the engine and against Linux TCP in the lab (needs root).
     Bench(bench::BenchCli),
     /// Mixed traffic against the engine and Linux side by side, impairments on and off, for
@@ -104,6 +108,7 @@ fn main() {
         Command::Loadgen(args) => loadgen::run(&args).map_err(|e| e.to_string()),
         Command::Kserve(args) => kserve::run(&args).map_err(|e| e.to_string()),
         Command::Experiment(cmd) => experiment::run(&cmd).map_err(|e| e.to_string()),
+        Command::OffloadDemo(args) => offload_demo::run(&args),
         Command::Appcheck(args) => apps::appcheck::run(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {

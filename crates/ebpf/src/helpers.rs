@@ -27,6 +27,10 @@ pub enum Helper {
     CsumDiff,
     /// long bpf_xdp_adjust_head(ctx, delta): moves data; invalidates packet pointers.
     XdpAdjustHead,
+    /// long bpf_sluice_region_read(dst, size, addr): Sluice's own (id 0x5100, outside the
+    /// kernel's numbers): `size` bytes (a known size within 512) of the offload regions at
+    /// application address `addr` into `dst`; 0, or -EFAULT outside them (docs/offload.md).
+    RegionRead,
 }
 
 impl Helper {
@@ -42,6 +46,7 @@ impl Helper {
             23 => Helper::Redirect,
             28 => Helper::CsumDiff,
             44 => Helper::XdpAdjustHead,
+            REGION_READ_ID => Helper::RegionRead,
             _ => return None,
         })
     }
@@ -58,9 +63,13 @@ impl Helper {
             Helper::Redirect => "bpf_redirect",
             Helper::CsumDiff => "bpf_csum_diff",
             Helper::XdpAdjustHead => "bpf_xdp_adjust_head",
+            Helper::RegionRead => "bpf_sluice_region_read",
         }
     }
 }
+
+/// bpf_sluice_region_read's helper id: far above the kernel's, so no kernel helper is shadowed.
+pub const REGION_READ_ID: i32 = 0x5100;
 
 /// The largest buffer bpf_csum_diff and bpf_trace_printk accept, in bytes.
 pub const MAX_HELPER_MEM: u64 = 512;
@@ -104,6 +113,7 @@ const EINVAL: u64 = (-22i64) as u64;
 const ENOENT: u64 = (-2i64) as u64;
 const EEXIST: u64 = (-17i64) as u64;
 const E2BIG: u64 = (-7i64) as u64;
+const EFAULT: u64 = (-14i64) as u64;
 
 /// How a runtime's pointers name memory: the interpreter's tagged addresses or the JIT's host
 /// addresses. Helpers reach memory only through this, so both runtimes share their semantics.
@@ -250,6 +260,18 @@ pub fn call<M: Memory + ?Sized>(
                 copy_in(mem, ctx, env.maps, r3, &mut to[..nt], pc)?;
             }
             csum_diff(&from[..nf], &to[..nt], r5 as u32) as u64
+        }
+        Helper::RegionRead => {
+            let n = usize::try_from(r2).map_err(|_| RunError::Helper(pc))?;
+            let mut tmp = [0u8; MAX_HELPER_MEM as usize];
+            let tmp = tmp.get_mut(..n).ok_or(RunError::Helper(pc))?;
+            if !env.trace.region_read(r3, tmp) {
+                return Ok(EFAULT);
+            }
+            mem.bytes(ctx, env.maps, r1, n)
+                .ok_or(RunError::OutOfBounds(pc))?
+                .copy_from_slice(tmp);
+            0
         }
         Helper::XdpAdjustHead => {
             let delta = r2 as i32 as i64;

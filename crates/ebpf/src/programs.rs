@@ -24,6 +24,10 @@ pub const CLASSIFY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classify.o
 /// map `splices` for the other connection and returns XDP_TX (section `xdp`).
 pub const SPLICE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/splice.o"));
 
+/// The linked-list traversal offload handler (section `offload`; docs/offload.md): not a
+/// data-path module, so not in [`SHIPPED`]; sluice-offload runs it.
+pub const OFFLOAD_LIST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/offload_list.o"));
+
 /// The shipped programs by name, as `sluice engine --module` and `sluice ctl module load`
 /// accept them in place of a file: (name, object bytes, section).
 pub const SHIPPED: &[(&str, &[u8], &str)] = &[

@@ -98,6 +98,13 @@ impl<'a> XdpContext<'a> {
 pub trait TraceSink {
     /// One bpf_trace_printk call.
     fn print(&mut self, fmt: &[u8], args: [u64; 3]);
+
+    /// One bpf_sluice_region_read: the host copies `out.len()` bytes of the regions it lets
+    /// the program read (an offload handler's, docs/offload.md) at `addr` into `out`; false
+    /// outside them. The data-path's hooks have no region.
+    fn region_read(&mut self, _addr: u64, _out: &mut [u8]) -> bool {
+        false
+    }
 }
 
 /// A sink that discards.

@@ -8,6 +8,7 @@ pub mod error;
 pub mod fabric;
 pub mod fairness;
 pub mod flexins;
+pub mod flexins_offload;
 pub mod flows;
 pub mod impair;
 pub mod incast;
@@ -153,6 +154,9 @@ pub enum ExperimentCommand {
     /// 8 KB RDMA WRITEs into a growing receive working set, direct placement against a
     /// staging copy, with bytes touched per payload byte (flexins.txt Figure 14; no lab).
     FlexinsRx(flexins::rx::RxArgs),
+    /// The programmable offloading engine's list traversal and batched READ against the
+    /// client doing them with READs (flexins.txt Figure 16; two RDMA stacks in-process).
+    FlexinsOffload(flexins_offload::OffloadArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -174,6 +178,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::MtpWorkloads(args) => (mtp::workloads::run(args)?, &args.common),
         ExperimentCommand::FlexinsTx(args) => (flexins::tx::run(args)?, &args.common),
         ExperimentCommand::FlexinsRx(args) => (flexins::rx::run(args)?, &args.common),
+        ExperimentCommand::FlexinsOffload(args) => (flexins_offload::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

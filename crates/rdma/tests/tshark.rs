@@ -53,6 +53,8 @@ fn tshark_name(op: Opcode) -> &'static str {
         Opcode::ReadResponseOnly => "RDMA READ response Only",
         Opcode::Acknowledge => "Acknowledge",
         Opcode::Cnp => "CNP",
+        // IBA's reserved RC opcodes Sluice's offload engine uses (not in Opcode::ALL).
+        Opcode::OffloadRequest | Opcode::OffloadResponse => "Reserved",
     }
 }
 

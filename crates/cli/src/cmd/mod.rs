@@ -17,6 +17,7 @@ pub mod lab;
 /// An eBPF module named on the command line.
 pub mod module_file;
 pub mod mtp;
+pub mod offload_demo;
 /// `sluice capture`'s pcap writer.
 pub mod pcap_file;
 pub mod proxy;

@@ -141,6 +141,24 @@ pub fn call(st: &mut State, maps: &[MapDef], id: i32) -> Result<(), Reason> {
             scalar(st, h, 5)?;
             Val::Scalar(Range::ANY)
         }
+        Helper::RegionRead => {
+            let n = const_size(st, h, 2, MAX_HELPER_MEM)?;
+            if n == 0 {
+                return Err(Reason::BadHelperArg(h.name(), 2, "a non-zero size"));
+            }
+            scalar(st, h, 3)?;
+            match st.regs[1] {
+                // The helper writes it: any bytes, and they need not be written before.
+                Val::Stack(off) => {
+                    for i in 0..n as i64 {
+                        st.stack_write(off + i, 1, Val::Scalar(Range::bytes(1)))?;
+                    }
+                }
+                // Proven packet or map value bytes, whose contents are never tracked.
+                _ => mem(st, maps, h, 1, n)?,
+            }
+            Val::Scalar(Range::ANY)
+        }
         Helper::XdpAdjustHead => {
             if st.regs[1] != Val::Ctx {
                 return Err(Reason::BadHelperArg(h.name(), 1, "the context"));

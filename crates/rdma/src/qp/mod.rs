@@ -8,6 +8,7 @@
 //! Payload goes through [`Memory`], addressed by the placement [`MrTable::check`] returns:
 //! the QP never touches bytes that check did not allow.
 
+pub mod offload;
 mod packetize;
 mod requester;
 mod responder;
@@ -16,6 +17,7 @@ pub mod wr;
 use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
 use crate::wire::{Psn, RoceRepr};
 pub use packetize::PayloadDst;
+pub use offload::{OffloadCounters, OffloadRegisterError, OffloadRequest};
 use requester::Requester;
 use responder::Responder;
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
@@ -290,6 +292,34 @@ impl QueuePair {
             return Err(PostError::WrongState);
         }
         self.resp.post(wr, &self.cfg)
+    }
+
+    /// Registers offload opcode `opcode` on this QP: its OFFLOAD requests are handed out by
+    /// [`QueuePair::poll_offload`] (Table 2's register_opcode, flexins.txt 3.5).
+    pub fn register_offload(&mut self, opcode: u32) -> Result<(), OffloadRegisterError> {
+        self.resp.offload.register(opcode)
+    }
+
+    /// Unregisters `opcode`: later requests for it are NAKed. False if it was not there.
+    pub fn unregister_offload(&mut self, opcode: u32) -> bool {
+        self.resp.offload.unregister(opcode)
+    }
+
+    /// The next OFFLOAD request received and not yet handed out.
+    pub fn poll_offload(&mut self) -> Option<OffloadRequest> {
+        self.resp.offload.poll()
+    }
+
+    /// The response to the OFFLOAD request at `psn`: `status` (0 for success) and `body`,
+    /// which goes back in PSN order. False (and counted) if there is no such request or the
+    /// body is over the capacity the requester gave.
+    pub fn complete_offload(&mut self, psn: Psn, status: u32, body: &[u8]) -> bool {
+        self.state != QpState::Error && self.resp.offload.complete(psn, status, body)
+    }
+
+    /// Its offload counters.
+    pub fn offload_counters(&self) -> OffloadCounters {
+        self.resp.offload.counters
     }
 
     /// A packet addressed to this QP (its headers parsed, its payload without pad).

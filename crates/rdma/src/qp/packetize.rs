@@ -56,6 +56,9 @@ pub(super) fn request_packet<M: Memory>(
     dst: &mut PayloadDst<'_>,
 ) -> Result<(RoceRepr, usize), WcStatus> {
     let total = wr.sge.len;
+    if let SendOp::Offload { opcode, resp } = wr.op {
+        return super::offload::request_packet(wr, opcode, resp, psn, cfg, ctx, dst);
+    }
     let mut bth = super::bth(Opcode::SendOnly, cfg.dest_qpn, psn);
     if let SendOp::Read { remote } = wr.op {
         // The request for what has not come yet.
@@ -82,7 +85,7 @@ pub(super) fn request_packet<M: Memory>(
     let (first, last) = (k == 0, k + 1 == npkts);
     let imm = match wr.op {
         SendOp::Send { imm } | SendOp::Write { imm, .. } => imm,
-        SendOp::Read { .. } => None,
+        SendOp::Read { .. } | SendOp::Offload { .. } => None,
     };
     use Opcode::*;
     bth.opcode = match (wr.op, first, last, imm.is_some()) {

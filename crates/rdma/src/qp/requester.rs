@@ -28,11 +28,14 @@ struct Entry {
     got: u32,
     /// Finished; the status it completes with.
     done: Option<WcStatus>,
+    /// An OFFLOAD's handler status, for its completion's `imm`.
+    imm: Option<u32>,
 }
 
 impl Entry {
+    /// A READ, or an OFFLOAD (which goes like a READ: one request, answered by its response).
     fn is_read(&self) -> bool {
-        matches!(self.wr.op, SendOp::Read { .. })
+        matches!(self.wr.op, SendOp::Read { .. } | SendOp::Offload { .. })
     }
 
     /// One past its last PSN.
@@ -88,6 +91,9 @@ impl Requester {
         if wr.sge.len > MAX_MESSAGE {
             return Err(PostError::TooLong);
         }
+        if matches!(wr.op, SendOp::Offload { .. }) && wr.sge.len > cfg.mtu {
+            return Err(PostError::OffloadTooLong);
+        }
         let npkts = wr.sge.len.div_ceil(cfg.mtu).max(1);
         self.sq.push_back(Entry {
             wr,
@@ -96,6 +102,7 @@ impl Requester {
             sent: 0,
             got: 0,
             done: None,
+            imm: None,
         });
         self.next_psn = self.next_psn + npkts;
         Ok(())
@@ -268,6 +275,7 @@ impl Requester {
                 };
                 self.on_aeth(ctx, cfg, p, aeth.syndrome)
             }
+            Opcode::OffloadResponse => self.on_offload_response(ctx, cfg, repr, payload, counters),
             op => self.on_read_response(ctx, cfg, op, p, payload, counters),
         };
         // Progress (an ACK, a NAK or a response moving the oldest unacknowledged PSN)
@@ -332,7 +340,11 @@ impl Requester {
         payload: &[u8],
         counters: &mut QpCounters,
     ) -> bool {
-        let Some(i) = self.sq.iter().position(|e| e.is_read() && e.contains(p)) else {
+        let Some(i) = self
+            .sq
+            .iter()
+            .position(|e| matches!(e.wr.op, SendOp::Read { .. }) && e.contains(p))
+        else {
             counters.refused += 1;
             return false;
         };
@@ -378,6 +390,63 @@ impl Requester {
         } else {
             self.una = max_psn(self.una, p + 1);
         }
+        self.retry_left = cfg.retry_cnt;
+        self.complete(ctx, cfg.qpn);
+        self.rearm(ctx.now, cfg);
+        false
+    }
+
+    /// An OFFLOAD response: the handler's bytes into the work request's response buffer,
+    /// its status into the completion's `imm`.
+    fn on_offload_response<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        cfg: &QpConfig,
+        repr: &RoceRepr,
+        payload: &[u8],
+        counters: &mut QpCounters,
+    ) -> bool {
+        let p = repr.bth.psn;
+        let Some(i) = self.sq.iter().position(|e| {
+            matches!(e.wr.op, SendOp::Offload { .. }) && e.first == p && e.done.is_none()
+        }) else {
+            // A duplicate (the request was asked again) or a ghost.
+            counters.refused += 1;
+            return false;
+        };
+        let Some(imm) = repr.immdt else {
+            counters.refused += 1;
+            return false;
+        };
+        // A response implicitly acknowledges every request before it.
+        self.acknowledge(self.sq[i].first, cfg.mtu);
+        let Some(e) = self.sq.get_mut(i) else {
+            return false;
+        };
+        let SendOp::Offload { resp, .. } = e.wr.op else {
+            return false;
+        };
+        let len = payload.len() as u32;
+        if len > resp.len {
+            counters.refused += 1;
+            return self.fail_at(i, WcStatus::BadRespErr);
+        }
+        if len > 0 {
+            match ctx.mrs.check(
+                resp.lkey,
+                cfg.pd,
+                resp.addr,
+                u64::from(len),
+                Access::LOCAL_WRITE,
+            ) {
+                Ok(at) if ctx.mem.write(at.backing, at.offset, payload) => {}
+                _ => return self.fail_at(i, WcStatus::LocProtErr),
+            }
+        }
+        e.got = len;
+        e.imm = Some(imm.0);
+        e.done = Some(WcStatus::Success);
+        self.una = max_psn(self.una, e.end());
         self.retry_left = cfg.retry_cnt;
         self.complete(ctx, cfg.qpn);
         self.rearm(ctx.now, cfg);
@@ -553,13 +622,14 @@ fn completion(e: &Entry, status: WcStatus, qpn: u32) -> WorkCompletion {
         SendOp::Send { .. } => WcOpcode::Send,
         SendOp::Write { .. } => WcOpcode::RdmaWrite,
         SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::Offload { .. } => WcOpcode::Offload,
     };
     WorkCompletion {
         wr_id: e.wr.wr_id,
         status,
         opcode,
         byte_len: if e.is_read() { e.got } else { e.wr.sge.len },
-        imm: None,
+        imm: e.imm,
         qp_num: qpn,
         src_qp: 0,
         solicited: false,

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use super::packetize::PayloadDst;
+use super::offload::OffloadResponder;
 use super::wr::{PostError, RecvWr};
 use super::{Ctx, Memory, QpConfig, QpCounters};
 use crate::verbs::{Access, Key, WcOpcode, WcStatus, WorkCompletion};
@@ -47,6 +48,8 @@ pub(super) struct Responder {
     nak_sent: bool,
     acks: VecDeque<Ack>,
     reads: VecDeque<ReadJob>,
+    /// OFFLOAD requests and responses (qp/offload.rs).
+    pub(super) offload: OffloadResponder,
 }
 
 impl Responder {
@@ -60,6 +63,7 @@ impl Responder {
             nak_sent: false,
             acks: VecDeque::new(),
             reads: VecDeque::new(),
+            offload: OffloadResponder::new(),
         }
     }
 
@@ -111,6 +115,9 @@ impl Responder {
             }
             return false;
         }
+        if repr.bth.opcode == Opcode::OffloadRequest {
+            return self.offload_request(cfg, repr, payload, counters);
+        }
         match self.execute(ctx, cfg, repr, payload) {
             Ok(Some(next)) => {
                 self.epsn = next;
@@ -148,6 +155,48 @@ impl Responder {
                 true
             }
         }
+    }
+
+    /// An OFFLOAD request at the expected PSN: received like a SEND, handed to the offload
+    /// engine instead of a receive, acknowledged by its response. An unknown opcode is
+    /// NAKed (invalid request) and not carried out; this QP stays up. True if the QP fails.
+    fn offload_request(
+        &mut self,
+        cfg: &QpConfig,
+        repr: &RoceRepr,
+        payload: &[u8],
+        counters: &mut QpCounters,
+    ) -> bool {
+        let p = repr.bth.psn;
+        // A new message must not start inside one (IBA 9.9.5.2: an invalid request).
+        if self.recv.is_some() || self.write.is_some() {
+            counters.refused += 1;
+            counters.naks_tx += 1;
+            self.ack(p, Syndrome::Nak(NakCode::InvalidRequest));
+            return true;
+        }
+        match self.offload.accept(cfg, repr, payload) {
+            Ok(true) => {
+                self.epsn = p + 1;
+                self.nak_sent = false;
+                self.msn = (self.msn + 1) & crate::wire::aeth::MAX_MSN;
+            }
+            Ok(false) => {
+                counters.naks_tx += 1;
+                self.ack(
+                    p,
+                    Syndrome::RnrNak {
+                        timer: cfg.min_rnr_timer,
+                    },
+                );
+            }
+            Err(code) => {
+                counters.refused += 1;
+                counters.naks_tx += 1;
+                self.ack(p, Syndrome::Nak(code));
+            }
+        }
+        false
     }
 
     /// Carries out the request at the expected PSN. Ok(Some(next PSN)); Ok(None) for
@@ -353,6 +402,10 @@ impl Responder {
         counters: &mut QpCounters,
     ) -> bool {
         let p = repr.bth.psn;
+        if repr.bth.opcode == Opcode::OffloadRequest {
+            self.offload.duplicate(p);
+            return false;
+        }
         if repr.bth.opcode == Opcode::ReadRequest {
             let Some(reth) = repr.reth else {
                 counters.refused += 1;
@@ -393,6 +446,9 @@ impl Responder {
                 immdt: None,
             };
             return Some((repr, 0));
+        }
+        if let Some(out) = self.offload.transmit(cfg, self.msn, dst) {
+            return Some(out);
         }
         let job = self.reads.front_mut()?;
         let len = job.left.min(cfg.mtu);
@@ -464,6 +520,7 @@ impl Responder {
         // The NAK that tells the requester why still goes out (IBA 9.9.5.2); READ
         // responses do not.
         self.reads.clear();
+        self.offload.flush();
     }
 }
 

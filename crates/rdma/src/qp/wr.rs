@@ -45,6 +45,16 @@ pub enum SendOp {
         /// From where.
         remote: Remote,
     },
+    /// OFFLOAD (`IBV_WR_SLUICE_OFFLOAD`, docs/offload.md): the local buffer's bytes (at most
+    /// one MTU) go to the handler the peer registered for `opcode`; its response (at most
+    /// `resp.len` bytes and one MTU) lands in `resp`, and the completion's `imm` is the
+    /// handler's status (0: success).
+    Offload {
+        /// The offload opcode the peer's handler registered.
+        opcode: u32,
+        /// Where the response goes.
+        resp: Sge,
+    },
 }
 
 /// A send work request.
@@ -80,6 +90,8 @@ pub enum PostError {
     WrongState,
     /// A message longer than 2^31 bytes.
     TooLong,
+    /// An OFFLOAD request longer than one MTU.
+    OffloadTooLong,
 }
 
 impl fmt::Display for PostError {
@@ -88,6 +100,7 @@ impl fmt::Display for PostError {
             PostError::QueueFull => "work queue full",
             PostError::WrongState => "queue pair state does not take this work request",
             PostError::TooLong => "message longer than 2^31 bytes",
+            PostError::OffloadTooLong => "offload request longer than one MTU",
         })
     }
 }

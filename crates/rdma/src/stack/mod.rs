@@ -35,6 +35,8 @@ use touch::Metered;
 /// (or AETH), pad and ICRC. Header-only TX needs this plus the path MTU in the device's
 /// buffer.
 const MAX_FRAME_OVERHEAD: usize = 14 + 20 + 8 + 12 + 16 + 4 + 3 + 4;
+mod offload;
+pub use offload::OffloadStackError;
 
 struct QpSlot {
     pd: PdId,

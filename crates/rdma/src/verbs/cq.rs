@@ -48,6 +48,8 @@ pub enum WcOpcode {
     RdmaWrite = 1,
     /// An RDMA READ.
     RdmaRead = 2,
+    /// An OFFLOAD request and its response (Sluice's; not a libibverbs number).
+    Offload = 64,
     /// A receive of a SEND.
     Recv = 128,
     /// A receive consumed by an RDMA WRITE with immediate.

@@ -1,6 +1,7 @@
 //! The reliable-connected (RC) BTH opcodes and the extension headers each one carries
 //! (the OpCode table of IBA vol. 1, chapter 9; RC is transport 000, opcodes 0x00-0x1F),
-//! and RoCEv2's congestion notification packet (CNP, 0x81: annex A17.9.3).
+//! and RoCEv2's congestion notification packet (CNP, 0x81: annex A17.9.3), and Sluice's two
+//! OFFLOAD opcodes in the RC range IBA reserves (0x18-0x1B; docs/offload.md).
 
 /// An RC opcode this transport implements (IBA numbering; the atomic and invalidate
 /// opcodes, 0x12-0x17, are not supported and parse as an error).
@@ -42,6 +43,13 @@ pub enum Opcode {
     ReadResponseOnly = 0x10,
     /// ACKNOWLEDGE (0x11).
     Acknowledge = 0x11,
+    /// OFFLOAD Request (0x18, reserved in IBA's RC table; Sluice's programmable offloading
+    /// engine, flexins.txt 3.5): RETH (its DMA length: the response capacity; VA and R_Key
+    /// zero), ImmDt (the offload opcode a handler registered), the request bytes.
+    OffloadRequest = 0x18,
+    /// OFFLOAD Response (0x19, reserved in IBA's RC table): AETH, ImmDt (the handler's
+    /// status), the response bytes.
+    OffloadResponse = 0x19,
     /// Congestion Notification Packet (0x81, RoCEv2 annex A17.9.3): BECN set, 16 reserved
     /// bytes after the BTH; not an RC opcode, so not in [`Opcode::ALL`].
     Cnp = 0x81,
@@ -113,11 +121,19 @@ impl Opcode {
         Opcode::Acknowledge,
     ];
 
-    /// The opcode byte `b`, if it is an RC opcode this transport implements or the CNP.
+    /// The OFFLOAD opcodes (apart from [`Opcode::ALL`], which is IBA's RC table).
+    pub const OFFLOAD: [Opcode; 2] = [Opcode::OffloadRequest, Opcode::OffloadResponse];
+
+    /// The opcode byte `b`, if it is an RC opcode this transport implements, an OFFLOAD
+    /// opcode or the CNP.
     #[inline]
     pub const fn from_u8(b: u8) -> Option<Opcode> {
         if b == Opcode::Cnp as u8 {
             Some(Opcode::Cnp)
+        } else if b == Opcode::OffloadRequest as u8 {
+            Some(Opcode::OffloadRequest)
+        } else if b == Opcode::OffloadResponse as u8 {
+            Some(Opcode::OffloadResponse)
         } else if (b as usize) < Self::ALL.len() {
             Some(Self::ALL[b as usize])
         } else {
@@ -148,6 +164,8 @@ impl Opcode {
             }
             ReadResponseMiddle => ext(false, false, false, true),
             Acknowledge => ext(false, true, false, false),
+            OffloadRequest => ext(true, false, true, true),
+            OffloadResponse => ext(false, true, true, true),
             Cnp => ExtHeaders {
                 reserved16: true,
                 ..ext(false, false, false, false)
@@ -155,10 +173,12 @@ impl Opcode {
         }
     }
 
-    /// Whether the responder sends this one (READ responses and ACKNOWLEDGE), not the requester.
+    /// Whether the responder sends this one (READ responses, ACKNOWLEDGE and OFFLOAD
+    /// responses), not the requester.
     #[inline]
     pub const fn is_response(self) -> bool {
         (self as u8) >= Opcode::ReadResponseFirst as u8 && (self as u8) <= Opcode::Acknowledge as u8
+            || matches!(self, Opcode::OffloadResponse)
     }
 
     /// Whether this is the congestion notification packet.
@@ -178,11 +198,27 @@ mod tests {
             assert_eq!(op.to_u8() as usize, i);
             assert_eq!(Opcode::from_u8(i as u8), Some(*op));
         }
-        for b in (0x12..=0xFF).filter(|&b| b != 0x81) {
+        for b in (0x12..=0xFF).filter(|&b| !matches!(b, 0x18 | 0x19 | 0x81)) {
             assert_eq!(Opcode::from_u8(b), None, "{b:#x}");
         }
         assert_eq!(Opcode::from_u8(0x81), Some(Opcode::Cnp));
         assert_eq!(Opcode::Cnp.to_u8(), 0x81);
+        for op in Opcode::OFFLOAD {
+            assert_eq!(Opcode::from_u8(op.to_u8()), Some(op));
+        }
+    }
+
+    #[test]
+    fn offload_opcodes_headers() {
+        let req = Opcode::OffloadRequest.headers();
+        assert!(req.reth && req.immdt && req.payload && !req.aeth);
+        assert_eq!(req.len(), 20);
+        let resp = Opcode::OffloadResponse.headers();
+        assert!(resp.aeth && resp.immdt && resp.payload && !resp.reth);
+        assert!(Opcode::OffloadResponse.is_response() && !Opcode::OffloadRequest.is_response());
+        // The two IBA has since assigned in the reserved range (FLUSH 0x1C, ATOMIC WRITE
+        // 0x1D) are not taken.
+        assert!(Opcode::from_u8(0x1C).is_none() && Opcode::from_u8(0x1D).is_none());
     }
 
     #[test]

@@ -1,0 +1,106 @@
+//! Regions of application memory a handler may access (Table 2's register_dma_region): the
+//! bytes of a memory region the server registered, shared between the transport (which
+//! serves RDMA READs from them) and the offload threads.
+
+use std::sync::{Arc, RwLock};
+
+use sluice_rdma::qp::Memory;
+
+/// Bytes shared between the transport and the offload threads. Backing `0` names it for the
+/// transport ([`Memory`]); offsets index it.
+#[derive(Clone, Debug, Default)]
+pub struct SharedRegion(Arc<RwLock<Vec<u8>>>);
+
+impl SharedRegion {
+    /// A region holding `bytes`.
+    pub fn new(bytes: Vec<u8>) -> SharedRegion {
+        SharedRegion(Arc::new(RwLock::new(bytes)))
+    }
+
+    /// Its length.
+    pub fn len(&self) -> usize {
+        self.0.read().map_or(0, |b| b.len())
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies `out.len()` bytes at `offset` into `out`; false if they are not all there.
+    pub fn read_at(&self, offset: u64, out: &mut [u8]) -> bool {
+        let Ok(b) = self.0.read() else { return false };
+        let Some(s) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| b.get(o..o.checked_add(out.len())?))
+        else {
+            return false;
+        };
+        out.copy_from_slice(s);
+        true
+    }
+
+    /// Copies `data` to `offset`; false if it does not fit.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> bool {
+        let Ok(mut b) = self.0.write() else {
+            return false;
+        };
+        let Some(d) = usize::try_from(offset)
+            .ok()
+            .and_then(|o| b.get_mut(o..o.checked_add(data.len())?))
+        else {
+            return false;
+        };
+        d.copy_from_slice(data);
+        true
+    }
+}
+
+impl Memory for SharedRegion {
+    fn read(&self, _backing: u32, offset: u64, out: &mut [u8]) -> bool {
+        self.read_at(offset, out)
+    }
+
+    fn write(&mut self, _backing: u32, offset: u64, data: &[u8]) -> bool {
+        self.write_at(offset, data)
+    }
+}
+
+/// Regions registered for handlers, by the application address of their first byte.
+#[derive(Clone, Debug, Default)]
+pub struct RegionTable {
+    regions: Vec<(u64, u64, SharedRegion)>,
+}
+
+/// Regions one engine registers at most.
+pub const MAX_REGIONS: usize = 64;
+
+impl RegionTable {
+    /// Registers `len` bytes of `region` from its offset 0, addressed by the application from
+    /// `addr`. False if the table is full, the range overflows or overlaps one registered.
+    pub fn register(&mut self, addr: u64, len: u64, region: SharedRegion) -> bool {
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        if self.regions.len() >= MAX_REGIONS
+            || len > region.len() as u64
+            || self
+                .regions
+                .iter()
+                .any(|&(a, l, _)| addr < a + l && a < end)
+        {
+            return false;
+        }
+        self.regions.push((addr, len, region));
+        true
+    }
+
+    /// The region holding all of `[addr, addr + len)`, and the offset of `addr` in it.
+    pub fn find(&self, addr: u64, len: u64) -> Option<(&SharedRegion, u64)> {
+        let end = addr.checked_add(len)?;
+        self.regions
+            .iter()
+            .find(|&&(a, l, _)| addr >= a && end <= a + l)
+            .map(|(a, _, r)| (r, addr - a))
+    }
+}
