@@ -16,8 +16,8 @@ pub mod wr;
 
 use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
 use crate::wire::{Psn, RoceRepr};
-pub use packetize::PayloadDst;
 pub use offload::{OffloadCounters, OffloadRegisterError, OffloadRequest};
+pub use packetize::PayloadDst;
 use requester::Requester;
 use responder::Responder;
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};

@@ -286,9 +286,7 @@ pub(super) fn request_packet<M: Memory>(
         aeth: None,
         immdt: Some(ImmDt(opcode)),
     };
-    let out = dst
-        .slot(&repr, len as usize)
-        .ok_or(WcStatus::GeneralErr)?;
+    let out = dst.slot(&repr, len as usize).ok_or(WcStatus::GeneralErr)?;
     if len > 0 {
         let at = ctx
             .mrs

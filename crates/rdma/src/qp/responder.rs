@@ -5,8 +5,8 @@
 
 use std::collections::VecDeque;
 
-use super::packetize::PayloadDst;
 use super::offload::OffloadResponder;
+use super::packetize::PayloadDst;
 use super::wr::{PostError, RecvWr};
 use super::{Ctx, Memory, QpConfig, QpCounters};
 use crate::verbs::{Access, Key, WcOpcode, WcStatus, WorkCompletion};
