@@ -77,6 +77,13 @@ impl PipeProducer {
         Ok(self.credit >= n)
     }
 
+    /// The free entries the producer may count on: its credit, re-read from the consumer's
+    /// head only when it is spent.
+    pub fn credit(&mut self) -> Result<u64, ShmError> {
+        self.room(1)?;
+        Ok(self.credit)
+    }
+
     /// Appends one entry; Ok(false) when the pipe is full.
     pub fn push(&mut self, payload: &[u8; PAYLOAD_BYTES]) -> Result<bool, ShmError> {
         if !self.room(1)? {
