@@ -37,7 +37,8 @@ struct Side {
 
 const MR_LEN: usize = 1 << 16;
 
-fn side(socket: &Path) -> Side {
+/// A side whose CQ and QP are queue-mode (doorbells) or pipe-mode (notification pipes).
+fn side_in(socket: &Path, piped: bool) -> Side {
     let app = Sluice::attach(socket).expect("attach");
     let dev = Device::open(&app).expect("open the device");
     let pd = dev.alloc_pd().unwrap();
@@ -49,18 +50,21 @@ fn side(socket: &Path) -> Side {
         .unwrap();
     let events = EventFd::new().unwrap();
     use std::os::fd::AsFd;
-    let cq = dev.create_cq(256, Some(events.as_fd())).unwrap();
-    let qp = pd
-        .create_qp(
-            &cq,
-            &cq,
-            QpInit {
-                max_send_wr: 64,
-                max_recv_wr: 64,
-                max_inline: 256,
-            },
-        )
-        .unwrap();
+    let init = QpInit {
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        max_inline: 256,
+    };
+    let (cq, qp) = if piped {
+        let cq = dev.create_pipe_cq(256, Some(events.as_fd())).unwrap();
+        let qp = pd.create_pipe_qp(&cq, &cq, init).unwrap();
+        assert!(qp.is_piped() && cq.is_piped());
+        (cq, qp)
+    } else {
+        let cq = dev.create_cq(256, Some(events.as_fd())).unwrap();
+        let qp = pd.create_qp(&cq, &cq, init).unwrap();
+        (cq, qp)
+    };
     assert_eq!(qp.state(), qp_state::RESET);
     Side {
         dev,
@@ -129,9 +133,13 @@ fn connect(qp: &QueuePair, peer_ip: Ipv4Addr, peer_qpn: u32) {
 }
 
 fn pair_up(name: &str) -> (TwoEngines, Side, Side) {
+    pair_up_in(name, false)
+}
+
+fn pair_up_in(name: &str, piped: bool) -> (TwoEngines, Side, Side) {
     let e = TwoEngines::start("verbs", name, [A_IP, B_IP], 0x5eed, true);
-    let a = side(&e.sockets[0]);
-    let b = side(&e.sockets[1]);
+    let a = side_in(&e.sockets[0], piped);
+    let b = side_in(&e.sockets[1], piped);
     assert_eq!(a.dev.attrs().ip, A_IP);
     assert_eq!(b.dev.attrs().ip, B_IP);
     connect(&a.qp, B_IP, b.qp.qpn());
@@ -168,7 +176,18 @@ fn sge(mr: &MemoryRegion, offset: usize, len: usize) -> Sge {
 
 #[test]
 fn write_read_and_send_move_exact_bytes_between_two_engines() {
-    let (_e, a, b) = pair_up("ops");
+    exact_bytes(false);
+}
+
+/// The same operations with notification pipes: no doorbell, the QP's work requests in
+/// its context's pipe, its completions demultiplexed from the completion pipe.
+#[test]
+fn write_read_and_send_move_exact_bytes_through_notification_pipes() {
+    exact_bytes(true);
+}
+
+fn exact_bytes(piped: bool) {
+    let (_e, a, b) = pair_up_in(if piped { "ops-pipes" } else { "ops" }, piped);
 
     // RDMA WRITE: 20000 bytes from A's region to B's at offset 1000.
     let data = pattern(20_000, 1);
