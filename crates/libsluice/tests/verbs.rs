@@ -463,3 +463,148 @@ fn the_c_ping_writes_and_sends_between_two_processes() {
     assert_eq!(s_rest, ["ok"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Posts until the pipe takes them all (ENOMEM while the engine has not drained it yet).
+fn post_all<T>(wrs: &[T], post: impl Fn(&[T]) -> Result<(), sluice::verbs::PostError>) {
+    let mut at = 0;
+    let start = std::time::Instant::now();
+    while at < wrs.len() {
+        match post(&wrs[at..]) {
+            Ok(()) => return,
+            Err(e) if e.error.errno() == libc::ENOMEM => {
+                at += e.index;
+                assert!(start.elapsed() < WAIT, "the pipe never drained");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("post: {e:?}"),
+        }
+    }
+}
+
+/// Every completion `cq` gives until `n` came (or the wait ends).
+fn completions(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let mut out = Vec::with_capacity(n);
+    let mut buf = [WorkCompletion::default(); 64];
+    while out.len() < n {
+        let k = cq.wait(&mut buf, Some(WAIT)).expect("wait");
+        assert!(k > 0, "{} of {n} completions in {WAIT:?}", out.len());
+        out.extend_from_slice(&buf[..k]);
+    }
+    out
+}
+
+/// Completions of one CQ through the pipes keep the order of each QP's work requests; the
+/// receives' `wr_id`s (tags in the pipe, four receives to a line) come back as posted.
+#[test]
+fn pipe_completions_keep_each_qps_order_and_receive_ids() {
+    let (_e, a, b) = pair_up_in("order-pipes", true);
+    const N: usize = 50;
+    let recvs: Vec<RecvWr> = (0..N)
+        .map(|i| RecvWr {
+            wr_id: 0xabc0_0000 + 7 * i as u64,
+            sge: Some(sge(&b.mr, 128 * i, 128)),
+        })
+        .collect();
+    post_all(&recvs, |w| b.qp.post_recv(w));
+    for i in 0..N {
+        a.mr.write_at(128 * i, &pattern(100, i as u8)).unwrap();
+    }
+    let sends: Vec<SendWr> = (0..N)
+        .map(|i| SendWr {
+            wr_id: i as u64,
+            op: SendOp::Send,
+            flags: sluice::verbs::send_flags::SIGNALED,
+            data: SendData::Sge(sge(&a.mr, 128 * i, 100)),
+        })
+        .collect();
+    post_all(&sends, |w| a.qp.post_send(w));
+    let sent = completions(&a.cq, N);
+    let got = completions(&b.cq, N);
+    for (i, (s, r)) in sent.iter().zip(&got).enumerate() {
+        assert_eq!((s.wr_id, s.status, s.opcode), (i as u64, 0, wc_opcode::SEND));
+        assert_eq!(r.wr_id, 0xabc0_0000 + 7 * i as u64, "receive {i} in order");
+        assert_eq!((r.status, r.opcode, r.byte_len), (0, wc_opcode::RECV, 100));
+        let mut buf = vec![0u8; 100];
+        b.mr.read_at(128 * i, &mut buf).unwrap();
+        assert!(buf == pattern(100, i as u8), "message {i} byte-exact");
+    }
+    assert_eq!(a.cq.overruns() + b.cq.overruns(), 0);
+}
+
+/// 2,000 QPs in one context (one thread), all sharing its one work-request pipe and one
+/// completion pipe per side: each sends one message to its peer QP, byte-exact. The
+/// number of QPs is bounded by the device's limits, not by the region's verbs queues (16
+/// in this rig).
+#[test]
+fn two_thousand_qps_share_one_contexts_pipes() {
+    const QPS: usize = 2000;
+    const MSG: usize = 64;
+    let e = TwoEngines::start("verbs", "qps-2000", [A_IP, B_IP], 0x5eed, true);
+    let mut sides = Vec::new();
+    for socket in &e.sockets {
+        let app = Sluice::attach(socket).unwrap();
+        let dev = Device::open(&app).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let mr = pd.alloc_mr(QPS * MSG, access::LOCAL_WRITE).unwrap();
+        let cq = dev.create_pipe_cq(4096, None).unwrap();
+        let init = QpInit {
+            max_send_wr: 2,
+            max_recv_wr: 2,
+            max_inline: 0,
+        };
+        let qps: Vec<QueuePair> = (0..QPS)
+            .map(|_| pd.create_pipe_qp(&cq, &cq, init).unwrap())
+            .collect();
+        sides.push((app, dev, pd, mr, cq, qps));
+    }
+    let (a, b) = (&sides[0], &sides[1]);
+    for k in 0..QPS {
+        connect(&a.5[k], B_IP, b.5[k].qpn());
+        connect(&b.5[k], A_IP, a.5[k].qpn());
+    }
+    for (k, qp) in b.5.iter().enumerate() {
+        post_all(
+            &[RecvWr {
+                wr_id: k as u64,
+                sge: Some(sge(&b.3, MSG * k, MSG)),
+            }],
+            |w| qp.post_recv(w),
+        );
+    }
+    for (k, qp) in a.5.iter().enumerate() {
+        a.3.write_at(MSG * k, &pattern(MSG, k as u8 ^ (k >> 8) as u8))
+            .unwrap();
+        post_all(
+            &[SendWr {
+                wr_id: k as u64,
+                op: SendOp::Send,
+                flags: sluice::verbs::send_flags::SIGNALED,
+                data: SendData::Sge(sge(&a.3, MSG * k, MSG)),
+            }],
+            |w| qp.post_send(w),
+        );
+    }
+    let qpn_a: std::collections::HashMap<u32, usize> =
+        a.5.iter().enumerate().map(|(k, q)| (q.qpn(), k)).collect();
+    let qpn_b: std::collections::HashMap<u32, usize> =
+        b.5.iter().enumerate().map(|(k, q)| (q.qpn(), k)).collect();
+    let mut seen = vec![false; QPS];
+    for wc in completions(&a.4, QPS) {
+        assert_eq!(wc.status, wc_status::SUCCESS);
+        assert_eq!(Some(&(wc.wr_id as usize)), qpn_a.get(&wc.qp_num));
+        seen[wc.wr_id as usize] = true;
+    }
+    assert!(seen.iter().all(|&s| s), "every send completed once");
+    let mut seen = vec![false; QPS];
+    for wc in completions(&b.4, QPS) {
+        assert_eq!((wc.status, wc.byte_len), (wc_status::SUCCESS, MSG as u32));
+        let k = wc.wr_id as usize;
+        assert_eq!(Some(&k), qpn_b.get(&wc.qp_num), "the receive's own QP");
+        let mut buf = vec![0u8; MSG];
+        b.3.read_at(MSG * k, &mut buf).unwrap();
+        assert!(buf == pattern(MSG, k as u8 ^ (k >> 8) as u8), "QP {k} byte-exact");
+        seen[k] = true;
+    }
+    assert!(seen.iter().all(|&s| s), "every receive completed once");
+    assert_eq!(a.4.overruns() + b.4.overruns(), 0);
+}
