@@ -521,7 +521,10 @@ fn pipe_completions_keep_each_qps_order_and_receive_ids() {
     let sent = completions(&a.cq, N);
     let got = completions(&b.cq, N);
     for (i, (s, r)) in sent.iter().zip(&got).enumerate() {
-        assert_eq!((s.wr_id, s.status, s.opcode), (i as u64, 0, wc_opcode::SEND));
+        assert_eq!(
+            (s.wr_id, s.status, s.opcode),
+            (i as u64, 0, wc_opcode::SEND)
+        );
         assert_eq!(r.wr_id, 0xabc0_0000 + 7 * i as u64, "receive {i} in order");
         assert_eq!((r.status, r.opcode, r.byte_len), (0, wc_opcode::RECV, 100));
         let mut buf = vec![0u8; 100];
@@ -602,7 +605,10 @@ fn two_thousand_qps_share_one_contexts_pipes() {
         assert_eq!(Some(&k), qpn_b.get(&wc.qp_num), "the receive's own QP");
         let mut buf = vec![0u8; MSG];
         b.3.read_at(MSG * k, &mut buf).unwrap();
-        assert!(buf == pattern(MSG, k as u8 ^ (k >> 8) as u8), "QP {k} byte-exact");
+        assert!(
+            buf == pattern(MSG, k as u8 ^ (k >> 8) as u8),
+            "QP {k} byte-exact"
+        );
         seen[k] = true;
     }
     assert!(seen.iter().all(|&s| s), "every receive completed once");

@@ -97,7 +97,8 @@ pub struct Counters {
     pub verbs_events: u64,
     /// Completion events not written: the channel (a pipe) was full.
     pub verbs_events_dropped: u64,
-    /// Lines taken from notification pipes (docs/verbs.md "Notification pipes").
+    /// Requests (a line with its continuations) and stray lines taken from notification
+    /// pipes (docs/verbs.md "Notification pipes").
     pub verbs_pipe_lines: u64,
     /// Pipe lines that were no request at all (garbage, a stray continuation): dropped.
     pub verbs_pipe_garbage: u64,

@@ -153,7 +153,13 @@ fn push(rec: &mut CqRec, cqe: &Cqe, solicited: bool, out: &mut Out<'_>) -> bool 
             let pushed = set.and_then(|s| out.pipes.get_mut(s)).is_some_and(|p| {
                 !p.dead
                     && p.completions
-                        .push(&PipeCqe { cq: out.cq, cqe: *cqe }.encode())
+                        .push(
+                            &PipeCqe {
+                                cq: out.cq,
+                                cqe: *cqe,
+                            }
+                            .encode(),
+                        )
                         .unwrap_or(false)
             });
             if !pushed {
