@@ -511,8 +511,7 @@ pub(crate) fn poll_pipes(v: &mut Verbs, counters: &mut Counters) -> bool {
         }
         touched[start..].sort_unstable();
         let mut prev = None;
-        for k in start..touched.len() {
-            let qpn = touched[k];
+        for &qpn in &touched[start..] {
             if prev != Some(qpn) {
                 take(v, app, qpn, counters);
             }
