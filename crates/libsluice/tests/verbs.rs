@@ -53,7 +53,8 @@ fn side_in(socket: &Path, piped: bool) -> Side {
     let init = QpInit {
         max_send_wr: 64,
         max_recv_wr: 64,
-        max_inline: 256,
+        // Pipe mode: up to one MTU inline (the inline QP).
+        max_inline: if piped { 1024 } else { 256 },
     };
     let (cq, qp) = if piped {
         let cq = dev.create_pipe_cq(256, Some(events.as_fd())).unwrap();
@@ -271,7 +272,11 @@ fn exact_bytes(piped: bool) {
 
     // Inline SEND gathered from two buffers of any memory, into a heap buffer B registered
     // with reg_mr (its pages become shared, its pointer stays valid).
-    let mut heap = vec![0u8; 3 * 4096];
+    // Whole pages of a larger buffer: the test's two modes run in parallel in one process,
+    // and two heap buffers sharing a page would be a partial overlap (EINVAL).
+    let mut backing = vec![0u8; 5 * 4096];
+    let skip = backing.as_ptr().align_offset(4096);
+    let heap = &mut backing[skip..skip + 3 * 4096];
     // SAFETY: the Vec's buffer stays allocated (and unmoved) while the region exists, and
     // no other thread touches it.
     let hmr = unsafe {
@@ -613,4 +618,50 @@ fn two_thousand_qps_share_one_contexts_pipes() {
     }
     assert!(seen.iter().all(|&s| s), "every receive completed once");
     assert_eq!(a.4.overruns() + b.4.overruns(), 0);
+}
+
+/// The inline QP: a 64-byte and a 1,000-byte payload carried inline in the pipe, placed
+/// in the peer's slot with the trailer last; the peer sees them by polling the flag, with
+/// no receive posted and no completion; the slot is reused; too long is refused.
+#[test]
+fn the_inline_qp_places_payloads_the_peer_finds_by_its_flag() {
+    let (_e, a, b) = pair_up_in("inline-qp", true);
+    const SLOT: usize = 2048;
+    let slot_addr = b.mr.addr() + 4096;
+    let mut out = vec![0u8; SLOT];
+    assert_eq!(b.mr.poll_inline_recv(4096, SLOT, &mut out).unwrap(), None);
+    for (round, len) in [64usize, 1000, 64].into_iter().enumerate() {
+        let data = pattern(len, 40 + round as u8);
+        a.qp.post_send_inline_flagged(round as u64, &data, slot_addr, SLOT, b.mr.key(), true)
+            .unwrap();
+        let start = std::time::Instant::now();
+        let got = loop {
+            if let Some(n) = b.mr.poll_inline_recv(4096, SLOT, &mut out).unwrap() {
+                break n;
+            }
+            assert!(start.elapsed() < WAIT, "round {round}: no flag");
+            std::hint::spin_loop();
+        };
+        assert_eq!(got, len);
+        assert!(out[..len] == data[..], "round {round} byte-exact");
+        let wc = one(&a.cq);
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.opcode),
+            (round as u64, 0, wc_opcode::RDMA_WRITE)
+        );
+        assert_eq!(
+            b.mr.poll_inline_recv(4096, SLOT, &mut out).unwrap(),
+            None,
+            "flag cleared"
+        );
+    }
+    assert!(
+        !b.cq.has_completion(),
+        "no completion on the receiver's path"
+    );
+    let too_long = vec![0u8; 1024 - 8 + 1];
+    let e =
+        a.qp.post_send_inline_flagged(9, &too_long, slot_addr, SLOT, b.mr.key(), true)
+            .unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
 }

@@ -5,8 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_shm::verbs::pipe::{PackedRecv, PipeRecv, PipeSend, RECVS_PER_LINE};
-use sluice_shm::verbs::{QpAttrs, SendWqe, VerbsReply, VerbsRequest};
+use sluice_shm::verbs::pipe::{
+    flag, PackedRecv, PipeRecv, PipeSend, PIPE_MAX_INLINE, RECVS_PER_LINE,
+};
+use sluice_shm::verbs::wqe::send_flags;
+use sluice_shm::verbs::{QpAttrs, SendWqe, VerbsReply, VerbsRequest, WrOpcode, INLINE_CHUNK};
 use sluice_shm::{Command, PipeProducer, Producer};
 
 use crate::lock::lock;
@@ -354,6 +357,69 @@ impl QueuePair {
         result
     }
 
+    /// The low-latency inline QP (flexins.txt 3.4; docs/verbs.md "The inline QP"): an RDMA
+    /// WRITE of `data` and the flag trailer, carried inline in the pipe, placed so that
+    /// the trailer ends at the end of the peer's slot `slot_addr .. slot_addr + slot_len`
+    /// (key `rkey`); the peer learns of it by polling the trailer's valid byte
+    /// ([`MemoryRegion::poll_inline_recv`](crate::verbs::MemoryRegion::poll_inline_recv)),
+    /// with no receive posted and no completion. `signaled` asks for a completion here.
+    /// EINVAL unless the QP is a pipe-mode one in RTS and data and trailer fit its
+    /// `max_inline` (one MTU at most) and the slot.
+    pub fn post_send_inline_flagged(
+        &self,
+        wr_id: u64,
+        data: &[u8],
+        slot_addr: u64,
+        slot_len: usize,
+        rkey: u32,
+        signaled: bool,
+    ) -> Result<(), VerbsError> {
+        let Some((pipe, _)) = &self.pipe else {
+            return Err(VerbsError::Invalid(
+                "flagged inline sends need a pipe-mode QP",
+            ));
+        };
+        if self.state.load(Ordering::Relaxed) != qp_state::RTS {
+            return Err(VerbsError::Invalid("QP state (sends need RTS)"));
+        }
+        let total = data.len() + flag::TRAILER_BYTES;
+        if total > self.caps.max_inline as usize || total > slot_len {
+            return Err(VerbsError::Invalid(
+                "inline length past max_inline or the slot",
+            ));
+        }
+        let wqe = SendWqe {
+            wr_id,
+            opcode: WrOpcode::RdmaWrite,
+            flags: send_flags::INLINE | if signaled { send_flags::SIGNALED } else { 0 },
+            sge: None,
+            inline_len: total as u16,
+            remote_addr: slot_addr + (slot_len - total) as u64,
+            rkey,
+            imm: 0,
+        };
+        let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; 1 + INLINE_LINES];
+        lines[0] = PipeSend {
+            qpn: self.caps.qpn,
+            wqe,
+        }
+        .encode();
+        let trailer = flag::trailer(data.len() as u32);
+        let bytes = data.iter().chain(trailer.iter());
+        let mut chunk = [0u8; INLINE_CHUNK];
+        let mut n = 0;
+        for (i, &b) in bytes.enumerate() {
+            chunk[i % INLINE_CHUNK] = b;
+            if i % INLINE_CHUNK == INLINE_CHUNK - 1 || i == total - 1 {
+                n += 1;
+                lines[n] = SendWqe::encode_inline(&chunk[..=i % INLINE_CHUNK]);
+            }
+        }
+        push_pipe(&mut lock(pipe), &lines[..=n])?;
+        self.pd.sluice.ring_doorbell();
+        Ok(())
+    }
+
     /// Pipe mode: receives grouped up to four to a line (those in a row with the same key),
     /// each with a tag the library maps back to its `wr_id` when it completes.
     fn post_recv_piped(
@@ -493,6 +559,9 @@ fn push_all(q: &mut Producer, entries: &[sluice_shm::Payload]) -> Result<(), Ver
     }
     Ok(())
 }
+
+/// Continuation lines of the longest flagged inline send.
+const INLINE_LINES: usize = PIPE_MAX_INLINE.div_ceil(INLINE_CHUNK);
 
 /// Appends a request's lines to a pipe, all or none: ENOMEM when they do not all fit.
 fn push_pipe(p: &mut PipeProducer, lines: &[sluice_shm::Payload]) -> Result<(), VerbsError> {

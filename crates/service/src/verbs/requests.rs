@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use nix::errno::Errno;
 use sluice_rdma::stack::{PeerAddr, QpAttr, VerbsError};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region as MrRegion, RegisterError};
+use sluice_shm::verbs::pipe::PIPE_MAX_INLINE;
 use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest, MAX_INLINE};
 use sluice_shm::{
     Consumer, EventFd, MappedFile, PipeConsumer, PipeKind, PipeProducer, Producer, ShmError,
@@ -351,7 +352,13 @@ fn create_qp(
         return Err(Errno::EINVAL);
     }
     let wr_ok = |n: u32| (1..=v.limits.max_wr).contains(&n);
-    if !wr_ok(wr[0]) || !wr_ok(wr[1]) || max_inline as usize > MAX_INLINE {
+    // A pipe-mode QP may carry up to one MTU inline (the low-latency inline QP).
+    let inline_cap = if context.is_some() {
+        PIPE_MAX_INLINE
+    } else {
+        MAX_INLINE
+    };
+    if !wr_ok(wr[0]) || !wr_ok(wr[1]) || max_inline as usize > inline_cap {
         return Err(Errno::EINVAL);
     }
     let set = match context {

@@ -6,7 +6,7 @@
 use sluice_rdma::qp::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{QpAttr, VerbsError};
 use sluice_rdma::verbs::{AttrMask, Key, QpState, WcOpcode, WcStatus};
-use sluice_shm::verbs::pipe::{PipeRecv, PipeSend};
+use sluice_shm::verbs::pipe::{PipeRecv, PipeSend, PIPE_MAX_INLINE};
 use sluice_shm::verbs::wqe::{inline_entries, send_flags};
 use sluice_shm::verbs::{Cqe, RecvWqe, SendWqe, WrOpcode, INLINE_CHUNK};
 use sluice_shm::Payload;
@@ -276,8 +276,8 @@ fn next_send(qp: &mut QpRec, mem: &mut Backings, counters: &mut Counters) -> Tak
     send_wr(qp, &w, &lines[..chunks as usize], 1, mem, counters)
 }
 
-/// Continuation lines of the longest inline request.
-const MAX_CHUNKS: usize = sluice_shm::verbs::MAX_INLINE.div_ceil(INLINE_CHUNK);
+/// Continuation lines of the longest inline request (a pipe's: one MTU).
+const MAX_CHUNKS: usize = PIPE_MAX_INLINE.div_ceil(INLINE_CHUNK);
 
 /// The transport's send work request for `w` with its inline continuation `lines`
 /// (copied into the QP's inline buffer, whose slots number `slot_sets` x (max_send_wr +
@@ -291,7 +291,7 @@ fn send_wr(
     counters: &mut Counters,
 ) -> Taken<SendWr> {
     let inline_len = usize::from(w.inline_len);
-    let mut bytes = [0u8; sluice_shm::verbs::MAX_INLINE];
+    let mut bytes = [0u8; PIPE_MAX_INLINE];
     let mut bad_chunk = false;
     for (k, c) in lines.iter().enumerate() {
         match SendWqe::inline_chunk(c) {

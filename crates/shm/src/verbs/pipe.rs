@@ -9,6 +9,35 @@ use crate::entry::{EntryError, Payload};
 use crate::le::{put, u32_at, u64_at};
 use crate::queue::PAYLOAD_BYTES;
 
+/// Most inline bytes one pipe-mode send carries: one IBV MTU (1024, the active MTU over
+/// 1500-byte Ethernet), for the low-latency inline QP (flexins.txt 3.4).
+pub const PIPE_MAX_INLINE: usize = 1024;
+
+/// The inline QP's flag trailer (docs/verbs.md "The inline QP"): the last bytes of a
+/// flagged message, right after its payload, ending at the end of the receiver's slot.
+/// Bytes 0..4 the payload's length (little-endian), 4..7 zero, 7 the valid byte, written
+/// last since a WRITE's bytes are placed in order.
+pub mod flag {
+    /// Bytes of the trailer.
+    pub const TRAILER_BYTES: usize = 8;
+    /// The valid byte's value once a message arrived (the receiver clears it to reuse
+    /// the slot).
+    pub const VALID: u8 = 1;
+
+    /// The trailer of a `len`-byte payload.
+    pub fn trailer(len: u32) -> [u8; TRAILER_BYTES] {
+        let mut t = [0u8; TRAILER_BYTES];
+        t[..4].copy_from_slice(&len.to_le_bytes());
+        t[TRAILER_BYTES - 1] = VALID;
+        t
+    }
+
+    /// The payload length a trailer announces, if its valid byte is set.
+    pub fn arrived(t: &[u8; TRAILER_BYTES]) -> Option<u32> {
+        (t[TRAILER_BYTES - 1] == VALID).then(|| u32::from_le_bytes([t[0], t[1], t[2], t[3]]))
+    }
+}
+
 /// Receives one [`PipeRecv`] line carries at most.
 pub const RECVS_PER_LINE: usize = 4;
 
@@ -53,7 +82,7 @@ impl PipeSend {
         plain[0] = kind::SEND;
         Ok(PipeSend {
             qpn: u32_at(e, QPN_AT),
-            wqe: SendWqe::decode(&plain)?,
+            wqe: SendWqe::decode_up_to(&plain, PIPE_MAX_INLINE)?,
         })
     }
 }
@@ -243,6 +272,31 @@ mod tests {
         };
         assert_eq!(PipeCqe::decode(&c.encode()), Ok(c));
         assert!(Cqe::decode(&c.encode()).is_err());
+    }
+
+    #[test]
+    fn a_pipe_send_carries_up_to_one_mtu_inline_and_the_trailer_round_trips() {
+        let mut w = SendWqe {
+            wr_id: 1,
+            opcode: WrOpcode::RdmaWrite,
+            flags: send_flags::INLINE,
+            sge: None,
+            inline_len: PIPE_MAX_INLINE as u16,
+            remote_addr: 0,
+            rkey: 0,
+            imm: 0,
+        };
+        let line = PipeSend { qpn: 1, wqe: w }.encode();
+        assert!(PipeSend::decode(&line).is_ok());
+        assert!(
+            SendWqe::decode(&w.encode()).is_err(),
+            "a send queue takes 256"
+        );
+        w.inline_len += 1;
+        assert!(PipeSend::decode(&PipeSend { qpn: 1, wqe: w }.encode()).is_err());
+        let t = flag::trailer(1000);
+        assert_eq!(flag::arrived(&t), Some(1000));
+        assert_eq!(flag::arrived(&[0; flag::TRAILER_BYTES]), None);
     }
 
     #[test]
