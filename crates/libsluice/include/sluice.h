@@ -312,6 +312,23 @@ struct sluice_rdma_qp_caps {
 int sluice_rdma_create_qp(sluice_rdma *dev, const struct sluice_rdma_qp_init *init,
                           sluice_rdma_qp **out, struct sluice_rdma_qp_caps *caps);
 
+/* Notification pipes (docs/verbs.md "Notification pipes"): a pipe-mode CQ, and a pipe-mode
+ * RC QP in RESET on the calling thread's context's pipe (its CQs pipe-mode; max_inline up
+ * to 1024, one MTU, for the inline QP). Posting and polling as for the others. */
+int sluice_rdma_create_pipe_cq(sluice_rdma *dev, uint32_t cqe, int event_fd,
+                               sluice_rdma_cq **out, uint32_t *actual);
+int sluice_rdma_create_pipe_qp(sluice_rdma *dev, const struct sluice_rdma_qp_init *init,
+                               sluice_rdma_qp **out, struct sluice_rdma_qp_caps *caps);
+/* The inline QP (docs/verbs.md "The inline QP"): an RDMA WRITE of len bytes and an 8-byte
+ * trailer (length, then a valid byte written last), inline in the pipe, ending at the end of
+ * the peer's slot. On the peer, sluice_rdma_poll_inline_recv returns the payload's length
+ * (copied to out) once the slot of region key holds one, -EAGAIN while not. */
+int sluice_rdma_post_send_inline_flagged(sluice_rdma_qp *qp, uint64_t wr_id, const void *data,
+                                         size_t len, uint64_t slot_addr, size_t slot_len,
+                                         uint32_t rkey, int signaled);
+int64_t sluice_rdma_poll_inline_recv(sluice_rdma *dev, uint32_t key, size_t offset,
+                                     size_t slot_len, void *out, size_t out_len);
+
 struct sluice_rdma_qp_attr {
     uint32_t qp_state;      /* IBV_QPS_* */
     uint32_t cur_qp_state;

@@ -41,6 +41,8 @@ pub struct Sluice {
     app: u32,
     alive: AtomicBool,
     contexts: Arc<ContextPool>,
+    /// The verbs' notification pipes (opened by the first pipe-mode QP).
+    pub(crate) verbs_pipes: std::sync::OnceLock<crate::verbs::pipes::Pipes>,
 }
 
 impl std::fmt::Debug for Sluice {
@@ -129,6 +131,7 @@ impl Sluice {
                 all: Mutex::new(Vec::new()),
                 next_shared: AtomicUsize::new(0),
             }),
+            verbs_pipes: std::sync::OnceLock::new(),
         }))
     }
 

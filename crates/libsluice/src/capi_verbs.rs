@@ -582,6 +582,164 @@ pub unsafe extern "C" fn sluice_rdma_post_recv(
     r
 }
 
+/// A pipe-mode CQ (docs/verbs.md "Notification pipes"): its completions come through the
+/// completion pipes; only pipe-mode QPs may use it.
+///
+/// # Safety
+/// `dev` is null or live; `out` and `actual` are null or writable; `event_fd` is -1 or open.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_create_pipe_cq(
+    dev: *mut SluiceRdma,
+    cqe: u32,
+    event_fd: c_int,
+    out: *mut *mut SluiceRdmaCq,
+    actual: *mut u32,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let d = unsafe { non_null(dev) }?;
+        if out.is_null() || actual.is_null() {
+            return Err(NULL);
+        }
+        let fd = match event_fd {
+            -1 => None,
+            // SAFETY: the caller's contract: an open descriptor for the call's length.
+            fd if fd >= 0 => Some(unsafe { BorrowedFd::borrow_raw(fd) }),
+            _ => return Err(VerbsError::Invalid("event_fd")),
+        };
+        let cq = d.dev.create_pipe_cq(cqe, fd)?;
+        let n = cq.cqe();
+        let p = Box::into_raw(Box::new(SluiceRdmaCq { cq, dev }));
+        lock(&d.cqs).insert(p as usize);
+        // SAFETY: the caller's contract; both checked non-null.
+        unsafe {
+            put(out, p)?;
+            put(actual, n)
+        }
+    })
+}
+
+/// A pipe-mode RC QP in RESET on the calling thread's context's pipe (both CQs pipe-mode;
+/// `max_inline` up to one MTU: the inline QP).
+///
+/// # Safety
+/// As [`sluice_rdma_create_qp`].
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_create_pipe_qp(
+    dev: *mut SluiceRdma,
+    init: *const RdmaQpInit,
+    out: *mut *mut SluiceRdmaQp,
+    caps: *mut RdmaQpCaps,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let (d, i) = unsafe { (non_null(dev)?, non_null(init)?) };
+        if out.is_null() || caps.is_null() {
+            return Err(NULL);
+        }
+        // SAFETY: the caller's contract: live CQs or null.
+        let (scq, rcq) = unsafe { (non_null(i.send_cq)?, non_null(i.recv_cq)?) };
+        let pds = lock(&d.pds);
+        let pd = pds.get(&i.pd).ok_or(VerbsError::Refused(libc::ENOENT))?;
+        let qp = pd.create_pipe_qp(
+            &scq.cq,
+            &rcq.cq,
+            QpInit {
+                max_send_wr: i.max_send_wr,
+                max_recv_wr: i.max_recv_wr,
+                max_inline: i.max_inline,
+            },
+        )?;
+        drop(pds);
+        let c = qp.caps();
+        let p = Box::into_raw(Box::new(SluiceRdmaQp { qp, dev }));
+        lock(&d.qps).insert(p as usize);
+        // SAFETY: the caller's contract; both checked non-null.
+        unsafe {
+            put(out, p)?;
+            put(
+                caps,
+                RdmaQpCaps {
+                    qpn: c.qpn,
+                    max_send_wr: c.max_send_wr,
+                    max_recv_wr: c.max_recv_wr,
+                    max_inline: c.max_inline,
+                },
+            )
+        }
+    })
+}
+
+/// The inline QP: `len` bytes at `data` and the flag trailer, inline in the pipe, placed to
+/// end at the end of the peer's slot (`slot_addr`, `slot_len`, key `rkey`).
+///
+/// # Safety
+/// `qp` is null or live; `data` is null (with `len` 0) or readable for `len` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn sluice_rdma_post_send_inline_flagged(
+    qp: *mut SluiceRdmaQp,
+    wr_id: u64,
+    data: *const u8,
+    len: usize,
+    slot_addr: u64,
+    slot_len: usize,
+    rkey: u32,
+    signaled: c_int,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let q = unsafe { non_null(qp) }?;
+        let bytes = if len == 0 {
+            &[][..]
+        } else if data.is_null() {
+            return Err(NULL);
+        } else {
+            // SAFETY: the caller's contract: len readable bytes at data (non-null).
+            unsafe { std::slice::from_raw_parts(data, len) }
+        };
+        q.qp.post_send_inline_flagged(wr_id, bytes, slot_addr, slot_len, rkey, signaled != 0)
+    })
+}
+
+/// The inline QP's receive side: the payload's length (copied to `out`, at most `out_len`
+/// bytes) once the slot `offset .. offset + slot_len` of region `key` holds a flagged
+/// message, -EAGAIN while it does not, or a negative errno.
+///
+/// # Safety
+/// `dev` is null or live; `out` is null (with `out_len` 0) or writable for `out_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_poll_inline_recv(
+    dev: *mut SluiceRdma,
+    key: u32,
+    offset: usize,
+    slot_len: usize,
+    out: *mut u8,
+    out_len: usize,
+) -> i64 {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller's contract.
+        let d = unsafe { non_null(dev) }?;
+        let buf = if out_len == 0 {
+            &mut [][..]
+        } else if out.is_null() {
+            return Err(NULL);
+        } else {
+            // SAFETY: the caller's contract: out_len writable bytes at out (non-null).
+            unsafe { std::slice::from_raw_parts_mut(out, out_len) }
+        };
+        let mrs = lock(&d.mrs);
+        let mr = mrs.get(&key).ok_or(VerbsError::Refused(libc::ENOENT))?;
+        mr.poll_inline_recv(offset, slot_len, buf)
+    }));
+    match r {
+        Ok(Ok(Some(n))) => n as i64,
+        Ok(Ok(None)) => -i64::from(libc::EAGAIN),
+        Ok(Err(e)) => -i64::from(e.errno()),
+        Err(_) => -i64::from(libc::EIO),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

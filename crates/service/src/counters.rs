@@ -97,6 +97,15 @@ pub struct Counters {
     pub verbs_events: u64,
     /// Completion events not written: the channel (a pipe) was full.
     pub verbs_events_dropped: u64,
+    /// Requests (a line with its continuations) and stray lines taken from notification
+    /// pipes (docs/verbs.md "Notification pipes").
+    pub verbs_pipe_lines: u64,
+    /// Pipe lines that were no request at all (garbage, a stray continuation): dropped.
+    pub verbs_pipe_garbage: u64,
+    /// Work requests past a pipe-mode QP's `max_*_wr` backlog: completed in error.
+    pub verbs_pipe_overposted: u64,
+    /// Completions with no pipe to go to (their QP gone, or its pipe dead): dropped.
+    pub verbs_pipe_unrouted: u64,
     /// Completions lost because a completion queue was full (an overrun).
     pub cq_overruns: u64,
     /// MTP control requests asked (docs/mtp.md).
@@ -170,7 +179,7 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 74] = [
+        let rows: [(&str, u64); 78] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -214,6 +223,10 @@ impl fmt::Display for Counters {
             ("verbs_completions", self.verbs_completions),
             ("verbs_events", self.verbs_events),
             ("verbs_events_dropped", self.verbs_events_dropped),
+            ("verbs_pipe_lines", self.verbs_pipe_lines),
+            ("verbs_pipe_garbage", self.verbs_pipe_garbage),
+            ("verbs_pipe_overposted", self.verbs_pipe_overposted),
+            ("verbs_pipe_unrouted", self.verbs_pipe_unrouted),
             ("cq_overruns", self.cq_overruns),
             ("mtp_requests", self.mtp_requests),
             ("mtp_refused", self.mtp_refused),

@@ -245,6 +245,10 @@ impl Service {
         for (app, qpn) in self.sh.doorbells.drain(..) {
             verbs::doorbell(v, app, qpn, counters);
         }
+        // Notification pipes: no doorbell, every pipe is looked at every iteration.
+        if verbs::poll_pipes(v, counters) {
+            self.sh.busy = true;
+        }
         verbs::retry(v, counters);
         let table = &mut self.apps.table;
         let mut busy = false;
@@ -513,7 +517,10 @@ impl App for Service {
         if self.apps.table.iter().flatten().any(deliverable) || self.sh.classes.has_rates() {
             return false;
         }
-        if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters) {
+        let verbs = self.cores.verbs.as_ref();
+        if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters, || {
+            verbs.is_some_and(|v| v.pipes_pending())
+        }) {
             return false;
         }
         self.asleep = true;

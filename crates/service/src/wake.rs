@@ -21,16 +21,21 @@ pub(crate) fn wake_dirty(apps: &mut [Option<AttachedApp>], counters: &mut Counte
     }
 }
 
-/// Announces the engine's sleep in every region, then re-checks every command queue;
-/// false (stay awake) if a command arrived meanwhile.
-pub(crate) fn announce_sleep(apps: &[Option<AttachedApp>], counters: &mut Counters) -> bool {
+/// Announces the engine's sleep in every region, then re-checks every command queue and
+/// (`pipes_pending`) every notification pipe; false (stay awake) if a command or a work
+/// request arrived meanwhile.
+pub(crate) fn announce_sleep(
+    apps: &[Option<AttachedApp>],
+    counters: &mut Counters,
+    pipes_pending: impl Fn() -> bool,
+) -> bool {
     for app in apps.iter().flatten() {
         app.set_engine_sleeping(true);
     }
     // Pairs with the application's fence between posting a command and reading
     // `engine_sleeping`: either it rings the doorbell, or the engine sees the command here.
     fence(Ordering::SeqCst);
-    if apps.iter().flatten().any(AttachedApp::has_commands) {
+    if apps.iter().flatten().any(AttachedApp::has_commands) || pipes_pending() {
         counters.sleeps_cancelled += 1;
         announce_awake(apps);
         return false;

@@ -436,3 +436,111 @@ fn an_armed_completion_queue_signals_its_channel_once_per_arming() {
     assert!(channel.drain());
     assert_eq!(net.stop().verbs_events, 2);
 }
+
+/// Waits for the next line of a completion pipe, pumping meanwhile.
+fn next_pipe_cqe(
+    pipe: &mut sluice_shm::PipeConsumer,
+    net: &mut Net,
+) -> sluice_shm::verbs::pipe::PipeCqe {
+    let deadline = StdInstant::now() + WAIT;
+    loop {
+        if let Some(e) = pipe.pop() {
+            return sluice_shm::verbs::pipe::PipeCqe::decode(&e).expect("a completion line");
+        }
+        assert!(
+            StdInstant::now() < deadline,
+            "no completion within {WAIT:?}"
+        );
+        net.peer.pump();
+    }
+}
+
+/// Bad lines in a work-request pipe (docs/verbs.md "Notification pipes", "Bad input"):
+/// garbage and a line for a QP the application does not own are counted and dropped; a
+/// request naming its QP that does not decode, and an inline request whose continuation is
+/// cut short, complete in error on that QP's CQ through the completion pipe. The engine
+/// keeps serving, without a doorbell.
+#[test]
+fn bad_pipe_lines_are_counted_or_complete_in_error() {
+    use sluice_shm::verbs::pipe::PipeSend;
+    use sluice_shm::{PipeConsumer, PipeKind, PipeProducer};
+    let mut net = Net::start("verbs-pipe-bad");
+    let mut c = net.attach("verbs");
+    let ctx = c.context();
+    let VerbsReply::Pd { pd } = ask(&c, VerbsRequest::AllocPd, &[]) else {
+        panic!("AllocPd refused");
+    };
+    let VerbsReply::Cq { cq, .. } = ask(&c, VerbsRequest::CreatePipeCq { cqe: 64, token: 1 }, &[])
+    else {
+        panic!("CreatePipeCq refused");
+    };
+    let pipe_qp = |context| VerbsRequest::CreatePipeQp {
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_inline: 128,
+        context,
+    };
+    let VerbsReply::PipeQp { qpn, core, .. } = ask(&c, pipe_qp(ctx), &[]) else {
+        panic!("CreatePipeQp refused");
+    };
+    let VerbsReply::PipeQp { qpn: qpn2, .. } = ask(&c, pipe_qp(ctx), &[]) else {
+        panic!("CreatePipeQp refused");
+    };
+    // A context out of the layout, a queue-mode CQ for a pipe QP: refused.
+    assert_eq!(errno(ask(&c, pipe_qp(10_000), &[])), EINVAL);
+    let qcq = create_cq(&c, 8, None);
+    let mixed = VerbsRequest::CreatePipeQp {
+        pd,
+        send_cq: qcq.cq,
+        recv_cq: cq,
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_inline: 0,
+        context: ctx,
+    };
+    assert_eq!(errno(ask(&c, mixed, &[])), EINVAL);
+    let mut work = PipeProducer::new(c.region.clone(), ctx, core, PipeKind::Work).unwrap();
+    let mut done = PipeConsumer::new(c.region.clone(), ctx, core, PipeKind::Completion, 1).unwrap();
+
+    // Garbage, and a request for a QP that is not this application's.
+    assert!(work.push(&[0xee; sluice_shm::PAYLOAD_BYTES]).unwrap());
+    let stranger = PipeSend {
+        qpn: 0x00ff_fff0,
+        wqe: wqe(1, WrOpcode::Send, None, 0, 0),
+    };
+    assert!(work.push(&stranger.encode()).unwrap());
+    let counters = net.until_counters("garbage and a stranger's QP", |c| {
+        c.verbs_pipe_garbage >= 1 && c.verbs_not_owned >= 1
+    });
+    assert_eq!(counters.verbs_pipe_garbage, 1);
+
+    // A request of its own QP with an opcode this transport does not carry.
+    let mut junk = PipeSend {
+        qpn,
+        wqe: wqe(8, WrOpcode::Send, None, 0, 0),
+    }
+    .encode();
+    junk[1] = 9;
+    assert!(work.push(&junk).unwrap());
+    let e = next_pipe_cqe(&mut done, &mut net);
+    assert_eq!(
+        (e.cq, e.cqe.wr_id, e.cqe.status, e.cqe.qp_num),
+        (cq, 8, 2, qpn)
+    );
+
+    // An inline SEND of 100 bytes (two continuation lines) whose second line is garbage.
+    let mut w = wqe(9, WrOpcode::Send, None, 0, 0);
+    w.flags |= send_flags::INLINE;
+    w.inline_len = 100;
+    assert!(work.push(&PipeSend { qpn: qpn2, wqe: w }.encode()).unwrap());
+    assert!(work.push(&SendWqe::encode_inline(&[7; 62])).unwrap());
+    assert!(work.push(&[0x11; sluice_shm::PAYLOAD_BYTES]).unwrap());
+    let e = next_pipe_cqe(&mut done, &mut net);
+    assert_eq!((e.cqe.wr_id, e.cqe.status, e.cqe.qp_num), (9, 2, qpn2));
+    let counters = net.until_counters("bad requests counted", |c| c.bad_wqes >= 2);
+    assert_eq!(counters.verbs_doorbells, 0, "no doorbell in pipe mode");
+    assert_eq!(counters.verbs_pipe_lines, 4, "four requests or stray lines");
+}

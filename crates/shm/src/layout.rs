@@ -5,12 +5,17 @@
 //!
 //! ```text
 //! [header page][context 0]...[context C-1][socket block 0]...[socket block S-1]
-//! [verbs queue 0]...[verbs queue V-1][pad to page]
+//! [verbs queue 0]...[verbs queue V-1]
+//! [context 0's pipes: work-request pipe, completion pipe per engine core]...[arm words]
+//! [pad to page]
 //! [rx ring 0][tx ring 0][rx ring 1][tx ring 1]...            (each ring_size bytes)
 //! ```
 //!
 //! A verbs queue is a queue like a context's (header line, 64-byte entries with a phase bit)
 //! that serves as one RDMA send queue, receive queue or completion queue (docs/verbs.md).
+//! A notification pipe has the same shape; each context has one work-request pipe and one
+//! completion pipe per engine data-path core, shared by all its QPs (docs/verbs.md
+//! "Notification pipes"), and the arm words of pipe-mode completion queues follow them.
 //!
 //! A context is an application thread's pair of queues (commands to the engine, completions
 //! back) plus a line the application writes. In the address space each ring is mapped twice
@@ -44,6 +49,12 @@ pub const MAX_QUEUE_ENTRIES: u32 = 1 << 16;
 pub const VERBS_ARM_OFFSET: usize = 8;
 /// Most verbs queues one application may hold.
 pub const MAX_VERBS_QUEUES: u32 = 4096;
+/// Most engine data-path cores a layout gives pipes for.
+pub const MAX_PIPE_CORES: u32 = 64;
+/// Most completion queues of one application in pipe mode (each has an arm word).
+pub const MAX_PIPE_CQS: u32 = 1 << 14;
+/// Bytes of one pipe-mode completion queue's arm word slot.
+pub const PIPE_ARM_BYTES: usize = 8;
 /// Largest region file (its rings are sparse: pages exist only once touched).
 pub const MAX_REGION_BYTES: u64 = 1 << 40;
 
@@ -64,6 +75,28 @@ pub struct Layout {
     /// Entries per verbs queue (a power of two).
     #[serde(default = "default_verbs_queue_entries")]
     pub verbs_queue_entries: u32,
+    /// Engine data-path cores each context has a pair of notification pipes for (0: no
+    /// pipes; the service's multi-core data-path uses one per core).
+    #[serde(default = "default_pipe_cores")]
+    pub verbs_pipe_cores: u32,
+    /// Entries per notification pipe (a power of two).
+    #[serde(default = "default_pipe_entries")]
+    pub verbs_pipe_entries: u32,
+    /// Pipe-mode completion queues the region has arm words for.
+    #[serde(default = "default_pipe_cqs")]
+    pub verbs_pipe_cqs: u32,
+}
+
+fn default_pipe_cores() -> u32 {
+    1
+}
+
+fn default_pipe_entries() -> u32 {
+    1024
+}
+
+fn default_pipe_cqs() -> u32 {
+    4096
 }
 
 fn default_verbs_queues() -> u32 {
@@ -83,6 +116,9 @@ impl Default for Layout {
             ring_size: 256 << 10,
             verbs_queues: default_verbs_queues(),
             verbs_queue_entries: default_verbs_queue_entries(),
+            verbs_pipe_cores: default_pipe_cores(),
+            verbs_pipe_entries: default_pipe_entries(),
+            verbs_pipe_cqs: default_pipe_cqs(),
         }
     }
 }
@@ -149,6 +185,27 @@ impl Layout {
                 self.verbs_queue_entries
             ));
         }
+        if self.verbs_pipe_cores > MAX_PIPE_CORES {
+            return bad(format!(
+                "verbs_pipe_cores {} not in 0..={MAX_PIPE_CORES}",
+                self.verbs_pipe_cores
+            ));
+        }
+        if !self.verbs_pipe_entries.is_power_of_two()
+            || self.verbs_pipe_entries < 8
+            || self.verbs_pipe_entries > MAX_QUEUE_ENTRIES
+        {
+            return bad(format!(
+                "verbs_pipe_entries {} is not a power of two in 8..={MAX_QUEUE_ENTRIES}",
+                self.verbs_pipe_entries
+            ));
+        }
+        if self.verbs_pipe_cqs > MAX_PIPE_CQS {
+            return bad(format!(
+                "verbs_pipe_cqs {} not in 0..={MAX_PIPE_CQS}",
+                self.verbs_pipe_cqs
+            ));
+        }
         if self.file_len() as u64 > MAX_REGION_BYTES {
             return bad(format!(
                 "the region would be {} bytes (at most {MAX_REGION_BYTES})",
@@ -205,10 +262,33 @@ impl Layout {
             + q as usize * self.verbs_queue_bytes()
     }
 
-    /// Bytes before the first ring (header, contexts, socket blocks, verbs queues), page
-    /// aligned.
+    /// Bytes of one notification pipe (header and entries).
+    pub fn pipe_bytes(&self) -> usize {
+        QUEUE_HEADER_BYTES + self.verbs_pipe_entries as usize * ENTRY_BYTES
+    }
+
+    /// Index of a pipe among all pipes: per context, per core, work-request then completion.
+    fn pipe_index(&self, context: u32, core: u32, completion: bool) -> usize {
+        (context as usize * self.verbs_pipe_cores as usize + core as usize) * 2
+            + usize::from(completion)
+    }
+
+    /// Offset of context `context`'s work-request pipe (`completion` false, application to
+    /// engine) or completion pipe (engine to application) for engine core `core`.
+    pub fn pipe_offset(&self, context: u32, core: u32, completion: bool) -> usize {
+        self.verbs_queue_offset(self.verbs_queues)
+            + self.pipe_index(context, core, completion) * self.pipe_bytes()
+    }
+
+    /// Offset of pipe-mode completion queue arm word `slot`.
+    pub fn pipe_arm_offset(&self, slot: u32) -> usize {
+        self.pipe_offset(self.max_contexts, 0, false) + slot as usize * PIPE_ARM_BYTES
+    }
+
+    /// Bytes before the first ring (header, contexts, socket blocks, verbs queues, pipes,
+    /// arm words), page aligned.
     pub fn control_len(&self) -> usize {
-        align_up(self.verbs_queue_offset(self.verbs_queues), PAGE)
+        align_up(self.pipe_arm_offset(self.verbs_pipe_cqs), PAGE)
     }
 
     /// Index of a ring among all rings.
@@ -262,6 +342,42 @@ mod tests {
             l.socket_offset(l.max_sockets - 1) + SOCKET_BLOCK_BYTES
         );
         assert!(l.verbs_queue_offset(l.verbs_queues) <= l.control_len());
+        assert_eq!(
+            l.pipe_offset(0, 0, false),
+            l.verbs_queue_offset(l.verbs_queues)
+        );
+        assert_eq!(
+            l.pipe_offset(0, 0, true) - l.pipe_offset(0, 0, false),
+            l.pipe_bytes()
+        );
+        assert_eq!(
+            l.pipe_offset(1, 0, false),
+            l.pipe_offset(0, l.verbs_pipe_cores - 1, true) + l.pipe_bytes()
+        );
+        assert!(l.pipe_arm_offset(l.verbs_pipe_cqs) <= l.control_len());
+    }
+
+    #[test]
+    fn pipes_of_many_cores_do_not_overlap() {
+        let l = Layout {
+            verbs_pipe_cores: 4,
+            max_contexts: 3,
+            ..Layout::default()
+        };
+        l.validate().unwrap();
+        let mut offsets: Vec<usize> = (0..3)
+            .flat_map(|c| (0..4).flat_map(move |k| [(c, k, false), (c, k, true)]))
+            .map(|(c, k, x)| l.pipe_offset(c, k, x))
+            .collect();
+        let n = offsets.len();
+        offsets.sort_unstable();
+        offsets.dedup();
+        assert_eq!(offsets.len(), n);
+        assert_eq!(
+            l.pipe_arm_offset(0),
+            offsets[n - 1] + l.pipe_bytes(),
+            "arm words after the last pipe"
+        );
     }
 
     #[test]
@@ -270,6 +386,8 @@ mod tests {
         let l: Layout = serde_json::from_str(json).unwrap();
         assert_eq!(l.verbs_queues, 64);
         assert_eq!(l.verbs_queue_entries, 4096);
+        assert_eq!(l.verbs_pipe_cores, 1);
+        assert_eq!(l.verbs_pipe_entries, 1024);
     }
 
     #[test]
@@ -310,6 +428,18 @@ mod tests {
             },
             Layout {
                 verbs_queue_entries: 1000,
+                ..ok
+            },
+            Layout {
+                verbs_pipe_cores: MAX_PIPE_CORES + 1,
+                ..ok
+            },
+            Layout {
+                verbs_pipe_entries: 100,
+                ..ok
+            },
+            Layout {
+                verbs_pipe_cqs: MAX_PIPE_CQS + 1,
                 ..ok
             },
             Layout {

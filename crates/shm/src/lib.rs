@@ -5,6 +5,8 @@
 //!   payload rings; each ring mapped twice back to back ([`Ring`]).
 //! - [`Producer`]/[`Consumer`]: context queues of cache-line entries with a phase bit, one
 //!   pair per application thread; [`Command`] and [`Completion`] are what the entries say.
+//! - [`PipeProducer`]/[`PipeConsumer`]: notification pipes, one work-request and one
+//!   completion pipe per context and engine core, shared by the context's RDMA QPs.
 //! - [`SocketBlock`]: per-socket positions in the rings, flags, error and addresses.
 //! - [`MappedFile`]: a memory region's memfd, mapped by the engine.
 //! - [`control`]: the attach protocol over a Unix socket, passing descriptors.
@@ -28,6 +30,7 @@ mod le;
 pub mod map_budget;
 mod mapped;
 mod message;
+mod pipe;
 mod queue;
 mod region;
 mod ring;
@@ -48,9 +51,13 @@ pub use congestion::{Congestion, CONGESTION_NAME_MAX};
 pub use entry::{Command, Completion, EntryError, Opcode, Payload, Reuse, Shut};
 pub use error::ShmError;
 pub use eventfd::EventFd;
-pub use layout::{Dir, Layout, ENTRY_BYTES, PAGE, SOCKET_BLOCK_BYTES, VERBS_ARM_OFFSET};
+pub use layout::{
+    Dir, Layout, ENTRY_BYTES, MAX_PIPE_CORES, MAX_PIPE_CQS, PAGE, SOCKET_BLOCK_BYTES,
+    VERBS_ARM_OFFSET,
+};
 pub use map_budget::{MapBudget, OverBudget};
 pub use mapped::MappedFile;
+pub use pipe::{PipeConsumer, PipeKind, PipeProducer};
 pub use queue::{Consumer, Producer, QueueKind, PAYLOAD_BYTES};
 pub use region::Region;
 pub use ring::Ring;

@@ -53,6 +53,16 @@ pub struct Producer {
 }
 
 impl Producer {
+    /// A producer over the queue at `offset` with `entries` entries (a notification pipe).
+    pub(crate) fn at(region: Arc<Region>, offset: usize, entries: u64) -> Producer {
+        Producer {
+            region,
+            offset,
+            entries,
+            tail: 0,
+        }
+    }
+
     /// The producer of `context`'s `kind` queue, or None if the context is out of range.
     pub fn new(region: Arc<Region>, context: u32, kind: QueueKind) -> Option<Producer> {
         let offset = queue_offset(&region, context, kind)?;
@@ -102,6 +112,13 @@ impl Producer {
         if self.free()? == 0 {
             return Ok(false);
         }
+        self.write_next(payload);
+        Ok(true)
+    }
+
+    /// Writes the next entry; the caller knows there is room (a notification pipe counts
+    /// its credit instead of reading the consumer's head each time).
+    pub(crate) fn write_next(&mut self, payload: &[u8; PAYLOAD_BYTES]) {
         let slot =
             self.offset + QUEUE_HEADER_BYTES + (self.tail % self.entries) as usize * ENTRY_BYTES;
         self.region.write_bytes(slot, payload);
@@ -111,7 +128,11 @@ impl Producer {
             .atomic_u8(slot + PAYLOAD_BYTES)
             .store(phase_of(self.tail, self.entries), Ordering::Release);
         self.tail += 1;
-        Ok(true)
+    }
+
+    /// Entries written so far.
+    pub fn position(&self) -> u64 {
+        self.tail
     }
 }
 
@@ -125,6 +146,17 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// A consumer over the queue at `offset` with `entries` entries (a notification pipe).
+    pub(crate) fn at(region: Arc<Region>, offset: usize, entries: u64) -> Consumer {
+        Consumer {
+            region,
+            offset,
+            entries,
+            head: 0,
+            published: 0,
+        }
+    }
+
     /// The consumer of `context`'s `kind` queue, or None if the context is out of range.
     pub fn new(region: Arc<Region>, context: u32, kind: QueueKind) -> Option<Consumer> {
         let offset = queue_offset(&region, context, kind)?;
@@ -203,17 +235,29 @@ impl Consumer {
     /// Takes the next entry's payload, if one is waiting. Call [`Consumer::publish`] after
     /// a batch so the producer can reuse the slots.
     pub fn pop(&mut self) -> Option<[u8; PAYLOAD_BYTES]> {
+        let out = self.take()?;
+        // Publish at least every half queue so a long batch does not stall the producer.
+        if self.head - self.published >= self.entries / 2 {
+            self.publish();
+        }
+        Some(out)
+    }
+
+    /// Takes the next entry without publishing (a notification pipe publishes on its own
+    /// schedule).
+    pub(crate) fn take(&mut self) -> Option<[u8; PAYLOAD_BYTES]> {
         if !self.has_entry() {
             return None;
         }
         let mut out = [0u8; PAYLOAD_BYTES];
         self.region.read_bytes(self.slot(), &mut out);
         self.head += 1;
-        // Publish at least every half queue so a long batch does not stall the producer.
-        if self.head - self.published >= self.entries / 2 {
-            self.publish();
-        }
         Some(out)
+    }
+
+    /// Entries taken but not yet published.
+    pub fn unpublished(&self) -> u64 {
+        self.head - self.published
     }
 
     /// Tells the producer which entries are free again.

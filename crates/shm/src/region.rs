@@ -241,6 +241,13 @@ impl Region {
         })
     }
 
+    /// The arm word of pipe-mode completion queue slot `slot` (the same values as
+    /// [`Region::verbs_arm`]), or None if `slot` is out of range.
+    pub fn pipe_arm(&self, slot: u32) -> Option<&AtomicU32> {
+        (slot < self.layout.verbs_pipe_cqs)
+            .then(|| self.atomic_u32(self.layout.pipe_arm_offset(slot)))
+    }
+
     /// A ring of socket `s`, mapping the socket's rings first if they are not (see
     /// [`Region::map_rings`]); None if `s` is out of range or the mapping is refused.
     pub fn ring(&self, s: u32, dir: Dir) -> Option<Ring<'_>> {

@@ -14,6 +14,7 @@ use crate::lock::lock;
 use crate::verbs::control::{self, unexpected};
 use crate::verbs::device::Device;
 use crate::verbs::error::VerbsError;
+use crate::verbs::pipes;
 
 /// `ibv_wc_status` values this transport gives.
 pub mod wc_status {
@@ -99,7 +100,9 @@ pub(crate) struct CqInner {
     queue: u32,
     cqe: u32,
     event_fd: Option<OwnedFd>,
-    consumer: Mutex<Consumer>,
+    /// Its verbs queue's consumer (None in pipe mode: its completions come through the
+    /// attachment's completion pipes, `queue` is its arm slot).
+    consumer: Option<Mutex<Consumer>>,
     /// Entries that did not decode as completions (skipped).
     bad_entries: AtomicU64,
     destroyed: AtomicBool,
@@ -135,6 +138,37 @@ impl Device {
         event_fd: Option<BorrowedFd<'_>>,
         token: u64,
     ) -> Result<CompletionQueue, VerbsError> {
+        self.new_cq(cqe, event_fd, token, false)
+    }
+
+    /// A pipe-mode CQ (docs/verbs.md "Notification pipes"): its completions come through
+    /// the completion pipes of its QPs' contexts, which [`CompletionQueue::poll`] drains
+    /// into each CQ's buffer; only pipe-mode QPs ([`ProtectionDomain::create_pipe_qp`]) may
+    /// use it.
+    ///
+    /// [`ProtectionDomain::create_pipe_qp`]: crate::verbs::ProtectionDomain::create_pipe_qp
+    pub fn create_pipe_cq(
+        &self,
+        cqe: u32,
+        event_fd: Option<BorrowedFd<'_>>,
+    ) -> Result<CompletionQueue, VerbsError> {
+        self.new_cq(cqe, event_fd, 1, true)
+    }
+
+    /// Sets how many completions the library takes from a completion pipe before it
+    /// publishes its head ([`crate::verbs::DEFAULT_COMPLETION_LAG`]); for pipes opened
+    /// afterwards.
+    pub fn set_completion_lag(&self, n: u64) {
+        pipes::of(self.sluice()).set_completion_lag(n);
+    }
+
+    fn new_cq(
+        &self,
+        cqe: u32,
+        event_fd: Option<BorrowedFd<'_>>,
+        token: u64,
+        piped: bool,
+    ) -> Result<CompletionQueue, VerbsError> {
         if cqe == 0 {
             return Err(VerbsError::Invalid("cqe 0"));
         }
@@ -147,18 +181,29 @@ impl Device {
         };
         let fds: Vec<BorrowedFd<'_>> = event_fd.into_iter().collect();
         let sluice = self.sluice();
-        match control::call(sluice, VerbsRequest::CreateCq { cqe, token }, &fds)? {
+        let req = if piped {
+            VerbsRequest::CreatePipeCq { cqe, token }
+        } else {
+            VerbsRequest::CreateCq { cqe, token }
+        };
+        match control::call(sluice, req, &fds)? {
             VerbsReply::Cq { cq, queue, cqe } => {
-                let consumer = Consumer::verbs(sluice.region.clone(), queue).ok_or_else(|| {
-                    VerbsError::Protocol(format!("completion queue {queue} out of range"))
-                })?;
+                let consumer = if piped {
+                    pipes::of(sluice).add_cq(cq, cqe);
+                    None
+                } else {
+                    let c = Consumer::verbs(sluice.region.clone(), queue).ok_or_else(|| {
+                        VerbsError::Protocol(format!("completion queue {queue} out of range"))
+                    })?;
+                    Some(Mutex::new(c))
+                };
                 Ok(CompletionQueue(Arc::new(CqInner {
                     sluice: sluice.clone(),
                     cq,
                     queue,
                     cqe,
                     event_fd: kept,
-                    consumer: Mutex::new(consumer),
+                    consumer,
                     bad_entries: AtomicU64::new(0),
                     destroyed: AtomicBool::new(false),
                 })))
@@ -179,14 +224,41 @@ impl CompletionQueue {
         self.0.cqe
     }
 
-    /// Entries met that were not completions (skipped; the engine wrote garbage).
+    /// Entries met that were not completions (skipped; the engine wrote garbage). Pipe
+    /// mode: over the attachment's completion pipes.
     pub fn bad_entries(&self) -> u64 {
+        if self.0.consumer.is_none() {
+            return pipes::of(&self.0.sluice).bad_entries();
+        }
         self.0.bad_entries.load(Ordering::Relaxed)
+    }
+
+    /// Pipe mode: completions dropped because a CQ's buffer held its `cqe` already (over
+    /// the attachment's pipe-mode CQs; 0 for a queue CQ, whose overruns the engine counts).
+    pub fn overruns(&self) -> u64 {
+        if self.0.consumer.is_none() {
+            pipes::of(&self.0.sluice).overruns()
+        } else {
+            0
+        }
+    }
+
+    /// Whether it is a pipe-mode CQ.
+    pub fn is_piped(&self) -> bool {
+        self.0.consumer.is_none()
     }
 
     /// Takes up to `out.len()` completions, oldest first; how many.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut c = lock(&self.0.consumer);
+        let Some(consumer) = &self.0.consumer else {
+            let mut slots = out.iter_mut();
+            return pipes::of(&self.0.sluice).poll(self.0.cq, slots.len(), |c| {
+                if let Some(o) = slots.next() {
+                    *o = c.into();
+                }
+            });
+        };
+        let mut c = lock(consumer);
         let mut n = 0;
         while n < out.len() {
             let Some(entry) = c.pop() else { break };
@@ -206,18 +278,22 @@ impl CompletionQueue {
 
     /// Whether a completion waits.
     pub fn has_completion(&self) -> bool {
-        lock(&self.0.consumer).has_entry()
+        match &self.0.consumer {
+            Some(c) => lock(c).has_entry(),
+            None => pipes::of(&self.0.sluice).has_completion(self.0.cq),
+        }
     }
 
     /// Arms the completion event for the next completion (`solicited_only`: the next
     /// solicited one). Poll once more afterwards: one may have come before arming.
     pub fn req_notify(&self, solicited_only: bool) -> Result<(), VerbsError> {
-        let arm = self
-            .0
-            .sluice
-            .region
-            .verbs_arm(self.0.queue)
-            .ok_or(VerbsError::Invalid("completion queue"))?;
+        let region = &self.0.sluice.region;
+        let arm = if self.0.consumer.is_some() {
+            region.verbs_arm(self.0.queue)
+        } else {
+            region.pipe_arm(self.0.queue)
+        }
+        .ok_or(VerbsError::Invalid("completion queue"))?;
         arm.store(if solicited_only { 2 } else { 1 }, Ordering::SeqCst);
         Ok(())
     }
@@ -271,6 +347,9 @@ impl CompletionQueue {
         }
         control::call_done(&self.0.sluice, VerbsRequest::DestroyCq { cq: self.0.cq })?;
         self.0.destroyed.store(true, Ordering::Relaxed);
+        if self.0.consumer.is_none() {
+            pipes::of(&self.0.sluice).remove_cq(self.0.cq);
+        }
         Ok(())
     }
 
@@ -309,6 +388,9 @@ impl Drop for CqInner {
     fn drop(&mut self) {
         if !self.destroyed.load(Ordering::Relaxed) && self.sluice.is_alive() {
             let _ = control::call_done(&self.sluice, VerbsRequest::DestroyCq { cq: self.cq });
+        }
+        if self.consumer.is_none() {
+            pipes::of(&self.sluice).remove_cq(self.cq);
         }
     }
 }

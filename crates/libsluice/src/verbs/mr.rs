@@ -171,6 +171,45 @@ impl MemoryRegion {
         Ok(())
     }
 
+    /// The inline QP's receive side (docs/verbs.md "The inline QP"): whether a flagged
+    /// message arrived in the slot `offset .. offset + slot_len` (its trailer's valid byte
+    /// set); if so its payload is copied to `out`, the valid byte cleared for the slot's
+    /// next message, and its length returned. A trailer announcing more than the slot or
+    /// `out` holds is refused (EINVAL), its valid byte cleared.
+    pub fn poll_inline_recv(
+        &self,
+        offset: usize,
+        slot_len: usize,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, VerbsError> {
+        use sluice_shm::verbs::pipe::flag;
+        use std::sync::atomic::AtomicU8;
+        let Some(t_at) = slot_len
+            .checked_sub(flag::TRAILER_BYTES)
+            .and_then(|t| offset.checked_add(t))
+        else {
+            return Err(VerbsError::Invalid("slot shorter than the trailer"));
+        };
+        let p = self.span(t_at, flag::TRAILER_BYTES)?;
+        // SAFETY: the valid byte lies inside the region (span checked it), mapped while
+        // it exists; the engine stores to it concurrently, hence the atomic access.
+        let valid = unsafe { AtomicU8::from_ptr(p.add(flag::TRAILER_BYTES - 1)) };
+        if valid.load(Ordering::Acquire) != flag::VALID {
+            return Ok(None);
+        }
+        let mut t = [0u8; flag::TRAILER_BYTES];
+        self.read_at(t_at, &mut t)?;
+        let len = flag::arrived(&t).unwrap_or(0) as usize;
+        if len > slot_len - flag::TRAILER_BYTES || len > out.len() {
+            valid.store(0, Ordering::Release);
+            return Err(VerbsError::Invalid("trailer length past the slot"));
+        }
+        self.read_at(t_at - len, &mut out[..len])?;
+        // Cleared after the copy: the slot is free for the peer's next message.
+        valid.store(0, Ordering::Release);
+        Ok(Some(len))
+    }
+
     /// Deregisters it now, reporting the engine's answer.
     pub fn dereg(self) -> Result<(), VerbsError> {
         self.dereg_once()

@@ -5,14 +5,19 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest};
-use sluice_shm::{Command, Producer};
+use sluice_shm::verbs::pipe::{
+    flag, PackedRecv, PipeRecv, PipeSend, PIPE_MAX_INLINE, RECVS_PER_LINE,
+};
+use sluice_shm::verbs::wqe::send_flags;
+use sluice_shm::verbs::{QpAttrs, SendWqe, VerbsReply, VerbsRequest, WrOpcode, INLINE_CHUNK};
+use sluice_shm::{Command, PipeProducer, Producer};
 
 use crate::lock::lock;
 use crate::verbs::control::{self, unexpected};
 use crate::verbs::cq::{CompletionQueue, CqInner};
 use crate::verbs::device::{PdInner, ProtectionDomain};
 use crate::verbs::error::{PostError, VerbsError};
+use crate::verbs::pipes::{self, WorkPipe};
 use crate::verbs::wr::{encode_recv, encode_send, RecvWr, SendWr};
 
 /// How long a modify to RTR is retried while the engine resolves the peer's MAC (EAGAIN).
@@ -102,10 +107,13 @@ pub struct QueuePair {
     _send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
     caps: QpCaps,
-    /// The send queue's producer: the QP's posting threads take turns.
-    sq: Mutex<Producer>,
-    /// The receive queue's producer.
-    rq: Mutex<Producer>,
+    /// The send queue's producer: the QP's posting threads take turns (None in pipe mode).
+    sq: Option<Mutex<Producer>>,
+    /// The receive queue's producer (None in pipe mode).
+    rq: Option<Mutex<Producer>>,
+    /// Pipe mode: the work-request pipe it shares with the other QPs placed there, and the
+    /// tag of its next receive.
+    pipe: Option<(WorkPipe, AtomicU32)>,
     /// The state the last successful modify or query set (posting in RESET is refused here,
     /// as an RNIC's library does; the engine's own state may have moved to ERR since).
     state: AtomicU32,
@@ -160,8 +168,9 @@ impl ProtectionDomain {
                         max_recv_wr,
                         max_inline,
                     },
-                    sq: Mutex::new(producer(sq)?),
-                    rq: Mutex::new(producer(rq)?),
+                    sq: Some(Mutex::new(producer(sq)?)),
+                    rq: Some(Mutex::new(producer(rq)?)),
+                    pipe: None,
                     state: AtomicU32::new(qp_state::RESET),
                     destroyed: AtomicBool::new(false),
                 };
@@ -172,7 +181,67 @@ impl ProtectionDomain {
     }
 }
 
+impl ProtectionDomain {
+    /// A pipe-mode RC QP in RESET (docs/verbs.md "Notification pipes"): its work requests
+    /// go in the calling thread's context's work-request pipe of the engine core the engine
+    /// placed it on, shared with the other QPs there, and need no doorbell; both CQs must
+    /// be pipe-mode ones ([`Device::create_pipe_cq`](crate::verbs::Device::create_pipe_cq)).
+    pub fn create_pipe_qp(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        init: QpInit,
+    ) -> Result<QueuePair, VerbsError> {
+        let sluice = &self.0.sluice;
+        let context = sluice
+            .with_context(|ctx| Ok(ctx.index))
+            .map_err(VerbsError::Library)?;
+        let req = VerbsRequest::CreatePipeQp {
+            pd: self.0.pd,
+            send_cq: send_cq.0.cq,
+            recv_cq: recv_cq.0.cq,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            max_inline: init.max_inline,
+            context,
+        };
+        match control::call(sluice, req, &[])? {
+            VerbsReply::PipeQp {
+                qpn,
+                core,
+                max_send_wr,
+                max_recv_wr,
+                max_inline,
+            } => {
+                let pipe = pipes::of(sluice).work_pipe(context, core)?;
+                Ok(QueuePair {
+                    pd: self.0.clone(),
+                    _send_cq: send_cq.0.clone(),
+                    _recv_cq: recv_cq.0.clone(),
+                    caps: QpCaps {
+                        qpn,
+                        max_send_wr,
+                        max_recv_wr,
+                        max_inline,
+                    },
+                    sq: None,
+                    rq: None,
+                    pipe: Some((pipe, AtomicU32::new(0))),
+                    state: AtomicU32::new(qp_state::RESET),
+                    destroyed: AtomicBool::new(false),
+                })
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
 impl QueuePair {
+    /// Whether it is a pipe-mode QP.
+    pub fn is_piped(&self) -> bool {
+        self.pipe.is_some()
+    }
+
     /// The QP's number.
     pub fn qpn(&self) -> u32 {
         self.caps.qpn
@@ -239,7 +308,13 @@ impl QueuePair {
                 error: VerbsError::Invalid("QP state (sends need RTS)"),
             });
         }
-        let mut sq = lock(&self.sq);
+        if let Some((pipe, _)) = &self.pipe {
+            return self.post_send_piped(pipe, wrs);
+        }
+        let Some(sq) = &self.sq else {
+            return Ok(());
+        };
+        let mut sq = lock(sq);
         let mut posted = 0;
         let result = (|| {
             for (i, wr) in wrs.iter().enumerate() {
@@ -254,6 +329,152 @@ impl QueuePair {
         self.doorbell(posted, result)
     }
 
+    /// Pipe mode: each request as a line naming the QP (and its inline continuation lines),
+    /// then the engine is woken only if it announced it sleeps.
+    fn post_send_piped(&self, pipe: &WorkPipe, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let mut p = lock(pipe);
+        let mut posted = 0;
+        let result = (|| {
+            for (i, wr) in wrs.iter().enumerate() {
+                let fail = |error| PostError { index: i, error };
+                let mut e = encode_send(wr, self.caps.max_inline).map_err(fail)?;
+                let wqe = SendWqe::decode(&e.entries[0])
+                    .map_err(|err| fail(VerbsError::Protocol(err.to_string())))?;
+                e.entries[0] = PipeSend {
+                    qpn: self.caps.qpn,
+                    wqe,
+                }
+                .encode();
+                push_pipe(&mut p, e.as_slice()).map_err(fail)?;
+                posted += 1;
+            }
+            Ok(())
+        })();
+        drop(p);
+        if posted > 0 {
+            self.pd.sluice.ring_doorbell();
+        }
+        result
+    }
+
+    /// The low-latency inline QP (flexins.txt 3.4; docs/verbs.md "The inline QP"): an RDMA
+    /// WRITE of `data` and the flag trailer, carried inline in the pipe, placed so that
+    /// the trailer ends at the end of the peer's slot `slot_addr .. slot_addr + slot_len`
+    /// (key `rkey`); the peer learns of it by polling the trailer's valid byte
+    /// ([`MemoryRegion::poll_inline_recv`](crate::verbs::MemoryRegion::poll_inline_recv)),
+    /// with no receive posted and no completion. `signaled` asks for a completion here.
+    /// EINVAL unless the QP is a pipe-mode one in RTS and data and trailer fit its
+    /// `max_inline` (one MTU at most) and the slot.
+    pub fn post_send_inline_flagged(
+        &self,
+        wr_id: u64,
+        data: &[u8],
+        slot_addr: u64,
+        slot_len: usize,
+        rkey: u32,
+        signaled: bool,
+    ) -> Result<(), VerbsError> {
+        let Some((pipe, _)) = &self.pipe else {
+            return Err(VerbsError::Invalid(
+                "flagged inline sends need a pipe-mode QP",
+            ));
+        };
+        if self.state.load(Ordering::Relaxed) != qp_state::RTS {
+            return Err(VerbsError::Invalid("QP state (sends need RTS)"));
+        }
+        let total = data.len() + flag::TRAILER_BYTES;
+        if total > self.caps.max_inline as usize || total > slot_len {
+            return Err(VerbsError::Invalid(
+                "inline length past max_inline or the slot",
+            ));
+        }
+        let wqe = SendWqe {
+            wr_id,
+            opcode: WrOpcode::RdmaWrite,
+            flags: send_flags::INLINE | if signaled { send_flags::SIGNALED } else { 0 },
+            sge: None,
+            inline_len: total as u16,
+            remote_addr: slot_addr + (slot_len - total) as u64,
+            rkey,
+            imm: 0,
+        };
+        let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; 1 + INLINE_LINES];
+        lines[0] = PipeSend {
+            qpn: self.caps.qpn,
+            wqe,
+        }
+        .encode();
+        let trailer = flag::trailer(data.len() as u32);
+        let bytes = data.iter().chain(trailer.iter());
+        let mut chunk = [0u8; INLINE_CHUNK];
+        let mut n = 0;
+        for (i, &b) in bytes.enumerate() {
+            chunk[i % INLINE_CHUNK] = b;
+            if i % INLINE_CHUNK == INLINE_CHUNK - 1 || i == total - 1 {
+                n += 1;
+                lines[n] = SendWqe::encode_inline(&chunk[..=i % INLINE_CHUNK]);
+            }
+        }
+        push_pipe(&mut lock(pipe), &lines[..=n])?;
+        self.pd.sluice.ring_doorbell();
+        Ok(())
+    }
+
+    /// Pipe mode: receives grouped up to four to a line (those in a row with the same key),
+    /// each with a tag the library maps back to its `wr_id` when it completes.
+    fn post_recv_piped(
+        &self,
+        pipe: &WorkPipe,
+        next_tag: &AtomicU32,
+        wrs: &[RecvWr],
+    ) -> Result<(), PostError> {
+        let pipes = pipes::of(&self.pd.sluice);
+        let qpn = self.caps.qpn;
+        let mut p = lock(pipe);
+        let mut i = 0;
+        let mut result = Ok(());
+        while i < wrs.len() {
+            let key = |wr: &RecvWr| wr.sge.map_or(0, |s| s.lkey);
+            let lkey = key(&wrs[i]);
+            let n = wrs[i..]
+                .iter()
+                .take(RECVS_PER_LINE)
+                .take_while(|w| key(w) == lkey)
+                .count();
+            let tag = next_tag.load(Ordering::Relaxed);
+            let mut line = PipeRecv {
+                qpn,
+                lkey,
+                tag,
+                count: n as u8,
+                recvs: [PackedRecv::default(); RECVS_PER_LINE],
+            };
+            for (k, wr) in wrs[i..i + n].iter().enumerate() {
+                if let Some(s) = wr.sge {
+                    line.recvs[k] = PackedRecv {
+                        addr: s.addr,
+                        length: s.length,
+                    };
+                }
+            }
+            // Known before the engine can complete them.
+            let tags = (0..n as u32).map(|k| tag.wrapping_add(k));
+            pipes.add_tags(qpn, tags.clone().zip(wrs[i..i + n].iter().map(|w| w.wr_id)));
+            if let Err(error) = push_pipe(&mut p, &[line.encode()]) {
+                pipes.remove_tags(qpn, tags);
+                result = Err(PostError { index: i, error });
+                break;
+            }
+            next_tag.store(tag.wrapping_add(n as u32), Ordering::Relaxed);
+            i += n;
+        }
+        drop(p);
+        if i > 0 {
+            self.pd.sluice.ring_doorbell();
+        }
+        result
+    }
+
     /// Posts receive work requests in order, then rings the engine once (as
     /// [`QueuePair::post_send`]).
     pub fn post_recv(&self, wrs: &[RecvWr]) -> Result<(), PostError> {
@@ -263,7 +484,13 @@ impl QueuePair {
                 error: VerbsError::Invalid("QP state (RESET)"),
             });
         }
-        let mut rq = lock(&self.rq);
+        if let Some((pipe, tag)) = &self.pipe {
+            return self.post_recv_piped(pipe, tag, wrs);
+        }
+        let Some(rq) = &self.rq else {
+            return Ok(());
+        };
+        let mut rq = lock(rq);
         let mut posted = 0;
         let result = (|| {
             for (i, wr) in wrs.iter().enumerate() {
@@ -303,10 +530,14 @@ impl QueuePair {
         if self.destroyed.swap(true, Ordering::Relaxed) || !self.pd.sluice.is_alive() {
             return Ok(());
         }
-        control::call_done(
+        let r = control::call_done(
             &self.pd.sluice,
             VerbsRequest::DestroyQp { qpn: self.caps.qpn },
-        )
+        );
+        if self.pipe.is_some() {
+            pipes::of(&self.pd.sluice).remove_qp(self.caps.qpn);
+        }
+        r
     }
 }
 
@@ -325,6 +556,24 @@ fn push_all(q: &mut Producer, entries: &[sluice_shm::Payload]) -> Result<(), Ver
         if !pushed {
             return Err(VerbsError::QueueFull);
         }
+    }
+    Ok(())
+}
+
+/// Continuation lines of the longest flagged inline send.
+const INLINE_LINES: usize = PIPE_MAX_INLINE.div_ceil(INLINE_CHUNK);
+
+/// Appends a request's lines to a pipe, all or none: ENOMEM when they do not all fit.
+fn push_pipe(p: &mut PipeProducer, lines: &[sluice_shm::Payload]) -> Result<(), VerbsError> {
+    let room = p
+        .room(lines.len() as u64)
+        .map_err(|e| VerbsError::Protocol(format!("pipe: {e}")))?;
+    if !room {
+        return Err(VerbsError::QueueFull);
+    }
+    for l in lines {
+        p.push(l)
+            .map_err(|e| VerbsError::Protocol(format!("pipe: {e}")))?;
     }
     Ok(())
 }

@@ -51,6 +51,7 @@ impl TwoEngines {
             ring_size: 8192,
             verbs_queues: 16,
             verbs_queue_entries: 256,
+            ..Layout::default()
         };
         let (mut stops, mut threads, mut counters) = (Vec::new(), Vec::new(), Vec::new());
         let ends = [
@@ -61,6 +62,9 @@ impl TwoEngines {
             let mut sc = ServiceConfig::new(&sockets[i], ip, 24);
             sc.layout = layout;
             sc.engine.app_idle_us = 100;
+            // Room for the 2,000 pipe-mode QPs of one context (tests/verbs.rs).
+            sc.verbs_limits.max_qps = 4096;
+            sc.verbs_limits.max_cqs = 4096;
             let mut service = Service::new(sc).expect("service starts");
             let stop = service.stop_flag();
             stops.push(stop.clone());

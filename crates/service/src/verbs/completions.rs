@@ -6,10 +6,14 @@
 use std::sync::atomic::{fence, Ordering};
 
 use sluice_rdma::verbs::{WcStatus, WorkCompletion};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
+
+use sluice_shm::verbs::pipe::PipeCqe;
 use sluice_shm::verbs::wqe::wc_flags;
 use sluice_shm::verbs::Cqe;
 
-use super::objects::CqRec;
+use super::objects::{CqRec, PipeSet, QpRec, VerbsApp};
 use super::Verbs;
 use crate::counters::Counters;
 
@@ -42,11 +46,20 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
     let mut wcs = std::mem::take(&mut v.wcs);
     for (&app, a) in v.apps.iter_mut() {
         let mut any = false;
-        for (&cq, rec) in a.cqs.iter_mut() {
+        let VerbsApp {
+            cqs, pipes, qps, ..
+        } = a;
+        for (&cq, rec) in cqs.iter_mut() {
             if rec.dead {
                 continue;
             }
-            let Ok(room) = rec.producer.free() else {
+            let room = match &rec.producer {
+                Some(p) => p.free(),
+                // Pipe mode: what every live completion pipe of the application can take
+                // (a CQ's completions may come from QPs on any of them).
+                None => Ok(pipes_room(pipes, counters)),
+            };
+            let Ok(room) = room else {
                 // The application wrote a head out of bounds: the queue is not served
                 // any more (it harms only that application).
                 counters.corrupt_queues += 1;
@@ -60,15 +73,21 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
             let _ = v.rdma.stack.poll_cq(cq, room as usize, &mut wcs);
             let mut n = 0;
             let mut fire = false;
+            let mut out = Out {
+                cq,
+                pipes,
+                qps,
+                counters,
+            };
             for wc in &wcs {
                 let solicited = wc.solicited || wc.status != WcStatus::Success;
-                fire |= push(rec, &cqe_of(wc), solicited);
+                fire |= push(rec, &cqe_of(wc), solicited, &mut out);
                 n += 1;
             }
             // Then the service's own (bad or flushed entries), as room allows.
             while n < room {
                 let Some(c) = rec.made.pop_front() else { break };
-                fire |= push(rec, &c, true);
+                fire |= push(rec, &c, true, &mut out);
                 n += 1;
             }
             if n > 0 {
@@ -94,14 +113,70 @@ pub(crate) fn deliver(v: &mut Verbs, counters: &mut Counters, mut placed: impl F
     v.wcs = wcs;
 }
 
+/// The entries every live completion pipe of an application can take now (0 without
+/// any); a pipe whose head the application wrote out of bounds is no longer served.
+fn pipes_room(pipes: &mut [PipeSet], counters: &mut Counters) -> u64 {
+    let mut room = None;
+    for p in pipes.iter_mut().filter(|p| !p.dead) {
+        match p.completions.credit() {
+            Ok(c) => room = Some(room.map_or(c, |r: u64| r.min(c))),
+            Err(_) => {
+                counters.corrupt_queues += 1;
+                p.dead = true;
+            }
+        }
+    }
+    room.unwrap_or(0)
+}
+
+/// Where a pipe-mode CQ's completions go: the completion pipe of each one's QP.
+struct Out<'a> {
+    cq: u32,
+    pipes: &'a mut [PipeSet],
+    qps: &'a HashMap<u32, QpRec>,
+    counters: &'a mut Counters,
+}
+
 /// Pushes one completion; whether it fires the armed notification (which it disarms).
-fn push(rec: &mut CqRec, cqe: &Cqe, solicited: bool) -> bool {
+fn push(rec: &mut CqRec, cqe: &Cqe, solicited: bool, out: &mut Out<'_>) -> bool {
     // Room was checked: this cannot fail short of a corrupt head, counted by the caller.
-    let _ = rec.producer.push(&cqe.encode());
+    match rec.producer.as_mut() {
+        Some(p) => {
+            let _ = p.push(&cqe.encode());
+        }
+        None => {
+            let set = out
+                .qps
+                .get(&cqe.qp_num)
+                .and_then(|q| q.pipe.as_ref())
+                .map(|p| p.set);
+            let pushed = set.and_then(|s| out.pipes.get_mut(s)).is_some_and(|p| {
+                !p.dead
+                    && p.completions
+                        .push(
+                            &PipeCqe {
+                                cq: out.cq,
+                                cqe: *cqe,
+                            }
+                            .encode(),
+                        )
+                        .unwrap_or(false)
+            });
+            if !pushed {
+                out.counters.verbs_pipe_unrouted += 1;
+                return false;
+            }
+        }
+    }
     if rec.eventfd.is_none() {
         return false;
     }
-    let Some(arm) = rec.region.verbs_arm(rec.queue) else {
+    let arm: Option<&AtomicU32> = if rec.producer.is_some() {
+        rec.region.verbs_arm(rec.queue)
+    } else {
+        rec.region.pipe_arm(rec.queue)
+    };
+    let Some(arm) = arm else {
         return false;
     };
     // Pairs with the application's fence between arming and checking the queue once

@@ -23,7 +23,7 @@ use sluice_tcp::Stack;
 pub(crate) use completions::deliver;
 pub(crate) use memory::Rdma;
 pub(crate) use requests::request;
-pub(crate) use work::{doorbell, retry};
+pub(crate) use work::{doorbell, poll_pipes, retry};
 
 use memory::Backings;
 use objects::VerbsApp;
@@ -81,6 +81,15 @@ pub(crate) struct Verbs {
     retry: Vec<(u32, u32)>,
     /// Scratch for polling the transport's CQs.
     wcs: Vec<WorkCompletion>,
+    /// Pipe-mode QPs placed on each engine core (over every application): a new QP goes
+    /// to the least loaded core.
+    core_qps: Vec<u32>,
+    /// Applications with notification pipes in use (polled every iteration).
+    pipe_apps: Vec<u32>,
+    /// How often the engine publishes its head of a work-request pipe at most (entries).
+    publish_every: u64,
+    /// Scratch: QPs a pipe poll gave work to.
+    touched: Vec<u32>,
 }
 
 /// IBV_MTU_* for an Ethernet MTU: the largest IB MTU whose packets, with RoCEv2's headers
@@ -97,9 +106,9 @@ impl Verbs {
         for (app, a) in &self.apps {
             for (qpn, q) in &a.qps {
                 out.push_str(&format!(
-                    "app {app} qp {qpn:#x}: sq entry waiting {} (at {}), held send {}, listed {}, sends taken {}\n",
-                    q.sq_in.has_entry(),
-                    q.sq_in.position(),
+                    "app {app} qp {qpn:#x}: sq entry waiting {} (at {:?}), held send {}, listed {}, sends taken {}\n",
+                    q.sq_in.as_ref().is_some_and(|c| c.has_entry()),
+                    q.sq_in.as_ref().map(|c| c.position()),
                     q.held_send.is_some(),
                     q.listed,
                     q.sends_taken
@@ -108,7 +117,7 @@ impl Verbs {
             for (cq, c) in &a.cqs {
                 out.push_str(&format!(
                     "app {app} cq {cq}: free {:?}, made {}, dead {}\n",
-                    c.producer.free(),
+                    c.producer.as_ref().map(|p| p.free()),
                     c.made.len(),
                     c.dead
                 ));
@@ -155,7 +164,21 @@ impl Verbs {
             next_pd: 1,
             retry: Vec::new(),
             wcs: Vec::new(),
+            core_qps: Vec::new(),
+            pipe_apps: Vec::new(),
+            publish_every: 32,
+            touched: Vec::new(),
         }
+    }
+
+    /// Whether a work-request pipe holds a line (checked before the engine sleeps, after it
+    /// announced so: the application rings it only when it sees the announcement).
+    pub fn pipes_pending(&self) -> bool {
+        self.pipe_apps.iter().any(|app| {
+            self.apps
+                .get(app)
+                .is_some_and(|a| a.pipes.iter().any(|p| p.work.peek().is_some()))
+        })
     }
 
     /// Memory backings held (mapped regions and inline buffers).
@@ -172,6 +195,10 @@ impl Verbs {
         };
         let rdma = &mut self.rdma;
         for (qpn, qp) in a.qps.drain() {
+            if let Some(p) = &qp.pipe {
+                let core = a.pipes[p.set].core as usize;
+                self.core_qps[core] = self.core_qps[core].saturating_sub(1);
+            }
             let _ = rdma.stack.destroy_qp(&mut rdma.mem, qpn);
             if let Some((backing, key)) = qp.inline {
                 let _ = rdma.stack.dereg_mr(key);
@@ -187,6 +214,7 @@ impl Verbs {
         }
         self.pds -= a.pds.len() as u32;
         self.retry.retain(|&(x, _)| x != app);
+        self.pipe_apps.retain(|&x| x != app);
     }
 }
 

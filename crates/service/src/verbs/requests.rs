@@ -7,12 +7,15 @@ use std::os::fd::OwnedFd;
 use nix::errno::Errno;
 use sluice_rdma::stack::{PeerAddr, QpAttr, VerbsError};
 use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region as MrRegion, RegisterError};
+use sluice_shm::verbs::pipe::PIPE_MAX_INLINE;
 use sluice_shm::verbs::{QpAttrs, VerbsReply, VerbsRequest, MAX_INLINE};
-use sluice_shm::{Consumer, EventFd, MappedFile, Producer, ShmError};
+use sluice_shm::{
+    Consumer, EventFd, MappedFile, PipeConsumer, PipeKind, PipeProducer, Producer, ShmError,
+};
 use sluice_tcp::{Instant, Stack};
 
 use super::memory::Backing;
-use super::objects::{CqRec, QpRec, VerbsApp};
+use super::objects::{CqRec, PipeQp, PipeSet, QpRec, VerbsApp};
 use super::work;
 use super::Verbs;
 use crate::counters::Counters;
@@ -77,7 +80,8 @@ pub(crate) fn request(
                 Ok(VerbsReply::Done)
             }
         },
-        VerbsRequest::CreateCq { cqe, token } => create_cq(v, app, cqe, token, fds),
+        VerbsRequest::CreateCq { cqe, token } => create_cq(v, app, cqe, token, fds, false),
+        VerbsRequest::CreatePipeCq { cqe, token } => create_cq(v, app, cqe, token, fds, true),
         VerbsRequest::DestroyCq { cq } => {
             if !a.cqs.contains_key(&cq) {
                 Err(Errno::ENOENT)
@@ -85,7 +89,11 @@ pub(crate) fn request(
                 Err(Errno::EBUSY)
             } else {
                 let rec = a.cqs.remove(&cq).expect("checked");
-                a.free_queue(rec.queue);
+                if rec.producer.is_some() {
+                    a.free_queue(rec.queue);
+                } else {
+                    a.arm_free.push(rec.queue);
+                }
                 let _ = v.rdma.stack.destroy_cq(cq);
                 Ok(VerbsReply::Done)
             }
@@ -104,6 +112,24 @@ pub(crate) fn request(
             [send_cq, recv_cq],
             [max_send_wr, max_recv_wr],
             max_inline,
+            None,
+        ),
+        VerbsRequest::CreatePipeQp {
+            pd,
+            send_cq,
+            recv_cq,
+            max_send_wr,
+            max_recv_wr,
+            max_inline,
+            context,
+        } => create_qp(
+            v,
+            app,
+            pd,
+            [send_cq, recv_cq],
+            [max_send_wr, max_recv_wr],
+            max_inline,
+            Some(context),
         ),
         VerbsRequest::ModifyQp { qpn, mask, attrs } => {
             modify_qp(v, app, qpn, mask, &attrs, stack, now, counters)
@@ -127,8 +153,12 @@ pub(crate) fn request(
                     let _ = v.rdma.stack.dereg_mr(key);
                     v.rdma.mem.remove(backing);
                 }
-                a.free_queue(qp.sq);
-                a.free_queue(qp.rq);
+                qp.sq.into_iter().chain(qp.rq).for_each(|q| a.free_queue(q));
+                if let Some(p) = &qp.pipe {
+                    a.pipes[p.set].qps -= 1;
+                    let core = a.pipes[p.set].core as usize;
+                    v.core_qps[core] = v.core_qps[core].saturating_sub(1);
+                }
                 Ok(VerbsReply::Done)
             }
         },
@@ -197,7 +227,14 @@ fn reg_mr(
     }
 }
 
-fn create_cq(v: &mut Verbs, app: u32, cqe: u32, token: u64, mut fds: Vec<OwnedFd>) -> Reply {
+fn create_cq(
+    v: &mut Verbs,
+    app: u32,
+    cqe: u32,
+    token: u64,
+    mut fds: Vec<OwnedFd>,
+    piped: bool,
+) -> Reply {
     let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
     if cqe == 0 || cqe > v.limits.max_cqe || fds.len() > 1 {
         return Err(Errno::EINVAL);
@@ -207,15 +244,31 @@ fn create_cq(v: &mut Verbs, app: u32, cqe: u32, token: u64, mut fds: Vec<OwnedFd
     if eventfd.as_ref().is_some_and(|e| !e.is_nonblocking()) {
         return Err(Errno::EINVAL);
     }
-    let [queue] = a.take_queues::<1>().ok_or(Errno::ENOMEM)?;
+    let queue = if piped {
+        a.take_arm_slot().ok_or(Errno::ENOMEM)?
+    } else {
+        let [queue] = a.take_queues::<1>().ok_or(Errno::ENOMEM)?;
+        queue
+    };
+    let give_back = |a: &mut VerbsApp| {
+        if piped {
+            a.arm_free.push(queue);
+        } else {
+            a.free_queue(queue);
+        }
+    };
     let cq = match v.rdma.stack.create_cq(cqe as usize) {
         Ok(cq) => cq,
         Err(e) => {
-            a.free_queue(queue);
+            give_back(a);
             return Err(errno_of(e));
         }
     };
-    let producer = Producer::verbs(a.region.clone(), queue).ok_or(Errno::EINVAL)?;
+    let producer = if piped {
+        None
+    } else {
+        Some(Producer::verbs(a.region.clone(), queue).ok_or(Errno::EINVAL)?)
+    };
     a.cqs.insert(
         cq,
         CqRec {
@@ -232,6 +285,53 @@ fn create_cq(v: &mut Verbs, app: u32, cqe: u32, token: u64, mut fds: Vec<OwnedFd
     Ok(VerbsReply::Cq { cq, queue, cqe })
 }
 
+/// The pipe set of `context` on the least loaded engine core (QPs counted per core over
+/// every application), opened on first use; its index in the application's pipes.
+fn place_on_pipe(v: &mut Verbs, app: u32, context: u32) -> Result<usize, Errno> {
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    let layout = a.region.layout();
+    if context >= layout.max_contexts || layout.verbs_pipe_cores == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let cores = layout.verbs_pipe_cores as usize;
+    if v.core_qps.len() < cores {
+        v.core_qps.resize(cores, 0);
+    }
+    let core = (0..cores).min_by_key(|&c| v.core_qps[c]).unwrap_or(0) as u32;
+    if let Some(i) = a
+        .pipes
+        .iter()
+        .position(|p| p.context == context && p.core == core)
+    {
+        return Ok(i);
+    }
+    let (Some(work), Some(completions)) = (
+        PipeConsumer::new(
+            a.region.clone(),
+            context,
+            core,
+            PipeKind::Work,
+            v.publish_every,
+        ),
+        PipeProducer::new(a.region.clone(), context, core, PipeKind::Completion),
+    ) else {
+        return Err(Errno::EINVAL);
+    };
+    a.pipes.push(PipeSet {
+        context,
+        core,
+        work,
+        completions,
+        qps: 0,
+        dead: false,
+    });
+    if !v.pipe_apps.contains(&app) {
+        v.pipe_apps.push(app);
+    }
+    Ok(a.pipes.len() - 1)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn create_qp(
     v: &mut Verbs,
     app: u32,
@@ -239,16 +339,41 @@ fn create_qp(
     cqs: [u32; 2],
     wr: [u32; 2],
     max_inline: u32,
+    context: Option<u32>,
 ) -> Reply {
     let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
     if !a.pds.contains(&pd) || !cqs.iter().all(|cq| a.cqs.contains_key(cq)) {
         return Err(Errno::ENOENT);
     }
-    let wr_ok = |n: u32| (1..=v.limits.max_wr).contains(&n);
-    if !wr_ok(wr[0]) || !wr_ok(wr[1]) || max_inline as usize > MAX_INLINE {
+    // A QP's completions go where its mode sends them: its CQs must be of the same mode.
+    let cqs_piped = cqs.iter().all(|cq| a.cqs[cq].producer.is_none());
+    let cqs_queued = cqs.iter().all(|cq| a.cqs[cq].producer.is_some());
+    if (context.is_some() && !cqs_piped) || (context.is_none() && !cqs_queued) {
         return Err(Errno::EINVAL);
     }
-    let [sq, rq] = a.take_queues::<2>().ok_or(Errno::ENOMEM)?;
+    let wr_ok = |n: u32| (1..=v.limits.max_wr).contains(&n);
+    // A pipe-mode QP may carry up to one MTU inline (the low-latency inline QP).
+    let inline_cap = if context.is_some() {
+        PIPE_MAX_INLINE
+    } else {
+        MAX_INLINE
+    };
+    if !wr_ok(wr[0]) || !wr_ok(wr[1]) || max_inline as usize > inline_cap {
+        return Err(Errno::EINVAL);
+    }
+    let set = match context {
+        Some(c) => Some(place_on_pipe(v, app, c)?),
+        None => None,
+    };
+    let a = v.apps.get_mut(&app).ok_or(Errno::ENOENT)?;
+    let (sq, rq) = match set {
+        Some(_) => (None, None),
+        None => {
+            let [sq, rq] = a.take_queues::<2>().ok_or(Errno::ENOMEM)?;
+            (Some(sq), Some(rq))
+        }
+    };
+    let free_queues = |a: &mut VerbsApp| sq.into_iter().chain(rq).for_each(|q| a.free_queue(q));
     let rdma = &mut v.rdma;
     let qpn = match rdma
         .stack
@@ -256,16 +381,21 @@ fn create_qp(
     {
         Ok(qpn) => qpn,
         Err(e) => {
-            a.free_queue(sq);
-            a.free_queue(rq);
+            free_queues(a);
             return Err(errno_of(e));
         }
     };
     // The inline buffer: one slot per send the transport may hold, and one for a send
-    // taken while it is full. A local-only region of the QP's domain.
+    // taken while it is full (pipe mode: and one per send its backlog may hold). A
+    // local-only region of the QP's domain.
     let mut inline = None;
     if max_inline > 0 {
-        let len = (wr[0] as usize + 1) * max_inline as usize;
+        let slots = if set.is_some() {
+            2 * wr[0] as usize + 1
+        } else {
+            wr[0] as usize + 1
+        };
+        let len = slots * max_inline as usize;
         let backing = rdma.mem.add(Backing::Inline(vec![0; len]));
         let region = MrRegion {
             pd: PdId(pd),
@@ -280,18 +410,26 @@ fn create_qp(
             Err(e) => {
                 rdma.mem.remove(backing);
                 let _ = rdma.stack.destroy_qp(&mut rdma.mem, qpn);
-                a.free_queue(sq);
-                a.free_queue(rq);
+                free_queues(a);
                 return Err(errno_of(e));
             }
         }
     }
-    let (Some(sq_in), Some(rq_in)) = (
-        Consumer::verbs(a.region.clone(), sq),
-        Consumer::verbs(a.region.clone(), rq),
-    ) else {
-        return Err(Errno::EINVAL);
-    };
+    let sq_in = sq.and_then(|q| Consumer::verbs(a.region.clone(), q));
+    let rq_in = rq.and_then(|q| Consumer::verbs(a.region.clone(), q));
+    let pipe = set.map(|set| PipeQp {
+        set,
+        sends: VecDeque::new(),
+        recvs: VecDeque::new(),
+        max_recv_wr: wr[1],
+    });
+    let core = set.map(|set| {
+        a.pipes[set].qps += 1;
+        a.pipes[set].core
+    });
+    if let Some(core) = core {
+        v.core_qps[core as usize] += 1;
+    }
     a.qps.insert(
         qpn,
         QpRec {
@@ -302,6 +440,7 @@ fn create_qp(
             rq,
             sq_in,
             rq_in,
+            pipe,
             max_send_wr: wr[0],
             max_inline,
             inline,
@@ -312,13 +451,23 @@ fn create_qp(
             listed: false,
         },
     );
-    Ok(VerbsReply::Qp {
-        qpn,
-        sq,
-        rq,
-        max_send_wr: wr[0],
-        max_recv_wr: wr[1],
-        max_inline,
+    Ok(match (core, sq, rq) {
+        (Some(core), _, _) => VerbsReply::PipeQp {
+            qpn,
+            core,
+            max_send_wr: wr[0],
+            max_recv_wr: wr[1],
+            max_inline,
+        },
+        (None, Some(sq), Some(rq)) => VerbsReply::Qp {
+            qpn,
+            sq,
+            rq,
+            max_send_wr: wr[0],
+            max_recv_wr: wr[1],
+            max_inline,
+        },
+        _ => return Err(Errno::EINVAL),
     })
 }
 

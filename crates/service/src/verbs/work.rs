@@ -6,13 +6,19 @@
 use sluice_rdma::qp::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{QpAttr, VerbsError};
 use sluice_rdma::verbs::{AttrMask, Key, QpState, WcOpcode, WcStatus};
+use sluice_shm::verbs::pipe::{PipeRecv, PipeSend, PIPE_MAX_INLINE};
 use sluice_shm::verbs::wqe::{inline_entries, send_flags};
 use sluice_shm::verbs::{Cqe, RecvWqe, SendWqe, WrOpcode, INLINE_CHUNK};
 use sluice_shm::Payload;
 
-use super::objects::QpRec;
+use super::memory::Backings;
+use super::objects::{PipeQp, QpRec, Queued, VerbsApp};
 use super::Verbs;
 use crate::counters::Counters;
+
+/// Lines the engine takes from one pipe per iteration at most: a busy context cannot
+/// starve the others, and the work done per iteration stays bounded.
+pub(crate) const PIPE_BUDGET: usize = 256;
 
 /// Where the work request id lies in a send or receive entry (docs/verbs.md), read from
 /// an entry that does not decode so that its error completion still names it.
@@ -140,8 +146,12 @@ fn take(v: &mut Verbs, app: u32, qpn: u32, counters: &mut Counters) {
             }
             errors.push((qp.send_cq, made(wr_id, status, opcode, qpn)));
         }
-        qp.rq_in.publish();
-        qp.sq_in.publish();
+        if let Some(q) = qp.rq_in.as_mut() {
+            q.publish();
+        }
+        if let Some(q) = qp.sq_in.as_mut() {
+            q.publish();
+        }
         if left && !qp.listed {
             qp.listed = true;
             v.retry.push((app, qpn));
@@ -207,8 +217,19 @@ fn sge(s: Option<sluice_shm::verbs::WqeSge>) -> Sge {
     )
 }
 
+fn from_backlog<W>(q: Option<Queued<W>>) -> Taken<W> {
+    match q {
+        Some(Queued::Work(w)) => Taken::Work(w),
+        Some(Queued::Bad(id, status, op)) => Taken::Bad(id, status, op),
+        None => Taken::None,
+    }
+}
+
 fn next_recv(qp: &mut QpRec, counters: &mut Counters) -> Taken<RecvWr> {
-    let Some(e) = qp.rq_in.pop() else {
+    if let Some(p) = qp.pipe.as_mut() {
+        return from_backlog(p.recvs.pop_front());
+    }
+    let Some(e) = qp.rq_in.as_mut().and_then(|q| q.pop()) else {
         return Taken::None;
     };
     counters.wqes += 1;
@@ -224,36 +245,58 @@ fn next_recv(qp: &mut QpRec, counters: &mut Counters) -> Taken<RecvWr> {
     }
 }
 
-fn next_send(
-    qp: &mut QpRec,
-    mem: &mut super::memory::Backings,
-    counters: &mut Counters,
-) -> Taken<SendWr> {
-    let Some(e) = qp.sq_in.peek() else {
+fn next_send(qp: &mut QpRec, mem: &mut Backings, counters: &mut Counters) -> Taken<SendWr> {
+    if let Some(p) = qp.pipe.as_mut() {
+        return from_backlog(p.sends.pop_front());
+    }
+    let Some(sq) = qp.sq_in.as_mut() else {
+        return Taken::None;
+    };
+    let Some(e) = sq.peek() else {
         return Taken::None;
     };
     let w = match SendWqe::decode(&e) {
         Ok(w) => w,
         Err(_) => {
-            qp.sq_in.pop();
+            sq.pop();
             counters.wqes += 1;
             counters.bad_wqes += 1;
             return Taken::Bad(wr_id_of(&e), WcStatus::LocQpOpErr, WcOpcode::Send);
         }
     };
-    let inline_len = usize::from(w.inline_len);
-    let chunks = inline_entries(inline_len) as u64;
+    let chunks = inline_entries(usize::from(w.inline_len)) as u64;
     // Taken whole: the continuation entries may still be being written.
-    if !qp.sq_in.has_entries(1 + chunks) {
+    if !sq.has_entries(1 + chunks) {
         return Taken::None;
     }
-    qp.sq_in.pop();
+    sq.pop();
     counters.wqes += 1;
-    let mut bytes = [0u8; sluice_shm::verbs::MAX_INLINE];
+    let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; MAX_CHUNKS];
+    for line in lines.iter_mut().take(chunks as usize) {
+        *line = sq.pop().unwrap_or([0; sluice_shm::PAYLOAD_BYTES]);
+    }
+    send_wr(qp, &w, &lines[..chunks as usize], 1, mem, counters)
+}
+
+/// Continuation lines of the longest inline request (a pipe's: one MTU).
+const MAX_CHUNKS: usize = PIPE_MAX_INLINE.div_ceil(INLINE_CHUNK);
+
+/// The transport's send work request for `w` with its inline continuation `lines`
+/// (copied into the QP's inline buffer, whose slots number `slot_sets` x (max_send_wr +
+/// 1)), or the error completion it makes.
+fn send_wr(
+    qp: &mut QpRec,
+    w: &SendWqe,
+    lines: &[Payload],
+    slot_sets: u64,
+    mem: &mut Backings,
+    counters: &mut Counters,
+) -> Taken<SendWr> {
+    let inline_len = usize::from(w.inline_len);
+    let mut bytes = [0u8; PIPE_MAX_INLINE];
     let mut bad_chunk = false;
-    for k in 0..chunks as usize {
-        let c = qp.sq_in.pop().unwrap_or([0; sluice_shm::PAYLOAD_BYTES]);
-        match SendWqe::inline_chunk(&c) {
+    for (k, c) in lines.iter().enumerate() {
+        match SendWqe::inline_chunk(c) {
             Ok(chunk) => {
                 let at = k * INLINE_CHUNK;
                 let n = (inline_len - at).min(INLINE_CHUNK);
@@ -296,8 +339,9 @@ fn next_send(
             return Taken::Bad(w.wr_id, WcStatus::LocLenErr, opcode);
         };
         // One slot per send the transport may hold, plus one: a slot is reused only after
-        // the send that had it left the transport's queue (sends complete in order).
-        let slots = u64::from(qp.max_send_wr) + 1;
+        // the send that had it left the transport's queue (sends complete in order). Pipe
+        // mode: and one per send its backlog holds.
+        let slots = slot_sets * u64::from(qp.max_send_wr) + 1;
         let at = (qp.sends_taken % slots) as usize * qp.max_inline as usize;
         mem.write_inline(backing, at, &bytes[..inline_len]);
         Sge {
@@ -316,4 +360,167 @@ fn next_send(
         signaled: w.flags & send_flags::SIGNALED != 0,
         solicited: w.flags & send_flags::SOLICITED != 0,
     })
+}
+
+/// What one pipe line came to.
+enum Line {
+    /// Its continuation lines are not all there yet: the pipe waits.
+    Wait,
+    /// Taken; the QP it gave work to, if any.
+    Took(Option<u32>),
+}
+
+/// Takes one line (and its continuations) from pipe `set` of `a` into its QP's backlog.
+/// A line for a QP the application does not own, or not on this pipe, is counted and
+/// dropped; garbage is counted and dropped; a request that does not decode, or past the
+/// QP's backlog bound, completes in error (docs/verbs.md "Bad input").
+fn take_line(
+    a: &mut VerbsApp,
+    set: usize,
+    e: &Payload,
+    mem: &mut Backings,
+    counters: &mut Counters,
+) -> Line {
+    let pipe = &mut a.pipes[set].work;
+    fn qp_of(
+        qps: &mut std::collections::HashMap<u32, QpRec>,
+        qpn: u32,
+        set: usize,
+    ) -> Option<&mut QpRec> {
+        qps.get_mut(&qpn)
+            .filter(|q| q.pipe.as_ref().is_some_and(|p| p.set == set))
+    }
+    if let Ok(r) = PipeRecv::decode(e) {
+        pipe.pop();
+        counters.wqes += u64::from(r.count);
+        let Some(qp) = qp_of(&mut a.qps, r.qpn, set) else {
+            counters.verbs_not_owned += 1;
+            return Line::Took(None);
+        };
+        let p: &mut PipeQp = qp.pipe.as_mut().expect("filtered");
+        for (k, b) in r.recvs.iter().take(usize::from(r.count)).enumerate() {
+            let wr_id = u64::from(r.tag.wrapping_add(k as u32));
+            if p.recvs.len() >= p.max_recv_wr as usize {
+                counters.verbs_pipe_overposted += 1;
+                p.recvs
+                    .push_back(Queued::Bad(wr_id, WcStatus::LocQpOpErr, WcOpcode::Recv));
+                continue;
+            }
+            let sge = if b.length == 0 {
+                Sge {
+                    addr: 0,
+                    len: 0,
+                    lkey: Key(0),
+                }
+            } else {
+                Sge {
+                    addr: b.addr,
+                    len: b.length,
+                    lkey: Key(r.lkey),
+                }
+            };
+            p.recvs.push_back(Queued::Work(RecvWr { wr_id, sge }));
+        }
+        return Line::Took(Some(r.qpn));
+    }
+    let s = match PipeSend::decode(e) {
+        Ok(s) => s,
+        Err(_) => {
+            pipe.pop();
+            counters.bad_wqes += 1;
+            // A request line that names a QP of this pipe but does not decode: the QP
+            // learns of it by an error completion (and goes to ERR).
+            if let Some(qpn) = PipeRecv::qpn_of(e) {
+                if let Some(qp) = qp_of(&mut a.qps, qpn, set) {
+                    let p = qp.pipe.as_mut().expect("filtered");
+                    p.sends.push_back(Queued::Bad(
+                        wr_id_of(e),
+                        WcStatus::LocQpOpErr,
+                        WcOpcode::Send,
+                    ));
+                    return Line::Took(Some(qpn));
+                }
+            }
+            counters.verbs_pipe_garbage += 1;
+            return Line::Took(None);
+        }
+    };
+    let chunks = inline_entries(usize::from(s.wqe.inline_len));
+    if !pipe.has_entries(1 + chunks as u64) {
+        return Line::Wait;
+    }
+    pipe.pop();
+    counters.wqes += 1;
+    let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; MAX_CHUNKS];
+    for line in lines.iter_mut().take(chunks) {
+        *line = pipe.pop().unwrap_or([0; sluice_shm::PAYLOAD_BYTES]);
+    }
+    let Some(qp) = qp_of(&mut a.qps, s.qpn, set) else {
+        counters.verbs_not_owned += 1;
+        return Line::Took(None);
+    };
+    let backlog = qp.pipe.as_ref().map_or(0, |p| p.sends.len());
+    let taken = if backlog >= qp.max_send_wr as usize {
+        counters.verbs_pipe_overposted += 1;
+        let op = match s.wqe.opcode {
+            WrOpcode::Send | WrOpcode::SendWithImm => WcOpcode::Send,
+            WrOpcode::RdmaRead => WcOpcode::RdmaRead,
+            _ => WcOpcode::RdmaWrite,
+        };
+        Queued::Bad(s.wqe.wr_id, WcStatus::LocQpOpErr, op)
+    } else {
+        match send_wr(qp, &s.wqe, &lines[..chunks], 2, mem, counters) {
+            Taken::Work(w) => Queued::Work(w),
+            Taken::Bad(id, st, op) => Queued::Bad(id, st, op),
+            Taken::None => return Line::Took(None),
+        }
+    };
+    qp.pipe.as_mut().expect("filtered").sends.push_back(taken);
+    Line::Took(Some(s.qpn))
+}
+
+/// Polls every work-request pipe (a bounded number of lines each) and moves what the
+/// touched QPs got into the transport; whether any line was taken. No doorbell: the
+/// engine looks at its pipes every iteration (flexins.txt 3.4).
+pub(crate) fn poll_pipes(v: &mut Verbs, counters: &mut Counters) -> bool {
+    let mut touched = std::mem::take(&mut v.touched);
+    touched.clear();
+    let mut any = false;
+    for i in 0..v.pipe_apps.len() {
+        let app = v.pipe_apps[i];
+        let Some(a) = v.apps.get_mut(&app) else {
+            continue;
+        };
+        let start = touched.len();
+        for set in 0..a.pipes.len() {
+            for _ in 0..PIPE_BUDGET {
+                let Some(e) = a.pipes[set].work.peek() else {
+                    break;
+                };
+                counters.verbs_pipe_lines += 1;
+                any = true;
+                match take_line(a, set, &e, &mut v.rdma.mem, counters) {
+                    Line::Wait => break,
+                    Line::Took(Some(qpn)) => {
+                        if touched[start..].last() != Some(&qpn) {
+                            touched.push(qpn);
+                        }
+                    }
+                    Line::Took(None) => {}
+                }
+            }
+            // The producer learns of the room once per batch.
+            a.pipes[set].work.publish();
+        }
+        touched[start..].sort_unstable();
+        let mut prev = None;
+        for &qpn in &touched[start..] {
+            if prev != Some(qpn) {
+                take(v, app, qpn, counters);
+            }
+            prev = Some(qpn);
+        }
+    }
+    v.touched = touched;
+    any
 }

@@ -4,8 +4,10 @@
 //!
 //! Send and receive queues and completion queues are verbs queues of the application's
 //! region (`Layout::verbs_queues`), reached with `Producer::verbs` / `Consumer::verbs`; the
-//! application rings the engine with [`crate::Command::QpDoorbell`] after posting.
+//! application rings the engine with [`crate::Command::QpDoorbell`] after posting. In pipe
+//! mode a context's QPs share its notification pipes instead ([`pipe`]'s lines, no doorbell).
 
+pub mod pipe;
 pub mod request;
 pub mod wqe;
 

@@ -154,6 +154,35 @@ pub enum VerbsRequest {
         /// The QP.
         qpn: u32,
     },
+    /// ibv_create_cq in pipe mode (docs/verbs.md "Notification pipes"): no verbs queue; its
+    /// completions come through the completion pipes of its QPs' contexts, and its arm word
+    /// is pipe arm slot `queue` of [`VerbsReply::Cq`]. Descriptor as [`VerbsRequest::CreateCq`].
+    CreatePipeCq {
+        /// Entries wanted (at least).
+        cqe: u32,
+        /// What the engine writes on an event.
+        token: u64,
+    },
+    /// ibv_create_qp in pipe mode: the QP's work requests come through context `context`'s
+    /// work-request pipe of the engine core it is placed on (the least loaded), its
+    /// completions through that core's completion pipe. Both CQs must be pipe-mode ones.
+    /// [`VerbsReply::PipeQp`].
+    CreatePipeQp {
+        /// The domain.
+        pd: u32,
+        /// Send completion queue.
+        send_cq: u32,
+        /// Receive completion queue.
+        recv_cq: u32,
+        /// Send work requests outstanding at most.
+        max_send_wr: u32,
+        /// Receive work requests outstanding at most.
+        max_recv_wr: u32,
+        /// Inline bytes per send work request at most.
+        max_inline: u32,
+        /// The application context whose pipes it uses.
+        context: u32,
+    },
 }
 
 fn one() -> u64 {
@@ -192,6 +221,20 @@ pub enum VerbsReply {
         sq: u32,
         /// The receive queue's verbs queue.
         rq: u32,
+        /// Send work requests it holds.
+        max_send_wr: u32,
+        /// Receive work requests it holds.
+        max_recv_wr: u32,
+        /// Inline bytes it takes per send work request.
+        max_inline: u32,
+    },
+    /// A pipe-mode queue pair: its work requests go in `context`'s work-request pipe for
+    /// engine core `core`.
+    PipeQp {
+        /// Its number.
+        qpn: u32,
+        /// The engine core it was placed on.
+        core: u32,
         /// Send work requests it holds.
         max_send_wr: u32,
         /// Receive work requests it holds.

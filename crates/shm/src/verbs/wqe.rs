@@ -220,6 +220,12 @@ impl SendWqe {
 
     /// Decodes a send work request entry.
     pub fn decode(e: &Payload) -> Result<SendWqe, EntryError> {
+        SendWqe::decode_up_to(e, MAX_INLINE)
+    }
+
+    /// Decodes a send work request entry carrying at most `max_inline` inline bytes (a
+    /// notification pipe's inline QP takes up to one MTU).
+    pub fn decode_up_to(e: &Payload, max_inline: usize) -> Result<SendWqe, EntryError> {
         if e[at::KIND] != kind::SEND {
             return Err(EntryError::BadField("send work request kind"));
         }
@@ -231,7 +237,7 @@ impl SendWqe {
         }
         let inline_len = u16_at(e, at::INLINE_LEN);
         let inline = flags & send_flags::INLINE != 0;
-        if usize::from(inline_len) > MAX_INLINE || (!inline && inline_len != 0) {
+        if usize::from(inline_len) > max_inline || (!inline && inline_len != 0) {
             return Err(EntryError::BadField("inline_len"));
         }
         Ok(SendWqe {
