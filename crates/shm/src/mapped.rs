@@ -116,9 +116,20 @@ impl MappedFile {
         let Some(at) = self.range(offset, data.len()) else {
             return false;
         };
-        // SAFETY: inside our mapping, as in read_at.
+        let Some((&last, body)) = data.split_last() else {
+            return true;
+        };
+        // The last byte is published with release order after the rest, so a reader that
+        // polls it with acquire (the inline QP's valid byte, docs/verbs.md) sees the whole
+        // write on any memory model, not only on x86-64's ordered stores.
+        // SAFETY: `at..at + data.len()` is inside our mapping (checked by `range`, as in
+        // read_at); the last byte is a valid, aligned u8 location that other processes only
+        // access through atomics or plain reads.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.as_ptr().add(at), data.len())
+            let dst = self.base.as_ptr().add(at);
+            std::ptr::copy_nonoverlapping(body.as_ptr(), dst, body.len());
+            std::sync::atomic::AtomicU8::from_ptr(dst.add(body.len()))
+                .store(last, std::sync::atomic::Ordering::Release);
         };
         true
     }
