@@ -57,6 +57,12 @@ impl std::fmt::Debug for Sluice {
 }
 
 impl Sluice {
+    /// The verbs' notification pipes of this attachment, opened on first use.
+    pub(crate) fn pipes(&self) -> &crate::verbs::pipes::Pipes {
+        self.verbs_pipes
+            .get_or_init(|| crate::verbs::pipes::Pipes::new(self.region.clone()))
+    }
+
     /// Attaches to the engine listening at `path`.
     pub fn attach(path: &Path) -> Result<Arc<Sluice>, Error> {
         let control = control::connect_to(path).map_err(|e| match e {

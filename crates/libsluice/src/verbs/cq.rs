@@ -14,7 +14,6 @@ use crate::lock::lock;
 use crate::verbs::control::{self, unexpected};
 use crate::verbs::device::Device;
 use crate::verbs::error::VerbsError;
-use crate::verbs::pipes;
 
 /// `ibv_wc_status` values this transport gives.
 pub mod wc_status {
@@ -159,7 +158,7 @@ impl Device {
     /// publishes its head ([`crate::verbs::DEFAULT_COMPLETION_LAG`]); for pipes opened
     /// afterwards.
     pub fn set_completion_lag(&self, n: u64) {
-        pipes::of(self.sluice()).set_completion_lag(n);
+        self.sluice().pipes().set_completion_lag(n);
     }
 
     fn new_cq(
@@ -189,7 +188,7 @@ impl Device {
         match control::call(sluice, req, &fds)? {
             VerbsReply::Cq { cq, queue, cqe } => {
                 let consumer = if piped {
-                    pipes::of(sluice).add_cq(cq, cqe);
+                    sluice.pipes().add_cq(cq, cqe);
                     None
                 } else {
                     let c = Consumer::verbs(sluice.region.clone(), queue).ok_or_else(|| {
@@ -228,7 +227,7 @@ impl CompletionQueue {
     /// mode: over the attachment's completion pipes.
     pub fn bad_entries(&self) -> u64 {
         if self.0.consumer.is_none() {
-            return pipes::of(&self.0.sluice).bad_entries();
+            return self.0.sluice.pipes().bad_entries();
         }
         self.0.bad_entries.load(Ordering::Relaxed)
     }
@@ -237,7 +236,7 @@ impl CompletionQueue {
     /// the attachment's pipe-mode CQs; 0 for a queue CQ, whose overruns the engine counts).
     pub fn overruns(&self) -> u64 {
         if self.0.consumer.is_none() {
-            pipes::of(&self.0.sluice).overruns()
+            self.0.sluice.pipes().overruns()
         } else {
             0
         }
@@ -252,7 +251,7 @@ impl CompletionQueue {
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
         let Some(consumer) = &self.0.consumer else {
             let mut slots = out.iter_mut();
-            return pipes::of(&self.0.sluice).poll(self.0.cq, slots.len(), |c| {
+            return self.0.sluice.pipes().poll(self.0.cq, slots.len(), |c| {
                 if let Some(o) = slots.next() {
                     *o = c.into();
                 }
@@ -280,7 +279,7 @@ impl CompletionQueue {
     pub fn has_completion(&self) -> bool {
         match &self.0.consumer {
             Some(c) => lock(c).has_entry(),
-            None => pipes::of(&self.0.sluice).has_completion(self.0.cq),
+            None => self.0.sluice.pipes().has_completion(self.0.cq),
         }
     }
 
@@ -348,7 +347,7 @@ impl CompletionQueue {
         control::call_done(&self.0.sluice, VerbsRequest::DestroyCq { cq: self.0.cq })?;
         self.0.destroyed.store(true, Ordering::Relaxed);
         if self.0.consumer.is_none() {
-            pipes::of(&self.0.sluice).remove_cq(self.0.cq);
+            self.0.sluice.pipes().remove_cq(self.0.cq);
         }
         Ok(())
     }
@@ -390,7 +389,7 @@ impl Drop for CqInner {
             let _ = control::call_done(&self.sluice, VerbsRequest::DestroyCq { cq: self.cq });
         }
         if self.consumer.is_none() {
-            pipes::of(&self.sluice).remove_cq(self.cq);
+            self.sluice.pipes().remove_cq(self.cq);
         }
     }
 }

@@ -198,10 +198,3 @@ impl Pipes {
         }
     }
 }
-
-/// The pipes of attachment `sluice`.
-pub(crate) fn of(sluice: &crate::attach::Sluice) -> &Pipes {
-    sluice
-        .verbs_pipes
-        .get_or_init(|| Pipes::new(sluice.region.clone()))
-}

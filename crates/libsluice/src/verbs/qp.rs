@@ -17,7 +17,7 @@ use crate::verbs::control::{self, unexpected};
 use crate::verbs::cq::{CompletionQueue, CqInner};
 use crate::verbs::device::{PdInner, ProtectionDomain};
 use crate::verbs::error::{PostError, VerbsError};
-use crate::verbs::pipes::{self, WorkPipe};
+use crate::verbs::pipes::WorkPipe;
 use crate::verbs::wr::{encode_recv, encode_send, RecvWr, SendWr};
 
 /// How long a modify to RTR is retried while the engine resolves the peer's MAC (EAGAIN).
@@ -213,7 +213,7 @@ impl ProtectionDomain {
                 max_recv_wr,
                 max_inline,
             } => {
-                let pipe = pipes::of(sluice).work_pipe(context, core)?;
+                let pipe = sluice.pipes().work_pipe(context, core)?;
                 Ok(QueuePair {
                     pd: self.0.clone(),
                     _send_cq: send_cq.0.clone(),
@@ -428,7 +428,7 @@ impl QueuePair {
         next_tag: &AtomicU32,
         wrs: &[RecvWr],
     ) -> Result<(), PostError> {
-        let pipes = pipes::of(&self.pd.sluice);
+        let pipes = self.pd.sluice.pipes();
         let qpn = self.caps.qpn;
         let mut p = lock(pipe);
         let mut i = 0;
@@ -535,7 +535,7 @@ impl QueuePair {
             VerbsRequest::DestroyQp { qpn: self.caps.qpn },
         );
         if self.pipe.is_some() {
-            pipes::of(&self.pd.sluice).remove_qp(self.caps.qpn);
+            self.pd.sluice.pipes().remove_qp(self.caps.qpn);
         }
         r
     }

@@ -10,6 +10,7 @@
 
 pub mod offload;
 mod packetize;
+mod payload;
 mod requester;
 mod responder;
 pub mod wr;
@@ -17,7 +18,7 @@ pub mod wr;
 use crate::verbs::{CompletionQueue, MrTable, PdId, QpState, WcStatus};
 use crate::wire::{Psn, RoceRepr};
 pub use offload::{OffloadCounters, OffloadRegisterError, OffloadRequest};
-pub use packetize::PayloadDst;
+pub use payload::PayloadDst;
 use requester::Requester;
 use responder::Responder;
 pub use wr::{PostError, RecvWr, Remote, SendOp, SendWr, Sge};

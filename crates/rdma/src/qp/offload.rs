@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use super::packetize::PayloadDst;
+use super::payload::PayloadDst;
 use super::wr::{SendWr, Sge};
 use super::{Ctx, Memory, QpConfig};
 use crate::verbs::{Access, WcStatus};

@@ -6,7 +6,8 @@
 
 use std::collections::VecDeque;
 
-use super::packetize::{request_packet, PayloadDst};
+use super::packetize::request_packet;
+use super::payload::PayloadDst;
 use super::wr::{PostError, SendOp, SendWr};
 use super::{Ctx, Memory, Nanos, QpConfig, QpCounters};
 use crate::verbs::{Access, WcOpcode, WcStatus, WorkCompletion};

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use super::offload::OffloadResponder;
-use super::packetize::PayloadDst;
+use super::payload::PayloadDst;
 use super::wr::{PostError, RecvWr};
 use super::{Ctx, Memory, QpConfig, QpCounters};
 use crate::verbs::{Access, Key, WcOpcode, WcStatus, WorkCompletion};
