@@ -43,6 +43,10 @@ pub struct DumbbellSpec {
     pub ecn_k_packets: usize,
     /// Congestion control: "dctcp" or "newreno".
     pub cc: String,
+    /// Out-of-order intervals per connection (ns-3's TCP receiver keeps every segment).
+    pub ooo_intervals: usize,
+    /// Nagle's algorithm on the hosts (ns-3's TCP runs without: `TcpNoDelay`).
+    pub nagle: bool,
     /// Seed of the run.
     pub seed: u64,
     /// Simulated time allowed.
@@ -64,6 +68,8 @@ pub struct LeafSpineSpec {
     pub duration: Duration,
     /// Out-of-order intervals per connection.
     pub ooo_intervals: usize,
+    /// Nagle's algorithm on the hosts (ns-3's TCP runs without: `TcpNoDelay`).
+    pub nagle: bool,
     /// Congestion control: "dctcp" or "newreno".
     pub cc: String,
     /// Seed of the run.
@@ -82,6 +88,7 @@ impl LeafSpineSpec {
             background_load: 0.5,
             duration: Duration::from_millis(ms),
             ooo_intervals: 64,
+            nagle: true,
             cc: "dctcp".into(),
             seed,
             keep_workload: false,
@@ -196,6 +203,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         let (mac, ip) = fabric::host_addr(i);
         let mut c = Config::new(mac, ip);
         c.seed = spec.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+        c.ooo_intervals = spec.ooo_intervals;
+        c.nagle = spec.nagle;
         apply_cc(&mut c, &spec.cc)?;
         let mut stack =
             Stack::new(c).map_err(|e| ExperimentError::Usage(format!("host config: {e}")))?;
@@ -286,6 +295,7 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         mut rng,
     } = open_channels(&spec.fabric, seed, 2, 4096, &mut |c| {
         c.ooo_intervals = spec.ooo_intervals;
+        c.nagle = spec.nagle;
         c.congestion_control = algorithm;
     })?;
     let per_leaf = spec.fabric.hosts_per_leaf;
@@ -403,6 +413,8 @@ mod tests {
             queue_packets: 200,
             ecn_k_packets: 20,
             cc: "dctcp".into(),
+            ooo_intervals: 1,
+            nagle: true,
             seed: 1,
             seconds: 0.1,
         };
@@ -433,6 +445,23 @@ mod tests {
         );
         assert_eq!(o.fct_ms.len(), o.messages);
         assert!(o.fg_ms.iter().all(|&t| t > 0.0));
+    }
+
+    #[test]
+    fn without_nagle_an_answer_does_not_wait_a_round_trip() {
+        // An 8 KB answer ends in a partial segment, which Nagle holds until the full ones
+        // are acknowledged: the matched setting (ns-3's TcpNoDelay) must shorten the p50.
+        let mut spec = LeafSpineSpec::ooo(true, 1, 1);
+        let with = leaf_spine(&spec).unwrap();
+        spec.nagle = false;
+        let without = leaf_spine(&spec).unwrap();
+        assert_eq!(without.fct_ms.len(), without.messages);
+        assert!(
+            without.fct(0.5) < 0.8 * with.fct(0.5),
+            "p50 {} without Nagle, {} with",
+            without.fct(0.5),
+            with.fct(0.5)
+        );
     }
 
     #[test]
