@@ -26,8 +26,14 @@ cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --release --locked -p sluice-experiments --example ns3_crosscheck >&2
 sim="$target/release/examples/ns3_crosscheck"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+# CROSSCHECK_OUT=dir keeps every run's log and CSV there (else a temporary directory).
+if [ -n "${CROSSCHECK_OUT:-}" ]; then
+  out="$CROSSCHECK_OUT"
+  mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
 
 # The matched settings, explicit on every Sluice run: (a) the example's flags, (b) the ns-3
 # scenarios' --ooo and SluiceStack's Nagle attribute.
