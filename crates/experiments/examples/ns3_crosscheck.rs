@@ -169,6 +169,13 @@ fn main() {
         outcome.events,
         outcome.events as f64 / secs.max(1e-9),
     );
+    // A few flows (the dumbbells): each one's time, since a percentile of four is one flow.
+    if outcome.fct_ms.len() <= 16 {
+        let mut each = outcome.fct_ms.clone();
+        each.sort_by(f64::total_cmp);
+        let each: Vec<String> = each.iter().map(|t| format!("{t:.3}")).collect();
+        let _ = writeln!(stdout, "flows' fct ms, sorted: {}", each.join(" "));
+    }
     match args.csv {
         Some(path) => {
             if let Err(e) = std::fs::write(&path, outcome.csv()) {
