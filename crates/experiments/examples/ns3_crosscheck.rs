@@ -157,7 +157,8 @@ fn main() {
     let _ = writeln!(
         stdout,
         "sluice sim: {} of {} completed, fct p50 {:.4} ms p99 {:.4} ms, {:.3} Gbit/s, {} RTOs, \
-         {} bytes retransmitted; {:.2} s wall, {} events, {:.0} events/s",
+         {} bytes retransmitted, {} tail drops, {} ECN marks; {:.2} s wall, {} events, \
+         {:.0} events/s",
         outcome.fct_ms.len(),
         outcome.messages,
         outcome.fct(0.5),
@@ -165,6 +166,8 @@ fn main() {
         outcome.gbps,
         outcome.rtos,
         outcome.retransmitted_bytes,
+        outcome.tail_drops,
+        outcome.ecn_marks,
         secs,
         outcome.events,
         outcome.events as f64 / secs.max(1e-9),

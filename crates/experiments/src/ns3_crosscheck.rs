@@ -115,6 +115,10 @@ pub struct Outcome {
     pub retransmitted_bytes: u64,
     /// Simulator events processed.
     pub events: u64,
+    /// Frames every link's queue dropped (tail drops), both directions.
+    pub tail_drops: u64,
+    /// Frames every link marked CE, both directions.
+    pub ecn_marks: u64,
     /// The leaf-spine's channels and arrivals when asked for (`--workload` of
     /// ns3/scenarios/leaf_spine.cc): lines `c SRC DST` in channel order, then
     /// `a AT_NS CHANNEL BYTES fg|bg`, the time counted from when every channel is open.
@@ -133,7 +137,8 @@ impl Outcome {
         let mut bg = self.bg_ms.clone();
         format!(
             "fct p50 ms,fct p99 ms,Gbit/s,completed,messages,fg p90 ms,fg p99.9 ms,bg p90 ms,\
-             bg p99.9 ms,RTOs,retx MB,events\n{},{},{},{},{},{},{},{},{},{},{},{}\n",
+             bg p99.9 ms,RTOs,retx MB,events,tail drops,ECN marks\n\
+             {},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             self.fct(0.5),
             self.fct(0.99),
             self.gbps,
@@ -146,6 +151,8 @@ impl Outcome {
             self.rtos,
             self.retransmitted_bytes as f64 / 1e6,
             self.events,
+            self.tail_drops,
+            self.ecn_marks,
         )
     }
 }
@@ -174,6 +181,18 @@ fn host_counters(sim: &Sim<Stack>, hosts: &[sluice_sim::NodeId]) -> (u64, u64) {
         .filter_map(|&h| sim.host(h))
         .map(|s| (s.counters().timeouts, s.counters().retransmitted_bytes))
         .fold((0, 0), |(a, b), (t, r)| (a + t, b + r))
+}
+
+/// Sums tail drops and CE marks over links `0..links`, both directions.
+fn link_counters(sim: &Sim<Stack>, links: usize) -> (u64, u64) {
+    (0..links)
+        .map(|i| sim.link_stats(sluice_sim::LinkId(i)))
+        .fold((0, 0), |(d, m), (ab, ba)| {
+            (
+                d + ab.queue_drops + ba.queue_drops,
+                m + ab.ecn_marked + ba.ecn_marked,
+            )
+        })
 }
 
 /// Runs the dumbbell in Sluice's simulator: hosts on two switches, the switches joined by
@@ -262,6 +281,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
     let delivered: u64 = flows.done.iter().map(|c| c.bytes).sum();
     let span = last - first.as_secs_f64();
     let (rtos, retransmitted_bytes) = host_counters(&sim, &nodes);
+    // The bottleneck and a link per host.
+    let (tail_drops, ecn_marks) = link_counters(&sim, 1 + n);
     Ok(Outcome {
         fg_ms: fct_ms.clone(),
         fct_ms,
@@ -275,6 +296,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        tail_drops,
+        ecn_marks,
         workload: None,
     })
 }
@@ -380,6 +403,9 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
     let delivered: u64 = flows.done.iter().map(|c| c.bytes).sum();
     let span = sim.now().saturating_since(start).as_secs_f64();
     let (rtos, retransmitted_bytes) = host_counters(&sim, &fab.hosts);
+    // A link per host and one per leaf and spine (hosts' egress queues included).
+    let links = fab.hosts.len() + spec.fabric.leaves * spec.fabric.spines;
+    let (tail_drops, ecn_marks) = link_counters(&sim, links);
     Ok(Outcome {
         fct_ms: ms(None),
         fg_ms: ms(Some(Class::Foreground)),
@@ -393,6 +419,8 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        tail_drops,
+        ecn_marks,
         workload,
     })
 }
