@@ -451,6 +451,9 @@ mod tests {
         // 400 KB at 1 Gbit/s take at least 3.2 ms; the aggregate cannot beat the link.
         assert!(o.fct(0.99) >= 3.2, "{o:?}");
         assert!(o.gbps > 0.3 && o.gbps <= 1.0, "{o:?}");
+        // Two initial windows fit the 200-frame queue; DCTCP's K = 20 marks on the way.
+        assert_eq!(o.tail_drops, 0, "{o:?}");
+        assert!(o.ecn_marks > 0, "{o:?}");
         let csv = o.csv();
         assert!(csv.starts_with("fct p50 ms,fct p99 ms,Gbit/s,completed,messages"));
         assert_eq!(csv.lines().nth(1).unwrap().split(',').nth(3), Some("2"));
