@@ -6,6 +6,10 @@
 # flow-completion-time p50/p99 and throughput side by side with ratios to (a). --scale adds
 # the cost of (b) and (c) (wall clock, peak memory, events/s) for 48, 144 and 576 hosts.
 # Simulated-time results; the wall-clock figures depend on the machine's load.
+# Settings matched to ns-3's TCP (docs/notes/issue-22/crosscheck.md "Findings"): Sluice's
+# hosts run without Nagle in (a) and (b), as ns-3's TCP (TcpNoDelay, which cannot be turned
+# off reliably in ns-3 3.37), and their receivers keep 64 out-of-order intervals in both
+# topologies, since ns-3's TCP receiver keeps every out-of-order segment.
 set -euo pipefail
 build="$1"
 shift
@@ -22,8 +26,20 @@ cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --release --locked -p sluice-experiments --example ns3_crosscheck >&2
 sim="$target/release/examples/ns3_crosscheck"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+# CROSSCHECK_OUT=dir keeps every run's log and CSV there (else a temporary directory).
+if [ -n "${CROSSCHECK_OUT:-}" ]; then
+  out="$CROSSCHECK_OUT"
+  mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
+
+# The matched settings, explicit on every Sluice run: (a) the example's flags, (b) the ns-3
+# scenarios' --ooo and SluiceStack's Nagle attribute.
+ooo=64
+matched_a=(--nagle false --ooo "$ooo")
+matched_b=(--ns3::SluiceStack::Nagle=false --ooo="$ooo")
 
 # col FILE NAME: the value of column NAME in the CSV's second line.
 col() {
@@ -59,10 +75,13 @@ for d in "${dumbbells[@]}"; do
   for cc in dctcp newreno; do
     name="dumbbell-$flows-$mbps-$cc"
     label="dumbbell ${flows}x1MB ${mbps}Mbit/s $cc"
-    run "$name-a" "$out/$name-a.csv" "$sim" dumbbell --flows "$flows" --mbps "$mbps" --bytes "$bytes" --cc "$cc" --csv "$out/$name-a.csv" || status=1
+    run "$name-a" "$out/$name-a.csv" "$sim" dumbbell --flows "$flows" --mbps "$mbps" --bytes "$bytes" --cc "$cc" \
+      "${matched_a[@]}" --csv "$out/$name-a.csv" || status=1
     for stack in sluice ns3; do
+      extra=(); [ "$stack" = sluice ] && extra=("${matched_b[@]}")
       run "$name-$stack" "$out/$name-$stack.csv" "$build/dumbbell" --stack="$stack" --flows="$flows" \
-        --bandwidth="${mbps}Mbps" --bytes="$bytes" --cc="$cc" --seconds=2 --csv="$out/$name-$stack.csv" || status=1
+        --bandwidth="${mbps}Mbps" --bytes="$bytes" --cc="$cc" --seconds=2 "${extra[@]}" \
+        --csv="$out/$name-$stack.csv" || status=1
     done
     [ -s "$out/$name-a.csv" ] || continue
     row "$label" "(a) sluice in sluice sim" "$out/$name-a.csv" "$out/$name-a.csv"
@@ -76,11 +95,12 @@ else ls=(); lsa=(); ms=10; label="leaf-spine 4x6x8 (ooo)"; fi
 for cc in dctcp newreno; do
   name="leafspine-$cc"
   # (a) draws the workload; (b) and (c) replay the very channels and arrivals it ran.
-  run "$name-a" "$out/$name-a.csv" "$sim" leaf-spine "${lsa[@]}" --ms "$ms" --cc "$cc" \
+  run "$name-a" "$out/$name-a.csv" "$sim" leaf-spine "${lsa[@]}" --ms "$ms" --cc "$cc" "${matched_a[@]}" \
     --workload "$out/$name.workload" --csv "$out/$name-a.csv" || status=1
   for stack in sluice ns3; do
+    extra=(); [ "$stack" = sluice ] && extra=("${matched_b[@]}")
     run "$name-$stack" "$out/$name-$stack.csv" "$build/leaf_spine" "${ls[@]/%/=1}" --stack="$stack" --ms="$ms" \
-      --cc="$cc" --workload="$out/$name.workload" --csv="$out/$name-$stack.csv" || status=1
+      --cc="$cc" "${extra[@]}" --workload="$out/$name.workload" --csv="$out/$name-$stack.csv" || status=1
   done
   [ -s "$out/$name-a.csv" ] || continue
   row "$label, ${ms} ms, $cc" "(a) sluice in sluice sim" "$out/$name-a.csv" "$out/$name-a.csv"
@@ -88,6 +108,8 @@ for cc in dctcp newreno; do
   [ -s "$out/$name-ns3.csv" ] && row "" "(c) ns-3 TCP in ns-3" "$out/$name-ns3.csv" "$out/$name-a.csv"
 done
 echo "x: ratio to (a). Simulated time; the leaf-spine's (b) and (c) replay (a)'s channels and arrivals."
+echo "matched to ns-3's TCP (no Nagle, TcpNoDelay; receiver keeps every out-of-order segment):"
+echo "  (a) ${matched_a[*]}   (b) ${matched_b[*]}   (c) ns-3 defaults via ConfigureNs3Tcp"
 
 if [ "$scale" = 1 ]; then
   echo

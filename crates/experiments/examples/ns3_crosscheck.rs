@@ -4,6 +4,7 @@
 //!
 //!     cargo run --release -p sluice-experiments --example ns3_crosscheck -- dumbbell --flows 8
 //!     cargo run --release -p sluice-experiments --example ns3_crosscheck -- leaf-spine --ms 20
+//!     cargo run --release -p sluice-experiments --example ns3_crosscheck -- dumbbell --ooo 64 --nagle false
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -25,6 +26,10 @@ struct Args {
     /// Write the CSV here (else to stdout after the summary).
     #[arg(long, global = true)]
     csv: Option<std::path::PathBuf>,
+    /// Nagle's algorithm on the hosts: true (the core's default) or false (as ns-3's TCP,
+    /// `TcpNoDelay`).
+    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set)]
+    nagle: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,6 +54,10 @@ enum Scenario {
         /// ECN marking threshold K, packets.
         #[arg(long, default_value_t = 20)]
         ecn_k: usize,
+        /// Out-of-order intervals per connection (the core's default 1; ns-3's TCP keeps
+        /// every out-of-order segment).
+        #[arg(long, default_value_t = 1)]
+        ooo: usize,
         /// Simulated seconds allowed.
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
@@ -90,6 +99,7 @@ fn main() {
             delay_us,
             queue,
             ecn_k,
+            ooo,
             seconds,
         } => ns3_crosscheck::dumbbell(&DumbbellSpec {
             flows,
@@ -101,6 +111,8 @@ fn main() {
             queue_packets: queue,
             ecn_k_packets: ecn_k,
             cc: args.cc.clone(),
+            ooo_intervals: ooo,
+            nagle: args.nagle,
             seed: args.seed,
             seconds,
         }),
@@ -118,6 +130,7 @@ fn main() {
             spec.fabric.leaves = leaves.unwrap_or(spec.fabric.leaves);
             spec.fabric.hosts_per_leaf = hosts_per_leaf.unwrap_or(spec.fabric.hosts_per_leaf);
             spec.ooo_intervals = ooo;
+            spec.nagle = args.nagle;
             spec.cc = args.cc.clone();
             spec.keep_workload = workload.is_some();
             let result = ns3_crosscheck::leaf_spine(&spec);
@@ -144,7 +157,8 @@ fn main() {
     let _ = writeln!(
         stdout,
         "sluice sim: {} of {} completed, fct p50 {:.4} ms p99 {:.4} ms, {:.3} Gbit/s, {} RTOs, \
-         {} bytes retransmitted; {:.2} s wall, {} events, {:.0} events/s",
+         {} bytes retransmitted, {} tail drops, {} ECN marks; {:.2} s wall, {} events, \
+         {:.0} events/s",
         outcome.fct_ms.len(),
         outcome.messages,
         outcome.fct(0.5),
@@ -152,10 +166,19 @@ fn main() {
         outcome.gbps,
         outcome.rtos,
         outcome.retransmitted_bytes,
+        outcome.tail_drops,
+        outcome.ecn_marks,
         secs,
         outcome.events,
         outcome.events as f64 / secs.max(1e-9),
     );
+    // A few flows (the dumbbells): each one's time, since a percentile of four is one flow.
+    if outcome.fct_ms.len() <= 16 {
+        let mut each = outcome.fct_ms.clone();
+        each.sort_by(f64::total_cmp);
+        let each: Vec<String> = each.iter().map(|t| format!("{t:.3}")).collect();
+        let _ = writeln!(stdout, "flows' fct ms, sorted: {}", each.join(" "));
+    }
     match args.csv {
         Some(path) => {
             if let Err(e) = std::fs::write(&path, outcome.csv()) {

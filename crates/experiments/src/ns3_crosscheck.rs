@@ -43,6 +43,10 @@ pub struct DumbbellSpec {
     pub ecn_k_packets: usize,
     /// Congestion control: "dctcp" or "newreno".
     pub cc: String,
+    /// Out-of-order intervals per connection (ns-3's TCP receiver keeps every segment).
+    pub ooo_intervals: usize,
+    /// Nagle's algorithm on the hosts (ns-3's TCP runs without: `TcpNoDelay`).
+    pub nagle: bool,
     /// Seed of the run.
     pub seed: u64,
     /// Simulated time allowed.
@@ -64,6 +68,8 @@ pub struct LeafSpineSpec {
     pub duration: Duration,
     /// Out-of-order intervals per connection.
     pub ooo_intervals: usize,
+    /// Nagle's algorithm on the hosts (ns-3's TCP runs without: `TcpNoDelay`).
+    pub nagle: bool,
     /// Congestion control: "dctcp" or "newreno".
     pub cc: String,
     /// Seed of the run.
@@ -82,6 +88,7 @@ impl LeafSpineSpec {
             background_load: 0.5,
             duration: Duration::from_millis(ms),
             ooo_intervals: 64,
+            nagle: true,
             cc: "dctcp".into(),
             seed,
             keep_workload: false,
@@ -108,6 +115,10 @@ pub struct Outcome {
     pub retransmitted_bytes: u64,
     /// Simulator events processed.
     pub events: u64,
+    /// Frames every link's queue dropped (tail drops), both directions.
+    pub tail_drops: u64,
+    /// Frames every link marked CE, both directions.
+    pub ecn_marks: u64,
     /// The leaf-spine's channels and arrivals when asked for (`--workload` of
     /// ns3/scenarios/leaf_spine.cc): lines `c SRC DST` in channel order, then
     /// `a AT_NS CHANNEL BYTES fg|bg`, the time counted from when every channel is open.
@@ -126,7 +137,8 @@ impl Outcome {
         let mut bg = self.bg_ms.clone();
         format!(
             "fct p50 ms,fct p99 ms,Gbit/s,completed,messages,fg p90 ms,fg p99.9 ms,bg p90 ms,\
-             bg p99.9 ms,RTOs,retx MB,events\n{},{},{},{},{},{},{},{},{},{},{},{}\n",
+             bg p99.9 ms,RTOs,retx MB,events,tail drops,ECN marks\n\
+             {},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             self.fct(0.5),
             self.fct(0.99),
             self.gbps,
@@ -139,6 +151,8 @@ impl Outcome {
             self.rtos,
             self.retransmitted_bytes as f64 / 1e6,
             self.events,
+            self.tail_drops,
+            self.ecn_marks,
         )
     }
 }
@@ -169,6 +183,18 @@ fn host_counters(sim: &Sim<Stack>, hosts: &[sluice_sim::NodeId]) -> (u64, u64) {
         .fold((0, 0), |(a, b), (t, r)| (a + t, b + r))
 }
 
+/// Sums tail drops and CE marks over links `0..links`, both directions.
+fn link_counters(sim: &Sim<Stack>, links: usize) -> (u64, u64) {
+    (0..links)
+        .map(|i| sim.link_stats(sluice_sim::LinkId(i)))
+        .fold((0, 0), |(d, m), (ab, ba)| {
+            (
+                d + ab.queue_drops + ba.queue_drops,
+                m + ab.ecn_marked + ba.ecn_marked,
+            )
+        })
+}
+
 /// Runs the dumbbell in Sluice's simulator: hosts on two switches, the switches joined by
 /// the bottleneck (a queue of `queue_packets` frames marking past K-1 full frames, so a
 /// full-sized arrival to K queued is marked as in the ns-3 queue disc).
@@ -196,6 +222,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         let (mac, ip) = fabric::host_addr(i);
         let mut c = Config::new(mac, ip);
         c.seed = spec.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+        c.ooo_intervals = spec.ooo_intervals;
+        c.nagle = spec.nagle;
         apply_cc(&mut c, &spec.cc)?;
         let mut stack =
             Stack::new(c).map_err(|e| ExperimentError::Usage(format!("host config: {e}")))?;
@@ -253,6 +281,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
     let delivered: u64 = flows.done.iter().map(|c| c.bytes).sum();
     let span = last - first.as_secs_f64();
     let (rtos, retransmitted_bytes) = host_counters(&sim, &nodes);
+    // The bottleneck and a link per host.
+    let (tail_drops, ecn_marks) = link_counters(&sim, 1 + n);
     Ok(Outcome {
         fg_ms: fct_ms.clone(),
         fct_ms,
@@ -266,6 +296,8 @@ pub fn dumbbell(spec: &DumbbellSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        tail_drops,
+        ecn_marks,
         workload: None,
     })
 }
@@ -286,6 +318,7 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         mut rng,
     } = open_channels(&spec.fabric, seed, 2, 4096, &mut |c| {
         c.ooo_intervals = spec.ooo_intervals;
+        c.nagle = spec.nagle;
         c.congestion_control = algorithm;
     })?;
     let per_leaf = spec.fabric.hosts_per_leaf;
@@ -370,6 +403,9 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
     let delivered: u64 = flows.done.iter().map(|c| c.bytes).sum();
     let span = sim.now().saturating_since(start).as_secs_f64();
     let (rtos, retransmitted_bytes) = host_counters(&sim, &fab.hosts);
+    // A link per host and one per leaf and spine (hosts' egress queues included).
+    let links = fab.hosts.len() + spec.fabric.leaves * spec.fabric.spines;
+    let (tail_drops, ecn_marks) = link_counters(&sim, links);
     Ok(Outcome {
         fct_ms: ms(None),
         fg_ms: ms(Some(Class::Foreground)),
@@ -383,6 +419,8 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         rtos,
         retransmitted_bytes,
         events: sim.stats().events,
+        tail_drops,
+        ecn_marks,
         workload,
     })
 }
@@ -403,6 +441,8 @@ mod tests {
             queue_packets: 200,
             ecn_k_packets: 20,
             cc: "dctcp".into(),
+            ooo_intervals: 1,
+            nagle: true,
             seed: 1,
             seconds: 0.1,
         };
@@ -411,6 +451,9 @@ mod tests {
         // 400 KB at 1 Gbit/s take at least 3.2 ms; the aggregate cannot beat the link.
         assert!(o.fct(0.99) >= 3.2, "{o:?}");
         assert!(o.gbps > 0.3 && o.gbps <= 1.0, "{o:?}");
+        // Two initial windows fit the 200-frame queue; DCTCP's K = 20 marks on the way.
+        assert_eq!(o.tail_drops, 0, "{o:?}");
+        assert!(o.ecn_marks > 0, "{o:?}");
         let csv = o.csv();
         assert!(csv.starts_with("fct p50 ms,fct p99 ms,Gbit/s,completed,messages"));
         assert_eq!(csv.lines().nth(1).unwrap().split(',').nth(3), Some("2"));
@@ -433,6 +476,23 @@ mod tests {
         );
         assert_eq!(o.fct_ms.len(), o.messages);
         assert!(o.fg_ms.iter().all(|&t| t > 0.0));
+    }
+
+    #[test]
+    fn without_nagle_an_answer_does_not_wait_a_round_trip() {
+        // An 8 KB answer ends in a partial segment, which Nagle holds until the full ones
+        // are acknowledged: the matched setting (ns-3's TcpNoDelay) must shorten the p50.
+        let mut spec = LeafSpineSpec::ooo(true, 1, 1);
+        let with = leaf_spine(&spec).unwrap();
+        spec.nagle = false;
+        let without = leaf_spine(&spec).unwrap();
+        assert_eq!(without.fct_ms.len(), without.messages);
+        assert!(
+            without.fct(0.5) < 0.8 * with.fct(0.5),
+            "p50 {} without Nagle, {} with",
+            without.fct(0.5),
+            with.fct(0.5)
+        );
     }
 
     #[test]
