@@ -73,6 +73,10 @@ pub struct RdmaStack {
     timers: QpTimers,
     /// The QPs due in one `handle_timeout` (kept to reuse its capacity).
     due: Vec<u32>,
+    /// CQs that got completions since [`RdmaStack::take_ready_cqs`] last ran, each once
+    /// (`cq_listed` by CQ number): the service drains only these, not every CQ.
+    ready_cqs: Vec<u32>,
+    cq_listed: Vec<bool>,
     /// Counters.
     pub counters: StackCounters,
 }
@@ -110,6 +114,8 @@ impl RdmaStack {
             rx_staging: Vec::new(),
             timers: QpTimers::default(),
             due: Vec::new(),
+            ready_cqs: Vec::new(),
+            cq_listed: Vec::new(),
             cfg,
             counters: StackCounters::default(),
         }
@@ -140,6 +146,7 @@ impl RdmaStack {
             return Err(VerbsError::Limit);
         }
         self.cqs.push(Some(CompletionQueue::new(cqe)));
+        self.cq_listed.push(false);
         Ok((self.cqs.len() - 1) as u32)
     }
 
@@ -408,10 +415,47 @@ impl RdmaStack {
     }
 
     /// Re-reads `qpn`'s earliest deadline into the timer heap, after anything that may
-    /// have armed, moved or stopped one of its timers.
+    /// have armed, moved or stopped one of its timers or completed its work; lists its CQs
+    /// if they hold completions.
     fn refresh_timer(&mut self, qpn: u32) {
-        let at = self.qps.get(&qpn).and_then(QpSlot::deadline);
-        self.timers.arm(qpn, at);
+        let Some(slot) = self.qps.get(&qpn) else {
+            self.timers.arm(qpn, None);
+            return;
+        };
+        self.timers.arm(qpn, slot.deadline());
+        for cq in [slot.send_cq, slot.recv_cq] {
+            let holds = self
+                .cqs
+                .get(cq as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| !c.is_empty());
+            if let Some(listed) = self.cq_listed.get_mut(cq as usize) {
+                if holds && !*listed {
+                    *listed = true;
+                    self.ready_cqs.push(cq);
+                }
+            }
+        }
+    }
+
+    /// Appends to `out` the CQs that got completions since the last call, each once, and
+    /// forgets them (a CQ polled only partly is listed again by its next completion: the
+    /// caller keeps what it left behind).
+    pub fn take_ready_cqs(&mut self, out: &mut Vec<u32>) {
+        for cq in self.ready_cqs.drain(..) {
+            if let Some(listed) = self.cq_listed.get_mut(cq as usize) {
+                *listed = false;
+            }
+            out.push(cq);
+        }
+    }
+
+    /// Completions waiting in `cq` (0 if there is no such CQ).
+    pub fn cq_len(&self, cq: u32) -> usize {
+        self.cqs
+            .get(cq as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, CompletionQueue::len)
     }
 
     /// Queues a send work request (ibv_post_send).
