@@ -132,7 +132,16 @@ fn handle_timeout_visits_only_the_due_qp_among_2000_idle_ones() {
     stack.handle_timeout(next, &mut mem);
     assert_eq!(stack.counters.timer_visits, 2);
 
-    // A destroyed QP's timer goes with it.
+    // A destroyed QP's timer goes with it; its flushed SEND lists its CQ, once.
+    let mut ready = Vec::new();
+    stack.take_ready_cqs(&mut ready);
+    assert!(ready.is_empty(), "no completion yet");
     stack.destroy_qp(&mut mem, busy).unwrap();
     assert_eq!(stack.poll_timeout(), None);
+    stack.take_ready_cqs(&mut ready);
+    assert_eq!(ready, [cq]);
+    assert_eq!(stack.cq_len(cq), 1);
+    ready.clear();
+    stack.take_ready_cqs(&mut ready);
+    assert!(ready.is_empty(), "listed once until taken");
 }
