@@ -427,11 +427,25 @@ fn a_bad_lkey_and_a_post_in_reset_are_errors() {
 /// attached to one of the engines, WRITE then an inline SEND with immediate data.
 #[test]
 fn the_c_ping_writes_and_sends_between_two_processes() {
+    c_ping(&[]);
+}
+
+/// rdma_ping.c in notification-pipe mode: pipe CQs and QPs from C, the same WRITE and
+/// SEND, then a flagged inline message the server finds by polling its slot; the new C
+/// calls' error paths (NULL, too long, bad handle) are checked on both sides.
+#[test]
+fn the_c_ping_in_pipe_mode_sends_a_flagged_inline_message() {
+    c_ping(&["pipe"]);
+}
+
+/// Runs rdma_ping.c's server and client, with `extra` arguments on both.
+fn c_ping(extra: &[&str]) {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
 
-    let e = TwoEngines::start("verbs", "c", [A_IP, B_IP], 0x5eed, true);
-    let dir = std::env::temp_dir().join(format!("libsluice-verbs-c-{}", std::process::id()));
+    let tag = if extra.is_empty() { "c" } else { "cpipe" };
+    let e = TwoEngines::start("verbs", tag, [A_IP, B_IP], 0x5eed, true);
+    let dir = std::env::temp_dir().join(format!("libsluice-verbs-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("rdma_ping");
     common::c::compile(
@@ -441,6 +455,7 @@ fn the_c_ping_writes_and_sends_between_two_processes() {
     let spawn = |args: &[&str], socket: &Path| {
         common::c::command(&exe)
             .args(args)
+            .args(extra)
             .env("SLUICE_SOCKET", socket)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

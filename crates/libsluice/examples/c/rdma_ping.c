@@ -10,6 +10,12 @@
  *                               prints "client QPN", waits for a line on stdin, connects,
  *                               WRITEs 4096 bytes and SENDs 100 (inline) with immediate data.
  *
+ * With a last argument "pipe" (both sides), the CQ and QP are notification-pipe ones
+ * (sluice_rdma_create_pipe_cq/_pipe_qp), and after the SEND the client also sends a flagged
+ * inline message (sluice_rdma_post_send_inline_flagged) of 64 bytes into the server's slot at
+ * 16384, which the server finds by polling (sluice_rdma_poll_inline_recv); both check the
+ * new calls' error paths (NULL, too long, bad handle).
+ *
  * Both print "ok" at the end, or a reason and exit 1.
  */
 #include <arpa/inet.h>
@@ -39,6 +45,13 @@ enum { WC_SUCCESS = 0, WC_RECV = 128, WC_WITH_IMM = 2 };
 
 #define LEN 65536
 #define IMM 0x01020304u
+/* The inline QP's slot in the server's region, and the flagged message's length. */
+#define SLOT 16384
+#define SLOT_LEN 256
+#define FLAGGED 64
+
+/* Notification-pipe mode (the "pipe" argument). */
+static int pipe_mode;
 
 static void fail(const char *what, int err) {
     printf("FAIL %s: %s\n", what, strerror(err));
@@ -123,13 +136,92 @@ static void open_side(struct side *s) {
     s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s->efd < 0) fail("eventfd", errno);
     uint32_t actual;
-    if ((e = sluice_rdma_create_cq(s->dev, 64, s->efd, &s->cq, &actual))) fail("create_cq", e);
+    if (pipe_mode) {
+        sluice_rdma_cq *none = NULL;
+        /* Error paths first: NULL device or out pointers, a bad descriptor. */
+        if (sluice_rdma_create_pipe_cq(NULL, 64, -1, &none, &actual) != EINVAL ||
+            sluice_rdma_create_pipe_cq(s->dev, 64, -1, NULL, &actual) != EINVAL ||
+            sluice_rdma_create_pipe_cq(s->dev, 64, -5, &none, &actual) != EINVAL || none)
+            fail("create_pipe_cq error paths", EPROTO);
+        e = sluice_rdma_create_pipe_cq(s->dev, 64, s->efd, &s->cq, &actual);
+        if (e) fail("create_pipe_cq", e);
+    } else if ((e = sluice_rdma_create_cq(s->dev, 64, s->efd, &s->cq, &actual))) {
+        fail("create_cq", e);
+    }
     if (actual < 64) fail("cq size", EINVAL);
+    uint32_t inline_max = pipe_mode ? 1024 : 128;
     struct sluice_rdma_qp_init init = {.pd = s->pd, .max_send_wr = 16, .max_recv_wr = 16,
-                                       .max_inline = 128, .send_cq = s->cq, .recv_cq = s->cq};
+                                       .max_inline = inline_max, .send_cq = s->cq,
+                                       .recv_cq = s->cq};
     struct sluice_rdma_qp_caps caps;
-    if ((e = sluice_rdma_create_qp(s->dev, &init, &s->qp, &caps))) fail("create_qp", e);
-    if (caps.qpn != sluice_rdma_qp_num(s->qp) || caps.max_inline < 128) fail("caps", EINVAL);
+    if (pipe_mode) {
+        sluice_rdma_qp *none = NULL;
+        struct sluice_rdma_qp_init bad_pd = init, no_cq = init;
+        bad_pd.pd = s->pd + 1000;
+        no_cq.recv_cq = NULL;
+        if (sluice_rdma_create_pipe_qp(NULL, &init, &none, &caps) != EINVAL ||
+            sluice_rdma_create_pipe_qp(s->dev, NULL, &none, &caps) != EINVAL ||
+            sluice_rdma_create_pipe_qp(s->dev, &no_cq, &none, &caps) != EINVAL ||
+            sluice_rdma_create_pipe_qp(s->dev, &bad_pd, &none, &caps) != ENOENT || none)
+            fail("create_pipe_qp error paths", EPROTO);
+        e = sluice_rdma_create_pipe_qp(s->dev, &init, &s->qp, &caps);
+        if (e) fail("create_pipe_qp", e);
+    } else if ((e = sluice_rdma_create_qp(s->dev, &init, &s->qp, &caps))) {
+        fail("create_qp", e);
+    }
+    if (caps.qpn != sluice_rdma_qp_num(s->qp) || caps.max_inline < inline_max)
+        fail("caps", EINVAL);
+}
+
+static unsigned char flagged_byte(size_t i) { return (unsigned char)(i * 13u + 5u); }
+
+/* The server's side of the inline QP: polls its slot for the client's flagged message. */
+static void receive_flagged(struct side *s) {
+    unsigned char out[SLOT_LEN];
+    /* Error paths: NULL device, bad key, out NULL with a length, a slot shorter than the
+     * trailer, a slot past the region. */
+    if (sluice_rdma_poll_inline_recv(NULL, s->key, SLOT, SLOT_LEN, out, sizeof out) != -EINVAL ||
+        sluice_rdma_poll_inline_recv(s->dev, s->key + 1000, SLOT, SLOT_LEN, out, sizeof out) !=
+            -ENOENT ||
+        sluice_rdma_poll_inline_recv(s->dev, s->key, SLOT, SLOT_LEN, NULL, 8) != -EINVAL ||
+        sluice_rdma_poll_inline_recv(s->dev, s->key, SLOT, 4, out, sizeof out) != -EINVAL ||
+        sluice_rdma_poll_inline_recv(s->dev, s->key, LEN, SLOT_LEN, out, sizeof out) >= 0)
+        fail("poll_inline_recv error paths", EPROTO);
+    int64_t n = -EAGAIN;
+    for (int rounds = 0; rounds < 20000 && n == -EAGAIN; rounds++) {
+        n = sluice_rdma_poll_inline_recv(s->dev, s->key, SLOT, SLOT_LEN, out, sizeof out);
+        if (n == -EAGAIN) poll(NULL, 0, 1);
+    }
+    if (n < 0) fail("poll_inline_recv", (int)-n);
+    if (n != FLAGGED) fail("flagged length", EPROTO);
+    for (size_t i = 0; i < FLAGGED; i++)
+        if (out[i] != flagged_byte(i)) fail("flagged bytes", EPROTO);
+    /* The valid byte was cleared: the slot is free again. */
+    if (sluice_rdma_poll_inline_recv(s->dev, s->key, SLOT, SLOT_LEN, out, sizeof out) != -EAGAIN)
+        fail("the slot still flagged", EPROTO);
+}
+
+/* The client's side: error paths, then one flagged message into the server's slot. */
+static void send_flagged(struct side *s, unsigned long long addr, unsigned rkey) {
+    unsigned char msg[2048];
+    for (size_t i = 0; i < sizeof msg; i++) msg[i] = flagged_byte(i);
+    if (sluice_rdma_post_send_inline_flagged(NULL, 9, msg, FLAGGED, addr + SLOT, SLOT_LEN, rkey,
+                                             1) != EINVAL ||
+        sluice_rdma_post_send_inline_flagged(s->qp, 9, NULL, FLAGGED, addr + SLOT, SLOT_LEN,
+                                             rkey, 1) != EINVAL ||
+        /* Past max_inline (one MTU), and past the slot. */
+        sluice_rdma_post_send_inline_flagged(s->qp, 9, msg, sizeof msg, addr + SLOT, 4096, rkey,
+                                             1) != EINVAL ||
+        sluice_rdma_post_send_inline_flagged(s->qp, 9, msg, FLAGGED, addr + SLOT, FLAGGED, rkey,
+                                             1) != EINVAL)
+        fail("post_send_inline_flagged error paths", EPROTO);
+    int e = sluice_rdma_post_send_inline_flagged(s->qp, 4, msg, FLAGGED, addr + SLOT, SLOT_LEN,
+                                                 rkey, 1);
+    if (e) fail("post_send_inline_flagged", e);
+    /* Carried inline: the buffer may change at once. */
+    memset(msg, 0, sizeof msg);
+    struct sluice_rdma_wc wc = wait_one(s->cq, s->efd);
+    if (wc.wr_id != 4 || wc.status != WC_SUCCESS) fail("flagged completion", EPROTO);
 }
 
 static void close_side(struct side *s) {
@@ -173,6 +265,7 @@ static int server(void) {
         if (s.buf[i] != pattern(i)) fail("written bytes", EPROTO);
     for (size_t i = 0; i < 100; i++)
         if (s.buf[8192 + i] != (unsigned char)(255 - i)) fail("sent bytes", EPROTO);
+    if (pipe_mode) receive_flagged(&s);
     close_side(&s);
     printf("ok\n");
     return 0;
@@ -218,16 +311,21 @@ static int client(const char *ip, unsigned qpn, unsigned long long addr, unsigne
     struct sluice_rdma_send_wr atomic = {.wr_id = 3, .opcode = 6};
     if (sluice_rdma_post_send(s.qp, &atomic, 1, &bad) != EINVAL || bad != 0)
         fail("an atomic opcode was taken", EINVAL);
+    if (pipe_mode) send_flagged(&s, addr, rkey);
     close_side(&s);
     printf("ok\n");
     return 0;
 }
 
 int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[argc - 1], "pipe") == 0) {
+        pipe_mode = 1;
+        argc--;
+    }
     if (argc == 2 && strcmp(argv[1], "server") == 0) return server();
     if (argc == 6 && strcmp(argv[1], "client") == 0)
         return client(argv[2], (unsigned)strtoul(argv[3], NULL, 10),
                       strtoull(argv[4], NULL, 10), (unsigned)strtoul(argv[5], NULL, 10));
-    fprintf(stderr, "usage: rdma_ping server | rdma_ping client IP QPN ADDR RKEY\n");
+    fprintf(stderr, "usage: rdma_ping server [pipe] | rdma_ping client IP QPN ADDR RKEY [pipe]\n");
     return 2;
 }

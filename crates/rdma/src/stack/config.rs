@@ -191,6 +191,8 @@ pub struct StackCounters {
     /// Packets that took the staging path on a header-only stack because the device's
     /// buffer was shorter than a full packet of the QP's path MTU.
     pub tx_buffer_short: u64,
+    /// QPs whose timers `handle_timeout` ran (only the QPs due: flat in idle QPs).
+    pub timer_visits: u64,
 }
 
 /// Bytes the engine moves for payloads, per path (flexins.txt 5.3-5.4 measure the Arm

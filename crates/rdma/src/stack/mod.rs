@@ -24,11 +24,13 @@ use crate::wire::{Psn, RoceError, RoceRepr};
 
 mod config;
 mod ctx;
+mod timers;
 mod touch;
 pub use config::{
     PeerAddr, QpAttr, RxPath, StackConfig, StackCounters, Touched, TxPath, VerbsError,
 };
 use ctx::qp_ctx;
+pub use timers::QpTimers;
 use touch::Metered;
 
 /// The most a packet's frame adds to its payload: Ethernet, IPv4, UDP, BTH, RETH and ImmDt
@@ -67,6 +69,14 @@ pub struct RdmaStack {
     payload: Vec<u8>,
     /// The engine buffer of [`RxPath::Staging`] (as long as the longest frame received).
     rx_staging: Vec<u8>,
+    /// Every QP's earliest deadline, so that the timers never walk every QP.
+    timers: QpTimers,
+    /// The QPs due in one `handle_timeout` (kept to reuse its capacity).
+    due: Vec<u32>,
+    /// CQs that got completions since [`RdmaStack::take_ready_cqs`] last ran, each once
+    /// (`cq_listed` by CQ number): the service drains only these, not every CQ.
+    ready_cqs: Vec<u32>,
+    cq_listed: Vec<bool>,
     /// Counters.
     pub counters: StackCounters,
 }
@@ -102,6 +112,10 @@ impl RdmaStack {
             next_qpn: 0x11,
             payload: vec![0; 4096],
             rx_staging: Vec::new(),
+            timers: QpTimers::default(),
+            due: Vec::new(),
+            ready_cqs: Vec::new(),
+            cq_listed: Vec::new(),
             cfg,
             counters: StackCounters::default(),
         }
@@ -132,6 +146,7 @@ impl RdmaStack {
             return Err(VerbsError::Limit);
         }
         self.cqs.push(Some(CompletionQueue::new(cqe)));
+        self.cq_listed.push(false);
         Ok((self.cqs.len() - 1) as u32)
     }
 
@@ -233,6 +248,7 @@ impl RdmaStack {
         )?;
         self.qps.remove(&qpn);
         self.order.retain(|&q| q != qpn);
+        self.timers.arm(qpn, None);
         Ok(())
     }
 
@@ -394,7 +410,52 @@ impl RdmaStack {
             _ => {}
         }
         slot.state = next;
+        self.refresh_timer(qpn);
         Ok(())
+    }
+
+    /// Re-reads `qpn`'s earliest deadline into the timer heap, after anything that may
+    /// have armed, moved or stopped one of its timers or completed its work; lists its CQs
+    /// if they hold completions.
+    fn refresh_timer(&mut self, qpn: u32) {
+        let Some(slot) = self.qps.get(&qpn) else {
+            self.timers.arm(qpn, None);
+            return;
+        };
+        self.timers.arm(qpn, slot.deadline());
+        for cq in [slot.send_cq, slot.recv_cq] {
+            let holds = self
+                .cqs
+                .get(cq as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| !c.is_empty());
+            if let Some(listed) = self.cq_listed.get_mut(cq as usize) {
+                if holds && !*listed {
+                    *listed = true;
+                    self.ready_cqs.push(cq);
+                }
+            }
+        }
+    }
+
+    /// Appends to `out` the CQs that got completions since the last call, each once, and
+    /// forgets them (a CQ polled only partly is listed again by its next completion: the
+    /// caller keeps what it left behind).
+    pub fn take_ready_cqs(&mut self, out: &mut Vec<u32>) {
+        for cq in self.ready_cqs.drain(..) {
+            if let Some(listed) = self.cq_listed.get_mut(cq as usize) {
+                *listed = false;
+            }
+            out.push(cq);
+        }
+    }
+
+    /// Completions waiting in `cq` (0 if there is no such CQ).
+    pub fn cq_len(&self, cq: u32) -> usize {
+        self.cqs
+            .get(cq as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, CompletionQueue::len)
     }
 
     /// Queues a send work request (ibv_post_send).
@@ -404,7 +465,9 @@ impl RdmaStack {
             .qp
             .as_mut()
             .ok_or(VerbsError::Post(PostError::WrongState))?;
-        qp.post_send(wr).map_err(VerbsError::Post)
+        qp.post_send(wr).map_err(VerbsError::Post)?;
+        self.refresh_timer(qpn);
+        Ok(())
     }
 
     /// Queues a receive work request (ibv_post_recv); a QP in INIT takes them too.
@@ -412,9 +475,11 @@ impl RdmaStack {
         let slot = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp)?;
         // From INIT on (ibv_rc_pingpong posts its receives before RTR); not in RESET.
         match slot.qp.as_mut() {
-            Some(qp) => qp.post_recv(wr).map_err(VerbsError::Post),
-            None => Err(VerbsError::Post(PostError::WrongState)),
+            Some(qp) => qp.post_recv(wr).map_err(VerbsError::Post)?,
+            None => return Err(VerbsError::Post(PostError::WrongState)),
         }
+        self.refresh_timer(qpn);
+        Ok(())
     }
 
     /// A frame from the device: if it is RoCEv2 for one of our QPs from its peer, that QP
@@ -466,6 +531,7 @@ impl RdmaStack {
             // Reaction point: a CNP from the peer cuts this QP's rate (DCQCN).
             self.counters.cnp_rx += 1;
             slot.cc.on_cnp(now);
+            self.refresh_timer(repr.roce.bth.dest_qp);
             return;
         }
         if repr.ip.ecn == Ecn::Ce {
@@ -488,6 +554,7 @@ impl RdmaStack {
         self.counters.frames_rx += 1;
         qp.handle_packet(&mut ctx, &repr.roce, payload);
         self.counters.rx_touch.payload += metered.written_bytes();
+        self.refresh_timer(repr.roce.bth.dest_qp);
     }
 
     /// The next frame to send, written to `buf`; its length. QPs take turns; a QP's due
@@ -507,11 +574,30 @@ impl RdmaStack {
         for k in 0..n {
             let i = (self.next_tx + k) % n;
             let qpn = self.order[i];
-            let Some(slot) = self.qps.get_mut(&qpn) else {
-                continue;
-            };
+            let sent = self.transmit_from(i, qpn, now, mem, buf);
+            // Sending arms the retransmission timer; waiting for the pacer arms pace_wait.
+            self.refresh_timer(qpn);
+            if let Some(sent) = sent {
+                return sent;
+            }
+        }
+        None
+    }
+
+    /// `poll_transmit` for the QP at `order[i]`: None to try the next QP, else its answer.
+    fn transmit_from<M: Memory>(
+        &mut self,
+        i: usize,
+        qpn: u32,
+        now: Nanos,
+        mem: &mut M,
+        buf: &mut [u8],
+    ) -> Option<Option<usize>> {
+        let n = self.order.len();
+        {
+            let slot = self.qps.get_mut(&qpn)?;
             let (Some(qp), Some(peer)) = (slot.qp.as_mut(), slot.attr.peer) else {
-                continue;
+                return None;
             };
             let cnp = slot.cc.take_cnp();
             let mut frame = RoceFrameRepr {
@@ -547,16 +633,14 @@ impl RdmaStack {
             let (mut gathered, mut len) = (0, 0);
             if !cnp {
                 let mut metered = Metered::new(mem);
-                let Some(mut ctx) = qp_ctx(
+                let mut ctx = qp_ctx(
                     &self.mrs,
                     &mut self.cqs,
                     slot.send_cq,
                     slot.recv_cq,
                     &mut metered,
                     now,
-                ) else {
-                    continue;
-                };
+                )?;
                 let may = slot.cc.may_send(now);
                 let mut dst = if header_only {
                     PayloadDst::Frame {
@@ -570,7 +654,7 @@ impl RdmaStack {
                     if !may && qp.wants_to_send(now) {
                         slot.pace_wait = Some(slot.cc.next_send());
                     }
-                    continue;
+                    return None;
                 };
                 gathered = metered.read_bytes();
                 (frame.roce, len) = (roce, plen);
@@ -581,7 +665,7 @@ impl RdmaStack {
             } else {
                 frame.emit(buf, self.payload.get(..len).unwrap_or_default())
             };
-            return match emitted {
+            Some(match emitted {
                 Ok(written) => {
                     self.counters.frames_tx += 1;
                     let t = &mut self.counters.tx_touch;
@@ -602,9 +686,8 @@ impl RdmaStack {
                     Some(written)
                 }
                 Err(_) => None,
-            };
+            })
         }
-        None
     }
 
     /// A QP's current rate in bit/s (DCQCN's Rc); None if there is no such QP or pacing is
@@ -658,40 +741,51 @@ impl RdmaStack {
     }
 
     /// The earliest deadline of any QP: its transport timers, its reaction point's timers
-    /// and the pacing time of a request packet that waits.
+    /// and the pacing time of a request packet that waits (a peek at the timer heap).
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.qps
-            .values()
-            .flat_map(|s| {
-                let transport = s.qp.as_ref().and_then(QueuePair::poll_timeout);
-                [transport, s.cc.deadline(), s.pace_wait]
-            })
-            .flatten()
-            .min()
+        self.timers.earliest()
     }
 
-    /// Runs every QP's timers due by `now`.
+    /// Runs the timers due by `now` of the QPs due (only those: the heap names them).
     pub fn handle_timeout<M: Memory>(&mut self, now: Nanos, mem: &mut M) {
-        for slot in self.qps.values_mut() {
-            slot.cc.on_timeout(now);
-            if slot.pace_wait.is_some_and(|t| t <= now) {
-                slot.pace_wait = None;
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        self.timers.take_due(now, &mut due);
+        for &qpn in &due {
+            self.counters.timer_visits += 1;
+            if let Some(slot) = self.qps.get_mut(&qpn) {
+                slot.cc.on_timeout(now);
+                if slot.pace_wait.is_some_and(|t| t <= now) {
+                    slot.pace_wait = None;
+                }
+                if let Some(qp) = slot.qp.as_mut() {
+                    if qp.poll_timeout().is_some_and(|t| t <= now) {
+                        if let Some(mut ctx) = qp_ctx(
+                            &self.mrs,
+                            &mut self.cqs,
+                            slot.send_cq,
+                            slot.recv_cq,
+                            mem,
+                            now,
+                        ) {
+                            qp.handle_timeout(&mut ctx);
+                        }
+                    }
+                }
             }
-            let Some(qp) = slot.qp.as_mut() else { continue };
-            if qp.poll_timeout().is_none_or(|t| t > now) {
-                continue;
-            }
-            let Some(mut ctx) = qp_ctx(
-                &self.mrs,
-                &mut self.cqs,
-                slot.send_cq,
-                slot.recv_cq,
-                mem,
-                now,
-            ) else {
-                continue;
-            };
-            qp.handle_timeout(&mut ctx);
+            self.refresh_timer(qpn);
         }
+        self.due = due;
+    }
+}
+
+impl QpSlot {
+    /// The earliest of its deadlines: transport timers, reaction point, pacer.
+    fn deadline(&self) -> Option<Nanos> {
+        let transport = self.qp.as_ref().and_then(QueuePair::poll_timeout);
+        [transport, self.cc.deadline(), self.pace_wait]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }

@@ -81,6 +81,11 @@ pub(crate) struct Verbs {
     retry: Vec<(u32, u32)>,
     /// Scratch for polling the transport's CQs.
     wcs: Vec<WorkCompletion>,
+    /// CQs to visit in the next `deliver` besides the transport's ready list: those with
+    /// completions the service made, or left behind by a full queue.
+    ready_cqs: Vec<u32>,
+    /// Scratch: the previous ready list, kept for its capacity.
+    ready_spare: Vec<u32>,
     /// Pipe-mode QPs placed on each engine core (over every application): a new QP goes
     /// to the least loaded core.
     core_qps: Vec<u32>,
@@ -164,6 +169,8 @@ impl Verbs {
             next_pd: 1,
             retry: Vec::new(),
             wcs: Vec::new(),
+            ready_cqs: Vec::new(),
+            ready_spare: Vec::new(),
             core_qps: Vec::new(),
             pipe_apps: Vec::new(),
             publish_every: 32,

@@ -171,6 +171,7 @@ fn take(v: &mut Verbs, app: u32, qpn: u32, counters: &mut Counters) {
             if let Some(rec) = a.cqs.get_mut(&cq) {
                 if rec.made.len() < rec.cqe as usize {
                     rec.made.push_back(cqe);
+                    v.ready_cqs.push(cq);
                 } else {
                     counters.cq_overruns += 1;
                 }
