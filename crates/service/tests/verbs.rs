@@ -540,7 +540,11 @@ fn bad_pipe_lines_are_counted_or_complete_in_error() {
     assert!(work.push(&[0x11; sluice_shm::PAYLOAD_BYTES]).unwrap());
     let e = next_pipe_cqe(&mut done, &mut net);
     assert_eq!((e.cqe.wr_id, e.cqe.status, e.cqe.qp_num), (9, 2, qpn2));
-    let counters = net.until_counters("bad requests counted", |c| c.bad_wqes >= 2);
+    // The engine publishes its counters between iterations: wait for the snapshot that
+    // has taken every line, then check nothing more was counted.
+    let counters = net.until_counters("bad requests counted", |c| {
+        c.bad_wqes >= 2 && c.verbs_pipe_lines >= 4
+    });
     assert_eq!(counters.verbs_doorbells, 0, "no doorbell in pipe mode");
     assert_eq!(counters.verbs_pipe_lines, 4, "four requests or stray lines");
 }

@@ -498,16 +498,20 @@ pub(crate) fn poll_pipes(v: &mut Verbs, counters: &mut Counters) -> bool {
                 let Some(e) = a.pipes[set].work.peek() else {
                     break;
                 };
-                counters.verbs_pipe_lines += 1;
                 any = true;
                 match take_line(a, set, &e, &mut v.rdma.mem, counters) {
+                    // A request whose continuation lines are not all written yet is
+                    // looked at again next time; it is counted once, when taken.
                     Line::Wait => break,
                     Line::Took(Some(qpn)) => {
+                        counters.verbs_pipe_lines += 1;
                         if touched[start..].last() != Some(&qpn) {
                             touched.push(qpn);
                         }
                     }
-                    Line::Took(None) => {}
+                    Line::Took(None) => {
+                        counters.verbs_pipe_lines += 1;
+                    }
                 }
             }
             // The producer learns of the room once per batch.
