@@ -82,6 +82,9 @@ enum Scenario {
         /// Out-of-order intervals per connection.
         #[arg(long, default_value_t = 64)]
         ooo: usize,
+        /// SACK scoreboard ranges per connection (the core's default 8).
+        #[arg(long, default_value_t = 8)]
+        scoreboard: usize,
         /// Write the channels and arrivals drawn here (leaf_spine.cc's --workload).
         #[arg(long)]
         workload: Option<std::path::PathBuf>,
@@ -123,6 +126,7 @@ fn main() {
             leaves,
             hosts_per_leaf,
             ooo,
+            scoreboard,
             workload,
         } => {
             let mut spec = LeafSpineSpec::ooo(quick, ms, args.seed);
@@ -130,6 +134,7 @@ fn main() {
             spec.fabric.leaves = leaves.unwrap_or(spec.fabric.leaves);
             spec.fabric.hosts_per_leaf = hosts_per_leaf.unwrap_or(spec.fabric.hosts_per_leaf);
             spec.ooo_intervals = ooo;
+            spec.sack_scoreboard = scoreboard;
             spec.nagle = args.nagle;
             spec.cc = args.cc.clone();
             spec.keep_workload = workload.is_some();

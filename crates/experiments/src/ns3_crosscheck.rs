@@ -68,6 +68,8 @@ pub struct LeafSpineSpec {
     pub duration: Duration,
     /// Out-of-order intervals per connection.
     pub ooo_intervals: usize,
+    /// SACK scoreboard ranges per connection (`Config::sack_scoreboard`; the core's 8).
+    pub sack_scoreboard: usize,
     /// Nagle's algorithm on the hosts (ns-3's TCP runs without: `TcpNoDelay`).
     pub nagle: bool,
     /// Congestion control: "dctcp" or "newreno".
@@ -88,6 +90,7 @@ impl LeafSpineSpec {
             background_load: 0.5,
             duration: Duration::from_millis(ms),
             ooo_intervals: 64,
+            sack_scoreboard: 8,
             nagle: true,
             cc: "dctcp".into(),
             seed,
@@ -318,6 +321,7 @@ pub fn leaf_spine(spec: &LeafSpineSpec) -> Result<Outcome, ExperimentError> {
         mut rng,
     } = open_channels(&spec.fabric, seed, 2, 4096, &mut |c| {
         c.ooo_intervals = spec.ooo_intervals;
+        c.sack_scoreboard = spec.sack_scoreboard;
         c.nagle = spec.nagle;
         c.congestion_control = algorithm;
     })?;
