@@ -7,4 +7,5 @@
 
 pub mod rig;
 pub mod rx;
+pub mod table;
 pub mod tx;

@@ -9,10 +9,11 @@ use clap::Args;
 use sluice_rdma::stack::{RxPath, TxPath};
 
 use super::rig::{self, RunResult, RunSpec};
+use super::table::{rows_notes_series, Point, Side};
 use super::tx::size_label;
 use crate::error::ExperimentError;
-use crate::plot::{Plot, Series};
-use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::plot::Plot;
+use crate::report::Report;
 use crate::Common;
 
 /// Bytes per WRITE.
@@ -95,51 +96,20 @@ pub fn measure(args: &RxArgs) -> Result<Vec<RxPoint>, ExperimentError> {
 pub fn run(args: &RxArgs) -> Result<Report, ExperimentError> {
     let points = measure(args)?;
     let sets = working_sets(args.common.quick);
-    let rows = points
+    let shown: Vec<Point<'_>> = points
         .iter()
-        .map(|p| {
-            let t = p.result.rx_touch();
-            let per = |v: u64| fmt_num(v as f64 / t.payload.max(1) as f64);
-            vec![
-                size_label(p.working_set),
-                rx_name(p.path).into(),
-                p.result.messages.to_string(),
-                fmt_num(p.result.gbps()),
-                fmt_num(p.result.rx_cpu_us_per_msg()),
-                fmt_num(t.per_payload_byte()),
-                per(t.staging),
-                per(t.icrc),
-                p.result.requester_qps.retransmits.to_string(),
-                if p.result.exact { "yes" } else { "NO" }.into(),
-            ]
+        .map(|p| Point {
+            x: size_label(p.working_set),
+            path: rx_name(p.path),
+            result: &p.result,
         })
         .collect();
-    let mut notes = Vec::new();
-    for pair in points.chunks(2) {
-        if let [d, s] = pair {
-            notes.push(format!(
-                "{}: direct/staging throughput {}, bytes touched per payload byte {}",
-                size_label(d.working_set),
-                fmt_ratio(d.result.gbps(), s.result.gbps()),
-                fmt_ratio(
-                    d.result.rx_touch().per_payload_byte(),
-                    s.result.rx_touch().per_payload_byte()
-                ),
-            ));
-        }
-    }
-    let series = [RxPath::Direct, RxPath::Staging]
-        .into_iter()
-        .map(|path| Series {
-            name: rx_name(path).into(),
-            points: points
-                .iter()
-                .filter(|p| p.path == path)
-                .enumerate()
-                .map(|(i, p)| (i as f64, p.result.gbps()))
-                .collect(),
-        })
-        .collect();
+    let (rows, notes, series) = rows_notes_series(
+        Side::Rx,
+        &shown,
+        "direct/staging",
+        [rx_name(RxPath::Direct), rx_name(RxPath::Staging)],
+    );
     Ok(Report {
         name: "flexins-rx".into(),
         setup: vec![

@@ -9,9 +9,10 @@ use clap::Args;
 use sluice_rdma::stack::{RxPath, TxPath};
 
 use super::rig::{self, RunResult, RunSpec};
+use super::table::{rows_notes_series, Point, Side};
 use crate::error::ExperimentError;
-use crate::plot::{Plot, Series};
-use crate::report::{fmt_num, fmt_ratio, Report};
+use crate::plot::Plot;
+use crate::report::Report;
 use crate::Common;
 
 /// `sluice experiment flexins-tx`.
@@ -88,51 +89,20 @@ pub fn size_label(b: u64) -> String {
 pub fn run(args: &TxArgs) -> Result<Report, ExperimentError> {
     let points = measure(args)?;
     let sizes = sizes(args.common.quick);
-    let rows = points
+    let shown: Vec<Point<'_>> = points
         .iter()
-        .map(|p| {
-            let t = p.result.tx_touch();
-            let per = |v: u64| fmt_num(v as f64 / t.payload.max(1) as f64);
-            vec![
-                size_label(p.size),
-                tx_name(p.path).into(),
-                p.result.messages.to_string(),
-                fmt_num(p.result.gbps()),
-                fmt_num(p.result.tx_cpu_us_per_msg()),
-                fmt_num(t.per_payload_byte()),
-                per(t.staging),
-                per(t.icrc),
-                p.result.requester_qps.retransmits.to_string(),
-                if p.result.exact { "yes" } else { "NO" }.into(),
-            ]
+        .map(|p| Point {
+            x: size_label(p.size),
+            path: tx_name(p.path),
+            result: &p.result,
         })
         .collect();
-    let mut notes = Vec::new();
-    for pair in points.chunks(2) {
-        if let [h, s] = pair {
-            notes.push(format!(
-                "{}: header-only/staging throughput {}, bytes touched per payload byte {}",
-                size_label(h.size),
-                fmt_ratio(h.result.gbps(), s.result.gbps()),
-                fmt_ratio(
-                    h.result.tx_touch().per_payload_byte(),
-                    s.result.tx_touch().per_payload_byte()
-                ),
-            ));
-        }
-    }
-    let series = [TxPath::HeaderOnly, TxPath::Staging]
-        .into_iter()
-        .map(|path| Series {
-            name: tx_name(path).into(),
-            points: points
-                .iter()
-                .filter(|p| p.path == path)
-                .enumerate()
-                .map(|(i, p)| (i as f64, p.result.gbps()))
-                .collect(),
-        })
-        .collect();
+    let (rows, notes, series) = rows_notes_series(
+        Side::Tx,
+        &shown,
+        "header-only/staging",
+        [tx_name(TxPath::HeaderOnly), tx_name(TxPath::Staging)],
+    );
     Ok(Report {
         name: "flexins-tx".into(),
         setup: vec![
