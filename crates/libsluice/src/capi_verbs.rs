@@ -348,43 +348,8 @@ pub unsafe extern "C" fn sluice_rdma_create_qp(
     out: *mut *mut SluiceRdmaQp,
     caps: *mut RdmaQpCaps,
 ) -> c_int {
-    verb(|| {
-        // SAFETY: the caller's contract.
-        let (d, i) = unsafe { (non_null(dev)?, non_null(init)?) };
-        if out.is_null() || caps.is_null() {
-            return Err(NULL);
-        }
-        // SAFETY: the caller's contract: live CQs or null.
-        let (scq, rcq) = unsafe { (non_null(i.send_cq)?, non_null(i.recv_cq)?) };
-        let pds = lock(&d.pds);
-        let pd = pds.get(&i.pd).ok_or(VerbsError::Refused(libc::ENOENT))?;
-        let qp = pd.create_qp(
-            &scq.cq,
-            &rcq.cq,
-            QpInit {
-                max_send_wr: i.max_send_wr,
-                max_recv_wr: i.max_recv_wr,
-                max_inline: i.max_inline,
-            },
-        )?;
-        drop(pds);
-        let c = qp.caps();
-        let p = Box::into_raw(Box::new(SluiceRdmaQp { qp, dev }));
-        lock(&d.qps).insert(p as usize);
-        // SAFETY: the caller's contract; both checked non-null.
-        unsafe {
-            put(out, p)?;
-            put(
-                caps,
-                RdmaQpCaps {
-                    qpn: c.qpn,
-                    max_send_wr: c.max_send_wr,
-                    max_recv_wr: c.max_recv_wr,
-                    max_inline: c.max_inline,
-                },
-            )
-        }
-    })
+    // SAFETY: the caller's contract, passed on.
+    unsafe { create_qp_in(dev, init, out, caps, false) }
 }
 
 /// ibv_modify_qp.
@@ -631,43 +596,8 @@ pub unsafe extern "C" fn sluice_rdma_create_pipe_qp(
     out: *mut *mut SluiceRdmaQp,
     caps: *mut RdmaQpCaps,
 ) -> c_int {
-    verb(|| {
-        // SAFETY: the caller's contract.
-        let (d, i) = unsafe { (non_null(dev)?, non_null(init)?) };
-        if out.is_null() || caps.is_null() {
-            return Err(NULL);
-        }
-        // SAFETY: the caller's contract: live CQs or null.
-        let (scq, rcq) = unsafe { (non_null(i.send_cq)?, non_null(i.recv_cq)?) };
-        let pds = lock(&d.pds);
-        let pd = pds.get(&i.pd).ok_or(VerbsError::Refused(libc::ENOENT))?;
-        let qp = pd.create_pipe_qp(
-            &scq.cq,
-            &rcq.cq,
-            QpInit {
-                max_send_wr: i.max_send_wr,
-                max_recv_wr: i.max_recv_wr,
-                max_inline: i.max_inline,
-            },
-        )?;
-        drop(pds);
-        let c = qp.caps();
-        let p = Box::into_raw(Box::new(SluiceRdmaQp { qp, dev }));
-        lock(&d.qps).insert(p as usize);
-        // SAFETY: the caller's contract; both checked non-null.
-        unsafe {
-            put(out, p)?;
-            put(
-                caps,
-                RdmaQpCaps {
-                    qpn: c.qpn,
-                    max_send_wr: c.max_send_wr,
-                    max_recv_wr: c.max_recv_wr,
-                    max_inline: c.max_inline,
-                },
-            )
-        }
-    })
+    // SAFETY: the caller's contract, passed on.
+    unsafe { create_qp_in(dev, init, out, caps, true) }
 }
 
 /// The inline QP: `len` bytes at `data` and the flag trailer, inline in the pipe, placed to
@@ -738,6 +668,58 @@ pub unsafe extern "C" fn sluice_rdma_poll_inline_recv(
         Ok(Err(e)) => -i64::from(e.errno()),
         Err(_) => -i64::from(libc::EIO),
     }
+}
+
+/// `sluice_rdma_create_qp` and `sluice_rdma_create_pipe_qp`: a QP on the doorbell path or
+/// on the context's notification pipes.
+///
+/// # Safety
+/// As [`sluice_rdma_create_qp`].
+unsafe fn create_qp_in(
+    dev: *mut SluiceRdma,
+    init: *const RdmaQpInit,
+    out: *mut *mut SluiceRdmaQp,
+    caps: *mut RdmaQpCaps,
+    pipe: bool,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let (d, i) = unsafe { (non_null(dev)?, non_null(init)?) };
+        if out.is_null() || caps.is_null() {
+            return Err(NULL);
+        }
+        // SAFETY: the caller's contract: live CQs or null.
+        let (scq, rcq) = unsafe { (non_null(i.send_cq)?, non_null(i.recv_cq)?) };
+        let pds = lock(&d.pds);
+        let pd = pds.get(&i.pd).ok_or(VerbsError::Refused(libc::ENOENT))?;
+        let qp_init = QpInit {
+            max_send_wr: i.max_send_wr,
+            max_recv_wr: i.max_recv_wr,
+            max_inline: i.max_inline,
+        };
+        let qp = if pipe {
+            pd.create_pipe_qp(&scq.cq, &rcq.cq, qp_init)?
+        } else {
+            pd.create_qp(&scq.cq, &rcq.cq, qp_init)?
+        };
+        drop(pds);
+        let c = qp.caps();
+        let p = Box::into_raw(Box::new(SluiceRdmaQp { qp, dev }));
+        lock(&d.qps).insert(p as usize);
+        // SAFETY: the caller's contract; both checked non-null.
+        unsafe {
+            put(out, p)?;
+            put(
+                caps,
+                RdmaQpCaps {
+                    qpn: c.qpn,
+                    max_send_wr: c.max_send_wr,
+                    max_recv_wr: c.max_recv_wr,
+                    max_inline: c.max_inline,
+                },
+            )
+        }
+    })
 }
 
 #[cfg(test)]
