@@ -9,7 +9,7 @@ use std::time::Instant;
 use rtrb::{Consumer, Producer, RingBuffer};
 use sluice_rdma::qp::{Memory, Nanos, Remote, SendOp, SendWr, Sge};
 use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig, VerbsError};
-use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WcStatus, WorkCompletion};
+use sluice_rdma::verbs::{Access, Key, PdId, Region, WcStatus, WorkCompletion};
 use sluice_wire::EthernetAddress;
 
 use crate::engine::OffloadEngine;
@@ -170,38 +170,7 @@ impl<M: Memory, L: Link> Host<M, L> {
             peer: Some(peer),
             ..QpAttr::default()
         };
-        let steps: [(QpState, &[AttrMask]); 3] = [
-            (
-                QpState::Init,
-                &[AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS],
-            ),
-            (
-                QpState::Rtr,
-                &[
-                    AttrMask::AV,
-                    AttrMask::PATH_MTU,
-                    AttrMask::DEST_QPN,
-                    AttrMask::RQ_PSN,
-                    AttrMask::MAX_DEST_RD_ATOMIC,
-                    AttrMask::MIN_RNR_TIMER,
-                ],
-            ),
-            (
-                QpState::Rts,
-                &[
-                    AttrMask::SQ_PSN,
-                    AttrMask::TIMEOUT,
-                    AttrMask::RETRY_CNT,
-                    AttrMask::RNR_RETRY,
-                    AttrMask::MAX_QP_RD_ATOMIC,
-                ],
-            ),
-        ];
-        for (state, masks) in steps {
-            let mask = masks.iter().copied().fold(AttrMask::STATE, AttrMask::union);
-            self.stack
-                .modify_qp(&mut self.mem, self.qpn, state, mask, &attr)?;
-        }
+        self.stack.connect_rc(&mut self.mem, self.qpn, &attr)?;
         Ok(())
     }
 

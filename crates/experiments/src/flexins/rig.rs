@@ -14,7 +14,7 @@ use sluice_rdma::qp::{QpCounters, Remote, SendOp, SendWr, Sge, VecMemory};
 use sluice_rdma::stack::{
     PeerAddr, QpAttr, RdmaStack, RxPath, StackConfig, StackCounters, Touched, TxPath,
 };
-use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WcStatus, WorkCompletion};
+use sluice_rdma::verbs::{Access, Key, PdId, Region, WcStatus, WorkCompletion};
 use sluice_wire::EthernetAddress;
 
 use crate::error::ExperimentError;
@@ -170,39 +170,9 @@ fn connect(s: &mut Side, i: usize, peer: &Side) -> Result<(), ExperimentError> {
         peer: Some(peer.addr),
         ..QpAttr::default()
     };
-    let steps = [
-        (
-            QpState::Init,
-            AttrMask::STATE
-                .union(AttrMask::PKEY_INDEX)
-                .union(AttrMask::PORT)
-                .union(AttrMask::ACCESS_FLAGS),
-        ),
-        (
-            QpState::Rtr,
-            AttrMask::STATE
-                .union(AttrMask::AV)
-                .union(AttrMask::PATH_MTU)
-                .union(AttrMask::DEST_QPN)
-                .union(AttrMask::RQ_PSN)
-                .union(AttrMask::MAX_DEST_RD_ATOMIC)
-                .union(AttrMask::MIN_RNR_TIMER),
-        ),
-        (
-            QpState::Rts,
-            AttrMask::STATE
-                .union(AttrMask::SQ_PSN)
-                .union(AttrMask::TIMEOUT)
-                .union(AttrMask::RETRY_CNT)
-                .union(AttrMask::RNR_RETRY)
-                .union(AttrMask::MAX_QP_RD_ATOMIC),
-        ),
-    ];
-    for (state, mask) in steps {
-        s.stack
-            .modify_qp(&mut s.mem, s.qpns[i], state, mask, &attr)
-            .map_err(|e| err("modify_qp", e))?;
-    }
+    s.stack
+        .connect_rc(&mut s.mem, s.qpns[i], &attr)
+        .map_err(|e| err("modify_qp", e))?;
     Ok(())
 }
 

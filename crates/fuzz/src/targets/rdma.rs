@@ -222,39 +222,9 @@ fn connect(h: &mut Host, peer_qpn: u32, peer: PeerAddr) {
         peer: Some(peer),
         ..QpAttr::default()
     };
-    let steps: [(QpState, &[AttrMask]); 3] = [
-        (
-            QpState::Init,
-            &[AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS],
-        ),
-        (
-            QpState::Rtr,
-            &[
-                AttrMask::AV,
-                AttrMask::PATH_MTU,
-                AttrMask::DEST_QPN,
-                AttrMask::RQ_PSN,
-                AttrMask::MAX_DEST_RD_ATOMIC,
-                AttrMask::MIN_RNR_TIMER,
-            ],
-        ),
-        (
-            QpState::Rts,
-            &[
-                AttrMask::SQ_PSN,
-                AttrMask::TIMEOUT,
-                AttrMask::RETRY_CNT,
-                AttrMask::RNR_RETRY,
-                AttrMask::MAX_QP_RD_ATOMIC,
-            ],
-        ),
-    ];
-    for (state, masks) in steps {
-        let mask = masks.iter().copied().fold(AttrMask::STATE, AttrMask::union);
-        h.stack
-            .modify_qp(&mut h.mem, h.qpn, state, mask, &attr)
-            .expect("the connect sequence is valid");
-    }
+    h.stack
+        .connect_rc(&mut h.mem, h.qpn, &attr)
+        .expect("the connect sequence is valid");
 }
 
 fn key(h: &Host, k: KeyChoice) -> Key {

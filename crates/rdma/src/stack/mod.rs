@@ -17,7 +17,8 @@ use crate::qp::{
     Memory, Nanos, PayloadDst, PostError, QpConfig, QpCounters, QueuePair, RecvWr, SendWr,
 };
 use crate::verbs::{
-    check_modify, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState, Region, WorkCompletion,
+    check_modify, required_attributes, AttrMask, CompletionQueue, Key, MrTable, PdId, QpState,
+    Region, WorkCompletion,
 };
 use crate::wire::frame::{entropy_src_port, RoceFrameRepr};
 use crate::wire::{Psn, RoceError, RoceRepr};
@@ -268,6 +269,23 @@ impl RdmaStack {
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         let slot = self.qps.get(&qpn)?;
         Some(slot.qp.as_ref().map_or(slot.state, QueuePair::state))
+    }
+
+    /// Takes a QP from RESET through INIT and RTR to RTS, each step with exactly the
+    /// attributes it requires taken from `attr` (the sequence every RC connection runs).
+    pub fn connect_rc<M: Memory>(
+        &mut self,
+        mem: &mut M,
+        qpn: u32,
+        attr: &QpAttr,
+    ) -> Result<(), VerbsError> {
+        let mut from = QpState::Reset;
+        for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            let mask = required_attributes(from, to).expect("an RC transition");
+            self.modify_qp(mem, qpn, to, mask, attr)?;
+            from = to;
+        }
+        Ok(())
     }
 
     /// Moves a QP to `next` with the attributes `mask` names (ibv_modify_qp).

@@ -11,4 +11,4 @@ pub mod qp_state;
 pub use access::Access;
 pub use cq::{CompletionQueue, CqError, WcOpcode, WcStatus, WorkCompletion};
 pub use mr::{AccessError, Key, MrTable, PdId, Placement, Region, RegisterError, MAX_REGIONS};
-pub use qp_state::{check_modify, AttrMask, ModifyError, QpState};
+pub use qp_state::{check_modify, required_attributes, AttrMask, ModifyError, QpState};

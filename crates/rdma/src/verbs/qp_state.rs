@@ -141,6 +141,12 @@ impl fmt::Display for ModifyError {
 
 impl std::error::Error for ModifyError {}
 
+/// The attributes an RC transition requires, STATE included (what `ibv_modify_qp` callers
+/// pass to go RESET -> INIT -> RTR -> RTS); None if there is no such transition.
+pub fn required_attributes(from: QpState, to: QpState) -> Option<AttrMask> {
+    rules(from, to).map(|(required, _)| required.union(AttrMask::STATE))
+}
+
 /// (required, optional) attributes of an RC transition, beyond STATE; None if there is no
 /// such transition. After the kernel's `ib_modify_qp_is_ok` table for IB_QPT_RC.
 fn rules(from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
