@@ -1,7 +1,13 @@
-//! A batch: up to [`BATCH_FRAMES`] frames in fixed buffers with their metadata, the unit
+//! A batch: up to [`BATCH_FRAMES`] frames in one buffer with their metadata, the unit
 //! that moves between roles (DESIGN.md: stages move vectors of descriptors, not packets).
-//! Its buffers are allocated once, when the runtime is built; afterwards batches only
+//! Its buffer is allocated once, when the runtime is built; afterwards batches only
 //! circulate, so nothing is allocated per frame.
+//!
+//! Each frame takes at least [`FRAME_BYTES`] of the buffer, so 32 wire-sized frames fit as
+//! before; a large segment for a device with segmentation offload
+//! ([`Batch::push_large_with`]) takes as much of the rest as it needs: one frame through
+//! the kernel instead of one per MSS (the kernel's per-frame path is most of the engine's
+//! CPU over AF_PACKET, docs/notes/issue-20/prof.md).
 
 /// Frames one batch holds.
 pub const BATCH_FRAMES: usize = 32;
@@ -44,12 +50,19 @@ pub struct FrameMeta {
     pub seq: u64,
     /// Checksum state.
     pub checksum: Checksum,
+    /// The device splits the TCP payload into segments of this many bytes (TSO); 0: a
+    /// frame as it is.
+    pub gso_size: u16,
 }
 
 /// A batch of frames of one flow group, numbered in that group's batch sequence.
 pub struct Batch {
     bytes: Box<[u8]>,
     meta: [FrameMeta; BATCH_FRAMES],
+    /// Where each frame starts in `bytes`.
+    starts: [u32; BATCH_FRAMES],
+    /// Bytes of `bytes` taken by the frames so far (each at least [`FRAME_BYTES`]).
+    used: usize,
     count: usize,
     /// The flow group every frame of the batch belongs to.
     pub group: u16,
@@ -79,6 +92,8 @@ impl Batch {
         Batch {
             bytes: vec![0u8; FRAME_BYTES * BATCH_FRAMES].into_boxed_slice(),
             meta: [FrameMeta::default(); BATCH_FRAMES],
+            starts: [0; BATCH_FRAMES],
+            used: 0,
             count: 0,
             group: 0,
             seq: 0,
@@ -95,39 +110,65 @@ impl Batch {
         self.count == 0
     }
 
-    /// Whether the batch holds [`BATCH_FRAMES`] frames.
+    /// Whether the batch has no room for another wire-sized frame ([`BATCH_FRAMES`]
+    /// frames, or large ones took the buffer).
     pub fn is_full(&self) -> bool {
-        self.count == BATCH_FRAMES
+        self.count == BATCH_FRAMES || self.bytes.len() - self.used < FRAME_BYTES
     }
 
     /// Forgets the frames (the buffers stay).
     pub fn clear(&mut self) {
         self.count = 0;
+        self.used = 0;
     }
 
-    /// Appends a frame that `write` writes into the next buffer (returning its length, or
-    /// None to write nothing). Returns false, writing nothing, when the batch is full or
-    /// the length does not fit a buffer.
+    /// Appends a frame that `write` writes into the next buffer of [`FRAME_BYTES`]
+    /// (returning its length, or None to write nothing). Returns false, writing nothing,
+    /// when the batch is full or the length does not fit a buffer.
     pub fn push_with(
         &mut self,
+        meta: FrameMeta,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        self.push_within(FRAME_BYTES, meta, write)
+    }
+
+    /// Like [`Batch::push_with`], but `write` may use all the room left (at least
+    /// [`FRAME_BYTES`]): for a large segment the device will cut ([`FrameMeta::gso_size`]).
+    pub fn push_large_with(
+        &mut self,
+        meta: FrameMeta,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        self.push_within(usize::MAX, meta, write)
+    }
+
+    /// Appends a frame of at most `most` bytes that `write` writes at the next free byte.
+    fn push_within(
+        &mut self,
+        most: usize,
         mut meta: FrameMeta,
         write: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> bool {
         if self.is_full() {
             return false;
         }
-        let at = self.count * FRAME_BYTES;
-        let Some(len) = write(&mut self.bytes[at..at + FRAME_BYTES]) else {
+        let at = self.used;
+        let room = (self.bytes.len() - at).min(most);
+        let Some(len) = write(&mut self.bytes[at..at + room]) else {
             return false;
         };
-        let Ok(len16) = u16::try_from(len) else {
+        let (Ok(len16), Ok(at32)) = (u16::try_from(len), u32::try_from(at)) else {
             return false;
         };
-        if len > FRAME_BYTES {
+        if len > room {
             return false;
         }
         meta.len = len16;
         self.meta[self.count] = meta;
+        self.starts[self.count] = at32;
+        // A frame takes at least a wire-sized buffer, so a module may grow it to one.
+        self.used = at + len.max(FRAME_BYTES);
         self.count += 1;
         true
     }
@@ -149,7 +190,7 @@ impl Batch {
         if i >= self.count {
             return &[];
         }
-        let at = i * FRAME_BYTES;
+        let at = self.starts[i] as usize;
         &self.bytes[at..at + usize::from(self.meta[i].len)]
     }
 
@@ -158,21 +199,29 @@ impl Batch {
         if i >= self.count {
             return None;
         }
-        let at = i * FRAME_BYTES;
+        let at = self.starts[i] as usize;
         let meta = &mut self.meta[i];
         Some((&mut self.bytes[at..at + usize::from(meta.len)], meta))
     }
 
     /// Replaces frame `i`'s bytes with `frame` (a module changed it); false, leaving it as
-    /// it was, past the end or when `frame` is longer than [`FRAME_BYTES`].
+    /// it was, past the end or when `frame` is longer than the room frame `i` took (at
+    /// least [`FRAME_BYTES`]).
     pub fn replace(&mut self, i: usize, frame: &[u8]) -> bool {
         let Ok(len) = u16::try_from(frame.len()) else {
             return false;
         };
-        if i >= self.count || frame.len() > FRAME_BYTES {
+        if i >= self.count {
             return false;
         }
-        let at = i * FRAME_BYTES;
+        let at = self.starts[i] as usize;
+        let end = match self.starts.get(i + 1) {
+            Some(&next) if i + 1 < self.count => next as usize,
+            _ => self.used,
+        };
+        if frame.len() > end - at {
+            return false;
+        }
         self.bytes[at..at + frame.len()].copy_from_slice(frame);
         self.meta[i].len = len;
         true
@@ -191,6 +240,84 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against the simple model (a list of frames, each taking at least a wire-sized
+        /// buffer of one fixed-size region): pushes of wire-sized and large frames in any
+        /// order keep every frame's bytes and metadata, refuse exactly what the model has
+        /// no room for, and a full batch has no room for a wire-sized frame.
+        #[test]
+        fn packed_frames_match_the_simple_model(
+            pushes in proptest::collection::vec((any::<bool>(), 1usize..20_000, any::<u8>()), 0..60),
+        ) {
+            let cap = FRAME_BYTES * BATCH_FRAMES;
+            let mut b = Batch::new();
+            let mut model: Vec<Vec<u8>> = Vec::new();
+            let mut used = 0usize;
+            for (k, (large, len, fill)) in pushes.into_iter().enumerate() {
+                let meta = FrameMeta { seq: k as u64, gso_size: fill.into(), ..FrameMeta::default() };
+                let frame = vec![fill; len];
+                let room_left = cap - used;
+                let fits = model.len() < BATCH_FRAMES
+                    && room_left >= FRAME_BYTES
+                    && len <= if large { room_left } else { FRAME_BYTES };
+                let pushed = if large {
+                    b.push_large_with(meta, |buf| {
+                        let n = frame.len();
+                        buf.get_mut(..n)?.copy_from_slice(&frame);
+                        Some(n)
+                    })
+                } else {
+                    b.push_copy(&frame, meta)
+                };
+                prop_assert_eq!(pushed, fits);
+                if fits {
+                    model.push(frame);
+                    used += len.max(FRAME_BYTES);
+                }
+                prop_assert_eq!(b.is_full(), model.len() == BATCH_FRAMES || cap - used < FRAME_BYTES);
+            }
+            prop_assert_eq!(b.len(), model.len());
+            for (i, f) in model.iter().enumerate() {
+                prop_assert_eq!(b.frame(i), f.as_slice());
+                prop_assert_eq!(b.meta(i).gso_size, u16::from(f[0]));
+            }
+            // Any frame may be replaced by one as long as a wire-sized buffer.
+            if !model.is_empty() {
+                prop_assert!(b.replace(0, &[7u8; FRAME_BYTES]));
+                prop_assert_eq!(b.frame(0), &[7u8; FRAME_BYTES][..]);
+                for (i, f) in model.iter().enumerate().skip(1) {
+                    prop_assert_eq!(b.frame(i), f.as_slice());
+                }
+            }
+            b.clear();
+            prop_assert!(b.is_empty() && !b.is_full());
+        }
+    }
+
+    #[test]
+    fn a_large_frame_takes_the_room_it_needs_and_no_more() {
+        let mut b = Batch::new();
+        let big = 3 * FRAME_BYTES + 10;
+        assert!(b.push_large_with(FrameMeta::default(), |buf| {
+            assert_eq!(buf.len(), FRAME_BYTES * BATCH_FRAMES, "all the room");
+            Some(big)
+        }));
+        assert!(!b.push_with(FrameMeta::default(), |buf| {
+            assert_eq!(buf.len(), FRAME_BYTES, "a wire-sized buffer");
+            Some(FRAME_BYTES + 1)
+        }));
+        // The rest holds a wire-sized frame per whole buffer left after it, then is full.
+        let mut n = 1;
+        while b.push_copy(&[1u8; 60], FrameMeta::default()) {
+            n += 1;
+        }
+        assert_eq!(n, 1 + (FRAME_BYTES * BATCH_FRAMES - big) / FRAME_BYTES);
+        assert!(b.is_full());
+        assert_eq!(b.frame(0).len(), big);
+        assert!(!b.replace(0, &vec![0u8; big + 1]), "no room past its own");
+    }
 
     #[test]
     fn frames_keep_their_bytes_and_metadata_until_full() {
