@@ -303,6 +303,12 @@ fn open_device(
         Backend::AfPacket if wire_sized => {
             let config = AfPacketConfig {
                 syn_lane: Some(AfPacketConfig::SYN_LANE_BUFFER),
+                // Checksum offload both ways, no pass over the payload in software: the
+                // NIC role trusts partial checksums on receive (RxChecksum::Partial, as
+                // the single engine does), and the post roles leave transmitted ones for
+                // the kernel (MultiEngine's device_completes).
+                vnet_hdr: true,
+                complete_partial: false,
                 ..AfPacketConfig::default()
             };
             Box::new(AfPacket::open(&opts.iface, config)?)

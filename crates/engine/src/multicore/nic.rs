@@ -114,6 +114,7 @@ impl Gather {
             group: g,
             seq: self.frame_seq.next(g),
             checksum,
+            gso_size: 0,
         };
         if batch.push_copy(frame, meta) {
             self.counters.frames += 1;
@@ -264,10 +265,16 @@ impl<D: Device> Nic<D> {
                         continue;
                     }
                     let frame = s.batch.frame(s.next);
+                    // Left partial by the post role only when the device completes it.
+                    let csum_partial = meta.checksum == Checksum::Partial;
                     let queued = self.device.transmit_with(&mut |buf| {
                         let slot = buf.get_mut(..frame.len())?;
                         slot.copy_from_slice(frame);
-                        Some(TxFrame::plain(frame.len()))
+                        Some(TxFrame {
+                            len: frame.len(),
+                            gso_size: meta.gso_size,
+                            csum_partial,
+                        })
                     })?;
                     if !queued {
                         if full {

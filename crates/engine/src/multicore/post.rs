@@ -1,6 +1,7 @@
 //! The post role (stateless, replicable): completes the TCP checksums the protocol roles
 //! left partial (`Config::tx_checksum_offload`), the work a NIC's checksum offload would do,
-//! off the protocol role's core.
+//! off the protocol role's core. When the device itself completes them
+//! ([`Post::device_completes`]) it leaves them partial: no pass over the payload at all.
 
 use sluice_device::complete_partial_checksum;
 
@@ -22,6 +23,9 @@ pub struct Post {
     pub modules: Chain,
     /// The clock for the modules' bpf_ktime_get_ns, set by the runner before a step.
     pub now_ns: u64,
+    /// The device completes partial checksums (virtio-net offload, or the kernel behind
+    /// it): frames stay [`Checksum::Partial`] unless egress modules must see them whole.
+    pub device_completes: bool,
 }
 
 impl Post {
@@ -34,6 +38,7 @@ impl Post {
             counters: RoleCounters::default(),
             modules: Chain::default(),
             now_ns: 0,
+            device_completes: false,
         }
     }
 
@@ -62,12 +67,16 @@ impl Post {
                 left -= 1;
                 self.counters.batches += 1;
                 let modules = self.modules.has(HookPoint::Egress);
+                // Egress modules see the frame as the wire will, so they need it complete.
+                let complete = modules || !self.device_completes;
                 for i in 0..batch.len() {
                     let Some((frame, meta)) = batch.frame_mut(i) else {
                         break;
                     };
                     self.counters.frames += 1;
-                    if meta.checksum == Checksum::Partial {
+                    // A large segment's checksums are the device's to fill, segment by
+                    // segment (it only exists when the device completes them).
+                    if complete && meta.checksum == Checksum::Partial && meta.gso_size == 0 {
                         meta.checksum = if complete_partial_checksum(frame) {
                             Checksum::Unverified
                         } else {
@@ -140,5 +149,27 @@ mod tests {
         nic.give_back(b);
         post.step(8);
         assert_eq!((g0.empties(), g1.empties()), (1, 1), "back to group 1");
+    }
+
+    #[test]
+    fn partial_checksums_are_left_to_a_device_that_completes_them() {
+        let f = vec![0xA5u8; 60];
+        let (mut g0, from0) = link(2, 1);
+        let (to_nic, mut nic) = link(4, 0);
+        let mut post = Post::new(vec![from0], to_nic);
+        post.device_completes = true;
+        let mut b = g0.take_empty().unwrap();
+        let meta = FrameMeta {
+            checksum: Checksum::Partial,
+            ..FrameMeta::default()
+        };
+        // Not even IPv4: completing it would have marked it bad.
+        assert!(b.push_copy(&f, meta));
+        g0.send(b);
+        post.step(8);
+        let b = nic.recv().unwrap();
+        assert_eq!(b.meta(0).checksum, Checksum::Partial);
+        assert_eq!(b.frame(0), &f[..], "bytes untouched");
+        assert_eq!(post.counters.drops, 0);
     }
 }

@@ -381,9 +381,13 @@ impl<A: App> Protocol<A> {
                 };
                 let stack = &mut self.stack;
                 let mut partial = false;
-                let mut pushed = batch.push_with(meta, |buf| {
+                let mut gso_size = 0;
+                // The core sizes a large segment to the room left (Config::tso_max_payload
+                // is 0 unless the device segments).
+                let mut pushed = batch.push_large_with(meta, |buf| {
                     let t = stack.poll_transmit_offload(now, buf)?;
                     partial = t.csum_partial;
+                    gso_size = t.gso_size;
                     Some(t.len)
                 });
                 if !pushed && self.transports && !batch.is_full() {
@@ -401,9 +405,12 @@ impl<A: App> Protocol<A> {
                     break;
                 }
                 self.tx_frame_seq += 1;
-                if partial {
+                if partial || gso_size != 0 {
                     if let Some((_, m)) = batch.frame_mut(batch.len() - 1) {
-                        m.checksum = Checksum::Partial;
+                        if partial {
+                            m.checksum = Checksum::Partial;
+                        }
+                        m.gso_size = gso_size;
                     }
                 }
             }

@@ -9,6 +9,7 @@ use sluice_device::Device;
 use sluice_tcp::{Config, ConfigError, Counters, FlowGroupMember, Instant, Stack};
 use sluice_wire::flow_group::FlowGroups;
 
+use super::batch::{BATCH_FRAMES, FRAME_BYTES};
 use super::control::{control_links, Control};
 use super::layout::{Layout, LayoutError, Plan, RoleId};
 use super::link::link;
@@ -33,6 +34,8 @@ const SPIN_ROUNDS: u32 = 256;
 const YIELD_ROUNDS: u32 = 64;
 /// How long an idle thread parks (the NIC role's thread waits on its device instead).
 const PARK: Duration = Duration::from_micros(50);
+/// Ethernet, IPv4 and the largest TCP header, ahead of a large segment's payload.
+const HEADERS_MAX: u32 = 14 + 20 + 60;
 /// Longest stretch of virtual time the stepped model lets pass at once.
 const MODEL_MAX_WAIT: Duration = Duration::from_millis(1);
 /// Longest stretch (us) the stepped model lets pass while work is pending.
@@ -164,7 +167,7 @@ impl<D: Device, A: App> MultiEngine<D, A> {
 
     /// Builds the roles for `layout` over `device`: each group's core is `config` made that
     /// group (`Config::flow_group`, keyed by `config.seed`), leaving checksums to the post
-    /// role and without large segments; `factory(g)` makes group `g`'s application.
+    /// role (or, when the device completes them, to the device) and without large segments; `factory(g)` makes group `g`'s application.
     pub fn with_clock(
         device: D,
         config: Config,
@@ -209,6 +212,12 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             nic_from_post.push(rx);
         }
         let window = r * POOL + 1;
+        // A device that offloads segmentation completes partial checksums too (the signal
+        // setup::offload_config reads): the post roles then leave them to it.
+        let device_completes = device.max_tso_frame() > device.max_frame();
+        let tso_max = (device.max_tso_frame().min(FRAME_BYTES * BATCH_FRAMES) as u32)
+            .saturating_sub(HEADERS_MAX)
+            .min(sluice_tcp::config::TSO_MAX_PAYLOAD_LIMIT);
         let (control, control_rxs) = control_links(plan.groups);
         let mut control_rxs = control_rxs.into_iter();
         let mut protocols = Vec::with_capacity(n);
@@ -219,7 +228,12 @@ impl<D: Device, A: App> MultiEngine<D, A> {
                 index: g as u16,
             });
             cfg.tx_checksum_offload = true;
-            cfg.tso_max_payload = 0;
+            // Large segments when the device cuts them, as big as a batch holds.
+            cfg.tso_max_payload = if device_completes && tso_max > u32::from(cfg.mtu) {
+                tso_max
+            } else {
+                0
+            };
             let stack = Stack::new(cfg).map_err(MultiError::Core)?;
             let mut app = factory(g as u16);
             let transports = app.transports().each().next().is_some();
@@ -244,7 +258,11 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             posts: post_from_group
                 .into_iter()
                 .zip(post_to_nic)
-                .map(|(from, to)| Post::new(from, to))
+                .map(|(from, to)| {
+                    let mut post = Post::new(from, to);
+                    post.device_completes = device_completes;
+                    post
+                })
                 .collect(),
             layout,
             plan,
