@@ -29,9 +29,9 @@ const POOL: usize = 8;
 /// Batches a role moves per link in one step on the threads.
 const BUDGET: usize = 4;
 /// Idle rounds a thread spins before it yields its core.
-const SPIN_ROUNDS: u32 = 32;
+const SPIN_ROUNDS: u32 = 256;
 /// Idle rounds a thread yields before it parks.
-const YIELD_ROUNDS: u32 = 8;
+const YIELD_ROUNDS: u32 = 64;
 /// How long an idle thread parks (the NIC role's thread waits on its device instead).
 const PARK: Duration = Duration::from_micros(50);
 /// Ethernet, IPv4 and the largest TCP header, ahead of a large segment's payload.
