@@ -270,8 +270,9 @@ pub fn open(opts: &EngineOptions) -> Result<Engine<Box<dyn Device>>, EngineError
 }
 
 /// Opens the backend for the multi-core engine (`crate::multicore::MultiEngine`), whose
-/// batches hold wire-sized frames only: no segmentation offload on the device, and in a
-/// site's namespace the peer told to segment as for generic XDP. Returns the device (it
+/// batches take wire-sized received frames only: in a site's namespace the peer told to
+/// segment as for generic XDP; AF_PACKET with checksum and segmentation offload for what
+/// the engine sends (docs/multicore.md, "Offloads"). Returns the device (it
 /// moves to the NIC role's thread) and the core configuration each flow group starts from.
 pub fn open_multi(opts: &EngineOptions) -> Result<(Box<dyn Device + Send>, Config), EngineError> {
     let device = open_device(opts, true)?;

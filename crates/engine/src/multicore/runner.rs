@@ -167,7 +167,8 @@ impl<D: Device, A: App> MultiEngine<D, A> {
 
     /// Builds the roles for `layout` over `device`: each group's core is `config` made that
     /// group (`Config::flow_group`, keyed by `config.seed`), leaving checksums to the post
-    /// role (or, when the device completes them, to the device) and without large segments; `factory(g)` makes group `g`'s application.
+    /// role, or to the device and with large segments when the device segments;
+    /// `factory(g)` makes group `g`'s application.
     pub fn with_clock(
         device: D,
         config: Config,
