@@ -157,6 +157,10 @@ pub enum ExperimentCommand {
     /// The programmable offloading engine's list traversal and batched READ against the
     /// client doing them with READs (flexins.txt Figure 16; two RDMA stacks in-process).
     FlexinsOffload(flexins_offload::OffloadArgs),
+    /// 64 B WRITE submission through the notification pipe against doorbells for 1, 100
+    /// and 2,000 QPs, and 64 B round trips: inline QP, pipe SEND/RECV, Sluice TCP, Linux
+    /// TCP (flexins.txt Figure 15; two engines in-process, no lab).
+    FlexinsPipe(flexins::pipe::PipeArgs),
 }
 
 /// Runs an experiment: prints its table and writes its files.
@@ -179,6 +183,7 @@ pub fn run(cmd: &ExperimentCommand) -> Result<(), ExperimentError> {
         ExperimentCommand::FlexinsTx(args) => (flexins::tx::run(args)?, &args.common),
         ExperimentCommand::FlexinsRx(args) => (flexins::rx::run(args)?, &args.common),
         ExperimentCommand::FlexinsOffload(args) => (flexins_offload::run(args)?, &args.common),
+        ExperimentCommand::FlexinsPipe(args) => (flexins::pipe::run(args)?, &args.common),
     };
     print!("{}", report.render());
     let written = report.write(&common.out)?;

@@ -145,3 +145,109 @@ fn handle_timeout_visits_only_the_due_qp_among_2000_idle_ones() {
     stack.take_ready_cqs(&mut ready);
     assert!(ready.is_empty(), "listed once until taken");
 }
+
+/// `poll_transmit` visits only the QPs that got something to send (the active list), not
+/// every QP in turn: with 2,000 idle QPs in RTS, a SEND on one costs two visits (the packet,
+/// then the look that finds nothing more), and so does its retransmission.
+#[test]
+fn poll_transmit_visits_only_the_active_qp_among_2000_idle_ones() {
+    let peer = PeerAddr {
+        ip: Ipv4Addr::new(10, 0, 0, 2),
+        mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+    };
+    let mut stack = RdmaStack::new(StackConfig {
+        max_qps: IDLE + 1,
+        ..StackConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(10, 0, 0, 1),
+        )
+    });
+    let mut mem = VecMemory(vec![7u8; 4096]);
+    let cq = stack.create_cq(64).unwrap();
+    let key = stack
+        .reg_mr(Region {
+            pd: PdId(1),
+            addr: BASE,
+            len: 4096,
+            access: Access::LOCAL_WRITE,
+            backing: 0,
+            offset: 0,
+        })
+        .unwrap();
+    let qpns: Vec<u32> = (0..=IDLE)
+        .map(|_| stack.create_qp(PdId(1), cq, cq, 4, 4).unwrap())
+        .collect();
+    for &q in &qpns {
+        to_rts(&mut stack, &mut mem, q, peer);
+    }
+    let mut buf = vec![0u8; 2048];
+    // Each state change listed its QP: the first poll looks at each once, finds nothing,
+    // and drops them all.
+    assert!(stack.poll_transmit(0, &mut mem, &mut buf).is_none());
+    assert_eq!(stack.counters.tx_visits, (IDLE + 1) as u64);
+    assert!(stack.poll_transmit(0, &mut mem, &mut buf).is_none());
+    assert_eq!(
+        stack.counters.tx_visits,
+        (IDLE + 1) as u64,
+        "nothing listed"
+    );
+
+    let busy = qpns[IDLE / 3];
+    let send_on = |stack: &mut RdmaStack, qpn, wr_id| {
+        stack
+            .post_send(
+                qpn,
+                SendWr {
+                    wr_id,
+                    op: SendOp::Send { imm: None },
+                    sge: Sge {
+                        addr: BASE,
+                        len: 64,
+                        lkey: key,
+                    },
+                    signaled: true,
+                    solicited: false,
+                },
+            )
+            .unwrap();
+    };
+    send_on(&mut stack, busy, 1);
+    let before = stack.counters.tx_visits;
+    let now = 1_000;
+    assert!(stack.poll_transmit(now, &mut mem, &mut buf).is_some());
+    assert!(stack.poll_transmit(now, &mut mem, &mut buf).is_none());
+    assert_eq!(stack.counters.tx_visits - before, 2, "the busy QP only");
+
+    // SENDs on two other QPs take turns, each visited for its packet and once more.
+    send_on(&mut stack, qpns[2 * IDLE / 3], 2);
+    send_on(&mut stack, qpns[IDLE], 3);
+    let before = stack.counters.tx_visits;
+    let mut frames = 0;
+    while stack.poll_transmit(now, &mut mem, &mut buf).is_some() {
+        frames += 1;
+    }
+    assert_eq!(frames, 2);
+    assert_eq!(stack.counters.tx_visits - before, 4);
+
+    // The retransmission timer lists the QPs it ran, and nothing else.
+    let deadline = stack.poll_timeout().expect("retransmission timers");
+    stack.handle_timeout(deadline, &mut mem);
+    let before = stack.counters.tx_visits;
+    let mut resent = 0;
+    while stack.poll_transmit(deadline, &mut mem, &mut buf).is_some() {
+        resent += 1;
+    }
+    assert!(resent >= 1, "the timed-out SENDs go again");
+    assert!(
+        stack.counters.tx_visits - before <= 2 * resent + 2,
+        "{} visits for {resent} frames",
+        stack.counters.tx_visits - before
+    );
+
+    // A destroyed QP leaves the list.
+    send_on(&mut stack, qpns[0], 4);
+    stack.destroy_qp(&mut mem, qpns[0]).unwrap();
+    let before = stack.counters.tx_visits;
+    assert!(stack.poll_transmit(deadline, &mut mem, &mut buf).is_none());
+    assert!(stack.counters.tx_visits - before <= 1);
+}

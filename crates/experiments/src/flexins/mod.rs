@@ -3,9 +3,16 @@
 //! a staging copy (`flexins-rx`, Figure 14's shape). Two RDMA stacks, each on its own
 //! thread with its own in-memory device, joined back to back (no lab): the requester posts
 //! RDMA WRITEs, the responder places them; the engine's bytes touched per payload byte come
-//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`).
+//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). And 3.4's
+//! notification pipes and inline QP (`flexins-pipe`, Figure 15's shape) between two
+//! engines running the service, with applications on libsluice.
 
+pub mod engines;
+pub mod pipe;
 pub mod rig;
+pub mod rtt;
 pub mod rx;
+pub mod submit;
 pub mod table;
 pub mod tx;
+pub mod verbs_side;

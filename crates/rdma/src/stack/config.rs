@@ -193,6 +193,8 @@ pub struct StackCounters {
     pub tx_buffer_short: u64,
     /// QPs whose timers `handle_timeout` ran (only the QPs due: flat in idle QPs).
     pub timer_visits: u64,
+    /// QPs `poll_transmit` looked at (only the active ones: flat in idle QPs).
+    pub tx_visits: u64,
 }
 
 /// Bytes the engine moves for payloads, per path (flexins.txt 5.3-5.4 measure the Arm

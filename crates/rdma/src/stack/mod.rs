@@ -7,7 +7,7 @@
 //! Call order: verbs calls whenever the application makes them; after frames arrive or
 //! work is posted, `poll_transmit` until it returns None; `handle_timeout` at the deadline.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use sluice_wire::ethernet::{EtherType, EthernetRepr};
 use sluice_wire::ipv4::{Ecn, Ipv4Repr};
@@ -54,6 +54,8 @@ struct QpSlot {
     cc: QpCongestion,
     /// A request packet waits for the pacer until then (poll_timeout's share of it).
     pace_wait: Option<Nanos>,
+    /// It is on the stack's active list (`RdmaStack::active`).
+    active: bool,
 }
 
 /// The RDMA transport of one address.
@@ -62,9 +64,12 @@ pub struct RdmaStack {
     mrs: MrTable,
     cqs: Vec<Option<CompletionQueue>>,
     qps: HashMap<u32, QpSlot>,
-    /// QP numbers, for round-robin transmission.
+    /// QP numbers in creation order (the offload engine's walk).
     order: Vec<u32>,
-    next_tx: usize,
+    /// QPs that may have a packet to send, each once, in turn: `poll_transmit` visits only
+    /// these, so its cost is flat in idle QPs. A QP is pushed when it gets work, a frame
+    /// (an ACK or response to send) or a timer, and dropped when a visit finds nothing.
+    active: VecDeque<u32>,
     next_qpn: u32,
     /// The staging buffer of [`TxPath::Staging`].
     payload: Vec<u8>,
@@ -109,7 +114,7 @@ impl RdmaStack {
             cqs: Vec::new(),
             qps: HashMap::new(),
             order: Vec::new(),
-            next_tx: 0,
+            active: VecDeque::new(),
             next_qpn: 0x11,
             payload: vec![0; 4096],
             rx_staging: Vec::new(),
@@ -232,6 +237,7 @@ impl RdmaStack {
                 qp: None,
                 cc: QpCongestion::new(self.cfg.line_rate_bps, self.cfg.dcqcn),
                 pace_wait: None,
+                active: false,
             },
         );
         self.order.push(qpn);
@@ -249,6 +255,7 @@ impl RdmaStack {
         )?;
         self.qps.remove(&qpn);
         self.order.retain(|&q| q != qpn);
+        self.active.retain(|&q| q != qpn);
         self.timers.arm(qpn, None);
         Ok(())
     }
@@ -429,7 +436,19 @@ impl RdmaStack {
         }
         slot.state = next;
         self.refresh_timer(qpn);
+        self.activate(qpn);
         Ok(())
+    }
+
+    /// Puts `qpn` on the active list (once) after something that may give it a packet to
+    /// send: work posted, a frame taken, a timer run, a state change, an offload response.
+    fn activate(&mut self, qpn: u32) {
+        if let Some(slot) = self.qps.get_mut(&qpn) {
+            if !slot.active {
+                slot.active = true;
+                self.active.push_back(qpn);
+            }
+        }
     }
 
     /// Re-reads `qpn`'s earliest deadline into the timer heap, after anything that may
@@ -485,6 +504,7 @@ impl RdmaStack {
             .ok_or(VerbsError::Post(PostError::WrongState))?;
         qp.post_send(wr).map_err(VerbsError::Post)?;
         self.refresh_timer(qpn);
+        self.activate(qpn);
         Ok(())
     }
 
@@ -550,6 +570,7 @@ impl RdmaStack {
             self.counters.cnp_rx += 1;
             slot.cc.on_cnp(now);
             self.refresh_timer(repr.roce.bth.dest_qp);
+            self.activate(repr.roce.bth.dest_qp);
             return;
         }
         if repr.ip.ecn == Ecn::Ce {
@@ -573,10 +594,13 @@ impl RdmaStack {
         qp.handle_packet(&mut ctx, &repr.roce, payload);
         self.counters.rx_touch.payload += metered.written_bytes();
         self.refresh_timer(repr.roce.bth.dest_qp);
+        // An ACK, a NAK, a READ response or a CNP may be due now, or the window opened.
+        self.activate(repr.roce.bth.dest_qp);
     }
 
-    /// The next frame to send, written to `buf`; its length. QPs take turns; a QP's due
-    /// CNP goes first, then its responses, then its requests as its pacer allows.
+    /// The next frame to send, written to `buf`; its length. The active QPs take turns
+    /// (idle QPs are not visited: `tx_visits` counts the visits); a QP's due CNP goes
+    /// first, then its responses, then its requests as its pacer allows.
     ///
     /// With [`TxPath::HeaderOnly`] the payload is read from registered memory straight into
     /// `buf` (the device's frame) and the headers written around it, if `buf` holds a whole
@@ -588,30 +612,40 @@ impl RdmaStack {
         mem: &mut M,
         buf: &mut [u8],
     ) -> Option<usize> {
-        let n = self.order.len();
-        for k in 0..n {
-            let i = (self.next_tx + k) % n;
-            let qpn = self.order[i];
-            let sent = self.transmit_from(i, qpn, now, mem, buf);
+        for _ in 0..self.active.len() {
+            let qpn = self.active.pop_front()?;
+            self.counters.tx_visits += 1;
+            let sent = self.transmit_from(qpn, now, mem, buf);
             // Sending arms the retransmission timer; waiting for the pacer arms pace_wait.
             self.refresh_timer(qpn);
-            if let Some(sent) = sent {
-                return sent;
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            match sent {
+                // It may have more: back of the line, so that the QPs take turns.
+                Some(sent) => {
+                    self.active.push_back(qpn);
+                    return sent;
+                }
+                // A request waits for its pacer: still active (a caller may poll at the
+                // pacing time before running the timers).
+                None if slot.pace_wait.is_some() => self.active.push_back(qpn),
+                // Nothing now: what gives it something (a post, a frame, a timer) lists
+                // it again.
+                None => slot.active = false,
             }
         }
         None
     }
 
-    /// `poll_transmit` for the QP at `order[i]`: None to try the next QP, else its answer.
+    /// `poll_transmit` for `qpn`: None to try the next QP, else its answer.
     fn transmit_from<M: Memory>(
         &mut self,
-        i: usize,
         qpn: u32,
         now: Nanos,
         mem: &mut M,
         buf: &mut [u8],
     ) -> Option<Option<usize>> {
-        let n = self.order.len();
         {
             let slot = self.qps.get_mut(&qpn)?;
             let (Some(qp), Some(peer)) = (slot.qp.as_mut(), slot.attr.peer) else {
@@ -677,7 +711,6 @@ impl RdmaStack {
                 gathered = metered.read_bytes();
                 (frame.roce, len) = (roce, plen);
             }
-            self.next_tx = (i + 1) % n;
             let emitted = if header_only {
                 frame.emit_around(buf, len)
             } else {
@@ -792,6 +825,8 @@ impl RdmaStack {
                 }
             }
             self.refresh_timer(qpn);
+            // A retransmission, a paced request or a CNP may be due now.
+            self.activate(qpn);
         }
         self.due = due;
     }

@@ -53,10 +53,14 @@ impl RdmaStack {
     /// out on the next `poll_transmit`. False (and counted on the QP) if no such request
     /// waits or the body is over its capacity.
     pub fn complete_offload(&mut self, qpn: u32, psn: Psn, status: u32, body: &[u8]) -> bool {
-        self.qps
+        let done = self
+            .qps
             .get_mut(&qpn)
             .and_then(|s| s.qp.as_mut())
-            .is_some_and(|qp| qp.complete_offload(psn, status, body))
+            .is_some_and(|qp| qp.complete_offload(psn, status, body));
+        // The response waits for `poll_transmit`.
+        self.activate(qpn);
+        done
     }
 
     /// The offload counters of every QP, summed.
