@@ -328,19 +328,19 @@ fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result
     eprint!("{}", engine.describe());
     say_ready(args, &opts);
     let result = engine.run(None);
-    let stacks = engine.report().stacks;
-    for service in engine.into_apps() {
+    // One flow group: its core's counters, then its service's, as the single engine prints.
+    let cores: Vec<String> = engine
+        .protocols()
+        .iter()
+        .map(|p| core_counters(&p.stack))
+        .collect();
+    for (service, core) in engine.into_apps().into_iter().zip(cores) {
         eprintln!(
-            "sluice engine: stopped; service counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
+            "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
             service.counters(),
+            core,
             service.rdma_counters(),
             service.mtp_counters()
-        );
-    }
-    for (g, c) in stacks.iter().enumerate() {
-        eprintln!(
-            "core counters (flow group {g}):\nframes_rx                 {}\nframes_tx                 {}\nrst_sent                  {}\ntimeouts                  {}",
-            c.frames_rx, c.frames_tx, c.rst_sent, c.timeouts
         );
     }
     result.map(|_| ()).map_err(CliError::Multi)
