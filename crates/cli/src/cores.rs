@@ -273,7 +273,11 @@ mod tests {
 
     #[test]
     fn the_service_runs_in_one_flow_group_on_every_layout() {
-        assert_eq!(service_layout(&[], 2).unwrap(), None, "one core: the single engine");
+        assert_eq!(
+            service_layout(&[], 2).unwrap(),
+            None,
+            "one core: the single engine"
+        );
         assert_eq!(
             service_layout(&["--cores", "2"], 2).unwrap(),
             Some(Layout::Pipelined { groups: 1 }),
@@ -297,7 +301,10 @@ mod tests {
         let e = service_layout(&["--cores", "2", "--layout", "flow-groups"], 2).unwrap_err();
         assert!(matches!(e, CliError::Usage(_)), "{e:?}");
         assert!(e.to_string().contains("one flow group"), "{e}");
-        assert!(service_layout(&["--cores", "3"], 2).is_err(), "beyond the machine");
+        assert!(
+            service_layout(&["--cores", "3"], 2).is_err(),
+            "beyond the machine"
+        );
     }
 
     #[test]

@@ -114,11 +114,7 @@ fn accepted_and_connected_sockets_carry_bytes_both_ways_on_every_layout() {
 
 #[test]
 fn module_requests_are_refused_with_a_reason_without_hook_points() {
-    let mut net = Net::start_multi(
-        "cores-modules",
-        Layout::Pipelined { groups: 1 },
-        |_| {},
-    );
+    let mut net = Net::start_multi("cores-modules", Layout::Pipelined { groups: 1 }, |_| {});
     let app = net.attach("cores-modules");
     let (bytes, section) = sluice_ebpf::programs::shipped("vlan_strip").expect("shipped");
     let refused = ask_admin(

@@ -321,7 +321,9 @@ fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result
     let mut service = Some(Service::new(config)?);
     stop_on_signals(service.as_ref().expect("made above"))?;
     let mut engine = MultiEngine::new(device, core_config, cores, |_| {
-        service.take().expect("the service's layouts have one flow group")
+        service
+            .take()
+            .expect("the service's layouts have one flow group")
     })
     .map_err(CliError::Multi)?;
     engine.linger = args.attach.linger()?;
