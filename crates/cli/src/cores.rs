@@ -95,6 +95,34 @@ impl CoresArgs {
         })
     }
 
+    /// The layout for the service (`sluice engine`): its one flow group's core runs the
+    /// service, and the other cores take the device, the checksums and the pre/post stages
+    /// (pipelined on 2 cores, replicated pre/post beyond), since every application context
+    /// has one pipe pair, served by one core. Several flow groups need a pipe pair per core
+    /// in each context and are refused until then (docs/service.md, "Several cores").
+    pub(crate) fn service_layout(&self) -> Result<Option<Layout>, CliError> {
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.service_layout_on(machine)
+    }
+
+    /// [`CoresArgs::service_layout`] on a machine of `machine` cores.
+    pub(crate) fn service_layout_on(&self, machine: usize) -> Result<Option<Layout>, CliError> {
+        let layout = self.layout_on(machine)?;
+        Ok(match (self.layout, layout) {
+            (None, Some(_)) if self.cores == 2 => Some(Layout::Pipelined { groups: 1 }),
+            (None, Some(_)) => Some(Layout::Replicated {
+                groups: 1,
+                replicas: self.cores as u16 - 1,
+            }),
+            (_, Some(Layout::FlowGroups { groups })) if groups > 1 => {
+                return Err(CliError::usage(format!(
+                    "--cores {groups} --layout flow-groups: the service runs in one flow group                      (each application context has one command and completion queue, served                      by one core); use --layout pipelined or replicated"
+                )))
+            }
+            (_, layout) => layout,
+        })
+    }
+
     /// Refuses the multi-core flags for a subcommand that runs on one core only.
     pub(crate) fn single_core(&self, what: &str, why: &str) -> Result<(), CliError> {
         match self.layout()? {
@@ -233,6 +261,49 @@ mod tests {
         assert_eq!(
             layout(&["--cores", "1", "--layout", "flow-groups"], 1).unwrap(),
             Some(Layout::FlowGroups { groups: 1 })
+        );
+    }
+
+    fn service_layout(args: &[&str], machine: usize) -> Result<Option<Layout>, CliError> {
+        Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+            .map_err(|e| CliError::usage(e.to_string()))?
+            .cores
+            .service_layout_on(machine)
+    }
+
+    #[test]
+    fn the_service_runs_in_one_flow_group_on_every_layout() {
+        assert_eq!(
+            service_layout(&[], 2).unwrap(),
+            None,
+            "one core: the single engine"
+        );
+        assert_eq!(
+            service_layout(&["--cores", "2"], 2).unwrap(),
+            Some(Layout::Pipelined { groups: 1 }),
+            "pipelined by default on 2 cores"
+        );
+        assert_eq!(
+            service_layout(&["--cores", "4"], 8).unwrap(),
+            Some(Layout::Replicated {
+                groups: 1,
+                replicas: 3
+            }),
+            "replicated pre/post beyond"
+        );
+        assert_eq!(
+            service_layout(&["--cores", "2", "--layout", "replicated"], 2).unwrap(),
+            Some(Layout::Replicated {
+                groups: 1,
+                replicas: 1
+            })
+        );
+        let e = service_layout(&["--cores", "2", "--layout", "flow-groups"], 2).unwrap_err();
+        assert!(matches!(e, CliError::Usage(_)), "{e:?}");
+        assert!(e.to_string().contains("one flow group"), "{e}");
+        assert!(
+            service_layout(&["--cores", "3"], 2).is_err(),
+            "beyond the machine"
         );
     }
 

@@ -18,10 +18,22 @@ fn sides() -> Vec<Side> {
 /// The engine backend for Side::Engine.
 const BACKEND: &str = "af_packet";
 
+/// `--cores N` for the engine of Side::Engine: `$SLUICE_TEST_ENGINE_CORES` (issue 20: the
+/// same checks on the service's several data-path cores; scripts/test.sh sets it to 2 for a
+/// second pass), none when unset.
+fn engine_cores_args() -> Vec<String> {
+    match std::env::var("SLUICE_TEST_ENGINE_CORES") {
+        Ok(n) if !n.is_empty() => vec!["--cores".into(), n],
+        _ => Vec::new(),
+    }
+}
+
 /// Holds the lab, runs `check` on every side, tears the lab down.
 fn on_every_side(name: &str, check: fn(&Harness, Side) -> Result<String, AppsError>) {
     let lab = LabGuard::require();
-    let harness = Harness::new(env!("CARGO_BIN_EXE_sluice"), BACKEND).expect("harness");
+    let harness = Harness::new(env!("CARGO_BIN_EXE_sluice"), BACKEND)
+        .expect("harness")
+        .with_engine_args(&engine_cores_args());
     let mut failures = Vec::new();
     for side in sides() {
         match check(&harness, side) {

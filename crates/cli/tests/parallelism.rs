@@ -71,7 +71,21 @@ fn parallelism_quick_completes_every_layout_and_scaling_row_beside_linux() {
 #[test]
 fn cores_flags_are_refused_where_they_cannot_run() {
     for (args, says) in [
-        (&["engine", "--lab", "--cores", "2"][..], "--cores 2"),
+        (
+            &["engine", "--lab", "--cores", "2", "--layout", "flow-groups"][..],
+            "the service runs in one flow group",
+        ),
+        (
+            &[
+                "engine",
+                "--lab",
+                "--cores",
+                "2",
+                "--module",
+                "ingress=vlan_strip",
+            ][..],
+            "takes no modules yet",
+        ),
         (
             &["echo", "--port", "7", "--backend", "sim", "--cores", "2"][..],
             "--cores",

@@ -63,6 +63,10 @@ pub struct ServiceConfig {
     /// engine --splice ebpf`; crates/ebpf/programs/splice.c) instead of the core's splice
     /// stage, which keeps the rest (SYN, FIN, RST, SACK blocks, the close).
     pub splice_ebpf: bool,
+    /// Whether the engine hands the service its hook points (`App::control_hooks`): the
+    /// single-core engine does; the multi-core one does not, so capture sessions and
+    /// module requests are refused with a reason.
+    pub hook_points: bool,
 }
 
 impl ServiceConfig {
@@ -92,6 +96,7 @@ impl ServiceConfig {
             quotas: Quotas::default(),
             buffered_bytes_per_uid: None,
             splice_ebpf: false,
+            hook_points: true,
         }
     }
 

@@ -165,6 +165,10 @@ fn printable(name: &str) -> String {
 }
 
 /// Answers `sock` with Refused (best effort: the socket is dropped after).
+/// Why a capture or a module request is refused by an engine on several data-path cores.
+const NO_HOOK_POINTS: &str = "this engine runs on several data-path cores, which have no \
+    capture taps and take no modules at run time (sluice engine --cores 1 has both)";
+
 fn refuse(sock: &OwnedFd, reason: &str) {
     let _ = send_message(
         sock.as_fd(),
@@ -280,6 +284,10 @@ impl Control {
                     return;
                 }
                 self.attach(sock, (version, creds, printable(&name)), apps, config, sh)
+            }
+            Ok(Some((Request::Capture(_), _))) if !config.hook_points => {
+                self.captures_denied += 1;
+                refuse(&sock, NO_HOOK_POINTS);
             }
             Ok(Some((Request::Capture(req), _))) => {
                 // A capture sees every application's traffic: root or the engine's own uid
@@ -486,6 +494,10 @@ impl Control {
                         "this engine serves no MTP".to_string()
                     }
                 },
+                Ok(Some((Request::Admin(req), _))) if req.is_module() && !config.hook_points => {
+                    sh.counters.bad_control += 1;
+                    NO_HOOK_POINTS.to_string()
+                }
                 Ok(Some((Request::Admin(req), _)))
                     if req.is_module() && admin::allowed(app.creds.uid, self.engine_uid) =>
                 {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
+use sluice_engine::multicore::{Layout as MultiLayout, MultiEngine};
 use sluice_engine::setup::{self, Backend};
 use sluice_engine::DEFAULT_SPIN_BEFORE_YIELD;
 use sluice_service::{PortRange, Quotas, Service, ServiceConfig};
@@ -234,10 +235,7 @@ fn core_counters(stack: &sluice_tcp::Stack) -> String {
 pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     // First: a refused module says so before anything is set up.
     let modules = start_modules(&args.module)?;
-    args.attach.cores.single_core(
-        "sluice engine (the service)",
-        "each application context's pipes per core are not built yet",
-    )?;
+    let cores = args.attach.cores.service_layout()?;
     if args.attach.backend == Backend::Sim {
         return Err(CliError::usage(
             "sluice engine serves applications on a real interface: \
@@ -253,6 +251,15 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     layout
         .validate()
         .map_err(|e| CliError::usage(format!("--ring-size/--max-sockets/--max-contexts: {e}")))?;
+    if let Some(cores) = cores {
+        if !modules.is_empty() || args.splice == SpliceWith::Ebpf {
+            return Err(CliError::usage(
+                "--module / --splice ebpf: the service on several data-path cores takes no \
+                 modules yet (the multi-core engine's hook points are its roles'); use --cores 1",
+            ));
+        }
+        return run_on_cores(args, layout, cores);
+    }
     let opts = args.attach.options()?;
     let linger = args.attach.linger()?;
     let mut engine = setup::open(&opts)?;
@@ -288,6 +295,91 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
     engine.linger = linger;
     engine.idle_before_sleep = Duration::from_micros(args.idle_us);
     engine.spin_before_yield = Duration::from_micros(args.spin_us);
+    let mut service = Service::new(service_config(args, &opts, layout)?)?;
+    stop_on_signals(&service)?;
+    say_ready(args, &opts);
+    let result = engine.run(&mut service, None);
+    eprintln!(
+        "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
+        service.counters(),
+        core_counters(&engine.stack),
+        service.rdma_counters(),
+        service.mtp_counters()
+    );
+    result.map(|_| ()).map_err(CliError::from)
+}
+
+/// `sluice engine --cores N` (N > 1): the service is the application of the multi-core
+/// engine's one flow group (its protocol role's core), the NIC and pre/post roles on the
+/// other cores (docs/service.md, "Several cores").
+fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result<(), CliError> {
+    let opts = args.attach.options()?;
+    let (device, core_config) = setup::open_multi(&opts)?;
+    let mut config = service_config(args, &opts, layout)?;
+    config.hook_points = false;
+    // One flow group (CoresArgs::service_layout): the factory is called once, for group 0.
+    let mut service = Some(Service::new(config)?);
+    stop_on_signals(service.as_ref().expect("made above"))?;
+    let mut engine = MultiEngine::new(device, core_config, cores, |_| {
+        service
+            .take()
+            .expect("the service's layouts have one flow group")
+    })
+    .map_err(CliError::Multi)?;
+    engine.linger = args.attach.linger()?;
+    eprint!("{}", engine.describe());
+    say_ready(args, &opts);
+    let result = engine.run(None);
+    // One flow group: its core's counters, then its service's, as the single engine prints.
+    let cores: Vec<String> = engine
+        .protocols()
+        .iter()
+        .map(|p| core_counters(&p.stack))
+        .collect();
+    for (service, core) in engine.into_apps().into_iter().zip(cores) {
+        eprintln!(
+            "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
+            service.counters(),
+            core,
+            service.rdma_counters(),
+            service.mtp_counters()
+        );
+    }
+    result.map(|_| ()).map_err(CliError::Multi)
+}
+
+/// SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a second
+/// one exits at once.
+fn stop_on_signals(service: &Service) -> Result<(), CliError> {
+    let stop = service.stop_flag();
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
+            .map_err(|source| CliError::Signal { signal, source })?;
+    }
+    Ok(())
+}
+
+/// The `ready` line tests and scripts wait for.
+fn say_ready(args: &EngineArgs, opts: &setup::EngineOptions) {
+    println!(
+        "sluice engine: ready on {} ({}/{}, {}; {}; {} data-path core(s))",
+        args.socket.display(),
+        opts.ip,
+        opts.prefix,
+        backend_name(opts.backend),
+        TransportArgs::describe(&opts.transport),
+        args.attach.cores.cores
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// The service's configuration from the flags.
+fn service_config(
+    args: &EngineArgs,
+    opts: &setup::EngineOptions,
+    layout: Layout,
+) -> Result<ServiceConfig, CliError> {
     let mut config = ServiceConfig::new(&args.socket, opts.ip, opts.prefix);
     config.layout = layout;
     config.engine.app_idle_us = args.app_idle_us;
@@ -314,31 +406,5 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
         .transpose()
         .map_err(|e| CliError::usage(e.to_string()))?
         .map(|n| n as u64);
-    let mut service = Service::new(config)?;
-    // SIGTERM/SIGINT stop the service cleanly (connections reset, socket removed); a
-    // second one exits at once.
-    let stop = service.stop_flag();
-    for signal in [SIGTERM, SIGINT] {
-        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|source| CliError::Signal { signal, source })?;
-    }
-    println!(
-        "sluice engine: ready on {} ({}/{}, {}; {})",
-        args.socket.display(),
-        opts.ip,
-        opts.prefix,
-        backend_name(opts.backend),
-        TransportArgs::describe(&opts.transport)
-    );
-    let _ = std::io::stdout().flush();
-    let result = engine.run(&mut service, None);
-    eprintln!(
-        "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
-        service.counters(),
-        core_counters(&engine.stack),
-        service.rdma_counters(),
-        service.mtp_counters()
-    );
-    result.map(|_| ()).map_err(CliError::from)
+    Ok(config)
 }

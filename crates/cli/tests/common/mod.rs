@@ -17,6 +17,15 @@ pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 pub const ENGINE_IP: &str = "10.77.0.1";
 pub const LINUX_CLIENT_IP: &str = "10.77.0.2";
 
+/// `--cores N` for every engine these tests start: `$SLUICE_TEST_ENGINE_CORES` (issue 20:
+/// the same tests on the service's several data-path cores), none when unset.
+pub fn engine_cores_args() -> Vec<String> {
+    match std::env::var("SLUICE_TEST_ENGINE_CORES") {
+        Ok(n) if !n.is_empty() => vec!["--cores".into(), n],
+        _ => Vec::new(),
+    }
+}
+
 /// The scripts and programs the tests run (crates/cli/tests/preload/).
 pub fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload")
@@ -209,6 +218,7 @@ impl Setup {
             Command::new(SLUICE)
                 .args(["engine", "--lab", "--socket"])
                 .arg(&socket)
+                .args(engine_cores_args())
                 .args(engine_args),
         );
         engine.wait_for("ready", Duration::from_secs(30));

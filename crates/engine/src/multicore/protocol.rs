@@ -203,6 +203,11 @@ impl<A: App> Protocol<A> {
             // a SYN waiting since before the engine ran finds its listener.
             self.started = true;
             self.poll_app(now, &mut work)?;
+            if self.group == 0 && !self.transports {
+                // An application may start its transports at its first poll, from the
+                // core it is given (the service does): group 0 serves them from then on.
+                self.transports = self.app.transports().each().next().is_some();
+            }
         }
         for r in 0..self.from_pre.len() {
             for _ in 0..budget {

@@ -17,6 +17,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sha2::{Digest, Sha256};
 use sluice_device::{pair, Device, PairConfig, PairEnd};
 use sluice_ebpf::programs;
+use sluice_engine::multicore::{Layout as MultiLayout, MultiEngine};
 use sluice_engine::{pump, Engine, Transports};
 use sluice_service::{Counters, Service, ServiceConfig};
 use sluice_shm::admin::{to_hex, AdminReply, AdminRequest};
@@ -236,6 +237,34 @@ impl Net {
         adjust: impl FnOnce(&mut ServiceConfig),
         adjust_core: impl Fn(&mut Config) + Send + 'static,
     ) -> Net {
+        Self::start_on(name, adjust, adjust_core, None)
+    }
+
+    /// As [`Net::start_with`], the service on the multi-core engine with `layout` (one
+    /// flow group, as `sluice engine --cores N` runs it); both cores send wire-sized
+    /// frames (the multi-core engine has no segmentation offload).
+    pub fn start_multi(
+        name: &str,
+        layout: MultiLayout,
+        adjust: impl FnOnce(&mut ServiceConfig),
+    ) -> Net {
+        Self::start_on(
+            name,
+            |sc| {
+                sc.hook_points = false;
+                adjust(sc)
+            },
+            |c| c.tso_max_payload = 0,
+            Some(layout),
+        )
+    }
+
+    fn start_on(
+        name: &str,
+        adjust: impl FnOnce(&mut ServiceConfig),
+        adjust_core: impl Fn(&mut Config) + Send + 'static,
+        multi: Option<MultiLayout>,
+    ) -> Net {
         let dir = socket_dir(name);
         let socket = dir.join("engine.sock");
         let cfg = PairConfig::default();
@@ -253,6 +282,17 @@ impl Net {
         let mut peer_core = core(macs[1], PEER_IP, 0x9ee7);
         adjust_core(&mut peer_core);
         let engine = std::thread::spawn(move || {
+            if let Some(layout) = multi {
+                let mut service = Some(service);
+                let mut engine = MultiEngine::new(a, engine_core, layout, |_| {
+                    service.take().expect("one flow group")
+                })
+                .expect("multi-core engine");
+                engine.linger = Duration::from_millis(200);
+                engine.run(None).expect("multi-core engine runs");
+                let service = engine.into_apps().pop().expect("the service");
+                return service.counters();
+            }
             let mut stack = Stack::new(engine_core).expect("engine core");
             stack.add_neighbor(PEER_IP, macs[1]);
             let mut engine = Engine::new(stack, a);
