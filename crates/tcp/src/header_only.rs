@@ -62,13 +62,16 @@ impl Stack {
     /// as [`Stack::send`]; InvalidHandle if the connection has no source (any more).
     pub fn send_external(&mut self, id: ConnId, n: usize) -> Result<usize, Error> {
         let slot = self.slot_of(id)?;
+        if !self.bufs[slot as usize]
+            .as_ref()
+            .is_some_and(|b| b.external())
+        {
+            return Err(Error::InvalidHandle);
+        }
         self.sendable(slot)?;
         let b = self.bufs[slot as usize]
             .as_mut()
             .ok_or(Error::InvalidHandle)?;
-        if !b.external() {
-            return Err(Error::InvalidHandle);
-        }
         let n = n.min(b.tx_room(usize::MAX));
         if n == 0 {
             b.want_writable = true;

@@ -208,7 +208,10 @@ impl Stack {
             let b = self.bufs[i].as_ref()?;
             // Header-only TX (flexins.txt 3.2): the payload comes from the caller's source
             // straight into the frame, behind the headers just written; else from the ring.
-            let source = b.ext.as_ref().and_then(|e| Some((e.source.as_deref()?, e.head_pos)));
+            let source = b
+                .ext
+                .as_ref()
+                .and_then(|e| Some((e.source.as_deref()?, e.head_pos)));
             let mut gathered = true;
             self.ip_ident = self.ip_ident.wrapping_add(1);
             let n = emit_segment_ecn(
