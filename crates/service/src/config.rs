@@ -63,6 +63,10 @@ pub struct ServiceConfig {
     /// engine --splice ebpf`; crates/ebpf/programs/splice.c) instead of the core's splice
     /// stage, which keeps the rest (SYN, FIN, RST, SACK blocks, the close).
     pub splice_ebpf: bool,
+    /// How sockets' bytes reach their frames: header-only (the default: the socket's TX
+    /// ring is the connection's send buffer, each segment's payload gathered from it into
+    /// the frame) or staging (copied into the core's send ring first; kept for comparison).
+    pub tx_path: sluice_tcp::TxPath,
 }
 
 impl ServiceConfig {
@@ -92,6 +96,7 @@ impl ServiceConfig {
             quotas: Quotas::default(),
             buffered_bytes_per_uid: None,
             splice_ebpf: false,
+            tx_path: sluice_tcp::TxPath::HeaderOnly,
         }
     }
 
