@@ -189,7 +189,10 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
     if taken < end && !failed {
         return;
     }
-    if closing {
+    // Header-only: the ring is the send buffer until the peer acknowledged it, so a closing
+    // slot stays (FIN sent) until then; its application may even be gone (an orphan).
+    let unacked = !failed && positions.is_some_and(|p| p.external) && slot.tx_head < taken;
+    if closing && !unacked {
         teardown::finish_close(app, s, stack, sh);
     } else if slot.tx_end.is_some() && !slot.fin_sent {
         // RFC 9293 3.10.4: the FIN follows every byte queued before the shutdown.
