@@ -3,9 +3,12 @@
 //! a staging copy (`flexins-rx`, Figure 14's shape). Two RDMA stacks, each on its own
 //! thread with its own in-memory device, joined back to back (no lab): the requester posts
 //! RDMA WRITEs, the responder places them; the engine's bytes touched per payload byte come
-//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`).
+//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). flexins-tx's notes
+//! add TCP's half: header-only TCP sends against `Stack::send`, from the TCP core's
+//! `tx_touch` (tcp.rs).
 
 pub mod rig;
 pub mod rx;
 pub mod table;
+pub mod tcp;
 pub mod tx;
