@@ -118,7 +118,11 @@ fn flexins_tx_tcp_rows_are_exact_and_header_only_touches_less() {
         assert!(h.exact && s.exact, "{} B writes: a stream differs", h.write);
         assert_eq!(h.touched.staging, 0);
         assert_eq!(s.touched.staging, 256 << 10);
-        assert_eq!(h.touched.payload, 256 << 10, "lossless: each byte framed once");
+        assert_eq!(
+            h.touched.payload,
+            256 << 10,
+            "lossless: each byte framed once"
+        );
         assert!(h.touched.per_payload_byte() < s.touched.per_payload_byte());
     }
     assert_eq!(tcp::notes(&points).len(), 4);

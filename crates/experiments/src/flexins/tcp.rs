@@ -156,9 +156,7 @@ pub fn transfer(path: TxPath, write: usize, bytes: usize) -> TcpPoint {
 pub fn measure(writes: &[usize], bytes: usize) -> Vec<TcpPoint> {
     writes
         .iter()
-        .flat_map(|&w| {
-            [TxPath::HeaderOnly, TxPath::Staging].map(|p| transfer(p, w, bytes))
-        })
+        .flat_map(|&w| [TxPath::HeaderOnly, TxPath::Staging].map(|p| transfer(p, w, bytes)))
         .collect()
 }
 
