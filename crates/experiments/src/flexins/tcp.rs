@@ -136,7 +136,7 @@ pub fn transfer(path: TxPath, write: usize, bytes: usize) -> TcpPoint {
         while let Some(n) = b.poll_transmit(now, &mut frame) {
             a.handle_frame(now, &frame[..n]);
         }
-        now = now + Duration::from_micros(100);
+        now += Duration::from_micros(100);
         for s in [&mut a, &mut b] {
             if s.poll_timeout().is_some_and(|t| t <= now) {
                 s.handle_timeout(now);
