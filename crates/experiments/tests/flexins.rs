@@ -106,3 +106,24 @@ fn the_quick_runs_write_their_csv_and_png() {
     }
     let _ = std::fs::remove_dir_all(&args.common.out);
 }
+
+/// flexins-tx's TCP rows: every transfer exact; header-only TCP sends copy nothing into
+/// the core (staging 0) and touch fewer bytes per payload byte than `Stack::send`.
+#[test]
+fn flexins_tx_tcp_rows_are_exact_and_header_only_touches_less() {
+    use sluice_experiments::flexins::tcp;
+    let points = tcp::measure(&[64, 65536], 256 << 10);
+    for pair in points.chunks(2) {
+        let (h, s) = (&pair[0], &pair[1]);
+        assert!(h.exact && s.exact, "{} B writes: a stream differs", h.write);
+        assert_eq!(h.touched.staging, 0);
+        assert_eq!(s.touched.staging, 256 << 10);
+        assert_eq!(
+            h.touched.payload,
+            256 << 10,
+            "lossless: each byte framed once"
+        );
+        assert!(h.touched.per_payload_byte() < s.touched.per_payload_byte());
+    }
+    assert_eq!(tcp::notes(&points).len(), 4);
+}

@@ -4,8 +4,11 @@
 //!
 //! The engine writes only RX bytes past `rx_tail` and reads only TX bytes before `tx_tail`,
 //! never the bytes a slice covers until the application hands them back (`rx_consume`,
-//! `tx_commit`). The TX slice is a guard ([`TxSlice`]): one at a time per socket, so two
-//! calls never lend out overlapping `&mut` bytes.
+//! `tx_commit`). Committed TX bytes stay the engine's until `tx_head` passes them: with
+//! header-only TX (the default, docs/service.md) the ring is the connection's send buffer,
+//! read again for retransmissions, and `tx_head` moves as the peer acknowledges. The TX
+//! slice is a guard ([`TxSlice`]): one at a time per socket, so two calls never lend out
+//! overlapping `&mut` bytes.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;

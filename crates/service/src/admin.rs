@@ -196,6 +196,14 @@ fn all_counters(sh: &Shared, stack: &Stack) -> Vec<(String, u64)> {
         .iter()
         .map(|(n, v)| (format!("tcp.{n}"), *v))
         .collect();
+    // Transmit-side bytes the core touched (header-only TX against staging).
+    let t = stack.tx_touch();
+    rows.extend([
+        ("tcp.tx_touch_payload".to_string(), t.payload),
+        ("tcp.tx_touch_staging".to_string(), t.staging),
+        ("tcp.tx_touch_checksum".to_string(), t.checksum),
+        ("tcp.tx_gather_failed".to_string(), t.gather_failed),
+    ]);
     // The service's Display is its list of `name value` lines.
     for line in sh.counters.to_string().lines() {
         let mut words = line.split_whitespace();

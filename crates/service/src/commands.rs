@@ -637,6 +637,7 @@ mod tests {
             mtp_doorbells: Vec::new(),
             engine_stats: None,
             classes: Default::default(),
+            tx_path: Default::default(),
         }
     }
 

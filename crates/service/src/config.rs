@@ -67,6 +67,10 @@ pub struct ServiceConfig {
     /// single-core engine does; the multi-core one does not, so capture sessions and
     /// module requests are refused with a reason.
     pub hook_points: bool,
+    /// How sockets' bytes reach their frames: header-only (the default: the socket's TX
+    /// ring is the connection's send buffer, each segment's payload gathered from it into
+    /// the frame) or staging (copied into the core's send ring first; kept for comparison).
+    pub tx_path: sluice_tcp::TxPath,
 }
 
 impl ServiceConfig {
@@ -97,6 +101,7 @@ impl ServiceConfig {
             buffered_bytes_per_uid: None,
             splice_ebpf: false,
             hook_points: true,
+            tx_path: sluice_tcp::TxPath::HeaderOnly,
         }
     }
 

@@ -1,13 +1,15 @@
-//! Moving bytes between the rings and the core: TX ring → core `send`, core `peek`/`consume`
-//! → RX ring, and accepted connections into a listener's ring as accept records. Every
-//! position the application wrote is checked first (docs/service.md, Send and Consumed).
+//! Moving bytes between the rings and the core: TX ring → core (header-only: the ring is
+//! the send buffer, `send_external`; staging: `send` copies), core `peek`/`consume` → RX
+//! ring, and accepted connections into a listener's ring as accept records. Every position
+//! the application wrote is checked first (docs/service.md, Send and Consumed).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use sluice_shm::flags::{ALLOCATED, CLOSED, CONNECTED, CONNECTING, RX_FIN, RX_STALLED};
-use sluice_shm::{AcceptRecord, SocketBlock, ACCEPT_RECORD_BYTES};
-use sluice_tcp::{Error, Stack};
+use sluice_shm::{AcceptRecord, Dir, Region, SocketBlock, ACCEPT_RECORD_BYTES};
+use sluice_tcp::{Error, PayloadSource, Stack, TxPath, TxPositions};
 
 use crate::app::AttachedApp;
 use crate::congestion::apply_congestion;
@@ -29,16 +31,91 @@ pub(crate) fn read_rx_head(slot: &Slot, block: &SocketBlock<'_>) -> Option<u64> 
     (head >= slot.rx_head_seen && head <= slot.rx_tail).then_some(head)
 }
 
-/// Moves what the application queued in `s`'s TX ring into the core; sends the FIN or
-/// finishes a close once the ring is drained.
+/// The socket's TX ring as its connection's send buffer (header-only TX, flexins.txt 3.2):
+/// the core gathers each segment's payload, first transmission or retransmission, from the
+/// ring straight into the frame, and the ring's tx_head moves only as bytes are
+/// acknowledged. It holds the application's own region only, so whatever the application
+/// does to its ring reaches at most its own connection's segments.
+pub(crate) struct TxRingSource {
+    region: Arc<Region>,
+    slot: u32,
+    size: u64,
+}
+
+impl PayloadSource for TxRingSource {
+    fn capacity(&self) -> u64 {
+        self.size
+    }
+
+    fn gather(&self, pos: u64, dst: &mut [u8]) -> bool {
+        if dst.len() as u64 > self.size {
+            return false;
+        }
+        // The application may write these bytes meanwhile (it must not, until released):
+        // the frame then carries whatever is there, with a checksum over exactly that.
+        match self.region.ring(self.slot, Dir::Tx) {
+            Some(ring) => {
+                ring.read(pos, dst);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The core's positions in `s`'s TX stream when the ring is the connection's send buffer;
+/// gives the core the ring as its source the first time (ServiceConfig::tx_path =
+/// HeaderOnly, nothing sent yet). None: the staging path (`Stack::send` copies).
+fn header_only_positions(
+    app: &mut AttachedApp,
+    s: u32,
+    id: sluice_tcp::ConnId,
+    stack: &mut Stack,
+    sh: &Shared,
+) -> Option<TxPositions> {
+    if let Some(p) = stack.tx_positions(id).ok()? {
+        return Some(p);
+    }
+    if sh.tx_path != TxPath::HeaderOnly {
+        return None;
+    }
+    let base = app.slots.get(s)?.tx_head;
+    let source = TxRingSource {
+        region: Arc::clone(&app.region),
+        slot: s,
+        size: app.ring_size,
+    };
+    // Refused only for a connection that already staged bytes or is spliced: it stays on
+    // the staging path.
+    stack.set_payload_source(id, Box::new(source), base).ok()?;
+    stack.tx_positions(id).ok().flatten()
+}
+
+/// Where the core's view of `s`'s TX stream ends: the position after the last byte handed
+/// to the core (committed on the header-only path, copied on the staging one).
+pub(crate) fn tx_taken(slot: &Slot, stack: &Stack) -> u64 {
+    let id = match slot.state {
+        SlotState::Conn { id } | SlotState::Closing { id } => id,
+        _ => return slot.tx_head,
+    };
+    match stack.tx_positions(id) {
+        Ok(Some(p)) => p.committed,
+        _ => slot.tx_head,
+    }
+}
+
+/// Moves what the application queued in `s`'s TX ring into the core (header-only: commits
+/// it, and publishes as tx_head what the peer acknowledged; staging: copies it); sends the
+/// FIN or finishes a close once everything is in the core.
 pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut Shared) {
+    let (id, closing) = match app.slots.get(s).map(|slot| slot.state) {
+        Some(SlotState::Conn { id }) => (id, false),
+        Some(SlotState::Closing { id }) => (id, true),
+        _ => return,
+    };
+    let positions = header_only_positions(app, s, id, stack, sh);
     let Some(h) = app.slot(s) else {
         return;
-    };
-    let (id, closing) = match h.slot.state {
-        SlotState::Conn { id } => (id, false),
-        SlotState::Closing { id } => (id, true),
-        _ => return,
     };
     let end = match h.slot.tx_end {
         Some(end) => end,
@@ -52,32 +129,70 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
     };
     let slot = h.slot;
     let mut failed = false;
-    if end > slot.tx_head {
-        let avail = (end - slot.tx_head) as usize;
-        match h
-            .tx
-            .with_slice(slot.tx_head, avail, |bytes| stack.send(id, bytes))
-        {
-            Ok(n) if n > 0 => {
-                slot.publish_tx_head(&h.block, slot.tx_head + n as u64);
-                sh.counters.tx_bytes += n as u64;
-                sh.busy = true;
-                *h.dirty = true;
+    let taken = if let Some(p) = positions {
+        if end < p.committed {
+            // The application took back bytes it had committed.
+            teardown::bad_position(app, s, stack, sh);
+            return;
+        }
+        if p.released != slot.tx_head {
+            // Acknowledged: the application may reuse that part of the ring.
+            slot.publish_tx_head(&h.block, p.released);
+            sh.busy = true;
+            *h.dirty = true;
+        }
+        let mut committed = p.committed;
+        if end > committed {
+            let avail = (end - committed) as usize;
+            let r = if p.external {
+                stack.send_external(id, avail)
+            } else {
+                // The core took the bytes in (a splice): it copies the rest.
+                h.tx.with_slice(committed, avail, |bytes| stack.send(id, bytes))
+            };
+            match r {
+                Ok(n) if n > 0 => {
+                    committed += n as u64;
+                    sh.counters.tx_bytes += n as u64;
+                    sh.busy = true;
+                }
+                Ok(_) | Err(Error::WouldBlock) => {}
+                Err(_) => failed = true,
             }
-            Ok(_) | Err(Error::WouldBlock) => {}
-            // Not open for sending (reset, or FIN already sent): the bytes can never go;
-            // the block shows the error when the core reports it.
-            Err(_) => failed = true,
         }
-        if slot.tx_head < end && !failed && !slot.tx_listed {
-            slot.tx_listed = true;
-            sh.tx_pending.push(h.owner);
+        committed
+    } else {
+        if end > slot.tx_head {
+            let avail = (end - slot.tx_head) as usize;
+            match h
+                .tx
+                .with_slice(slot.tx_head, avail, |bytes| stack.send(id, bytes))
+            {
+                Ok(n) if n > 0 => {
+                    slot.publish_tx_head(&h.block, slot.tx_head + n as u64);
+                    sh.counters.tx_bytes += n as u64;
+                    sh.busy = true;
+                    *h.dirty = true;
+                }
+                Ok(_) | Err(Error::WouldBlock) => {}
+                // Not open for sending (reset, or FIN already sent): the bytes can never go;
+                // the block shows the error when the core reports it.
+                Err(_) => failed = true,
+            }
         }
+        slot.tx_head
+    };
+    if taken < end && !failed && !slot.tx_listed {
+        slot.tx_listed = true;
+        sh.tx_pending.push(h.owner);
     }
-    if slot.tx_head < end && !failed {
+    if taken < end && !failed {
         return;
     }
-    if closing {
+    // Header-only: the ring is the send buffer until the peer acknowledged it, so a closing
+    // slot stays (FIN sent) until then; its application may even be gone (an orphan).
+    let unacked = !failed && positions.is_some_and(|p| p.external) && slot.tx_head < taken;
+    if closing && !unacked {
         teardown::finish_close(app, s, stack, sh);
     } else if slot.tx_end.is_some() && !slot.fin_sent {
         // RFC 9293 3.10.4: the FIN follows every byte queued before the shutdown.

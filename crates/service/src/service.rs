@@ -89,6 +89,7 @@ impl Service {
                 mtp_doorbells: Vec::new(),
                 engine_stats: None,
                 classes: Default::default(),
+                tx_path: config.tx_path,
             },
             cores: Cores::default(),
             retry: Vec::new(),

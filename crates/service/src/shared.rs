@@ -50,4 +50,6 @@ pub(crate) struct Shared {
     pub engine_stats: Option<(sluice_engine::RunStats, sluice_engine::DeviceStats)>,
     /// New connections on their way to their traffic class's rate.
     pub classes: TrafficClasses,
+    /// Header-only or staging TX for sockets (ServiceConfig::tx_path; data.rs).
+    pub tx_path: sluice_tcp::TxPath,
 }

@@ -65,7 +65,8 @@ pub(crate) struct Slot {
     pub state: SlotState,
     /// End of what the engine placed in the RX ring (published as rx_tail).
     pub rx_tail: u64,
-    /// End of what the engine took from the TX ring (published as tx_head).
+    /// Published as tx_head: the application may reuse the TX ring before it (header-only:
+    /// acknowledged bytes; staging: bytes copied into the core).
     pub tx_head: u64,
     /// The flags published.
     pub flags: u32,

@@ -56,7 +56,7 @@ fn check_side(
     data::tx_move(app, s, stack, sh);
     let h = app.slot(s).ok_or(Errno::EBADF)?;
     let tail = data::read_tx_tail(h.slot, &h.block, h.ring_size).ok_or(Errno::EFAULT)?;
-    if tail != h.slot.tx_head || h.slot.state != (SlotState::Conn { id }) {
+    if tail != data::tx_taken(h.slot, stack) || h.slot.state != (SlotState::Conn { id }) {
         return Err(Errno::EAGAIN);
     }
     Ok(id)

@@ -17,6 +17,7 @@
 use sluice_wire::tcp::SeqNumber;
 
 use crate::config::Config;
+use crate::payload_source::ExternalTx;
 
 /// A power-of-two byte ring indexed by sequence number.
 pub(crate) struct PayloadRing {
@@ -154,6 +155,19 @@ impl PayloadRing {
         }
     }
 
+    /// The (up to two) contiguous slices for `len` bytes from `seq`, to fill in place
+    /// (storage must be attached; at most the ring's capacity).
+    pub(crate) fn slices_mut(&mut self, seq: SeqNumber, len: usize) -> (&mut [u8], &mut [u8]) {
+        let len = len.min(self.bytes.len());
+        if len == 0 {
+            return (&mut [], &mut []);
+        }
+        let start = self.index(seq);
+        let first = len.min(self.bytes.len() - start);
+        let (low, high) = self.bytes.split_at_mut(start);
+        (&mut high[..first], &mut low[..len - first])
+    }
+
     /// The (up to two) contiguous slices holding `len` bytes from `seq`, for zero-copy readers.
     pub(crate) fn slices(&self, seq: SeqNumber, len: usize) -> (&[u8], &[u8]) {
         let len = len.min(self.bytes.len());
@@ -185,6 +199,9 @@ pub(crate) struct ConnBuffers {
     pub eof: bool,
     /// The application wants a WRITABLE event.
     pub want_writable: bool,
+    /// Header-only TX: the send buffer is the caller's (`tx` holds no storage while the
+    /// source does); None for the core's own ring.
+    pub ext: Option<ExternalTx>,
 }
 
 impl ConnBuffers {
@@ -198,6 +215,22 @@ impl ConnBuffers {
             tx_tail: SeqNumber(0),
             eof: false,
             want_writable: false,
+            ext: None,
+        }
+    }
+
+    /// Whether the send buffer is a caller's source (header-only TX).
+    #[inline]
+    pub(crate) fn external(&self) -> bool {
+        self.ext.as_ref().is_some_and(|e| e.source.is_some())
+    }
+
+    /// The send buffer's size: the caller's source's, or the core's ring's.
+    #[inline]
+    pub(crate) fn tx_capacity(&self) -> usize {
+        match self.ext.as_ref().and_then(|e| e.source.as_ref()) {
+            Some(src) => src.capacity().min(1 << 30) as usize,
+            None => self.tx.capacity() as usize,
         }
     }
 
@@ -210,6 +243,10 @@ impl ConnBuffers {
     /// What `send` may add now: the ring, used only up to `limit` (see `tx_limit`).
     #[inline]
     pub(crate) fn tx_room(&self, limit: usize) -> usize {
+        if self.external() {
+            // The caller's buffer is its own memory: its size is the only limit.
+            return self.tx_capacity().saturating_sub(self.tx_used());
+        }
         (self.tx.capacity() as usize)
             .min(limit)
             .saturating_sub(self.tx_used())

@@ -19,6 +19,7 @@ use crate::memory_group::MemoryGroups;
 use crate::offload::relay::RelayQueue;
 use crate::offload::splice::{Pending, SpliceEvent, SpliceStage, SpliceStats};
 use crate::offload::teardown::{Expiry, Limits, TeardownStage};
+use crate::payload_source::Touched;
 use crate::pressure::BufferedBytes;
 use crate::reuseport::ListenerPorts;
 use crate::shared_log::log::SharedLogs;
@@ -112,6 +113,8 @@ pub struct Stack {
     pub(crate) tracer: Tracer,
     /// Shared logs and the connections attached to them (shared_log/).
     pub(crate) logs: SharedLogs,
+    /// Transmit-side bytes touched (header_only.rs).
+    pub(crate) tx_touch: Touched,
 }
 
 impl Stack {
@@ -191,6 +194,7 @@ impl Stack {
             next_splice_id: 0,
             tracer: Tracer::new(),
             logs: SharedLogs::default(),
+            tx_touch: Touched::default(),
             cfg,
         })
     }

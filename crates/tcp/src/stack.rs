@@ -404,21 +404,10 @@ impl Stack {
     /// Copies up to `data.len()` bytes into the send buffer. Returns how many were taken.
     pub fn send(&mut self, id: ConnId, data: &[u8]) -> Result<usize, Error> {
         let slot = self.slot_of(id)?;
-        let conn = &self.conns[slot as usize];
-        if let Some(e) = conn.error {
-            return Err(Error::Connection(e));
-        }
-        if !matches!(conn.state, TcpState::Established | TcpState::CloseWait)
-            || self.dp.proto[slot as usize].has(flags::FIN_QUEUED)
-        {
-            return Err(
-                if conn.state == TcpState::SynSent || conn.state == TcpState::SynReceived {
-                    Error::WouldBlock
-                } else {
-                    Error::NotConnected
-                },
-            );
-        }
+        self.sendable(slot)?;
+        // A connection sending from a caller's buffer takes its unacknowledged bytes in
+        // first: from here on the core's ring is its send buffer (header_only.rs).
+        self.internalize_tx(slot);
         let limit = self.tx_limit_of(slot);
         // Under memory pressure an empty ring keeps only the initial size.
         let pressured = self.slot_pressured(slot);
@@ -464,12 +453,35 @@ impl Stack {
         }
         self.tx_pool.attach(&mut b.tx);
         b.tx.write(b.tx_tail, &data[..n]);
+        self.tx_touch.staging += n as u64;
         b.tx_tail += n;
         // Doorbell (FlexTOE HC workflow): the protocol stage learns of the new data.
         self.dp.proto[slot as usize].tx_end = b.tx_tail;
         self.dp.ready.push(slot);
         self.charge_delta(slot, n as i64);
         Ok(n)
+    }
+
+    /// Whether the connection in `slot` may queue data now: open for sending (RFC 9293
+    /// 3.10.2 SEND in ESTABLISHED or CLOSE-WAIT), no FIN queued; WouldBlock while the
+    /// handshake runs.
+    pub(crate) fn sendable(&self, slot: u32) -> Result<(), Error> {
+        let conn = &self.conns[slot as usize];
+        if let Some(e) = conn.error {
+            return Err(Error::Connection(e));
+        }
+        if !matches!(conn.state, TcpState::Established | TcpState::CloseWait)
+            || self.dp.proto[slot as usize].has(flags::FIN_QUEUED)
+        {
+            return Err(
+                if conn.state == TcpState::SynSent || conn.state == TcpState::SynReceived {
+                    Error::WouldBlock
+                } else {
+                    Error::NotConnected
+                },
+            );
+        }
+        Ok(())
     }
 
     /// The most a connection's send buffer may hold now: `tx_buffer`, or an equal share of
@@ -534,6 +546,9 @@ impl Stack {
     /// connection asked for it ([`Stack::set_teardown_offload`]).
     pub fn close(&mut self, id: ConnId) -> Result<(), Error> {
         let slot = self.slot_of(id)?;
+        // The caller's buffer is not the core's after close: what is still unacknowledged
+        // is taken in (header_only.rs), the FIN and retransmissions come from the core.
+        self.internalize_tx(slot);
         let conn = &mut self.conns[slot as usize];
         conn.app_closed = true;
         conn.app_owned = false;
@@ -746,7 +761,7 @@ impl Stack {
                 // Our FIN takes the sequence number after the last data byte (RFC 9293 3.4),
                 // so once it is acknowledged snd_una is one past tx_tail.
                 let fin = ps.has(flags::FIN_QUEUED) as i32;
-                let capacity = b.tx.capacity();
+                let capacity = b.tx_capacity() as u32;
                 if unacked < -fin || unacked > 0 && unacked as u32 > capacity {
                     return Err(InvariantViolation::TxRingOverfull {
                         slot,
@@ -821,6 +836,7 @@ impl Stack {
             ConnBuffers::new(PayloadRing::unallocated(rx), PayloadRing::unallocated(tx))
         });
         b.reset_at(SeqNumber(0), SeqNumber(0));
+        b.ext = None;
         self.uncharge(slot);
     }
 
@@ -841,6 +857,10 @@ impl Stack {
         self.dp.drop_cold_row(s);
         self.set_state(s, TcpState::Closed);
         self.conns[s].app_owned = false;
+        if let Some(b) = self.bufs[s].as_mut() {
+            // Never read the caller's buffer again once the connection is gone.
+            b.ext = None;
+        }
         self.release_grown_buffers(s);
         self.uncharge(slot);
         self.timer_queue.disarm(slot);

@@ -6,6 +6,9 @@
 //! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). And 3.4's
 //! notification pipes and inline QP (`flexins-pipe`, Figure 15's shape) between two
 //! engines running the service, with applications on libsluice.
+//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). flexins-tx's notes
+//! add TCP's half: header-only TCP sends against `Stack::send`, from the TCP core's
+//! `tx_touch` (tcp.rs).
 
 pub mod engines;
 pub mod pipe;
@@ -14,5 +17,6 @@ pub mod rtt;
 pub mod rx;
 pub mod submit;
 pub mod table;
+pub mod tcp;
 pub mod tx;
 pub mod verbs_side;

@@ -97,12 +97,18 @@ pub fn run(args: &TxArgs) -> Result<Report, ExperimentError> {
             result: &p.result,
         })
         .collect();
-    let (rows, notes, series) = rows_notes_series(
+    let (rows, mut notes, series) = rows_notes_series(
         Side::Tx,
         &shown,
         "header-only/staging",
         [tx_name(TxPath::HeaderOnly), tx_name(TxPath::Staging)],
     );
+    // TCP's half (issue 21 item 1): the same comparison for TCP sends, from the counters.
+    let tcp_bytes = if args.common.quick { 1 << 20 } else { 16 << 20 };
+    notes.extend(super::tcp::notes(&super::tcp::measure(
+        &[64, 4096, 65536],
+        tcp_bytes,
+    )));
     Ok(Report {
         name: "flexins-tx".into(),
         setup: vec![

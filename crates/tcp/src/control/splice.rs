@@ -94,6 +94,8 @@ impl Stack {
         self.next_splice_id += 1;
         let id = self.next_splice_id;
         for s in [sa, sb] {
+            // The splice relays from the core's ring: a caller's buffer is taken in first.
+            self.internalize_tx(s);
             self.conns[s as usize].splicing = true;
             // The handles are the core's now: no more readiness for the application.
             self.events.clear(s);

@@ -222,6 +222,12 @@ impl Stack {
             }
             if s.tx_freed > 0 {
                 b.tx_head += s.tx_freed;
+                if let Some(ext) = b.ext.as_mut() {
+                    // Header-only TX: acknowledged bytes are the caller's again; it learns
+                    // so from WRITABLE (Stack::tx_positions).
+                    ext.head_pos += u64::from(s.tx_freed);
+                    self.events.raise(slot, bits::WRITABLE);
+                }
                 // Only when `send` would take something: a ring above today's share waits.
                 if b.want_writable
                     && b.tx_room(send_limit(

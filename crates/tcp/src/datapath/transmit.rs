@@ -205,7 +205,14 @@ impl Stack {
             if seg.len > 0 {
                 header.flags |= ecn::cwr_flag(ps, resend);
             }
-            let ring = &self.bufs[i].as_ref()?.tx;
+            let b = self.bufs[i].as_ref()?;
+            // Header-only TX (flexins.txt 3.2): the payload comes from the caller's source
+            // straight into the frame, behind the headers just written; else from the ring.
+            let source = b
+                .ext
+                .as_ref()
+                .and_then(|e| Some((e.source.as_deref()?, e.head_pos)));
+            let mut gathered = true;
             self.ip_ident = self.ip_ident.wrapping_add(1);
             let n = emit_segment_ecn(
                 buf,
@@ -215,8 +222,24 @@ impl Stack {
                 seg.len as usize,
                 csum,
                 codepoint,
-                |payload| ring.read(seg.seq, payload),
+                |payload| match source {
+                    Some((src, head_pos)) => {
+                        let pos = head_pos + seg.seq.diff(b.tx_head).max(0) as u64;
+                        gathered = payload.is_empty() || src.gather(pos, payload);
+                    }
+                    None => b.tx.read(seg.seq, payload),
+                },
             )?;
+            if !gathered {
+                // The caller's buffer is gone: nothing of it goes out; the connection is
+                // reset (its application sees the error), no other is touched.
+                self.source_failed(slot);
+                return None;
+            }
+            self.tx_touch.payload += u64::from(seg.len);
+            if csum == TxChecksum::Full {
+                self.tx_touch.checksum += u64::from(seg.len);
+            }
             let segments = if gso_size != 0 {
                 // The device sends one IPv4 ident per segment after this one.
                 let segments = seg.len.div_ceil(room);
