@@ -397,6 +397,7 @@ impl QueuePair {
             remote_addr: slot_addr + (slot_len - total) as u64,
             rkey,
             imm: 0,
+            resp_len: 0,
         };
         let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; 1 + INLINE_LINES];
         lines[0] = PipeSend {
