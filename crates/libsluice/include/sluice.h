@@ -394,6 +394,18 @@ struct sluice_rdma_recv_wr {
  * is full). */
 int sluice_rdma_post_send(sluice_rdma_qp *qp, const struct sluice_rdma_send_wr *wr, size_t n,
                           size_t *bad);
+/* Offload handlers on a QP (docs/offload.md): the engine runs the handler for every OFFLOAD
+ * request of `opcode` the peer sends on this QP, with access to the regions of the n keys
+ * only. An eBPF object (section "offload") is open to every application; a Rust handler
+ * library (built against sluice-offload-api) only to uid 0 and the engine's uid (EPERM).
+ * EEXIST: the opcode has a handler on the QP; ENOENT: a key or the QP is not this
+ * application's; EINVAL: the handler did not load (the engine's log says why). */
+int sluice_rdma_register_offload_ebpf(sluice_rdma_qp *qp, uint32_t opcode, const char *name,
+                                      const void *object, size_t len, const uint32_t *keys,
+                                      size_t n);
+int sluice_rdma_register_offload_rust(sluice_rdma_qp *qp, uint32_t opcode, const char *path,
+                                      const char *handler, const uint32_t *keys, size_t n);
+int sluice_rdma_unregister_offload(sluice_rdma_qp *qp, uint32_t opcode);
 int sluice_rdma_post_recv(sluice_rdma_qp *qp, const struct sluice_rdma_recv_wr *wr, size_t n,
                           size_t *bad);
 

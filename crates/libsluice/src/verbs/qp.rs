@@ -12,6 +12,7 @@ use sluice_shm::verbs::wqe::send_flags;
 use sluice_shm::verbs::{QpAttrs, SendWqe, VerbsReply, VerbsRequest, WrOpcode, INLINE_CHUNK};
 use sluice_shm::{Command, PipeProducer, Producer};
 
+use crate::attach::Sluice;
 use crate::lock::lock;
 use crate::verbs::control::{self, unexpected};
 use crate::verbs::cq::{CompletionQueue, CqInner};
@@ -245,6 +246,11 @@ impl QueuePair {
     /// The QP's number.
     pub fn qpn(&self) -> u32 {
         self.caps.qpn
+    }
+
+    /// The attachment its control calls go through.
+    pub(crate) fn sluice(&self) -> &Sluice {
+        &self.pd.sluice
     }
 
     /// What it holds.
