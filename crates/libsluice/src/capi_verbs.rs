@@ -835,8 +835,7 @@ pub unsafe extern "C" fn sluice_rdma_register_offload_ebpf(
         let object = unsafe { std::slice::from_raw_parts(object, len) };
         // SAFETY: the caller's contract.
         let keys = unsafe { keys_of(keys, n) }?;
-        q.qp
-            .register_offload_keys(opcode, OffloadHandler::Ebpf { name, object }, keys)
+        q.qp.register_offload_keys(opcode, OffloadHandler::Ebpf { name, object }, keys)
     })
 }
 
@@ -865,8 +864,7 @@ pub unsafe extern "C" fn sluice_rdma_register_offload_rust(
         let handler = unsafe { c_str(handler, "handler") }?;
         // SAFETY: the caller's contract.
         let keys = unsafe { keys_of(keys, n) }?;
-        q.qp
-            .register_offload_keys(opcode, OffloadHandler::Rust { path, handler }, keys)
+        q.qp.register_offload_keys(opcode, OffloadHandler::Rust { path, handler }, keys)
     })
 }
 
@@ -875,7 +873,10 @@ pub unsafe extern "C" fn sluice_rdma_register_offload_rust(
 /// # Safety
 /// `qp` is null or live.
 #[no_mangle]
-pub unsafe extern "C" fn sluice_rdma_unregister_offload(qp: *mut SluiceRdmaQp, opcode: u32) -> c_int {
+pub unsafe extern "C" fn sluice_rdma_unregister_offload(
+    qp: *mut SluiceRdmaQp,
+    opcode: u32,
+) -> c_int {
     verb(|| {
         // SAFETY: the caller's contract.
         let q = unsafe { non_null(qp) }?;

@@ -207,6 +207,19 @@ impl Ctx<'_> {
     }
 }
 
+/// A handler's panic is reported in one line, without a backtrace: the engine answers it
+/// with [`status::PANICKED`] at once, and printing a backtrace (RUST_BACKTRACE) takes longer
+/// than a requester's retransmission timer. The hook is this library's own (a cdylib has
+/// its own copy of std): the engine's panics are untouched.
+fn quiet_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            eprintln!("sluice offload handler panicked: {info}");
+        }));
+    });
+}
+
 /// Runs `f` on the request `host` describes, for [`export_handlers!`]: its status, with a
 /// panic caught here (unwinding out of an `extern "C"` function would abort the engine).
 pub fn run(host: *const HostV1, f: fn(&mut Ctx<'_>) -> Result<(), Status>) -> u32 {
@@ -217,6 +230,7 @@ pub fn run(host: *const HostV1, f: fn(&mut Ctx<'_>) -> Result<(), Status>) -> u3
     if (host.size as usize) < std::mem::size_of::<HostV1>() {
         return status::BAD_REQUEST;
     }
+    quiet_panics();
     match catch_unwind(AssertUnwindSafe(|| f(&mut Ctx { host }))) {
         Ok(Ok(())) => status::OK,
         Ok(Err(Status(code))) => code.max(1),

@@ -492,12 +492,16 @@ impl Control {
                     match cores.verbs.as_mut() {
                         Some(v) => {
                             let admin = admin::allowed(app.creds.uid, self.engine_uid);
-                            let reply =
-                                match verbs::offload_answer(v, app.index, admin, req, &mut sh.counters)
-                                {
-                                    Ok(r) => Reply::Admin(r),
-                                    Err(reason) => Reply::Refused { reason },
-                                };
+                            let reply = match verbs::offload_answer(
+                                v,
+                                app.index,
+                                admin,
+                                req,
+                                &mut sh.counters,
+                            ) {
+                                Ok(r) => Reply::Admin(r),
+                                Err(reason) => Reply::Refused { reason },
+                            };
                             if send_message(app.sock.as_fd(), &reply, &[]).is_err() {
                                 self.detach(i, apps, config, sh, cores, stack);
                                 return;

@@ -239,7 +239,10 @@ impl fmt::Display for Counters {
             ("verbs_offload_requests", self.verbs_offload_requests),
             ("verbs_offload_errors", self.verbs_offload_errors),
             ("verbs_offload_refused", self.verbs_offload_refused),
-            ("verbs_offload_loads_refused", self.verbs_offload_loads_refused),
+            (
+                "verbs_offload_loads_refused",
+                self.verbs_offload_loads_refused,
+            ),
             ("cq_overruns", self.cq_overruns),
             ("mtp_requests", self.mtp_requests),
             ("mtp_refused", self.mtp_refused),

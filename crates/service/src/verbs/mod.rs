@@ -189,10 +189,10 @@ impl Verbs {
     pub fn pipes_pending(&self) -> bool {
         self.offload.busy()
             || self.pipe_apps.iter().any(|app| {
-            self.apps
-                .get(app)
-                .is_some_and(|a| a.pipes.iter().any(|p| p.work.peek().is_some()))
-        })
+                self.apps
+                    .get(app)
+                    .is_some_and(|a| a.pipes.iter().any(|p| p.work.peek().is_some()))
+            })
     }
 
     /// Memory backings held (mapped regions and inline buffers).

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_offload::{
-    DylibHandler, EbpfHandler, Handler, HandlerError, Limits, OffloadEngine,
-    OffloadEngineBuilder, RegionMemory, RegionTable, Registration,
+    DylibHandler, EbpfHandler, Handler, HandlerError, Limits, OffloadEngine, OffloadEngineBuilder,
+    RegionMemory, RegionTable, Registration,
 };
 use sluice_rdma::qp::OffloadRequest;
 use sluice_rdma::verbs::Key;
@@ -112,18 +112,16 @@ pub(crate) fn answer(
             handler,
             mrs,
         } => load(v, app, admin, qpn, opcode, handler, &mrs),
-        AdminRequest::OffloadUnload { qpn, opcode } => {
-            match v.offload.regs.get(&(qpn, opcode)) {
-                Some(r) if admin || r.app == app => {
-                    v.offload.regs.remove(&(qpn, opcode));
-                    v.rdma.stack.unregister_offload(qpn, opcode);
-                    Ok(AdminReply::Done)
-                }
-                _ => Err(format!(
-                    "ENOENT: no offload handler for opcode {opcode:#x} on queue pair {qpn:#x}"
-                )),
+        AdminRequest::OffloadUnload { qpn, opcode } => match v.offload.regs.get(&(qpn, opcode)) {
+            Some(r) if admin || r.app == app => {
+                v.offload.regs.remove(&(qpn, opcode));
+                v.rdma.stack.unregister_offload(qpn, opcode);
+                Ok(AdminReply::Done)
             }
-        }
+            _ => Err(format!(
+                "ENOENT: no offload handler for opcode {opcode:#x} on queue pair {qpn:#x}"
+            )),
+        },
         AdminRequest::OffloadList => {
             let mut rows: Vec<OffloadRow> = v
                 .offload
@@ -189,7 +187,11 @@ fn load(
     for &key in mrs {
         let not_owned = || format!("ENOENT: no memory region {key:#x} of the QP's owner");
         let &(_, backing) = a.mrs.get(&key).ok_or_else(not_owned)?;
-        let mr = v.rdma.stack.offload_region(Key(key)).ok_or_else(not_owned)?;
+        let mr = v
+            .rdma
+            .stack
+            .offload_region(Key(key))
+            .ok_or_else(not_owned)?;
         let file = v.rdma.mem.file(backing).ok_or_else(not_owned)?;
         if !table.register_memory(mr.addr, mr.len, Arc::new(FileRegion(file))) {
             return Err(format!(
@@ -209,14 +211,18 @@ fn load(
         }
         OffloadSource::Rust { path, handler } => {
             if !admin {
-                return Err("permission denied: a Rust handler library runs native code in the \
+                return Err(
+                    "permission denied: a Rust handler library runs native code in the \
                             engine: uid 0 or the engine's uid only (eBPF handlers are open to \
                             every application)"
-                    .to_string());
+                        .to_string(),
+                );
             }
             let p = Path::new(&path);
             if !p.is_absolute() {
-                return Err(format!("EINVAL: {path:?}: the library's path must be absolute"));
+                return Err(format!(
+                    "EINVAL: {path:?}: the library's path must be absolute"
+                ));
             }
             let h = DylibHandler::load(p, &handler).map_err(|e| format!("EINVAL: {e}"))?;
             ("rust", format!("{path}:{handler}"), Arc::new(h))
