@@ -722,63 +722,6 @@ unsafe fn create_qp_in(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn null_pointers_are_einval_and_never_touched() {
-        // SAFETY: every pointer is null, which each call checks first.
-        unsafe {
-            assert_eq!(sluice_rdma_open(std::ptr::null_mut()), libc::EINVAL);
-            assert_eq!(
-                sluice_rdma_query_device(std::ptr::null_mut(), std::ptr::null_mut()),
-                libc::EINVAL
-            );
-            assert_eq!(
-                sluice_rdma_alloc_pd(std::ptr::null_mut(), std::ptr::null_mut()),
-                libc::EINVAL
-            );
-            assert_eq!(
-                sluice_rdma_dealloc_pd(std::ptr::null_mut(), 1),
-                libc::EINVAL
-            );
-            assert_eq!(sluice_rdma_dereg_mr(std::ptr::null_mut(), 1), libc::EINVAL);
-            assert_eq!(sluice_rdma_destroy_cq(std::ptr::null_mut()), libc::EINVAL);
-            assert_eq!(sluice_rdma_destroy_qp(std::ptr::null_mut()), libc::EINVAL);
-            assert_eq!(
-                sluice_rdma_poll_cq(std::ptr::null_mut(), 1, std::ptr::null_mut()),
-                -libc::EINVAL
-            );
-            assert_eq!(
-                sluice_rdma_req_notify_cq(std::ptr::null_mut(), 0),
-                libc::EINVAL
-            );
-            assert_eq!(
-                sluice_rdma_modify_qp(std::ptr::null_mut(), std::ptr::null(), 1),
-                libc::EINVAL
-            );
-            let mut bad = 7usize;
-            assert_eq!(
-                sluice_rdma_post_send(std::ptr::null_mut(), std::ptr::null(), 1, &mut bad),
-                libc::EINVAL
-            );
-            assert_eq!(bad, 0);
-            assert_eq!(
-                sluice_rdma_post_recv(
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    1,
-                    std::ptr::null_mut()
-                ),
-                libc::EINVAL
-            );
-            assert_eq!(sluice_rdma_qp_num(std::ptr::null()), 0);
-            sluice_rdma_close(std::ptr::null_mut());
-        }
-    }
-}
-
 /// The `n` region keys at `keys` (none for n == 0).
 ///
 /// # Safety
@@ -882,4 +825,61 @@ pub unsafe extern "C" fn sluice_rdma_unregister_offload(
         let q = unsafe { non_null(qp) }?;
         q.qp.unregister_offload(opcode)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_pointers_are_einval_and_never_touched() {
+        // SAFETY: every pointer is null, which each call checks first.
+        unsafe {
+            assert_eq!(sluice_rdma_open(std::ptr::null_mut()), libc::EINVAL);
+            assert_eq!(
+                sluice_rdma_query_device(std::ptr::null_mut(), std::ptr::null_mut()),
+                libc::EINVAL
+            );
+            assert_eq!(
+                sluice_rdma_alloc_pd(std::ptr::null_mut(), std::ptr::null_mut()),
+                libc::EINVAL
+            );
+            assert_eq!(
+                sluice_rdma_dealloc_pd(std::ptr::null_mut(), 1),
+                libc::EINVAL
+            );
+            assert_eq!(sluice_rdma_dereg_mr(std::ptr::null_mut(), 1), libc::EINVAL);
+            assert_eq!(sluice_rdma_destroy_cq(std::ptr::null_mut()), libc::EINVAL);
+            assert_eq!(sluice_rdma_destroy_qp(std::ptr::null_mut()), libc::EINVAL);
+            assert_eq!(
+                sluice_rdma_poll_cq(std::ptr::null_mut(), 1, std::ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(
+                sluice_rdma_req_notify_cq(std::ptr::null_mut(), 0),
+                libc::EINVAL
+            );
+            assert_eq!(
+                sluice_rdma_modify_qp(std::ptr::null_mut(), std::ptr::null(), 1),
+                libc::EINVAL
+            );
+            let mut bad = 7usize;
+            assert_eq!(
+                sluice_rdma_post_send(std::ptr::null_mut(), std::ptr::null(), 1, &mut bad),
+                libc::EINVAL
+            );
+            assert_eq!(bad, 0);
+            assert_eq!(
+                sluice_rdma_post_recv(
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    1,
+                    std::ptr::null_mut()
+                ),
+                libc::EINVAL
+            );
+            assert_eq!(sluice_rdma_qp_num(std::ptr::null()), 0);
+            sluice_rdma_close(std::ptr::null_mut());
+        }
+    }
 }

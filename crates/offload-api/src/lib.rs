@@ -222,8 +222,12 @@ fn quiet_panics() {
 
 /// Runs `f` on the request `host` describes, for [`export_handlers!`]: its status, with a
 /// panic caught here (unwinding out of an `extern "C"` function would abort the engine).
-pub fn run(host: *const HostV1, f: fn(&mut Ctx<'_>) -> Result<(), Status>) -> u32 {
-    // SAFETY: the engine passes a HostV1 that lives for the whole call; null is refused.
+///
+/// # Safety
+/// `host` is null or points to a `HostV1` (with the `ctx` its functions expect) that stays
+/// valid for the whole call: what the engine passes to a handler's `handle`.
+pub unsafe fn run(host: *const HostV1, f: fn(&mut Ctx<'_>) -> Result<(), Status>) -> u32 {
+    // SAFETY: the caller's contract; null is refused.
     let Some(host) = (unsafe { host.as_ref() }) else {
         return status::BAD_REQUEST;
     };
@@ -253,7 +257,9 @@ macro_rules! export_handlers {
                     name: concat!($name, "\0").as_ptr() as *const ::std::ffi::c_char,
                     handle: {
                         extern "C" fn handle(host: *const $crate::HostV1) -> u32 {
-                            $crate::run(host, $f)
+                            // SAFETY: the engine calls `handle` with the HostV1 of the
+                            // request it runs, valid for the call (the ABI's contract).
+                            unsafe { $crate::run(host, $f) }
                         }
                         handle
                     },

@@ -259,8 +259,9 @@ fn load(
 /// whether any is still on its way (the loop stays awake).
 pub(crate) fn run(v: &mut Verbs, counters: &mut Counters) -> bool {
     let o = &mut v.offload;
-    if o.regs.is_empty() && !o.busy() {
-        // No QP has an opcode registered: nothing can arrive.
+    if o.engine.is_none() {
+        // No handler was ever registered: no QP has an opcode, nothing can arrive. (After
+        // the last unload, requests the transport took before it still come out here.)
         return false;
     }
     let stack = &mut v.rdma.stack;
