@@ -113,7 +113,8 @@ pub struct Counters {
     /// OFFLOAD requests for a handler unloaded meanwhile (answered NoHandler), and
     /// responses the transport no longer took (their QP gone or in ERR).
     pub verbs_offload_refused: u64,
-    /// Offload registrations refused (bad handler, region, QP or permission).
+    /// Offload admin requests refused (a bad handler, region, QP or permission; an unload
+    /// of nothing).
     pub verbs_offload_loads_refused: u64,
     /// Completions lost because a completion queue was full (an overrun).
     pub cq_overruns: u64,
