@@ -365,13 +365,22 @@ struct sluice_rdma_send_wr {
     uint64_t wr_id;
     const struct sluice_rdma_sge *sg_list;
     int32_t num_sge;        /* at most 1, or several with IBV_SEND_INLINE */
-    uint32_t opcode;        /* IBV_WR_RDMA_WRITE(_WITH_IMM), IBV_WR_SEND(_WITH_IMM), IBV_WR_RDMA_READ */
+    uint32_t opcode;        /* IBV_WR_RDMA_WRITE(_WITH_IMM), IBV_WR_SEND(_WITH_IMM), IBV_WR_RDMA_READ,
+                               SLUICE_RDMA_WR_OFFLOAD */
     uint32_t send_flags;    /* IBV_SEND_FENCE, _SIGNALED, _SOLICITED, _INLINE */
-    uint32_t imm_data;      /* network order */
-    uint64_t remote_addr;
-    uint32_t rkey;
-    uint32_t reserved;
+    uint32_t imm_data;      /* network order; OFFLOAD: the offload opcode, host order */
+    uint64_t remote_addr;   /* OFFLOAD: the response buffer (in a local region) */
+    uint32_t rkey;          /* OFFLOAD: the response buffer's lkey */
+    uint32_t resp_len;      /* OFFLOAD: the response buffer's length; 0 otherwise */
 };
+
+/* OFFLOAD (docs/offload.md): the request's bytes (sg_list, at most one MTU) go to the handler
+ * the peer's engine runs for the offload opcode on its QP; the response lands in the response
+ * buffer. Its completion has opcode SLUICE_RDMA_WC_OFFLOAD and byte_len the response's
+ * length; a handler that failed completes with IBV_WC_REM_OP_ERR (11) and its status in
+ * imm_data (network order), and the QP stays up. */
+#define SLUICE_RDMA_WR_OFFLOAD 64
+#define SLUICE_RDMA_WC_OFFLOAD 64
 
 struct sluice_rdma_recv_wr {
     uint64_t wr_id;
@@ -385,6 +394,18 @@ struct sluice_rdma_recv_wr {
  * is full). */
 int sluice_rdma_post_send(sluice_rdma_qp *qp, const struct sluice_rdma_send_wr *wr, size_t n,
                           size_t *bad);
+/* Offload handlers on a QP (docs/offload.md): the engine runs the handler for every OFFLOAD
+ * request of `opcode` the peer sends on this QP, with access to the regions of the n keys
+ * only. An eBPF object (section "offload") is open to every application; a Rust handler
+ * library (built against sluice-offload-api) only to uid 0 and the engine's uid (EPERM).
+ * EEXIST: the opcode has a handler on the QP; ENOENT: a key or the QP is not this
+ * application's; EINVAL: the handler did not load (the engine's log says why). */
+int sluice_rdma_register_offload_ebpf(sluice_rdma_qp *qp, uint32_t opcode, const char *name,
+                                      const void *object, size_t len, const uint32_t *keys,
+                                      size_t n);
+int sluice_rdma_register_offload_rust(sluice_rdma_qp *qp, uint32_t opcode, const char *path,
+                                      const char *handler, const uint32_t *keys, size_t n);
+int sluice_rdma_unregister_offload(sluice_rdma_qp *qp, uint32_t opcode);
 int sluice_rdma_post_recv(sluice_rdma_qp *qp, const struct sluice_rdma_recv_wr *wr, size_t n,
                           size_t *bad);
 

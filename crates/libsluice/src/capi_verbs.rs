@@ -15,7 +15,7 @@ use crate::capi_verbs_types::{
     RdmaQpCaps, RdmaQpInit, RdmaRecvWr, RdmaSendWr, SluiceRdma, SluiceRdmaCq, SluiceRdmaQp, NULL,
 };
 use crate::lock::lock;
-use crate::verbs::{Device, QpInit, RecvWr, VerbsError, WorkCompletion};
+use crate::verbs::{Device, OffloadHandler, QpInit, RecvWr, VerbsError, WorkCompletion};
 
 /// Runs `f`: 0, its error's errno, or EIO for a panic.
 fn verb(f: impl FnOnce() -> Result<(), VerbsError>) -> c_int {
@@ -719,6 +719,111 @@ unsafe fn create_qp_in(
                 },
             )
         }
+    })
+}
+
+/// The `n` region keys at `keys` (none for n == 0).
+///
+/// # Safety
+/// `keys` is null or holds `n` readable keys.
+unsafe fn keys_of<'a>(keys: *const u32, n: usize) -> Result<&'a [u32], VerbsError> {
+    match n {
+        0 => Ok(&[]),
+        _ if keys.is_null() => Err(NULL),
+        // SAFETY: the caller's contract.
+        n => Ok(unsafe { std::slice::from_raw_parts(keys, n) }),
+    }
+}
+
+/// A NUL-terminated string argument as UTF-8.
+///
+/// # Safety
+/// `s` is null or a NUL-terminated string.
+unsafe fn c_str<'a>(s: *const std::ffi::c_char, what: &'static str) -> Result<&'a str, VerbsError> {
+    if s.is_null() {
+        return Err(NULL);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::ffi::CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| VerbsError::Invalid(what))
+}
+
+/// Registers the eBPF object `object` (`len` bytes, section `offload`) as the handler of
+/// offload opcode `opcode` on `qp`, with access to the regions of the `n` keys at `keys`
+/// (docs/offload.md).
+///
+/// # Safety
+/// `qp` is null or live; `name` is null or a string; `object` is null or holds `len`
+/// readable bytes; `keys` is null or holds `n` keys.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_register_offload_ebpf(
+    qp: *mut SluiceRdmaQp,
+    opcode: u32,
+    name: *const std::ffi::c_char,
+    object: *const u8,
+    len: usize,
+    keys: *const u32,
+    n: usize,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let q = unsafe { non_null(qp) }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { c_str(name, "name") }?;
+        if object.is_null() {
+            return Err(NULL);
+        }
+        // SAFETY: the caller's contract: `len` readable bytes.
+        let object = unsafe { std::slice::from_raw_parts(object, len) };
+        // SAFETY: the caller's contract.
+        let keys = unsafe { keys_of(keys, n) }?;
+        q.qp.register_offload_keys(opcode, OffloadHandler::Ebpf { name, object }, keys)
+    })
+}
+
+/// Registers handler `handler` of the Rust handler library at `path` (uid 0 or the engine's
+/// uid only) for offload opcode `opcode` on `qp`, with the regions of the `n` keys at
+/// `keys`.
+///
+/// # Safety
+/// `qp` is null or live; `path` and `handler` are null or strings; `keys` is null or holds
+/// `n` keys.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_register_offload_rust(
+    qp: *mut SluiceRdmaQp,
+    opcode: u32,
+    path: *const std::ffi::c_char,
+    handler: *const std::ffi::c_char,
+    keys: *const u32,
+    n: usize,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let q = unsafe { non_null(qp) }?;
+        // SAFETY: the caller's contract.
+        let path = std::path::Path::new(unsafe { c_str(path, "path") }?);
+        // SAFETY: the caller's contract.
+        let handler = unsafe { c_str(handler, "handler") }?;
+        // SAFETY: the caller's contract.
+        let keys = unsafe { keys_of(keys, n) }?;
+        q.qp.register_offload_keys(opcode, OffloadHandler::Rust { path, handler }, keys)
+    })
+}
+
+/// Unregisters the handler of offload opcode `opcode` on `qp`.
+///
+/// # Safety
+/// `qp` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn sluice_rdma_unregister_offload(
+    qp: *mut SluiceRdmaQp,
+    opcode: u32,
+) -> c_int {
+    verb(|| {
+        // SAFETY: the caller's contract.
+        let q = unsafe { non_null(qp) }?;
+        q.qp.unregister_offload(opcode)
     })
 }
 

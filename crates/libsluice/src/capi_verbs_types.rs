@@ -145,8 +145,8 @@ pub struct RdmaSendWr {
     pub remote_addr: u64,
     /// The peer's key.
     pub rkey: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// SLUICE_RDMA_WR_OFFLOAD: the response buffer's length; zero otherwise.
+    pub resp_len: u32,
 }
 
 /// `struct sluice_rdma_recv_wr`.
@@ -262,6 +262,16 @@ pub(crate) fn send_op(w: &RdmaSendWr) -> Result<SendOp, VerbsError> {
         2 => SendOp::Send,
         3 => SendOp::SendWithImm { imm },
         4 => SendOp::Read { remote_addr, rkey },
+        // SLUICE_RDMA_WR_OFFLOAD: imm_data is the offload opcode (host order); the
+        // response buffer is remote_addr/rkey (a local region) of resp_len bytes.
+        64 => SendOp::Offload {
+            opcode: imm,
+            resp: Sge {
+                addr: remote_addr,
+                length: w.resp_len,
+                lkey: rkey,
+            },
+        },
         _ => return Err(VerbsError::Invalid("opcode")),
     })
 }
@@ -347,7 +357,7 @@ mod tests {
                 min_rnr_timer, max_rd_atomic, max_dest_rd_atomic, reserved },
             "sluice_rdma_sge" => RdmaSge { addr, length, lkey },
             "sluice_rdma_send_wr" => RdmaSendWr { wr_id, sg_list, num_sge, opcode, send_flags,
-                imm_data, remote_addr, rkey, reserved },
+                imm_data, remote_addr, rkey, resp_len },
             "sluice_rdma_recv_wr" => RdmaRecvWr { wr_id, sg_list, num_sge, reserved },
         };
         let mut src = String::from(
@@ -411,7 +421,7 @@ mod tests {
             imm_data: 0x0a0b_0c0d,
             remote_addr: 0,
             rkey: 0,
-            reserved: 0,
+            resp_len: 0,
         };
         // SAFETY: the SGEs name bytes of `bytes`.
         let parts = unsafe { inline_parts(&w) }.unwrap();

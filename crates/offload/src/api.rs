@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::region::RegionTable;
 
-/// A handler for one offload opcode, run on an offload thread. Handlers are Rust code
-/// compiled into the program that starts the engine (docs/offload.md: run-time loading
-/// is left); they reach memory only through [`OffloadCtx`].
+/// A handler for one offload opcode, run on an offload thread: Rust compiled into the
+/// program that starts the engine, an eBPF program ([`crate::EbpfHandler`]) or a Rust
+/// library loaded at run time ([`crate::DylibHandler`]); it reaches memory only through
+/// [`OffloadCtx`].
 pub trait Handler: Send + Sync {
     /// Handles `ctx`'s request; Ok once the response is submitted.
     fn handle(&self, ctx: &mut OffloadCtx<'_>) -> Result<(), HandlerError>;
@@ -58,6 +59,8 @@ pub enum HandlerError {
     NoHandler,
     /// The handler returned without submitting a response.
     NoResponse,
+    /// The handler panicked (caught at the boundary; the offload thread goes on).
+    Panicked,
     /// A handler's own error code (>= 16).
     Custom(u32),
 }
@@ -74,6 +77,7 @@ impl HandlerError {
             HandlerError::NotFound => 6,
             HandlerError::NoHandler => 7,
             HandlerError::NoResponse => 8,
+            HandlerError::Panicked => 9,
             HandlerError::Custom(c) => c.max(16),
         }
     }
@@ -90,6 +94,7 @@ impl HandlerError {
             6 => HandlerError::NotFound,
             7 => HandlerError::NoHandler,
             8 => HandlerError::NoResponse,
+            9 => HandlerError::Panicked,
             c => HandlerError::Custom(c),
         })
     }
@@ -106,6 +111,7 @@ impl fmt::Display for HandlerError {
             HandlerError::NotFound => f.write_str("key not found"),
             HandlerError::NoHandler => f.write_str("no handler for this opcode"),
             HandlerError::NoResponse => f.write_str("handler submitted no response"),
+            HandlerError::Panicked => f.write_str("handler panicked"),
             HandlerError::Custom(c) => write!(f, "handler error {c}"),
         }
     }
@@ -116,6 +122,18 @@ impl std::error::Error for HandlerError {}
 /// Names a submitted read or write (Table 2's dma id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DmaId(u32);
+
+impl DmaId {
+    /// Its number (what a library handler holds across the C ABI).
+    pub fn index(self) -> u32 {
+        self.0
+    }
+
+    /// The id numbered `i` (an unknown one waits for everything up to it).
+    pub fn from_index(i: u32) -> DmaId {
+        DmaId(i)
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Dma {

@@ -4,6 +4,7 @@
 //! pushes requests and pops responses, never blocks and never allocates a queue.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,6 +50,25 @@ pub struct EngineCounters {
     pub no_handler: AtomicU64,
     /// Requests refused because a ring was full.
     pub ring_full: AtomicU64,
+    /// Handlers that panicked (caught; the offload thread goes on).
+    pub panics: AtomicU64,
+}
+
+/// A handler registered at run time with what it may use: the engine runs the request
+/// handed in with it ([`OffloadEngine::submit_to`]) under these, not the builder's tables.
+pub struct Registration {
+    /// The handler.
+    pub handler: Arc<dyn Handler>,
+    /// The regions it may access.
+    pub regions: RegionTable,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+/// A request and, if registered at run time, what to run it with.
+struct Job {
+    req: OffloadRequest,
+    reg: Option<Arc<Registration>>,
 }
 
 /// Registers handlers and regions, then starts the engine.
@@ -98,7 +118,7 @@ impl OffloadEngineBuilder {
         });
         let mut workers = Vec::new();
         for i in 0..threads.max(1) {
-            let (req_tx, req_rx) = RingBuffer::<OffloadRequest>::new(RING);
+            let (req_tx, req_rx) = RingBuffer::<Job>::new(RING);
             let (resp_tx, resp_rx) = RingBuffer::<OffloadResponse>::new(RING);
             let s = Arc::clone(&shared);
             let join = std::thread::Builder::new()
@@ -128,7 +148,7 @@ struct Shared {
 }
 
 struct Worker {
-    req_tx: Producer<OffloadRequest>,
+    req_tx: Producer<Job>,
     resp_rx: Consumer<OffloadResponse>,
     join: Option<JoinHandle<()>>,
 }
@@ -144,23 +164,40 @@ impl OffloadEngine {
     /// Hands `req` to an offload thread (round robin); Err(req) if every ring is full
     /// (counted; the caller keeps it and tries again).
     pub fn submit(&mut self, req: OffloadRequest) -> Result<(), OffloadRequest> {
-        let mut req = req;
+        self.push(Job { req, reg: None })
+    }
+
+    /// Hands `req` to an offload thread to run with `reg` (a handler registered at run
+    /// time); Err(req) if every ring is full, as [`OffloadEngine::submit`].
+    pub fn submit_to(
+        &mut self,
+        req: OffloadRequest,
+        reg: Arc<Registration>,
+    ) -> Result<(), OffloadRequest> {
+        self.push(Job {
+            req,
+            reg: Some(reg),
+        })
+    }
+
+    fn push(&mut self, job: Job) -> Result<(), OffloadRequest> {
+        let mut job = job;
         let n = self.workers.len();
         for k in 0..n {
             let i = (self.next + k) % n;
-            match self.workers[i].req_tx.push(req) {
+            match self.workers[i].req_tx.push(job) {
                 Ok(()) => {
                     self.next = (i + 1) % n;
                     return Ok(());
                 }
-                Err(rtrb::PushError::Full(r)) => req = r,
+                Err(rtrb::PushError::Full(j)) => job = j,
             }
         }
         self.shared
             .counters
             .ring_full
             .fetch_add(1, Ordering::Relaxed);
-        Err(req)
+        Err(job.req)
     }
 
     /// The next response any offload thread finished.
@@ -187,11 +224,11 @@ impl Drop for OffloadEngine {
 
 /// One offload thread: polls its request ring (spinning, then yielding, then sleeping
 /// briefly when idle), runs the handler, pushes the response.
-fn worker(s: &Shared, mut rx: Consumer<OffloadRequest>, mut tx: Producer<OffloadResponse>) {
+fn worker(s: &Shared, mut rx: Consumer<Job>, mut tx: Producer<OffloadResponse>) {
     let mut idle_since: Option<Instant> = None;
     let mut spins = 0u32;
     while !s.stop.load(Ordering::Relaxed) {
-        let Ok(req) = rx.pop() else {
+        let Ok(job) = rx.pop() else {
             spins += 1;
             if spins < 1000 {
                 std::hint::spin_loop();
@@ -206,7 +243,7 @@ fn worker(s: &Shared, mut rx: Consumer<OffloadRequest>, mut tx: Producer<Offload
         };
         spins = 0;
         idle_since = None;
-        let mut resp = Some(serve(s, &req));
+        let mut resp = Some(serve(s, &job));
         // The response ring is as large as the request ring: a full one means the
         // data-path is not polling; wait for it rather than drop an answer.
         while let Some(r) = resp.take() {
@@ -222,17 +259,26 @@ fn worker(s: &Shared, mut rx: Consumer<OffloadRequest>, mut tx: Producer<Offload
 }
 
 /// Runs the handler of `req` within the limits; failures become statuses, counted.
-fn serve(s: &Shared, req: &OffloadRequest) -> OffloadResponse {
+/// A handler that panics is caught here: its request gets `Panicked`, the thread goes on.
+fn serve(s: &Shared, job: &Job) -> OffloadResponse {
     let c = &s.counters;
+    let req = &job.req;
     c.requests.fetch_add(1, Ordering::Relaxed);
-    let result = match s.handlers.get(&req.opcode) {
-        Some(h) => run_handler(
-            h.as_ref(),
-            &req.payload,
-            req.resp_cap as usize,
-            &s.regions,
-            s.limits,
-        ),
+    let (handler, regions, limits) = match &job.reg {
+        Some(r) => (Some(&r.handler), &r.regions, r.limits),
+        None => (s.handlers.get(&req.opcode), &s.regions, s.limits),
+    };
+    let result = match handler {
+        Some(h) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_handler(
+                h.as_ref(),
+                &req.payload,
+                req.resp_cap as usize,
+                regions,
+                limits,
+            )
+        }))
+        .unwrap_or(Err(HandlerError::Panicked)),
         None => Err(HandlerError::NoHandler),
     };
     let (status, body) = match result {
@@ -244,6 +290,8 @@ fn serve(s: &Shared, req: &OffloadRequest) -> OffloadResponse {
                 HandlerError::OutsideRegion => Some(&c.outside_region),
                 HandlerError::ResponseTooLarge => Some(&c.too_large),
                 HandlerError::NoHandler => Some(&c.no_handler),
+                // Caught here, or by a library's own boundary and reported.
+                HandlerError::Panicked => Some(&c.panics),
                 _ => None,
             };
             if let Some(k) = counter {

@@ -9,9 +9,13 @@
 //! response it allocates, asynchronous reads/writes of the regions it waits for, and the
 //! response it submits. Every handler is bounded in steps, response size and outstanding
 //! operations, and touches only its regions; a failure is an error status, never a panic.
-#![forbid(unsafe_code)]
+//!
+//! `unsafe` is denied except in [`dylib`], the C-ABI boundary of handler libraries loaded
+//! at run time (opening a shared library is the OS boundary).
+#![deny(unsafe_code)]
 
 pub mod api;
+pub mod dylib;
 pub mod ebpf;
 pub mod engine;
 pub mod examples;
@@ -19,6 +23,9 @@ pub mod host;
 pub mod region;
 
 pub use api::{DmaId, Handler, HandlerError, Limits, OffloadCtx};
+pub use dylib::{DylibError, DylibHandler};
 pub use ebpf::EbpfHandler;
-pub use engine::{EngineCounters, OffloadEngine, OffloadEngineBuilder, OffloadResponse};
-pub use region::{RegionTable, SharedRegion};
+pub use engine::{
+    EngineCounters, OffloadEngine, OffloadEngineBuilder, OffloadResponse, Registration,
+};
+pub use region::{RegionMemory, RegionTable, SharedRegion};

@@ -2,9 +2,25 @@
 //! bytes of a memory region the server registered, shared between the transport (which
 //! serves RDMA READs from them) and the offload threads.
 
+use std::fmt;
 use std::sync::{Arc, RwLock};
 
 use sluice_rdma::qp::Memory;
+
+/// Bytes a handler may reach: a [`SharedRegion`], or (in the engine's service) an
+/// application's mapped memory-region file. Shared with the offload threads, so Send + Sync.
+pub trait RegionMemory: Send + Sync + fmt::Debug {
+    /// Its length.
+    fn len(&self) -> usize;
+    /// Whether it is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes at `offset` into `out`; false if they are not all there.
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> bool;
+    /// Copies `data` to `offset`; false if it does not fit.
+    fn write_at(&self, offset: u64, data: &[u8]) -> bool;
+}
 
 /// Bytes shared between the transport and the offload threads. Backing `0` names it for the
 /// transport ([`Memory`]); offsets index it.
@@ -56,6 +72,20 @@ impl SharedRegion {
     }
 }
 
+impl RegionMemory for SharedRegion {
+    fn len(&self) -> usize {
+        SharedRegion::len(self)
+    }
+
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> bool {
+        SharedRegion::read_at(self, offset, out)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> bool {
+        SharedRegion::write_at(self, offset, data)
+    }
+}
+
 impl Memory for SharedRegion {
     fn read(&self, _backing: u32, offset: u64, out: &mut [u8]) -> bool {
         self.read_at(offset, out)
@@ -69,7 +99,7 @@ impl Memory for SharedRegion {
 /// Regions registered for handlers, by the application address of their first byte.
 #[derive(Clone, Debug, Default)]
 pub struct RegionTable {
-    regions: Vec<(u64, u64, SharedRegion)>,
+    regions: Vec<(u64, u64, Arc<dyn RegionMemory>)>,
 }
 
 /// Regions one engine registers at most.
@@ -79,6 +109,12 @@ impl RegionTable {
     /// Registers `len` bytes of `region` from its offset 0, addressed by the application from
     /// `addr`. False if the table is full, the range overflows or overlaps one registered.
     pub fn register(&mut self, addr: u64, len: u64, region: SharedRegion) -> bool {
+        self.register_memory(addr, len, Arc::new(region))
+    }
+
+    /// Registers `len` bytes of any [`RegionMemory`] from its offset 0 at application
+    /// address `addr`; the same refusals as [`RegionTable::register`].
+    pub fn register_memory(&mut self, addr: u64, len: u64, region: Arc<dyn RegionMemory>) -> bool {
         let Some(end) = addr.checked_add(len) else {
             return false;
         };
@@ -96,11 +132,21 @@ impl RegionTable {
     }
 
     /// The region holding all of `[addr, addr + len)`, and the offset of `addr` in it.
-    pub fn find(&self, addr: u64, len: u64) -> Option<(&SharedRegion, u64)> {
+    pub fn find(&self, addr: u64, len: u64) -> Option<(&dyn RegionMemory, u64)> {
         let end = addr.checked_add(len)?;
         self.regions
             .iter()
             .find(|&&(a, l, _)| addr >= a && end <= a + l)
-            .map(|(a, _, r)| (r, addr - a))
+            .map(|(a, _, r)| (r.as_ref(), addr - a))
+    }
+
+    /// Regions registered.
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
     }
 }

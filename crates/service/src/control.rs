@@ -498,6 +498,34 @@ impl Control {
                     sh.counters.bad_control += 1;
                     NO_HOOK_POINTS.to_string()
                 }
+                // Offload handlers: any client on its own QPs (eBPF), an operator on any
+                // (docs/offload.md "Through the engine's service").
+                Ok(Some((Request::Admin(req), _))) if req.is_offload() => {
+                    match cores.verbs.as_mut() {
+                        Some(v) => {
+                            let admin = admin::allowed(app.creds.uid, self.engine_uid);
+                            let reply = match verbs::offload_answer(
+                                v,
+                                app.index,
+                                admin,
+                                req,
+                                &mut sh.counters,
+                            ) {
+                                Ok(r) => Reply::Admin(r),
+                                Err(reason) => Reply::Refused { reason },
+                            };
+                            if send_message(app.sock.as_fd(), &reply, &[]).is_err() {
+                                self.detach(i, apps, config, sh, cores, stack);
+                                return;
+                            }
+                            continue;
+                        }
+                        None => {
+                            sh.counters.bad_control += 1;
+                            "this engine serves no verbs".to_string()
+                        }
+                    }
+                }
                 Ok(Some((Request::Admin(req), _)))
                     if req.is_module() && admin::allowed(app.creds.uid, self.engine_uid) =>
                 {

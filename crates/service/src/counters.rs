@@ -106,6 +106,16 @@ pub struct Counters {
     pub verbs_pipe_overposted: u64,
     /// Completions with no pipe to go to (their QP gone, or its pipe dead): dropped.
     pub verbs_pipe_unrouted: u64,
+    /// OFFLOAD requests handed to a registered handler (docs/offload.md).
+    pub verbs_offload_requests: u64,
+    /// Of those, answered with a handler's error status (stopped, failed, panicked).
+    pub verbs_offload_errors: u64,
+    /// OFFLOAD requests for a handler unloaded meanwhile (answered NoHandler), and
+    /// responses the transport no longer took (their QP gone or in ERR).
+    pub verbs_offload_refused: u64,
+    /// Offload admin requests refused (a bad handler, region, QP or permission; an unload
+    /// of nothing).
+    pub verbs_offload_loads_refused: u64,
     /// Completions lost because a completion queue was full (an overrun).
     pub cq_overruns: u64,
     /// MTP control requests asked (docs/mtp.md).
@@ -179,7 +189,7 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 78] = [
+        let rows: [(&str, u64); 82] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -227,6 +237,13 @@ impl fmt::Display for Counters {
             ("verbs_pipe_garbage", self.verbs_pipe_garbage),
             ("verbs_pipe_overposted", self.verbs_pipe_overposted),
             ("verbs_pipe_unrouted", self.verbs_pipe_unrouted),
+            ("verbs_offload_requests", self.verbs_offload_requests),
+            ("verbs_offload_errors", self.verbs_offload_errors),
+            ("verbs_offload_refused", self.verbs_offload_refused),
+            (
+                "verbs_offload_loads_refused",
+                self.verbs_offload_loads_refused,
+            ),
             ("cq_overruns", self.cq_overruns),
             ("mtp_requests", self.mtp_requests),
             ("mtp_refused", self.mtp_refused),

@@ -251,6 +251,10 @@ impl Service {
             self.sh.busy = true;
         }
         verbs::retry(v, counters);
+        // OFFLOAD requests to their handlers' threads and answers back (docs/offload.md).
+        if verbs::run_offload(v, counters) {
+            self.sh.busy = true;
+        }
         let table = &mut self.apps.table;
         let mut busy = false;
         verbs::deliver(v, counters, |app| {

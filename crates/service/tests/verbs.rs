@@ -103,6 +103,7 @@ fn wqe(wr_id: u64, opcode: WrOpcode, sge: Option<WqeSge>, remote_addr: u64, rkey
         remote_addr,
         rkey,
         imm: 0,
+        resp_len: 0,
     }
 }
 

@@ -146,6 +146,70 @@ pub enum AdminRequest {
         /// Most events wanted.
         max: u32,
     },
+    /// Registers an offload handler for `opcode` on QP `qpn` (docs/offload.md "Through the
+    /// engine's service"): an eBPF object (any client, on its own QPs) or a Rust handler
+    /// library (uid 0 or the engine's uid only: it runs native code in the engine), with
+    /// the memory regions (by key, of the QP's owner) it may access.
+    OffloadLoad {
+        /// The queue pair.
+        qpn: u32,
+        /// The offload opcode.
+        opcode: u32,
+        /// The handler.
+        handler: OffloadSource,
+        /// Keys of the QP owner's memory regions the handler may access.
+        mrs: Vec<u32>,
+    },
+    /// Unregisters the handler of `opcode` on `qpn`.
+    OffloadUnload {
+        /// The queue pair.
+        qpn: u32,
+        /// The offload opcode.
+        opcode: u32,
+    },
+    /// Every offload handler registered (a client other than uid 0 or the engine's: its own).
+    OffloadList,
+}
+
+/// An offload handler, as registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OffloadSource {
+    /// An eBPF object's section `offload`, verified by the engine.
+    Ebpf {
+        /// What to call it (the file's name).
+        name: String,
+        /// The object's bytes in hex (at most [`MAX_OBJECT`] bytes).
+        object: String,
+    },
+    /// Handler `handler` of the Rust handler library at `path` (on the engine's host;
+    /// loaded with its `sluice_offload_handler_v1`).
+    Rust {
+        /// The library's absolute path.
+        path: String,
+        /// The handler's name in it.
+        handler: String,
+    },
+}
+
+/// A registered offload handler.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffloadRow {
+    /// Its queue pair.
+    pub qpn: u32,
+    /// Its offload opcode.
+    pub opcode: u32,
+    /// The engine's id of the application owning the QP.
+    pub app: u32,
+    /// "ebpf" or "rust".
+    pub kind: String,
+    /// Its name (eBPF: the object's; Rust: `PATH:HANDLER`).
+    pub name: String,
+    /// The regions it may access: (application address, length).
+    pub regions: Vec<(u64, u64)>,
+    /// Requests handed to it.
+    pub requests: u64,
+    /// Of those, answered with an error status.
+    pub errors: u64,
 }
 
 impl AdminRequest {
@@ -156,6 +220,16 @@ impl AdminRequest {
             AdminRequest::TraceList
                 | AdminRequest::TraceSet { .. }
                 | AdminRequest::TraceRead { .. }
+        )
+    }
+
+    /// Whether the request is about offload handlers (answered by the engine's verbs).
+    pub fn is_offload(&self) -> bool {
+        matches!(
+            self,
+            AdminRequest::OffloadLoad { .. }
+                | AdminRequest::OffloadUnload { .. }
+                | AdminRequest::OffloadList
         )
     }
 
@@ -358,6 +432,11 @@ pub enum AdminReply {
         rows: Vec<TraceRow>,
         /// Events lost from the full ring so far.
         lost: u64,
+    },
+    /// The offload handlers registered.
+    Offloads {
+        /// The rows.
+        rows: Vec<OffloadRow>,
     },
     /// A page of events taken off the ring.
     TraceEvents {

@@ -12,6 +12,7 @@ use sluice_shm::admin::{
     from_hex, to_hex, AdminReply, AdminRequest, ConnRow, ListenerRow, ModuleRow, MAX_OBJECT,
 };
 
+use crate::cmd::ctl_offload::OffloadCommand;
 use crate::cmd::ctl_session::{to_json, Session};
 pub use crate::cmd::ctl_session::{CtlError, JSON_SCHEMA};
 use crate::cmd::ctl_trace::TraceCommand;
@@ -73,6 +74,9 @@ pub enum CtlCommand {
     /// Tracepoints: list, on, off, stream (docs/tracepoints.md).
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// Offload handlers on QPs: load, unload, list (docs/offload.md).
+    #[command(subcommand)]
+    Offload(OffloadCommand),
 }
 
 /// `sluice ctl module ...`.
@@ -224,6 +228,7 @@ pub fn run(args: &CtlArgs) -> Result<(), CtlError> {
         CtlCommand::Module(cmd) => module(&session, cmd)?,
         CtlCommand::Map(cmd) => map(&session, cmd)?,
         CtlCommand::Trace(cmd) => crate::cmd::ctl_trace::run(&session, cmd)?,
+        CtlCommand::Offload(cmd) => crate::cmd::ctl_offload::run(&session, cmd)?,
     };
     use std::io::Write;
     std::io::stdout()

@@ -5,9 +5,10 @@ pub mod capture;
 /// `sluice capture`'s filter compiler.
 pub mod capture_filter;
 pub mod ctl;
+/// `sluice ctl trace`.
+pub mod ctl_offload;
 /// What `sluice ctl`'s commands share: the session, the errors, JSON.
 pub mod ctl_session;
-/// `sluice ctl trace`.
 pub mod ctl_trace;
 pub mod demo;
 pub mod echo;

@@ -5,8 +5,7 @@
 //! RDMA WRITEs, the responder places them; the engine's bytes touched per payload byte come
 //! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). And 3.4's
 //! notification pipes and inline QP (`flexins-pipe`, Figure 15's shape) between two
-//! engines running the service, with applications on libsluice.
-//! from the stacks' counters (`StackCounters::tx_touch` / `rx_touch`). flexins-tx's notes
+//! engines running the service, with applications on libsluice. flexins-tx's notes
 //! add TCP's half: header-only TCP sends against `Stack::send`, from the TCP core's
 //! `tx_touch` (tcp.rs).
 

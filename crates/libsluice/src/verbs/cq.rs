@@ -29,6 +29,8 @@ pub mod wc_status {
     pub const WR_FLUSH_ERR: u32 = 5;
     /// IBV_WC_REM_ACCESS_ERR.
     pub const REM_ACCESS_ERR: u32 = 10;
+    /// IBV_WC_REM_OP_ERR: an OFFLOAD whose handler failed (the QP stays up).
+    pub const REM_OP_ERR: u32 = 11;
 }
 
 /// `ibv_wc_opcode` values.
@@ -43,6 +45,8 @@ pub mod wc_opcode {
     pub const RECV: u32 = 128;
     /// IBV_WC_RECV_RDMA_WITH_IMM.
     pub const RECV_RDMA_WITH_IMM: u32 = 129;
+    /// An OFFLOAD's completion (`IBV_WC_SLUICE_OFFLOAD`, docs/offload.md).
+    pub const SLUICE_OFFLOAD: u32 = 64;
 }
 
 /// IBV_WC_WITH_IMM in [`WorkCompletion::wc_flags`].
@@ -70,6 +74,14 @@ pub struct WorkCompletion {
     pub wc_flags: u32,
     /// Zero.
     pub reserved: u32,
+}
+
+impl WorkCompletion {
+    /// An OFFLOAD's handler status (0: success; `sluice_offload_api::status` names the
+    /// others); None for another completion.
+    pub fn offload_status(&self) -> Option<u32> {
+        (self.opcode == wc_opcode::SLUICE_OFFLOAD).then(|| u32::from_be(self.imm_data))
+    }
 }
 
 impl From<Cqe> for WorkCompletion {

@@ -25,6 +25,9 @@ pub enum VerbsError {
     Protocol(String),
     /// Attaching or the control socket failed (the engine is gone, ...).
     Library(Error),
+    /// The engine refused an offload registration: its reason, which begins with the errno
+    /// name (`ENOENT:`, `EEXIST:`, `EINVAL:`, `ENOMEM:`) or `permission denied`.
+    OffloadRefused(String),
 }
 
 impl VerbsError {
@@ -38,6 +41,18 @@ impl VerbsError {
             VerbsError::Protocol(_) => libc::EPROTO,
             VerbsError::NoDevice(_) => libc::ENODEV,
             VerbsError::Library(e) => e.errno(),
+            VerbsError::OffloadRefused(r) => {
+                let names = [
+                    ("ENOENT", libc::ENOENT),
+                    ("EEXIST", libc::EEXIST),
+                    ("ENOMEM", libc::ENOMEM),
+                    ("permission denied", libc::EPERM),
+                ];
+                names
+                    .iter()
+                    .find(|(n, _)| r.starts_with(n))
+                    .map_or(libc::EINVAL, |&(_, e)| e)
+            }
         }
     }
 }
@@ -60,6 +75,7 @@ impl fmt::Display for VerbsError {
             VerbsError::NoDevice(s) => write!(f, "the engine has no RDMA device: {s}"),
             VerbsError::Protocol(s) => write!(f, "unexpected reply from the engine: {s}"),
             VerbsError::Library(e) => write!(f, "{e}"),
+            VerbsError::OffloadRefused(r) => write!(f, "offload handler refused: {r}"),
         }
     }
 }
@@ -116,6 +132,18 @@ mod tests {
         assert_eq!(
             VerbsError::Library(Error::EngineGone).errno(),
             libc::ECONNRESET
+        );
+        assert_eq!(
+            VerbsError::OffloadRefused("EEXIST: taken".into()).errno(),
+            libc::EEXIST
+        );
+        assert_eq!(
+            VerbsError::OffloadRefused("permission denied: rust".into()).errno(),
+            libc::EPERM
+        );
+        assert_eq!(
+            VerbsError::OffloadRefused("EINVAL: bad".into()).errno(),
+            libc::EINVAL
         );
         assert!(VerbsError::Invalid("num_sge")
             .to_string()

@@ -16,6 +16,7 @@ mod cq;
 mod device;
 mod error;
 mod mr;
+mod offload;
 pub(crate) mod pipes;
 mod qp;
 pub(crate) mod remap;
@@ -25,6 +26,7 @@ pub use cq::{wc_opcode, wc_status, CompletionQueue, WorkCompletion, WC_WITH_IMM}
 pub use device::{Device, ProtectionDomain};
 pub use error::{PostError, VerbsError};
 pub use mr::{access, MemoryRegion};
+pub use offload::{OffloadHandler, OffloadRow};
 pub use pipes::DEFAULT_COMPLETION_LAG;
 pub use qp::{qp_mask, qp_state, QpCaps, QpInit, QueuePair};
 pub use sluice_shm::verbs::{DeviceInfo, QpAttrs};

@@ -12,6 +12,7 @@ use sluice_shm::verbs::wqe::send_flags;
 use sluice_shm::verbs::{QpAttrs, SendWqe, VerbsReply, VerbsRequest, WrOpcode, INLINE_CHUNK};
 use sluice_shm::{Command, PipeProducer, Producer};
 
+use crate::attach::Sluice;
 use crate::lock::lock;
 use crate::verbs::control::{self, unexpected};
 use crate::verbs::cq::{CompletionQueue, CqInner};
@@ -247,6 +248,11 @@ impl QueuePair {
         self.caps.qpn
     }
 
+    /// The attachment its control calls go through.
+    pub(crate) fn sluice(&self) -> &Sluice {
+        &self.pd.sluice
+    }
+
     /// What it holds.
     pub fn caps(&self) -> QpCaps {
         self.caps
@@ -397,6 +403,7 @@ impl QueuePair {
             remote_addr: slot_addr + (slot_len - total) as u64,
             rkey,
             imm: 0,
+            resp_len: 0,
         };
         let mut lines = [[0u8; sluice_shm::PAYLOAD_BYTES]; 1 + INLINE_LINES];
         lines[0] = PipeSend {

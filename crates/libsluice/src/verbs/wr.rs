@@ -63,6 +63,18 @@ pub enum SendOp {
         /// The peer's key.
         rkey: u32,
     },
+    /// OFFLOAD (`IBV_WR_SLUICE_OFFLOAD`, docs/offload.md): the work request's bytes (at
+    /// most one MTU) are a request for the handler the peer registered for `opcode` on its
+    /// QP; the handler's response lands in `resp` (a buffer of a local region). The
+    /// completion's `byte_len` is the response's length; a handler's failure completes
+    /// with `REM_OP_ERR` and its status in [`crate::verbs::WorkCompletion::offload_status`],
+    /// and the QP stays up.
+    Offload {
+        /// The offload opcode the peer's handler registered.
+        opcode: u32,
+        /// Where the response goes.
+        resp: Sge,
+    },
 }
 
 /// Where a send work request's bytes are.
@@ -124,6 +136,7 @@ pub(crate) fn encode_send(wr: &SendWr<'_>, max_inline: u32) -> Result<Entries, V
     if wr.flags & send_flags::INLINE != 0 && !matches!(wr.data, SendData::Inline(_)) {
         return Err(VerbsError::Invalid("INLINE without inline data"));
     }
+    let mut resp_len = 0;
     let (opcode, remote_addr, rkey, imm) = match wr.op {
         SendOp::Write { remote_addr, rkey } => (WrOpcode::RdmaWrite, remote_addr, rkey, 0),
         SendOp::WriteWithImm {
@@ -134,6 +147,11 @@ pub(crate) fn encode_send(wr: &SendWr<'_>, max_inline: u32) -> Result<Entries, V
         SendOp::Send => (WrOpcode::Send, 0, 0, 0),
         SendOp::SendWithImm { imm } => (WrOpcode::SendWithImm, 0, 0, imm),
         SendOp::Read { remote_addr, rkey } => (WrOpcode::RdmaRead, remote_addr, rkey, 0),
+        // The response buffer rides in the remote fields; the offload opcode in imm.
+        SendOp::Offload { opcode, resp } => {
+            resp_len = resp.length;
+            (WrOpcode::SluiceOffload, resp.addr, resp.lkey, opcode)
+        }
     };
     let mut out = Entries {
         entries: [[0u8; sluice_shm::PAYLOAD_BYTES]; MAX_ENTRIES],
@@ -148,6 +166,7 @@ pub(crate) fn encode_send(wr: &SendWr<'_>, max_inline: u32) -> Result<Entries, V
         remote_addr,
         rkey,
         imm,
+        resp_len,
     };
     match wr.data {
         SendData::Empty => {}

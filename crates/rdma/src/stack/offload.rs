@@ -6,6 +6,7 @@ use std::fmt;
 
 use super::RdmaStack;
 use crate::qp::{OffloadCounters, OffloadRegisterError, OffloadRequest};
+use crate::verbs::{Key, Region};
 use crate::wire::Psn;
 
 /// Why an offload call on the stack was refused.
@@ -39,6 +40,20 @@ impl RdmaStack {
             .ok_or(OffloadStackError::NoSuchQp)?;
         qp.register_offload(opcode)
             .map_err(OffloadStackError::Register)
+    }
+
+    /// Unregisters offload opcode `opcode` on QP `qpn`: later requests for it are NAKed.
+    /// False if it was not registered there.
+    pub fn unregister_offload(&mut self, qpn: u32, opcode: u32) -> bool {
+        self.qps
+            .get_mut(&qpn)
+            .and_then(|s| s.qp.as_mut())
+            .is_some_and(|qp| qp.unregister_offload(opcode))
+    }
+
+    /// The memory region of `key` (what an offload handler's region is registered from).
+    pub fn offload_region(&self, key: Key) -> Option<Region> {
+        self.mrs.get(key).copied()
     }
 
     /// The next OFFLOAD request any QP received, for the offload engine (walks the QPs that

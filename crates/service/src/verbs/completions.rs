@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use sluice_rdma::verbs::{WcStatus, WorkCompletion};
+use sluice_rdma::verbs::{WcOpcode, WcStatus, WorkCompletion};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU32;
 
@@ -22,9 +22,16 @@ const ARM_NEXT: u32 = 1;
 const ARM_SOLICITED: u32 = 2;
 
 fn cqe_of(wc: &WorkCompletion) -> Cqe {
+    // An OFFLOAD the transport carried but whose handler failed (a non-zero status in imm)
+    // is an error completion for the application: REM_OP_ERR, the status kept in imm. The
+    // transport's QPs stay in RTS (docs/offload.md "Through the engine's service").
+    let status = match (wc.opcode, wc.status, wc.imm) {
+        (WcOpcode::Offload, WcStatus::Success, Some(s)) if s != 0 => WcStatus::RemOpErr,
+        (_, s, _) => s,
+    };
     Cqe {
         wr_id: wc.wr_id,
-        status: wc.status as u32 as u8,
+        status: status as u32 as u8,
         opcode: wc.opcode as u32 as u8,
         flags: if wc.imm.is_some() {
             wc_flags::WITH_IMM

@@ -7,6 +7,7 @@
 //! payloads from this mapping straight into the device's frame (docs/verbs.md "Data path").
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sluice_engine::Transport;
 use sluice_rdma::qp::Memory;
@@ -16,8 +17,9 @@ use sluice_tcp::Instant;
 
 /// What backs one id.
 pub(crate) enum Backing {
-    /// An application's memory region, shared with it.
-    File(MappedFile),
+    /// An application's memory region, shared with it (and with the offload handlers
+    /// registered over it, which keep the mapping while they live).
+    File(Arc<MappedFile>),
     /// A QP's inline buffer (engine memory: the application cannot see it).
     Inline(Vec<u8>),
 }
@@ -51,6 +53,14 @@ impl Backings {
     /// Backings held.
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// The mapped file of backing `id`, if it is an application's region.
+    pub fn file(&self, id: u32) -> Option<Arc<MappedFile>> {
+        match self.map.get(&id) {
+            Some(Backing::File(f)) => Some(f.clone()),
+            _ => None,
+        }
     }
 
     /// Writes into an inline buffer (engine side); false if `id` is not one or out of range.

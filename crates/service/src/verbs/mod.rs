@@ -10,6 +10,7 @@
 mod completions;
 mod memory;
 mod objects;
+mod offload;
 mod requests;
 mod work;
 
@@ -22,6 +23,7 @@ use sluice_tcp::Stack;
 
 pub(crate) use completions::deliver;
 pub(crate) use memory::Rdma;
+pub(crate) use offload::{answer as offload_answer, run as run_offload};
 pub(crate) use requests::request;
 pub(crate) use work::{doorbell, poll_pipes, retry};
 
@@ -95,6 +97,8 @@ pub(crate) struct Verbs {
     publish_every: u64,
     /// Scratch: QPs a pipe poll gave work to.
     touched: Vec<u32>,
+    /// Offload handlers registered on QPs, and the engine running them.
+    offload: offload::Offload,
 }
 
 /// IBV_MTU_* for an Ethernet MTU: the largest IB MTU whose packets, with RoCEv2's headers
@@ -175,17 +179,20 @@ impl Verbs {
             pipe_apps: Vec::new(),
             publish_every: 32,
             touched: Vec::new(),
+            offload: offload::Offload::default(),
         }
     }
 
     /// Whether a work-request pipe holds a line (checked before the engine sleeps, after it
-    /// announced so: the application rings it only when it sees the announcement).
+    /// announced so: the application rings it only when it sees the announcement), or an
+    /// OFFLOAD request is with the offload engine (whose answer rings nothing).
     pub fn pipes_pending(&self) -> bool {
-        self.pipe_apps.iter().any(|app| {
-            self.apps
-                .get(app)
-                .is_some_and(|a| a.pipes.iter().any(|p| p.work.peek().is_some()))
-        })
+        self.offload.busy()
+            || self.pipe_apps.iter().any(|app| {
+                self.apps
+                    .get(app)
+                    .is_some_and(|a| a.pipes.iter().any(|p| p.work.peek().is_some()))
+            })
     }
 
     /// Memory backings held (mapped regions and inline buffers).
@@ -202,6 +209,7 @@ impl Verbs {
         };
         let rdma = &mut self.rdma;
         for (qpn, qp) in a.qps.drain() {
+            self.offload.forget_qp(qpn);
             if let Some(p) = &qp.pipe {
                 let core = a.pipes[p.set].core as usize;
                 self.core_qps[core] = self.core_qps[core].saturating_sub(1);

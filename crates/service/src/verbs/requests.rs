@@ -148,6 +148,7 @@ pub(crate) fn request(
         VerbsRequest::DestroyQp { qpn } => match a.qps.remove(&qpn) {
             None => Err(Errno::ENOENT),
             Some(qp) => {
+                v.offload.forget_qp(qpn);
                 let _ = v.rdma.stack.destroy_qp(&mut v.rdma.mem, qpn);
                 if let Some((backing, key)) = qp.inline {
                     let _ = v.rdma.stack.dereg_mr(key);
@@ -206,7 +207,7 @@ fn reg_mr(
         ShmError::Sys { err, .. } => err,
         _ => Errno::EINVAL,
     })?;
-    let backing = v.rdma.mem.add(Backing::File(file));
+    let backing = v.rdma.mem.add(Backing::File(std::sync::Arc::new(file)));
     let region = MrRegion {
         pd: PdId(pd),
         addr,

@@ -198,7 +198,6 @@ fn wc_opcode(wr: &SendWr) -> WcOpcode {
         SendOp::Send { .. } => WcOpcode::Send,
         SendOp::Write { .. } => WcOpcode::RdmaWrite,
         SendOp::Read { .. } => WcOpcode::RdmaRead,
-        // Not posted through the service yet (docs/offload.md).
         SendOp::Offload { .. } => WcOpcode::Offload,
     }
 }
@@ -321,6 +320,17 @@ fn send_wr(
         WrOpcode::Send => SendOp::Send { imm: None },
         WrOpcode::SendWithImm => SendOp::Send { imm: Some(imm) },
         WrOpcode::RdmaRead => SendOp::Read { remote },
+        // IBV_WR_SLUICE_OFFLOAD (docs/offload.md): the response buffer rides in the remote
+        // fields (a local region, checked by the transport at the response), the offload
+        // opcode in imm as the application wrote it.
+        WrOpcode::SluiceOffload => SendOp::Offload {
+            opcode: w.imm,
+            resp: Sge {
+                addr: w.remote_addr,
+                len: w.resp_len,
+                lkey: Key(w.rkey),
+            },
+        },
     };
     let opcode = match op {
         SendOp::Send { .. } => WcOpcode::Send,
@@ -466,6 +476,7 @@ fn take_line(
         let op = match s.wqe.opcode {
             WrOpcode::Send | WrOpcode::SendWithImm => WcOpcode::Send,
             WrOpcode::RdmaRead => WcOpcode::RdmaRead,
+            WrOpcode::SluiceOffload => WcOpcode::Offload,
             _ => WcOpcode::RdmaWrite,
         };
         Queued::Bad(s.wqe.wr_id, WcStatus::LocQpOpErr, op)

@@ -223,6 +223,7 @@ mod tests {
                 remote_addr: 0x55,
                 rkey: 3,
                 imm: 0x0102_0304,
+                resp_len: 0,
             },
         };
         assert_eq!(PipeSend::decode(&s.encode()), Ok(s));
@@ -285,6 +286,7 @@ mod tests {
             remote_addr: 0,
             rkey: 0,
             imm: 0,
+            resp_len: 0,
         };
         let line = PipeSend { qpn: 1, wqe: w }.encode();
         assert!(PipeSend::decode(&line).is_ok());

@@ -55,6 +55,11 @@ pub enum WrOpcode {
     SendWithImm = 3,
     /// IBV_WR_RDMA_READ.
     RdmaRead = 4,
+    /// IBV_WR_SLUICE_OFFLOAD (docs/offload.md): the local bytes are a request for the
+    /// handler the peer registered for the offload opcode in `imm` (host order); its
+    /// response goes to `remote_addr`/`rkey` as a local buffer of `resp_len` bytes. Far
+    /// above libibverbs' opcodes; the same number as its completion's opcode.
+    SluiceOffload = 64,
 }
 
 impl WrOpcode {
@@ -67,6 +72,7 @@ impl WrOpcode {
             2 => WrOpcode::Send,
             3 => WrOpcode::SendWithImm,
             4 => WrOpcode::RdmaRead,
+            64 => WrOpcode::SluiceOffload,
             _ => return None,
         })
     }
@@ -100,8 +106,12 @@ pub struct SendWqe {
     pub remote_addr: u64,
     /// The peer's key (WRITE, READ).
     pub rkey: u32,
-    /// Immediate data as the application gave it (`imm_data`, network order).
+    /// Immediate data as the application gave it (`imm_data`, network order); OFFLOAD: the
+    /// offload opcode, host order.
     pub imm: u32,
+    /// OFFLOAD: bytes the response buffer (`remote_addr`, local key `rkey`) holds; 0
+    /// otherwise.
+    pub resp_len: u32,
 }
 
 /// A receive work request (`struct ibv_recv_wr` with at most one SGE).
@@ -148,6 +158,8 @@ mod at {
     pub const REMOTE_ADDR: usize = 32;
     pub const RKEY: usize = 40;
     pub const IMM: usize = 44;
+    // 48..52 is a pipe line's QP number (pipe.rs).
+    pub const RESP_LEN: usize = 52;
     // Completions.
     pub const STATUS: usize = 1;
     pub const WC_OPCODE: usize = 2;
@@ -197,6 +209,7 @@ impl SendWqe {
         put(&mut e, at::REMOTE_ADDR, &self.remote_addr.to_le_bytes());
         put(&mut e, at::RKEY, &self.rkey.to_le_bytes());
         put(&mut e, at::IMM, &self.imm.to_le_bytes());
+        put(&mut e, at::RESP_LEN, &self.resp_len.to_le_bytes());
         e
     }
 
@@ -249,6 +262,7 @@ impl SendWqe {
             remote_addr: u64_at(e, at::REMOTE_ADDR),
             rkey: u32_at(e, at::RKEY),
             imm: u32_at(e, at::IMM),
+            resp_len: u32_at(e, at::RESP_LEN),
         })
     }
 }
@@ -326,6 +340,21 @@ mod tests {
             remote_addr: 0x7f00_1234_5678,
             rkey: 0x1234,
             imm: 0x0102_0304,
+            resp_len: 0,
+        };
+        assert_eq!(SendWqe::decode(&s.encode()), Ok(s));
+        let s = SendWqe {
+            opcode: WrOpcode::SluiceOffload,
+            flags: send_flags::SIGNALED,
+            sge: Some(WqeSge {
+                addr: 0x1000,
+                length: 20,
+                lkey: 3,
+            }),
+            inline_len: 0,
+            imm: 0x1234,
+            resp_len: 4096,
+            ..s
         };
         assert_eq!(SendWqe::decode(&s.encode()), Ok(s));
         let r = RecvWqe {
@@ -381,6 +410,7 @@ mod tests {
             remote_addr: 0,
             rkey: 0,
             imm: 0,
+            resp_len: 0,
         }
         .encode();
         let mut e = ok;
