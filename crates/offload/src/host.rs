@@ -223,8 +223,12 @@ impl<M: Memory, L: Link> Host<M, L> {
         let deadline = Instant::now() + timeout;
         let mut wcs = Vec::with_capacity(want);
         while wcs.len() < want {
-            if !self.poll() && Instant::now() > deadline {
-                return Err(HostError::Timeout);
+            if !self.poll() {
+                if Instant::now() > deadline {
+                    return Err(HostError::Timeout);
+                }
+                // Idle: let a thread waiting for a core (the peer's, an offload thread) run.
+                std::thread::yield_now();
             }
             self.stack
                 .poll_cq(self.cq, want - wcs.len(), &mut wcs)

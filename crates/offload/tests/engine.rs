@@ -319,6 +319,10 @@ fn both_examples_answer_over_the_wire() {
         HandlerError::from_code(status),
         Some(HandlerError::NotFound)
     );
+    // The link loses nothing: every request is answered by its first response, none by
+    // the replay cache after the requester's retransmission timer.
+    assert_eq!(c.stack.qp_counters().retransmits, 0);
+    assert_eq!(s.stack.offload_counters().replayed, 0);
 }
 
 proptest! {
