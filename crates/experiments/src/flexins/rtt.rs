@@ -145,7 +145,8 @@ fn spin<T>(
                 "{what}: nothing in {WAIT:?}"
             )));
         }
-        std::hint::spin_loop();
+        // Yield, not spin: the two engines' threads need the cores this thread shares.
+        std::thread::yield_now();
     }
 }
 

@@ -122,7 +122,8 @@ impl VerbsSide {
                     "no completion in {WAIT:?}"
                 )));
             }
-            std::hint::spin_loop();
+            // Yield, not spin: the two engines' threads need the cores this thread shares.
+            std::thread::yield_now();
         }
     }
 }
