@@ -190,8 +190,13 @@ pub(crate) fn tx_move(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: &mut
         return;
     }
     // Header-only: the ring is the send buffer until the peer acknowledged it, so a closing
-    // slot stays (FIN sent) until then; its application may even be gone (an orphan).
-    let unacked = !failed && positions.is_some_and(|p| p.external) && slot.tx_head < taken;
+    // slot stays (FIN sent) until then; its application may even be gone (an orphan). A
+    // connection whose close goes to the teardown stage closes now: the core takes the
+    // unacknowledged bytes in (one copy) and the stage finishes from its own.
+    let unacked = !failed
+        && positions.is_some_and(|p| p.external)
+        && slot.tx_head < taken
+        && !stack.teardown_offload(id);
     if closing && !unacked {
         teardown::finish_close(app, s, stack, sh);
     } else if slot.tx_end.is_some() && !slot.fin_sent {

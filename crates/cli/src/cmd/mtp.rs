@@ -214,10 +214,21 @@ fn recv(a: &RecvArgs) -> Result<(), CliError> {
             }
         }
     }
+    // TIME-WAIT in spirit (RFC 9293 3.6): the acknowledgement of the last packets may be
+    // lost, and only a bound endpoint is acknowledged, so stay bound a while for the
+    // sender's retransmissions; leaving at once fails its message after its timeouts.
+    let linger = Instant::now() + RECV_LINGER;
+    while Instant::now() < linger {
+        ep.wait(Some(linger.saturating_duration_since(Instant::now())))?;
+        while ep.recv_message().is_some() || ep.completion().is_some() {}
+    }
     println!("sluice mtp: {got} messages, {bytes} bytes");
     println!("sluice mtp: received {digest}");
     Ok(())
 }
+
+/// How long `recv` stays bound after its last message (see the comment in `recv`).
+const RECV_LINGER: Duration = Duration::from_millis(500);
 
 fn send(a: &SendArgs) -> Result<(), CliError> {
     let app = Sluice::attach(&a.engine.socket)?;

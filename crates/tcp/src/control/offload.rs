@@ -28,6 +28,13 @@ impl Stack {
         Ok(())
     }
 
+    /// Whether the connection asked for its close to go to the teardown stage (false for
+    /// an unknown handle).
+    pub fn teardown_offload(&self, id: ConnId) -> bool {
+        self.slot_of(id)
+            .is_ok_and(|slot| self.conns[slot as usize].teardown_offload)
+    }
+
     /// Connections the teardown stage holds.
     pub fn teardown_flows(&self) -> usize {
         self.teardown.len()
