@@ -6,7 +6,9 @@
 //! boundary, one that loops or reads outside its region is stopped, each with its status,
 //! and the QPs survive.
 
-use std::net::Ipv4Addr;
+mod common;
+
+use common::{clock, connect, host, Host, BASE, LEN};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -17,12 +19,7 @@ use sluice_offload::{
     RegionTable, Registration, SharedRegion,
 };
 use sluice_rdma::qp::{Memory, SendOp, SendWr, Sge, VecMemory};
-use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
-use sluice_rdma::verbs::{Access, Key, PdId, QpState, Region, WcStatus};
-use sluice_wire::EthernetAddress;
-
-const BASE: u64 = 0x7f00_0000;
-const LEN: usize = 1 << 16;
+use sluice_rdma::verbs::{QpState, WcStatus};
 
 /// A cdylib cargo built beside this test (target/<profile>/deps).
 fn library(name: &str) -> PathBuf {
@@ -38,64 +35,6 @@ fn library(name: &str) -> PathBuf {
 
 fn examples() -> PathBuf {
     library("sluice_offload_examples")
-}
-
-struct Host<M> {
-    stack: RdmaStack,
-    mem: M,
-    cq: u32,
-    qpn: u32,
-    key: Key,
-    addr: PeerAddr,
-}
-
-fn host<M: Memory>(n: u8, mem: M) -> Host<M> {
-    let addr = PeerAddr {
-        ip: Ipv4Addr::new(10, 0, 0, n),
-        mac: EthernetAddress([2, 0, 0, 0, 0, n]),
-    };
-    let mut stack = RdmaStack::new(StackConfig::new(addr.mac, addr.ip));
-    let cq = stack.create_cq(128).unwrap();
-    let all = Access::LOCAL_WRITE
-        .union(Access::REMOTE_WRITE)
-        .union(Access::REMOTE_READ);
-    let key = stack
-        .reg_mr(Region {
-            pd: PdId(1),
-            addr: BASE,
-            len: LEN as u64,
-            access: all,
-            backing: 0,
-            offset: 0,
-        })
-        .unwrap();
-    let qpn = stack.create_qp(PdId(1), cq, cq, 32, 32).unwrap();
-    Host {
-        stack,
-        mem,
-        cq,
-        qpn,
-        key,
-        addr,
-    }
-}
-
-fn connect<M: Memory>(h: &mut Host<M>, peer: (u32, PeerAddr)) {
-    let attr = QpAttr {
-        access: 0b111,
-        path_mtu: 5,
-        dest_qpn: peer.0,
-        rq_psn: 1,
-        sq_psn: 1,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        min_rnr_timer: 12,
-        max_rd_atomic: 16,
-        peer: Some(peer.1),
-        ..QpAttr::default()
-    };
-    h.stack.connect_rc(&mut h.mem, h.qpn, &attr).unwrap();
 }
 
 /// The server's handlers by opcode: names in the example library.
@@ -144,15 +83,6 @@ fn rig(mem: SharedRegion) -> Rig {
         e: OffloadEngineBuilder::new().start(2),
         regs,
     }
-}
-
-fn clock() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-        + 1
 }
 
 /// One OFFLOAD request through both stacks and the engine: (status, response).

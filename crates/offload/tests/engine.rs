@@ -3,7 +3,9 @@
 //! random lists and items); a handler that loops, reads outside its region or asks an
 //! unbounded response is stopped with an error status, counted, and the QP survives.
 
-use std::net::Ipv4Addr;
+mod common;
+
+use common::{clock, connect, host, Host, BASE, LEN};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -16,99 +18,13 @@ use sluice_offload::{
     SharedRegion,
 };
 use sluice_rdma::qp::{Memory, SendOp, SendWr, Sge, VecMemory};
-use sluice_rdma::stack::{PeerAddr, QpAttr, RdmaStack, StackConfig};
-use sluice_rdma::verbs::{Access, AttrMask, Key, PdId, QpState, Region, WcStatus};
-use sluice_wire::EthernetAddress;
+use sluice_rdma::verbs::{QpState, WcStatus};
 
-const BASE: u64 = 0x7f00_0000;
-const LEN: usize = 1 << 16;
 const LIST: u32 = 0x1001;
 const BATCH: u32 = 0x1002;
 const LOOP: u32 = 0x1003;
 const OUTSIDE: u32 = 0x1004;
 const HUGE: u32 = 0x1005;
-
-struct Host<M> {
-    stack: RdmaStack,
-    mem: M,
-    cq: u32,
-    qpn: u32,
-    key: Key,
-    addr: PeerAddr,
-}
-
-fn host<M: Memory>(n: u8, mem: M) -> Host<M> {
-    let addr = PeerAddr {
-        ip: Ipv4Addr::new(10, 0, 0, n),
-        mac: EthernetAddress([2, 0, 0, 0, 0, n]),
-    };
-    let mut stack = RdmaStack::new(StackConfig::new(addr.mac, addr.ip));
-    let cq = stack.create_cq(128).unwrap();
-    let key = stack
-        .reg_mr(Region {
-            pd: PdId(1),
-            addr: BASE,
-            len: LEN as u64,
-            access: Access::LOCAL_WRITE
-                .union(Access::REMOTE_WRITE)
-                .union(Access::REMOTE_READ),
-            backing: 0,
-            offset: 0,
-        })
-        .unwrap();
-    let qpn = stack.create_qp(PdId(1), cq, cq, 32, 32).unwrap();
-    Host {
-        stack,
-        mem,
-        cq,
-        qpn,
-        key,
-        addr,
-    }
-}
-
-fn connect<M: Memory>(h: &mut Host<M>, peer: (u32, PeerAddr)) {
-    let attr = QpAttr {
-        access: 0b111,
-        path_mtu: 5, // 4096
-        dest_qpn: peer.0,
-        rq_psn: 1,
-        sq_psn: 1,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        min_rnr_timer: 12,
-        max_rd_atomic: 16,
-        peer: Some(peer.1),
-        ..QpAttr::default()
-    };
-    let init = [AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS];
-    let rtr = [
-        AttrMask::AV,
-        AttrMask::PATH_MTU,
-        AttrMask::DEST_QPN,
-        AttrMask::RQ_PSN,
-        AttrMask::MAX_DEST_RD_ATOMIC,
-        AttrMask::MIN_RNR_TIMER,
-    ];
-    let rts = [
-        AttrMask::SQ_PSN,
-        AttrMask::TIMEOUT,
-        AttrMask::RETRY_CNT,
-        AttrMask::RNR_RETRY,
-        AttrMask::MAX_QP_RD_ATOMIC,
-    ];
-    for (s, m) in [
-        (QpState::Init, &init[..]),
-        (QpState::Rtr, &rtr[..]),
-        (QpState::Rts, &rts[..]),
-    ] {
-        let mask = m.iter().copied().fold(AttrMask::STATE, AttrMask::union);
-        h.stack
-            .modify_qp(&mut h.mem, h.qpn, s, mask, &attr)
-            .unwrap();
-    }
-}
 
 /// A client and a server whose memory is `server_mem`, connected; handlers registered.
 fn pair(
@@ -135,17 +51,6 @@ fn pair(
     assert!(b.register_region(BASE, LEN as u64, server_mem));
     b.limits(limits);
     (c, s, b.start(2))
-}
-
-/// Nanoseconds since the first call: the stacks run in real time beside the offload
-/// threads (the pacer needs time to move).
-fn clock() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-        + 1
 }
 
 /// Posts one OFFLOAD request and drives both stacks and the engine until it completes:
