@@ -7,6 +7,7 @@
 //! [header page][context 0]...[context C-1][socket block 0]...[socket block S-1]
 //! [verbs queue 0]...[verbs queue V-1]
 //! [context 0's pipes: work-request pipe, completion pipe per engine core]...[arm words]
+//! [context 0's queue pairs for engine cores 1..N-1]...[context C-1's]
 //! [pad to page]
 //! [rx ring 0][tx ring 0][rx ring 1][tx ring 1]...            (each ring_size bytes)
 //! ```
@@ -18,7 +19,10 @@
 //! "Notification pipes"), and the arm words of pipe-mode completion queues follow them.
 //!
 //! A context is an application thread's pair of queues (commands to the engine, completions
-//! back) plus a line the application writes. In the address space each ring is mapped twice
+//! back) plus a line the application writes. An engine serving sockets on N data-path cores
+//! (flow groups, docs/multicore.md) gives each context one pair per core: core 0's is the
+//! pair in the context itself (so N = 1 is the single-core layout exactly), the others
+//! follow the arm words. Socket slot `s` is served by core `s % N` ([`Layout::slot_core`]). In the address space each ring is mapped twice
 //! back to back (Laminar 4.3), so a copy that wraps around the ring's end is one copy.
 
 use serde::{Deserialize, Serialize};
@@ -85,6 +89,14 @@ pub struct Layout {
     /// Pipe-mode completion queues the region has arm words for.
     #[serde(default = "default_pipe_cqs")]
     pub verbs_pipe_cqs: u32,
+    /// Engine data-path cores serving sockets: each context has a command and a completion
+    /// queue per core, and slot `s` is served by core `s % queue_cores` (1: one pair).
+    #[serde(default = "default_queue_cores")]
+    pub queue_cores: u32,
+}
+
+fn default_queue_cores() -> u32 {
+    1
 }
 
 fn default_pipe_cores() -> u32 {
@@ -119,6 +131,7 @@ impl Default for Layout {
             verbs_pipe_cores: default_pipe_cores(),
             verbs_pipe_entries: default_pipe_entries(),
             verbs_pipe_cqs: default_pipe_cqs(),
+            queue_cores: default_queue_cores(),
         }
     }
 }
@@ -206,6 +219,12 @@ impl Layout {
                 self.verbs_pipe_cqs
             ));
         }
+        if self.queue_cores == 0 || self.queue_cores > MAX_PIPE_CORES {
+            return bad(format!(
+                "queue_cores {} not in 1..={MAX_PIPE_CORES}",
+                self.queue_cores
+            ));
+        }
         if self.file_len() as u64 > MAX_REGION_BYTES {
             return bad(format!(
                 "the region would be {} bytes (at most {MAX_REGION_BYTES})",
@@ -238,6 +257,30 @@ impl Layout {
     /// Offset of context `i`'s line written by the application (its sleeping flag).
     pub fn context_line_offset(&self, i: u32) -> usize {
         self.command_queue_offset(i) + 2 * self.queue_bytes()
+    }
+
+    /// Offset of context `i`'s command queue for engine core `core` (core 0: the context's
+    /// own, [`Layout::command_queue_offset`]).
+    pub fn command_queue_offset_on(&self, i: u32, core: u32) -> usize {
+        if core == 0 {
+            return self.command_queue_offset(i);
+        }
+        let pairs = self.queue_cores as usize - 1;
+        self.pipe_arm_offset(self.verbs_pipe_cqs)
+            + (i as usize * pairs + core as usize - 1) * 2 * self.queue_bytes()
+    }
+
+    /// Offset of context `i`'s completion queue for engine core `core`.
+    pub fn completion_queue_offset_on(&self, i: u32, core: u32) -> usize {
+        if core == 0 {
+            return self.completion_queue_offset(i);
+        }
+        self.command_queue_offset_on(i, core) + self.queue_bytes()
+    }
+
+    /// The engine core that serves socket slot `s`.
+    pub fn slot_core(&self, s: u32) -> u32 {
+        s % self.queue_cores.max(1)
     }
 
     /// Offset of the first socket block.
@@ -286,9 +329,13 @@ impl Layout {
     }
 
     /// Bytes before the first ring (header, contexts, socket blocks, verbs queues, pipes,
-    /// arm words), page aligned.
+    /// arm words, the other cores' queue pairs), page aligned.
     pub fn control_len(&self) -> usize {
-        align_up(self.pipe_arm_offset(self.verbs_pipe_cqs), PAGE)
+        let pairs = self.max_contexts as usize * (self.queue_cores.max(1) as usize - 1);
+        align_up(
+            self.pipe_arm_offset(self.verbs_pipe_cqs) + pairs * 2 * self.queue_bytes(),
+            PAGE,
+        )
     }
 
     /// Index of a ring among all rings.
@@ -381,6 +428,53 @@ mod tests {
     }
 
     #[test]
+    fn queue_pairs_of_many_cores_do_not_overlap_anything() {
+        let one = Layout {
+            max_contexts: 3,
+            ..Layout::default()
+        };
+        let l = Layout {
+            queue_cores: 4,
+            ..one
+        };
+        l.validate().unwrap();
+        // Core 0's pairs are where a one-core layout has them.
+        for c in 0..3 {
+            assert_eq!(l.command_queue_offset_on(c, 0), one.command_queue_offset(c));
+            assert_eq!(
+                l.completion_queue_offset_on(c, 0),
+                one.completion_queue_offset(c)
+            );
+        }
+        assert_eq!(l.sockets_offset(), one.sockets_offset());
+        let mut spans: Vec<(usize, usize)> = (0..3)
+            .flat_map(|c| (0..4).map(move |k| (c, k)))
+            .flat_map(|(c, k)| {
+                let q = l.queue_bytes();
+                [
+                    (l.command_queue_offset_on(c, k), q),
+                    (l.completion_queue_offset_on(c, k), q),
+                ]
+            })
+            .collect();
+        for c in 0..3 {
+            spans.push((l.context_line_offset(c), 64));
+        }
+        spans.push((
+            l.sockets_offset(),
+            l.pipe_arm_offset(l.verbs_pipe_cqs) - l.sockets_offset(),
+        ));
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "{w:?} overlap");
+        }
+        let (last, len) = spans[spans.len() - 1];
+        assert!(last + len <= l.control_len());
+        assert_eq!(l.slot_core(5), 1);
+        assert_eq!(one.slot_core(5), 0);
+    }
+
+    #[test]
     fn a_layout_without_verbs_fields_reads_with_the_defaults() {
         let json = r#"{"max_sockets":8,"max_contexts":2,"queue_entries":16,"ring_size":4096}"#;
         let l: Layout = serde_json::from_str(json).unwrap();
@@ -388,6 +482,7 @@ mod tests {
         assert_eq!(l.verbs_queue_entries, 4096);
         assert_eq!(l.verbs_pipe_cores, 1);
         assert_eq!(l.verbs_pipe_entries, 1024);
+        assert_eq!(l.queue_cores, 1);
     }
 
     #[test]
@@ -440,6 +535,14 @@ mod tests {
             },
             Layout {
                 verbs_pipe_cqs: MAX_PIPE_CQS + 1,
+                ..ok
+            },
+            Layout {
+                queue_cores: 0,
+                ..ok
+            },
+            Layout {
+                queue_cores: MAX_PIPE_CORES + 1,
                 ..ok
             },
             Layout {

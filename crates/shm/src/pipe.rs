@@ -182,6 +182,7 @@ mod tests {
             verbs_pipe_cores: cores,
             verbs_pipe_entries: entries,
             verbs_pipe_cqs: 4,
+            queue_cores: 1,
         };
         Arc::new(Region::create("pipe-test", layout).unwrap())
     }

@@ -26,11 +26,11 @@ pub enum QueueKind {
     Completion,
 }
 
-fn queue_offset(region: &Region, context: u32, kind: QueueKind) -> Option<usize> {
+fn queue_offset(region: &Region, context: u32, core: u32, kind: QueueKind) -> Option<usize> {
     let l = region.layout();
-    (context < l.max_contexts).then(|| match kind {
-        QueueKind::Command => l.command_queue_offset(context),
-        QueueKind::Completion => l.completion_queue_offset(context),
+    (context < l.max_contexts && core < l.queue_cores).then(|| match kind {
+        QueueKind::Command => l.command_queue_offset_on(context, core),
+        QueueKind::Completion => l.completion_queue_offset_on(context, core),
     })
 }
 
@@ -63,9 +63,21 @@ impl Producer {
         }
     }
 
-    /// The producer of `context`'s `kind` queue, or None if the context is out of range.
+    /// The producer of `context`'s `kind` queue (engine core 0's), or None if the
+    /// context is out of range.
     pub fn new(region: Arc<Region>, context: u32, kind: QueueKind) -> Option<Producer> {
-        let offset = queue_offset(&region, context, kind)?;
+        Self::on_core(region, context, 0, kind)
+    }
+
+    /// The producer of `context`'s `kind` queue for engine core `core`, or None if the
+    /// context or the core is out of range.
+    pub fn on_core(
+        region: Arc<Region>,
+        context: u32,
+        core: u32,
+        kind: QueueKind,
+    ) -> Option<Producer> {
+        let offset = queue_offset(&region, context, core, kind)?;
         let entries = region.layout().queue_entries as u64;
         Some(Producer {
             region,
@@ -157,9 +169,21 @@ impl Consumer {
         }
     }
 
-    /// The consumer of `context`'s `kind` queue, or None if the context is out of range.
+    /// The consumer of `context`'s `kind` queue (engine core 0's), or None if the
+    /// context is out of range.
     pub fn new(region: Arc<Region>, context: u32, kind: QueueKind) -> Option<Consumer> {
-        let offset = queue_offset(&region, context, kind)?;
+        Self::on_core(region, context, 0, kind)
+    }
+
+    /// The consumer of `context`'s `kind` queue for engine core `core`, or None if the
+    /// context or the core is out of range.
+    pub fn on_core(
+        region: Arc<Region>,
+        context: u32,
+        core: u32,
+        kind: QueueKind,
+    ) -> Option<Consumer> {
+        let offset = queue_offset(&region, context, core, kind)?;
         let entries = region.layout().queue_entries as u64;
         Some(Consumer {
             region,
