@@ -9,6 +9,11 @@
 //! The zero-copy calls ([`Socket::rx_slice`], [`Socket::tx_slice`]) hand out the rings
 //! themselves.
 //!
+//! An engine that serves sockets on several data-path cores (flow groups) gives each
+//! context a command/completion queue pair per core: the library posts `Open` to the cores
+//! in turn and every later command of a socket to its slot's core (`flow_group`,
+//! docs/service.md "Several data-path cores"); with one core nothing differs.
+//!
 //! `unsafe` appears only where shared memory, the OS or the C ABI is touched.
 
 pub mod admin;
@@ -21,6 +26,9 @@ mod capi_verbs_types;
 mod command;
 mod context;
 mod error;
+mod flow_group;
+#[cfg(test)]
+mod flow_group_tests;
 mod fork;
 mod lock;
 pub mod mtp;
