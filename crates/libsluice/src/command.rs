@@ -68,6 +68,26 @@ impl Sluice {
         &self,
         make: impl FnOnce(u32) -> Command,
     ) -> Result<(Arc<ContextSlot>, Answer), Error> {
+        self.call_routed(None, make)
+    }
+
+    /// As [`Sluice::call`], to engine core `core` whatever the command names (an `Open`
+    /// on a chosen core).
+    pub(crate) fn call_on_core(
+        &self,
+        core: u32,
+        make: impl FnOnce(u32) -> Command,
+    ) -> Result<(u32, u32), Error> {
+        self.call_routed(Some(core), make).and_then(|(_, r)| r)
+    }
+
+    /// Posts `make(req)` to `core`, or where flow_group.rs routes it, and waits for the
+    /// answer on that core's completion queue.
+    fn call_routed(
+        &self,
+        core: Option<u32>,
+        make: impl FnOnce(u32) -> Command,
+    ) -> Result<(Arc<ContextSlot>, Answer), Error> {
         if !self.is_alive() {
             return Err(Error::EngineGone);
         }
@@ -75,7 +95,7 @@ impl Sluice {
             let mut q = ctx.queues();
             let req = q.next_request();
             let cmd = make(req);
-            let core = self.core_for(&cmd);
+            let core = core.unwrap_or_else(|| self.core_for(&cmd));
             self.push(&mut q, core, &cmd)?;
             self.ring_doorbell();
             loop {

@@ -477,3 +477,150 @@ fn verbs_and_mtp_doorbells_go_to_core_0_and_slot_doorbells_to_their_core() {
     // Per core in order; across cores the test reads core 0's queue first.
     assert_eq!(got, [(0, "qp"), (0, "mtp"), (0, "consumed"), (1, "send")]);
 }
+
+/// What the test's engine answers a command with.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    Done(u32),
+    Fail(i32),
+    /// A doorbell or Close: nothing.
+    Nothing,
+}
+
+/// Serves commands as `script` says, in order: (command, core, slot it names, answer).
+/// A Connect answered Done marks its slot connected first. Bind entries must carry port
+/// 5000 and SO_REUSEADDR, SetCongestion BBR: what the application chose.
+fn play(rig: &mut Rig, script: &[(&str, u32, Option<u32>, Answer)]) {
+    for (i, &(name, core, slot, answer)) in script.iter().enumerate() {
+        let (ctx, k, cmd) = rig.next_command();
+        assert_eq!(
+            (name_of(&cmd), k, slot_of(&cmd)),
+            (name, core, slot),
+            "step {i}: {cmd:?}"
+        );
+        match cmd {
+            Command::Bind {
+                ip, port, reuse, ..
+            } => {
+                assert_eq!((ip, port), (ENGINE_IP, 5000), "step {i}");
+                assert!(reuse.addr && !reuse.port, "step {i}: {reuse:?}");
+            }
+            Command::SetCongestion { algorithm, .. } => {
+                assert_eq!(algorithm, Congestion::Bbr, "step {i}")
+            }
+            Command::Connect { slot, .. } if matches!(answer, Answer::Done(_)) => {
+                SocketBlock::new(&rig.region, slot)
+                    .unwrap()
+                    .flags()
+                    .store(flags::ALLOCATED | flags::CONNECTED, Ordering::Release);
+            }
+            _ => {}
+        }
+        let req = req_of(&cmd);
+        let c = match (answer, req) {
+            (Answer::Done(value), Some(req)) => Completion::Done {
+                req,
+                slot: slot.unwrap_or(value),
+                value,
+            },
+            (Answer::Fail(errno), Some(req)) => Completion::Failed { req, errno },
+            (Answer::Nothing, None) => continue,
+            other => panic!("step {i}: answer {other:?} for {cmd:?}"),
+        };
+        rig.complete(ctx, k, c);
+    }
+}
+
+/// A socket on slot 0 set up as an application that binds by hand does, then connected.
+fn bind_by_hand_and_connect(
+    sock: Socket,
+) -> std::thread::JoinHandle<(Result<(), crate::Error>, Socket)> {
+    std::thread::spawn(move || {
+        sock.set_reuse_address(true);
+        sock.set_nodelay(true).unwrap();
+        sock.set_congestion(Congestion::Bbr).unwrap();
+        sock.bind(SocketAddrV4::new(ENGINE_IP, 5000)).unwrap();
+        let r = sock.connect(SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 80));
+        (r, sock)
+    })
+}
+
+const SETUP_ON_0: [(&str, u32, Option<u32>, Answer); 3] = [
+    ("nodelay", 0, Some(0), Answer::Done(0)),
+    ("congestion", 0, Some(0), Answer::Done(0)),
+    ("bind", 0, Some(0), Answer::Done(5000)),
+];
+
+#[test]
+fn a_connect_answered_exdev_moves_to_the_next_cores_with_its_bind_and_options() {
+    use Answer::*;
+    let mut rig = Rig::new(3);
+    let sock = rig.open(1).pop().unwrap();
+    let user = bind_by_hand_and_connect(sock);
+    let mut script = SETUP_ON_0.to_vec();
+    script.extend([
+        ("connect", 0, Some(0), Fail(libc::EXDEV)),
+        // Core 1: a new slot, the old one given up, bound again (the first Bind finds the
+        // port still held, as when core 0 has not released it yet), options again.
+        ("open", 1, None, Done(1)),
+        ("close", 0, Some(0), Nothing),
+        ("bind", 1, Some(1), Fail(libc::EADDRINUSE)),
+        ("bind", 1, Some(1), Done(5000)),
+        ("nodelay", 1, Some(1), Done(0)),
+        ("congestion", 1, Some(1), Done(0)),
+        ("connect", 1, Some(1), Fail(libc::EXDEV)),
+        // Core 2 owns the tuple.
+        ("open", 2, None, Done(2)),
+        ("close", 1, Some(1), Nothing),
+        ("bind", 2, Some(2), Done(5000)),
+        ("nodelay", 2, Some(2), Done(0)),
+        ("congestion", 2, Some(2), Done(0)),
+        ("connect", 2, Some(2), Done(5000)),
+    ]);
+    play(&mut rig, &script);
+    let (r, sock) = user.join().unwrap();
+    r.unwrap();
+    assert_eq!(sock.slot(), 2);
+    assert!(sock.is_connected());
+    assert_eq!(
+        sock.local_addr().unwrap(),
+        SocketAddrV4::new(ENGINE_IP, 5000)
+    );
+}
+
+#[test]
+fn a_connect_no_core_takes_fails_and_other_errors_are_the_connect_s() {
+    use Answer::*;
+    let mut rig = Rig::new(2);
+    let socks = rig.open(2);
+    let mut socks = socks.into_iter();
+    let (first, _core1) = (socks.next().unwrap(), socks.next().unwrap());
+    let user = bind_by_hand_and_connect(first);
+    let mut script = SETUP_ON_0.to_vec();
+    script.extend([
+        ("connect", 0, Some(0), Fail(libc::EXDEV)),
+        // Slot 1 is the open socket's: core 1's next is 3.
+        ("open", 1, None, Done(3)),
+        ("close", 0, Some(0), Nothing),
+        ("bind", 1, Some(3), Done(5000)),
+        ("nodelay", 1, Some(3), Done(0)),
+        ("congestion", 1, Some(3), Done(0)),
+        ("connect", 1, Some(3), Fail(libc::EXDEV)),
+    ]);
+    play(&mut rig, &script);
+    let (r, sock) = user.join().unwrap();
+    assert_eq!(r.unwrap_err().errno(), libc::EADDRNOTAVAIL);
+    assert_eq!(sock.slot(), 3, "the socket keeps the last slot tried");
+
+    // Any other refusal is the connect's own, with no move.
+    let mut rig = Rig::new(2);
+    let sock = rig.open(1).pop().unwrap();
+    let user = bind_by_hand_and_connect(sock);
+    let mut script = SETUP_ON_0.to_vec();
+    script.push(("connect", 0, Some(0), Fail(libc::ENETUNREACH)));
+    play(&mut rig, &script);
+    let (r, sock) = user.join().unwrap();
+    assert_eq!(r.unwrap_err().errno(), libc::ENETUNREACH);
+    assert_eq!(sock.slot(), 0);
+    assert!(!rig.commands.iter().flatten().any(Consumer::has_entry));
+}

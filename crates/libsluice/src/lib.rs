@@ -27,6 +27,7 @@ mod command;
 mod context;
 mod error;
 mod flow_group;
+mod flow_group_move;
 #[cfg(test)]
 mod flow_group_tests;
 mod fork;

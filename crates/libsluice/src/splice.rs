@@ -192,8 +192,8 @@ impl Socket {
         for _ in 0..TRIES {
             let r = sluice.call_on_context(|req| Command::Splice {
                 req,
-                slot_a: self.slot,
-                slot_b: other.slot,
+                slot_a: self.slot(),
+                slot_b: other.slot(),
             });
             match r {
                 Ok((ctx, Ok((_, handle)))) => {
@@ -234,7 +234,7 @@ impl Socket {
         if held {
             // Not spliced after all: the engine fills the rings again.
             for s in [self, other] {
-                let _ = sluice.post(Command::Consumed { slot: s.slot });
+                let _ = sluice.post(Command::Consumed { slot: s.slot() });
             }
         }
         outcome
