@@ -178,7 +178,8 @@ impl Socket {
         &self.sluice
     }
 
-    /// The engine's slot number of this socket (for logs).
+    /// The engine's slot number of this socket (for logs). On an engine with several
+    /// cores a connect may move the socket to another core's slot (flow_group_move.rs).
     pub fn slot(&self) -> u32 {
         self.slot.load(Ordering::Acquire)
     }
