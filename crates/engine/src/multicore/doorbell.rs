@@ -22,8 +22,9 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::poll::{PollFd, PollFlags};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::time::TimeSpec;
 use sluice_device::{Device, DeviceError};
 use sluice_shm::{EventFd, ShmError};
 
@@ -164,15 +165,13 @@ impl Doorbell {
 
     /// Sleeps (after [`Doorbell::announce`] and a re-check that found nothing) until the
     /// doorbell rings, one of `also` is readable or `timeout` passes, then [`Doorbell::woke`].
-    /// poll(2) counts in milliseconds: `timeout` is rounded up, never down.
+    /// ppoll(2): to the nanosecond, as a paced connection's next slot needs.
     pub fn sleep(&self, also: &[BorrowedFd<'_>], timeout: Duration) -> Result<bool, DoorbellError> {
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(1 + also.len());
         fds.push(PollFd::new(self.bell.as_fd(), PollFlags::POLLIN));
         fds.extend(also.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
-        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        let ms = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
         self.enter();
-        match nix::poll::poll(&mut fds, ms) {
+        match nix::poll::ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(errno) => {
                 self.woke();
