@@ -4,6 +4,9 @@
 //! CPU time is the engine's. Over the in-memory device pair: no root needed.
 
 use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
@@ -11,12 +14,16 @@ use sluice_device::{pair, PairConfig};
 use sluice_engine::apps::{SinkApp, SourceApp};
 use sluice_engine::multicore::{Layout, MultiEngine};
 use sluice_engine::setup::core_config;
-use sluice_engine::{AppStatus, Engine};
+use sluice_engine::{App, AppStatus, Engine, EngineError};
+use sluice_shm::EventFd;
 use sluice_tcp::Stack;
 
 const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 2);
 const PORT: u16 = 5001;
+
+/// One test at a time: the first measures the process's CPU time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The process's CPU time so far (user and system, every thread).
 fn cpu_time() -> Duration {
@@ -29,6 +36,7 @@ fn cpu_time() -> Duration {
 
 #[test]
 fn idle_threads_sleep_then_wake_for_a_transfer_that_arrives_exact() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 2 {
         eprintln!("skipped: two data-path threads need two cores, this machine has {cores}");
@@ -106,4 +114,109 @@ fn idle_threads_sleep_then_wake_for_a_transfer_that_arrives_exact() {
     }
     // Device pair ends live until here: the engine's last frames met an open device.
     drop(peer);
+}
+
+/// An application with a doorbell of its own, as the service has: it counts the polls that
+/// found its eventfd rung and the times the engine asked whether it may sleep.
+struct Rung {
+    bell: Arc<EventFd>,
+    agreed: Arc<AtomicU64>,
+    served: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl App for Rung {
+    fn poll(&mut self, _: &mut Stack, _: sluice_tcp::Instant) -> Result<AppStatus, EngineError> {
+        if self.bell.drain() {
+            self.served.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(if self.stop.load(Ordering::Acquire) {
+            AppStatus::Done
+        } else {
+            AppStatus::Running
+        })
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.bell.as_fd())
+    }
+
+    fn prepare_sleep(&mut self) -> bool {
+        self.agreed.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+}
+
+/// Waits (polling) until `f` holds, for at most `limit`.
+fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    f()
+}
+
+#[test]
+fn an_applications_doorbell_wakes_the_thread_of_its_protocol_role() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The protocol role alone (pipelined: no device), with the NIC role (replicated,
+    // run-to-completion: the device's wait, with an epoll set of the doorbells).
+    let mut layouts = vec![Layout::RunToCompletion { groups: 1 }];
+    if cores >= 2 {
+        layouts.push(Layout::Pipelined { groups: 1 });
+        layouts.push(Layout::Replicated {
+            groups: 1,
+            replicas: 1,
+        });
+    } else {
+        eprintln!("two-thread layouts skipped: this machine has {cores} core(s)");
+    }
+    for layout in layouts {
+        let (a, _b) = pair(PairConfig::default()).unwrap();
+        let config = core_config(PairConfig::default().macs[0], ENGINE, 1500);
+        let bell = Arc::new(EventFd::new().unwrap());
+        let (agreed, served) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let app = Rung {
+            bell: bell.clone(),
+            agreed: agreed.clone(),
+            served: served.clone(),
+            stop: stop.clone(),
+        };
+        let mut app = Some(app);
+        let mut multi = MultiEngine::new(a, config, layout, |_| app.take().unwrap()).unwrap();
+        // Only the application's descriptor can end these sleeps in time: a wake-up lost
+        // would take 30 s, beyond the waits below.
+        multi.max_sleep = Duration::from_secs(30);
+        let engine = std::thread::spawn(move || multi.run(Some(Duration::from_secs(60))));
+        let mut asked = 0;
+        for k in 1..=3 {
+            // Going to sleep since the last ring was served: the application was asked.
+            let was_asked = || agreed.load(Ordering::Acquire) > asked;
+            assert!(
+                eventually(Duration::from_secs(10), was_asked),
+                "{layout:?}: the engine never asked the application to sleep before ring {k}"
+            );
+            asked = agreed.load(Ordering::Acquire);
+            bell.signal();
+            let was_served = || served.load(Ordering::Acquire) >= k;
+            assert!(
+                eventually(Duration::from_secs(10), was_served),
+                "{layout:?}: ring {k} did not wake the protocol role's thread"
+            );
+        }
+        stop.store(true, Ordering::Release);
+        bell.signal();
+        let report = engine.join().unwrap().unwrap();
+        assert!(report.apps_done, "{layout:?}");
+        assert!(
+            report.threads.iter().all(|t| t.sleeps > 0),
+            "{layout:?}: {:?}",
+            report.threads
+        );
+    }
 }
