@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::resource::{getrusage, UsageWho};
 use sluice_device::{pair, PairConfig};
 use sluice_engine::apps::{SinkApp, SourceApp};
-use sluice_engine::multicore::{Layout, MultiEngine};
+use sluice_engine::multicore::{ControlMsg, Layout, MultiEngine};
 use sluice_engine::setup::core_config;
 use sluice_engine::{App, AppStatus, Engine, EngineError};
 use sluice_shm::EventFd;
@@ -159,6 +159,8 @@ fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
     f()
 }
 
+/// The service's case: the protocol role's thread sleeps on its application's descriptor
+/// once the application agreed, and a ring there (or a control message) wakes it.
 #[test]
 fn an_applications_doorbell_wakes_the_thread_of_its_protocol_role() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -192,6 +194,7 @@ fn an_applications_doorbell_wakes_the_thread_of_its_protocol_role() {
         // Only the application's descriptor can end these sleeps in time: a wake-up lost
         // would take 30 s, beyond the waits below.
         multi.max_sleep = Duration::from_secs(30);
+        let mut control = multi.take_control().unwrap();
         let engine = std::thread::spawn(move || multi.run(Some(Duration::from_secs(60))));
         let mut asked = 0;
         for k in 1..=3 {
@@ -209,6 +212,25 @@ fn an_applications_doorbell_wakes_the_thread_of_its_protocol_role() {
                 "{layout:?}: ring {k} did not wake the protocol role's thread"
             );
         }
+        // A control message wakes the sleeping group's thread too.
+        let was_asked = || agreed.load(Ordering::Acquire) > asked;
+        assert!(eventually(Duration::from_secs(10), was_asked), "{layout:?}");
+        control.send(0, ControlMsg::Counters { tag: 9 }).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        let reply = loop {
+            if let Some(r) = control.recv(0) {
+                break Some(r);
+            }
+            if Instant::now() > end {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(
+            reply.map(|r| r.tag()),
+            Some(9),
+            "{layout:?}: the control message did not wake the group's thread"
+        );
         stop.store(true, Ordering::Release);
         bell.signal();
         let report = engine.join().unwrap().unwrap();
