@@ -15,7 +15,7 @@ use super::batch::{BATCH_FRAMES, FRAME_BYTES};
 use super::control::{control_links, Control};
 use super::doorbell::{DeviceSleep, Doorbell, DoorbellError, SleepCounters};
 use super::layout::{Layout, LayoutError, Plan, RoleId};
-use super::link::{link, LinkRx, LinkTx};
+use super::link::link;
 use super::nic::Nic;
 use super::placement::{check, Placement, PlacementError};
 use super::post::Post;
@@ -227,8 +227,8 @@ impl<D: Device, A: App> MultiEngine<D, A> {
         };
         // Receive: NIC -> pre r (POOL batches each) -> protocol g. Transmit: protocol g ->
         // post r (POOL each) -> NIC. A ring holds every batch that can reach it.
-        let mut nic_to_pre: Vec<LinkTx> = Vec::new();
-        let mut pre_from_nic: Vec<LinkRx> = Vec::new();
+        let mut nic_to_pre = Vec::new();
+        let mut pre_from_nic = Vec::new();
         for ri in 0..r {
             let (tx, rx) = joined(RoleId::Nic, RoleId::Pre(ri as u16), POOL, POOL);
             nic_to_pre.push(tx);
