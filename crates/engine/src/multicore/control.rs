@@ -7,9 +7,12 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use rtrb::{Consumer, Producer, RingBuffer};
 use sluice_tcp::{ConnId, ConnectError, Counters, Error, Instant, ListenError, Stack};
+
+use super::doorbell::Doorbell;
 
 /// Messages each direction of a group's control link holds.
 pub const CONTROL_SLOTS: usize = 16;
@@ -174,6 +177,8 @@ impl std::error::Error for ControlError {}
 pub struct Control {
     to_group: Vec<Producer<ControlMsg>>,
     from_group: Vec<Consumer<ControlReply>>,
+    /// Per group, the doorbell of the thread that runs its protocol role (rung if it sleeps).
+    bells: Vec<Option<Arc<Doorbell>>>,
     /// Messages refused because a link was full.
     pub full: u64,
 }
@@ -184,7 +189,15 @@ impl Control {
         self.to_group.len() as u16
     }
 
-    /// Sends `msg` to group `group`'s protocol role without waiting.
+    /// Rings `bell` after each message to group `group`, if its thread sleeps.
+    pub(crate) fn wake(&mut self, group: u16, bell: Arc<Doorbell>) {
+        if let Some(b) = self.bells.get_mut(usize::from(group)) {
+            *b = Some(bell);
+        }
+    }
+
+    /// Sends `msg` to group `group`'s protocol role without waiting (waking its thread if
+    /// it sleeps).
     pub fn send(&mut self, group: u16, msg: ControlMsg) -> Result<(), ControlError> {
         let Some(ring) = self.to_group.get_mut(usize::from(group)) else {
             return Err(ControlError::NoGroup(group));
@@ -192,7 +205,11 @@ impl Control {
         ring.push(msg).map_err(|rtrb::PushError::Full(m)| {
             self.full += 1;
             ControlError::Full(m)
-        })
+        })?;
+        if let Some(Some(b)) = self.bells.get(usize::from(group)) {
+            b.ring_if_asleep();
+        }
+        Ok(())
     }
 
     /// Group `group`'s next answer, if one waits.
@@ -287,6 +304,7 @@ pub fn control_links(groups: u16) -> (Control, Vec<ControlRx>) {
     }
     (
         Control {
+            bells: vec![None; to_group.len()],
             to_group,
             from_group,
             full: 0,

@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod control;
+pub mod doorbell;
 pub mod layout;
 pub mod link;
 pub mod nic;
@@ -19,9 +20,10 @@ pub mod runner;
 pub mod sequence;
 
 pub use control::{Control, ControlError, ControlMsg, ControlReply, CONTROL_SLOTS};
+pub use doorbell::{Doorbell, DoorbellError, SleepCounters};
 pub use layout::{Layout, LayoutError, Plan, RoleId};
 pub use placement::{Placement, PlacementError};
 pub use progress::{Progress, RoleCounters};
 pub use protocol::Protocol;
-pub use runner::{MultiEngine, MultiError, MultiReport};
+pub use runner::{MultiEngine, MultiError, MultiReport, DEFAULT_MAX_SLEEP};
 pub use sequence::{Reorder, ReorderError, Sequencer};

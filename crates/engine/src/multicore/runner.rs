@@ -2,7 +2,9 @@
 //! them on threads (one per layout thread, `std::thread::scope`) or steps them all on the
 //! calling thread in a seeded random order, for deterministic tests in virtual time.
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_device::Device;
@@ -11,6 +13,7 @@ use sluice_wire::flow_group::FlowGroups;
 
 use super::batch::{BATCH_FRAMES, FRAME_BYTES};
 use super::control::{control_links, Control};
+use super::doorbell::{DeviceSleep, Doorbell, DoorbellError, SleepCounters};
 use super::layout::{Layout, LayoutError, Plan, RoleId};
 use super::link::link;
 use super::nic::Nic;
@@ -30,9 +33,14 @@ const POOL: usize = 8;
 const BUDGET: usize = 4;
 /// Idle rounds a thread spins before it yields its core.
 const SPIN_ROUNDS: u32 = 256;
-/// Idle rounds a thread yields before it parks.
+/// Idle rounds a thread yields before it sleeps.
 const YIELD_ROUNDS: u32 = 64;
-/// How long an idle thread parks (the NIC role's thread waits on its device instead).
+/// Longest sleep of an idle thread by default ([`MultiEngine::max_sleep`]): its doorbell,
+/// device, applications and timers wake it sooner; this only bounds a wake-up source the
+/// engine does not know of.
+pub const DEFAULT_MAX_SLEEP: Duration = Duration::from_millis(100);
+/// On a virtual clock (only the device's wait moves time) idle threads nap this long
+/// instead of sleeping until a deadline that their own sleep would not bring closer.
 const PARK: Duration = Duration::from_micros(50);
 /// Ethernet, IPv4 and the largest TCP header, ahead of a large segment's payload.
 const HEADERS_MAX: u32 = 14 + 20 + 60;
@@ -58,6 +66,8 @@ pub enum MultiError {
         /// The group.
         group: u16,
     },
+    /// A data-path thread's doorbell could not be made or slept on.
+    Doorbell(DoorbellError),
 }
 
 impl std::fmt::Display for MultiError {
@@ -76,6 +86,7 @@ impl std::fmt::Display for MultiError {
                 "flow group {group}'s application owns RDMA or MTP transports, which run in \
                  group 0 only (docs/multicore.md)"
             ),
+            MultiError::Doorbell(e) => write!(f, "{e}"),
         }
     }
 }
@@ -91,6 +102,16 @@ impl From<LayoutError> for MultiError {
 impl From<EngineError> for MultiError {
     fn from(e: EngineError) -> Self {
         MultiError::Engine(e)
+    }
+}
+
+impl From<DoorbellError> for MultiError {
+    fn from(e: DoorbellError) -> Self {
+        match e {
+            // The device's wait failing is the device's error, as it was before sleeping.
+            DoorbellError::Device(d) => MultiError::Engine(EngineError::Device(d)),
+            e => MultiError::Doorbell(e),
+        }
     }
 }
 
@@ -113,6 +134,8 @@ pub struct MultiReport {
     pub stacks: Vec<Counters>,
     /// Whether every group's application finished.
     pub apps_done: bool,
+    /// Each data-path thread's sleeps and wake-ups, in the plan's thread order.
+    pub threads: Vec<SleepCounters>,
 }
 
 /// A role to step, whichever it is.
@@ -150,8 +173,12 @@ pub struct MultiEngine<D, A> {
     plan: Plan,
     clock: Clock,
     control: Option<Control>,
+    /// Each plan thread's doorbell.
+    bells: Vec<Arc<Doorbell>>,
     /// After every application is done, run at most this long for closes to finish.
     pub linger: Duration,
+    /// Longest an idle thread sleeps ([`DEFAULT_MAX_SLEEP`]).
+    pub max_sleep: Duration,
 }
 
 impl<D: Device, A: App> MultiEngine<D, A> {
@@ -182,12 +209,28 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             count: plan.groups,
             key: config.seed,
         };
+        let bells = (0..plan.threads.len())
+            .map(|_| Doorbell::new().map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let thread_of = |id: RoleId| plan.threads.iter().position(|t| t.contains(&id));
+        // A link between two threads rings the consumer's thread when it sends and the
+        // producer's when it gives a batch back.
+        let joined = |from: RoleId, to: RoleId, capacity: usize, pool: usize| {
+            let (mut tx, mut rx) = link(capacity, pool);
+            if let (Some(f), Some(t)) = (thread_of(from), thread_of(to)) {
+                if f != t {
+                    tx.wake(bells[t].clone());
+                    rx.wake(bells[f].clone());
+                }
+            }
+            (tx, rx)
+        };
         // Receive: NIC -> pre r (POOL batches each) -> protocol g. Transmit: protocol g ->
         // post r (POOL each) -> NIC. A ring holds every batch that can reach it.
         let mut nic_to_pre = Vec::new();
         let mut pre_from_nic = Vec::new();
-        for _ in 0..r {
-            let (tx, rx) = link(POOL, POOL);
+        for ri in 0..r {
+            let (tx, rx) = joined(RoleId::Nic, RoleId::Pre(ri as u16), POOL, POOL);
             nic_to_pre.push(tx);
             pre_from_nic.push(rx);
         }
@@ -196,19 +239,21 @@ impl<D: Device, A: App> MultiEngine<D, A> {
         let mut group_to_post: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         let mut post_from_group: Vec<Vec<_>> = (0..r).map(|_| Vec::new()).collect();
         for (ri, to_group) in pre_to_group.iter_mut().enumerate() {
+            let (pre, post) = (RoleId::Pre(ri as u16), RoleId::Post(ri as u16));
             for g in 0..n {
-                let (tx, rx) = link(POOL, 0);
+                let protocol = RoleId::Protocol(g as u16);
+                let (tx, rx) = joined(pre, protocol, POOL, 0);
                 to_group.push(tx);
                 group_from_pre[g].push(rx);
-                let (tx, rx) = link(POOL, POOL);
+                let (tx, rx) = joined(protocol, post, POOL, POOL);
                 group_to_post[g].push(tx);
                 post_from_group[ri].push(rx);
             }
         }
         let mut post_to_nic = Vec::new();
         let mut nic_from_post = Vec::new();
-        for _ in 0..r {
-            let (tx, rx) = link(n * POOL, 0);
+        for ri in 0..r {
+            let (tx, rx) = joined(RoleId::Post(ri as u16), RoleId::Nic, n * POOL, 0);
             post_to_nic.push(tx);
             nic_from_post.push(rx);
         }
@@ -219,7 +264,12 @@ impl<D: Device, A: App> MultiEngine<D, A> {
         let tso_max = (device.max_tso_frame().min(FRAME_BYTES * BATCH_FRAMES) as u32)
             .saturating_sub(HEADERS_MAX)
             .min(sluice_tcp::config::TSO_MAX_PAYLOAD_LIMIT);
-        let (control, control_rxs) = control_links(plan.groups);
+        let (mut control, control_rxs) = control_links(plan.groups);
+        for g in 0..plan.groups {
+            if let Some(t) = thread_of(RoleId::Protocol(g)) {
+                control.wake(g, bells[t].clone());
+            }
+        }
         let mut control_rxs = control_rxs.into_iter();
         let mut protocols = Vec::with_capacity(n);
         for (g, (from_pre, to_post)) in group_from_pre.into_iter().zip(group_to_post).enumerate() {
@@ -269,7 +319,9 @@ impl<D: Device, A: App> MultiEngine<D, A> {
             plan,
             clock,
             control: Some(control),
+            bells,
             linger: DEFAULT_LINGER,
+            max_sleep: DEFAULT_MAX_SLEEP,
         })
     }
 
@@ -281,6 +333,12 @@ impl<D: Device, A: App> MultiEngine<D, A> {
     /// The engine's clock.
     pub fn clock(&self) -> Clock {
         self.clock.clone()
+    }
+
+    /// Each data-path thread's doorbell, in the plan's thread order (its counters: how
+    /// often the thread slept and what woke it).
+    pub fn doorbells(&self) -> &[Arc<Doorbell>] {
+        &self.bells
     }
 
     /// The control plane's ends of the groups' control links (docs/multicore.md, "Control
@@ -378,6 +436,7 @@ impl<D: Device, A: App> MultiEngine<D, A> {
                 .map(|p| p.stack.counters().clone())
                 .collect(),
             apps_done: self.protocols.iter().all(Protocol::app_done),
+            threads: self.bells.iter().map(|b| b.counters()).collect(),
         }
     }
 
@@ -416,17 +475,44 @@ struct Shared {
     stop_at: Option<Instant>,
     linger: Duration,
     clock: Clock,
+    /// Every thread's doorbell: a thread that stops the run wakes the others.
+    bells: Vec<Arc<Doorbell>>,
+    max_sleep: Duration,
 }
 
-/// One data-path thread: steps its roles until told to stop, backing off when idle.
+impl Shared {
+    /// Stops every thread, waking those that sleep.
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for b in &self.bells {
+            b.ring();
+        }
+    }
+}
+
+/// Where an idle thread is in its spell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Idle {
+    /// Polling: spinning, then yielding, for this many idle rounds so far.
+    Polling(u32),
+    /// The sleep is announced: the pass under way is the re-check.
+    Announced,
+    /// Woken from a sleep: a pass that finds nothing sleeps again at once.
+    Slept,
+}
+
+/// One data-path thread: steps its roles until told to stop; when idle spins, yields, then
+/// sleeps on its doorbell (and device, applications' descriptors, next timer) until woken.
 fn worker<D: Device, A: App>(
     roles: &mut [RoleMut<'_, D, A>],
     shared: &Shared,
-) -> Result<(), EngineError> {
+    bell: &Doorbell,
+) -> Result<(), MultiError> {
     let mut app_done = vec![false; roles.len()];
     let mut finished = vec![false; roles.len()];
     let mut linger_from: Option<Instant> = None;
-    let mut idle: u32 = 0;
+    let mut idle = Idle::Polling(0);
+    let mut device_sleep = DeviceSleep::default();
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return Ok(());
@@ -437,8 +523,8 @@ fn worker<D: Device, A: App>(
             match role.step(now, BUDGET) {
                 Ok(p) => work += p.work,
                 Err(e) => {
-                    shared.stop.store(true, Ordering::Release);
-                    return Err(e);
+                    shared.stop();
+                    return Err(e.into());
                 }
             }
             if let RoleMut::Protocol(p) = role {
@@ -453,7 +539,7 @@ fn worker<D: Device, A: App>(
             }
         }
         if shared.stop_at.is_some_and(|s| now >= s) {
-            shared.stop.store(true, Ordering::Release);
+            shared.stop();
             return Ok(());
         }
         if shared.apps_done.load(Ordering::Acquire) == shared.groups {
@@ -461,32 +547,117 @@ fn worker<D: Device, A: App>(
             if shared.finished.load(Ordering::Acquire) == shared.groups
                 || now.saturating_since(from) >= shared.linger
             {
-                shared.stop.store(true, Ordering::Release);
+                shared.stop();
                 return Ok(());
             }
         }
         if work > 0 {
-            idle = 0;
+            if idle == Idle::Announced {
+                bell.cancel();
+            }
+            idle = Idle::Polling(0);
             continue;
         }
-        // Spin, then yield, then park: threads beyond the cores must let the others run.
-        idle = idle.saturating_add(1);
-        if idle < SPIN_ROUNDS {
-            std::hint::spin_loop();
-        } else if idle < SPIN_ROUNDS + YIELD_ROUNDS {
-            std::thread::yield_now();
-        } else {
-            let nic = roles.iter_mut().find_map(|r| match r {
-                RoleMut::Nic(n) => Some(n),
-                _ => None,
-            });
-            match nic {
-                // Sleeping on the device wakes at the next frame (and lets virtual time pass).
-                Some(n) => n.device.wait(Some(PARK))?,
-                None => std::thread::sleep(PARK),
+        if shared.clock.is_virtual() {
+            // Virtual time moves only when the device waits: nap, as the stepped model.
+            nap(roles)?;
+            continue;
+        }
+        idle = match idle {
+            // Spin, then yield: a batch that comes back within a round trip is met at once,
+            // and threads beyond the cores let the others run.
+            Idle::Polling(n) if n < SPIN_ROUNDS => {
+                std::hint::spin_loop();
+                Idle::Polling(n + 1)
             }
+            Idle::Polling(n) if n < SPIN_ROUNDS + YIELD_ROUNDS => {
+                std::thread::yield_now();
+                Idle::Polling(n + 1)
+            }
+            // Then announce the sleep: the next pass is the re-check (doorbell.rs).
+            Idle::Polling(_) | Idle::Slept => {
+                bell.announce();
+                Idle::Announced
+            }
+            // The re-check found nothing: sleep, if the applications agree.
+            Idle::Announced => {
+                if !applications_agree(roles) {
+                    bell.cancel();
+                    Idle::Polling(0)
+                } else {
+                    let until = linger_from.map(|f| f + shared.linger);
+                    let timeout = sleep_length(roles, shared, until);
+                    sleep(roles, bell, &mut device_sleep, timeout)?;
+                    Idle::Slept
+                }
+            }
+        };
+    }
+}
+
+/// Asks every application of the thread whether it may sleep (`App::prepare_sleep`: the
+/// service announces it, so its applications ring its doorbell); false at the first no.
+fn applications_agree<D: Device, A: App>(roles: &mut [RoleMut<'_, D, A>]) -> bool {
+    roles.iter_mut().all(|r| match r {
+        RoleMut::Protocol(p) => p.app.prepare_sleep(),
+        _ => true,
+    })
+}
+
+/// How long the thread may sleep: until its groups' next timer, the run's deadline, the end
+/// of the linger, and at most [`MultiEngine::max_sleep`].
+fn sleep_length<D: Device, A: App>(
+    roles: &mut [RoleMut<'_, D, A>],
+    shared: &Shared,
+    linger_until: Option<Instant>,
+) -> Duration {
+    let mut wait = shared.max_sleep;
+    let deadlines = roles.iter_mut().filter_map(|r| match r {
+        RoleMut::Protocol(p) => p.poll_timeout(),
+        _ => None,
+    });
+    for t in deadlines.chain(shared.stop_at).chain(linger_until) {
+        wait = wait.min(shared.clock.until(t));
+    }
+    wait
+}
+
+/// Sleeps on the thread's doorbell and its applications' descriptors, and on the device if
+/// the thread holds the NIC role, for at most `timeout`.
+fn sleep<D: Device, A: App>(
+    roles: &mut [RoleMut<'_, D, A>],
+    bell: &Doorbell,
+    device_sleep: &mut DeviceSleep,
+    timeout: Duration,
+) -> Result<(), MultiError> {
+    let mut device = None;
+    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+    for r in roles.iter_mut() {
+        match r {
+            RoleMut::Nic(n) => device = Some(&mut n.device),
+            RoleMut::Protocol(p) => fds.extend(p.app.wake_fd()),
+            _ => {}
         }
     }
+    match device {
+        Some(d) => device_sleep.sleep(bell, d, &fds, timeout)?,
+        None => bell.sleep(&fds, timeout)?,
+    };
+    Ok(())
+}
+
+/// On a virtual clock: the NIC role's thread waits on its device (which lets virtual time
+/// pass), the others nap.
+fn nap<D: Device, A: App>(roles: &mut [RoleMut<'_, D, A>]) -> Result<(), MultiError> {
+    let nic = roles.iter_mut().find_map(|r| match r {
+        RoleMut::Nic(n) => Some(n),
+        _ => None,
+    });
+    match nic {
+        Some(n) => n.device.wait(Some(PARK)).map_err(EngineError::Device)?,
+        None => std::thread::sleep(PARK),
+    }
+    Ok(())
 }
 
 impl<D: Device + Send, A: App + Send> MultiEngine<D, A> {
@@ -504,14 +675,17 @@ impl<D: Device + Send, A: App + Send> MultiEngine<D, A> {
             stop_at: deadline.map(|d| self.clock.now() + d),
             linger: self.linger,
             clock: self.clock.clone(),
+            bells: self.bells.clone(),
+            max_sleep: self.max_sleep,
         };
         let threads = self.roles_by_thread();
-        let results: Vec<Result<(), EngineError>> = std::thread::scope(|s| {
+        let results: Vec<Result<(), MultiError>> = std::thread::scope(|s| {
             let handles: Vec<_> = threads
                 .into_iter()
-                .map(|mut roles| {
+                .zip(shared.bells.iter())
+                .map(|(mut roles, bell)| {
                     let shared = &shared;
-                    s.spawn(move || worker(&mut roles, shared))
+                    s.spawn(move || worker(&mut roles, shared, bell))
                 })
                 .collect();
             handles
