@@ -221,7 +221,7 @@ pub fn refusal(e: &AppsError, flags: &[String]) -> Option<String> {
         .rev()
         .filter_map(|l| l.trim().strip_prefix("sluice: "))
         .find(|l| named(l))
-        .map(str::to_owned)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// User and system CPU seconds of this process's reaped children so far.
@@ -244,7 +244,7 @@ mod tests {
         let refused = AppsError::Engine {
             detail: "exited (exit status: 1) before printing `ready`".into(),
             log_tail: "sluice: --cores 2 --layout flow-groups: the service runs in one flow \
-                       group; use --layout pipelined"
+                       group   (one queue); use --layout pipelined"
                 .into(),
         };
         let why = refusal(&refused, &flags).unwrap();

@@ -60,11 +60,12 @@ pub fn report(
                     r.server.name(),
                     r.conns
                 );
+                // The reason goes below the table (a long cell would widen every row).
                 let first = match e {
-                    RowError::Failed(_) => "failed".to_string(),
-                    RowError::Refused(_) => e.to_string(),
+                    RowError::Failed(_) => "failed",
+                    RowError::Refused(_) => "refused",
                 };
-                let mut c = vec![first];
+                let mut c = vec![first.to_string()];
                 c.extend(std::iter::repeat_n("n/a".to_string(), 5));
                 c
             }
@@ -88,10 +89,15 @@ pub fn report(
          redis-server's and redis-benchmark's, and p99.99 n/a (redis-benchmark stops at p99)"
             .into(),
     );
-    // What redis itself counted: every request answered, no error reply.
+    // What redis itself counted (every request answered, no error reply), and why an
+    // engine refused its row.
     for r in rows {
-        if let Some(a) = &r.answered {
-            notes.push(format!("{} {}: {a}", r.table, r.server.name()));
+        match (&r.answered, &r.result) {
+            (Some(a), _) => notes.push(format!("{} {}: {a}", r.table, r.server.name())),
+            (None, Err(e @ RowError::Refused(_))) => {
+                notes.push(format!("{} {}: {e}", r.table, r.server.name()))
+            }
+            _ => {}
         }
     }
     Report {
@@ -223,7 +229,13 @@ mod tests {
                 ("redis-get", "engine 1 core"),
             ]
         );
-        assert_eq!(r.rows[5][4], "refused: --layout flow-groups: one queue");
+        assert_eq!(r.rows[5][4], "refused");
+        assert!(
+            text.contains(
+                "redis-set engine flow-groups (2 cores): refused: --layout flow-groups: one queue"
+            ),
+            "{text}"
+        );
         assert_eq!(r.rows[6][8], "x2.00", "Linux against the 1-core engine");
         assert_eq!(r.rows[4][9], "x0.50", "the 1-core engine against Linux");
         assert_eq!(r.rows[7][9], "n/a", "no Linux GET row");
