@@ -171,7 +171,7 @@ pub fn parse_rows(csv: &str) -> Result<Vec<(String, RedisResult)>, ParseError> {
             })
     };
     let (test, rps) = (col("test")?, col("rps")?);
-    let (p50, p99) = (col("p50_latency_ms")?, col("p99_latency_ms")?);
+    let (p99, p50) = (col("p99_latency_ms")?, col("p50_latency_ms")?);
     let mut rows = Vec::new();
     for line in lines {
         let fields: Vec<String> = line.split(',').map(unquote).collect();
