@@ -13,6 +13,7 @@ fn sluice() -> Command {
 #[ignore = "root: needs the namespace lab (scripts/test.sh runs it as root)"]
 fn parallelism_quick_completes_every_layout_scaling_and_redis_row_beside_linux() {
     let lab = sluice_lab::LabGuard::require();
+    sluice_lab::require_programs(&["redis-server", "redis-benchmark", "redis-cli"]);
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         eprintln!("parallelism_quick: skipped: the experiment needs 2 cores");
         return;
