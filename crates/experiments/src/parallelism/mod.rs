@@ -11,9 +11,9 @@
 
 pub mod echo;
 pub mod redis;
+pub mod rows;
 pub mod table;
 
-use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use clap::Args;
@@ -25,7 +25,8 @@ use crate::error::ExperimentError;
 use crate::report::Report;
 use crate::{lab_workload, Common, LabRun};
 use echo::EngineEcho;
-pub use redis::{Answered, REDIS};
+pub use redis::REDIS;
+pub use rows::{Answered, Row, RowError, Server, SCALING, TABLE3};
 pub use table::report;
 
 /// `sluice experiment parallelism`.
@@ -48,111 +49,6 @@ const TABLE3_CONNS: usize = 64;
 const TABLE3_BYTES: usize = 2048;
 /// Bytes of the scaling table's requests and responses (the bench's rpc).
 const RPC_BYTES: usize = 64;
-
-/// Where a row's server runs and how.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Server {
-    /// `sluice echo` on `cores` data-path cores, `layout` as `--layout` spells it (None: the
-    /// single-core engine).
-    Engine {
-        /// `--cores`.
-        cores: usize,
-        /// `--layout`.
-        layout: Option<&'static str>,
-    },
-    /// Linux's echo server (`sluice kserve echo`) in sluice-k.
-    Linux,
-}
-
-impl Server {
-    /// The row's name in the tables.
-    pub fn name(&self) -> String {
-        match self {
-            Server::Engine {
-                cores,
-                layout: Some(l),
-            } => format!(
-                "engine {l} ({cores} core{})",
-                if *cores > 1 { "s" } else { "" }
-            ),
-            Server::Engine {
-                cores,
-                layout: None,
-            } => format!("engine {cores} core{}", if *cores > 1 { "s" } else { "" }),
-            Server::Linux => "linux".into(),
-        }
-    }
-}
-
-/// The parallelism table's rows, in order (Linux last).
-pub const TABLE3: [Server; 5] = [
-    Server::Engine {
-        cores: 1,
-        layout: Some("run-to-completion"),
-    },
-    Server::Engine {
-        cores: 2,
-        layout: Some("pipelined"),
-    },
-    Server::Engine {
-        cores: 2,
-        layout: Some("replicated"),
-    },
-    Server::Engine {
-        cores: 2,
-        layout: Some("flow-groups"),
-    },
-    Server::Linux,
-];
-
-/// The scaling table's servers (per connection count).
-pub const SCALING: [Server; 3] = [
-    Server::Engine {
-        cores: 1,
-        layout: None,
-    },
-    Server::Engine {
-        cores: 2,
-        layout: Some("flow-groups"),
-    },
-    Server::Linux,
-];
-
-/// One measured row.
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// Which table: "parallelism" or "scaling".
-    pub table: &'static str,
-    /// The server.
-    pub server: Server,
-    /// Connections.
-    pub conns: usize,
-    /// Request and response bytes.
-    pub bytes: usize,
-    /// What the clients measured and the CPU seconds spent, or why the row has none.
-    pub result: Result<(Measurement, f64), RowError>,
-    /// The redis rows: what redis counted against what was sent.
-    pub answered: Option<Answered>,
-}
-
-/// Why a row has no measurement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RowError {
-    /// It ran and failed.
-    Failed(String),
-    /// The engine refused the configuration at start (a usage error: a layout this build
-    /// does not serve).
-    Refused(String),
-}
-
-impl fmt::Display for RowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RowError::Failed(why) => f.write_str(why),
-            RowError::Refused(why) => write!(f, "refused: {why}"),
-        }
-    }
-}
 
 /// Runs the clients against `ip` and returns their measurement and the server's CPU
 /// seconds over the same window (`cpu` reads the server's total so far).

@@ -6,7 +6,6 @@
 //! redis-benchmark's (a reaped child: getrusage). Redis's own counters (`INFO`) must show
 //! every request answered and no error reply, or the row fails.
 
-use std::fmt;
 use std::path::Path;
 
 use nix::sys::resource::{getrusage, UsageWho};
@@ -18,7 +17,7 @@ use sluice_bench::{Latency, Measurement, Timing};
 use sluice_engine::setup::Backend;
 
 use super::echo::backend_name;
-use super::{Row, RowError, Server};
+use super::rows::{Answered, Row, RowError, Server};
 
 /// The redis rows' servers, in order (Linux last). The `--cores 2` row takes the service's
 /// default layout (pipelined); flow groups are refused by a service that cannot run them,
@@ -53,34 +52,6 @@ pub fn requests(quick: bool, timing: Timing) -> u64 {
         2_000
     } else {
         ((timing.seconds * 25_000.0) as u64).max(1_000)
-    }
-}
-
-/// What redis counted over one test against the requests sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Answered {
-    /// Requests redis-benchmark was told to send (`-n`).
-    pub requests: u64,
-    /// Calls of the test's command redis counted over the run.
-    pub calls: u64,
-    /// Error replies, failed and rejected calls over the run.
-    pub errors: u64,
-}
-
-impl Answered {
-    /// Every request answered, none with an error.
-    pub fn complete(&self) -> bool {
-        self.calls >= self.requests && self.errors == 0
-    }
-}
-
-impl fmt::Display for Answered {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} requests, {} answered, {} errors",
-            self.requests, self.calls, self.errors
-        )
     }
 }
 

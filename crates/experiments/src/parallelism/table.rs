@@ -5,7 +5,7 @@ use sluice_bench::Timing;
 use sluice_engine::setup::Backend;
 
 use super::redis::REDIS;
-use super::{Row, RowError, Server, SCALING, TABLE3};
+use super::rows::{Row, RowError, Server, SCALING, TABLE3};
 use crate::report::{fmt_num, fmt_ratio, Report};
 
 /// The rows as one table (a column says which), the sequencing table below it.
@@ -142,7 +142,7 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parallelism::Answered;
+    use crate::parallelism::rows::Answered;
     use sluice_bench::{Latency, Measurement};
 
     fn row(table: &'static str, server: Server, conns: usize, ops: u64) -> Row {
