@@ -126,8 +126,9 @@ pub enum ExperimentCommand {
     /// against Linux's: success during the flood and connect latency (needs root: the lab).
     Synflood(synflood::SynfloodArgs),
     /// 64 connections with one 2 KB RPC in flight against the engine's echo under each
-    /// multi-core layout, the sequencing step, and rpc over 1 to 256 connections on 1 and 2
-    /// data-path cores, Linux in the same run (flextoe.txt Table 3; needs root: the lab).
+    /// multi-core layout, the sequencing step, rpc over 1 to 256 connections on 1 and 2
+    /// data-path cores and redis-benchmark's 50 clients against redis-server over the service
+    /// on 1 and 2 cores, Linux in the same run (flextoe.txt Table 3; needs root: the lab).
     Parallelism(parallelism::ParallelismArgs),
     /// A new connection per request (acceltcp.txt Figure 10): nginx and wrk with
     /// `Connection: close`, on Linux and on the engine with and without teardown offload

@@ -16,6 +16,11 @@ pub const REDIS_BENCHMARK: Program = Program {
     name: "redis-benchmark",
     package: "redis-tools",
 };
+/// redis-cli (the redis counters after a benchmark).
+pub const REDIS_CLI: Program = Program {
+    name: "redis-cli",
+    package: "redis-tools",
+};
 /// memcached.
 pub const MEMCACHED: Program = Program {
     name: "memcached",
