@@ -9,7 +9,7 @@ use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, Sock
 use crate::access::Credentials;
 use crate::owners::Owner;
 use crate::queues::VerbsQueues;
-use crate::quota::Usage;
+use crate::quota::AppUsage;
 use crate::slots::{Slot, SlotState, Slots};
 
 /// One application thread's context: its two queues and the eventfd the engine signals.
@@ -49,7 +49,7 @@ pub(crate) struct SlotHandle<'a> {
     /// The application's mark that something changed for it (its sleepers get signalled).
     pub dirty: &'a mut bool,
     /// What the application holds, against its quotas.
-    pub usage: &'a mut Usage,
+    pub usage: &'a mut AppUsage,
     /// The application's uid (whose books the slot is counted in too, and whose memory
     /// group its connections are charged to: src/memory_groups.rs).
     pub uid: u32,
@@ -104,7 +104,7 @@ pub(crate) struct AttachedApp {
     pub ring_maps_refused: u64,
     /// What it holds (sockets, listeners, connections), against its quotas; its uid's
     /// books hold the same counts summed over the uid's applications.
-    pub usage: Usage,
+    pub usage: AppUsage,
     /// The context whose commands are taken first next iteration (the commands quota is
     /// shared round-robin, so that every context is served).
     pub next_context: usize,
@@ -137,7 +137,7 @@ impl AttachedApp {
             ring_size: layout.ring_size as u64,
             dirty: false,
             ring_maps_refused: 0,
-            usage: Usage::default(),
+            usage: AppUsage::default(),
             next_context: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,

@@ -2,6 +2,7 @@
 //! (application, slot) in O(1).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_shm::Reuse;
 use sluice_tcp::{ConnId, ListenerId, SpliceId};
@@ -93,7 +94,15 @@ pub(crate) enum PortRefused {
 /// Local ports bound by the sockets of every application: a small group per port of the
 /// sockets that share it (SO_REUSEADDR / SO_REUSEPORT within one uid), each with its
 /// owner, uid and flags; EADDRINUSE across uids.
-pub(crate) struct Ports {
+///
+/// One book for every flow-group part of the service (a clone shares it): bind, listen,
+/// connect and close reach it, never a packet, so a lock is held only on connection set-up
+/// and tear-down.
+#[derive(Clone)]
+pub(crate) struct Ports(Arc<Mutex<PortBook>>);
+
+/// The book behind [`Ports`].
+struct PortBook {
     bound: HashMap<u16, Vec<Member>>,
     /// Where the next ephemeral listening port is looked for.
     cursor: u16,
@@ -105,8 +114,72 @@ pub(crate) struct Ports {
 impl Ports {
     /// Ports; ephemeral ones are picked from `range` (inclusive).
     pub fn new(range: (u16, u16)) -> Ports {
+        Ports(Arc::new(Mutex::new(PortBook::new(range))))
+    }
+
+    /// The book, whoever last held it (a part that panicked left it consistent: every
+    /// change is one map operation).
+    fn book(&self) -> MutexGuard<'_, PortBook> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the ephemeral range (the core's, known once the service sees the stack).
+    pub fn set_range(&mut self, range: (u16, u16)) {
+        self.book().set_range(range)
+    }
+
+    /// Sets the per-uid port-range map.
+    pub fn set_reserved(&mut self, reserved: PortRanges) {
+        self.book().reserved = reserved;
+    }
+
+    /// See [`PortBook::bind`].
+    pub fn bind(
+        &mut self,
+        port: u16,
+        owner: Owner,
+        uid: u32,
+        reuse: Reuse,
+    ) -> Result<(), PortRefused> {
+        self.book().bind(port, owner, uid, reuse)
+    }
+
+    /// See [`PortBook::bind_ephemeral`].
+    pub fn bind_ephemeral(&mut self, owner: Owner, uid: u32) -> Option<u16> {
+        self.book().bind_ephemeral(owner, uid)
+    }
+
+    /// See [`PortBook::may_listen`].
+    pub fn may_listen(&self, port: u16, owner: Owner) -> Option<bool> {
+        self.book().may_listen(port, owner)
+    }
+
+    /// See [`PortBook::set_listener`].
+    pub fn set_listener(&mut self, port: u16, owner: Owner, listener: ListenerId) {
+        self.book().set_listener(port, owner, listener)
+    }
+
+    /// See [`PortBook::release`].
+    pub fn release(&mut self, port: u16, owner: Owner) {
+        self.book().release(port, owner)
+    }
+
+    /// Who listens with `listener` (a port's group may have several listeners).
+    pub fn owner_of(&self, listener: ListenerId) -> Option<Owner> {
+        self.book().owner_of(listener)
+    }
+
+    /// Who holds `port`: its first socket.
+    #[cfg(test)]
+    pub fn owner(&self, port: u16) -> Option<Owner> {
+        self.book().bound.get(&port)?.first().map(|m| m.owner)
+    }
+}
+
+impl PortBook {
+    fn new(range: (u16, u16)) -> PortBook {
         let range = (range.0.max(1), range.1.max(range.0.max(1)));
-        Ports {
+        PortBook {
             bound: HashMap::new(),
             cursor: range.0,
             range,
@@ -114,18 +187,12 @@ impl Ports {
         }
     }
 
-    /// Sets the ephemeral range (the core's, known once the service sees the stack).
-    pub fn set_range(&mut self, range: (u16, u16)) {
-        *self = Ports {
+    fn set_range(&mut self, range: (u16, u16)) {
+        *self = PortBook {
             bound: std::mem::take(&mut self.bound),
             reserved: std::mem::take(&mut self.reserved),
-            ..Ports::new(range)
+            ..PortBook::new(range)
         };
-    }
-
-    /// Sets the per-uid port-range map.
-    pub fn set_reserved(&mut self, reserved: PortRanges) {
-        self.reserved = reserved;
     }
 
     /// Binds `port` (not 0) to `owner` of `uid` with `reuse`: refused if the port is
@@ -224,11 +291,6 @@ impl Ports {
             .map(|m| m.owner)
     }
 
-    /// Who holds `port`: its first socket.
-    #[cfg(test)]
-    pub fn owner(&self, port: u16) -> Option<Owner> {
-        self.bound.get(&port)?.first().map(|m| m.owner)
-    }
 }
 
 /// Where a splice's reports go.

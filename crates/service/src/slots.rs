@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use sluice_shm::SocketBlock;
 use sluice_tcp::{Algorithm, ConnId, ListenerId};
 
-use crate::quota::{Books, Charge, Usage};
+use crate::quota::{Books, Charge, Tally};
 
 /// Where a slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,13 +149,13 @@ impl Slot {
     }
 
     /// Counts it in the books of its application (`usage`) and `uid` as its state makes it.
-    pub fn settle(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+    pub fn settle(&mut self, books: &mut Books, uid: u32, usage: &mut impl Tally) {
         let now = self.charge();
         books.recharge(uid, usage, &mut self.charged, now);
     }
 
     /// Counts it as nothing: it is about to be freed.
-    pub fn uncharge(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+    pub fn uncharge(&mut self, books: &mut Books, uid: u32, usage: &mut impl Tally) {
         books.recharge(uid, usage, &mut self.charged, Charge::NONE);
     }
 
