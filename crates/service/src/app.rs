@@ -64,6 +64,9 @@ pub(crate) struct Apps {
     pub next_id: u32,
     /// Departed applications whose closed connections are still draining.
     pub orphans: usize,
+    /// Part 0 of the service in flow groups: how many other parts still hold application
+    /// index i (told Gone, not yet Freed); the index is reused only at 0.
+    pub held: Vec<u32>,
 }
 
 /// An application attached to the engine.
@@ -112,6 +115,7 @@ pub(crate) struct AttachedApp {
 
 impl AttachedApp {
     /// A freshly attached application with no contexts and every slot free.
+    #[cfg(test)]
     pub fn new(
         index: u32,
         id: u32,
@@ -142,6 +146,52 @@ impl AttachedApp {
             held_reports: std::collections::VecDeque::new(),
             departed: None,
         }
+    }
+
+    /// Part `part`'s view of an application part 0 attached (the service in flow groups):
+    /// the same region, credentials and usage books, its own partition of the slots and,
+    /// as contexts are added, their queue pairs for this part.
+    pub fn view(v: crate::links::AppView, part: u32, parts: u32) -> AttachedApp {
+        let layout = v.region.layout();
+        AttachedApp {
+            index: v.index,
+            id: v.id,
+            name: v.name,
+            pid: v.pid,
+            creds: v.creds,
+            sock: v.sock,
+            verbs_queues: VerbsQueues::new(v.region.clone()),
+            region: v.region,
+            doorbell: v.doorbell,
+            contexts: Vec::new(),
+            slots: Slots::partition(layout.max_sockets, part, parts),
+            ring_size: layout.ring_size as u64,
+            dirty: false,
+            ring_maps_refused: 0,
+            usage: v.usage,
+            next_context: 0,
+            held_reports: std::collections::VecDeque::new(),
+            departed: None,
+        }
+    }
+
+    /// Adds context `index`'s queue pair of part `part` (its eventfd a duplicate of the
+    /// one part 0 handed the application); false if the region has no such queues.
+    pub fn add_context_on(&mut self, index: u32, part: u32, eventfd: EventFd) -> bool {
+        let (Some(commands), Some(completions)) = (
+            Consumer::on_core(self.region.clone(), index, part, QueueKind::Command),
+            Producer::on_core(self.region.clone(), index, part, QueueKind::Completion),
+        ) else {
+            return false;
+        };
+        self.contexts.push(Context {
+            index,
+            commands,
+            completions,
+            eventfd,
+            dead: false,
+        });
+        true
     }
 
     /// Adds a context and returns its index; None when all are in use.

@@ -11,6 +11,7 @@ use sluice_tcp::{ConnectError, ListenError, Stack};
 use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
+use crate::links::{ListenOptions, PartMsg};
 use crate::owners::PortRefused;
 use crate::quota::Resource;
 use crate::shared::Shared;
@@ -174,12 +175,19 @@ pub(crate) fn execute(
     // not one the application already closed: checked here, once, into a handle.
     let Some(s) = cmd.slot() else {
         // Open alone names no slot: it is given one.
+        let setup = sh.setup.clone();
+        let _held = crate::shared::hold(&setup);
         return cmd.req().and_then(|req| open(app, req, stack, sh));
     };
     let req = cmd.req();
+    // Quota checks and the charges they admit, one part at a time (shared.rs).
+    let setup = sh.setup.clone();
+    let _held = matches!(cmd, Command::Listen { .. } | Command::Connect { .. })
+        .then(|| crate::shared::hold(&setup));
     // Read before the slot handle borrows the application.
     let may_bind_privileged = app.creds.may_bind_privileged();
     let uid = app.creds.uid;
+    let app_id = app.id;
     let h = app
         .slot(s)
         .filter(|h| !matches!(h.slot.state, SlotState::Closing { .. }));
@@ -200,7 +208,7 @@ pub(crate) fn execute(
         } => bind(h, (ip, port), (uid, may_bind_privileged), reuse, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Listen { req, backlog, .. } => {
-            listen(h, backlog, uid, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
+            listen(h, backlog, (uid, app_id), stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
         }
         Command::Connect { req, ip, port, .. } => connect(h, ip, port, stack, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
@@ -356,7 +364,7 @@ fn bind(
 fn listen(
     h: SlotHandle<'_>,
     backlog: u32,
-    uid: u32,
+    (uid, app_id): (u32, u32),
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<(), Errno> {
@@ -416,6 +424,27 @@ fn listen(
     sh.ports.set_listener(port, h.owner, listener);
     sh.memory_groups
         .listener_joins(stack, listener, h.uid, &mut sh.counters);
+    // A SYN reaches the part its tuple hashes to: every other part listens for this one
+    // (src/replicas.rs), with the options its connections inherit.
+    let options = ListenOptions {
+        port,
+        backlog,
+        reuseport,
+        congestion: choice,
+        nodelay: h.slot.nodelay,
+        offload: h.slot.teardown_offload,
+    };
+    for part in sh.links.others().collect::<Vec<_>>() {
+        sh.links.send(
+            part,
+            PartMsg::Listen {
+                owner: h.owner,
+                app_id,
+                uid: h.uid,
+                options,
+            },
+        );
+    }
     h.slot.state = SlotState::Listening { listener };
     h.slot.settle(&mut sh.books, h.uid, h.usage);
     h.block.set_addresses(
@@ -638,6 +667,9 @@ mod tests {
             engine_stats: None,
             classes: Default::default(),
             tx_path: Default::default(),
+            links: crate::links::Links::single(),
+            replicas: Default::default(),
+            setup: Default::default(),
         }
     }
 

@@ -164,9 +164,10 @@ impl Ports {
         self.book().release(port, owner)
     }
 
-    /// Who listens with `listener` (a port's group may have several listeners).
-    pub fn owner_of(&self, listener: ListenerId) -> Option<Owner> {
-        self.book().owner_of(listener)
+    /// Who listens with `listener` (a port's group may have several listeners), of the
+    /// owners `mine` admits (listener ids are per core: a part looks at its own).
+    pub fn owner_of(&self, listener: ListenerId, mine: impl Fn(Owner) -> bool) -> Option<Owner> {
+        self.book().owner_of(listener, mine)
     }
 
     /// Who holds `port`: its first socket.
@@ -283,11 +284,11 @@ impl PortBook {
     }
 
     /// Who listens with `listener` (a port's group may have several listeners).
-    pub fn owner_of(&self, listener: ListenerId) -> Option<Owner> {
+    fn owner_of(&self, listener: ListenerId, mine: impl Fn(Owner) -> bool) -> Option<Owner> {
         self.bound
             .get(&listener.port())?
             .iter()
-            .find(|m| m.listener == Some(listener))
+            .find(|m| m.listener == Some(listener) && mine(m.owner))
             .map(|m| m.owner)
     }
 
@@ -383,10 +384,10 @@ mod tests {
         ports.set_listener(80, a, listener(80, 1));
         assert_eq!(ports.may_listen(80, b), Some(true));
         ports.set_listener(80, b, listener(80, 2));
-        assert_eq!(ports.owner_of(listener(80, 2)), Some(b));
+        assert_eq!(ports.owner_of(listener(80, 2), |_| true), Some(b));
         ports.release(80, a);
-        assert_eq!(ports.owner_of(listener(80, 1)), None);
-        assert_eq!(ports.owner_of(listener(80, 2)), Some(b), "b keeps the port");
+        assert_eq!(ports.owner_of(listener(80, 1), |_| true), None);
+        assert_eq!(ports.owner_of(listener(80, 2), |_| true), Some(b), "b keeps the port");
         assert_eq!(ports.bind(80, c, 2000, PORT), Err(PortRefused::InUse));
         ports.release(80, b);
         assert_eq!(ports.bind(80, c, 2000, PORT), Ok(()), "free once all left");

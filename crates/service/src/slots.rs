@@ -235,14 +235,27 @@ pub(crate) struct Slots {
     /// Free slots whose pages are still resident, oldest first; handed out before `free`,
     /// newest first. At most [`WARM_SLOTS`].
     warm: VecDeque<u32>,
+    /// How many slots this part hands out (all of them with one part).
+    own: usize,
 }
 
 impl Slots {
     /// `n` free slots.
+    #[cfg(test)]
     pub fn new(n: u32) -> Slots {
+        Slots::partition(n, 0, 1)
+    }
+
+    /// `n` slots of which this part (`part` of `parts`, flow groups) hands out only its
+    /// own, those with `s % parts == part` (the region's `Layout::slot_core`): a slot's
+    /// block and rings have one writer part.
+    pub fn partition(n: u32, part: u32, parts: u32) -> Slots {
+        let parts = parts.max(1);
+        let free: Vec<u32> = (0..n).rev().filter(|s| s % parts == part).collect();
         Slots {
             slots: (0..n).map(|_| Slot::free()).collect(),
-            free: (0..n).rev().collect(),
+            own: free.len(),
+            free,
             warm: VecDeque::with_capacity(WARM_SLOTS + 1),
         }
     }
@@ -254,7 +267,7 @@ impl Slots {
 
     /// Whether every slot is free.
     pub fn all_free(&self) -> bool {
-        self.free_count() == self.slots.len()
+        self.free_count() == self.own
     }
 
     /// Free slots whose ring pages are still resident.
