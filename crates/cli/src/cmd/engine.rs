@@ -311,38 +311,55 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
 
 /// `sluice engine --cores N` (N > 1): the service is the application of the multi-core
 /// engine's one flow group (its protocol role's core), the NIC and pre/post roles on the
-/// other cores (docs/service.md, "Several cores").
+/// other cores; with `--layout flow-groups`, one part of the service per flow group
+/// (docs/service.md, "Several cores" and "Flow groups").
 fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result<(), CliError> {
     let opts = args.attach.options()?;
     let (device, core_config) = setup::open_multi(&opts)?;
     let mut config = service_config(args, &opts, layout)?;
     config.hook_points = false;
-    // One flow group (CoresArgs::service_layout): the factory is called once, for group 0.
-    let mut service = Some(Service::new(config)?);
-    stop_on_signals(service.as_ref().expect("made above"))?;
-    let mut engine = MultiEngine::new(device, core_config, cores, |_| {
-        service
+    config.flow_groups = u32::from(cores.groups());
+    let mut parts: Vec<Option<Service>> = Service::flow_groups(config)?
+        .into_iter()
+        .map(Some)
+        .collect();
+    stop_on_signals(parts[0].as_ref().expect("made above"))?;
+    let mut engine = MultiEngine::new(device, core_config, cores, |g| {
+        parts[usize::from(g)]
             .take()
-            .expect("the service's layouts have one flow group")
+            .expect("a part of the service per flow group")
     })
     .map_err(CliError::Multi)?;
     engine.linger = args.attach.linger()?;
     eprint!("{}", engine.describe());
     say_ready(args, &opts);
     let result = engine.run(None);
-    // One flow group: its core's counters, then its service's, as the single engine prints.
+    // Every group's core's counters; the parts' service counters summed, and the verbs'
+    // and MTP's (part 0's), as the single engine prints them.
     let cores: Vec<String> = engine
         .protocols()
         .iter()
         .map(|p| core_counters(&p.stack))
         .collect();
-    for (service, core) in engine.into_apps().into_iter().zip(cores) {
+    let parts = engine.into_apps();
+    let mut sum = sluice_service::Counters::default();
+    for part in &parts {
+        sum += part.counters();
+    }
+    let core = if cores.len() == 1 {
+        cores.concat()
+    } else {
+        let each = cores.iter().enumerate();
+        let each: Vec<String> = each.map(|(g, c)| format!("flow group {g}:\n{c}")).collect();
+        each.join("\n")
+    };
+    if let Some(part0) = parts.first() {
         eprintln!(
             "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
-            service.counters(),
+            sum,
             core,
-            service.rdma_counters(),
-            service.mtp_counters()
+            part0.rdma_counters(),
+            part0.mtp_counters()
         );
     }
     result.map(|_| ()).map_err(CliError::Multi)
