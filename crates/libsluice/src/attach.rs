@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ pub struct Sluice {
     app: u32,
     alive: AtomicBool,
     contexts: Arc<ContextPool>,
+    /// The round robin that picks the engine core of each `Open` (flow_group.rs).
+    pub(crate) next_open_core: AtomicU32,
     /// The verbs' notification pipes (opened by the first pipe-mode QP).
     pub(crate) verbs_pipes: std::sync::OnceLock<crate::verbs::pipes::Pipes>,
 }
@@ -137,6 +139,7 @@ impl Sluice {
                 all: Mutex::new(Vec::new()),
                 next_shared: AtomicUsize::new(0),
             }),
+            next_open_core: AtomicU32::new(0),
             verbs_pipes: std::sync::OnceLock::new(),
         }))
     }

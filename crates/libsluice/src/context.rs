@@ -1,6 +1,8 @@
-//! A thread's context: its command queue to the engine, its completion queue back, and
-//! request ids (docs/service.md "Commands"). A leaf: posting and waiting, which need the
-//! attachment, are in command.rs.
+//! A thread's context: its command queues to the engine, its completion queues back, and
+//! request ids (docs/service.md "Commands"). An engine on N data-path cores gives the
+//! context one queue pair per core (flow_group.rs says which command goes where); the lock,
+//! the request ids, the sleeping flag and the eventfd stay one per context. A leaf: posting
+//! and waiting, which need the attachment, are in command.rs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -42,25 +44,38 @@ pub(crate) const MAX_REPORTS: usize = 4096;
 
 /// A context's queues and its next request id, reached through [`ContextSlot::queues`].
 pub(crate) struct Queues {
+    /// One per engine core, indexed by core (core 0's is the context's own pair).
+    pairs: Box<[Pair]>,
+    next_req: u32,
+}
+
+/// The command queue to one engine core and the completion queue back from it.
+struct Pair {
     commands: Producer,
     completions: Consumer,
-    next_req: u32,
 }
 
 impl ContextSlot {
     /// The context `index` of `region`, or None if the index is out of range.
     pub(crate) fn new(region: Arc<Region>, index: u32, eventfd: EventFd) -> Option<ContextSlot> {
-        let commands = Producer::new(region.clone(), index, QueueKind::Command)?;
-        let completions = Consumer::new(region, index, QueueKind::Completion)?;
+        let pairs = (0..region.layout().queue_cores.max(1))
+            .map(|core| {
+                Some(Pair {
+                    commands: Producer::on_core(region.clone(), index, core, QueueKind::Command)?,
+                    completions: Consumer::on_core(
+                        region.clone(),
+                        index,
+                        core,
+                        QueueKind::Completion,
+                    )?,
+                })
+            })
+            .collect::<Option<Box<[Pair]>>>()?;
         Some(ContextSlot {
             index,
             eventfd,
             users: AtomicU32::new(1),
-            queues: Mutex::new(Queues {
-                commands,
-                completions,
-                next_req: 1,
-            }),
+            queues: Mutex::new(Queues { pairs, next_req: 1 }),
             reports: Mutex::new(HashMap::new()),
             idle: Mutex::new(None),
         })
@@ -110,20 +125,30 @@ impl ContextSlot {
         lock(&self.reports).remove(&handle);
     }
 
-    /// Reads every completion waiting, keeping splice reports (the caller holds the queues,
-    /// so no request of this context waits for the others: they are stale); whether there
-    /// were any.
+    /// Reads every completion waiting on every core's queue, keeping splice reports (the
+    /// caller holds the queues, so no request of this context waits for the others: they
+    /// are stale); whether there were any.
     pub(crate) fn drain(&self, q: &mut Queues) -> bool {
         let any = q.has_completion();
-        let _ = q.completion_for(0, &self.reports);
+        for core in 0..q.pairs.len() as u32 {
+            let _ = q.completion_for(core, 0, &self.reports);
+        }
         any
     }
 }
 
 impl Queues {
-    /// Appends `entry` (an encoded command) to the command queue; false if it is full.
-    pub(crate) fn try_push(&mut self, entry: &Payload) -> Result<bool, Error> {
-        Ok(self.commands.push(entry)?)
+    /// Appends `entry` (an encoded command) to engine core `core`'s command queue; false if
+    /// it is full.
+    pub(crate) fn try_push(&mut self, core: u32, entry: &Payload) -> Result<bool, Error> {
+        Ok(self.pair_mut(core)?.commands.push(entry)?)
+    }
+
+    /// Core `core`'s queue pair (flow_group.rs never names a core beyond the layout's).
+    fn pair_mut(&mut self, core: u32) -> Result<&mut Pair, Error> {
+        self.pairs
+            .get_mut(core as usize)
+            .ok_or(Error::Os(libc::EIO))
     }
 
     /// A fresh request id (never 0).
@@ -133,16 +158,21 @@ impl Queues {
         req
     }
 
-    /// Consumes completions until the one for `req` (0: none): `(slot, value)` of Done, or
-    /// the errno of Failed; None when the queue ran dry first. Splice reports met on the
-    /// way are kept in `reports`.
+    /// Consumes completions on engine core `core`'s queue until the one for `req` (0:
+    /// none): `(slot, value)` of Done, or the errno of Failed; None when the queue ran dry
+    /// first. Splice reports met on the way are kept in `reports`.
     pub(crate) fn completion_for(
         &mut self,
+        core: u32,
         req: u32,
         reports: &Mutex<HashMap<u32, SpliceReport>>,
     ) -> Option<Result<(u32, u32), Error>> {
-        while let Some(entry) = self.completions.pop() {
-            self.completions.publish();
+        let completions = match self.pair_mut(core) {
+            Ok(p) => &mut p.completions,
+            Err(e) => return Some(Err(e)),
+        };
+        while let Some(entry) = completions.pop() {
+            completions.publish();
             match Completion::decode(&entry) {
                 Ok(Completion::Done {
                     req: r,
@@ -166,8 +196,20 @@ impl Queues {
         None
     }
 
-    /// Whether a completion waits to be read.
+    /// Whether a completion waits to be read on any core's queue (splice reports come on
+    /// any of them).
     pub(crate) fn has_completion(&self) -> bool {
-        self.completions.has_entry()
+        match &*self.pairs {
+            [one] => one.completions.has_entry(),
+            all => all.iter().any(|p| p.completions.has_entry()),
+        }
+    }
+
+    /// Whether a completion waits on engine core `core`'s queue (where the answer to a
+    /// command posted to that core comes).
+    pub(crate) fn has_completion_on(&self, core: u32) -> bool {
+        self.pairs
+            .get(core as usize)
+            .is_some_and(|p| p.completions.has_entry())
     }
 }

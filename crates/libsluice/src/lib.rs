@@ -9,6 +9,13 @@
 //! The zero-copy calls ([`Socket::rx_slice`], [`Socket::tx_slice`]) hand out the rings
 //! themselves.
 //!
+//! An engine that serves sockets on several data-path cores (flow groups) gives each
+//! context a command/completion queue pair per core: the library posts `Open` to the cores
+//! in turn and every later command of a socket to its slot's core (`flow_group`,
+//! docs/service.md "Several data-path cores"); a connect the slot's core refuses with
+//! EXDEV moves the socket to another core's slot (`flow_group_move`). With one core
+//! nothing differs.
+//!
 //! `unsafe` appears only where shared memory, the OS or the C ABI is touched.
 
 pub mod admin;
@@ -21,6 +28,10 @@ mod capi_verbs_types;
 mod command;
 mod context;
 mod error;
+mod flow_group;
+mod flow_group_move;
+#[cfg(test)]
+mod flow_group_tests;
 mod fork;
 mod lock;
 pub mod mtp;

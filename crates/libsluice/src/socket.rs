@@ -10,7 +10,7 @@
 
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -64,13 +64,18 @@ pub(crate) struct AppLine {
 /// serializes the application-side ring positions.
 pub struct Socket {
     sluice: Arc<Sluice>,
-    pub(crate) slot: u32,
+    /// The engine's slot; replaced only by a connect that moves the socket to another
+    /// core's slot (flow_group_move.rs).
+    slot: AtomicU32,
     pub(crate) line: Mutex<AppLine>,
     phase: AtomicU8,
     nonblocking: AtomicBool,
     nodelay: AtomicBool,
     /// Teardown offload asked for (accepted sockets inherit their listener's).
     teardown_offload: AtomicBool,
+    /// The congestion control chosen by the application (its `Congestion` code; 0: none),
+    /// so a move to another core's slot can choose it again.
+    pub(crate) congestion_chosen: AtomicU8,
     /// SO_REUSEADDR / SO_REUSEPORT ([`Reuse::bits`]), carried by bind.
     reuse: AtomicU8,
     shut_read: AtomicBool,
@@ -83,7 +88,7 @@ pub struct Socket {
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
     /// The address given to bind: bit 48 set, ip << 16 | port.
-    bound: AtomicU64,
+    pub(crate) bound: AtomicU64,
     /// Set once the socket was released, so drop does not close twice.
     closed: AtomicBool,
     /// A [`crate::TxSlice`] of this socket is alive.
@@ -93,7 +98,7 @@ pub struct Socket {
 impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Socket")
-            .field("slot", &self.slot)
+            .field("slot", &self.slot())
             .field("phase", &self.phase.load(Ordering::Relaxed))
             .field("readiness", &self.readiness())
             .finish_non_exhaustive()
@@ -141,12 +146,13 @@ impl Socket {
         };
         let sock = Socket {
             sluice: sluice.clone(),
-            slot,
+            slot: AtomicU32::new(slot),
             line: Mutex::new(line),
             phase: AtomicU8::new(phase),
             nonblocking: AtomicBool::new(false),
             nodelay: AtomicBool::new(inherited.nodelay),
             teardown_offload: AtomicBool::new(inherited.teardown_offload),
+            congestion_chosen: AtomicU8::new(0),
             reuse: AtomicU8::new(0),
             shut_read: AtomicBool::new(false),
             shut_write: AtomicBool::new(false),
@@ -172,19 +178,38 @@ impl Socket {
         &self.sluice
     }
 
-    /// The engine's slot number of this socket (for logs).
+    /// The engine's slot number of this socket (for logs). On an engine with several
+    /// cores a connect may move the socket to another core's slot (flow_group_move.rs).
     pub fn slot(&self) -> u32 {
-        self.slot
+        self.slot.load(Ordering::Acquire)
+    }
+
+    /// Takes `slot` (an opened one) in place of the socket's: its rings mapped, the
+    /// application's positions read from its block. The caller gives up the old one.
+    pub(crate) fn take_slot(&self, slot: u32) -> Result<(), Error> {
+        let block = SocketBlock::new(&self.sluice.region, slot).ok_or(Error::Os(libc::EPROTO))?;
+        if self.sluice.region.map_rings(slot).is_err() {
+            let _ = self.sluice.post(Command::Close { slot, abort: true });
+            return Err(Error::Os(libc::ENOMEM));
+        }
+        let mut line = self.lock_line();
+        *line = AppLine {
+            rx_head: block.rx_head().load(Ordering::Acquire),
+            tx_tail: block.tx_tail().load(Ordering::Acquire),
+            ..AppLine::default()
+        };
+        self.slot.store(slot, Ordering::Release);
+        Ok(())
     }
 
     pub(crate) fn block(&self) -> SocketBlock<'_> {
-        SocketBlock::new(&self.sluice.region, self.slot).expect("slot checked at open")
+        SocketBlock::new(&self.sluice.region, self.slot()).expect("slot checked at open")
     }
 
     pub(crate) fn ring(&self, dir: Dir) -> Ring<'_> {
         self.sluice
             .region
-            .ring(self.slot, dir)
+            .ring(self.slot(), dir)
             .expect("slot checked at open")
     }
 
@@ -212,7 +237,7 @@ impl Socket {
             .sluice
             .call(|req| Command::Bind {
                 req,
-                slot: self.slot,
+                slot: self.slot(),
                 ip: *addr.ip(),
                 port: addr.port(),
                 reuse: self.reuse(),
@@ -237,7 +262,7 @@ impl Socket {
         self.sluice
             .call(|req| Command::Listen {
                 req,
-                slot: self.slot,
+                slot: self.slot(),
                 backlog,
             })
             .map_err(|e| e.for_op(Op::Open))?;
@@ -269,14 +294,20 @@ impl Socket {
         if !self.sluice.is_alive() {
             return Err(Error::Os(libc::ECONNREFUSED));
         }
-        self.sluice
-            .call(|req| Command::Connect {
-                req,
-                slot: self.slot,
-                ip: *addr.ip(),
-                port: addr.port(),
-            })
-            .map_err(|e| e.for_op(Op::Open))?;
+        let r = self.sluice.call(|req| Command::Connect {
+            req,
+            slot: self.slot(),
+            ip: *addr.ip(),
+            port: addr.port(),
+        });
+        match r {
+            // The tuple hashes to another core's flow group (a port bound by hand).
+            Err(Error::Os(libc::EXDEV)) if self.sluice.layout.queue_cores > 1 => {
+                self.connect_from_another_core(addr).map(|_| ())
+            }
+            r => r.map(|_| ()),
+        }
+        .map_err(|e| e.for_op(Op::Open))?;
         self.phase.store(phase::CONNECTING, Ordering::Release);
         if self.is_nonblocking() {
             return Err(Error::InProgress);
@@ -510,7 +541,7 @@ impl Socket {
         drop(line);
         // The bytes are in the ring; if the doorbell cannot be posted the engine is gone
         // and the next call says so.
-        let _ = self.sluice.post(Command::Send { slot: self.slot });
+        let _ = self.sluice.post(Command::Send { slot: self.slot() });
         Ok(Some(n))
     }
 
@@ -673,7 +704,7 @@ impl Socket {
             let seq = block.event_seq().load(Ordering::Acquire);
             if line.consumed_seq != Some(seq) {
                 line.consumed_seq = Some(seq);
-                let _ = self.sluice.post(Command::Consumed { slot: self.slot });
+                let _ = self.sluice.post(Command::Consumed { slot: self.slot() });
             }
         }
     }
@@ -705,7 +736,7 @@ impl Socket {
         };
         match self.sluice.call(|req| Command::Shutdown {
             req,
-            slot: self.slot,
+            slot: self.slot(),
             how,
         }) {
             Ok(_) => Ok(()),
@@ -728,7 +759,7 @@ impl Socket {
         }
         let abort = self.linger() == Some(Duration::ZERO);
         let _ = self.sluice.post(Command::Close {
-            slot: self.slot,
+            slot: self.slot(),
             abort,
         });
     }
@@ -751,7 +782,7 @@ impl Socket {
         self.nodelay.store(on, Ordering::Relaxed);
         match self.sluice.call(|req| Command::SetNoDelay {
             req,
-            slot: self.slot,
+            slot: self.slot(),
             nodelay: on,
         }) {
             // As in Linux, an option on a dead connection is still set.
@@ -804,7 +835,7 @@ impl Socket {
         self.teardown_offload.store(on, Ordering::Relaxed);
         match self.sluice.call(|req| Command::SetTeardownOffload {
             req,
-            slot: self.slot,
+            slot: self.slot(),
             on,
         }) {
             Ok(_) | Err(Error::EngineGone) => Ok(()),
@@ -833,10 +864,13 @@ impl Socket {
         self.sluice
             .call(|req| Command::SetCongestion {
                 req,
-                slot: self.slot,
+                slot: self.slot(),
                 algorithm,
             })
-            .map(|_| ())
+            .map(|_| ())?;
+        self.congestion_chosen
+            .store(algorithm.code(), Ordering::Relaxed);
+        Ok(())
     }
 
     /// The socket's congestion-control algorithm as the engine reports it (its default

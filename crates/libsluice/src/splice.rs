@@ -1,7 +1,8 @@
 //! Connection splicing (acceltcp.txt 4.3; docs/service.md, Splice): two established
 //! sockets handed to the engine's splice stage, which relays their peers' frames to each
 //! other without waking the application; the engine reports the splice's end with its
-//! byte counts on the context that asked.
+//! byte counts on the context that asked (on any of its cores' completion queues, when the
+//! engine has several: `ContextSlot::drain` reads them all).
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -30,8 +31,9 @@ pub enum SpliceError {
     NotConnected,
     /// A socket is already spliced (EALREADY).
     AlreadySpliced,
-    /// The two connections cannot be joined: a peer's MSS is below ours, or timestamps
-    /// are on one side only (EOPNOTSUPP).
+    /// The two connections cannot be joined: a peer's MSS is below ours, timestamps are on
+    /// one side only, or the engine serves them on different data-path cores (EOPNOTSUPP;
+    /// a caller relays the bytes itself instead).
     Incompatible,
     /// The engine's splice table is full (ENOBUFS).
     Full,
@@ -78,7 +80,7 @@ impl fmt::Display for SpliceError {
             SpliceError::NotConnected => f.write_str("socket not connected"),
             SpliceError::AlreadySpliced => f.write_str("socket already spliced"),
             SpliceError::Incompatible => {
-                f.write_str("connections cannot be joined (MSS or timestamps differ)")
+                f.write_str("connections cannot be joined (MSS, timestamps or cores differ)")
             }
             SpliceError::Full => f.write_str("the engine's splice table is full"),
             SpliceError::Busy => f.write_str("bytes kept arriving before the splice"),
@@ -190,8 +192,8 @@ impl Socket {
         for _ in 0..TRIES {
             let r = sluice.call_on_context(|req| Command::Splice {
                 req,
-                slot_a: self.slot,
-                slot_b: other.slot,
+                slot_a: self.slot(),
+                slot_b: other.slot(),
             });
             match r {
                 Ok((ctx, Ok((_, handle)))) => {
@@ -232,7 +234,7 @@ impl Socket {
         if held {
             // Not spliced after all: the engine fills the rings again.
             for s in [self, other] {
-                let _ = sluice.post(Command::Consumed { slot: s.slot });
+                let _ = sluice.post(Command::Consumed { slot: s.slot() });
             }
         }
         outcome
@@ -258,4 +260,22 @@ fn forward(from: &Socket, to: &Socket) -> Result<u64, Error> {
         sent += to.send(&bytes[sent..])?;
     }
     Ok(bytes.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_splice_across_cores_is_incompatible_as_the_shim_reports_it() {
+        // The engine answers EOPNOTSUPP for two slots on different cores: callers that
+        // relay the bytes themselves on Incompatible (the shim's errno) keep doing so.
+        let e = SpliceError::from_errno(Error::Os(libc::EOPNOTSUPP));
+        assert!(matches!(e, SpliceError::Incompatible));
+        assert_eq!(e.errno(), libc::EOPNOTSUPP);
+        assert!(matches!(
+            SpliceError::from_errno(Error::Os(libc::EAGAIN)),
+            SpliceError::Busy
+        ));
+    }
 }

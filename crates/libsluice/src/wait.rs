@@ -3,6 +3,12 @@
 //! contended: `sluice_shm::idle`), then sets its context's sleeping
 //! flag, fences, re-checks, and sleeps in poll(2) on the context eventfd, the control socket
 //! (its hang-up is the engine dying) and the caller's own descriptors.
+//!
+//! An engine on several data-path cores has one completion queue per core in each context
+//! but still one sleeping flag and one eventfd, which any of its cores signals. The
+//! re-check after the flag is the caller's `ready()`, so it must read every queue that can
+//! hold what it waits for: a command's answer comes only on the queue of the core it went
+//! to (`Queues::has_completion_on`), splice reports on any (`Queues::has_completion`).
 
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};

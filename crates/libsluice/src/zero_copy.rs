@@ -74,7 +74,7 @@ impl Socket {
         self.commit_tx(&mut line, n as u64);
         drop(line);
         self.sluice()
-            .post(Command::Send { slot: self.slot })
+            .post(Command::Send { slot: self.slot() })
             .map_err(|e| e.for_op(Op::Write))
     }
 

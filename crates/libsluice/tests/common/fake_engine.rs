@@ -10,6 +10,13 @@
 //! short idle spell (setting `engine_sleeping`) and wakes only on a doorbell, a control
 //! message or a fallback timeout, which it counts as a lost wakeup if it then finds work;
 //! sleeping contexts are woken through their eventfds.
+//!
+//! With `layout.queue_cores` = N > 1 it plays an engine on N flow-group cores
+//! (docs/service.md "Several data-path cores"): each context has N queue pairs, core k's
+//! `Open` takes a slot `s` with `s % N == k`, a command naming a slot of another core is
+//! refused (EBADF) and counted in `misrouted`, as is a verbs/MTP doorbell off core 0, a
+//! splice across cores is EOPNOTSUPP, and splice reports come on the next core's queue
+//! after the one the splice was asked on (they may come on any).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -76,6 +83,8 @@ pub struct Stats {
     pub apps_attached: AtomicU64,
     pub apps_gone: AtomicU64,
     pub bad_commands: AtomicU64,
+    /// Commands that came on the queue of a core that does not serve them.
+    pub misrouted: AtomicU64,
 }
 
 /// A running fake engine; dropping it (or `stop`) is the engine dying.
@@ -186,10 +195,14 @@ struct Slot {
 
 struct Ctx {
     index: u32,
-    commands: Consumer,
-    completions: Producer,
+    /// Per engine core: commands in, completions out.
+    commands: Vec<Consumer>,
+    completions: Vec<Producer>,
     eventfd: EventFd,
 }
+
+/// A context and the engine core whose queue pair a command came on.
+type Lane = (usize, u32);
 
 struct App {
     control: OwnedFd,
@@ -276,7 +289,7 @@ impl Engine {
             .apps
             .iter()
             .flatten()
-            .any(|app| app.contexts.iter().any(|c| c.commands.has_entry()));
+            .any(|app| app.contexts.iter().any(Ctx::has_command));
         if !waiting {
             self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
             let mut fds = vec![
@@ -303,7 +316,7 @@ impl Engine {
                     .apps
                     .iter()
                     .flatten()
-                    .any(|app| app.contexts.iter().any(|c| c.commands.has_entry()));
+                    .any(|app| app.contexts.iter().any(Ctx::has_command));
                 if missed {
                     self.stats.lost_wakeups.fetch_add(1, Ordering::Relaxed);
                 }
@@ -364,16 +377,22 @@ impl Engine {
                         continue;
                     }
                     let eventfd = EventFd::new().unwrap();
+                    let cores = 0..self.opts.layout.queue_cores;
+                    let r = &app.region;
                     let ctx = Ctx {
                         index,
-                        commands: Consumer::new(app.region.clone(), index, QueueKind::Command)
-                            .unwrap(),
-                        completions: Producer::new(
-                            app.region.clone(),
-                            index,
-                            QueueKind::Completion,
-                        )
-                        .unwrap(),
+                        commands: cores
+                            .clone()
+                            .map(|k| {
+                                Consumer::on_core(r.clone(), index, k, QueueKind::Command).unwrap()
+                            })
+                            .collect(),
+                        completions: cores
+                            .map(|k| {
+                                Producer::on_core(r.clone(), index, k, QueueKind::Completion)
+                                    .unwrap()
+                            })
+                            .collect(),
                         eventfd,
                     };
                     let _ = control::send_message(
@@ -526,9 +545,10 @@ impl Engine {
         self.mark_changed(p.0);
     }
 
-    fn complete(&mut self, a: usize, ctx: usize, c: Completion) {
+    fn complete(&mut self, a: usize, (ctx, core): Lane, c: Completion) {
         let app = self.apps[a].as_mut().unwrap();
-        assert!(app.contexts[ctx].completions.push(&c.encode()).unwrap());
+        let q = &mut app.contexts[ctx].completions[core as usize];
+        assert!(q.push(&c.encode()).unwrap());
         app.changed = true;
     }
 
@@ -538,7 +558,9 @@ impl Engine {
             return false;
         }
         let n = self.apps[a].as_ref().map_or(0, |app| app.contexts.len());
-        for ctx in 0..n {
+        let cores = self.opts.layout.queue_cores;
+        let lanes = (0..n).flat_map(|ctx| (0..cores).map(move |k| (ctx, k)));
+        for (ctx, k) in lanes {
             // A bounded batch per context per iteration, as the real engine does.
             for _ in 0..32 {
                 let Some(app) = self.apps[a].as_mut() else {
@@ -546,17 +568,27 @@ impl Engine {
                 };
                 let c = &mut app.contexts[ctx];
                 // Leave room to answer: never take a command whose completion cannot be posted.
-                if c.completions.free().unwrap() == 0 {
+                if c.completions[k as usize].free().unwrap() == 0 {
                     break;
                 }
-                let Some(entry) = c.commands.pop() else {
+                let Some(entry) = c.commands[k as usize].pop() else {
                     break;
                 };
-                c.commands.publish();
+                c.commands[k as usize].publish();
                 any = true;
                 self.stats.commands.fetch_add(1, Ordering::Relaxed);
                 match Command::decode(&entry) {
-                    Ok(cmd) => self.command(a, ctx, cmd),
+                    Ok(cmd) if self.misrouted(&cmd, k) => {
+                        self.stats.misrouted.fetch_add(1, Ordering::Relaxed);
+                        if let Some(req) = request_of(&cmd) {
+                            let fail = Completion::Failed {
+                                req,
+                                errno: libc::EBADF,
+                            };
+                            self.complete(a, (ctx, k), fail);
+                        }
+                    }
+                    Ok(cmd) => self.command(a, (ctx, k), cmd),
                     Err(_) => {
                         self.stats.bad_commands.fetch_add(1, Ordering::Relaxed);
                     }
@@ -580,12 +612,33 @@ impl Engine {
         Some(self.apps[a].as_ref()?.slots.get(s as usize)?.kind.clone())
     }
 
-    fn command(&mut self, a: usize, ctx: usize, cmd: Command) {
+    /// Whether `cmd` came on core `core`'s queue but names a slot of another core, or is a
+    /// verbs/MTP doorbell off core 0.
+    fn misrouted(&self, cmd: &Command, core: u32) -> bool {
+        let cores = self.opts.layout.queue_cores.max(1);
+        match slot_of(cmd) {
+            Some(slot) => slot % cores != core,
+            None => {
+                matches!(
+                    cmd,
+                    Command::QpDoorbell { .. } | Command::MtpDoorbell { .. }
+                ) && core != 0
+            }
+        }
+    }
+
+    fn command(&mut self, a: usize, ctx: Lane, cmd: Command) {
         let fail = |req, errno| Completion::Failed { req, errno };
         match cmd {
             Command::Open { req } => {
+                let cores = self.opts.layout.queue_cores.max(1) as usize;
                 let app = self.apps[a].as_mut().unwrap();
-                let free = app.slots.iter().position(|s| s.kind == Kind::Free);
+                // Core k allocates its own slots.
+                let free = app
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .position(|(i, s)| s.kind == Kind::Free && i % cores == ctx.1 as usize);
                 let c = match free {
                     Some(s) => {
                         app.slots[s] = Slot {
@@ -1121,6 +1174,50 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+impl Ctx {
+    fn has_command(&self) -> bool {
+        self.commands.iter().any(Consumer::has_entry)
+    }
+}
+
+/// The slot a command names (Splice: its first).
+fn slot_of(cmd: &Command) -> Option<u32> {
+    match *cmd {
+        Command::Bind { slot, .. }
+        | Command::Listen { slot, .. }
+        | Command::Connect { slot, .. }
+        | Command::Send { slot }
+        | Command::Consumed { slot }
+        | Command::Shutdown { slot, .. }
+        | Command::Close { slot, .. }
+        | Command::SetNoDelay { slot, .. }
+        | Command::SetCongestion { slot, .. }
+        | Command::SetTeardownOffload { slot, .. } => Some(slot),
+        Command::Splice { slot_a, .. } => Some(slot_a),
+        Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
+    }
+}
+
+/// The request id of a command that has one.
+fn request_of(cmd: &Command) -> Option<u32> {
+    match *cmd {
+        Command::Open { req }
+        | Command::Bind { req, .. }
+        | Command::Listen { req, .. }
+        | Command::Connect { req, .. }
+        | Command::Shutdown { req, .. }
+        | Command::SetNoDelay { req, .. }
+        | Command::SetCongestion { req, .. }
+        | Command::SetTeardownOffload { req, .. }
+        | Command::Splice { req, .. } => Some(req),
+        Command::Send { .. }
+        | Command::Consumed { .. }
+        | Command::Close { .. }
+        | Command::QpDoorbell { .. }
+        | Command::MtpDoorbell { .. } => None,
     }
 }
 

@@ -5,14 +5,14 @@ use std::sync::atomic::Ordering;
 
 use sluice_shm::{flags, Completion, SpliceOutcome, SpliceReport};
 
-use super::{set_flags, Endpoint, Engine, Kind};
+use super::{set_flags, Endpoint, Engine, Kind, Lane};
 
 /// A splice the fake made: it joins the two peers directly (a loopback splice) and counts
 /// what they send each other; it ends when either peer goes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FakeSplice {
-    /// The asking application and context.
-    pub(super) owner: (usize, usize),
+    /// The asking application, context and core.
+    pub(super) owner: (usize, Lane),
     /// The two peers: bytes from `ends[0]` count as a_to_b.
     pub(super) ends: [Endpoint; 2],
     pub(super) bytes: [u64; 2],
@@ -20,9 +20,14 @@ pub(super) struct FakeSplice {
 
 impl Engine {
     /// Splice as docs/service.md says it is checked; granted, the two peers are joined.
-    pub(super) fn splice(&mut self, a: usize, ctx: usize, sa: u32, sb: u32) -> Result<u32, i32> {
+    pub(super) fn splice(&mut self, a: usize, ctx: Lane, sa: u32, sb: u32) -> Result<u32, i32> {
         if sa == sb {
             return Err(libc::EINVAL);
+        }
+        let cores = self.opts.layout.queue_cores.max(1);
+        if sa % cores != sb % cores {
+            // Two flow groups' connections: the core cannot join them.
+            return Err(libc::EOPNOTSUPP);
         }
         let mut peers = [(a, 0); 2];
         let mut unread = false;
@@ -71,7 +76,8 @@ impl Engine {
         Ok(handle)
     }
 
-    /// Posts a report of splice `handle` to its owner, if it is still there.
+    /// Posts a report of splice `handle` to its owner (on the next core's queue after the
+    /// one it asked on: reports may come on any), if it is still there.
     pub(super) fn report(&mut self, handle: u32, outcome: SpliceOutcome) {
         let Some(sp) = self.splices.get(&handle).copied() else {
             return;
@@ -86,7 +92,9 @@ impl Engine {
                 a_to_b: sp.bytes[0],
                 b_to_a: sp.bytes[1],
             };
-            self.complete(sp.owner.0, sp.owner.1, Completion::Splice(r));
+            let (ctx, core) = sp.owner.1;
+            let next = (core + 1) % self.opts.layout.queue_cores.max(1);
+            self.complete(sp.owner.0, (ctx, next), Completion::Splice(r));
         }
     }
 
