@@ -205,6 +205,19 @@ fn backend_name(b: Backend) -> &'static str {
 /// The core's counters an operator of the engine looks at, as `name value` lines like the
 /// service's.
 fn core_counters(stack: &sluice_tcp::Stack) -> String {
+    format_rows(&core_rows(stack))
+}
+
+/// `name value` lines.
+fn format_rows(rows: &[(&str, u64)]) -> String {
+    rows.iter()
+        .map(|(name, v)| format!("{name:<25} {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The core's counters [`core_counters`] prints.
+fn core_rows(stack: &sluice_tcp::Stack) -> [(&'static str, u64); 16] {
     let c = stack.counters();
     let rows: [(&str, u64); 16] = [
         ("frames_rx", c.frames_rx),
@@ -225,10 +238,7 @@ fn core_counters(stack: &sluice_tcp::Stack) -> String {
         ("teardown_retransmits", c.teardown_retransmits),
         ("teardown_flows", stack.teardown_flows() as u64),
     ];
-    rows.iter()
-        .map(|(name, v)| format!("{name:<25} {v}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    rows
 }
 
 /// Runs `sluice engine` until SIGTERM or SIGINT.
@@ -334,25 +344,26 @@ fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result
     eprint!("{}", engine.describe());
     say_ready(args, &opts);
     let result = engine.run(None);
-    // Every group's core's counters; the parts' service counters summed, and the verbs'
-    // and MTP's (part 0's), as the single engine prints them.
-    let cores: Vec<String> = engine
-        .protocols()
-        .iter()
-        .map(|p| core_counters(&p.stack))
-        .collect();
+    // The groups' core counters and the parts' service counters, each summed, and the
+    // verbs' and MTP's (part 0's), as the single engine prints them.
+    let mut rows: Option<[(&str, u64); 16]> = None;
+    for p in engine.protocols() {
+        let each = core_rows(&p.stack);
+        match rows.as_mut() {
+            None => rows = Some(each),
+            Some(sum) => {
+                for (s, e) in sum.iter_mut().zip(each) {
+                    s.1 += e.1;
+                }
+            }
+        }
+    }
+    let core = rows.map_or_else(String::new, |r| format_rows(&r));
     let parts = engine.into_apps();
     let mut sum = sluice_service::Counters::default();
     for part in &parts {
         sum += part.counters();
     }
-    let core = if cores.len() == 1 {
-        cores.concat()
-    } else {
-        let each = cores.iter().enumerate();
-        let each: Vec<String> = each.map(|(g, c)| format!("flow group {g}:\n{c}")).collect();
-        each.join("\n")
-    };
     if let Some(part0) = parts.first() {
         eprintln!(
             "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
