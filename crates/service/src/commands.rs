@@ -207,9 +207,8 @@ pub(crate) fn execute(
             ..
         } => bind(h, (ip, port), (uid, may_bind_privileged), reuse, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
-        Command::Listen { req, backlog, .. } => {
-            listen(h, backlog, (uid, app_id), stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
-        }
+        Command::Listen { req, backlog, .. } => listen(h, backlog, (uid, app_id), stack, sh)
+            .map_or_else(|e| failed(req, e), |()| done(req, s, 0)),
         Command::Connect { req, ip, port, .. } => connect(h, ip, port, stack, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Send { .. } => {

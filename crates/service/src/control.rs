@@ -399,7 +399,10 @@ impl Control {
             let view = sock.try_clone().ok().zip(dup(&doorbell));
             let Some((sock, doorbell)) = view else {
                 sh.counters.apps_refused += 1;
-                refuse(&sock, "cannot duplicate the control socket for the other cores");
+                refuse(
+                    &sock,
+                    "cannot duplicate the control socket for the other cores",
+                );
                 return;
             };
             views.push(crate::links::AppView {
@@ -457,7 +460,8 @@ impl Control {
         );
         apps.table[index] = Some(app);
         for (to, view) in (1..parts).zip(views) {
-            sh.links.send(to, crate::links::PartMsg::Attached(Box::new(view)));
+            sh.links
+                .send(to, crate::links::PartMsg::Attached(Box::new(view)));
         }
     }
 
@@ -694,7 +698,8 @@ impl Control {
             }
             apps.held[i] = sh.links.count - 1;
             for to in 1..sh.links.count {
-                sh.links.send(to, crate::links::PartMsg::Gone { app: i as u32 });
+                sh.links
+                    .send(to, crate::links::PartMsg::Gone { app: i as u32 });
             }
         }
     }
@@ -702,5 +707,8 @@ impl Control {
 
 /// A duplicate of `fd`, for another part (None when the process is out of descriptors).
 fn dup(fd: &EventFd) -> Option<EventFd> {
-    fd.as_fd().try_clone_to_owned().ok().map(EventFd::from_owned)
+    fd.as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(EventFd::from_owned)
 }

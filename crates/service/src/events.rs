@@ -6,10 +6,10 @@ use sluice_shm::flags::{CONNECTED, CONNECTING};
 use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
 
 use crate::app::AttachedApp;
-use crate::{data, handover};
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
+use crate::{data, handover};
 
 /// The Linux errno an application sees for a failed connection (SO_ERROR, read, write).
 pub(crate) fn errno_of(e: Option<ConnError>) -> i32 {

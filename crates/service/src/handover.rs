@@ -192,7 +192,13 @@ pub(crate) fn place(
 
 /// The listener's part refused connection `id` this part accepted into `slot` (its
 /// listener closed first): reset it and free the slot, if it is still that connection.
-pub(crate) fn refused(app: &mut AttachedApp, slot: u32, id: ConnId, stack: &mut Stack, sh: &mut Shared) {
+pub(crate) fn refused(
+    app: &mut AttachedApp,
+    slot: u32,
+    id: ConnId,
+    stack: &mut Stack,
+    sh: &mut Shared,
+) {
     let still = app
         .slots
         .get(slot)

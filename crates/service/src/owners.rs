@@ -291,7 +291,6 @@ impl PortBook {
             .find(|m| m.listener == Some(listener) && mine(m.owner))
             .map(|m| m.owner)
     }
-
 }
 
 /// Where a splice's reports go.
@@ -387,7 +386,11 @@ mod tests {
         assert_eq!(ports.owner_of(listener(80, 2), |_| true), Some(b));
         ports.release(80, a);
         assert_eq!(ports.owner_of(listener(80, 1), |_| true), None);
-        assert_eq!(ports.owner_of(listener(80, 2), |_| true), Some(b), "b keeps the port");
+        assert_eq!(
+            ports.owner_of(listener(80, 2), |_| true),
+            Some(b),
+            "b keeps the port"
+        );
         assert_eq!(ports.bind(80, c, 2000, PORT), Err(PortRefused::InUse));
         ports.release(80, b);
         assert_eq!(ports.bind(80, c, 2000, PORT), Ok(()), "free once all left");

@@ -82,7 +82,11 @@ fn message(from: u32, msg: PartMsg, apps: &mut Apps, stack: &mut Stack, sh: &mut
             }
             apps.table[i] = Some(AttachedApp::view(*view, part, parts));
         }
-        PartMsg::Context { app, index, eventfd } => {
+        PartMsg::Context {
+            app,
+            index,
+            eventfd,
+        } => {
             if let Some(Some(a)) = apps.table.get_mut(app as usize) {
                 if !a.add_context_on(index, part, eventfd) {
                     sh.counters.contexts_refused += 1;

@@ -245,13 +245,7 @@ impl Books {
     /// Moves the books of an application (`app`) of `uid` by the difference between what
     /// a slot was counted as (`charged`, updated) and what it is `now` (a slot settled
     /// twice in one state, or released twice, moves nothing).
-    pub fn recharge(
-        &mut self,
-        uid: u32,
-        app: &mut impl Tally,
-        charged: &mut Charge,
-        now: Charge,
-    ) {
+    pub fn recharge(&mut self, uid: u32, app: &mut impl Tally, charged: &mut Charge, now: Charge) {
         if *charged == now {
             return;
         }

@@ -20,8 +20,8 @@ use crate::control::Control;
 use crate::cores::Cores;
 use crate::counters::Counters;
 use crate::error::ServiceError;
-use crate::mtp::{self, Mtp};
 use crate::links::{Links, PartMsg};
+use crate::mtp::{self, Mtp};
 use crate::owners::{ConnMap, Owner, Ports};
 use crate::port_ranges::PortRanges;
 use crate::shared::Shared;
@@ -64,7 +64,9 @@ impl Service {
             flow_groups: 1,
             ..config
         })?;
-        parts.pop().ok_or_else(|| ServiceError::Config("no part".into()))
+        parts
+            .pop()
+            .ok_or_else(|| ServiceError::Config("no part".into()))
     }
 
     /// The service as `config.flow_groups` parts, part k the application of flow group k

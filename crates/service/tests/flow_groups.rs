@@ -117,7 +117,11 @@ fn connections_accepted_and_opened_spread_over_both_parts_and_carry_bytes_exactl
         assert_eq!(sha256(&at_peer), sha256(&up), "opened {t}: app to peer");
     }
 
-    for slot in slots.iter().chain(accepted.iter().map(|a| &a.0)).chain([&l]) {
+    for slot in slots
+        .iter()
+        .chain(accepted.iter().map(|a| &a.0))
+        .chain([&l])
+    {
         let slot = *slot;
         app.post(ctx, Command::Close { slot, abort: false });
     }
@@ -144,9 +148,7 @@ fn a_listener_closed_with_accepts_unread_frees_every_slot_on_both_parts() {
     let ctx = app.context();
     let l = app.listen(ctx, 7100, &mut || net.peer.pump());
     const N: u64 = 8;
-    let conns: Vec<_> = (0..N)
-        .map(|_| net.peer.connect(ENGINE_IP, 7100))
-        .collect();
+    let conns: Vec<_> = (0..N).map(|_| net.peer.connect(ENGINE_IP, 7100)).collect();
     // Every connection is announced in the listener's ring; the application reads none.
     net.until_counters("every accept announced", |c| c.accepts == N);
     app.post(
@@ -161,7 +163,11 @@ fn a_listener_closed_with_accepts_unread_frees_every_slot_on_both_parts() {
     assert!(c.accepts_handed_over > 0, "{c}");
     for conn in conns {
         let (_, end) = net.peer.read_to_end(conn);
-        assert_eq!(end, Some(Error::Connection(ConnError::Reset)), "the peer sees the reset");
+        assert_eq!(
+            end,
+            Some(Error::Connection(ConnError::Reset)),
+            "the peer sees the reset"
+        );
     }
     // Every slot is free again: the application can open all 32, on both parts.
     let mut slots = Vec::new();
@@ -196,12 +202,19 @@ fn an_application_gone_with_sockets_on_both_parts_frees_them_all_and_its_index()
         app.wait_flags(t, CONNECTED, &mut || net.peer.pump());
         slots.push(t);
     }
-    assert!(on_part(&slots, 0) > 0 && on_part(&slots, 1) > 0, "{slots:?}");
+    assert!(
+        on_part(&slots, 0) > 0 && on_part(&slots, 1) > 0,
+        "{slots:?}"
+    );
     drop(app);
     net.until_counters("detached", |c| c.apps_detached == 1);
     for conn in conns {
         let (_, end) = net.peer.read_to_end(conn);
-        assert_eq!(end, Some(Error::Connection(ConnError::Reset)), "every connection is reset");
+        assert_eq!(
+            end,
+            Some(Error::Connection(ConnError::Reset)),
+            "every connection is reset"
+        );
     }
     // The index comes free once both parts let it go; the port is free on both.
     let deadline = std::time::Instant::now() + WAIT;
@@ -209,7 +222,10 @@ fn an_application_gone_with_sockets_on_both_parts_frees_them_all_and_its_index()
         match Client::try_attach(&net.socket, "fg-detach-next") {
             Ok(c) => break c,
             Err(_) => {
-                assert!(std::time::Instant::now() < deadline, "the index never came free");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the index never came free"
+                );
                 net.peer.pump();
             }
         }
@@ -251,18 +267,40 @@ fn binds_and_quotas_are_exact_across_parts() {
     app.ok(ctx, bind(a, req, 7300), &mut || net.peer.pump());
     let req = app.req();
     let errno = app.fails(ctx, bind(b, req, 7300), &mut || net.peer.pump());
-    assert_eq!(errno, Errno::EADDRINUSE as i32, "the port is bound on part 0");
+    assert_eq!(
+        errno,
+        Errno::EADDRINUSE as i32,
+        "the port is bound on part 0"
+    );
     // One listener per application, whichever part listens.
     let req = app.req();
-    app.ok(ctx, Command::Listen { req, slot: a, backlog: 4 }, &mut || net.peer.pump());
+    app.ok(
+        ctx,
+        Command::Listen {
+            req,
+            slot: a,
+            backlog: 4,
+        },
+        &mut || net.peer.pump(),
+    );
     let c = on(&mut app, &mut net, 1);
     let req = app.req();
     app.ok(ctx, bind(c, req, 7301), &mut || net.peer.pump());
     let req = app.req();
-    let errno = app.fails(ctx, Command::Listen { req, slot: c, backlog: 4 }, &mut || {
-        net.peer.pump()
-    });
-    assert_eq!(errno, Errno::ENOBUFS as i32, "the listeners quota counts part 0's");
+    let errno = app.fails(
+        ctx,
+        Command::Listen {
+            req,
+            slot: c,
+            backlog: 4,
+        },
+        &mut || net.peer.pump(),
+    );
+    assert_eq!(
+        errno,
+        Errno::ENOBUFS as i32,
+        "the listeners quota counts part 0's"
+    );
     // Two connections per application over both parts.
     let _pl = net.peer.stack.listen(8300, 16).unwrap();
     let (d, e, f) = (

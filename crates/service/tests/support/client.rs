@@ -159,10 +159,12 @@ impl Client {
     pub fn core_for(&mut self, entry: &[u8; sluice_shm::PAYLOAD_BYTES]) -> u32 {
         let n = self.layout.queue_cores.max(1);
         match Command::decode(entry) {
-            Ok(Command::Open { .. }) => self.open_core.unwrap_or_else(|| {
-                self.next_open = self.next_open.wrapping_add(1);
-                self.next_open % n
-            }) % n,
+            Ok(Command::Open { .. }) => {
+                self.open_core.unwrap_or_else(|| {
+                    self.next_open = self.next_open.wrapping_add(1);
+                    self.next_open % n
+                }) % n
+            }
             Ok(Command::Splice { slot_a, .. }) => slot_a % n,
             Ok(cmd) => cmd.slot().map_or(0, |s| s % n),
             Err(_) => 0,
