@@ -25,6 +25,8 @@ pub(crate) struct Context {
     /// The application corrupted the completion queue's head: the context is no longer
     /// served (it harms only that application).
     pub dead: bool,
+    /// Since when its first command has been waiting for another part (commands.rs).
+    pub deferred_since: Option<sluice_tcp::Instant>,
 }
 
 /// One allocated slot of an application, looked up once: its engine-side state, its socket
@@ -190,6 +192,7 @@ impl AttachedApp {
             completions,
             eventfd,
             dead: false,
+            deferred_since: None,
         });
         true
     }
@@ -209,6 +212,7 @@ impl AttachedApp {
             completions,
             eventfd: EventFd::new()?,
             dead: false,
+            deferred_since: None,
         });
         Ok(Some(index))
     }

@@ -21,6 +21,11 @@ use crate::{splice, teardown};
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
 
+/// How long a Bind or Listen may wait for a port its application holds on another
+/// flow-group part: commands are in order per part, not across parts, so a Close posted on
+/// one part just before a Bind of the same port on another may not have run yet.
+const DEFER_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Runs up to `batch` commands from each live context of `app`, and up to the
 /// commands-per-application quota over all of them: round-robin from the context where the
 /// last iteration stopped, so that an application with many contexts takes no more of an
@@ -77,11 +82,23 @@ fn run_context(
     };
     let mut ran = 0;
     for _ in 0..batch.min(room) {
-        let Some(entry) = app.contexts[ci].commands.pop() else {
+        let Some(entry) = app.contexts[ci].commands.peek() else {
             break;
         };
-        ran += 1;
+        // A command waiting for another part runs again, until DEFER_LIMIT.
+        let since = app.contexts[ci].deferred_since;
+        sh.may_defer = sh.links.count > 1 && since.is_none_or(|t| sh.now < t + DEFER_LIMIT);
+        sh.deferred = false;
         let completion = execute_entry(app, ci as u32, &entry, stack, sh);
+        sh.may_defer = false;
+        if std::mem::take(&mut sh.deferred) {
+            app.contexts[ci].deferred_since = Some(since.unwrap_or(sh.now));
+            sh.busy = true;
+            break;
+        }
+        app.contexts[ci].deferred_since = None;
+        let _ = app.contexts[ci].commands.pop();
+        ran += 1;
         if let Some(c) = completion {
             match app.contexts[ci].completions.push(&c.encode()) {
                 Ok(true) => {
@@ -275,6 +292,29 @@ pub(crate) fn execute(
             done(req, s, 0)
         }
     };
+    let in_use = matches!(result, Some(Completion::Failed { errno, .. }) if errno == Errno::EADDRINUSE as i32);
+    if in_use && sh.may_defer {
+        // The port may be the application's own on another part, closing there: wait.
+        let port = match cmd {
+            Command::Bind { port, .. } => port,
+            _ => match app.slots.get(s).map(|slot| slot.state) {
+                Some(SlotState::Bound { port }) => port,
+                _ => 0,
+            },
+        };
+        let links = &sh.links;
+        // Or this part's core still has a replica of that listener (its Unlisten on the way).
+        let replica = matches!(cmd, Command::Listen { .. }) && sh.replicas.on_port(port);
+        if port != 0
+            && (replica
+                || sh
+                    .ports
+                    .held_elsewhere(port, app.index, |o| links.mine(o.slot)))
+        {
+            sh.deferred = true;
+            return None;
+        }
+    }
     // A wrong-state command is counted (a bad position already was, as EFAULT).
     if matches!(result, Some(Completion::Failed { errno, .. }) if errno != Errno::EFAULT as i32) {
         sh.counters.bad_state += 1;
@@ -669,6 +709,8 @@ mod tests {
             links: crate::links::Links::single(),
             replicas: Default::default(),
             setup: Default::default(),
+            may_defer: false,
+            deferred: false,
         }
     }
 

@@ -149,6 +149,15 @@ impl Ports {
         self.book().bind_ephemeral(owner, uid)
     }
 
+    /// Whether a socket of application `app` that is not `mine` holds `port` (another
+    /// flow-group part's slot: its Close may be on its way, on that part's queue).
+    pub fn held_elsewhere(&self, port: u16, app: u32, mine: impl Fn(Owner) -> bool) -> bool {
+        self.book()
+            .bound
+            .get(&port)
+            .is_some_and(|ms| ms.iter().any(|m| m.owner.app == app && !mine(m.owner)))
+    }
+
     /// See [`PortBook::may_listen`].
     pub fn may_listen(&self, port: u16, owner: Owner) -> Option<bool> {
         self.book().may_listen(port, owner)

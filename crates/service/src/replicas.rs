@@ -58,6 +58,11 @@ impl Replicas {
         Some(l)
     }
 
+    /// Whether a replica listens on `port` (its Unlisten may be on its way).
+    pub fn on_port(&self, port: u16) -> bool {
+        self.by_listener.values().any(|r| r.options.port == port)
+    }
+
     /// Every replica for application index `app`, removed.
     pub fn remove_app(&mut self, app: u32) -> Vec<ListenerId> {
         let gone: Vec<ListenerId> = self

@@ -132,6 +132,8 @@ impl Service {
                 links,
                 replicas: Default::default(),
                 setup: Default::default(),
+                may_defer: false,
+                deferred: false,
             },
             cores: Cores::default(),
             retry: Vec::new(),

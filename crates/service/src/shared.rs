@@ -62,6 +62,11 @@ pub(crate) struct Shared {
     /// Held from a quota check to the charge it admits (Open, Listen, Connect, accept),
     /// so that parts checking at once cannot both take the last unit. Set-up only.
     pub setup: Arc<Mutex<()>>,
+    /// A Bind or Listen refused for a port the same application holds on another part may
+    /// wait for that part (src/commands.rs `DEFER_LIMIT`): set while it may.
+    pub may_defer: bool,
+    /// Set by a command that waits: it stays in its queue and runs again next iteration.
+    pub deferred: bool,
 }
 
 /// Holds `setup` (whoever held it last left nothing half done: it guards no data).

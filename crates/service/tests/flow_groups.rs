@@ -352,3 +352,27 @@ fn a_splice_across_parts_is_refused_and_counted() {
     let counters = net.stop();
     assert_eq!(counters.splices_across_parts, 1, "{counters}");
 }
+
+#[test]
+fn a_port_closed_on_one_part_is_bound_and_listened_on_another_at_once() {
+    let mut net = start("fg-rebind", |_| {});
+    let mut app = net.attach("fg-rebind");
+    let ctx = app.context();
+    for round in 0..6u32 {
+        // The listener alternates between the parts; its Close and the next Bind and
+        // Listen go to different queues, with no wait in between (as iperf3 re-listens).
+        app.open_core = Some(round % 2);
+        let l = app.listen(ctx, 7400, &mut || net.peer.pump());
+        assert_eq!(l % 2, round % 2);
+        let c = net.peer.connect(ENGINE_IP, 7400);
+        let rec = app.accept(ctx, l, &mut || net.peer.pump());
+        let (at_app, _) = exchange(&mut net, &mut app, ctx, rec.slot, c, b"round", b"");
+        assert_eq!(at_app, b"round");
+        for slot in [rec.slot, l] {
+            app.post(ctx, Command::Close { slot, abort: false });
+        }
+    }
+    let counters = net.stop();
+    assert_eq!(counters.accepts, 6, "{counters}");
+    assert_eq!(counters.listen_replicas_failed, 0, "{counters}");
+}
