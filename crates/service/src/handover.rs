@@ -129,7 +129,7 @@ pub(crate) fn retry(apps: &mut [Option<AttachedApp>], stack: &mut Stack, sh: &mu
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placed {
     /// Its accept record is in the listener's ring.
-    Placed,
+    Done,
     /// The ring has no room now: it waits in the link.
     Wait,
     /// The listener is gone: the sending part resets it.
@@ -187,7 +187,7 @@ pub(crate) fn place(
     sh.counters.accepts += 1;
     sh.busy = true;
     *h.dirty = true;
-    Placed::Placed
+    Placed::Done
 }
 
 /// The listener's part refused connection `id` this part accepted into `slot` (its

@@ -48,7 +48,7 @@ pub(crate) fn serve(apps: &mut Apps, stack: &mut Stack, sh: &mut Shared) {
                 );
                 match placed {
                     Placed::Wait => break,
-                    Placed::Placed => {}
+                    Placed::Done => {}
                     Placed::Refuse => {
                         sh.counters.accepts_refused_closed += 1;
                         let msg = PartMsg::Refused {
