@@ -292,6 +292,17 @@ pub(crate) fn execute(
             done(req, s, 0)
         }
     };
+    // A Listen is answered once every other part's replica listens (DEFER_LIMIT at most).
+    let listening = matches!(cmd, Command::Listen { .. })
+        && matches!(result, Some(Completion::Done { .. }))
+        && app.slots.get(s).is_some_and(|slot| {
+            matches!(slot.state, SlotState::Listening { .. })
+                && slot.replicas_answered + 1 < sh.links.count
+        });
+    if listening && sh.may_defer {
+        sh.deferred = true;
+        return None;
+    }
     let in_use = matches!(result, Some(Completion::Failed { errno, .. }) if errno == Errno::EADDRINUSE as i32);
     if in_use && sh.may_defer {
         // The port may be the application's own on another part, closing there: wait.

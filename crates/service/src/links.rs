@@ -99,6 +99,14 @@ pub(crate) enum PartMsg {
         /// The listener's options.
         options: ListenOptions,
     },
+    /// A part to a listener's part: its replica of that listener listens (or could not:
+    /// counted there), so the Listen may be answered.
+    Listening {
+        /// The listening slot.
+        owner: Owner,
+        /// Its application's attach id.
+        app_id: u32,
+    },
     /// A listener's part to the others: stop listening for it.
     Unlisten {
         /// The listening slot.

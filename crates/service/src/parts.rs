@@ -110,6 +110,7 @@ fn message(from: u32, msg: PartMsg, apps: &mut Apps, stack: &mut Stack, sh: &mut
             } else {
                 stack.listen_with(o.port, o.backlog, o.congestion)
             };
+            sh.links.send(from, PartMsg::Listening { owner, app_id });
             match listened {
                 Ok(l) => {
                     let r = Replica {
@@ -142,6 +143,18 @@ fn message(from: u32, msg: PartMsg, apps: &mut Apps, stack: &mut Stack, sh: &mut
             let a = apps.table.get_mut(app as usize).and_then(Option::as_mut);
             if let Some(a) = a.filter(|a| a.id == app_id) {
                 handover::refused(a, slot, id, stack, sh);
+            }
+        }
+        PartMsg::Listening { owner, app_id } => {
+            let a = apps
+                .table
+                .get_mut(owner.app as usize)
+                .and_then(Option::as_mut);
+            let slot = a
+                .filter(|a| a.id == app_id)
+                .and_then(|a| a.slots.get_mut(owner.slot));
+            if let Some(slot) = slot {
+                slot.replicas_answered += 1;
             }
         }
         // Handled by serve.

@@ -97,6 +97,9 @@ pub(crate) struct Slot {
     pub accept_ready: bool,
     /// Listener: records in its ring not yet read by the application (bounded by the ring).
     pub unclaimed: VecDeque<Unclaimed>,
+    /// Listener: the other flow-group parts whose replica answered (its Listen is answered
+    /// once all have, so that no SYN meets a part not listening yet).
+    pub replicas_answered: u32,
     /// What the quota books count it as (kept across lives: released before the slot is
     /// freed, so that it is released exactly once).
     pub charged: Charge,
@@ -121,6 +124,7 @@ impl Slot {
             tx_listed: false,
             accept_ready: false,
             unclaimed: VecDeque::new(),
+            replicas_answered: 0,
             charged: Charge::NONE,
         }
     }
@@ -180,6 +184,7 @@ impl Slot {
         self.splice_hold = false;
         self.accept_ready = false;
         self.unclaimed.clear();
+        self.replicas_answered = 0;
     }
 
     /// Sets and clears flags and publishes them (bumping event_seq).
