@@ -42,8 +42,12 @@ if [ "$(id -u)" -eq 0 ]; then
   if [ "$(nproc)" -ge 2 ]; then
     SLUICE_TEST_ENGINE_CORES=2 SLUICE_TEST_ENGINE_LAYOUT=flow-groups cargo test --locked \
       -p sluice-cli --test apps --test preload \
-      --test preload_signals --test preload_splice --test service_apps --test http_server_stalls \
+      --test preload_signals --test service_apps --test http_server_stalls \
       --test tenancy_lab --test verbs_lab -- --include-ignored
+    # The C proxy of preload_splice treats a refused splice as fatal, and in flow groups a
+    # splice of two sockets on different cores is refused (EOPNOTSUPP): pipelined here.
+    SLUICE_TEST_ENGINE_CORES=2 cargo test --locked -p sluice-cli --test preload_splice \
+      -- --include-ignored
   else
     echo "note: the service lab suites on 2 data-path cores were not run (1 core here)"
   fi
