@@ -95,11 +95,11 @@ impl CoresArgs {
         })
     }
 
-    /// The layout for the service (`sluice engine`): its one flow group's core runs the
-    /// service, and the other cores take the device, the checksums and the pre/post stages
-    /// (pipelined on 2 cores, replicated pre/post beyond), since every application context
-    /// has one pipe pair, served by one core. Several flow groups need a pipe pair per core
-    /// in each context and are refused until then (docs/service.md, "Several cores").
+    /// The layout for the service (`sluice engine`): by default its one flow group's core
+    /// runs the service, and the other cores take the device, the checksums and the
+    /// pre/post stages (pipelined on 2 cores, replicated pre/post beyond); `--layout
+    /// flow-groups` runs the service as one part per flow group, each serving its queue
+    /// pair of every context (docs/service.md, "Flow groups").
     pub(crate) fn service_layout(&self) -> Result<Option<Layout>, CliError> {
         let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
         self.service_layout_on(machine)
@@ -114,11 +114,6 @@ impl CoresArgs {
                 groups: 1,
                 replicas: self.cores as u16 - 1,
             }),
-            (_, Some(Layout::FlowGroups { groups })) if groups > 1 => {
-                return Err(CliError::usage(format!(
-                    "--cores {groups} --layout flow-groups: the service runs in one flow group                      (each application context has one command and completion queue, served                      by one core); use --layout pipelined or replicated"
-                )))
-            }
             (_, layout) => layout,
         })
     }
@@ -272,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn the_service_runs_in_one_flow_group_on_every_layout() {
+    fn the_service_runs_in_one_flow_group_unless_flow_groups_are_asked_for() {
         assert_eq!(
             service_layout(&[], 2).unwrap(),
             None,
@@ -298,9 +293,11 @@ mod tests {
                 replicas: 1
             })
         );
-        let e = service_layout(&["--cores", "2", "--layout", "flow-groups"], 2).unwrap_err();
-        assert!(matches!(e, CliError::Usage(_)), "{e:?}");
-        assert!(e.to_string().contains("one flow group"), "{e}");
+        assert_eq!(
+            service_layout(&["--cores", "2", "--layout", "flow-groups"], 2).unwrap(),
+            Some(Layout::FlowGroups { groups: 2 }),
+            "the service in flow groups, one part per core"
+        );
         assert!(
             service_layout(&["--cores", "3"], 2).is_err(),
             "beyond the machine"

@@ -23,7 +23,16 @@ const BACKEND: &str = "af_packet";
 /// second pass), none when unset.
 fn engine_cores_args() -> Vec<String> {
     match std::env::var("SLUICE_TEST_ENGINE_CORES") {
-        Ok(n) if !n.is_empty() => vec!["--cores".into(), n],
+        Ok(n) if !n.is_empty() => {
+            let mut args = vec!["--cores".to_string(), n];
+            // `$SLUICE_TEST_ENGINE_LAYOUT` (flow-groups, pipelined, ...): the layout too.
+            if let Ok(l) = std::env::var("SLUICE_TEST_ENGINE_LAYOUT") {
+                if !l.is_empty() {
+                    args.extend(["--layout".to_string(), l]);
+                }
+            }
+            args
+        }
         _ => Vec::new(),
     }
 }

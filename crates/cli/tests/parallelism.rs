@@ -110,10 +110,6 @@ fn parallelism_quick_completes_every_layout_scaling_and_redis_row_beside_linux()
 fn cores_flags_are_refused_where_they_cannot_run() {
     for (args, says) in [
         (
-            &["engine", "--lab", "--cores", "2", "--layout", "flow-groups"][..],
-            "the service runs in one flow group",
-        ),
-        (
             &[
                 "engine",
                 "--lab",

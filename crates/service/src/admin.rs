@@ -140,7 +140,7 @@ fn listeners(cursor: u32, max: u32, apps: &Apps, sh: &Shared, stack: &Stack) -> 
             accept_queue: l.accept_queue as u64,
             syn_pending: l.syn_pending as u64,
             cc: l.congestion_control.name().to_string(),
-            owner: owner_row(apps, sh.ports.owner_of(l.id)),
+            owner: owner_row(apps, sh.ports.owner_of(l.id, |o| sh.links.mine(o.slot))),
         };
         if !page.push(row) {
             return AdminReply::Listeners {
@@ -205,7 +205,7 @@ fn all_counters(sh: &Shared, stack: &Stack) -> Vec<(String, u64)> {
         ("tcp.tx_gather_failed".to_string(), t.gather_failed),
     ]);
     // The service's Display is its list of `name value` lines.
-    for line in sh.counters.to_string().lines() {
+    for line in sh.links.summed(sh.counters).to_string().lines() {
         let mut words = line.split_whitespace();
         if let (Some(n), Some(Ok(v))) = (words.next(), words.next().map(str::parse::<u64>)) {
             rows.push((format!("service.{n}"), v));

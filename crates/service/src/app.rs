@@ -9,7 +9,7 @@ use sluice_shm::{Consumer, Dir, EventFd, Producer, QueueKind, Region, Ring, Sock
 use crate::access::Credentials;
 use crate::owners::Owner;
 use crate::queues::VerbsQueues;
-use crate::quota::Usage;
+use crate::quota::AppUsage;
 use crate::slots::{Slot, SlotState, Slots};
 
 /// One application thread's context: its two queues and the eventfd the engine signals.
@@ -25,6 +25,8 @@ pub(crate) struct Context {
     /// The application corrupted the completion queue's head: the context is no longer
     /// served (it harms only that application).
     pub dead: bool,
+    /// Since when its first command has been waiting for another part (commands.rs).
+    pub deferred_since: Option<sluice_tcp::Instant>,
 }
 
 /// One allocated slot of an application, looked up once: its engine-side state, its socket
@@ -49,7 +51,7 @@ pub(crate) struct SlotHandle<'a> {
     /// The application's mark that something changed for it (its sleepers get signalled).
     pub dirty: &'a mut bool,
     /// What the application holds, against its quotas.
-    pub usage: &'a mut Usage,
+    pub usage: &'a mut AppUsage,
     /// The application's uid (whose books the slot is counted in too, and whose memory
     /// group its connections are charged to: src/memory_groups.rs).
     pub uid: u32,
@@ -64,6 +66,9 @@ pub(crate) struct Apps {
     pub next_id: u32,
     /// Departed applications whose closed connections are still draining.
     pub orphans: usize,
+    /// Part 0 of the service in flow groups: how many other parts still hold application
+    /// index i (told Gone, not yet Freed); the index is reused only at 0.
+    pub held: Vec<u32>,
 }
 
 /// An application attached to the engine.
@@ -104,7 +109,7 @@ pub(crate) struct AttachedApp {
     pub ring_maps_refused: u64,
     /// What it holds (sockets, listeners, connections), against its quotas; its uid's
     /// books hold the same counts summed over the uid's applications.
-    pub usage: Usage,
+    pub usage: AppUsage,
     /// The context whose commands are taken first next iteration (the commands quota is
     /// shared round-robin, so that every context is served).
     pub next_context: usize,
@@ -112,6 +117,7 @@ pub(crate) struct AttachedApp {
 
 impl AttachedApp {
     /// A freshly attached application with no contexts and every slot free.
+    #[cfg(test)]
     pub fn new(
         index: u32,
         id: u32,
@@ -137,11 +143,58 @@ impl AttachedApp {
             ring_size: layout.ring_size as u64,
             dirty: false,
             ring_maps_refused: 0,
-            usage: Usage::default(),
+            usage: AppUsage::default(),
             next_context: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,
         }
+    }
+
+    /// Part `part`'s view of an application part 0 attached (the service in flow groups):
+    /// the same region, credentials and usage books, its own partition of the slots and,
+    /// as contexts are added, their queue pairs for this part.
+    pub fn view(v: crate::links::AppView, part: u32, parts: u32) -> AttachedApp {
+        let layout = v.region.layout();
+        AttachedApp {
+            index: v.index,
+            id: v.id,
+            name: v.name,
+            pid: v.pid,
+            creds: v.creds,
+            sock: v.sock,
+            verbs_queues: VerbsQueues::new(v.region.clone()),
+            region: v.region,
+            doorbell: v.doorbell,
+            contexts: Vec::new(),
+            slots: Slots::partition(layout.max_sockets, part, parts),
+            ring_size: layout.ring_size as u64,
+            dirty: false,
+            ring_maps_refused: 0,
+            usage: v.usage,
+            next_context: 0,
+            held_reports: std::collections::VecDeque::new(),
+            departed: None,
+        }
+    }
+
+    /// Adds context `index`'s queue pair of part `part` (its eventfd a duplicate of the
+    /// one part 0 handed the application); false if the region has no such queues.
+    pub fn add_context_on(&mut self, index: u32, part: u32, eventfd: EventFd) -> bool {
+        let (Some(commands), Some(completions)) = (
+            Consumer::on_core(self.region.clone(), index, part, QueueKind::Command),
+            Producer::on_core(self.region.clone(), index, part, QueueKind::Completion),
+        ) else {
+            return false;
+        };
+        self.contexts.push(Context {
+            index,
+            commands,
+            completions,
+            eventfd,
+            dead: false,
+            deferred_since: None,
+        });
+        true
     }
 
     /// Adds a context and returns its index; None when all are in use.
@@ -159,6 +212,7 @@ impl AttachedApp {
             completions,
             eventfd: EventFd::new()?,
             dead: false,
+            deferred_since: None,
         });
         Ok(Some(index))
     }

@@ -11,6 +11,7 @@ use sluice_tcp::{ConnectError, ListenError, Stack};
 use crate::app::{AttachedApp, SlotHandle};
 use crate::congestion::{algorithm_of, apply_congestion, congestion_of};
 use crate::data;
+use crate::links::{ListenOptions, PartMsg};
 use crate::owners::PortRefused;
 use crate::quota::Resource;
 use crate::shared::Shared;
@@ -19,6 +20,11 @@ use crate::{splice, teardown};
 
 /// Largest backlog a Listen may ask for (docs/service.md: clamped to 1..=4096).
 const MAX_BACKLOG: u32 = 4096;
+
+/// How long a Bind or Listen may wait for a port its application holds on another
+/// flow-group part: commands are in order per part, not across parts, so a Close posted on
+/// one part just before a Bind of the same port on another may not have run yet.
+const DEFER_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Runs up to `batch` commands from each live context of `app`, and up to the
 /// commands-per-application quota over all of them: round-robin from the context where the
@@ -76,11 +82,23 @@ fn run_context(
     };
     let mut ran = 0;
     for _ in 0..batch.min(room) {
-        let Some(entry) = app.contexts[ci].commands.pop() else {
+        let Some(entry) = app.contexts[ci].commands.peek() else {
             break;
         };
-        ran += 1;
+        // A command waiting for another part runs again, until DEFER_LIMIT.
+        let since = app.contexts[ci].deferred_since;
+        sh.may_defer = sh.links.count > 1 && since.is_none_or(|t| sh.now < t + DEFER_LIMIT);
+        sh.deferred = false;
         let completion = execute_entry(app, ci as u32, &entry, stack, sh);
+        sh.may_defer = false;
+        if std::mem::take(&mut sh.deferred) {
+            app.contexts[ci].deferred_since = Some(since.unwrap_or(sh.now));
+            sh.busy = true;
+            break;
+        }
+        app.contexts[ci].deferred_since = None;
+        let _ = app.contexts[ci].commands.pop();
+        ran += 1;
         if let Some(c) = completion {
             match app.contexts[ci].completions.push(&c.encode()) {
                 Ok(true) => {
@@ -174,12 +192,19 @@ pub(crate) fn execute(
     // not one the application already closed: checked here, once, into a handle.
     let Some(s) = cmd.slot() else {
         // Open alone names no slot: it is given one.
+        let setup = sh.setup.clone();
+        let _held = crate::shared::hold(&setup);
         return cmd.req().and_then(|req| open(app, req, stack, sh));
     };
     let req = cmd.req();
+    // Quota checks and the charges they admit, one part at a time (shared.rs).
+    let setup = sh.setup.clone();
+    let _held = matches!(cmd, Command::Listen { .. } | Command::Connect { .. })
+        .then(|| crate::shared::hold(&setup));
     // Read before the slot handle borrows the application.
     let may_bind_privileged = app.creds.may_bind_privileged();
     let uid = app.creds.uid;
+    let app_id = app.id;
     let h = app
         .slot(s)
         .filter(|h| !matches!(h.slot.state, SlotState::Closing { .. }));
@@ -199,9 +224,8 @@ pub(crate) fn execute(
             ..
         } => bind(h, (ip, port), (uid, may_bind_privileged), reuse, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
-        Command::Listen { req, backlog, .. } => {
-            listen(h, backlog, uid, stack, sh).map_or_else(|e| failed(req, e), |()| done(req, s, 0))
-        }
+        Command::Listen { req, backlog, .. } => listen(h, backlog, (uid, app_id), stack, sh)
+            .map_or_else(|e| failed(req, e), |()| done(req, s, 0)),
         Command::Connect { req, ip, port, .. } => connect(h, ip, port, stack, sh)
             .map_or_else(|e| failed(req, e), |port| done(req, s, port as u32)),
         Command::Send { .. } => {
@@ -268,6 +292,40 @@ pub(crate) fn execute(
             done(req, s, 0)
         }
     };
+    // A Listen is answered once every other part's replica listens (DEFER_LIMIT at most).
+    let listening = matches!(cmd, Command::Listen { .. })
+        && matches!(result, Some(Completion::Done { .. }))
+        && app.slots.get(s).is_some_and(|slot| {
+            matches!(slot.state, SlotState::Listening { .. })
+                && slot.replicas_answered + 1 < sh.links.count
+        });
+    if listening && sh.may_defer {
+        sh.deferred = true;
+        return None;
+    }
+    let in_use = matches!(result, Some(Completion::Failed { errno, .. }) if errno == Errno::EADDRINUSE as i32);
+    if in_use && sh.may_defer {
+        // The port may be the application's own on another part, closing there: wait.
+        let port = match cmd {
+            Command::Bind { port, .. } => port,
+            _ => match app.slots.get(s).map(|slot| slot.state) {
+                Some(SlotState::Bound { port }) => port,
+                _ => 0,
+            },
+        };
+        let links = &sh.links;
+        // Or this part's core still has a replica of that listener (its Unlisten on the way).
+        let replica = matches!(cmd, Command::Listen { .. }) && sh.replicas.on_port(port);
+        if port != 0
+            && (replica
+                || sh
+                    .ports
+                    .held_elsewhere(port, app.index, |o| links.mine(o.slot)))
+        {
+            sh.deferred = true;
+            return None;
+        }
+    }
     // A wrong-state command is counted (a bad position already was, as EFAULT).
     if matches!(result, Some(Completion::Failed { errno, .. }) if errno != Errno::EFAULT as i32) {
         sh.counters.bad_state += 1;
@@ -356,7 +414,7 @@ fn bind(
 fn listen(
     h: SlotHandle<'_>,
     backlog: u32,
-    uid: u32,
+    (uid, app_id): (u32, u32),
     stack: &mut Stack,
     sh: &mut Shared,
 ) -> Result<(), Errno> {
@@ -416,6 +474,27 @@ fn listen(
     sh.ports.set_listener(port, h.owner, listener);
     sh.memory_groups
         .listener_joins(stack, listener, h.uid, &mut sh.counters);
+    // A SYN reaches the part its tuple hashes to: every other part listens for this one
+    // (src/replicas.rs), with the options its connections inherit.
+    let options = ListenOptions {
+        port,
+        backlog,
+        reuseport,
+        congestion: choice,
+        nodelay: h.slot.nodelay,
+        offload: h.slot.teardown_offload,
+    };
+    for part in sh.links.others().collect::<Vec<_>>() {
+        sh.links.send(
+            part,
+            PartMsg::Listen {
+                owner: h.owner,
+                app_id,
+                uid: h.uid,
+                options,
+            },
+        );
+    }
     h.slot.state = SlotState::Listening { listener };
     h.slot.settle(&mut sh.books, h.uid, h.usage);
     h.block.set_addresses(
@@ -638,6 +717,11 @@ mod tests {
             engine_stats: None,
             classes: Default::default(),
             tx_path: Default::default(),
+            links: crate::links::Links::single(),
+            replicas: Default::default(),
+            setup: Default::default(),
+            may_defer: false,
+            deferred: false,
         }
     }
 

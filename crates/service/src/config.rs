@@ -71,6 +71,10 @@ pub struct ServiceConfig {
     /// ring is the connection's send buffer, each segment's payload gathered from it into
     /// the frame) or staging (copied into the core's send ring first; kept for comparison).
     pub tx_path: sluice_tcp::TxPath,
+    /// Flow-group parts the service runs as (`sluice engine --cores N --layout
+    /// flow-groups`; `Service::flow_groups`): part k serves queue pair k of every context
+    /// and the slots `s % N == k`. 1: one service, as on one core.
+    pub flow_groups: u32,
 }
 
 impl ServiceConfig {
@@ -102,6 +106,7 @@ impl ServiceConfig {
             splice_ebpf: false,
             hook_points: true,
             tx_path: sluice_tcp::TxPath::HeaderOnly,
+            flow_groups: 1,
         }
     }
 

@@ -347,7 +347,11 @@ impl Control {
             refuse(&sock, &e.to_string());
             return;
         }
-        let index = match apps.table.iter().position(Option::is_none) {
+        // An index another part still holds (src/parts.rs) is not reused yet.
+        let free = |(i, e): (usize, &Option<AttachedApp>)| {
+            e.is_none() && apps.held.get(i).is_none_or(|&h| h == 0)
+        };
+        let index = match apps.table.iter().enumerate().position(free) {
             Some(i) => i,
             None if apps.table.len() < config.max_apps => {
                 apps.table.push(None);
@@ -386,6 +390,33 @@ impl Control {
                 return;
             }
         };
+        // The other parts' views share the region and the books; the descriptors are
+        // duplicated before Welcome, so that a failure refuses the attach cleanly.
+        let region = std::sync::Arc::new(region);
+        let usage = crate::quota::AppUsage::default();
+        let mut views = Vec::new();
+        for _ in sh.links.others() {
+            let view = sock.try_clone().ok().zip(dup(&doorbell));
+            let Some((sock, doorbell)) = view else {
+                sh.counters.apps_refused += 1;
+                refuse(
+                    &sock,
+                    "cannot duplicate the control socket for the other cores",
+                );
+                return;
+            };
+            views.push(crate::links::AppView {
+                index: index as u32,
+                id,
+                name: name.clone(),
+                pid: creds.pid,
+                creds: creds.clone(),
+                sock,
+                region: region.clone(),
+                doorbell,
+                usage: usage.clone(),
+            });
+        }
         let welcome = Reply::Welcome {
             app: id,
             layout: config.layout,
@@ -411,9 +442,27 @@ impl Control {
                 creds.pid, creds.uid, creds.gid
             );
         }
-        let mut app = AttachedApp::new(index as u32, id, (name, creds.pid), sock, region, doorbell);
-        app.creds = creds;
+        let (part, parts) = (sh.links.index, sh.links.count);
+        let app = AttachedApp::view(
+            crate::links::AppView {
+                index: index as u32,
+                id,
+                name,
+                pid: creds.pid,
+                creds,
+                sock,
+                region,
+                doorbell,
+                usage,
+            },
+            part,
+            parts,
+        );
         apps.table[index] = Some(app);
+        for (to, view) in (1..parts).zip(views) {
+            sh.links
+                .send(to, crate::links::PartMsg::Attached(Box::new(view)));
+        }
     }
 
     /// Reads an application's control messages; a hang-up releases it.
@@ -434,6 +483,19 @@ impl Control {
                 Ok(None) => return,
                 Ok(Some((Request::NewContext, _))) => match app.new_context() {
                     Ok(Some(index)) => {
+                        // The other parts serve their queue pair of it (src/parts.rs).
+                        for to in 1..sh.links.count {
+                            let Some(eventfd) = dup(&app.contexts[index as usize].eventfd) else {
+                                sh.counters.contexts_refused += 1;
+                                continue;
+                            };
+                            let msg = crate::links::PartMsg::Context {
+                                app: app.index,
+                                index,
+                                eventfd,
+                            };
+                            sh.links.send(to, msg);
+                        }
                         let sent = send_message(
                             app.sock.as_fd(),
                             &Reply::Context { index },
@@ -628,5 +690,25 @@ impl Control {
         } else {
             apps.table[i] = None;
         }
+        // Every other part releases what it holds of it, and says when it no longer
+        // holds the index (src/parts.rs).
+        if sh.links.count > 1 {
+            if apps.held.len() <= i {
+                apps.held.resize(i + 1, 0);
+            }
+            apps.held[i] = sh.links.count - 1;
+            for to in 1..sh.links.count {
+                sh.links
+                    .send(to, crate::links::PartMsg::Gone { app: i as u32 });
+            }
+        }
     }
+}
+
+/// A duplicate of `fd`, for another part (None when the process is out of descriptors).
+fn dup(fd: &EventFd) -> Option<EventFd> {
+    fd.as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(EventFd::from_owned)
 }

@@ -185,11 +185,20 @@ pub struct Counters {
     pub splice_fast_path_failed: u64,
     /// Frames the eBPF splice module sent back out, summed as each splice ends.
     pub splice_fast_path_frames: u64,
+    /// Splices of two slots served by different flow-group parts, refused (EOPNOTSUPP).
+    pub splices_across_parts: u64,
+    /// Connections a part accepted for a listener another part owns, handed to it.
+    pub accepts_handed_over: u64,
+    /// Of those, refused by the owner (its listener had closed) and reset.
+    pub accepts_refused_closed: u64,
+    /// Replicas of a listener another part could not open in its core (the listener
+    /// then misses the connections hashing to that part).
+    pub listen_replicas_failed: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 82] = [
+        let rows: [(&str, u64); 86] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -278,6 +287,10 @@ impl fmt::Display for Counters {
             ),
             ("splice_fast_path_failed", self.splice_fast_path_failed),
             ("splice_fast_path_frames", self.splice_fast_path_frames),
+            ("splices_across_parts", self.splices_across_parts),
+            ("accepts_handed_over", self.accepts_handed_over),
+            ("accepts_refused_closed", self.accepts_refused_closed),
+            ("listen_replicas_failed", self.listen_replicas_failed),
         ];
         for (i, (name, value)) in rows.iter().enumerate() {
             if i > 0 {
@@ -286,5 +299,97 @@ impl fmt::Display for Counters {
             write!(f, "{name:<24} {value}")?;
         }
         Ok(())
+    }
+}
+
+impl std::ops::AddAssign for Counters {
+    /// Adds another part's counters (the service in flow groups sums its parts').
+    fn add_assign(&mut self, o: Counters) {
+        self.apps_attached += o.apps_attached;
+        self.apps_detached += o.apps_detached;
+        self.apps_refused += o.apps_refused;
+        self.apps_denied += o.apps_denied;
+        self.privileged_ports_refused += o.privileged_ports_refused;
+        self.apps_refused_maps += o.apps_refused_maps;
+        self.ring_maps_refused += o.ring_maps_refused;
+        self.contexts_created += o.contexts_created;
+        self.contexts_refused += o.contexts_refused;
+        self.commands += o.commands;
+        self.completions += o.completions;
+        self.bad_entries += o.bad_entries;
+        self.bad_slots += o.bad_slots;
+        self.bad_state += o.bad_state;
+        self.bad_positions += o.bad_positions;
+        self.bad_control += o.bad_control;
+        self.corrupt_queues += o.corrupt_queues;
+        self.resets_bad_input += o.resets_bad_input;
+        self.resets_on_detach += o.resets_on_detach;
+        self.orphans_freed += o.orphans_freed;
+        self.resets_on_close += o.resets_on_close;
+        self.resets_on_stop += o.resets_on_stop;
+        self.accepts += o.accepts;
+        self.accept_stalls += o.accept_stalls;
+        self.rx_stalls += o.rx_stalls;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_bytes += o.rx_bytes;
+        self.wakeups += o.wakeups;
+        self.sleeps += o.sleeps;
+        self.sleeps_cancelled += o.sleeps_cancelled;
+        self.splices += o.splices;
+        self.splice_reports += o.splice_reports;
+        self.splice_reports_dropped += o.splice_reports_dropped;
+        self.verbs_requests += o.verbs_requests;
+        self.verbs_refused += o.verbs_refused;
+        self.verbs_not_owned += o.verbs_not_owned;
+        self.verbs_arp_waits += o.verbs_arp_waits;
+        self.verbs_doorbells += o.verbs_doorbells;
+        self.wqes += o.wqes;
+        self.bad_wqes += o.bad_wqes;
+        self.verbs_completions += o.verbs_completions;
+        self.verbs_events += o.verbs_events;
+        self.verbs_events_dropped += o.verbs_events_dropped;
+        self.verbs_pipe_lines += o.verbs_pipe_lines;
+        self.verbs_pipe_garbage += o.verbs_pipe_garbage;
+        self.verbs_pipe_overposted += o.verbs_pipe_overposted;
+        self.verbs_pipe_unrouted += o.verbs_pipe_unrouted;
+        self.verbs_offload_requests += o.verbs_offload_requests;
+        self.verbs_offload_errors += o.verbs_offload_errors;
+        self.verbs_offload_refused += o.verbs_offload_refused;
+        self.verbs_offload_loads_refused += o.verbs_offload_loads_refused;
+        self.cq_overruns += o.cq_overruns;
+        self.mtp_requests += o.mtp_requests;
+        self.mtp_refused += o.mtp_refused;
+        self.mtp_not_owned += o.mtp_not_owned;
+        self.mtp_doorbells += o.mtp_doorbells;
+        self.mtp_entries += o.mtp_entries;
+        self.mtp_bad_entries += o.mtp_bad_entries;
+        self.mtp_sent += o.mtp_sent;
+        self.mtp_failed += o.mtp_failed;
+        self.mtp_received += o.mtp_received;
+        self.mtp_completions += o.mtp_completions;
+        self.mtp_events += o.mtp_events;
+        self.mtp_arp_waits += o.mtp_arp_waits;
+        self.port_range_refused += o.port_range_refused;
+        self.quota_apps_refused += o.quota_apps_refused;
+        self.quota_sockets_refused += o.quota_sockets_refused;
+        self.quota_listeners_refused += o.quota_listeners_refused;
+        self.quota_connections_refused += o.quota_connections_refused;
+        self.quota_accept_stalls += o.quota_accept_stalls;
+        self.quota_command_deferrals += o.quota_command_deferrals;
+        self.uid_groups_full += o.uid_groups_full;
+        self.admin_requests += o.admin_requests;
+        self.admin_denied += o.admin_denied;
+        self.modules_loaded += o.modules_loaded;
+        self.modules_refused += o.modules_refused;
+        self.module_redirects += o.module_redirects;
+        self.flows_classified += o.flows_classified;
+        self.classify_overflow += o.classify_overflow;
+        self.splice_fast_path_installed += o.splice_fast_path_installed;
+        self.splice_fast_path_failed += o.splice_fast_path_failed;
+        self.splice_fast_path_frames += o.splice_fast_path_frames;
+        self.splices_across_parts += o.splices_across_parts;
+        self.accepts_handed_over += o.accepts_handed_over;
+        self.accepts_refused_closed += o.accepts_refused_closed;
+        self.listen_replicas_failed += o.listen_replicas_failed;
     }
 }

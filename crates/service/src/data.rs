@@ -348,6 +348,9 @@ pub(crate) fn accept_into(app: &mut AttachedApp, s: u32, stack: &mut Stack, sh: 
         )
     };
     loop {
+        // Quota check and charge, one part at a time (shared.rs).
+        let setup = sh.setup.clone();
+        let _held = crate::shared::hold(&setup);
         // At its (or its uid's) connections quota, the application is as one without a
         // free slot: it takes no more until it closes some.
         let over_quota = sh

@@ -6,10 +6,10 @@ use sluice_shm::flags::{CONNECTED, CONNECTING};
 use sluice_tcp::{ConnError, ConnId, Event, Readiness, Stack};
 
 use crate::app::AttachedApp;
-use crate::data;
 use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown;
+use crate::{data, handover};
 
 /// The Linux errno an application sees for a failed connection (SO_ERROR, read, write).
 pub(crate) fn errno_of(e: Option<ConnError>) -> i32 {
@@ -31,7 +31,14 @@ pub(crate) fn dispatch(
 ) {
     match event {
         Event::Acceptable(listener) => {
-            let Some(owner) = sh.ports.owner_of(listener) else {
+            if let Some(r) = sh.replicas.get_mut(listener) {
+                // Another part's listener (src/handover.rs).
+                r.ready = true;
+                handover::accept_for_replica(apps, listener, stack, sh);
+                return;
+            }
+            // Listener ids are per core: only this part's own listeners are looked at.
+            let Some(owner) = sh.ports.owner_of(listener, |o| sh.links.mine(o.slot)) else {
                 return;
             };
             let Some(Some(app)) = apps.get_mut(owner.app as usize) else {

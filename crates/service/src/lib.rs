@@ -55,14 +55,17 @@ mod counters;
 mod data;
 mod error;
 mod events;
-
+mod handover;
+mod links;
 mod memory_groups;
 mod modules;
 mod mtp;
 mod owners;
+mod parts;
 mod port_ranges;
 mod queues;
 mod quota;
+mod replicas;
 mod service;
 mod shared;
 mod slots;

@@ -2,6 +2,7 @@
 //! (application, slot) in O(1).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_shm::Reuse;
 use sluice_tcp::{ConnId, ListenerId, SpliceId};
@@ -93,7 +94,15 @@ pub(crate) enum PortRefused {
 /// Local ports bound by the sockets of every application: a small group per port of the
 /// sockets that share it (SO_REUSEADDR / SO_REUSEPORT within one uid), each with its
 /// owner, uid and flags; EADDRINUSE across uids.
-pub(crate) struct Ports {
+///
+/// One book for every flow-group part of the service (a clone shares it): bind, listen,
+/// connect and close reach it, never a packet, so a lock is held only on connection set-up
+/// and tear-down.
+#[derive(Clone)]
+pub(crate) struct Ports(Arc<Mutex<PortBook>>);
+
+/// The book behind [`Ports`].
+struct PortBook {
     bound: HashMap<u16, Vec<Member>>,
     /// Where the next ephemeral listening port is looked for.
     cursor: u16,
@@ -105,8 +114,82 @@ pub(crate) struct Ports {
 impl Ports {
     /// Ports; ephemeral ones are picked from `range` (inclusive).
     pub fn new(range: (u16, u16)) -> Ports {
+        Ports(Arc::new(Mutex::new(PortBook::new(range))))
+    }
+
+    /// The book, whoever last held it (a part that panicked left it consistent: every
+    /// change is one map operation).
+    fn book(&self) -> MutexGuard<'_, PortBook> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the ephemeral range (the core's, known once the service sees the stack).
+    pub fn set_range(&mut self, range: (u16, u16)) {
+        self.book().set_range(range)
+    }
+
+    /// Sets the per-uid port-range map.
+    pub fn set_reserved(&mut self, reserved: PortRanges) {
+        self.book().reserved = reserved;
+    }
+
+    /// See [`PortBook::bind`].
+    pub fn bind(
+        &mut self,
+        port: u16,
+        owner: Owner,
+        uid: u32,
+        reuse: Reuse,
+    ) -> Result<(), PortRefused> {
+        self.book().bind(port, owner, uid, reuse)
+    }
+
+    /// See [`PortBook::bind_ephemeral`].
+    pub fn bind_ephemeral(&mut self, owner: Owner, uid: u32) -> Option<u16> {
+        self.book().bind_ephemeral(owner, uid)
+    }
+
+    /// Whether a socket of application `app` that is not `mine` holds `port` (another
+    /// flow-group part's slot: its Close may be on its way, on that part's queue).
+    pub fn held_elsewhere(&self, port: u16, app: u32, mine: impl Fn(Owner) -> bool) -> bool {
+        self.book()
+            .bound
+            .get(&port)
+            .is_some_and(|ms| ms.iter().any(|m| m.owner.app == app && !mine(m.owner)))
+    }
+
+    /// See [`PortBook::may_listen`].
+    pub fn may_listen(&self, port: u16, owner: Owner) -> Option<bool> {
+        self.book().may_listen(port, owner)
+    }
+
+    /// See [`PortBook::set_listener`].
+    pub fn set_listener(&mut self, port: u16, owner: Owner, listener: ListenerId) {
+        self.book().set_listener(port, owner, listener)
+    }
+
+    /// See [`PortBook::release`].
+    pub fn release(&mut self, port: u16, owner: Owner) {
+        self.book().release(port, owner)
+    }
+
+    /// Who listens with `listener` (a port's group may have several listeners), of the
+    /// owners `mine` admits (listener ids are per core: a part looks at its own).
+    pub fn owner_of(&self, listener: ListenerId, mine: impl Fn(Owner) -> bool) -> Option<Owner> {
+        self.book().owner_of(listener, mine)
+    }
+
+    /// Who holds `port`: its first socket.
+    #[cfg(test)]
+    pub fn owner(&self, port: u16) -> Option<Owner> {
+        self.book().bound.get(&port)?.first().map(|m| m.owner)
+    }
+}
+
+impl PortBook {
+    fn new(range: (u16, u16)) -> PortBook {
         let range = (range.0.max(1), range.1.max(range.0.max(1)));
-        Ports {
+        PortBook {
             bound: HashMap::new(),
             cursor: range.0,
             range,
@@ -114,18 +197,12 @@ impl Ports {
         }
     }
 
-    /// Sets the ephemeral range (the core's, known once the service sees the stack).
-    pub fn set_range(&mut self, range: (u16, u16)) {
-        *self = Ports {
+    fn set_range(&mut self, range: (u16, u16)) {
+        *self = PortBook {
             bound: std::mem::take(&mut self.bound),
             reserved: std::mem::take(&mut self.reserved),
-            ..Ports::new(range)
+            ..PortBook::new(range)
         };
-    }
-
-    /// Sets the per-uid port-range map.
-    pub fn set_reserved(&mut self, reserved: PortRanges) {
-        self.reserved = reserved;
     }
 
     /// Binds `port` (not 0) to `owner` of `uid` with `reuse`: refused if the port is
@@ -216,18 +293,12 @@ impl Ports {
     }
 
     /// Who listens with `listener` (a port's group may have several listeners).
-    pub fn owner_of(&self, listener: ListenerId) -> Option<Owner> {
+    fn owner_of(&self, listener: ListenerId, mine: impl Fn(Owner) -> bool) -> Option<Owner> {
         self.bound
             .get(&listener.port())?
             .iter()
-            .find(|m| m.listener == Some(listener))
+            .find(|m| m.listener == Some(listener) && mine(m.owner))
             .map(|m| m.owner)
-    }
-
-    /// Who holds `port`: its first socket.
-    #[cfg(test)]
-    pub fn owner(&self, port: u16) -> Option<Owner> {
-        self.bound.get(&port)?.first().map(|m| m.owner)
     }
 }
 
@@ -321,10 +392,14 @@ mod tests {
         ports.set_listener(80, a, listener(80, 1));
         assert_eq!(ports.may_listen(80, b), Some(true));
         ports.set_listener(80, b, listener(80, 2));
-        assert_eq!(ports.owner_of(listener(80, 2)), Some(b));
+        assert_eq!(ports.owner_of(listener(80, 2), |_| true), Some(b));
         ports.release(80, a);
-        assert_eq!(ports.owner_of(listener(80, 1)), None);
-        assert_eq!(ports.owner_of(listener(80, 2)), Some(b), "b keeps the port");
+        assert_eq!(ports.owner_of(listener(80, 1), |_| true), None);
+        assert_eq!(
+            ports.owner_of(listener(80, 2), |_| true),
+            Some(b),
+            "b keeps the port"
+        );
         assert_eq!(ports.bind(80, c, 2000, PORT), Err(PortRefused::InUse));
         ports.release(80, b);
         assert_eq!(ports.bind(80, c, 2000, PORT), Ok(()), "free once all left");

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Per-uid quotas are not applied to this uid.
 const ROOT: u32 = 0;
@@ -81,6 +82,43 @@ impl Usage {
     }
 }
 
+/// What an application holds, counted in one place for every flow-group part that serves
+/// it (a clone shares the count): the parts' slots are counted against one quota.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AppUsage(Arc<Mutex<Usage>>);
+
+/// Something an application's holdings are counted in: a plain [`Usage`] or the shared
+/// [`AppUsage`].
+pub(crate) trait Tally {
+    /// What it holds now.
+    fn held(&self) -> Usage;
+    /// Changes it.
+    fn change(&mut self, f: &dyn Fn(&mut Usage));
+}
+
+impl Tally for Usage {
+    fn held(&self) -> Usage {
+        *self
+    }
+    fn change(&mut self, f: &dyn Fn(&mut Usage)) {
+        f(self)
+    }
+}
+
+impl Tally for AppUsage {
+    fn held(&self) -> Usage {
+        *lock(&self.0)
+    }
+    fn change(&mut self, f: &dyn Fn(&mut Usage)) {
+        f(&mut lock(&self.0))
+    }
+}
+
+/// A book's lock, whoever held it last (every change leaves it consistent).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// What one slot is counted as.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Charge {
@@ -140,16 +178,18 @@ impl fmt::Display for Exceeded {
 }
 
 /// The usage books of every uid that holds anything (an entry goes when it holds nothing,
-/// so there are never more than the applications attached and draining).
-#[derive(Debug, Default)]
+/// so there are never more than the applications attached and draining). One book for
+/// every flow-group part (a clone shares it): reached on Open, Listen, Connect, accept and
+/// close, never per packet, so a lock is taken only on connection set-up and tear-down.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Books {
-    uids: HashMap<u32, Usage>,
+    uids: Arc<Mutex<HashMap<u32, Usage>>>,
 }
 
 impl Books {
     /// What `uid` holds now.
     pub fn of(&self, uid: u32) -> Usage {
-        self.uids.get(&uid).copied().unwrap_or_default()
+        lock(&self.uids).get(&uid).copied().unwrap_or_default()
     }
 
     /// Whether an application of `uid` holding `app` may take one more `what`.
@@ -157,9 +197,10 @@ impl Books {
         &self,
         q: &Quotas,
         uid: u32,
-        app: &Usage,
+        app: &impl Tally,
         what: Resource,
     ) -> Result<(), Exceeded> {
+        let app = app.held();
         let exceeded = |quota, limit| Err(Exceeded { quota, uid, limit });
         match what {
             Resource::Listener if app.listeners >= q.listeners_per_app => {
@@ -193,7 +234,7 @@ impl Books {
 
     /// An application of `uid` attached.
     pub fn attach(&mut self, uid: u32) {
-        self.uids.entry(uid).or_default().apps += 1;
+        lock(&self.uids).entry(uid).or_default().apps += 1;
     }
 
     /// An application of `uid` departed (what it still drains stays counted).
@@ -204,7 +245,7 @@ impl Books {
     /// Moves the books of an application (`app`) of `uid` by the difference between what
     /// a slot was counted as (`charged`, updated) and what it is `now` (a slot settled
     /// twice in one state, or released twice, moves nothing).
-    pub fn recharge(&mut self, uid: u32, app: &mut Usage, charged: &mut Charge, now: Charge) {
+    pub fn recharge(&mut self, uid: u32, app: &mut impl Tally, charged: &mut Charge, now: Charge) {
         if *charged == now {
             return;
         }
@@ -219,23 +260,24 @@ impl Books {
             step(&mut u.listeners, was.listener, now.listener);
             step(&mut u.connections, was.connection, now.connection);
         };
-        apply(app);
+        app.change(&apply);
         self.update(uid, apply);
     }
 
     /// Changes `uid`'s entry; an entry left holding nothing goes.
     fn update(&mut self, uid: u32, f: impl FnOnce(&mut Usage)) {
-        let u = self.uids.entry(uid).or_default();
+        let mut uids = lock(&self.uids);
+        let u = uids.entry(uid).or_default();
         f(u);
         if u.is_empty() {
-            self.uids.remove(&uid);
+            uids.remove(&uid);
         }
     }
 
     /// Uids holding anything (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.uids.len()
+        lock(&self.uids).len()
     }
 }
 

@@ -20,6 +20,7 @@ use crate::control::Control;
 use crate::cores::Cores;
 use crate::counters::Counters;
 use crate::error::ServiceError;
+use crate::links::{Links, PartMsg};
 use crate::mtp::{self, Mtp};
 use crate::owners::{ConnMap, Owner, Ports};
 use crate::port_ranges::PortRanges;
@@ -27,12 +28,13 @@ use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
 use crate::verbs::{self, Verbs};
-use crate::{commands, data, events, modules, splice, wake};
+use crate::{commands, data, events, handover, modules, parts, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
 pub struct Service {
     config: ServiceConfig,
-    control: Control,
+    /// The control socket: part 0's (the service in flow groups: src/parts.rs).
+    control: Option<Control>,
     apps: Apps,
     sh: Shared,
     /// The verbs (docs/verbs.md) and MTP (docs/mtp.md), once started, if configured.
@@ -57,19 +59,56 @@ pub struct Service {
 
 impl Service {
     /// Listens on the configured socket (replacing a stale socket file).
-    pub fn new(mut config: ServiceConfig) -> Result<Service, ServiceError> {
+    pub fn new(config: ServiceConfig) -> Result<Service, ServiceError> {
+        let mut parts = Self::flow_groups(ServiceConfig {
+            flow_groups: 1,
+            ..config
+        })?;
+        parts
+            .pop()
+            .ok_or_else(|| ServiceError::Config("no part".into()))
+    }
+
+    /// The service as `config.flow_groups` parts, part k the application of flow group k
+    /// of the multi-core engine (docs/service.md, "Flow groups"): part 0 listens on the
+    /// socket and serves the control plane, verbs and MTP; every part serves queue pair k
+    /// of each context, the slots `s % N == k` and its own core's connections. The
+    /// applications' regions get `queue_cores = N`.
+    pub fn flow_groups(mut config: ServiceConfig) -> Result<Vec<Service>, ServiceError> {
+        config.layout.queue_cores = config.flow_groups;
         config.validate()?;
         // Read once at start: the kernel's limit is per process and shared by every app.
         config
             .map_budget
             .get_or_insert_with(|| sluice_shm::MapBudget::from_system().budget);
-        let control = Control::new(&config.socket, &config.access)?;
-        Ok(Service {
+        let mut control = Some(Control::new(&config.socket, &config.access)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let ports = Ports::new((49152, 65535));
+        let books = crate::quota::Books::default();
+        let setup = Arc::new(Mutex::new(()));
+        let links = Links::mesh(config.flow_groups);
+        Ok(links
+            .into_iter()
+            .map(|links| {
+                let mut part = Self::part(config.clone(), control.take(), links);
+                part.stop = stop.clone();
+                part.sh.ports = ports.clone();
+                part.sh.books = books.clone();
+                part.sh.setup = setup.clone();
+                part
+            })
+            .collect())
+    }
+
+    /// One part, with its links.
+    fn part(config: ServiceConfig, control: Option<Control>, links: Links) -> Service {
+        Service {
             control,
             apps: Apps {
                 table: Vec::new(),
                 next_id: 1,
                 orphans: 0,
+                held: Vec::new(),
             },
             sh: Shared {
                 conns: ConnMap::new(0),
@@ -90,6 +129,11 @@ impl Service {
                 engine_stats: None,
                 classes: Default::default(),
                 tx_path: config.tx_path,
+                links,
+                replicas: Default::default(),
+                setup: Default::default(),
+                may_defer: false,
+                deferred: false,
             },
             cores: Cores::default(),
             retry: Vec::new(),
@@ -105,7 +149,7 @@ impl Service {
             trace_verbs: std::env::var_os("SLUICE_VERBS_TRACE").is_some(),
             next_trace: Instant::ZERO,
             config,
-        })
+        }
     }
 
     /// Set it to stop: the service resets what remains, removes its socket and reports
@@ -114,7 +158,7 @@ impl Service {
         self.stop.clone()
     }
 
-    /// The counters so far.
+    /// The counters so far (of this part: the service in flow groups sums its parts').
     pub fn counters(&self) -> Counters {
         self.sh.counters
     }
@@ -122,7 +166,7 @@ impl Service {
     /// The capture sessions' counters so far (docs/capture.md).
     pub fn capture_counters(&self) -> CaptureCounters {
         CaptureCounters {
-            refused: self.capture.refused + self.control.captures_denied,
+            refused: self.capture.refused + self.control.as_ref().map_or(0, |c| c.captures_denied),
             ..self.capture
         }
     }
@@ -185,7 +229,8 @@ impl Service {
         for slot in self.apps.table.iter_mut() {
             if let Some(mut app) = slot.take() {
                 teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
-                if app.departed.is_none() {
+                // Counted once, by part 0 (the parts' counters are summed).
+                if app.departed.is_none() && self.sh.links.index == 0 {
                     self.sh.counters.apps_detached += 1;
                 }
             }
@@ -194,13 +239,17 @@ impl Service {
         for i in 0..self.apps.table.len() {
             self.cores.detach(i as u32);
         }
-        self.control.close();
+        if let Some(c) = self.control.as_mut() {
+            c.close();
+        }
         self.publish_counters();
     }
 
+    /// Publishes this part's counters, and on part 0 every part's summed.
     fn publish_counters(&self) {
+        self.sh.links.publish(self.sh.counters);
         if let Ok(mut c) = self.published.lock() {
-            *c = self.sh.counters;
+            *c = self.sh.links.summed(self.sh.counters);
         }
     }
 
@@ -216,10 +265,12 @@ impl Service {
             self.sh.ports.set_reserved(reserved);
         }
         self.next_control = now;
-        if self.config.verbs {
+        // Verbs and MTP run in flow group 0, where the engine steers their frames.
+        let part0 = self.sh.links.index == 0;
+        if self.config.verbs && part0 {
             self.cores.verbs = Some(Verbs::new(stack, self.config.verbs_limits));
         }
-        if self.config.mtp {
+        if self.config.mtp && part0 {
             match Mtp::new(stack) {
                 Ok(m) => self.cores.mtp = Some(m),
                 Err(e) => eprintln!("sluice engine: no MTP: {e}"),
@@ -310,7 +361,7 @@ impl Service {
     /// Frees departed applications once the connections they closed are done, or resets
     /// what is left of them after the orphan linger.
     fn reap_orphans(&mut self, stack: &mut Stack) {
-        for entry in self.apps.table.iter_mut() {
+        for (i, entry) in self.apps.table.iter_mut().enumerate() {
             let Some(app) = entry.as_mut() else {
                 continue;
             };
@@ -327,6 +378,10 @@ impl Service {
             *entry = None;
             self.apps.orphans -= 1;
             self.sh.counters.orphans_freed += 1;
+            if self.sh.links.index != 0 {
+                // Part 0 may reuse the index once every part let it go (src/parts.rs).
+                self.sh.links.send(0, PartMsg::Freed { app: i as u32 });
+            }
         }
     }
 
@@ -388,16 +443,22 @@ impl App for Service {
         // Rates of connections classified in the last hook turn, before their data moves.
         let sh = &mut self.sh;
         sh.classes.apply(stack, &mut sh.counters);
+        if self.sh.links.count > 1 {
+            // What the other parts told this one: applications, listeners, accepts.
+            parts::serve(&mut self.apps, stack, &mut self.sh);
+        }
         if now >= self.next_control {
             self.next_control = now + self.config.control_interval;
-            self.control.poll(
-                &mut self.apps,
-                &self.config,
-                &mut self.sh,
-                &mut self.cores,
-                stack,
-            );
-            self.hooks_due = true;
+            if let Some(control) = self.control.as_mut() {
+                control.poll(
+                    &mut self.apps,
+                    &self.config,
+                    &mut self.sh,
+                    &mut self.cores,
+                    stack,
+                );
+                self.hooks_due = true;
+            }
             self.publish_counters();
         }
         let batch = self.config.command_batch as u64;
@@ -446,10 +507,14 @@ impl App for Service {
             }
         }
         self.retry_pending(stack);
+        if !self.sh.replicas.pending.is_empty() {
+            handover::retry(&mut self.apps.table, stack, &mut self.sh);
+        }
         if self.apps.orphans > 0 {
             self.reap_orphans(stack);
         }
         wake::wake_dirty(&mut self.apps.table, &mut self.sh.counters);
+        self.sh.links.flush();
         Ok(if self.sh.busy {
             AppStatus::Busy
         } else {
@@ -470,7 +535,7 @@ impl App for Service {
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.control.epoll.0.as_fd())
+        self.control.as_ref().map(|c| c.epoll.0.as_fd())
     }
 
     fn control_hooks(&mut self, hooks: &mut Hooks) {
@@ -481,10 +546,13 @@ impl App for Service {
             self.capture.ended += hooks.reap_closed() as u64;
         }
         self.fast_path.apply(hooks, &mut self.sh.counters);
-        for (sock, req) in self.control.captures.drain(..) {
+        let Some(control) = self.control.as_mut() else {
+            return;
+        };
+        for (sock, req) in control.captures.drain(..) {
             capture::start(sock, &req, hooks, &mut self.capture, self.config.log);
         }
-        for (i, id, req) in std::mem::take(&mut self.control.module_requests) {
+        for (i, id, req) in std::mem::take(&mut control.module_requests) {
             let reply = match modules::answer(req, hooks, &mut self.sh.counters) {
                 Ok(r) => Reply::Admin(r),
                 Err(reason) => Reply::Refused { reason },
@@ -511,6 +579,11 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
+        // Parts: an application rings part 0's doorbell only; the others cannot sleep on
+        // it (the multi-core runner does not sleep on the applications either).
+        if self.sh.links.count > 1 {
+            return false;
+        }
         // Splice reports held for a completion queue that has room now go out first.
         let deliverable = |app: &crate::app::AttachedApp| {
             app.held_reports.iter().any(|&(ci, _)| {
@@ -535,6 +608,8 @@ impl App for Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        self.control.close();
+        if let Some(c) = self.control.as_mut() {
+            c.close();
+        }
     }
 }

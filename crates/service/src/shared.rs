@@ -3,13 +3,16 @@
 //! acts on applications, and imports none of them.
 
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_tcp::Instant;
 
 use crate::counters::Counters;
+use crate::links::Links;
 use crate::memory_groups::UidGroups;
 use crate::owners::{ConnMap, Owner, Ports, Splices};
 use crate::quota::{Books, Quotas};
+use crate::replicas::Replicas;
 use crate::traffic_classes::TrafficClasses;
 
 /// State every part of the service reaches: who owns which port and connection, the
@@ -52,4 +55,21 @@ pub(crate) struct Shared {
     pub classes: TrafficClasses,
     /// Header-only or staging TX for sockets (ServiceConfig::tx_path; data.rs).
     pub tx_path: sluice_tcp::TxPath,
+    /// This part's links to the service's other flow-group parts (one part: none).
+    pub links: Links,
+    /// This part's replicas of other parts' listeners.
+    pub replicas: Replicas,
+    /// Held from a quota check to the charge it admits (Open, Listen, Connect, accept),
+    /// so that parts checking at once cannot both take the last unit. Set-up only.
+    pub setup: Arc<Mutex<()>>,
+    /// A Bind or Listen refused for a port the same application holds on another part may
+    /// wait for that part (src/commands.rs `DEFER_LIMIT`): set while it may.
+    pub may_defer: bool,
+    /// Set by a command that waits: it stays in its queue and runs again next iteration.
+    pub deferred: bool,
+}
+
+/// Holds `setup` (whoever held it last left nothing half done: it guards no data).
+pub(crate) fn hold(setup: &Mutex<()>) -> MutexGuard<'_, ()> {
+    setup.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use sluice_shm::SocketBlock;
 use sluice_tcp::{Algorithm, ConnId, ListenerId};
 
-use crate::quota::{Books, Charge, Usage};
+use crate::quota::{Books, Charge, Tally};
 
 /// Where a slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +97,9 @@ pub(crate) struct Slot {
     pub accept_ready: bool,
     /// Listener: records in its ring not yet read by the application (bounded by the ring).
     pub unclaimed: VecDeque<Unclaimed>,
+    /// Listener: the other flow-group parts whose replica answered (its Listen is answered
+    /// once all have, so that no SYN meets a part not listening yet).
+    pub replicas_answered: u32,
     /// What the quota books count it as (kept across lives: released before the slot is
     /// freed, so that it is released exactly once).
     pub charged: Charge,
@@ -121,6 +124,7 @@ impl Slot {
             tx_listed: false,
             accept_ready: false,
             unclaimed: VecDeque::new(),
+            replicas_answered: 0,
             charged: Charge::NONE,
         }
     }
@@ -149,13 +153,13 @@ impl Slot {
     }
 
     /// Counts it in the books of its application (`usage`) and `uid` as its state makes it.
-    pub fn settle(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+    pub fn settle(&mut self, books: &mut Books, uid: u32, usage: &mut impl Tally) {
         let now = self.charge();
         books.recharge(uid, usage, &mut self.charged, now);
     }
 
     /// Counts it as nothing: it is about to be freed.
-    pub fn uncharge(&mut self, books: &mut Books, uid: u32, usage: &mut Usage) {
+    pub fn uncharge(&mut self, books: &mut Books, uid: u32, usage: &mut impl Tally) {
         books.recharge(uid, usage, &mut self.charged, Charge::NONE);
     }
 
@@ -180,6 +184,7 @@ impl Slot {
         self.splice_hold = false;
         self.accept_ready = false;
         self.unclaimed.clear();
+        self.replicas_answered = 0;
     }
 
     /// Sets and clears flags and publishes them (bumping event_seq).
@@ -235,14 +240,27 @@ pub(crate) struct Slots {
     /// Free slots whose pages are still resident, oldest first; handed out before `free`,
     /// newest first. At most [`WARM_SLOTS`].
     warm: VecDeque<u32>,
+    /// How many slots this part hands out (all of them with one part).
+    own: usize,
 }
 
 impl Slots {
     /// `n` free slots.
+    #[cfg(test)]
     pub fn new(n: u32) -> Slots {
+        Slots::partition(n, 0, 1)
+    }
+
+    /// `n` slots of which this part (`part` of `parts`, flow groups) hands out only its
+    /// own, those with `s % parts == part` (the region's `Layout::slot_core`): a slot's
+    /// block and rings have one writer part.
+    pub fn partition(n: u32, part: u32, parts: u32) -> Slots {
+        let parts = parts.max(1);
+        let free: Vec<u32> = (0..n).rev().filter(|s| s % parts == part).collect();
         Slots {
             slots: (0..n).map(|_| Slot::free()).collect(),
-            free: (0..n).rev().collect(),
+            own: free.len(),
+            free,
             warm: VecDeque::with_capacity(WARM_SLOTS + 1),
         }
     }
@@ -254,7 +272,7 @@ impl Slots {
 
     /// Whether every slot is free.
     pub fn all_free(&self) -> bool {
-        self.free_count() == self.slots.len()
+        self.free_count() == self.own
     }
 
     /// Free slots whose ring pages are still resident.

@@ -86,6 +86,11 @@ pub(crate) fn request(
     if a == b {
         return Err(Errno::EINVAL);
     }
+    if sh.links.part_of(a) != sh.links.part_of(b) {
+        // Two flow-group parts' cores: a splice joins two connections of one core.
+        sh.counters.splices_across_parts += 1;
+        return Err(Errno::EOPNOTSUPP);
+    }
     let (ida, idb) = match (check_side(app, a, stack, sh), check_side(app, b, stack, sh)) {
         (Ok(ida), Ok(idb)) => (ida, idb),
         (Err(Errno::EAGAIN), Ok(_) | Err(Errno::EAGAIN)) | (Ok(_), Err(Errno::EAGAIN)) => {

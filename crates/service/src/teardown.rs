@@ -6,6 +6,7 @@ use sluice_shm::SocketBlock;
 use sluice_tcp::Stack;
 
 use crate::app::AttachedApp;
+use crate::links::PartMsg;
 use crate::owners::Owner;
 use crate::shared::Shared;
 use crate::slots::SlotState;
@@ -97,19 +98,29 @@ pub(crate) fn stop_listening(
     sh: &mut Shared,
 ) {
     let _ = stack.unlisten(listener);
-    sh.ports.release(
-        listener.port(),
-        Owner {
-            app: app.index,
-            slot: s,
-        },
-    );
+    let owner = Owner {
+        app: app.index,
+        slot: s,
+    };
+    sh.ports.release(listener.port(), owner);
+    unlisten_replicas(owner, app.id, sh);
     let Some(slot) = app.slots.get_mut(s) else {
         return;
     };
     let taken = slot.rx_head_seen;
     let unclaimed = std::mem::take(&mut slot.unclaimed);
     for u in unclaimed.iter().filter(|u| u.pos >= taken) {
+        if !sh.links.mine(u.slot) {
+            // Another part accepted it (src/handover.rs): that part resets it.
+            let msg = PartMsg::Refused {
+                app: app.index,
+                app_id: app.id,
+                slot: u.slot,
+                id: u.id,
+            };
+            sh.links.send(sh.links.part_of(u.slot), msg);
+            continue;
+        }
         // Only if the record's slot still holds that connection (the application may have
         // closed it already, and the slot may have been reused).
         let still = app
@@ -162,6 +173,7 @@ pub(crate) fn release_app(
             SlotState::Listening { listener } => {
                 let _ = stack.unlisten(listener);
                 sh.ports.release(listener.port(), owner(s));
+                unlisten_replicas(owner(s), app.id, sh);
             }
             SlotState::Bound { port } if port != 0 => sh.ports.release(port, owner(s)),
             _ => {}
@@ -186,4 +198,11 @@ pub(crate) fn release_app(
         sh.tx_pending.retain(|o| o.app != index);
     }
     kept
+}
+
+/// Tells every other part to stop listening for `owner`'s listener (src/replicas.rs).
+fn unlisten_replicas(owner: Owner, app_id: u32, sh: &mut Shared) {
+    for part in sh.links.others().collect::<Vec<_>>() {
+        sh.links.send(part, PartMsg::Unlisten { owner, app_id });
+    }
 }

@@ -205,6 +205,19 @@ fn backend_name(b: Backend) -> &'static str {
 /// The core's counters an operator of the engine looks at, as `name value` lines like the
 /// service's.
 fn core_counters(stack: &sluice_tcp::Stack) -> String {
+    format_rows(&core_rows(stack))
+}
+
+/// `name value` lines.
+fn format_rows(rows: &[(&str, u64)]) -> String {
+    rows.iter()
+        .map(|(name, v)| format!("{name:<25} {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The core's counters [`core_counters`] prints.
+fn core_rows(stack: &sluice_tcp::Stack) -> [(&'static str, u64); 16] {
     let c = stack.counters();
     let rows: [(&str, u64); 16] = [
         ("frames_rx", c.frames_rx),
@@ -225,10 +238,7 @@ fn core_counters(stack: &sluice_tcp::Stack) -> String {
         ("teardown_retransmits", c.teardown_retransmits),
         ("teardown_flows", stack.teardown_flows() as u64),
     ];
-    rows.iter()
-        .map(|(name, v)| format!("{name:<25} {v}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    rows
 }
 
 /// Runs `sluice engine` until SIGTERM or SIGINT.
@@ -311,38 +321,56 @@ pub fn run(args: &EngineArgs) -> Result<(), CliError> {
 
 /// `sluice engine --cores N` (N > 1): the service is the application of the multi-core
 /// engine's one flow group (its protocol role's core), the NIC and pre/post roles on the
-/// other cores (docs/service.md, "Several cores").
+/// other cores; with `--layout flow-groups`, one part of the service per flow group
+/// (docs/service.md, "Several cores" and "Flow groups").
 fn run_on_cores(args: &EngineArgs, layout: Layout, cores: MultiLayout) -> Result<(), CliError> {
     let opts = args.attach.options()?;
     let (device, core_config) = setup::open_multi(&opts)?;
     let mut config = service_config(args, &opts, layout)?;
     config.hook_points = false;
-    // One flow group (CoresArgs::service_layout): the factory is called once, for group 0.
-    let mut service = Some(Service::new(config)?);
-    stop_on_signals(service.as_ref().expect("made above"))?;
-    let mut engine = MultiEngine::new(device, core_config, cores, |_| {
-        service
+    config.flow_groups = u32::from(cores.groups());
+    let mut parts: Vec<Option<Service>> = Service::flow_groups(config)?
+        .into_iter()
+        .map(Some)
+        .collect();
+    stop_on_signals(parts[0].as_ref().expect("made above"))?;
+    let mut engine = MultiEngine::new(device, core_config, cores, |g| {
+        parts[usize::from(g)]
             .take()
-            .expect("the service's layouts have one flow group")
+            .expect("a part of the service per flow group")
     })
     .map_err(CliError::Multi)?;
     engine.linger = args.attach.linger()?;
     eprint!("{}", engine.describe());
     say_ready(args, &opts);
     let result = engine.run(None);
-    // One flow group: its core's counters, then its service's, as the single engine prints.
-    let cores: Vec<String> = engine
-        .protocols()
-        .iter()
-        .map(|p| core_counters(&p.stack))
-        .collect();
-    for (service, core) in engine.into_apps().into_iter().zip(cores) {
+    // The groups' core counters and the parts' service counters, each summed, and the
+    // verbs' and MTP's (part 0's), as the single engine prints them.
+    let mut rows: Option<[(&str, u64); 16]> = None;
+    for p in engine.protocols() {
+        let each = core_rows(&p.stack);
+        match rows.as_mut() {
+            None => rows = Some(each),
+            Some(sum) => {
+                for (s, e) in sum.iter_mut().zip(each) {
+                    s.1 += e.1;
+                }
+            }
+        }
+    }
+    let core = rows.map_or_else(String::new, |r| format_rows(&r));
+    let parts = engine.into_apps();
+    let mut sum = sluice_service::Counters::default();
+    for part in &parts {
+        sum += part.counters();
+    }
+    if let Some(part0) = parts.first() {
         eprintln!(
             "sluice engine: stopped; service counters:\n{}\ncore counters:\n{}\nrdma counters:\n{}mtp counters:\n{}",
-            service.counters(),
+            sum,
             core,
-            service.rdma_counters(),
-            service.mtp_counters()
+            part0.rdma_counters(),
+            part0.mtp_counters()
         );
     }
     result.map(|_| ()).map_err(CliError::Multi)

@@ -21,7 +21,16 @@ pub const LINUX_CLIENT_IP: &str = "10.77.0.2";
 /// the same tests on the service's several data-path cores), none when unset.
 pub fn engine_cores_args() -> Vec<String> {
     match std::env::var("SLUICE_TEST_ENGINE_CORES") {
-        Ok(n) if !n.is_empty() => vec!["--cores".into(), n],
+        Ok(n) if !n.is_empty() => {
+            let mut args = vec!["--cores".to_string(), n];
+            // `$SLUICE_TEST_ENGINE_LAYOUT` (flow-groups, pipelined, ...): the layout too.
+            if let Ok(l) = std::env::var("SLUICE_TEST_ENGINE_LAYOUT") {
+                if !l.is_empty() {
+                    args.extend(["--layout".to_string(), l]);
+                }
+            }
+            args
+        }
         _ => Vec::new(),
     }
 }

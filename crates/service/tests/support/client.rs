@@ -31,6 +31,10 @@ pub struct Ctx {
     cmd: Producer,
     comp: Consumer,
     pub eventfd: EventFd,
+    /// The other engine cores' queue pairs (the service in flow groups), core k at k - 1.
+    more: Vec<(Producer, Consumer)>,
+    /// The core the last command went to (its completion comes back there).
+    last: u32,
 }
 
 /// An attached application.
@@ -45,6 +49,9 @@ pub struct Client {
     next_req: u32,
     /// Splice reports met while waiting for completions, in order.
     pub reports: Vec<SpliceReport>,
+    /// The engine core the next Open goes to (None: round robin, as libsluice).
+    pub open_core: Option<u32>,
+    next_open: u32,
 }
 
 /// Receives one reply, failing the test after [`WAIT`].
@@ -94,6 +101,8 @@ impl Client {
                     ctxs: Vec::new(),
                     next_req: 1,
                     reports: Vec::new(),
+                    open_core: None,
+                    next_open: 0,
                 })
             }
             (Reply::Refused { reason }, _) => Err(reason),
@@ -110,11 +119,22 @@ impl Client {
                 let cmd = Producer::new(self.region.clone(), index, QueueKind::Command).unwrap();
                 let comp =
                     Consumer::new(self.region.clone(), index, QueueKind::Completion).unwrap();
+                let more = (1..self.layout.queue_cores)
+                    .map(|k| {
+                        let r = self.region.clone();
+                        (
+                            Producer::on_core(r.clone(), index, k, QueueKind::Command).unwrap(),
+                            Consumer::on_core(r, index, k, QueueKind::Completion).unwrap(),
+                        )
+                    })
+                    .collect();
                 self.ctxs.push(Ctx {
                     index,
                     cmd,
                     comp,
                     eventfd: EventFd::from_owned(fds.remove(0)),
+                    more,
+                    last: 0,
                 });
                 Ok(self.ctxs.len() as u32 - 1)
             }
@@ -134,13 +154,33 @@ impl Client {
         self.next_req
     }
 
+    /// The engine core a command goes to, as libsluice routes it: a slot's command to
+    /// the slot's core, Open round robin (or to `open_core`), the rest to core 0.
+    pub fn core_for(&mut self, entry: &[u8; sluice_shm::PAYLOAD_BYTES]) -> u32 {
+        let n = self.layout.queue_cores.max(1);
+        match Command::decode(entry) {
+            Ok(Command::Open { .. }) => {
+                self.open_core.unwrap_or_else(|| {
+                    self.next_open = self.next_open.wrapping_add(1);
+                    self.next_open % n
+                }) % n
+            }
+            Ok(Command::Splice { slot_a, .. }) => slot_a % n,
+            Ok(cmd) => cmd.slot().map_or(0, |s| s % n),
+            Err(_) => 0,
+        }
+    }
+
     /// Posts raw entry bytes on context `c` and rings the doorbell if the engine sleeps.
     pub fn post_raw(&mut self, c: u32, entry: &[u8; sluice_shm::PAYLOAD_BYTES]) {
+        let core = self.core_for(entry);
         let ctx = &mut self.ctxs[c as usize];
-        assert!(
-            ctx.cmd.push(entry).expect("queue intact"),
-            "command queue full"
-        );
+        ctx.last = core;
+        let cmd = match core {
+            0 => &mut ctx.cmd,
+            k => &mut ctx.more[k as usize - 1].0,
+        };
+        assert!(cmd.push(entry).expect("queue intact"), "command queue full");
         // docs/service.md: post, fence, then ring if the engine announced its sleep.
         fence(Ordering::SeqCst);
         if self.region.engine_sleeping().load(Ordering::SeqCst) != 0 {
@@ -157,8 +197,12 @@ impl Client {
     /// first other completion.
     fn take(&mut self, c: u32) -> Option<Completion> {
         let ctx = &mut self.ctxs[c as usize];
-        while let Some(e) = ctx.comp.pop() {
-            ctx.comp.publish();
+        let comp = match ctx.last {
+            0 => &mut ctx.comp,
+            k => &mut ctx.more[k as usize - 1].1,
+        };
+        while let Some(e) = comp.pop() {
+            comp.publish();
             match Completion::decode(&e).expect("the engine writes valid completions") {
                 Completion::Splice(r) => self.reports.push(r),
                 other => return Some(other),

@@ -259,6 +259,15 @@ impl Net {
         )
     }
 
+    /// As [`Net::start_multi`] with `Layout::FlowGroups { groups }`: the service as
+    /// `groups` parts, one per flow group (`sluice engine --cores N --layout flow-groups`).
+    pub fn start_groups(name: &str, groups: u16, adjust: impl FnOnce(&mut ServiceConfig)) -> Net {
+        Self::start_multi(name, MultiLayout::FlowGroups { groups }, |sc| {
+            sc.flow_groups = u32::from(groups);
+            adjust(sc)
+        })
+    }
+
     fn start_on(
         name: &str,
         adjust: impl FnOnce(&mut ServiceConfig),
@@ -273,9 +282,14 @@ impl Net {
         sc.layout = layout();
         sc.engine.app_idle_us = 100;
         adjust(&mut sc);
-        let mut service = Service::new(sc).expect("service starts");
-        let stop = service.stop_flag();
-        let counters = service.published_counters();
+        let mut parts: Vec<Option<Service>> = Service::flow_groups(sc)
+            .expect("service starts")
+            .into_iter()
+            .map(Some)
+            .collect();
+        let first = parts[0].as_ref().expect("part 0");
+        let stop = first.stop_flag();
+        let counters = first.published_counters();
         let macs = cfg.macs;
         let mut engine_core = core(macs[0], ENGINE_IP, 0xe41);
         adjust_core(&mut engine_core);
@@ -283,16 +297,20 @@ impl Net {
         adjust_core(&mut peer_core);
         let engine = std::thread::spawn(move || {
             if let Some(layout) = multi {
-                let mut service = Some(service);
-                let mut engine = MultiEngine::new(a, engine_core, layout, |_| {
-                    service.take().expect("one flow group")
+                let mut engine = MultiEngine::new(a, engine_core, layout, |g| {
+                    parts[usize::from(g)].take().expect("a part per flow group")
                 })
                 .expect("multi-core engine");
                 engine.linger = Duration::from_millis(200);
                 engine.run(None).expect("multi-core engine runs");
-                let service = engine.into_apps().pop().expect("the service");
-                return service.counters();
+                // Every part's counters, summed.
+                let mut sum = Counters::default();
+                for part in engine.into_apps() {
+                    sum += part.counters();
+                }
+                return sum;
             }
+            let mut service = parts.pop().flatten().expect("one service");
             let mut stack = Stack::new(engine_core).expect("engine core");
             stack.add_neighbor(PEER_IP, macs[1]);
             let mut engine = Engine::new(stack, a);
