@@ -113,6 +113,11 @@ pub(crate) struct AttachedApp {
     /// The context whose commands are taken first next iteration (the commands quota is
     /// shared round-robin, so that every context is served).
     pub next_context: usize,
+    /// This part's bit in the region's `engine_sleeping` word (the service in flow
+    /// groups); None for the single service, which stores 1 or 0.
+    pub sleep_bit: Option<u32>,
+    /// This part could not watch its doorbell (`doorbells_unwatched`): it must not sleep.
+    pub unwatched: bool,
 }
 
 impl AttachedApp {
@@ -147,6 +152,8 @@ impl AttachedApp {
             next_context: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,
+            sleep_bit: None,
+            unwatched: false,
         }
     }
 
@@ -174,6 +181,9 @@ impl AttachedApp {
             next_context: 0,
             held_reports: std::collections::VecDeque::new(),
             departed: None,
+            // Bit k % 32: ServiceConfig::validate keeps the parts within the word's bits.
+            sleep_bit: (parts > 1).then(|| 1 << (part % 32)),
+            unwatched: false,
         }
     }
 
@@ -251,11 +261,20 @@ impl AttachedApp {
         self.slot(s)
     }
 
-    /// Announces (or withdraws) the engine's sleep to this application.
+    /// Announces (or withdraws) the engine's sleep to this application. A part of the
+    /// service in flow groups sets or clears its own bit only, so one part waking does not
+    /// withdraw another's announcement (the library rings while the word is non-zero).
     pub fn set_engine_sleeping(&self, sleeping: bool) {
-        self.region
-            .engine_sleeping()
-            .store(sleeping as u32, Ordering::SeqCst);
+        let word = self.region.engine_sleeping();
+        match (self.sleep_bit, sleeping) {
+            (None, _) => word.store(sleeping as u32, Ordering::SeqCst),
+            (Some(bit), true) => {
+                word.fetch_or(bit, Ordering::SeqCst);
+            }
+            (Some(bit), false) => {
+                word.fetch_and(!bit, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Whether any live context has a command waiting that the engine can run now: one

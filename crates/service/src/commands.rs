@@ -718,6 +718,7 @@ mod tests {
             classes: Default::default(),
             tx_path: Default::default(),
             links: crate::links::Links::single(),
+            wake_set: None,
             replicas: Default::default(),
             setup: Default::default(),
             may_defer: false,

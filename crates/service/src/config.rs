@@ -121,6 +121,13 @@ impl ServiceConfig {
                 self.max_apps
             )));
         }
+        // Each part announces its sleep in its own bit of the regions' 32-bit word.
+        if self.flow_groups > 32 {
+            return Err(ServiceError::Config(format!(
+                "flow_groups {} not in 1..=32",
+                self.flow_groups
+            )));
+        }
         if self.command_batch == 0 {
             return Err(ServiceError::Config(
                 "command_batch must be at least 1".into(),

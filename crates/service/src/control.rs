@@ -2,7 +2,7 @@
 //! region and doorbell), NewContext, and hang-up detection, all behind one epoll descriptor
 //! that the engine also sleeps on (with every application's doorbell).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
@@ -43,6 +43,7 @@ mod token {
     pub const PENDING: u64 = 1 << 32;
     pub const APP: u64 = 2 << 32;
     pub const DOORBELL: u64 = 3 << 32;
+    pub const LINKS: u64 = 4 << 32;
     pub const KIND: u64 = !0xffff_ffff;
 }
 
@@ -129,6 +130,28 @@ impl Control {
             .is_ok()
     }
 
+    /// Watches part 0's link doorbell (the service in flow groups: src/links.rs),
+    /// level-triggered: the part drains it before it announces a sleep.
+    pub fn watch_links(&self, bell: BorrowedFd<'_>) -> Result<(), ServiceError> {
+        self.epoll
+            .add(bell, EpollEvent::new(EpollFlags::EPOLLIN, token::LINKS))
+            .map_err(sys("epoll_ctl on part 0's link doorbell"))
+    }
+
+    /// Watches an application's doorbell: level-triggered and drained by the single
+    /// service; edge-triggered and never drained in flow groups, where every part
+    /// watches it and a drain would erase the ring for the others (src/wake_set.rs).
+    fn watch_doorbell(&self, fd: &EventFd, token: u64, parts: u32) -> bool {
+        let flags = if parts > 1 {
+            EpollFlags::EPOLLIN | EpollFlags::EPOLLET
+        } else {
+            EpollFlags::EPOLLIN
+        };
+        self.epoll
+            .add(fd.as_fd(), EpollEvent::new(flags, token))
+            .is_ok()
+    }
+
     /// Stops watching `fd`.
     fn unwatch(&self, fd: &impl AsFd) {
         let _ = self.epoll.delete(fd.as_fd());
@@ -203,11 +226,14 @@ impl Control {
                 token::LISTENER => self.accept_apps(sh),
                 token::PENDING => self.hello(index, apps, config, sh),
                 token::APP => self.app_messages(index, apps, config, sh, cores, stack),
-                token::DOORBELL => {
+                token::DOORBELL if sh.links.count == 1 => {
                     if let Some(Some(app)) = apps.table.get(index) {
                         app.doorbell.drain();
                     }
                 }
+                // In flow groups: the edge is taken by this epoll_wait; the link doorbell
+                // is drained before a sleep (Service::prepare_sleep).
+                token::DOORBELL | token::LINKS => {}
                 _ => {}
             }
         }
@@ -427,7 +453,7 @@ impl Control {
             return;
         }
         if !self.watch(&sock, token::APP | index as u64)
-            || !self.watch(&doorbell, token::DOORBELL | index as u64)
+            || !self.watch_doorbell(&doorbell, token::DOORBELL | index as u64, sh.links.count)
         {
             self.unwatch(&sock);
             sh.counters.apps_refused += 1;

@@ -69,6 +69,9 @@ pub struct Counters {
     pub sleeps: u64,
     /// Sleeps cancelled because a command arrived while announcing them.
     pub sleeps_cancelled: u64,
+    /// A part of the service in flow groups could not watch an application's doorbell
+    /// (epoll_ctl failed): that part no longer sleeps while the application is attached.
+    pub doorbells_unwatched: u64,
     /// Splices handed to the core for applications.
     pub splices: u64,
     /// Splice reports posted to applications.
@@ -198,7 +201,7 @@ pub struct Counters {
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64); 86] = [
+        let rows: [(&str, u64); 87] = [
             ("apps_attached", self.apps_attached),
             ("apps_detached", self.apps_detached),
             ("apps_refused", self.apps_refused),
@@ -229,6 +232,7 @@ impl fmt::Display for Counters {
             ("wakeups", self.wakeups),
             ("sleeps", self.sleeps),
             ("sleeps_cancelled", self.sleeps_cancelled),
+            ("doorbells_unwatched", self.doorbells_unwatched),
             ("splices", self.splices),
             ("splice_reports", self.splice_reports),
             ("splice_reports_dropped", self.splice_reports_dropped),
@@ -335,6 +339,7 @@ impl std::ops::AddAssign for Counters {
         self.wakeups += o.wakeups;
         self.sleeps += o.sleeps;
         self.sleeps_cancelled += o.sleeps_cancelled;
+        self.doorbells_unwatched += o.doorbells_unwatched;
         self.splices += o.splices;
         self.splice_reports += o.splice_reports;
         self.splice_reports_dropped += o.splice_reports_dropped;

@@ -75,6 +75,7 @@ mod trace;
 mod traffic_classes;
 mod verbs;
 mod wake;
+mod wake_set;
 
 pub use access::{AccessPolicy, Credentials, Denied};
 pub use capture::CaptureCounters;

@@ -7,7 +7,8 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_shm::{EventFd, Region};
@@ -144,6 +145,21 @@ pub(crate) enum PartMsg {
     },
 }
 
+/// A part's link doorbell: whoever pushes a message to a part that announced its sleep
+/// signals its eventfd (the same handshake as the multi-core engine's doorbell.rs).
+///
+/// Why no wake-up is lost: the receiver stores `asleep = true`, fences (SeqCst), then
+/// looks at every incoming link once more and sleeps only if all are empty; a sender
+/// pushes (the ring's Release store), fences (SeqCst), then loads `asleep`. One fence
+/// precedes the other: either the receiver's re-check sees the message, or the sender
+/// sees the flag and signals. The eventfd stays readable until the receiver drains it,
+/// which it does only before its next announcement, so a signal that lands before the
+/// receiver is in poll(2) ends that poll at once.
+struct PartBell {
+    asleep: AtomicBool,
+    bell: EventFd,
+}
+
 /// One part's ends of the links, and which part it is.
 pub(crate) struct Links {
     /// This part's index (its flow group).
@@ -157,19 +173,37 @@ pub(crate) struct Links {
     outbox: Vec<VecDeque<PartMsg>>,
     /// Every part's counters as it last published them (summed for `sluice ctl`).
     board: Arc<Mutex<Vec<Counters>>>,
+    /// Every part's link doorbell, index = part (none for a service of one part).
+    bells: Arc<[PartBell]>,
 }
 
 impl Links {
     /// The links of a service that is one part (no other part to talk to).
     #[cfg(test)]
     pub fn single() -> Links {
-        Links::mesh(1).pop().unwrap_or_else(|| unreachable!())
+        let links = Links::mesh(1).ok().and_then(|mut l| l.pop());
+        links.unwrap_or_else(|| unreachable!())
     }
 
-    /// The links of `n` parts, every pair joined both ways; index i is part i's.
-    pub fn mesh(n: u32) -> Vec<Links> {
+    /// The links of `n` parts, every pair joined both ways; index i is part i's. Fails
+    /// only if a part's link doorbell (an eventfd) cannot be made.
+    pub fn mesh(n: u32) -> Result<Vec<Links>, sluice_shm::ShmError> {
         let n = n.max(1) as usize;
         let board = Arc::new(Mutex::new(vec![Counters::default(); n]));
+        // One part has no links and so no doorbell (the single-core service as before).
+        let bells: Arc<[PartBell]> = if n > 1 {
+            (0..n)
+                .map(|_| {
+                    Ok(PartBell {
+                        asleep: AtomicBool::new(false),
+                        bell: EventFd::new()?,
+                    })
+                })
+                .collect::<Result<Vec<_>, sluice_shm::ShmError>>()?
+                .into()
+        } else {
+            Arc::new([])
+        };
         let mut parts: Vec<Links> = (0..n)
             .map(|i| Links {
                 index: i as u32,
@@ -178,6 +212,7 @@ impl Links {
                 from: (0..n).map(|_| None).collect(),
                 outbox: (0..n).map(|_| VecDeque::new()).collect(),
                 board: board.clone(),
+                bells: bells.clone(),
             })
             .collect();
         for a in 0..n {
@@ -189,7 +224,7 @@ impl Links {
                 }
             }
         }
-        parts
+        Ok(parts)
     }
 
     /// Whether slot `s` is this part's (slot `s` is served by part `s % count`, as the
@@ -218,9 +253,52 @@ impl Links {
             self.outbox[to].push_back(msg);
             return;
         }
-        if let Err(rtrb::PushError::Full(msg)) = tx.push(msg) {
-            self.outbox[to].push_back(msg);
+        match tx.push(msg) {
+            Ok(()) => self.ring(to),
+            Err(rtrb::PushError::Full(msg)) => self.outbox[to].push_back(msg),
         }
+    }
+
+    /// After a push to part `to`: signals its link doorbell if it announced its sleep
+    /// (a fence and a load while it is awake; see [`PartBell`]).
+    fn ring(&self, to: usize) {
+        let Some(b) = self.bells.get(to) else {
+            return;
+        };
+        fence(Ordering::SeqCst);
+        // The swap lets one sender of several signal; the eventfd stays readable.
+        if b.asleep.load(Ordering::Relaxed) && b.asleep.swap(false, Ordering::Relaxed) {
+            b.bell.signal();
+        }
+    }
+
+    /// This part's link doorbell (in the set it sleeps on); None for a single part.
+    pub fn bell(&self) -> Option<BorrowedFd<'_>> {
+        self.bells.get(self.index as usize).map(|b| b.bell.as_fd())
+    }
+
+    /// This part is about to sleep: clears its link doorbell, then raises its flag (the
+    /// caller fences and re-checks [`Links::pending`] after).
+    pub fn announce_sleep(&self) {
+        if let Some(b) = self.bells.get(self.index as usize) {
+            // Before the flag: a signal after it is for a message the re-check may miss.
+            b.bell.drain();
+            b.asleep.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// This part is awake: senders stop signalling it.
+    pub fn announce_awake(&self) {
+        if let Some(b) = self.bells.get(self.index as usize) {
+            b.asleep.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a message waits on an incoming link, or in an outbox for room (which only
+    /// this part, awake, moves on).
+    pub fn pending(&self) -> bool {
+        let incoming = self.from.iter().flatten().any(|rx| !rx.is_empty());
+        incoming || self.outbox.iter().any(|o| !o.is_empty())
     }
 
     /// Whether a message to part `to` would go into its ring now (nothing waits before it).
@@ -232,16 +310,24 @@ impl Links {
 
     /// Moves what waits in the outboxes into their rings as far as they have room.
     pub fn flush(&mut self) {
-        for (tx, outbox) in self.to.iter_mut().zip(self.outbox.iter_mut()) {
+        let mut moved = Vec::new();
+        for (to, (tx, outbox)) in self.to.iter_mut().zip(self.outbox.iter_mut()).enumerate() {
             let Some(tx) = tx else {
                 continue;
             };
+            let before = outbox.len();
             while let Some(msg) = outbox.pop_front() {
                 if let Err(rtrb::PushError::Full(msg)) = tx.push(msg) {
                     outbox.push_front(msg);
                     break;
                 }
             }
+            if outbox.len() < before {
+                moved.push(to);
+            }
+        }
+        for to in moved {
+            self.ring(to);
         }
     }
 

@@ -80,7 +80,15 @@ fn message(from: u32, msg: PartMsg, apps: &mut Apps, stack: &mut Stack, sh: &mut
             if apps.table.len() <= i {
                 apps.table.resize_with(i + 1, || None);
             }
-            apps.table[i] = Some(AttachedApp::view(*view, part, parts));
+            let mut app = AttachedApp::view(*view, part, parts);
+            // This part wakes on the application's doorbell too (src/wake_set.rs).
+            if let Some(w) = sh.wake_set.as_ref() {
+                if !w.watch(&app.doorbell) {
+                    app.unwatched = true;
+                    sh.counters.doorbells_unwatched += 1;
+                }
+            }
+            apps.table[i] = Some(app);
         }
         PartMsg::Context {
             app,
@@ -175,6 +183,10 @@ fn gone(app: u32, apps: &mut Apps, stack: &mut Stack, sh: &mut Shared) {
     };
     if a.departed.is_some() {
         return;
+    }
+    // Its process is gone: nothing more rings; out of the set before the duplicate closes.
+    if let Some(w) = sh.wake_set.as_ref() {
+        w.unwatch(&a.doorbell);
     }
     commands::run_final_commands(a, stack, sh);
     let kept = teardown::release_app(a, Release::Detach, stack, sh);

@@ -28,6 +28,7 @@ use crate::shared::Shared;
 use crate::slots::SlotState;
 use crate::teardown::{self, Release};
 use crate::verbs::{self, Verbs};
+use crate::wake_set::WakeSet;
 use crate::{commands, data, events, handover, modules, parts, splice, wake};
 
 /// The engine side of service mode (docs/service.md), run by the engine as its [`App`].
@@ -86,18 +87,29 @@ impl Service {
         let ports = Ports::new((49152, 65535));
         let books = crate::quota::Books::default();
         let setup = Arc::new(Mutex::new(()));
-        let links = Links::mesh(config.flow_groups);
-        Ok(links
+        let links = Links::mesh(config.flow_groups)?;
+        links
             .into_iter()
             .map(|links| {
+                // Each part sleeps on its link doorbell too: part 0 in its control epoll,
+                // the others in a wake set of their own (src/wake_set.rs).
+                let wake_set = match (links.bell(), control.as_ref()) {
+                    (Some(bell), Some(c)) => {
+                        c.watch_links(bell)?;
+                        None
+                    }
+                    (Some(bell), None) => Some(WakeSet::new(bell)?),
+                    (None, _) => None,
+                };
                 let mut part = Self::part(config.clone(), control.take(), links);
                 part.stop = stop.clone();
                 part.sh.ports = ports.clone();
                 part.sh.books = books.clone();
                 part.sh.setup = setup.clone();
-                part
+                part.sh.wake_set = wake_set;
+                Ok(part)
             })
-            .collect())
+            .collect()
     }
 
     /// One part, with its links.
@@ -134,6 +146,7 @@ impl Service {
                 setup: Default::default(),
                 may_defer: false,
                 deferred: false,
+                wake_set: None,
             },
             cores: Cores::default(),
             retry: Vec::new(),
@@ -228,6 +241,9 @@ impl Service {
         self.stopped = true;
         for slot in self.apps.table.iter_mut() {
             if let Some(mut app) = slot.take() {
+                if let Some(w) = self.sh.wake_set.as_ref() {
+                    w.unwatch(&app.doorbell);
+                }
                 teardown::release_app(&mut app, Release::Stop, stack, &mut self.sh);
                 // Counted once, by part 0 (the parts' counters are summed).
                 if app.departed.is_none() && self.sh.links.index == 0 {
@@ -438,6 +454,7 @@ impl App for Service {
             // Awake again: applications stop ringing, and whatever woke us is looked at.
             self.asleep = false;
             wake::announce_awake(&self.apps.table);
+            self.sh.links.announce_awake();
             self.next_control = now;
         }
         // Rates of connections classified in the last hook turn, before their data moves.
@@ -535,7 +552,11 @@ impl App for Service {
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.control.as_ref().map(|c| c.epoll.0.as_fd())
+        match (self.control.as_ref(), self.sh.wake_set.as_ref()) {
+            (Some(c), _) => Some(c.epoll.0.as_fd()),
+            (None, Some(w)) => Some(w.fd()),
+            (None, None) => None,
+        }
     }
 
     fn control_hooks(&mut self, hooks: &mut Hooks) {
@@ -579,9 +600,8 @@ impl App for Service {
     }
 
     fn prepare_sleep(&mut self) -> bool {
-        // Parts: an application rings part 0's doorbell only; the others cannot sleep on
-        // it (the multi-core runner does not sleep on the applications either).
-        if self.sh.links.count > 1 {
+        // A part that could not watch an application's doorbell would not hear it.
+        if self.apps.table.iter().flatten().any(|a| a.unwatched) {
             return false;
         }
         // Splice reports held for a completion queue that has room now go out first.
@@ -595,10 +615,18 @@ impl App for Service {
         if self.apps.table.iter().flatten().any(deliverable) || self.sh.classes.has_rates() {
             return false;
         }
+        // In flow groups, before the announcement: only a ring or a message after it
+        // may wake this part (src/wake_set.rs, src/links.rs PartBell).
+        if let Some(w) = self.sh.wake_set.as_ref() {
+            w.consume();
+        }
+        let links = &self.sh.links;
+        links.announce_sleep();
         let verbs = self.cores.verbs.as_ref();
         if !wake::announce_sleep(&self.apps.table, &mut self.sh.counters, || {
-            verbs.is_some_and(|v| v.pipes_pending())
+            verbs.is_some_and(|v| v.pipes_pending()) || links.pending()
         }) {
+            links.announce_awake();
             return false;
         }
         self.asleep = true;

@@ -14,6 +14,7 @@ use crate::owners::{ConnMap, Owner, Ports, Splices};
 use crate::quota::{Books, Quotas};
 use crate::replicas::Replicas;
 use crate::traffic_classes::TrafficClasses;
+use crate::wake_set::WakeSet;
 
 /// State every part of the service reaches: who owns which port and connection, the
 /// counters, the pending lists.
@@ -67,6 +68,8 @@ pub(crate) struct Shared {
     pub may_defer: bool,
     /// Set by a command that waits: it stays in its queue and runs again next iteration.
     pub deferred: bool,
+    /// What part k > 0 of the service in flow groups sleeps on (part 0: its control epoll).
+    pub wake_set: Option<WakeSet>,
 }
 
 /// Holds `setup` (whoever held it last left nothing half done: it guards no data).
