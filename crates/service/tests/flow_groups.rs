@@ -376,3 +376,86 @@ fn a_port_closed_on_one_part_is_bound_and_listened_on_another_at_once() {
     assert_eq!(counters.accepts, 6, "{counters}");
     assert_eq!(counters.listen_replicas_failed, 0, "{counters}");
 }
+
+#[test]
+fn both_parts_sleep_when_idle_and_wake_for_accepts_handed_over_and_data() {
+    // 30 s naps: a lost wake-up stalls the traffic below past its 5 s bound, instead of
+    // hiding behind the default 100 ms cap.
+    let mut net = Net::start_groups_sleeping("fg-wake", 2, std::time::Duration::from_secs(30));
+    let mut app = net.attach("fg-wake");
+    let ctx = app.context();
+    let l = app.listen(ctx, 7500, &mut || net.peer.pump());
+    let bells = net.bells.lock().unwrap().clone();
+    assert_eq!(bells.len(), 2, "one thread per flow group");
+
+    // Idle: nothing to pump, the application posts nothing.
+    let before: Vec<_> = bells.iter().map(|b| b.counters()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after: Vec<_> = bells.iter().map(|b| b.counters()).collect();
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(
+            a.sleeps > b.sleeps,
+            "thread {i} slept while idle: {b:?} -> {a:?}"
+        );
+    }
+    let idle = net.until_counters("the parts announced sleeps", |c| c.sleeps > 0);
+    assert_eq!(idle.doorbells_unwatched, 0, "{idle}");
+
+    // Traffic on both parts: accepts (some handed over between the parts) and bytes both
+    // ways, each started while the engine's threads may sleep.
+    let start = std::time::Instant::now();
+    const N: usize = 8;
+    let mut accepted = Vec::new();
+    for i in 0..N {
+        // Idle again between connections, so each SYN and command meets sleeping parts.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let c = net.peer.connect(ENGINE_IP, 7500);
+        let rec = app.accept(ctx, l, &mut || net.peer.pump());
+        let down = pattern(RING as usize + 91 * i, 400 + i as u32);
+        let up = pattern(RING as usize / 2 + 13 * i, 500 + i as u32);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (at_app, at_peer) = exchange(&mut net, &mut app, ctx, rec.slot, c, &down, &up);
+        assert_eq!(
+            sha256(&at_app),
+            sha256(&down),
+            "slot {}: peer to app",
+            rec.slot
+        );
+        assert_eq!(
+            sha256(&at_peer),
+            sha256(&up),
+            "slot {}: app to peer",
+            rec.slot
+        );
+        accepted.push(rec.slot);
+    }
+    let took = start.elapsed();
+    assert!(
+        on_part(&accepted, 0) > 0 && on_part(&accepted, 1) > 0,
+        "accepted on both parts: {accepted:?}"
+    );
+    // Not a performance bound: the 8 x 40 ms of idling plus slack; a lost wake-up waits
+    // for the 30 s max_sleep (or the client's 20 s WAIT).
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    let woken: u64 = bells.iter().map(|b| b.counters().woken).sum();
+    for slot in accepted.iter().chain([&l]) {
+        app.post(
+            ctx,
+            Command::Close {
+                slot: *slot,
+                abort: false,
+            },
+        );
+    }
+    let counters = net.stop();
+    let handed = on_part(&accepted, 1 - l % 2);
+    assert!(handed > 0, "{accepted:?}, listener {l}");
+    assert_eq!(counters.accepts_handed_over, handed as u64, "{counters}");
+    assert!(counters.sleeps > 0, "{counters}");
+    assert!(woken > 0, "a thread was woken by its doorbell");
+    assert_eq!(
+        counters.bad_positions + counters.bad_slots + counters.bad_entries,
+        0,
+        "{counters}"
+    );
+}

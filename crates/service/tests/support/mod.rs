@@ -17,7 +17,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use sha2::{Digest, Sha256};
 use sluice_device::{pair, Device, PairConfig, PairEnd};
 use sluice_ebpf::programs;
-use sluice_engine::multicore::{Layout as MultiLayout, MultiEngine};
+use sluice_engine::multicore::{Doorbell, Layout as MultiLayout, MultiEngine};
 use sluice_engine::{pump, Engine, Transports};
 use sluice_service::{Counters, Service, ServiceConfig};
 use sluice_shm::admin::{to_hex, AdminReply, AdminRequest};
@@ -74,6 +74,8 @@ pub struct Net {
     engine: Option<JoinHandle<Counters>>,
     pub counters: Arc<Mutex<Counters>>,
     pub peer: Peer,
+    /// The multi-core engine's threads' doorbells (their sleep counters), once it runs.
+    pub bells: Arc<Mutex<Vec<Arc<Doorbell>>>>,
 }
 
 /// The plain core at the other end of the pair.
@@ -237,7 +239,7 @@ impl Net {
         adjust: impl FnOnce(&mut ServiceConfig),
         adjust_core: impl Fn(&mut Config) + Send + 'static,
     ) -> Net {
-        Self::start_on(name, adjust, adjust_core, None)
+        Self::start_on(name, adjust, adjust_core, None, None)
     }
 
     /// As [`Net::start_with`], the service on the multi-core engine with `layout` (one
@@ -256,6 +258,22 @@ impl Net {
             },
             |c| c.tso_max_payload = 0,
             Some(layout),
+            None,
+        )
+    }
+
+    /// As [`Net::start_groups`], the engine's idle threads sleeping up to `max_sleep`
+    /// (long, so that a lost wake-up shows as a stall instead of a 100 ms nap).
+    pub fn start_groups_sleeping(name: &str, groups: u16, max_sleep: Duration) -> Net {
+        Self::start_on(
+            name,
+            |sc| {
+                sc.hook_points = false;
+                sc.flow_groups = u32::from(groups);
+            },
+            |c| c.tso_max_payload = 0,
+            Some(MultiLayout::FlowGroups { groups }),
+            Some(max_sleep),
         )
     }
 
@@ -273,6 +291,7 @@ impl Net {
         adjust: impl FnOnce(&mut ServiceConfig),
         adjust_core: impl Fn(&mut Config) + Send + 'static,
         multi: Option<MultiLayout>,
+        max_sleep: Option<Duration>,
     ) -> Net {
         let dir = socket_dir(name);
         let socket = dir.join("engine.sock");
@@ -295,6 +314,8 @@ impl Net {
         adjust_core(&mut engine_core);
         let mut peer_core = core(macs[1], PEER_IP, 0x9ee7);
         adjust_core(&mut peer_core);
+        let bells = Arc::new(Mutex::new(Vec::new()));
+        let engine_bells = bells.clone();
         let engine = std::thread::spawn(move || {
             if let Some(layout) = multi {
                 let mut engine = MultiEngine::new(a, engine_core, layout, |g| {
@@ -302,6 +323,10 @@ impl Net {
                 })
                 .expect("multi-core engine");
                 engine.linger = Duration::from_millis(200);
+                if let Some(m) = max_sleep {
+                    engine.max_sleep = m;
+                }
+                *engine_bells.lock().unwrap() = engine.doorbells().to_vec();
                 engine.run(None).expect("multi-core engine runs");
                 // Every part's counters, summed.
                 let mut sum = Counters::default();
@@ -327,6 +352,7 @@ impl Net {
             stop,
             engine: Some(engine),
             counters,
+            bells,
             peer: Peer {
                 stack,
                 rdma: verbs::PeerRdma::new(macs[1], PEER_IP),
