@@ -393,8 +393,10 @@ fn both_parts_sleep_when_idle_and_wake_for_accepts_handed_over_and_data() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let after: Vec<_> = bells.iter().map(|b| b.counters()).collect();
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        // A thread asleep since before the idle spell (a 30 s nap) starts no new sleep.
+        let asleep_throughout = b.sleeps > 0 && a.sleeps == b.sleeps && bells[i].announced();
         assert!(
-            a.sleeps > b.sleeps,
+            a.sleeps > b.sleeps || asleep_throughout,
             "thread {i} slept while idle: {b:?} -> {a:?}"
         );
     }

@@ -384,12 +384,21 @@ impl Net {
     /// Stops the engine (it resets what remains) and returns its final counters.
     pub fn stop(&mut self) -> Counters {
         self.stop.store(true, Ordering::Relaxed);
+        self.wake_threads();
         let engine = self.engine.take().expect("running");
         // Keep the peer answering while the engine winds down.
         while !engine.is_finished() {
             self.peer.pump();
         }
         engine.join().expect("engine thread")
+    }
+
+    /// Rings the multi-core engine's threads, so a sleeping one sees the stop flag now
+    /// (as the CLI's signal handler does not: its threads nap at most 100 ms).
+    fn wake_threads(&self) {
+        for b in self.bells.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            b.ring();
+        }
     }
 
     /// The socket's directory.
@@ -402,6 +411,7 @@ impl Drop for Net {
     fn drop(&mut self) {
         if self.engine.is_some() {
             self.stop.store(true, Ordering::Relaxed);
+            self.wake_threads();
             if let Some(e) = self.engine.take() {
                 let _ = e.join();
             }
