@@ -615,6 +615,12 @@ impl App for Service {
         if self.apps.table.iter().flatten().any(deliverable) || self.sh.classes.has_rates() {
             return false;
         }
+        // Connections accepted for another part's listener that wait for room in the link
+        // or for a slot: retried every iteration (nothing rings this part when the room
+        // comes; never pending with one part).
+        if !self.sh.replicas.pending.is_empty() {
+            return false;
+        }
         // In flow groups, before the announcement: only a ring or a message after it
         // may wake this part (src/wake_set.rs, src/links.rs PartBell).
         if let Some(w) = self.sh.wake_set.as_ref() {
