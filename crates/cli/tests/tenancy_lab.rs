@@ -104,6 +104,19 @@ fn root_echo(setup: &Setup, port: u16, reuseport: bool) -> Proc {
 }
 
 /// Starts a tenant.py program as the user and waits for its `holding` line.
+/// The process's output once it holds `needle`, or after 10 s: its stdout ("holding") and
+/// its stderr (the preload's reason) are read by two threads, so one may lag the other.
+fn output_with(p: &Proc, needle: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = p.output();
+        if out.contains(needle) || std::time::Instant::now() >= deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn hold_as_user(setup: &Setup, name: &str, group: Option<u32>, args: &[&str]) -> Proc {
     let script = tenant();
     let mut program = vec!["python3", script.as_str()];
@@ -182,7 +195,7 @@ fn a_user_in_the_group_serves_through_sluice_run_and_others_get_eacces() {
 
     // Outside the group, the socket file's mode refuses: EACCES, said by the preload.
     let outsider = hold_as_user(&setup, "nobody outside the group", None, &["bind", "8081"]);
-    let said = outsider.output();
+    let said = output_with(&outsider, "permission denied");
     assert!(
         said.contains("port 8081 errno EACCES") && said.contains("permission denied"),
         "outside the group: EACCES and the preload's reason:\n{said}"
@@ -193,7 +206,7 @@ fn a_user_in_the_group_serves_through_sluice_run_and_others_get_eacces() {
     std::fs::set_permissions(&setup.socket, std::fs::Permissions::from_mode(0o666))
         .expect("chmod the socket");
     let outsider = hold_as_user(&setup, "nobody, socket 0666", None, &["bind", "8082"]);
-    let said = outsider.output();
+    let said = output_with(&outsider, "permission denied");
     assert!(
         said.contains("port 8082 errno EACCES") && said.contains("permission denied"),
         "refused by the engine: EACCES and the engine's reason:\n{said}"

@@ -23,8 +23,10 @@ const MAX_BACKLOG: u32 = 4096;
 
 /// How long a Bind or Listen may wait for a port its application holds on another
 /// flow-group part: commands are in order per part, not across parts, so a Close posted on
-/// one part just before a Bind of the same port on another may not have run yet.
-const DEFER_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// one part just before a Bind of the same port on another may not have run yet. Generous:
+/// the other part's thread may be asleep or off its core for a few scheduler slices on a
+/// loaded machine (20 ms was seen to run out); a real conflict costs only its wait.
+const DEFER_LIMIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Runs up to `batch` commands from each live context of `app`, and up to the
 /// commands-per-application quota over all of them: round-robin from the context where the
