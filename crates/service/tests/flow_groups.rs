@@ -11,51 +11,6 @@ use sluice_shm::{Command, Reuse};
 use sluice_tcp::{ConnError, Error};
 use support::*;
 
-/// Sends `data` from one side while reading on the other, until all of it arrived.
-fn exchange(
-    net: &mut Net,
-    app: &mut Client,
-    ctx: u32,
-    s: u32,
-    c: sluice_tcp::ConnId,
-    down: &[u8],
-    up: &[u8],
-) -> (Vec<u8>, Vec<u8>) {
-    let deadline = std::time::Instant::now() + WAIT;
-    let (mut down_sent, mut up_sent) = (0, 0);
-    let (mut at_app, mut at_peer) = (Vec::new(), Vec::new());
-    let mut buf = vec![0u8; 16 << 10];
-    while at_app.len() < down.len() || at_peer.len() < up.len() {
-        match net.peer.stack.send(c, &down[down_sent..]) {
-            Ok(n) => down_sent += n,
-            Err(Error::WouldBlock) => {}
-            Err(e) => panic!("peer send: {e}"),
-        }
-        if up_sent < up.len() {
-            let chunk = (up.len() - up_sent).min(2999);
-            up_sent += app.write_some(ctx, s, &up[up_sent..up_sent + chunk]);
-        }
-        let n = app.read_some(ctx, s, &mut buf);
-        at_app.extend_from_slice(&buf[..n]);
-        while let Ok(n) = net.peer.stack.recv(c, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            at_peer.extend_from_slice(&buf[..n]);
-        }
-        net.peer.pump();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "stuck: {} of {} down, {} of {} up",
-            at_app.len(),
-            down.len(),
-            at_peer.len(),
-            up.len()
-        );
-    }
-    (at_app, at_peer)
-}
-
 /// A service of two parts whose applications have 32 slots (16 per part).
 fn start(name: &str, adjust: impl FnOnce(&mut sluice_service::ServiceConfig)) -> Net {
     Net::start_groups(name, 2, |sc| {
