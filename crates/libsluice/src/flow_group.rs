@@ -18,22 +18,12 @@ pub(crate) fn core_of(cmd: &Command, layout: &Layout, next_open: &AtomicU32) -> 
     if cores <= 1 {
         return 0;
     }
-    match *cmd {
-        Command::Open { .. } => next_open.fetch_add(1, Ordering::Relaxed) % cores,
-        Command::Bind { slot, .. }
-        | Command::Listen { slot, .. }
-        | Command::Connect { slot, .. }
-        | Command::Send { slot }
-        | Command::Consumed { slot }
-        | Command::Shutdown { slot, .. }
-        | Command::Close { slot, .. }
-        | Command::SetNoDelay { slot, .. }
-        | Command::SetCongestion { slot, .. }
-        | Command::SetTeardownOffload { slot, .. } => layout.slot_core(slot),
-        // The engine refuses a splice across cores (EOPNOTSUPP); slot_a's core answers.
-        Command::Splice { slot_a, .. } => layout.slot_core(slot_a),
-        // Verbs and MTP run in flow group 0.
-        Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => 0,
+    match (cmd, cmd.slot()) {
+        (Command::Open { .. }, _) => next_open.fetch_add(1, Ordering::Relaxed) % cores,
+        // A Splice names slot_a: the engine refuses a splice across cores (EOPNOTSUPP).
+        (_, Some(slot)) => layout.slot_core(slot),
+        // Verbs and MTP doorbells: they run in flow group 0.
+        (_, None) => 0,
     }
 }
 

@@ -218,38 +218,6 @@ fn serve_control(
     }
 }
 
-fn slot_of(cmd: &Command) -> Option<u32> {
-    match *cmd {
-        Command::Bind { slot, .. }
-        | Command::Listen { slot, .. }
-        | Command::Connect { slot, .. }
-        | Command::Send { slot }
-        | Command::Consumed { slot }
-        | Command::Shutdown { slot, .. }
-        | Command::Close { slot, .. }
-        | Command::SetNoDelay { slot, .. }
-        | Command::SetCongestion { slot, .. }
-        | Command::SetTeardownOffload { slot, .. } => Some(slot),
-        Command::Splice { slot_a, .. } => Some(slot_a),
-        _ => None,
-    }
-}
-
-fn req_of(cmd: &Command) -> Option<u32> {
-    match *cmd {
-        Command::Open { req }
-        | Command::Bind { req, .. }
-        | Command::Listen { req, .. }
-        | Command::Connect { req, .. }
-        | Command::Shutdown { req, .. }
-        | Command::SetNoDelay { req, .. }
-        | Command::SetCongestion { req, .. }
-        | Command::SetTeardownOffload { req, .. }
-        | Command::Splice { req, .. } => Some(req),
-        _ => None,
-    }
-}
-
 fn name_of(cmd: &Command) -> &'static str {
     match cmd {
         Command::Open { .. } => "open",
@@ -308,7 +276,7 @@ fn opens_go_round_robin_and_every_slot_command_to_the_slot_s_core() {
         let mut got = Vec::new();
         while got.len() < want.len() {
             let (ctx, core, cmd) = rig.next_command();
-            let slot = slot_of(&cmd).expect("a slot command");
+            let slot = cmd.slot().expect("a slot command");
             assert_eq!(core, slot % cores, "{cmd:?} went to core {core}");
             got.push((name_of(&cmd), slot));
             if let Command::Connect { slot, .. } = cmd {
@@ -317,7 +285,7 @@ fn opens_go_round_robin_and_every_slot_command_to_the_slot_s_core() {
                 b.flags()
                     .store(flags::ALLOCATED | flags::CONNECTED, Ordering::Release);
             }
-            if let Some(req) = req_of(&cmd) {
+            if let Some(req) = cmd.req() {
                 let value = if matches!(cmd, Command::Bind { .. }) {
                     8080
                 } else {
@@ -346,7 +314,7 @@ fn an_answer_counts_only_on_the_queue_of_the_core_the_command_went_to() {
     });
     let (ctx, core, cmd) = rig.next_command();
     assert_eq!((core, name_of(&cmd)), (1, "nodelay"));
-    let req = req_of(&cmd).unwrap();
+    let req = cmd.req().unwrap();
     // Core 0 answering core 1's request is not its answer.
     rig.complete(
         ctx,
@@ -378,7 +346,7 @@ fn an_answer_counts_only_on_the_queue_of_the_core_the_command_went_to() {
     let user = std::thread::spawn(move || s0.set_nodelay(true));
     let (ctx, core, cmd) = rig.next_command();
     assert_eq!((core, name_of(&cmd)), (0, "nodelay"));
-    let req = req_of(&cmd).unwrap();
+    let req = cmd.req().unwrap();
     rig.complete(
         ctx,
         0,
@@ -407,7 +375,7 @@ fn splice_reports_are_kept_from_any_core_and_a_splice_across_cores_is_incompatib
         (end, across)
     });
     let (ctx, core, cmd) = rig.next_command();
-    assert_eq!((core, name_of(&cmd), slot_of(&cmd)), (1, "splice", Some(1)));
+    assert_eq!((core, name_of(&cmd), cmd.slot()), (1, "splice", Some(1)));
     let report = |outcome, a_to_b, b_to_a| {
         Completion::Splice(SpliceReport {
             handle: 7,
@@ -418,7 +386,7 @@ fn splice_reports_are_kept_from_any_core_and_a_splice_across_cores_is_incompatib
     };
     // Installed reported by core 2, before core 1's answer.
     rig.complete(ctx, 2, report(SpliceOutcome::Installed, 0, 0));
-    let req = req_of(&cmd).unwrap();
+    let req = cmd.req().unwrap();
     rig.complete(
         ctx,
         1,
@@ -434,8 +402,8 @@ fn splice_reports_are_kept_from_any_core_and_a_splice_across_cores_is_incompatib
     rig.complete(ctx, 0, report(SpliceOutcome::Closed, 10, 20));
 
     let (ctx, core, cmd) = rig.next_command();
-    assert_eq!((core, name_of(&cmd), slot_of(&cmd)), (0, "splice", Some(0)));
-    let req = req_of(&cmd).unwrap();
+    assert_eq!((core, name_of(&cmd), cmd.slot()), (0, "splice", Some(0)));
+    let req = cmd.req().unwrap();
     rig.complete(
         ctx,
         0,
@@ -494,7 +462,7 @@ fn play(rig: &mut Rig, script: &[(&str, u32, Option<u32>, Answer)]) {
     for (i, &(name, core, slot, answer)) in script.iter().enumerate() {
         let (ctx, k, cmd) = rig.next_command();
         assert_eq!(
-            (name_of(&cmd), k, slot_of(&cmd)),
+            (name_of(&cmd), k, cmd.slot()),
             (name, core, slot),
             "step {i}: {cmd:?}"
         );
@@ -516,7 +484,7 @@ fn play(rig: &mut Rig, script: &[(&str, u32, Option<u32>, Answer)]) {
             }
             _ => {}
         }
-        let req = req_of(&cmd);
+        let req = cmd.req();
         let c = match (answer, req) {
             (Answer::Done(value), Some(req)) => Completion::Done {
                 req,

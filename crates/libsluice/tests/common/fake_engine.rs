@@ -580,7 +580,7 @@ impl Engine {
                 match Command::decode(&entry) {
                     Ok(cmd) if self.misrouted(&cmd, k) => {
                         self.stats.misrouted.fetch_add(1, Ordering::Relaxed);
-                        if let Some(req) = request_of(&cmd) {
+                        if let Some(req) = cmd.req() {
                             let fail = Completion::Failed {
                                 req,
                                 errno: libc::EBADF,
@@ -616,7 +616,7 @@ impl Engine {
     /// verbs/MTP doorbell off core 0.
     fn misrouted(&self, cmd: &Command, core: u32) -> bool {
         let cores = self.opts.layout.queue_cores.max(1);
-        match slot_of(cmd) {
+        match cmd.slot() {
             Some(slot) => slot % cores != core,
             None => {
                 matches!(
@@ -1180,44 +1180,6 @@ impl Engine {
 impl Ctx {
     fn has_command(&self) -> bool {
         self.commands.iter().any(Consumer::has_entry)
-    }
-}
-
-/// The slot a command names (Splice: its first).
-fn slot_of(cmd: &Command) -> Option<u32> {
-    match *cmd {
-        Command::Bind { slot, .. }
-        | Command::Listen { slot, .. }
-        | Command::Connect { slot, .. }
-        | Command::Send { slot }
-        | Command::Consumed { slot }
-        | Command::Shutdown { slot, .. }
-        | Command::Close { slot, .. }
-        | Command::SetNoDelay { slot, .. }
-        | Command::SetCongestion { slot, .. }
-        | Command::SetTeardownOffload { slot, .. } => Some(slot),
-        Command::Splice { slot_a, .. } => Some(slot_a),
-        Command::Open { .. } | Command::QpDoorbell { .. } | Command::MtpDoorbell { .. } => None,
-    }
-}
-
-/// The request id of a command that has one.
-fn request_of(cmd: &Command) -> Option<u32> {
-    match *cmd {
-        Command::Open { req }
-        | Command::Bind { req, .. }
-        | Command::Listen { req, .. }
-        | Command::Connect { req, .. }
-        | Command::Shutdown { req, .. }
-        | Command::SetNoDelay { req, .. }
-        | Command::SetCongestion { req, .. }
-        | Command::SetTeardownOffload { req, .. }
-        | Command::Splice { req, .. } => Some(req),
-        Command::Send { .. }
-        | Command::Consumed { .. }
-        | Command::Close { .. }
-        | Command::QpDoorbell { .. }
-        | Command::MtpDoorbell { .. } => None,
     }
 }
 
