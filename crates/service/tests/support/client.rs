@@ -237,18 +237,9 @@ impl Client {
     /// Posts a command with a request id and waits for its completion.
     pub fn call(&mut self, c: u32, cmd: Command, pump: &mut dyn FnMut()) -> Completion {
         let completion = self.call_raw(c, &cmd.encode(), pump);
-        let req = match cmd {
-            Command::Open { req }
-            | Command::Bind { req, .. }
-            | Command::Listen { req, .. }
-            | Command::Connect { req, .. }
-            | Command::Shutdown { req, .. }
-            | Command::SetNoDelay { req, .. }
-            | Command::SetCongestion { req, .. }
-            | Command::SetTeardownOffload { req, .. }
-            | Command::Splice { req, .. } => req,
-            other => panic!("{other:?} has no completion"),
-        };
+        let req = cmd
+            .req()
+            .unwrap_or_else(|| panic!("{cmd:?} has no completion"));
         assert_eq!(completion.req(), req, "completions come back in order");
         completion
     }
